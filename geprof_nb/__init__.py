@@ -1,0 +1,22 @@
+"""geprof_nb: GE (Ascend CANN Graph Engine) profiling in Jupyter, on a simulated GE runtime.
+
+``%load_ext geprof_nb`` registers the ``%%geprof`` magic; ``geprof_nb.load(path)``
+opens a run directory as a :class:`Profile`.
+"""
+
+from .analysis import Profile, load
+
+__version__ = "0.1.0"
+__all__ = ["Profile", "load", "load_ipython_extension", "unload_ipython_extension"]
+
+
+def load_ipython_extension(ipython) -> None:  # noqa: ANN001 - IPython's InteractiveShell
+    from .nb.magics import load_ipython_extension as _load
+
+    _load(ipython)
+
+
+def unload_ipython_extension(ipython) -> None:  # noqa: ANN001
+    from .nb.magics import unload_ipython_extension as _unload
+
+    _unload(ipython)

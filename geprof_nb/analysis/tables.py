@@ -1,0 +1,284 @@
+"""Raw records -> the msprof summary tables, vectorised with numpy and pandas.
+
+Column names and meanings are msprof's (:mod:`.columns`).  In the DataFrames
+numbers are numbers: times are float microseconds (durations exact to the ns,
+absolute timestamps within float64 precision), integer columns that can be
+N/A are nullable ``Int64``, missing metrics are NaN, and text columns are
+categoricals holding ``"N/A"`` where msprof prints N/A.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..prof import rawdata
+from ..prof.rawdata import DataType, Format, GeTaskType, OpFlag
+from . import columns as C
+from .rundir import RunDir
+
+NA = "N/A"
+_DTYPE_NAMES = {int(d): d.name[len("DT_"):] for d in DataType}
+_DTYPE_NAMES[int(DataType.DT_FLOAT)] = "FLOAT"
+_FORMAT_NAMES = {int(f): f.name[len("FORMAT_"):] for f in Format}
+_TASK_TYPE_NAMES = {int(k): v for k, v in rawdata.GE_TASK_TYPE_NAMES.items()}
+_DROPPED_TASK_TYPES = {int(GeTaskType.WRITE_BACK), int(GeTaskType.INVALID)}
+_OP_STATE = {int(OpFlag.STATIC): "static", int(OpFlag.DYNAMIC): "dynamic"}
+
+
+@dataclass
+class OpRows:
+    """op_summary and what lies beside each of its rows (not msprof columns)."""
+
+    frame: pd.DataFrame
+    iteration: np.ndarray  # Iteration ID of each row
+    start_ns: np.ndarray  # exact start time of each row in ns
+    connection_id: np.ndarray
+
+
+def _categorical(per_conn: np.ndarray, conn: np.ndarray) -> pd.Categorical:
+    """Row values ``per_conn[conn]`` as a categorical, factorising the small per-connection table."""
+    codes, uniques = pd.factorize(per_conn)
+    return pd.Categorical.from_codes(codes[conn], categories=pd.Index(uniques, dtype=object))
+
+
+def _tensor_strings(tensors: np.ndarray) -> dict[int, tuple[str, ...]]:
+    """connection id -> (input shapes, input types, input formats, output shapes, output types, output formats)."""
+    parts: dict[int, list[list[str]]] = {}
+    for rec in tensors:
+        cols = parts.setdefault(int(rec["connection_id"]), [[], [], [], [], [], []])
+        for j in range(int(rec["tensor_num"])):
+            base = 0 if rec["tensor_type"][j] == rawdata.TensorType.INPUT else 3
+            dims = rec["shape"][j]
+            nonzero = dims[: np.argmax(dims == 0)] if (dims == 0).any() else dims
+            cols[base].append(",".join(str(int(d)) for d in nonzero))
+            cols[base + 1].append(_DTYPE_NAMES.get(int(rec["data_type"][j]), "UNDEFINED"))
+            cols[base + 2].append(_FORMAT_NAMES.get(int(rec["format"][j]), "RESERVED"))
+    return {cid: tuple(";".join(c) for c in cols) for cid, cols in parts.items()}
+
+
+def _scatter(size: int, index: np.ndarray, values: np.ndarray, fill, dtype) -> np.ndarray:
+    out = np.full(size, fill, dtype=dtype)
+    out[index] = values
+    return out
+
+
+def _pmu_frame(run: RunDir, device_id: int, conn: np.ndarray, n_conn: int, block_dim: np.ndarray,
+               cycles: np.ndarray, dur_us: np.ndarray, family: str, aic_metrics: str) -> dict[str, np.ndarray]:
+    """The PMU columns of op_summary for the rows (msprof ai_core_config formulas)."""
+    names = C.pmu_columns(aic_metrics, family)
+    if not names:
+        return {}
+    info = run.device_info(device_id)
+    freq = float(info.get("aic_frequency", 1800))
+    cores = {"aic": int(info.get("ai_core_num", 24)), "aiv": int(info.get("aiv_num", 0) or info.get("ai_core_num", 24))}
+    events = run.load("aicore_events", device_id)
+    event_names = run.info.get("pmu_events") or {}
+    n = len(conn)
+    out = {c: np.full(n, np.nan) for c in names}
+    core_of_conn = _scatter(n_conn, events["connection_id"], events["core"], 255, np.uint8)
+    counts = np.zeros((n_conn, rawdata.PMU_EVENTS_PER_TASK), np.float64)
+    counts[events["connection_id"]] = events["events"]
+    for core_name, core_code in (("aic", rawdata.PMU_CORE_AIC), ("aiv", rawdata.PMU_CORE_AIV)):
+        ev_names = list(event_names.get(core_name, []))
+        rows = (core_of_conn[conn] == core_code) & (cycles > 0)
+        if not rows.any() or not ev_names:
+            continue
+        cyc = cycles[rows].astype(np.float64)
+        bd = block_dim[rows].astype(np.float64)
+        waves = np.ceil(bd / cores[core_name])
+        ev = counts[conn[rows]]
+
+        def event(name: str) -> np.ndarray:
+            return ev[:, ev_names.index(name)] if name in ev_names else np.zeros(len(cyc))
+
+        prefix = "" if family != "A2" else f"{core_name}_"
+        time_col = "aicore_time(us)" if (family != "A2" or core_name == "aic") else "aiv_time(us)"
+        total_col = "total_cycles" if family != "A2" else f"{core_name}_total_cycles"
+        out[time_col][rows] = cyc * waves / freq
+        out[total_col][rows] = cyc * bd
+        pipes = (C.PIPE_UTILIZATION_910A if family != "A2" else
+                 C.PIPE_UTILIZATION_A2_AIC if core_name == "aic" else C.PIPE_UTILIZATION_A2_AIV)
+        ratios = {}
+        for p in pipes:
+            busy = event(f"{p}_cycles")
+            out[f"{prefix}{p}_time(us)"][rows] = busy * waves / freq
+            ratios[p] = out[f"{prefix}{p}_ratio"][rows] = busy / cyc
+        req = event("icache_req")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[f"{prefix}icache_miss_rate"][rows] = np.where(req > 0, event("icache_miss") / req, np.nan)
+            if family == "A2" and core_name == "aic":
+                out["cube_utilization(%)"][rows] = cyc * bd / (freq * cores["aic"] * dur_us[rows]) * 100
+            if family != "A2":
+                denom = np.maximum(ratios["mac"], ratios["vec"])
+                out["memory_bound"][rows] = np.where(denom > 0, ratios["mte2"] / denom, np.nan)
+    result = {}
+    for c in names:
+        if c.endswith("total_cycles"):
+            result[c] = pd.array(np.where(np.isnan(out[c]), 0, out[c]).astype(np.int64), dtype="Int64")
+            result[c][np.isnan(out[c])] = pd.NA
+        else:
+            result[c] = np.round(out[c], 3)
+    return result
+
+
+def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
+    """Build op_summary: one row per executed op task (compute and communication)."""
+    opts = run.options
+    task_level = {"on": "l1"}.get(opts.get("task_trace", "on"), opts.get("task_trace", "on"))
+    family = run.device_info(device_id).get("chip_family", "A2")
+    aic_metrics = (run.info.get("pmu_events") or {}).get("metrics", [""])[0]
+    header = C.op_summary_columns(family, task_level, aic_metrics)
+
+    hw = run.load("hwts", device_id)
+    track = run.load("task_track", device_id)
+    basic = run.load("node_basic_info")
+    n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)))
+    kernel_name = _scatter(n_conn, track["connection_id"], track["kernel_name"], 0, np.uint64)
+    keep = kernel_name[hw["connection_id"]] != 0
+    has_basic = _scatter(n_conn, basic["connection_id"], True, False, bool)
+    ge_type = _scatter(n_conn, basic["connection_id"], basic["task_type"], -1, np.int64)
+    keep &= ~np.isin(ge_type[hw["connection_id"]], list(_DROPPED_TASK_TYPES))
+    hw = hw[keep]
+    order = np.argsort(hw["start"], kind="stable")
+    hw = hw[order]
+    conn = hw["connection_id"].astype(np.int64)
+    n = len(hw)
+
+    names = run.hashes
+
+    def text(ids: np.ndarray, na_mask: np.ndarray | None = None) -> np.ndarray:
+        out = np.array([names.get(int(h), f"<unknown 0x{int(h):016x}>") if h else NA for h in ids], dtype=object)
+        if na_mask is not None:
+            out[na_mask] = NA
+        return out
+
+    is_comm = ge_type == GeTaskType.HCCL
+    no_basic = ~has_basic
+    op_type_ids = _scatter(n_conn, basic["connection_id"], basic["op_type"], 0, np.uint64)
+    block_dim = _scatter(n_conn, basic["connection_id"], basic["block_dim"], 0, np.int64)
+    op_flag = _scatter(n_conn, basic["connection_id"], basic["op_flag"], -1, np.int64)
+    task_type_text = np.array([_TASK_TYPE_NAMES.get(int(t), NA) for t in ge_type], dtype=object)
+    state_text = np.array([_OP_STATE.get(int(f), NA) for f in op_flag], dtype=object)
+    state_text[is_comm] = NA
+
+    tensor_text = _tensor_strings(run.load("tensor_info"))
+    tensor_cols = [np.full(n_conn, NA, dtype=object) for _ in range(6)]
+    for cid, strings in tensor_text.items():
+        if cid < n_conn and not is_comm[cid]:
+            for k in range(6):
+                tensor_cols[k][cid] = strings[k]
+    hf32 = np.full(n_conn, NA, dtype=object)
+    compute = has_basic & ~is_comm
+    hf32[compute] = "NO"
+    first_input_type = np.array([t.split(";")[0] for t in tensor_cols[1]], dtype=object)
+    hf32[compute & (ge_type == GeTaskType.AI_CORE) & (first_input_type == "FLOAT")] = "YES"
+
+    dur_ns = hw["dur"].astype(np.int64)
+    start_ns = hw["start"].astype(np.int64)
+    dur_us = dur_ns / 1000.0
+    row_comm = is_comm[conn]
+    wait = np.zeros(n, np.int64)
+    idx = np.flatnonzero(~row_comm)
+    if len(idx) > 1:
+        gaps = start_ns[idx[1:]] - (start_ns[idx[:-1]] + dur_ns[idx[:-1]])
+        wait[idx[1:]] = np.maximum(gaps, 0)
+
+    model_id = _scatter(n_conn, track["connection_id"], track["model_id"], 0, np.int64)
+    stream_id = _scatter(n_conn, track["connection_id"], track["stream_id"], 0, np.int64)
+    task_id = _scatter(n_conn, track["connection_id"], track["task_id"], 0, np.int64)
+
+    def nullable(per_conn: np.ndarray, na: np.ndarray) -> pd.arrays.IntegerArray:
+        arr = pd.array(per_conn[conn], dtype="Int64")
+        arr[na[conn]] = pd.NA
+        return arr
+
+    data: dict[str, object] = {
+        "Device_id": np.full(n, device_id, np.int64),
+        "Model ID": model_id[conn],
+        "Task ID": nullable(task_id, is_comm),
+        "Stream ID": nullable(stream_id, is_comm),
+        "Op Name": _categorical(text(kernel_name), conn),
+        "OP Type": _categorical(text(op_type_ids, no_basic), conn),
+        "OP State": _categorical(state_text, conn),
+        "Task Type": _categorical(task_type_text, conn),
+        "Task Start Time(us)": start_ns / 1000.0,
+        "Task Duration(us)": dur_us,
+        "Task Wait Time(us)": wait / 1000.0,
+        "Block Num": pd.array(np.where(is_comm | no_basic, 0, block_dim)[conn], dtype="Int64"),
+        "Mix Block Num": nullable(np.zeros(n_conn, np.int64), is_comm),
+        "HF32 Eligible": _categorical(hf32, conn),
+        "Context ID": pd.array([pd.NA] * n, dtype="Int64"),
+    }
+    for k, col in enumerate(("Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
+                             "Output Data Types", "Output Formats")):
+        data[col] = _categorical(tensor_cols[k], conn)
+    data.update(_pmu_frame(run, device_id, conn, n_conn, block_dim[conn], hw["block_cycles"].astype(np.int64),
+                           dur_us, family, aic_metrics))
+    frame = pd.DataFrame({c: data[c] for c in header})
+    return OpRows(frame, hw["iteration"].astype(np.int64), start_ns, conn)
+
+
+def op_statistic(op_summary: pd.DataFrame) -> pd.DataFrame:
+    """Per OP Type and Core Type: count and total/min/avg/max duration, share of the total."""
+    compute = op_summary[op_summary["Task Type"] != "COMMUNICATION"]
+    if compute.empty:
+        return pd.DataFrame(columns=C.OP_STATISTIC)
+    grouped = compute.groupby(["Device_id", "OP Type", "Task Type"], observed=True)["Task Duration(us)"]
+    stats = grouped.agg(["count", "sum", "min", "mean", "max"]).reset_index()
+    stats.columns = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
+                     "Avg Time(us)", "Max Time(us)"]
+    stats["Ratio(%)"] = stats["Total Time(us)"] / stats.groupby("Device_id")["Total Time(us)"].transform("sum") * 100
+    for c in ("Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)"):
+        stats[c] = stats[c].round(3)
+    stats["OP Type"] = stats["OP Type"].astype(str)
+    stats["Core Type"] = stats["Core Type"].astype(str)
+    return stats.sort_values("Total Time(us)", ascending=False, kind="stable").reset_index(drop=True)[C.OP_STATISTIC]
+
+
+def step_trace(run: RunDir, device_id: int = 0) -> pd.DataFrame:
+    """One row per (model, iteration) from the ProfilerTrace timestamps (msprof create_step_table)."""
+    tr = run.load("step_trace", device_id)
+    if len(tr) == 0:
+        return pd.DataFrame(columns=C.STEP_TRACE)
+    df = pd.DataFrame({"model": tr["model_id"].astype(np.int64), "iter": tr["index_id"].astype(np.int64),
+                       "tag": tr["tag_id"].astype(np.int64), "ts": tr["timestamp"].astype(np.int64)})
+    wide = df.pivot_table(index=["model", "iter"], columns="tag", values="ts", aggfunc="first")
+
+    def tag(t: int) -> pd.Series:
+        return wide[t] if t in wide.columns else pd.Series(np.nan, index=wide.index)
+
+    fp, bp = tag(rawdata.FP_TAG), tag(rawdata.BP_TAG)
+    end = tag(rawdata.ITER_END_TAG).fillna(tag(rawdata.MODEL_END_TAG))
+    begin = tag(rawdata.MODEL_START_TAG)
+    out = pd.DataFrame(index=wide.index)
+    out["Device_id"] = device_id
+    out["Iteration ID"] = wide.index.get_level_values("iter")
+    out["FP Start(us)"] = fp / 1000
+    out["BP End(us)"] = bp / 1000
+    out["Iteration End(us)"] = end / 1000
+    out["Iteration Time(us)"] = (end - begin) / 1000
+    out["FP to BP Time(us)"] = (bp - fp) / 1000
+    out["Iteration Refresh(us)"] = (end - bp) / 1000
+    prev_end = end.groupby(level="model").shift(1)
+    out["Data Aug Bound(us)"] = (fp - prev_end) / 1000
+    out["Model ID"] = wide.index.get_level_values("model")
+    n_reduce = 0
+    ar_tags = [t for t in wide.columns if rawdata.ALL_REDUCE_START_TAG <= t < rawdata.GET_NEXT_START_TAG]
+    if ar_tags:
+        n_reduce = (max(ar_tags) - rawdata.ALL_REDUCE_START_TAG) // 2 + 1
+    reduce_cols = []
+    for k in range(n_reduce):
+        s, e = tag(rawdata.ALL_REDUCE_START_TAG + 2 * k), tag(rawdata.ALL_REDUCE_START_TAG + 2 * k + 1)
+        reduce_cols += [(s / 1000).rename(None), ((e - s) / 1000).rename(None)]
+    base = out.reset_index(drop=True)
+    for c in ("Iteration Time(us)", "FP to BP Time(us)", "Iteration Refresh(us)", "Data Aug Bound(us)"):
+        base[c] = base[c].round(3)
+    if not reduce_cols:
+        return base[C.STEP_TRACE]
+    reduces = pd.concat([c.reset_index(drop=True) for c in reduce_cols], axis=1)
+    reduces.columns = C.STEP_TRACE_REDUCE * n_reduce
+    reduces.iloc[:, 1::2] = reduces.iloc[:, 1::2].round(3)
+    return pd.concat([base[C.STEP_TRACE], reduces], axis=1)

@@ -1,0 +1,212 @@
+"""Build a graph into a loadable model: engines, streams, the launch-ordered task
+list (kernels, input copies, event record/wait between streams, PROFILER_TRACE
+tasks), with every kernel timed by the device's cost model.
+
+Streams: every AI Core / vector / AI CPU kernel on the compute stream, every
+collective on the HCCL stream.  Where an op consumes a tensor made on the other
+stream, the producer's stream records an event after it and the consumer's
+stream waits for it before the consumer, so AllReduce overlaps backward
+compute exactly as far as the data dependencies allow.
+
+Trace tasks come from :class:`ProfilingTaskUtils` and are placed per profiling
+point set, so changing ``fp_point``/``bp_point`` re-places them without a rebuild.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..prof.rawdata import Format, DataType, GeTaskType, RtTaskType, TensorType
+from ..prof.task_utils import ProfilingPoint, ProfilingTaskUtils
+from .device import CostModel, KernelTiming
+from .graph import DTYPES, FORMATS, Graph, GraphBuildError, Node, TensorDesc
+from .ops import op_cost
+
+EVENT_RECORD_NS = 300
+EVENT_WAIT_MIN_NS = 150
+PROFILER_TRACE_NS = 20
+#: Relative spread (sigma of a log-normal) of each kind of task's duration.
+JITTER_SIGMA = {"kernel": 0.02, "aicpu": 0.05, "hccl": 0.03, "memcpy": 0.03, "fixed": 0.0}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of a task, as MsprofTensorInfo carries it."""
+
+    kind: TensorType
+    format: Format
+    data_type: DataType
+    shape: tuple[int, ...]
+
+
+def tensor_info(kind: TensorType, desc: TensorDesc) -> TensorInfo:
+    return TensorInfo(kind, FORMATS[desc.format], DTYPES[desc.dtype][0], desc.shape)
+
+
+@dataclass
+class TaskTable:
+    """The tasks of a loaded model in launch order, column-wise."""
+
+    rt_type: np.ndarray  # RtTaskType
+    stream: np.ndarray
+    task_id: np.ndarray
+    node: np.ndarray  # node id, -1 for tasks that belong to no op
+    base_ns: np.ndarray  # fixed part of the duration (kernel head/tail)
+    var_ns: np.ndarray  # part that varies run to run
+    sigma: np.ndarray  # spread of the varying part
+    block_cycles: np.ndarray  # nominal AI Core cycles per block (0 off AI Core)
+    event: np.ndarray  # event id recorded or waited for, -1 otherwise
+    logid: np.ndarray  # PROFILER_TRACE LogID, -1 otherwise
+    kernels: list[KernelTiming | None]  # per task
+
+    def __len__(self) -> int:
+        return len(self.rt_type)
+
+    @property
+    def nominal_ns(self) -> np.ndarray:
+        return self.base_ns + self.var_ns
+
+
+@dataclass
+class _Entry:
+    """Tasks that belong to one node, before flattening into launch order."""
+
+    stream: int
+    waits: list[int] = field(default_factory=list)
+    before: list[int] = field(default_factory=list)
+    kernel: KernelTiming | None = None
+    after: list[int] = field(default_factory=list)
+    records: list[int] = field(default_factory=list)
+
+
+class CompiledModel:
+    """A graph built for one device: kernel timings per node and task tables per trace-point set."""
+
+    def __init__(self, graph: Graph, cost_model: CostModel, compute_stream: int, hccl_stream: int) -> None:
+        if graph.net_output is None:
+            raise GraphBuildError(f"graph {graph.name!r} has no outputs: call graph.output(...) (or "
+                                  "ge.add_training) before adding it to a session")
+        self.graph = graph
+        self.cost_model = cost_model
+        self.compute_stream = compute_stream
+        self.hccl_stream = hccl_stream
+        self.kernels: dict[int, KernelTiming] = {}
+        for node in graph.nodes:
+            if node.engine != "GE_LOCAL":
+                dtype = node.inputs[0].dtype if node.inputs else node.outputs[0].dtype
+                self.kernels[node.id] = cost_model.kernel(node.type, node.engine, op_cost(node), dtype, node.attrs)
+        self.input_nodes = [n for n in graph.nodes if n.type == "Data"]
+        self._producers = self._task_producers()
+        self._tables: dict[tuple, TaskTable] = {}
+
+    # -------------------------------------------------------------- structure
+    def stream_of(self, node: Node) -> int:
+        return self.hccl_stream if node.engine == "HCCL" else self.compute_stream
+
+    def _task_producers(self) -> dict[int, set[int]]:
+        """For every node, the nodes with a kernel whose output it depends on (through GE_LOCAL ops)."""
+        producers: dict[int, set[int]] = {}
+        for node in self.graph.nodes:
+            deps: set[int] = set()
+            for src in [t.node for t in node.inputs] + node.control_inputs:
+                if src.id in self.kernels:
+                    deps.add(src.id)
+                else:
+                    deps |= producers.get(src.id, set())
+            producers[node.id] = deps
+        return producers
+
+    def profiling_points(self, fp_point: str = "", bp_point: str = "") -> ProfilingPoint:
+        return ProfilingTaskUtils.profiling_points(self.graph, fp_point, bp_point)
+
+    def task_table(self, points: ProfilingPoint | None = None) -> TaskTable:
+        """The launch-ordered tasks, with trace tasks for ``points`` (none if ``None``)."""
+        key = points.key if points is not None else None
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = self._build_table(points)
+        return table
+
+    def _build_table(self, points: ProfilingPoint | None) -> TaskTable:
+        entries: dict[int, _Entry] = {}
+        recorded: dict[int, int] = {}  # producer node id -> event id
+        # (consumer stream, producer stream) -> latest producer already waited for; streams run
+        # in order, so waiting for a later task covers every earlier one (GE's sync-event pruning)
+        covered: dict[tuple[int, int], int] = {}
+        for node in self.graph.nodes:
+            kernel = self.kernels.get(node.id)
+            before = points.logids_before(node.id) if points else []
+            after = points.logids_after(node.id) if points else []
+            if kernel is None and not before and not after:
+                continue
+            entry = _Entry(self.stream_of(node), before=before, kernel=kernel, after=after)
+            latest: dict[int, int] = {}  # producer stream -> latest producer this node needs
+            for p in self._producers[node.id]:
+                s = entries[p].stream
+                if s != entry.stream and p > latest.get(s, -1):
+                    latest[s] = p
+            for s, p in sorted(latest.items()):
+                if covered.get((entry.stream, s), -1) >= p:
+                    continue
+                if p not in recorded:
+                    recorded[p] = len(recorded)
+                    entries[p].records.append(recorded[p])
+                covered[(entry.stream, s)] = p
+                entry.waits.append(recorded[p])
+            entries[node.id] = entry
+
+        rows: list[tuple] = []  # (rt_type, stream, node, kernel, event, logid)
+        for data in self.input_nodes:  # input copies open the step
+            rows.append((RtTaskType.MEMCPY_ASYNC, self.compute_stream, data.id, None, -1, -1))
+        for node_id, e in entries.items():
+            rows += [(RtTaskType.EVENT_WAIT, e.stream, -1, None, ev, -1) for ev in e.waits]
+            rows += [(RtTaskType.PROFILER_TRACE, e.stream, node_id, None, -1, lg) for lg in e.before]
+            if e.kernel is not None:
+                rows.append((e.kernel.rt_task_type, e.stream, node_id, e.kernel, -1, -1))
+            rows += [(RtTaskType.PROFILER_TRACE, e.stream, node_id, None, -1, lg) for lg in e.after]
+            rows += [(RtTaskType.EVENT_RECORD, e.stream, node_id, None, ev, -1) for ev in e.records]
+        return self._table_from_rows(rows)
+
+    def _table_from_rows(self, rows: list[tuple]) -> TaskTable:
+        n = len(rows)
+        base = np.zeros(n, np.int64)
+        var = np.zeros(n, np.int64)
+        sigma = np.zeros(n, np.float64)
+        cycles = np.zeros(n, np.int64)
+        task_ids = np.zeros(n, np.int32)
+        next_id: dict[int, int] = {}
+        overhead = self.cost_model.device.task_overhead_ns
+        for i, (rt, stream, node_id, kernel, _, _) in enumerate(rows):
+            next_id[stream] = next_id.get(stream, 0) + 1
+            task_ids[i] = next_id[stream]
+            if rt == RtTaskType.MEMCPY_ASYNC:
+                var[i] = self.cost_model.memcpy_h2d_ns(self.graph.nodes[node_id].outputs[0].nbytes)
+                sigma[i] = JITTER_SIGMA["memcpy"]
+            elif rt == RtTaskType.EVENT_RECORD:
+                base[i] = EVENT_RECORD_NS
+            elif rt == RtTaskType.EVENT_WAIT:
+                base[i] = EVENT_WAIT_MIN_NS
+            elif rt == RtTaskType.PROFILER_TRACE:
+                base[i] = PROFILER_TRACE_NS
+            elif kernel.block_cycles:
+                base[i] = overhead
+                var[i] = kernel.duration_ns - overhead
+                cycles[i] = kernel.block_cycles
+                sigma[i] = JITTER_SIGMA["kernel"]
+            else:
+                var[i] = kernel.duration_ns
+                sigma[i] = JITTER_SIGMA["hccl" if kernel.ge_task_type == GeTaskType.HCCL else "aicpu"]
+        col = list(zip(*rows)) if rows else [[]] * 6
+        return TaskTable(
+            rt_type=np.asarray(col[0], np.uint8), stream=np.asarray(col[1], np.int32), task_id=task_ids,
+            node=np.asarray(col[2], np.int32), base_ns=base, var_ns=var, sigma=sigma, block_cycles=cycles,
+            event=np.asarray(col[4], np.int32), logid=np.asarray(col[5], np.int32), kernels=list(col[3]),
+        )
+
+    # ------------------------------------------------------------- descriptions
+    def task_tensors(self, node: Node) -> list[TensorInfo]:
+        """Inputs then outputs of a node, for MsprofTensorInfo."""
+        return ([tensor_info(TensorType.INPUT, t.desc) for t in node.inputs]
+                + [tensor_info(TensorType.OUTPUT, d) for d in node.outputs])

@@ -1,0 +1,364 @@
+"""``ge.Graph``: build a graph op by op, with shapes inferred and checked as you go.
+
+A graph is a list of :class:`Node` in creation order, which is a topological
+order (an op can only consume tensors that already exist).  Errors are raised
+when the op is added, naming it, so a wrong shape never reaches the compiler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator, Sequence
+
+from ..prof.rawdata import DataType, Format
+
+#: Canonical dtype name -> (GE DataType, bytes per element).
+DTYPES: dict[str, tuple[DataType, int]] = {
+    "float16": (DataType.DT_FLOAT16, 2),
+    "float32": (DataType.DT_FLOAT, 4),
+    "bfloat16": (DataType.DT_BF16, 2),
+    "float64": (DataType.DT_DOUBLE, 8),
+    "int8": (DataType.DT_INT8, 1),
+    "uint8": (DataType.DT_UINT8, 1),
+    "int16": (DataType.DT_INT16, 2),
+    "uint16": (DataType.DT_UINT16, 2),
+    "int32": (DataType.DT_INT32, 4),
+    "uint32": (DataType.DT_UINT32, 4),
+    "int64": (DataType.DT_INT64, 8),
+    "uint64": (DataType.DT_UINT64, 8),
+    "bool": (DataType.DT_BOOL, 1),
+}
+DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "float": "float32", "fp32": "float32",
+                 "bf16": "bfloat16", "double": "float64"}
+FORMATS: dict[str, Format] = {f.name[len("FORMAT_"):]: f for f in Format}
+
+#: GE's name for the NetOutput node (``NODE_NAME_NET_OUTPUT``).
+NET_OUTPUT_NAME = "Node_Output"
+
+
+class GraphBuildError(ValueError):
+    """An op could not be added: wrong inputs, bad attributes or shapes that do not fit."""
+
+
+def canonical_dtype(dtype: str, where: str = "dtype") -> str:
+    name = DTYPE_ALIASES.get(str(dtype).lower(), str(dtype).lower())
+    if name not in DTYPES:
+        raise GraphBuildError(f"{where}: unknown dtype {dtype!r}; accepted: {', '.join(DTYPES)}")
+    return name
+
+
+def canonical_format(fmt: str, where: str = "format") -> str:
+    name = str(fmt).upper()
+    if name not in FORMATS:
+        raise GraphBuildError(f"{where}: unknown format {fmt!r}; accepted: {', '.join(FORMATS)}")
+    return name
+
+
+def _shape(shape: Any, where: str) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise GraphBuildError(f"{where}: shape must be a sequence of ints, got {shape!r}") from None
+    if any(d < 1 for d in dims):
+        raise GraphBuildError(f"{where}: every dimension must be >= 1, got {dims}")
+    return dims
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """Shape, dtype and format of one tensor (``ge::TensorDesc``)."""
+
+    shape: tuple[int, ...]
+    dtype: str = "float16"
+    format: str = "ND"
+    #: Shape before a format change (TransData to NC1HWC0 needs it to come back).
+    origin_shape: tuple[int, ...] | None = None
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPES[self.dtype][1]
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.itemsize
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def with_(self, **changes: Any) -> "TensorDesc":
+        return replace(self, **changes)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(map(str, self.shape))}]:{self.format}"
+
+
+class Tensor:
+    """An output of a node, used as the input of later ops."""
+
+    __slots__ = ("node", "index")
+
+    def __init__(self, node: "Node", index: int) -> None:
+        self.node = node
+        self.index = index
+
+    @property
+    def desc(self) -> TensorDesc:
+        return self.node.outputs[self.index]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.desc.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.desc.dtype
+
+    @property
+    def format(self) -> str:
+        return self.desc.format
+
+    @property
+    def name(self) -> str:
+        return f"{self.node.name}:{self.index}"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tensor) and other.node is self.node and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash((id(self.node), self.index))
+
+    def __repr__(self) -> str:
+        return f"<Tensor {self.name} {self.desc}>"
+
+
+@dataclass(eq=False)
+class Node:
+    """One op in a graph."""
+
+    id: int
+    name: str
+    type: str
+    inputs: list[Tensor]
+    outputs: list[TensorDesc]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    control_inputs: list["Node"] = field(default_factory=list)
+
+    @property
+    def op_def(self):
+        from .ops import get_op
+
+        return get_op(self.type)
+
+    @property
+    def engine(self) -> str:
+        return self.op_def.engine
+
+    def output(self, index: int = 0) -> Tensor:
+        return Tensor(self, index)
+
+    def __repr__(self) -> str:
+        return f"<Node {self.id} {self.name} ({self.type})>"
+
+
+@dataclass(frozen=True)
+class GraphStats:
+    """Size of a graph: what a person checks against the real network."""
+
+    nodes: int
+    parameters: int
+    parameter_bytes: int
+    forward_flops: int
+    total_flops: int
+
+    @property
+    def forward_macs(self) -> int:
+        return self.forward_flops // 2
+
+
+class Graph:
+    """A GE graph (``ge::Graph``) built with :meth:`data`, :meth:`variable`, :meth:`op`, :meth:`output`."""
+
+    def __init__(self, name: str = "graph") -> None:
+        if not isinstance(name, str) or not name:
+            raise GraphBuildError("Graph name must be a non-empty string")
+        self.name = name
+        self.nodes: list[Node] = []
+        self._by_name: dict[str, Node] = {}
+        self._consumers: dict[int, list[tuple[Node, int]]] = {}
+        self._scopes: list[str] = []
+        self._name_counts: dict[str, int] = {}
+        #: Node ids below this are forward ops; set by ``add_training``.
+        self.forward_end: int | None = None
+        #: True once ``add_training`` made this a training graph (GetNeedIteration).
+        self.is_training = False
+
+    # ----------------------------------------------------------------- naming
+    @contextlib.contextmanager
+    def name_scope(self, scope: str) -> Iterator[None]:
+        """Prefix the names of ops created inside with ``scope/`` (TensorFlow style)."""
+        self._scopes.append(scope.strip("/"))
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+
+    def _unique_name(self, name: str | None, op_type: str) -> tuple[str, tuple[str, int] | None]:
+        """The full name for a new node, and the name counter to bump once it is added."""
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise GraphBuildError(f"{op_type}: name must be a non-empty string, got {name!r}")
+            full = "/".join(self._scopes + [name])
+            if full in self._by_name:
+                raise GraphBuildError(f"{op_type} {full!r}: a node with this name already exists")
+            return full, None
+        base = "/".join(self._scopes + [op_type])
+        n = self._name_counts.get(base, 0)
+        full = base if n == 0 else f"{base}_{n}"
+        while full in self._by_name:
+            n += 1
+            full = f"{base}_{n}"
+        return full, (base, n + 1)
+
+    # --------------------------------------------------------------- building
+    def _add(self, name: tuple[str, tuple[str, int] | None], op_type: str, inputs: list[Tensor],
+             outputs: list[TensorDesc], attrs: dict[str, Any], control_inputs: Sequence[Node] = ()) -> Node:
+        name, counter = name
+        if counter is not None:
+            self._name_counts[counter[0]] = counter[1]
+        node = Node(len(self.nodes), name, op_type, inputs, outputs, dict(attrs), list(control_inputs))
+        self.nodes.append(node)
+        self._by_name[name] = node
+        for i, t in enumerate(inputs):
+            self._consumers.setdefault(t.node.id, []).append((node, i))
+        return node
+
+    def data(self, name: str, shape: Sequence[int], dtype: str = "float16", format: str = "ND",  # noqa: A002
+             index: int | None = None) -> Tensor:
+        """A graph input, fed by ``run_graph(inputs=...)``."""
+        where = f"Data {name!r}"
+        desc = TensorDesc(_shape(shape, where), canonical_dtype(dtype, where), canonical_format(format, where))
+        index = sum(1 for n in self.nodes if n.type == "Data") if index is None else index
+        node = self._add(self._unique_name(name, "Data"), "Data", [], [desc], {"index": index})
+        return node.output(0)
+
+    def variable(self, name: str, shape: Sequence[int], dtype: str = "float32", format: str = "ND",  # noqa: A002
+                 trainable: bool = True) -> Tensor:
+        """A tensor that lives on the device across steps: a weight, or optimizer state."""
+        where = f"Variable {name!r}"
+        desc = TensorDesc(_shape(shape, where), canonical_dtype(dtype, where), canonical_format(format, where))
+        node = self._add(self._unique_name(name, "Variable"), "Variable", [], [desc], {"trainable": trainable})
+        return node.output(0)
+
+    def const(self, name: str | None = None, shape: Sequence[int] = (), dtype: str = "float32",
+              value: Any = None) -> Tensor:
+        """A constant (weights folded into the model, scalars such as a learning rate)."""
+        where = f"Const {name!r}"
+        dims = tuple(int(d) for d in shape)
+        desc = TensorDesc(dims, canonical_dtype(dtype, where), "ND")
+        return self._add(self._unique_name(name, "Const"), "Const", [], [desc], {"value": value}).output(0)
+
+    def op(self, op_type: str, inputs: Sequence[Tensor] | Tensor = (), name: str | None = None,
+           control_inputs: Sequence[Node] = (), **attrs: Any) -> Tensor | tuple[Tensor, ...]:
+        """Add an op; returns its output tensor, or a tuple when it has several."""
+        from .ops import get_op, known_op_types
+
+        try:
+            op_def = get_op(op_type)
+        except KeyError:
+            close = difflib.get_close_matches(str(op_type), known_op_types(), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; known types: {', '.join(known_op_types())}"
+            raise GraphBuildError(f"unknown op type {op_type!r}{hint}") from None
+        if op_def.engine == "GE_LOCAL" and op_type in ("Data", "Variable", "Const"):
+            raise GraphBuildError(f"use Graph.{op_type.lower()}(...) to create a {op_type}")
+        if isinstance(inputs, Tensor):
+            inputs = [inputs]
+        inputs = list(inputs)
+        unique = self._unique_name(name, op_type)
+        full_name = unique[0]
+        for i, t in enumerate(inputs):
+            if not isinstance(t, Tensor):
+                raise GraphBuildError(f"{op_type} {full_name!r}: input {i} must be a Tensor, got {type(t).__name__}")
+            if self._by_name.get(t.node.name) is not t.node:
+                raise GraphBuildError(f"{op_type} {full_name!r}: input {i} ({t.name}) belongs to another graph")
+        outputs = op_def.infer_shapes(full_name, [t.desc for t in inputs], attrs)
+        node = self._add(unique, op_type, inputs, outputs, attrs, control_inputs)
+        if len(outputs) == 1:
+            return node.output(0)
+        return tuple(node.output(i) for i in range(len(outputs)))
+
+    def output(self, tensors: Sequence[Tensor] | Tensor, control_inputs: Sequence[Node] = ()) -> Node:
+        """Mark the graph outputs (adds the ``NetOutput`` node, named ``Node_Output`` as in GE)."""
+        if any(n.type == "NetOutput" for n in self.nodes):
+            raise GraphBuildError(f"graph {self.name!r} already has outputs (NetOutput {NET_OUTPUT_NAME!r})")
+        if isinstance(tensors, Tensor):
+            tensors = [tensors]
+        tensors = list(tensors)
+        for i, t in enumerate(tensors):
+            if not isinstance(t, Tensor) or self._by_name.get(t.node.name) is not t.node:
+                raise GraphBuildError(f"NetOutput: output {i} must be a Tensor of graph {self.name!r}")
+        return self._add((NET_OUTPUT_NAME, None), "NetOutput", tensors, [], {}, control_inputs)
+
+    # ---------------------------------------------------------------- queries
+    def node(self, name: str) -> Node:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self._by_name), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise KeyError(f"graph {self.name!r} has no node {name!r}{hint}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def consumers(self, node: Node) -> list[tuple[Node, int]]:
+        """(consumer, input index) pairs reading any output of ``node``."""
+        return list(self._consumers.get(node.id, ()))
+
+    def nodes_of_type(self, *types: str) -> list[Node]:
+        return [n for n in self.nodes if n.type in types]
+
+    @property
+    def net_output(self) -> Node | None:
+        found = self.nodes_of_type("NetOutput")
+        return found[0] if found else None
+
+    def stats(self) -> GraphStats:
+        """Parameter count and FLOPs (2 per multiply-accumulate) of the graph."""
+        from .ops import op_cost
+
+        params = [n.outputs[0] for n in self.nodes if n.type == "Variable" and n.attrs.get("trainable", True)]
+        fwd_end = self.forward_end if self.forward_end is not None else len(self.nodes)
+        fwd = total = 0
+        for n in self.nodes:
+            flops = op_cost(n).flops
+            total += flops
+            if n.id < fwd_end:
+                fwd += flops
+        return GraphStats(
+            nodes=len(self.nodes),
+            parameters=sum(d.numel for d in params),
+            parameter_bytes=sum(d.nbytes for d in params),
+            forward_flops=fwd,
+            total_flops=total,
+        )
+
+    def __repr__(self) -> str:
+        return f"<ge.Graph {self.name!r}: {len(self.nodes)} nodes>"

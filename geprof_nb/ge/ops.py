@@ -1,0 +1,785 @@
+"""The op catalogue: for each op type its engine, its inputs, how its output
+shapes follow from its inputs, and what it costs (FLOPs, bytes, parallel tiles).
+
+Engines are GE's: ``AI_CORE`` (cube: convolutions and matrix products),
+``AI_VECTOR_CORE`` (element-wise and reductions), ``AI_CPU``, ``HCCL``
+(collectives) and ``GE_LOCAL`` (Data, Const, Variable, NetOutput, Reshape: no
+device task).  On a chip without separate vector cores (Ascend910A) vector ops
+run on the AI Core, as on real hardware.
+
+FLOPs count 2 per multiply-accumulate.  The "4.1 GFLOPs" usually quoted for
+ResNet-50 counts multiply-accumulates, i.e. 8.2 GFLOPs here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from .graph import GraphBuildError, Node, TensorDesc, canonical_dtype, canonical_format
+
+ENGINES = ("AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "HCCL", "GE_LOCAL")
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """What one execution of an op does, independent of the device."""
+
+    flops: int = 0  # cube FLOPs (2 per MAC)
+    vector_ops: int = 0  # element operations on the vector unit
+    bytes_in: int = 0
+    bytes_out: int = 0
+    tiles: int = 1  # independent work units: the most cores the op can use
+    comm_bytes: int = 0  # bytes a collective reduces, per rank
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_in + self.bytes_out
+
+
+class InferContext:
+    """What a shape rule sees: inputs, attributes, and a way to fail with the op's name."""
+
+    def __init__(self, op_type: str, name: str, ins: list[TensorDesc], attrs: dict[str, Any]) -> None:
+        self.type = op_type
+        self.name = name
+        self.ins = ins
+        self.attrs = attrs
+
+    def fail(self, message: str) -> GraphBuildError:
+        return GraphBuildError(f"{self.type} {self.name!r}: {message}")
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return self.attrs.get(key, default)
+
+    def rank(self, i: int, *ranks: int, what: str = "") -> TensorDesc:
+        d = self.ins[i]
+        if d.rank not in ranks:
+            label = what or f"input {i}"
+            want = " or ".join(str(r) for r in ranks)
+            raise self.fail(f"{label} must have rank {want}, got shape {list(d.shape)}")
+        return d
+
+    def same_dtype(self, *idx: int) -> str:
+        dtypes = {self.ins[i].dtype for i in idx}
+        if len(dtypes) > 1:
+            raise self.fail(f"inputs {list(idx)} must have the same dtype, got {sorted(dtypes)}")
+        return self.ins[idx[0]].dtype
+
+
+InferFn = Callable[[InferContext], list[TensorDesc]]
+CostFn = Callable[[list[TensorDesc], list[TensorDesc], dict[str, Any]], OpCost]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One op type of the catalogue."""
+
+    type: str
+    engine: str
+    inputs: tuple[str, ...]  # input names; a name starting with '*' is variadic
+    infer: InferFn
+    cost: CostFn
+    min_inputs: int = -1
+    max_inputs: int = -1
+
+    def _bounds(self) -> tuple[int, int | None]:
+        if self.min_inputs >= 0:
+            return self.min_inputs, (None if self.max_inputs < 0 else self.max_inputs)
+        if any(n.startswith("*") for n in self.inputs):
+            return max(1, len(self.inputs)), None
+        return len(self.inputs), len(self.inputs)
+
+    def infer_shapes(self, name: str, ins: list[TensorDesc], attrs: dict[str, Any]) -> list[TensorDesc]:
+        lo, hi = self._bounds()
+        if len(ins) < lo or (hi is not None and len(ins) > hi):
+            want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
+            names = ", ".join(n.lstrip("*") + ("..." if n.startswith("*") else "") for n in self.inputs)
+            raise GraphBuildError(f"{self.type} {name!r}: expects {want} inputs ({names}), got {len(ins)}")
+        return self.infer(InferContext(self.type, name, ins, attrs))
+
+
+_CATALOGUE: dict[str, OpDef] = {}
+
+
+def _register(op_type: str, engine: str, inputs: Sequence[str], infer: InferFn, cost: CostFn,
+              min_inputs: int = -1, max_inputs: int = -1) -> None:
+    assert engine in ENGINES, engine
+    _CATALOGUE[op_type] = OpDef(op_type, engine, tuple(inputs), infer, cost, min_inputs, max_inputs)
+
+
+def get_op(op_type: str) -> OpDef:
+    return _CATALOGUE[op_type]
+
+
+def known_op_types() -> list[str]:
+    return sorted(_CATALOGUE)
+
+
+def op_cost(node: Node) -> OpCost:
+    """The cost of one execution of ``node``."""
+    return node.op_def.cost([t.desc for t in node.inputs], node.outputs, node.attrs)
+
+
+# ---------------------------------------------------------------- shape helpers
+def _numel(shape: Sequence[int]) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def _broadcast(ctx: InferContext, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for i in range(max(len(a), len(b))):
+        x = a[-1 - i] if i < len(a) else 1
+        y = b[-1 - i] if i < len(b) else 1
+        if x != y and 1 not in (x, y):
+            raise ctx.fail(f"shapes {list(a)} and {list(b)} cannot be broadcast (dimension {x} vs {y})")
+        out.append(max(x, y))
+    return tuple(reversed(out))
+
+
+def _pair(ctx: InferContext, key: str, default: int) -> tuple[int, int]:
+    """An (h, w) attribute given as int, 2-tuple, or 4-tuple in NCHW order."""
+    v = ctx.attr(key, default)
+    if isinstance(v, int):
+        return v, v
+    v = tuple(int(x) for x in v)
+    if len(v) == 2:
+        return v
+    if len(v) == 4:
+        return (v[2], v[3]) if ctx.attr("data_format", "NCHW") == "NCHW" else (v[1], v[2])
+    raise ctx.fail(f"attribute {key} must be an int, 2 or 4 ints, got {v!r}")
+
+
+def _nchw(ctx: InferContext, d: TensorDesc) -> tuple[int, int, int, int]:
+    fmt = ctx.attr("data_format", "NCHW")
+    if fmt not in ("NCHW", "NHWC"):
+        raise ctx.fail(f"data_format must be 'NCHW' or 'NHWC', got {fmt!r}")
+    n, a, b, c = d.shape
+    return (n, a, b, c) if fmt == "NCHW" else (n, c, a, b)
+
+
+def _from_nchw(ctx: InferContext, n: int, c: int, h: int, w: int) -> tuple[int, int, int, int]:
+    return (n, c, h, w) if ctx.attr("data_format", "NCHW") == "NCHW" else (n, h, w, c)
+
+
+def _window_out(ctx: InferContext, size: int, k: int, s: int, d: int, pad: Any, axis: int) -> tuple[int, int]:
+    """Output size and total padding of a sliding window along one axis."""
+    eff = (k - 1) * d + 1
+    if pad == "SAME":
+        out = -(-size // s)
+        total = max(0, (out - 1) * s + eff - size)
+    elif pad == "VALID":
+        out = (size - eff) // s + 1
+        total = 0
+    else:
+        total = pad[2 * axis] + pad[2 * axis + 1]
+        out = (size + total - eff) // s + 1
+    if out < 1:
+        raise ctx.fail(f"window {k} (dilation {d}, stride {s}) does not fit input size {size}")
+    return out, total
+
+
+def _pads(ctx: InferContext) -> Any:
+    p = ctx.attr("pads", ctx.attr("padding", "VALID"))
+    if isinstance(p, str):
+        if p.upper() not in ("SAME", "VALID"):
+            raise ctx.fail(f"pads must be 'SAME', 'VALID', an int or 4 ints, got {p!r}")
+        return p.upper()
+    if isinstance(p, int):
+        return (p, p, p, p)
+    p = tuple(int(x) for x in p)
+    if len(p) == 2:
+        return (p[0], p[0], p[1], p[1])
+    if len(p) != 4:
+        raise ctx.fail(f"pads must be 'SAME', 'VALID', an int or 4 ints (top, bottom, left, right), got {p!r}")
+    return p
+
+
+def _conv_out(ctx: InferContext, x: TensorDesc, filter_shape: tuple[int, ...]) -> tuple[int, ...]:
+    n, c, h, w = _nchw(ctx, x)
+    cout, cin_g, kh, kw = filter_shape
+    groups = int(ctx.attr("groups", 1))
+    if c != cin_g * groups:
+        raise ctx.fail(f"input has {c} channels but the filter {list(filter_shape)} expects "
+                       f"{cin_g * groups} ({cin_g} x groups={groups})")
+    sh, sw = _pair(ctx, "strides", 1)
+    dh, dw = _pair(ctx, "dilations", 1)
+    pads = _pads(ctx)
+    ho, _ = _window_out(ctx, h, kh, sh, dh, pads, 0)
+    wo, _ = _window_out(ctx, w, kw, sw, dw, pads, 1)
+    return _from_nchw(ctx, n, cout, ho, wo)
+
+
+def _as_shape(ctx: InferContext, key: str) -> tuple[int, ...]:
+    v = ctx.attr(key)
+    if v is None:
+        raise ctx.fail(f"attribute {key} is required")
+    try:
+        return tuple(int(x) for x in v)
+    except (TypeError, ValueError):
+        raise ctx.fail(f"attribute {key} must be a list of ints, got {v!r}") from None
+
+
+def _axes(ctx: InferContext, rank: int, key: str = "axes", default: Any = None) -> list[int]:
+    v = ctx.attr(key, default)
+    if v is None:
+        return list(range(rank))
+    if isinstance(v, int):
+        v = [v]
+    out = []
+    for a in v:
+        a = int(a)
+        if not -rank <= a < rank:
+            raise ctx.fail(f"axis {a} is out of range for rank {rank}")
+        out.append(a % rank)
+    return sorted(set(out))
+
+
+def _c0(dtype: str) -> int:
+    return 32 if dtype in ("int8", "uint8") else 16
+
+
+# ------------------------------------------------------------------ cost helpers
+def _bytes(descs: Sequence[TensorDesc]) -> int:
+    return sum(d.nbytes for d in descs)
+
+
+def elementwise(ops_per_element: float, tile_elems: int = 16384) -> CostFn:
+    """Vector cost: ``ops_per_element`` per output element, all tensors read/written once."""
+
+    def cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+        n = max([d.numel for d in outs] + [d.numel for d in ins] + [1])
+        return OpCost(vector_ops=int(n * ops_per_element), bytes_in=_bytes(ins), bytes_out=_bytes(outs),
+                      tiles=max(1, -(-n // tile_elems)))
+
+    return cost
+
+
+def _cube_cost(flops: int, ins: list[TensorDesc], outs: list[TensorDesc]) -> OpCost:
+    out_elems = max(d.numel for d in outs)
+    tiles = max(1, -(-out_elems // 16384), -(-flops // 50_000_000))
+    return OpCost(flops=flops, bytes_in=_bytes(ins), bytes_out=_bytes(outs), tiles=tiles)
+
+
+def _no_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    return OpCost(tiles=0)
+
+
+# ------------------------------------------------------------------- GE_LOCAL ops
+def _source(ctx: InferContext) -> list[TensorDesc]:
+    raise ctx.fail("is created with Graph.data / variable / const")
+
+
+for _t in ("Data", "Variable", "Const"):
+    _register(_t, "GE_LOCAL", (), _source, _no_cost)
+_register("NetOutput", "GE_LOCAL", ("*x",), lambda ctx: [], _no_cost, min_inputs=0)
+
+
+def _reshape(ctx: InferContext) -> list[TensorDesc]:
+    x = ctx.ins[0]
+    shape = list(_as_shape(ctx, "shape"))
+    if shape.count(-1) > 1:
+        raise ctx.fail(f"shape {shape} has more than one -1")
+    known = _numel([d for d in shape if d != -1])
+    if -1 in shape:
+        if known == 0 or x.numel % known:
+            raise ctx.fail(f"cannot reshape {list(x.shape)} ({x.numel} elements) to {shape}")
+        shape[shape.index(-1)] = x.numel // known
+    if _numel(shape) != x.numel:
+        raise ctx.fail(f"cannot reshape {list(x.shape)} ({x.numel} elements) to {shape} ({_numel(shape)} elements)")
+    return [x.with_(shape=tuple(shape), format="ND", origin_shape=None)]
+
+
+_register("Reshape", "GE_LOCAL", ("x",), _reshape, _no_cost)
+
+
+# --------------------------------------------------------------------- AI_CPU ops
+def _get_next(ctx: InferContext) -> list[TensorDesc]:
+    shapes = ctx.attr("output_shapes")
+    types = ctx.attr("output_types")
+    if not shapes:
+        raise ctx.fail("attribute output_shapes (a list of shapes) is required")
+    types = types or ["float16"] * len(shapes)
+    if len(types) != len(shapes):
+        raise ctx.fail(f"output_types has {len(types)} entries but output_shapes has {len(shapes)}")
+    return [TensorDesc(tuple(int(d) for d in s), canonical_dtype(t, f"{ctx.type} {ctx.name!r} output_types"))
+            for s, t in zip(shapes, types)]
+
+
+def _get_next_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    return OpCost(bytes_out=_bytes(outs), tiles=1)
+
+
+for _t in ("GetNext", "IteratorV2"):
+    _register(_t, "AI_CPU", (), _get_next, _get_next_cost)
+
+
+# ----------------------------------------------------------------------- cube ops
+def _conv2d(ctx: InferContext) -> list[TensorDesc]:
+    x = ctx.rank(0, 4, what="x")
+    f = ctx.rank(1, 4, what="filter")
+    dtype = ctx.same_dtype(0, 1)
+    out = _conv_out(ctx, x, f.shape)
+    if len(ctx.ins) == 3 and ctx.ins[2].shape != (f.shape[0],):
+        raise ctx.fail(f"bias must have shape [{f.shape[0]}], got {list(ctx.ins[2].shape)}")
+    return [TensorDesc(out, dtype, x.format)]
+
+
+def _conv_flops(out: tuple[int, ...], filter_shape: tuple[int, ...], attrs: dict[str, Any]) -> int:
+    fmt = attrs.get("data_format", "NCHW")
+    n, cout, ho, wo = out if fmt == "NCHW" else (out[0], out[3], out[1], out[2])
+    _, cin_g, kh, kw = filter_shape
+    return 2 * n * ho * wo * cout * cin_g * kh * kw
+
+
+def _conv2d_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    return _cube_cost(_conv_flops(outs[0].shape, ins[1].shape, attrs), ins, outs)
+
+
+_register("Conv2D", "AI_CORE", ("x", "filter", "bias"), _conv2d, _conv2d_cost, 2, 3)
+
+
+def _conv2d_backprop_input(ctx: InferContext) -> list[TensorDesc]:
+    f = ctx.rank(0, 4, what="filter")
+    dy = ctx.rank(1, 4, what="out_backprop")
+    dtype = ctx.same_dtype(0, 1)
+    input_size = _as_shape(ctx, "input_size")
+    if len(input_size) != 4:
+        raise ctx.fail(f"input_size must have 4 dims, got {list(input_size)}")
+    expect = _conv_out(ctx, TensorDesc(input_size, dtype, dy.format), f.shape)
+    if expect != dy.shape:
+        raise ctx.fail(f"out_backprop has shape {list(dy.shape)} but a convolution of input_size "
+                       f"{list(input_size)} with filter {list(f.shape)} gives {list(expect)}")
+    return [TensorDesc(input_size, dtype, dy.format)]
+
+
+def _conv2d_backprop_input_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    return _cube_cost(_conv_flops(ins[1].shape, ins[0].shape, attrs), ins, outs)
+
+
+_register("Conv2DBackpropInput", "AI_CORE", ("filter", "out_backprop"), _conv2d_backprop_input,
+          _conv2d_backprop_input_cost)
+
+
+def _conv2d_backprop_filter(ctx: InferContext) -> list[TensorDesc]:
+    x = ctx.rank(0, 4, what="x")
+    dy = ctx.rank(1, 4, what="out_backprop")
+    dtype = ctx.same_dtype(0, 1)
+    filter_size = _as_shape(ctx, "filter_size")
+    if len(filter_size) != 4:
+        raise ctx.fail(f"filter_size must have 4 dims, got {list(filter_size)}")
+    expect = _conv_out(ctx, x, filter_size)
+    if expect != dy.shape:
+        raise ctx.fail(f"out_backprop has shape {list(dy.shape)} but a convolution of x {list(x.shape)} "
+                       f"with filter_size {list(filter_size)} gives {list(expect)}")
+    return [TensorDesc(filter_size, ctx.attr("dtype", dtype), "ND")]
+
+
+def _conv2d_backprop_filter_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    return _cube_cost(_conv_flops(ins[1].shape, outs[0].shape, attrs), ins, outs)
+
+
+_register("Conv2DBackpropFilter", "AI_CORE", ("x", "out_backprop"), _conv2d_backprop_filter,
+          _conv2d_backprop_filter_cost)
+
+
+def _matmul(ctx: InferContext) -> list[TensorDesc]:
+    a = ctx.rank(0, 2, what="x1")
+    b = ctx.rank(1, 2, what="x2")
+    dtype = ctx.same_dtype(0, 1)
+    m, k1 = a.shape[::-1] if ctx.attr("transpose_x1", False) else a.shape
+    k2, n = b.shape[::-1] if ctx.attr("transpose_x2", False) else b.shape
+    if k1 != k2:
+        raise ctx.fail(f"inner dimensions differ: x1 {list(a.shape)} (transpose_x1={ctx.attr('transpose_x1', False)})"
+                       f" vs x2 {list(b.shape)} (transpose_x2={ctx.attr('transpose_x2', False)}): {k1} != {k2}")
+    if len(ctx.ins) == 3 and ctx.ins[2].shape not in ((n,), (1, n)):
+        raise ctx.fail(f"bias must have shape [{n}], got {list(ctx.ins[2].shape)}")
+    return [TensorDesc((m, n), ctx.attr("dst_type", dtype), "ND")]
+
+
+def _matmul_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    a = ins[0].shape
+    k = a[0] if attrs.get("transpose_x1", False) else a[1]
+    m, n = outs[0].shape
+    return _cube_cost(2 * m * n * k, ins, outs)
+
+
+for _t in ("MatMul", "MatMulV2"):
+    _register(_t, "AI_CORE", ("x1", "x2", "bias"), _matmul, _matmul_cost, 2, 3)
+
+
+def _batch_matmul(ctx: InferContext) -> list[TensorDesc]:
+    a, b = ctx.ins[0], ctx.ins[1]
+    if a.rank < 2 or b.rank < 2:
+        raise ctx.fail(f"x1 and x2 need rank >= 2, got {list(a.shape)} and {list(b.shape)}")
+    dtype = ctx.same_dtype(0, 1)
+    m, k1 = a.shape[-2:][::-1] if ctx.attr("adj_x1", False) else a.shape[-2:]
+    k2, n = b.shape[-2:][::-1] if ctx.attr("adj_x2", False) else b.shape[-2:]
+    if k1 != k2:
+        raise ctx.fail(f"inner dimensions differ: x1 {list(a.shape)} vs x2 {list(b.shape)}: {k1} != {k2}")
+    batch = _broadcast(ctx, a.shape[:-2], b.shape[:-2])
+    return [TensorDesc(batch + (m, n), dtype, "ND")]
+
+
+def _batch_matmul_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    a = ins[0].shape
+    k = a[-2] if attrs.get("adj_x1", False) else a[-1]
+    return _cube_cost(2 * outs[0].numel * k, ins, outs)
+
+
+_register("BatchMatMul", "AI_CORE", ("x1", "x2"), _batch_matmul, _batch_matmul_cost)
+
+
+# --------------------------------------------------------------------- vector ops
+def _same_as_first(ctx: InferContext) -> list[TensorDesc]:
+    return [ctx.ins[0]]
+
+
+def _same_shapes(ctx: InferContext) -> list[TensorDesc]:
+    first = ctx.ins[0]
+    for i, d in enumerate(ctx.ins[1:], 1):
+        if d.shape != first.shape:
+            raise ctx.fail(f"input {i} has shape {list(d.shape)}, expected {list(first.shape)} like input 0")
+    ctx.same_dtype(*range(len(ctx.ins)))
+    return [first]
+
+
+def _binary(ctx: InferContext) -> list[TensorDesc]:
+    a, b = ctx.ins
+    dtype = ctx.same_dtype(0, 1)
+    shape = _broadcast(ctx, a.shape, b.shape)
+    fmt = a.format if a.shape == shape else b.format
+    return [TensorDesc(shape, dtype, fmt)]
+
+
+_register("Relu", "AI_VECTOR_CORE", ("x",), _same_as_first, elementwise(1))
+_register("Gelu", "AI_VECTOR_CORE", ("x",), _same_as_first, elementwise(10))
+_register("ReluGrad", "AI_VECTOR_CORE", ("gradients", "features"), _same_shapes, elementwise(2))
+_register("GeluGrad", "AI_VECTOR_CORE", ("dy", "x", "y"), _same_shapes, elementwise(16))
+_register("Add", "AI_VECTOR_CORE", ("x1", "x2"), _binary, elementwise(1))
+_register("Sub", "AI_VECTOR_CORE", ("x1", "x2"), _binary, elementwise(1))
+_register("Mul", "AI_VECTOR_CORE", ("x1", "x2"), _binary, elementwise(1))
+_register("RealDiv", "AI_VECTOR_CORE", ("x1", "x2"), _binary, elementwise(4))
+
+
+def _add_n_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    return elementwise(max(1, len(ins) - 1))(ins, outs, attrs)
+
+
+_register("AddN", "AI_VECTOR_CORE", ("*x",), _same_shapes, _add_n_cost)
+
+
+def _cast(ctx: InferContext) -> list[TensorDesc]:
+    dst = canonical_dtype(ctx.attr("dst_type", "float16"), f"{ctx.type} {ctx.name!r} dst_type")
+    return [ctx.ins[0].with_(dtype=dst)]
+
+
+_register("Cast", "AI_VECTOR_CORE", ("x",), _cast, elementwise(1))
+
+
+def _channel_axis(ctx: InferContext, d: TensorDesc) -> int:
+    return 1 if ctx.attr("data_format", "NCHW") == "NCHW" and d.rank == 4 else d.rank - 1
+
+
+def _bias_add(ctx: InferContext) -> list[TensorDesc]:
+    x, b = ctx.ins
+    c = x.shape[_channel_axis(ctx, x)]
+    if b.shape != (c,):
+        raise ctx.fail(f"bias must have shape [{c}] (the channel dim of x {list(x.shape)}), got {list(b.shape)}")
+    ctx.same_dtype(0, 1)
+    return [x]
+
+
+def _bias_add_grad(ctx: InferContext) -> list[TensorDesc]:
+    x = ctx.ins[0]
+    return [TensorDesc((x.shape[_channel_axis(ctx, x)],), x.dtype, "ND")]
+
+
+_register("BiasAdd", "AI_VECTOR_CORE", ("x", "bias"), _bias_add, elementwise(1))
+_register("BiasAddGrad", "AI_VECTOR_CORE", ("x",), _bias_add_grad, elementwise(1))
+
+
+def _reduce(ctx: InferContext) -> list[TensorDesc]:
+    x = ctx.ins[0]
+    axes = _axes(ctx, x.rank)
+    keep = bool(ctx.attr("keep_dims", False))
+    shape = tuple((1 if i in axes else d) for i, d in enumerate(x.shape) if keep or i not in axes)
+    return [TensorDesc(shape, x.dtype, "ND" if not keep else x.format)]
+
+
+_register("ReduceMean", "AI_VECTOR_CORE", ("x",), _reduce, elementwise(1))
+_register("ReduceSum", "AI_VECTOR_CORE", ("x",), _reduce, elementwise(1))
+
+
+def _broadcast_to(ctx: InferContext) -> list[TensorDesc]:
+    x = ctx.ins[0]
+    shape = _as_shape(ctx, "shape")
+    if _broadcast(ctx, x.shape, shape) != shape:
+        raise ctx.fail(f"cannot broadcast {list(x.shape)} to {list(shape)}")
+    return [TensorDesc(shape, x.dtype, x.format if x.rank == len(shape) else "ND")]
+
+
+_register("BroadcastTo", "AI_VECTOR_CORE", ("x",), _broadcast_to, elementwise(1))
+
+
+def _transpose(ctx: InferContext) -> list[TensorDesc]:
+    x = ctx.ins[0]
+    perm = [int(p) for p in ctx.attr("perm", list(range(x.rank))[::-1])]
+    if sorted(perm) != list(range(x.rank)):
+        raise ctx.fail(f"perm {perm} is not a permutation of 0..{x.rank - 1}")
+    return [TensorDesc(tuple(x.shape[p] for p in perm), x.dtype, "ND")]
+
+
+_register("Transpose", "AI_VECTOR_CORE", ("x",), _transpose, elementwise(1))
+
+
+def _pool_window(ctx: InferContext) -> tuple[tuple[int, int], tuple[int, int]]:
+    return _pair(ctx, "ksize", 1), _pair(ctx, "strides", 1)
+
+
+def _max_pool(ctx: InferContext) -> list[TensorDesc]:
+    x = ctx.rank(0, 4, what="x")
+    n, c, h, w = _nchw(ctx, x)
+    (kh, kw), (sh, sw) = _pool_window(ctx)
+    pads = _pads(ctx)
+    ho, _ = _window_out(ctx, h, kh, sh, 1, pads, 0)
+    wo, _ = _window_out(ctx, w, kw, sw, 1, pads, 1)
+    return [TensorDesc(_from_nchw(ctx, n, c, ho, wo), x.dtype, x.format)]
+
+
+def _pool_cost(factor: int) -> CostFn:
+    def cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+        k = attrs.get("ksize", 1)
+        window = k * k if isinstance(k, int) else math.prod(tuple(k)[-2:])
+        return elementwise(factor * window)(ins, outs, attrs)
+
+    return cost
+
+
+_register("MaxPool", "AI_VECTOR_CORE", ("x",), _max_pool, _pool_cost(1))
+
+
+def _max_pool_grad(ctx: InferContext) -> list[TensorDesc]:
+    x1, x2, grad = ctx.ins
+    if x2.shape != grad.shape:
+        raise ctx.fail(f"x2 (the pooled output) {list(x2.shape)} and grad {list(grad.shape)} must have the same shape")
+    expect = _max_pool(InferContext(ctx.type, ctx.name, [x1], ctx.attrs))[0].shape
+    if expect != x2.shape:
+        raise ctx.fail(f"pooling x1 {list(x1.shape)} gives {list(expect)}, but x2 is {list(x2.shape)}")
+    return [x1]
+
+
+_register("MaxPoolGrad", "AI_VECTOR_CORE", ("x1", "x2", "grad"), _max_pool_grad, _pool_cost(2))
+
+
+def _softmax(ctx: InferContext) -> list[TensorDesc]:
+    _axes(ctx, ctx.ins[0].rank, default=[-1])
+    return [ctx.ins[0]]
+
+
+_register("Softmax", "AI_VECTOR_CORE", ("x",), _softmax, elementwise(6))
+_register("SoftmaxGrad", "AI_VECTOR_CORE", ("softmax", "grad_softmax"), _same_shapes, elementwise(4))
+
+
+def _norm_stats_shape(ctx: InferContext, x: TensorDesc) -> tuple[int, ...]:
+    axis = int(ctx.attr("begin_norm_axis", -1)) % x.rank
+    return x.shape[:axis] + (1,) * (x.rank - axis)
+
+
+def _layer_norm(ctx: InferContext) -> list[TensorDesc]:
+    x, gamma, beta = ctx.ins
+    p_axis = int(ctx.attr("begin_params_axis", -1)) % x.rank
+    params = x.shape[p_axis:]
+    for label, d in (("gamma", gamma), ("beta", beta)):
+        if d.shape != params:
+            raise ctx.fail(f"{label} must have shape {list(params)} (x dims from begin_params_axis), got {list(d.shape)}")
+    stats = TensorDesc(_norm_stats_shape(ctx, x), x.dtype, "ND")
+    return [x, stats, stats]
+
+
+def _layer_norm_grad(ctx: InferContext) -> list[TensorDesc]:
+    dy, x, variance, mean, gamma = ctx.ins
+    if dy.shape != x.shape:
+        raise ctx.fail(f"dy {list(dy.shape)} and x {list(x.shape)} must have the same shape")
+    if variance.shape != mean.shape:
+        raise ctx.fail(f"variance {list(variance.shape)} and mean {list(mean.shape)} must have the same shape")
+    return [x, gamma, gamma]
+
+
+_register("LayerNorm", "AI_VECTOR_CORE", ("x", "gamma", "beta"), _layer_norm, elementwise(8))
+_register("LayerNormGrad", "AI_VECTOR_CORE", ("dy", "x", "variance", "mean", "gamma"), _layer_norm_grad,
+          elementwise(14))
+
+
+def _bn_channels(ctx: InferContext, x: TensorDesc) -> int:
+    if x.rank == 5:  # NC1HWC0
+        return x.origin_shape[1] if x.origin_shape else x.shape[1] * x.shape[4]
+    if x.rank != 4:
+        raise ctx.fail(f"x must be 4-D (NCHW) or 5-D (NC1HWC0), got shape {list(x.shape)}")
+    return x.shape[1]
+
+
+def _check_channel_vectors(ctx: InferContext, c: int, idx: Sequence[int], names: Sequence[str]) -> None:
+    for i, label in zip(idx, names):
+        if ctx.ins[i].shape != (c,):
+            raise ctx.fail(f"{label} must have shape [{c}] (channels of x), got {list(ctx.ins[i].shape)}")
+
+
+def _bn_training_reduce(ctx: InferContext) -> list[TensorDesc]:
+    c = _bn_channels(ctx, ctx.ins[0])
+    stat = TensorDesc((c,), "float32", "ND")
+    return [stat, stat]
+
+
+def _bn_training_update(ctx: InferContext) -> list[TensorDesc]:
+    x = ctx.ins[0]
+    c = _bn_channels(ctx, x)
+    names = ("sum", "square_sum", "scale", "offset", "mean", "variance")
+    _check_channel_vectors(ctx, c, range(1, len(ctx.ins)), names)
+    stat = TensorDesc((c,), "float32", "ND")
+    return [x, stat, stat, stat, stat]
+
+
+def _bn_training_update_grad(ctx: InferContext) -> list[TensorDesc]:
+    grads, x = ctx.ins[0], ctx.ins[1]
+    if grads.shape != x.shape:
+        raise ctx.fail(f"grads {list(grads.shape)} and x {list(x.shape)} must have the same shape")
+    c = _bn_channels(ctx, x)
+    _check_channel_vectors(ctx, c, (2, 3), ("batch_mean", "batch_variance"))
+    stat = TensorDesc((c,), "float32", "ND")
+    return [stat, stat]
+
+
+def _bn_training_reduce_grad(ctx: InferContext) -> list[TensorDesc]:
+    grads, x = ctx.ins[0], ctx.ins[1]
+    if grads.shape != x.shape:
+        raise ctx.fail(f"grads {list(grads.shape)} and x {list(x.shape)} must have the same shape")
+    c = _bn_channels(ctx, x)
+    _check_channel_vectors(ctx, c, range(2, 7),
+                           ("diff_scale", "diff_offset", "scale", "batch_mean", "batch_variance"))
+    return [x]
+
+
+_register("BNTrainingReduce", "AI_VECTOR_CORE", ("x",), _bn_training_reduce, elementwise(2))
+_register("BNTrainingUpdate", "AI_VECTOR_CORE",
+          ("x", "sum", "square_sum", "scale", "offset", "mean", "variance"), _bn_training_update,
+          elementwise(6), 5, 7)
+_register("BNTrainingUpdateGrad", "AI_VECTOR_CORE", ("grads", "x", "batch_mean", "batch_variance"),
+          _bn_training_update_grad, elementwise(4))
+_register("BNTrainingReduceGrad", "AI_VECTOR_CORE",
+          ("grads", "x", "diff_scale", "diff_offset", "scale", "batch_mean", "batch_variance"),
+          _bn_training_reduce_grad, elementwise(6))
+
+
+def _trans_data(ctx: InferContext) -> list[TensorDesc]:
+    x = ctx.ins[0]
+    src = x.format
+    dst = canonical_format(ctx.attr("dst_format", ""), f"{ctx.type} {ctx.name!r} dst_format")
+    c0 = _c0(x.dtype)
+    if src == dst:
+        raise ctx.fail(f"source and destination format are both {src}")
+    if src in ("NCHW", "ND") and dst == "NC1HWC0" and x.rank == 4:
+        n, c, h, w = x.shape
+        return [TensorDesc((n, -(-c // c0), h, w, c0), x.dtype, dst, origin_shape=x.shape)]
+    if src in ("NCHW", "ND") and dst == "FRACTAL_Z" and x.rank == 4:
+        cout, cin, kh, kw = x.shape
+        return [TensorDesc((-(-cin // c0) * kh * kw, -(-cout // 16), 16, c0), x.dtype, dst, origin_shape=x.shape)]
+    if src == "ND" and dst == "FRACTAL_NZ" and x.rank >= 2:
+        *batch, m, n = x.shape
+        return [TensorDesc((*batch, -(-n // 16), -(-m // 16), 16, 16), x.dtype, dst, origin_shape=x.shape)]
+    if src in ("NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ") and dst in ("NCHW", "ND"):
+        if x.origin_shape is None:
+            raise ctx.fail(f"cannot go back from {src} to {dst}: the input has no origin shape")
+        return [TensorDesc(x.origin_shape, x.dtype, dst)]
+    raise ctx.fail(f"conversion {src} -> {dst} of a rank-{x.rank} tensor is not supported; supported: "
+                   "NCHW<->NC1HWC0, NCHW<->FRACTAL_Z (4-D weights), ND<->FRACTAL_NZ")
+
+
+_register("TransData", "AI_VECTOR_CORE", ("x",), _trans_data, elementwise(1))
+
+
+def _softmax_xent(ctx: InferContext) -> list[TensorDesc]:
+    f = ctx.rank(0, 2, what="features")
+    lab = ctx.ins[1]
+    if lab.shape != f.shape:
+        raise ctx.fail(f"labels {list(lab.shape)} must have the shape of features {list(f.shape)}")
+    ctx.same_dtype(0, 1)
+    return [TensorDesc((f.shape[0],), f.dtype, "ND"), f]
+
+
+_register("SoftmaxCrossEntropyWithLogits", "AI_VECTOR_CORE", ("features", "labels"), _softmax_xent,
+          elementwise(10))
+
+
+def _gather_v2(ctx: InferContext) -> list[TensorDesc]:
+    x, idx = ctx.ins
+    if idx.dtype not in ("int32", "int64"):
+        raise ctx.fail(f"indices must be int32 or int64, got {idx.dtype}")
+    axis = int(ctx.attr("axis", 0)) % x.rank
+    return [TensorDesc(x.shape[:axis] + idx.shape + x.shape[axis + 1:], x.dtype, "ND")]
+
+
+def _unsorted_segment_sum(ctx: InferContext) -> list[TensorDesc]:
+    x, ids = ctx.ins
+    if x.shape[:ids.rank] != ids.shape:
+        raise ctx.fail(f"segment_ids {list(ids.shape)} must be a prefix of x {list(x.shape)}")
+    num = ctx.attr("num_segments")
+    if not isinstance(num, int) or num < 1:
+        raise ctx.fail(f"attribute num_segments must be a positive int, got {num!r}")
+    return [TensorDesc((num,) + x.shape[ids.rank:], x.dtype, "ND")]
+
+
+_register("GatherV2", "AI_VECTOR_CORE", ("x", "indices"), _gather_v2, elementwise(1))
+_register("UnsortedSegmentSum", "AI_VECTOR_CORE", ("x", "segment_ids"), _unsorted_segment_sum, elementwise(2))
+
+
+def _check_scalar(ctx: InferContext, idx: Sequence[int], names: Sequence[str]) -> None:
+    for i, label in zip(idx, names):
+        if ctx.ins[i].numel != 1:
+            raise ctx.fail(f"{label} must be a scalar, got shape {list(ctx.ins[i].shape)}")
+
+
+def _apply_momentum(ctx: InferContext) -> list[TensorDesc]:
+    var, accum, _, grad, _ = ctx.ins
+    for label, d in (("accum", accum), ("grad", grad)):
+        if d.shape != var.shape:
+            raise ctx.fail(f"{label} {list(d.shape)} must have the shape of var {list(var.shape)}")
+    _check_scalar(ctx, (2, 4), ("lr", "momentum"))
+    return [var]
+
+
+_register("ApplyMomentum", "AI_VECTOR_CORE", ("var", "accum", "lr", "grad", "momentum"), _apply_momentum,
+          elementwise(5))
+
+_ADAMW_INPUTS = ("var", "m", "v", "beta1_power", "beta2_power", "lr", "weight_decay", "beta1", "beta2",
+                 "epsilon", "grad", "max_grad_norm")
+
+
+def _apply_adam_w(ctx: InferContext) -> list[TensorDesc]:
+    var, m, v = ctx.ins[:3]
+    grad = ctx.ins[10]
+    for label, d in (("m", m), ("v", v), ("grad", grad)):
+        if d.shape != var.shape:
+            raise ctx.fail(f"{label} {list(d.shape)} must have the shape of var {list(var.shape)}")
+    _check_scalar(ctx, range(3, 10), _ADAMW_INPUTS[3:10])
+    return [var, m, v]
+
+
+_register("ApplyAdamW", "AI_VECTOR_CORE", _ADAMW_INPUTS, _apply_adam_w, elementwise(16), 11, 12)
+
+
+# ----------------------------------------------------------------------- HCCL ops
+def _all_reduce(ctx: InferContext) -> list[TensorDesc]:
+    reduction = ctx.attr("reduction", "sum")
+    if reduction not in ("sum", "prod", "max", "min"):
+        raise ctx.fail(f"reduction must be one of 'sum', 'prod', 'max', 'min', got {reduction!r}")
+    return list(ctx.ins)
+
+
+def _all_reduce_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    n = _bytes(ins)
+    return OpCost(bytes_in=n, bytes_out=n, tiles=1, comm_bytes=n)
+
+
+_register("HcomAllReduce", "HCCL", ("*x",), _all_reduce, _all_reduce_cost)

@@ -1,0 +1,285 @@
+"""GE's client API: ``GEInitialize`` / ``GEFinalize`` and ``Session``.
+
+Calls mirror the C++ API and return a :class:`Status`; on failure
+``GEGetErrorMsg()`` says why (and the error is logged, as GELOGE does).
+Simulation settings are GE options too, so scripts and the notebook magic take
+one path: ``geprof.clock`` (``real`` | ``virtual``), ``geprof.device`` (a
+preset name), ``geprof.executor`` (``v1`` | ``v2``), ``geprof.seed``.
+
+Unlike real GE, a ``Session`` created before ``GEInitialize`` initialises GE
+with default options instead of failing, so notebook cells can start anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import weakref
+from typing import Any, Iterator, Mapping, Sequence
+
+from ..prof import msprof
+from ..prof.clock import CLOCK_MODES, clock
+from ..prof.options import ProfilingOptions, ProfilingOptionsError
+from . import status as st
+from .device import DEFAULT_DEVICE, PRESETS, get_device
+from .graph import DTYPE_ALIASES, DTYPES, Graph, GraphBuildError
+from .runtime import DEFAULT_SEED, DeviceRuntime, LoadedModel
+from .runtime_v1 import ExecutorV1
+from .runtime_v2 import ExecutorV2
+
+_log = logging.getLogger("geprof_nb.ge")
+
+OPTION_CLOCK = "geprof.clock"
+OPTION_DEVICE = "geprof.device"
+OPTION_EXECUTOR = "geprof.executor"
+OPTION_SEED = "geprof.seed"
+EXECUTORS = {"v1": ExecutorV1(), "v2": ExecutorV2()}
+DEFAULT_EXECUTOR = "v2"
+
+
+class _GEState:
+    """Process-wide GE state (GELib)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.initialized = False
+        self.options: dict[str, str] = {}
+        self.runtime: DeviceRuntime | None = None
+        self.executor = DEFAULT_EXECUTOR
+        self.owns_profiling = False
+        self.sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+        self.executor_override: str | None = None
+
+
+_state = _GEState()
+
+
+def _check_settings(options: Mapping[str, Any]) -> str:
+    """Validate the geprof.* options; return an error message ("" if fine)."""
+    for key in options:
+        if key.startswith("geprof.") and key not in (OPTION_CLOCK, OPTION_DEVICE, OPTION_EXECUTOR, OPTION_SEED):
+            return (f"unknown option {key!r}; geprof options are {OPTION_CLOCK}, {OPTION_DEVICE}, "
+                    f"{OPTION_EXECUTOR}, {OPTION_SEED}")
+    if OPTION_CLOCK in options and options[OPTION_CLOCK] not in CLOCK_MODES:
+        return f"option {OPTION_CLOCK}={options[OPTION_CLOCK]!r} is not valid; accepted: {', '.join(CLOCK_MODES)}"
+    if OPTION_DEVICE in options and options[OPTION_DEVICE] not in PRESETS:
+        return f"option {OPTION_DEVICE}={options[OPTION_DEVICE]!r} is not valid; accepted: {', '.join(PRESETS)}"
+    if OPTION_EXECUTOR in options and options[OPTION_EXECUTOR] not in EXECUTORS:
+        return f"option {OPTION_EXECUTOR}={options[OPTION_EXECUTOR]!r} is not valid; accepted: {', '.join(EXECUTORS)}"
+    if OPTION_SEED in options:
+        try:
+            int(options[OPTION_SEED])
+        except (TypeError, ValueError):
+            return f"option {OPTION_SEED}={options[OPTION_SEED]!r} is not valid; accepted: an integer"
+    return ""
+
+
+def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa: N802
+    """Initialise GE; with ``ge.exec.profilingMode == "1"`` (or the environment) start profiling."""
+    options = dict(options or {})
+    with _state.lock:
+        if _state.initialized:
+            _log.warning("GEInitialize is called repeatedly; the options of the first call stay in force")
+            return st.SUCCESS
+        problem = _check_settings(options)
+        if problem:
+            return st.set_error(st.PARAM_INVALID, problem)
+        try:
+            prof_options = ProfilingOptions.resolve(options)
+        except ProfilingOptionsError as exc:
+            return st.set_error(st.PARAM_INVALID, f"E10001: {exc}")
+        st.clear_error()
+        clock.set_mode(options.get(OPTION_CLOCK, "real"))
+        runtime = DeviceRuntime(get_device(options.get(OPTION_DEVICE, DEFAULT_DEVICE)),
+                                seed=int(options.get(OPTION_SEED, DEFAULT_SEED)))
+        _state.options = options
+        _state.runtime = runtime
+        _state.executor = options.get(OPTION_EXECUTOR, DEFAULT_EXECUTOR)
+        _state.initialized = True
+        msprof.MsprofRegisterCallback(msprof.MSPROF_MODULE_FRAMEWORK, runtime.handle_command)
+        if prof_options is not None:
+            if msprof.lib.running:
+                _log.warning("profiling is already collecting into %s; the GE profiling options are ignored",
+                             msprof.lib.run_dir)
+            else:
+                msprof.lib.init(prof_options.output, prof_options.to_dict())
+                msprof.lib.start(prof_options.data_type_config())
+                _state.owns_profiling = True
+        return st.SUCCESS
+
+
+def GEFinalize() -> st.Status:  # noqa: N802
+    """Close every session; finalise profiling that GE options started."""
+    with _state.lock:
+        if not _state.initialized:
+            _log.warning("GEFinalize is called before GEInitialize")
+            return st.SUCCESS
+        for sess in list(_state.sessions):
+            sess.close()
+        if _state.owns_profiling:
+            msprof.lib.finalize()
+            _state.owns_profiling = False
+        msprof.lib.unregister_callback(msprof.MSPROF_MODULE_FRAMEWORK)
+        _state.initialized = False
+        _state.runtime = None
+        return st.SUCCESS
+
+
+def is_initialized() -> bool:
+    return _state.initialized
+
+
+def device_runtime() -> DeviceRuntime | None:
+    """The device of the initialised GE (``None`` before ``GEInitialize``)."""
+    return _state.runtime
+
+
+@contextlib.contextmanager
+def simulation_settings(executor: str | None = None, clock_mode: str | None = None) -> Iterator[None]:
+    """Override the executor and clock for the duration of a block (the magic's ``--executor``/``--clock``)."""
+    problem = _check_settings({k: v for k, v in ((OPTION_EXECUTOR, executor), (OPTION_CLOCK, clock_mode)) if v})
+    if problem:
+        raise ValueError(problem)
+    saved_executor, saved_clock = _state.executor_override, clock.mode
+    if executor:
+        _state.executor_override = executor
+    if clock_mode:
+        clock.set_mode(clock_mode)
+    try:
+        yield
+    finally:
+        _state.executor_override = saved_executor
+        clock.set_mode(saved_clock)
+
+
+def _ensure_initialized() -> None:
+    if not _state.initialized:
+        _log.info("GE was not initialised: GEInitialize({}) called implicitly")
+        GEInitialize({})
+
+
+def _dtype_name(x: Any) -> str:
+    name = str(getattr(x, "dtype", "")).lower()
+    return DTYPE_ALIASES.get(name, name)
+
+
+class Session:
+    """A GE session (``ge::Session``): add graphs, build them, run them."""
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        _ensure_initialized()
+        self.options = dict(options or {})
+        problem = _check_settings(self.options)
+        if problem:
+            raise ValueError(problem)
+        self._graphs: dict[int, Graph] = {}
+        self._models: dict[int, LoadedModel] = {}
+        self._closed = False
+        _state.sessions.add(self)
+
+    def _fail_if_unusable(self) -> st.Status | None:
+        if not _state.initialized:
+            return st.set_error(st.GE_CLI_GE_NOT_INITIALIZED, "GE is not initialised or was finalised; "
+                                "call ge.GEInitialize(options) and create a new Session")
+        if self._closed:
+            return st.set_error(st.FAILED, "this Session was closed (GEFinalize closes every session)")
+        return None
+
+    def add_graph(self, graph_id: int, graph: Graph, options: Mapping[str, str] | None = None) -> st.Status:
+        """Register ``graph`` under ``graph_id``; it is built on first run (or by ``build_graph``)."""
+        bad = self._fail_if_unusable()
+        if bad is not None:
+            return bad
+        if not isinstance(graph_id, int) or isinstance(graph_id, bool) or graph_id < 0:
+            return st.set_error(st.PARAM_INVALID, f"AddGraph: graph_id must be an int >= 0, got {graph_id!r}")
+        if not isinstance(graph, Graph):
+            return st.set_error(st.PARAM_INVALID, f"AddGraph: graph must be a ge.Graph, got {type(graph).__name__}")
+        if graph_id in self._graphs:
+            return st.set_error(st.GE_GRAPH_GRAPH_ALREADY_EXIST, f"AddGraph: graph id {graph_id} is already added "
+                                f"(graph {self._graphs[graph_id].name!r}); remove_graph it first or use another id")
+        self._graphs[graph_id] = graph
+        st.clear_error()
+        return st.SUCCESS
+
+    def remove_graph(self, graph_id: int) -> st.Status:
+        bad = self._fail_if_unusable()
+        if bad is not None:
+            return bad
+        if graph_id not in self._graphs:
+            return st.set_error(st.GE_GRAPH_GRAPH_NOT_EXIST, f"RemoveGraph: graph id {graph_id} was not added")
+        del self._graphs[graph_id]
+        self._models.pop(graph_id, None)
+        return st.SUCCESS
+
+    def build_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
+        """Compile and load the graph now (otherwise the first ``run_graph`` does it)."""
+        bad = self._fail_if_unusable()
+        if bad is not None:
+            return bad
+        if graph_id not in self._graphs:
+            return self._no_graph("BuildGraph", graph_id)
+        return self._load(graph_id)[0]
+
+    def _no_graph(self, api: str, graph_id: int) -> st.Status:
+        known = ", ".join(str(k) for k in sorted(self._graphs)) or "none"
+        return st.set_error(st.GE_GRAPH_GRAPH_NOT_EXIST, f"{api}: graph id {graph_id} was not added "
+                            f"(added: {known}); call add_graph first")
+
+    def _load(self, graph_id: int) -> tuple[st.Status, LoadedModel | None]:
+        model = self._models.get(graph_id)
+        if model is not None:
+            return st.SUCCESS, model
+        try:
+            model = LoadedModel(_state.runtime, self._graphs[graph_id], graph_id)
+        except GraphBuildError as exc:
+            return st.set_error(st.GE_GRAPH_INFERSHAPE_FAILED, f"BuildGraph {graph_id}: {exc}"), None
+        self._models[graph_id] = model
+        return st.SUCCESS, model
+
+    def _check_inputs(self, model: LoadedModel, inputs: Sequence[Any]) -> str:
+        datas = model.compiled.input_nodes
+        if len(inputs) != len(datas):
+            return f"RunGraph: graph {model.graph.name!r} has {len(datas)} inputs ({', '.join(d.name for d in datas)}), got {len(inputs)}"
+        for i, (x, d) in enumerate(zip(inputs, datas)):
+            want = d.outputs[0]
+            shape = tuple(getattr(x, "shape", ()))
+            if shape != want.shape:
+                return f"RunGraph: input {i} ({d.name!r}) has shape {list(shape)}, expected {list(want.shape)}"
+            dtype = _dtype_name(x)
+            if dtype in DTYPES and dtype != want.dtype:
+                return f"RunGraph: input {i} ({d.name!r}) has dtype {dtype}, expected {want.dtype}"
+        return ""
+
+    def run_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
+        """Run one step of the graph (synchronously, like ``Session::RunGraph``)."""
+        bad = self._fail_if_unusable()
+        if bad is not None:
+            return bad
+        if graph_id not in self._graphs:
+            return self._no_graph("RunGraph", graph_id)
+        status, model = self._load(graph_id)
+        if model is None:
+            return status
+        if inputs is not None:
+            problem = self._check_inputs(model, list(inputs))
+            if problem:
+                return st.set_error(st.PARAM_INVALID, problem)
+        name = _state.executor_override or self.options.get(OPTION_EXECUTOR) or _state.executor
+        EXECUTORS[name].execute(model)
+        return st.SUCCESS
+
+    def model(self, graph_id: int) -> LoadedModel | None:
+        """The loaded model of a graph (``None`` until it is built)."""
+        return self._models.get(graph_id)
+
+    def close(self) -> None:
+        """Unload every model of this session."""
+        self._models.clear()
+        self._graphs.clear()
+        self._closed = True
+        _state.sessions.discard(self)
+
+    def __repr__(self) -> str:
+        graphs = ", ".join(f"{k}: {g.name!r}" for k, g in self._graphs.items())
+        return f"<ge.Session {{{graphs}}}{' closed' if self._closed else ''}>"

@@ -1,0 +1,84 @@
+"""The one clock every reporter reads (what ``MsprofSysCycleTime`` returns).
+
+Host time is real by default: wall-clock ns at start plus ``perf_counter_ns``
+deltas, so Python work between ``run_graph`` calls shows up as device idle.
+The device is simulated, so when the host waits for it (a synchronous
+``run_graph``) the clock *skips ahead* to the device's end instead of sleeping.
+
+``virtual`` mode makes host time advance only by modelled costs; it restarts
+from a fixed epoch at the start of each profiling run, so two runs are
+bit-for-bit identical.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+#: Start of virtual time: 2026-01-01T00:00:00Z in ns.
+VIRTUAL_EPOCH_NS = 1_767_225_600_000_000_000
+CLOCK_MODES = ("real", "virtual")
+
+
+class SimClock:
+    """Host clock in integer ns, real or virtual, that can skip ahead."""
+
+    def __init__(self, mode: str = "real") -> None:
+        self._lock = threading.Lock()
+        self._mode = "real"
+        self._wall0 = time.time_ns()
+        self._perf0 = time.perf_counter_ns()
+        self._skew = 0
+        self._virtual = VIRTUAL_EPOCH_NS
+        self.set_mode(mode)
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in CLOCK_MODES:
+            raise ValueError(f"clock must be one of {', '.join(CLOCK_MODES)}; got {mode!r}")
+        with self._lock:
+            if mode == "virtual" and self._mode != "virtual":
+                self._virtual = VIRTUAL_EPOCH_NS
+            self._mode = mode
+
+    def restart(self) -> None:
+        """Virtual mode: go back to the fixed epoch (start of a reproducible run)."""
+        with self._lock:
+            if self._mode == "virtual":
+                self._virtual = VIRTUAL_EPOCH_NS
+
+    def now_ns(self) -> int:
+        if self._mode == "virtual":
+            return self._virtual
+        return self._wall0 + (time.perf_counter_ns() - self._perf0) + self._skew
+
+    def spend(self, ns: int) -> int:
+        """Account a modelled host cost of ``ns``; returns the new time.
+
+        Virtual mode advances by exactly ``ns``.  Real mode does nothing: the
+        real work already took real time.
+        """
+        with self._lock:
+            if self._mode == "virtual":
+                self._virtual += int(ns)
+                return self._virtual
+        return self.now_ns()
+
+    def wait_until(self, t_ns: int) -> int:
+        """The host blocks until ``t_ns`` (e.g. a stream sync): skip ahead to it."""
+        with self._lock:
+            if self._mode == "virtual":
+                self._virtual = max(self._virtual, int(t_ns))
+                return self._virtual
+            now = self._wall0 + (time.perf_counter_ns() - self._perf0) + self._skew
+            if t_ns > now:
+                self._skew += int(t_ns) - now
+                now = int(t_ns)
+            return now
+
+
+#: The process-wide clock.
+clock = SimClock()

@@ -1,0 +1,98 @@
+"""Profiling constants shared by the runtime and the analysis: switch masks,
+training-trace LogIDs and the AI Core metric groups with the PMU events each
+one programs (reference §1.2, §1.3, §3.1, §4.1).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+# msprof data-type switch bits (aprof_pub.h, reference §1.2).
+PROF_ACL_API_MASK = 0x1
+PROF_TASK_TIME_L1_MASK = 0x2
+PROF_AICORE_METRICS_MASK = 0x4
+PROF_AICPU_TRACE_MASK = 0x8
+PROF_L2CACHE_MASK = 0x10
+PROF_HCCL_TRACE_MASK = 0x20
+PROF_TRAINING_TRACE_MASK = 0x40
+PROF_MSPROFTX_MASK = 0x80
+PROF_RUNTIME_API_MASK = 0x100
+PROF_GE_API_L0_MASK = 0x200
+PROF_TASK_TSFW_MASK = 0x400
+PROF_TASK_TIME_MASK = 0x800  # the L0 bit
+PROF_TASK_MEMORY_MASK = 0x1000
+PROF_GE_API_L1_MASK = 0x1000000
+PROF_OP_DETAIL_MASK = 0x80000000
+
+
+class ProfDataTypeConfig(IntEnum):
+    """``ge::ProfDataTypeConfig`` (current header, reference §1.2)."""
+
+    kProfTaskTime = 0x0002
+    kProfAiCoreMetrics = 0x0004
+    kProfAicpu = 0x0008
+    kProfL2cache = 0x0010
+    kProfHccl = 0x0020
+    kProfTrainingTrace = 0x0040
+    kProfFwkScheduleL0 = 0x0200
+    kProfTaskTimeL0 = 0x0800
+    kProfFwkScheduleL1 = 0x01000000
+
+
+class ProfilingAicoreMetrics(IntEnum):
+    """``ge::ProfilingAicoreMetrics`` (reference §1.3)."""
+
+    kAicoreArithmeticUtilization = 0
+    kAicorePipeUtilization = 1
+    kAicoreMemory = 2
+    kAicoreMemoryL0 = 3
+    kAicoreResourceConflictRatio = 4
+    kAicoreMemoryUB = 5
+    kAicoreL2Cache = 6
+    kAicorePipelineExecuteUtilization = 7
+
+
+#: The aic_metrics option values (profilingOptions).
+AIC_METRICS = (
+    "ArithmeticUtilization",
+    "PipeUtilization",
+    "Memory",
+    "MemoryL0",
+    "MemoryUB",
+    "ResourceConflictRatio",
+    "L2Cache",
+    "MemoryAccess",
+)
+
+# Training-trace LogIDs GE inserts as PROFILER_TRACE tasks (profiling_task_utils.cc).
+FP_START_LOGID = 2
+BP_END_LOGID = 3
+ITER_END_LOGID = 4
+AR_START_LOGID = 10000
+AR_END_LOGID = 10001
+AR_STEP = 2
+GETNEXT_START_LOGID = 20000
+GETNEXT_END_LOGID = 20001
+
+
+def all_reduce_logids(k: int) -> tuple[int, int]:
+    """Start and end LogID of the k-th AllReduce (0-based)."""
+    return AR_START_LOGID + AR_STEP * k, AR_END_LOGID + AR_STEP * k
+
+
+#: PMU events programmed per metric group, chip family and core kind.  Counts are per block;
+#: "cycles" events count cycles a pipe was busy.  The analysis turns them into
+#: the msprof columns with msprof's formulas.
+PMU_EVENTS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
+    "PipeUtilization": {
+        "A2": {
+            "aic": ("mac_cycles", "scalar_cycles", "mte1_cycles", "mte2_cycles", "fixpipe_cycles",
+                    "icache_req", "icache_miss"),
+            "aiv": ("vec_cycles", "scalar_cycles", "mte2_cycles", "mte3_cycles", "icache_req", "icache_miss"),
+        },
+        "910A": {
+            "aic": ("vec_cycles", "mac_cycles", "scalar_cycles", "mte1_cycles", "mte2_cycles", "mte3_cycles",
+                    "icache_req", "icache_miss"),
+        },
+    },
+}

@@ -1,0 +1,412 @@
+"""The simulated msprof library: the one path by which profile data reaches disk.
+
+Mirrors ``libmsprofiler``'s reporting surface (``MsprofInit``,
+``MsprofFinalize``, ``MsprofSysCycleTime``, ``MsprofGetHashId``,
+``MsprofReportApi``, ``MsprofReportEvent``, ``MsprofReportCompactInfo``,
+``MsprofReportAdditionalInfo``, ``MsprofRegisterCallback``) plus the device
+channel through which the simulated device delivers its HWTS / PMU / ts_track
+logs.  Records are buffered column-wise (numpy) and flushed in chunks to a new
+run directory, so a crash loses at most the unflushed tail.
+
+Collection is switched on and off by *commands* sent to registered modules
+(GE registers one), exactly as msprof drives GE through ``ProfCtrlHandle``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import socket
+import string
+import threading
+import time
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import rawdata
+from .clock import clock
+
+# MsprofCtrlCallback init types (msprof_callback.h).
+MSPROF_CTRL_INIT_ACL_JSON = 0
+MSPROF_CTRL_INIT_ACL_ENV = 1
+MSPROF_CTRL_INIT_GE_OPTIONS = 2
+MSPROF_CTRL_FINALIZE = 3
+MSPROF_CTRL_INIT_DYNA = 0xFF
+
+# Return codes.
+MSPROF_ERROR_NONE = 0
+MSPROF_ERROR = -1
+ACL_ERROR_PROF_ALREADY_RUN = 100042
+ACL_ERROR_PROF_NOT_RUN = 100043
+
+#: Module ids for ``MsprofRegisterCallback`` (MsprofReporterModuleId).
+MSPROF_MODULE_DATA_PREPROCESS = 0
+MSPROF_MODULE_HCCL = 1
+MSPROF_MODULE_ACL = 2
+MSPROF_MODULE_FRAMEWORK = 3  # GE
+MSPROF_MODULE_RUNTIME = 4
+
+DEFAULT_CHUNK_RECORDS = 1 << 18
+
+
+class CommandType(IntEnum):
+    """``PROF_COMMANDHANDLE_TYPE_*``."""
+
+    INIT = 0
+    START = 1
+    STOP = 2
+    FINALIZE = 3
+    MODEL_SUBSCRIBE = 4
+    MODEL_UNSUBSCRIBE = 5
+
+
+@dataclass(frozen=True)
+class CommandHandle:
+    """``MsprofCommandHandle``: what a module is told to start or stop."""
+
+    type: CommandType
+    prof_switch: int = 0
+    dev_ids: tuple[int, ...] = (0,)
+    options: dict = field(default_factory=dict)
+
+
+ControlCallback = Callable[[CommandHandle], int]
+
+
+class _Buffer:
+    """Pending records of one kind: single rows and numpy blocks, flushed as one chunk."""
+
+    __slots__ = ("kind", "rows", "blocks", "pending", "seq", "written", "lock")
+
+    def __init__(self, kind: rawdata.RecordKind) -> None:
+        self.kind = kind
+        self.rows: list[tuple] = []
+        self.blocks: list[np.ndarray] = []
+        self.pending = 0
+        self.seq = 0
+        self.written = 0
+        self.lock = threading.Lock()
+
+    def take(self) -> np.ndarray | None:
+        """Remove and return everything pending as one array (caller holds the lock)."""
+        if not self.pending:
+            return None
+        parts = list(self.blocks)
+        if self.rows:
+            parts.append(np.array(self.rows, dtype=self.kind.dtype))
+        self.rows, self.blocks, self.pending = [], [], 0
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _run_dir_name(seq: int) -> str:
+    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
+    tag = "".join(random.choices(string.ascii_uppercase, k=16))
+    return f"PROF_{seq:06d}_{stamp}_{tag}"
+
+
+def hash_id(text: str) -> int:
+    """The stable 64-bit id of a string (what ``MsprofGetHashId`` returns)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+class Msprof:
+    """One msprof instance per process: run directory, buffers, hash dictionary, control."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._callbacks: dict[int, ControlCallback] = {}
+        self._hashes: dict[str, int] = {}
+        self._unsaved_hashes: list[tuple[int, str]] = []
+        self._buffers: dict[tuple[str, int], _Buffer] = {}
+        self.run_dir: Path | None = None
+        self.last_run_dir: Path | None = None
+        self.switch = 0
+        self.options: dict = {}
+        self.started = False
+        self.chunk_records = DEFAULT_CHUNK_RECORDS
+        self.run_serial = 0  # increments with every run directory opened
+        self._info: dict = {}
+
+    # ------------------------------------------------------------------ state
+    @property
+    def running(self) -> bool:
+        """A run directory is open (between init and finalize)."""
+        return self.run_dir is not None
+
+    def init(self, output: str | os.PathLike, options: dict | None = None, mode: str = "ge_options") -> Path:
+        """Open a new run directory under ``output``; collection starts with :meth:`start`."""
+        with self._lock:
+            if self.running:
+                raise RuntimeError(f"msprof is already collecting into {self.run_dir}")
+            out = Path(output).expanduser()
+            out.mkdir(parents=True, exist_ok=True)
+            if not os.access(out, os.W_OK):
+                raise PermissionError(f"profiling output directory {out} is not writable")
+            seq = 1 + sum(1 for p in out.glob("PROF_*") if p.is_dir())
+            while True:
+                run_dir = out / _run_dir_name(seq)
+                try:
+                    run_dir.mkdir()
+                    break
+                except FileExistsError:
+                    seq += 1
+            clock.restart()
+            self.run_serial += 1
+            self.run_dir = run_dir.resolve()
+            self.options = dict(options or {})
+            self._buffers.clear()
+            self._unsaved_hashes = list(self._hashes_items())
+            self._info = {
+                "geprof_raw_version": rawdata.RAW_FORMAT_VERSION,
+                "run": run_dir.name,
+                "status": "running",
+                "mode": mode,
+                "clock": clock.mode,
+                "hostname": socket.gethostname(),
+                "pid": os.getpid(),
+                "start_ns": clock.now_ns(),
+                "end_ns": None,
+                "options": self.options,
+                "devices": {},
+                "pmu_events": {},
+                "switch_history": [],
+                "records": {},
+            }
+            self._write_info()
+            return self.run_dir
+
+    def _hashes_items(self):
+        return ((v, k) for k, v in self._hashes.items())
+
+    def start(self, switch: int, dev_ids: tuple[int, ...] = (0,)) -> int:
+        """Tell every registered module to start collecting the data types in ``switch``."""
+        with self._lock:
+            if not self.running:
+                return ACL_ERROR_PROF_NOT_RUN
+            self.switch = int(switch)
+            self.started = True
+            self._info["switch_history"].append({"start_ns": clock.now_ns(), "switch": self.switch})
+            handle = CommandHandle(CommandType.START, self.switch, tuple(dev_ids), self.options)
+            callbacks = list(self._callbacks.values())
+        for cb in callbacks:
+            cb(handle)
+        return MSPROF_ERROR_NONE
+
+    def stop(self) -> int:
+        """Tell every registered module to stop collecting."""
+        with self._lock:
+            if not self.started:
+                return ACL_ERROR_PROF_NOT_RUN
+            handle = CommandHandle(CommandType.STOP, self.switch, options=self.options)
+            self.started = False
+            if self._info["switch_history"]:
+                self._info["switch_history"][-1]["stop_ns"] = clock.now_ns()
+            callbacks = list(self._callbacks.values())
+        for cb in callbacks:
+            cb(handle)
+        return MSPROF_ERROR_NONE
+
+    def finalize(self, status: str = "complete") -> Path | None:
+        """Stop if needed, flush everything and close the run directory."""
+        if self.started:
+            self.stop()
+        with self._lock:
+            if not self.running:
+                return None
+            self.flush()
+            self._info["status"] = status
+            self._info["end_ns"] = clock.now_ns()
+            self._write_info()
+            run_dir, self.run_dir = self.run_dir, None
+            self.last_run_dir = run_dir
+            self.switch = 0
+            return run_dir
+
+    # ---------------------------------------------------------------- metadata
+    def set_device_info(self, device_id: int, info: dict) -> None:
+        """The runtime describes its device (msprof reads this from the driver)."""
+        with self._lock:
+            if self.running:
+                self._info["devices"][str(device_id)] = info
+                self._write_info()
+
+    def set_pmu_events(self, core: str, events: list[str]) -> None:
+        """Record which 8 PMU events the AI Core counters were programmed with."""
+        with self._lock:
+            if self.running:
+                self._info["pmu_events"][core] = list(events)
+                self._write_info()
+
+    def _write_info(self) -> None:
+        assert self.run_dir is not None
+        tmp = self.run_dir / (rawdata.INFO_FILE + ".tmp")
+        tmp.write_text(json.dumps(self._info, indent=1, default=str))
+        os.replace(tmp, self.run_dir / rawdata.INFO_FILE)
+
+    # ------------------------------------------------------------------ hashes
+    def get_hash_id(self, text: str) -> int:
+        h = self._hashes.get(text)
+        if h is None:
+            h = hash_id(text)
+            with self._lock:
+                self._hashes[text] = h
+                self._unsaved_hashes.append((h, text))
+        return h
+
+    # --------------------------------------------------------------- reporting
+    def _buffer(self, kind: str, device_id: int = 0) -> _Buffer:
+        key = (kind, device_id)
+        buf = self._buffers.get(key)
+        if buf is None:
+            with self._lock:
+                buf = self._buffers.setdefault(key, _Buffer(rawdata.RECORD_KINDS[kind]))
+        return buf
+
+    def report_row(self, kind: str, row: tuple, device_id: int = 0) -> None:
+        """Append one record (a tuple in the kind's field order)."""
+        if self.run_dir is None:
+            return
+        buf = self._buffer(kind, device_id)
+        with buf.lock:
+            buf.rows.append(row)
+            buf.pending += 1
+            full = buf.pending >= self.chunk_records
+        if full:
+            self._flush_buffer(buf, device_id)
+
+    def report_block(self, kind: str, records: np.ndarray, device_id: int = 0) -> None:
+        """Append many records at once (a structured array of the kind's dtype)."""
+        if self.run_dir is None or len(records) == 0:
+            return
+        buf = self._buffer(kind, device_id)
+        if records.dtype != buf.kind.dtype:
+            raise TypeError(f"{kind} records must have dtype {buf.kind.dtype}, got {records.dtype}")
+        with buf.lock:
+            buf.blocks.append(records)
+            buf.pending += len(records)
+            full = buf.pending >= self.chunk_records
+        if full:
+            self._flush_buffer(buf, device_id)
+
+    def flush(self) -> None:
+        """Write every pending record to disk as new chunks."""
+        with self._lock:
+            buffers = list(self._buffers.items())
+        for (_, device_id), buf in buffers:
+            self._flush_buffer(buf, device_id)
+
+    def _flush_hashes(self) -> None:
+        with self._lock:
+            if not self._unsaved_hashes or self.run_dir is None:
+                return
+            lines = "".join(json.dumps({"id": str(h), "s": s}) + "\n" for h, s in self._unsaved_hashes)
+            self._unsaved_hashes = []
+            with open(self.run_dir / rawdata.HASH_DICT_FILE, "a", encoding="utf-8") as f:
+                f.write(lines)
+
+    def _flush_buffer(self, buf: _Buffer, device_id: int) -> None:
+        run_dir = self.run_dir
+        if run_dir is None:
+            return
+        self._flush_hashes()  # ids in a chunk must be resolvable once the chunk exists
+        with buf.lock:
+            data = buf.take()
+            if data is None:
+                return
+            seq = buf.seq
+            buf.seq += 1
+            buf.written += len(data)
+            directory = run_dir / buf.kind.directory(device_id)
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / rawdata.chunk_name(buf.kind.name, seq)
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "wb") as f:
+                np.save(f, data, allow_pickle=False)
+            os.replace(tmp, path)
+            key = buf.kind.name if device_id == 0 or buf.kind.side == "host" else f"{buf.kind.name}@{device_id}"
+            self._info["records"][key] = buf.written
+
+    # ----------------------------------------------------------------- control
+    def register_callback(self, module_id: int, callback: ControlCallback) -> int:
+        """Register a module's control handler; a running collection starts it at once."""
+        with self._lock:
+            self._callbacks[module_id] = callback
+            started = self.started
+            handle = CommandHandle(CommandType.START, self.switch, options=self.options)
+        if started:
+            callback(handle)
+        return MSPROF_ERROR_NONE
+
+    def unregister_callback(self, module_id: int) -> None:
+        with self._lock:
+            self._callbacks.pop(module_id, None)
+
+
+#: The process-wide msprof library.
+lib = Msprof()
+
+
+# ------------------------------------------------------- C-named entry points
+def MsprofInit(data_type: int, data: str | dict, length: int | None = None) -> int:  # noqa: N802
+    """Initialise collection from GE options (a profilingOptions JSON) and start it."""
+    from .options import ProfilingOptions, ProfilingOptionsError
+
+    if data_type == MSPROF_CTRL_FINALIZE:
+        return MsprofFinalize()
+    if lib.running:
+        return ACL_ERROR_PROF_ALREADY_RUN
+    try:
+        opts = data if isinstance(data, ProfilingOptions) else ProfilingOptions.parse(data)
+    except ProfilingOptionsError:
+        return MSPROF_ERROR
+    lib.init(opts.output, opts.to_dict())
+    return lib.start(opts.data_type_config())
+
+
+def MsprofFinalize() -> int:  # noqa: N802
+    lib.finalize()
+    return MSPROF_ERROR_NONE
+
+
+def MsprofSysCycleTime() -> int:  # noqa: N802
+    return clock.now_ns()
+
+
+def MsprofGetHashId(text: str, length: int | None = None) -> int:  # noqa: N802
+    return lib.get_hash_id(text)
+
+
+def MsprofReportApi(aging_flag: bool, level: int, type: int, thread_id: int, begin: int, end: int,  # noqa: N802,A002
+                    item_id: int = 0) -> int:
+    lib.report_row("api", (level, type, thread_id, begin, end, item_id))
+    return MSPROF_ERROR_NONE
+
+
+def MsprofReportEvent(aging_flag: bool, level: int, type: int, thread_id: int, request_id: int,  # noqa: N802,A002
+                      timestamp: int, item_id: int = 0) -> int:
+    lib.report_row("event", (level, type, thread_id, request_id, timestamp, item_id))
+    return MSPROF_ERROR_NONE
+
+
+def MsprofReportCompactInfo(aging_flag: bool, records: np.ndarray) -> int:  # noqa: N802
+    """Node basic info (``NODE_BASIC_INFO_DTYPE`` records)."""
+    lib.report_block("node_basic_info", records)
+    return MSPROF_ERROR_NONE
+
+
+def MsprofReportAdditionalInfo(aging_flag: bool, kind: str, records: np.ndarray) -> int:  # noqa: N802
+    """Tensor info or model info records."""
+    if kind not in ("tensor_info", "model_info"):
+        raise ValueError(f"additional info kind must be 'tensor_info' or 'model_info', got {kind!r}")
+    lib.report_block(kind, records)
+    return MSPROF_ERROR_NONE
+
+
+def MsprofRegisterCallback(module_id: int, callback: ControlCallback) -> int:  # noqa: N802
+    return lib.register_callback(module_id, callback)

@@ -1,0 +1,311 @@
+"""``ProfilingOptions``: the profilingOptions JSON, validated, and where it comes from.
+
+Sources, highest priority first (GE ``ProfilingInit``):
+
+1. GE options ``ge.exec.profilingMode == "1"`` with ``ge.exec.profilingOptions``;
+2. the environment: ``PROFILING_MODE == "true"`` with ``PROFILING_OPTIONS`` (the
+   names the real GE code reads) or ``GE_PROFILING_MODE`` / ``GE_PROFILING_OPTIONS``
+   (the names in GE's design doc); empty options there mean the default string;
+3. otherwise profiling is off.
+
+Every field of the GE docs is validated; a bad value raises
+:class:`ProfilingOptionsError` naming the field and what it accepts.  Unknown
+fields only warn.  One deliberate difference from GE's own parser: it rejects
+``"training_trace": "off"`` although its docs allow it; we accept ``"off"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping
+
+from . import events
+
+OPTION_PROFILING_MODE = "ge.exec.profilingMode"
+OPTION_PROFILING_OPTIONS = "ge.exec.profilingOptions"
+OPTION_FP_POINT = "ge.exec.profilingFpPointOptions"
+OPTION_BP_POINT = "ge.exec.profilingBpPointOptions"
+
+ENV_MODE_NAMES = ("PROFILING_MODE", "GE_PROFILING_MODE")
+ENV_OPTIONS_NAMES = ("PROFILING_OPTIONS", "GE_PROFILING_OPTIONS")
+
+#: Used when the environment switches profiling on with empty options (GE profiling_init.cc).
+DEFAULT_ENV_OPTIONS = (
+    '{"output":"./","training_trace":"on","task_trace":"on","hccl":"on","aicpu":"on",'
+    '"aic_metrics":"PipeUtilization","msproftx":"off"}'
+)
+
+ON_OFF = ("on", "off")
+TASK_TRACE_LEVELS = ("on", "off", "l0", "l1")
+GE_API_LEVELS = ("off", "l0", "l1")
+TRAINING_TRACE_VALUES = ("on", "off", "")
+STORAGE_LIMIT_MIN_MB = 200
+STORAGE_LIMIT_MAX_MB = 4294967295
+CUSTOM_EVENT_MIN, CUSTOM_EVENT_MAX = 0x1, 0x6E
+
+#: Integer-valued sampling fields: (min, max).
+FREQ_FIELDS = {
+    "sys_hardware_mem_freq": (1, 100),
+    "sys_io_sampling_freq": (1, 100),
+    "sys_interconnection_freq": (1, 50),
+    "dvpp_freq": (1, 100),
+    "instr_profiling_freq": (300, 30000),
+    "host_sys_usage_freq": (1, 50),
+}
+HOST_SYS_ITEMS = ("cpu", "mem", "disk", "network", "osrt")
+HOST_SYS_USAGE_ITEMS = ("cpu", "mem")
+
+
+class ProfilingOptionsError(ValueError):
+    """A profiling option has a bad value; ``field`` names it, ``accepted`` says what works."""
+
+    def __init__(self, field: str, message: str, accepted: str = "") -> None:
+        self.field = field
+        self.accepted = accepted
+        text = f"profiling option {field!r}: {message}"
+        if accepted:
+            text += f"; accepted: {accepted}"
+        super().__init__(text)
+
+
+def _choices(values: tuple[str, ...]) -> str:
+    return ", ".join(repr(v) for v in values)
+
+
+@dataclass(frozen=True)
+class ProfilingOptions:
+    """The validated profilingOptions; defaults are GE's."""
+
+    output: str = "./"
+    storage_limit: str = ""
+    training_trace: str = "off"
+    task_trace: str = "on"
+    ge_api: str = "off"
+    hccl: str = "off"
+    aicpu: str = "off"
+    fp_point: str = ""
+    bp_point: str = ""
+    aic_metrics: str = "PipeUtilization"
+    l2: str = "off"
+    msproftx: str = "off"
+    runtime_api: str = "off"
+    sys_hardware_mem_freq: str = ""
+    llc_profiling: str = ""
+    sys_io_sampling_freq: str = ""
+    sys_interconnection_freq: str = ""
+    dvpp_freq: str = ""
+    instr_profiling: str = "off"
+    instr_profiling_freq: str = ""
+    host_sys: str = ""
+    host_sys_usage: str = ""
+    host_sys_usage_freq: str = ""
+
+    # ------------------------------------------------------------ derived views
+    @property
+    def task_level(self) -> str:
+        """``off``, ``l0`` or ``l1`` (``on`` means ``l1``)."""
+        return "l1" if self.task_trace == "on" else self.task_trace
+
+    @property
+    def training_trace_on(self) -> bool:
+        return self.training_trace == "on"
+
+    @property
+    def storage_limit_mb(self) -> int | None:
+        return int(self.storage_limit[:-2]) if self.storage_limit else None
+
+    def data_type_config(self) -> int:
+        """The msprof switch (``ProfDataTypeConfig`` / ``PROF_*_MASK`` bits) these options ask for."""
+        bits = 0
+        level = self.task_level
+        if level != "off":
+            bits |= events.PROF_ACL_API_MASK | events.PROF_TASK_TIME_MASK
+        if level == "l1":
+            bits |= events.PROF_TASK_TIME_L1_MASK
+            if self.aic_metrics:
+                bits |= events.PROF_AICORE_METRICS_MASK
+        for name, mask in (
+            ("aicpu", events.PROF_AICPU_TRACE_MASK),
+            ("l2", events.PROF_L2CACHE_MASK),
+            ("hccl", events.PROF_HCCL_TRACE_MASK),
+            ("msproftx", events.PROF_MSPROFTX_MASK),
+            ("runtime_api", events.PROF_RUNTIME_API_MASK),
+        ):
+            if getattr(self, name) == "on":
+                bits |= mask
+        if self.training_trace_on:
+            bits |= events.PROF_TRAINING_TRACE_MASK
+        if self.ge_api in ("l0", "l1"):
+            bits |= events.PROF_GE_API_L0_MASK
+        if self.ge_api == "l1":
+            bits |= events.PROF_GE_API_L1_MASK
+        return bits
+
+    def to_dict(self) -> dict[str, str]:
+        """Only the fields that differ from the defaults, plus ``output``."""
+        default = ProfilingOptions()
+        out = {k: v for k, v in asdict(self).items() if v != getattr(default, k)}
+        out["output"] = self.output
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    def replace(self, **changes: Any) -> "ProfilingOptions":
+        merged = asdict(self)
+        merged.update(changes)
+        return ProfilingOptions.parse(merged)
+
+    # ------------------------------------------------------------------ parsing
+    @classmethod
+    def parse(cls, data: str | Mapping[str, Any]) -> "ProfilingOptions":
+        """Parse and validate a profilingOptions JSON string or dict."""
+        if isinstance(data, (str, bytes)):
+            text = data.decode() if isinstance(data, bytes) else data
+            if not text.strip():
+                raise ProfilingOptionsError("ge.exec.profilingOptions", "is empty", "a JSON object")
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ProfilingOptionsError(
+                    "ge.exec.profilingOptions", f"is not valid JSON ({exc.msg} at line {exc.lineno} "
+                    f"column {exc.colno})", 'a JSON object such as {"output": "./prof", "training_trace": "on"}'
+                ) from None
+        if not isinstance(data, Mapping):
+            raise ProfilingOptionsError(
+                "ge.exec.profilingOptions", f"must be a JSON object, got a JSON {type(data).__name__}",
+                "a JSON object of option names to string values",
+            )
+        known = {f.name for f in fields(cls)}
+        values: dict[str, str] = {}
+        for key, value in data.items():
+            if key == "result_path":  # legacy spelling of output
+                key = "output"
+            if key == "task_time":
+                if "task_trace" in data and data["task_trace"] != value:
+                    raise ProfilingOptionsError(
+                        "task_time", f"{value!r} conflicts with task_trace {data['task_trace']!r}",
+                        "one of them, or both with the same value",
+                    )
+                key = "task_trace"
+            if key not in known:
+                warnings.warn(f"profiling option {key!r} is not known to GE and is ignored", stacklevel=3)
+                continue
+            values[key] = _validate(key, value)
+        return cls(**values)
+
+    @classmethod
+    def resolve(cls, ge_options: Mapping[str, str] | None = None,
+                environ: Mapping[str, str] | None = None) -> "ProfilingOptions | None":
+        """The options in force: GE options, else the environment, else ``None`` (off)."""
+        ge_options = ge_options or {}
+        environ = os.environ if environ is None else environ
+        mode = str(ge_options.get(OPTION_PROFILING_MODE, "0"))
+        if mode not in ("0", "1"):
+            raise ProfilingOptionsError(OPTION_PROFILING_MODE, f"{mode!r} is not valid", "'1' (on) or '0' (off)")
+        if mode == "1":
+            opts = cls.parse(ge_options.get(OPTION_PROFILING_OPTIONS, ""))
+            points = {}
+            if ge_options.get(OPTION_FP_POINT):
+                points["fp_point"] = ge_options[OPTION_FP_POINT]
+            if ge_options.get(OPTION_BP_POINT):
+                points["bp_point"] = ge_options[OPTION_BP_POINT]
+            return opts.replace(**points) if points else opts
+        for mode_name, opts_name in zip(ENV_MODE_NAMES, ENV_OPTIONS_NAMES):
+            if environ.get(mode_name) == "true":
+                return cls.parse(environ.get(opts_name) or DEFAULT_ENV_OPTIONS)
+        return None
+
+
+def _validate(key: str, value: Any) -> str:
+    """Check one field; return its canonical string value."""
+    if key in FREQ_FIELDS:
+        lo, hi = FREQ_FIELDS[key]
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ProfilingOptionsError(key, f"must be a number, got {type(value).__name__}", f"{lo}..{hi}")
+        try:
+            n = int(value)
+        except ValueError:
+            raise ProfilingOptionsError(key, f"{value!r} is not a number", f"{lo}..{hi}") from None
+        if not lo <= n <= hi:
+            raise ProfilingOptionsError(key, f"{n} is out of range", f"{lo}..{hi}")
+        return str(n)
+    if not isinstance(value, str):
+        raise ProfilingOptionsError(
+            key, f"must be a string, got JSON {type(value).__name__} {json.dumps(value)}",
+            _ACCEPTED.get(key, "a string"),
+        )
+    if key in ("output", "fp_point", "bp_point"):
+        if key == "output" and not value.strip():
+            raise ProfilingOptionsError(key, "is empty", "a directory path (absolute or relative)")
+        return value
+    if key == "storage_limit":
+        return _validate_storage_limit(value)
+    if key == "aic_metrics":
+        return _validate_aic_metrics(value)
+    if key in ("host_sys", "host_sys_usage"):
+        items = HOST_SYS_ITEMS if key == "host_sys" else HOST_SYS_USAGE_ITEMS
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        bad = [p for p in parts if p not in items]
+        if bad or not parts:
+            raise ProfilingOptionsError(key, f"{value!r} is not valid", "a comma-separated subset of " + ",".join(items))
+        return ",".join(parts)
+    allowed = _ENUM_FIELDS.get(key)
+    if allowed is not None and value not in allowed:
+        raise ProfilingOptionsError(key, f"{value!r} is not valid", _choices(allowed))
+    return value
+
+
+def _validate_storage_limit(value: str) -> str:
+    m = re.fullmatch(r"\s*(\d+)\s*MB\s*", value)
+    accepted = f"'<n>MB' with {STORAGE_LIMIT_MIN_MB} <= n <= {STORAGE_LIMIT_MAX_MB}, e.g. '200MB'"
+    if not m:
+        raise ProfilingOptionsError("storage_limit", f"{value!r} is not valid (the unit MB is required)", accepted)
+    n = int(m.group(1))
+    if not STORAGE_LIMIT_MIN_MB <= n <= STORAGE_LIMIT_MAX_MB:
+        raise ProfilingOptionsError("storage_limit", f"{n}MB is out of range", accepted)
+    return f"{n}MB"
+
+
+def _validate_aic_metrics(value: str) -> str:
+    if value in events.AIC_METRICS:
+        return value
+    if value.startswith("Custom:"):
+        regs = [r.strip() for r in value[len("Custom:"):].split(",") if r.strip()]
+        accepted = f"'Custom:' and 1 to 8 hex event ids in [0x{CUSTOM_EVENT_MIN:X}, 0x{CUSTOM_EVENT_MAX:X}]"
+        if not 1 <= len(regs) <= 8:
+            raise ProfilingOptionsError("aic_metrics", f"{value!r} names {len(regs)} events", accepted)
+        for r in regs:
+            try:
+                n = int(r, 16)
+            except ValueError:
+                raise ProfilingOptionsError("aic_metrics", f"{r!r} is not a hex number", accepted) from None
+            if not CUSTOM_EVENT_MIN <= n <= CUSTOM_EVENT_MAX:
+                raise ProfilingOptionsError("aic_metrics", f"event {r} is out of range", accepted)
+        return "Custom:" + ",".join(f"0x{int(r, 16):x}" for r in regs)
+    raise ProfilingOptionsError("aic_metrics", f"{value!r} is not valid", _choices(events.AIC_METRICS) + ", or 'Custom:0x..'")
+
+
+_ENUM_FIELDS: dict[str, tuple[str, ...]] = {
+    "training_trace": TRAINING_TRACE_VALUES,
+    "task_trace": TASK_TRACE_LEVELS,
+    "ge_api": GE_API_LEVELS,
+    "hccl": ON_OFF,
+    "aicpu": ON_OFF,
+    "l2": ON_OFF,
+    "msproftx": ON_OFF,
+    "runtime_api": ON_OFF,
+    "instr_profiling": ON_OFF,
+    "llc_profiling": ("read", "write"),
+}
+_ACCEPTED: dict[str, str] = {k: _choices(v) for k, v in _ENUM_FIELDS.items()}
+_ACCEPTED.update({
+    "output": "a directory path", "fp_point": "an op name or ''", "bp_point": "an op name or ''",
+    "aic_metrics": _choices(events.AIC_METRICS), "storage_limit": "'<n>MB', e.g. '200MB'",
+    "host_sys": "a comma-separated subset of " + ",".join(HOST_SYS_ITEMS),
+    "host_sys_usage": "a comma-separated subset of " + ",".join(HOST_SYS_USAGE_ITEMS),
+})

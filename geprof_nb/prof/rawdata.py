@@ -1,0 +1,274 @@
+"""The raw data of a run directory: record layouts and the enums stored in them.
+
+This is the contract between the writer (``prof.msprof``) and the reader
+(``analysis.rundir``).  Every record kind is a packed little-endian numpy
+structured dtype; chunks are plain ``.npy`` files (read with
+``allow_pickle=False``).  Layouts follow the msprof structures they mirror
+(``MsprofApi``, ``MsprofEvent``, ``MsprofNodeBasicInfo``, ``MsprofTensorInfo``,
+HWTS task logs, ts_track step trace); where msprof joins host and device data
+by timestamps, we carry the runtime's ``connection_id`` on both sides instead.
+
+Strings never appear in records: they travel as ``MsprofGetHashId`` ids and are
+resolved through ``hash_dict.jsonl``.  Per-op facts (names, shapes, block dim,
+PMU event counts) are written once per loaded task, not per execution, so one
+executed task costs ``HWTS_DTYPE.itemsize`` (24) bytes on disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+RAW_FORMAT_VERSION = 1
+INFO_FILE = "info.json"
+HASH_DICT_FILE = "hash_dict.jsonl"
+HOST_DIR = "host/data"
+
+
+def device_dir(device_id: int) -> str:
+    return f"device_{device_id}/data"
+
+
+# --------------------------------------------------------------------------- enums
+
+
+class ReportLevel(IntEnum):
+    """``MSPROF_REPORT_*_LEVEL`` (reference §4.7)."""
+
+    PYTORCH = 30000
+    PTA = 25000
+    TX = 20500
+    ACL = 20000
+    MODEL = 15000
+    NODE = 10000
+    AICPU = 6000
+    HCCL_NODE = 5500
+    RUNTIME = 5000
+    PROF = 4500
+
+
+#: api_statistic ``Level`` strings by report level.
+LEVEL_NAMES = {
+    ReportLevel.ACL: "acl",
+    ReportLevel.MODEL: "model",
+    ReportLevel.NODE: "node",
+    ReportLevel.HCCL_NODE: "communication",
+    ReportLevel.RUNTIME: "runtime",
+}
+
+
+class ModelInfoType(IntEnum):
+    """Model-level report types (``MSPROF_REPORT_MODEL_*_TYPE``)."""
+
+    GRAPH_ID_MAP = 0
+    EXECUTE = 1
+    LOAD = 2
+    INPUT_COPY = 3
+    OUTPUT_COPY = 4
+    LOGIC_STREAM = 7
+    EXEOM = 8
+
+
+class NodeInfoType(IntEnum):
+    """Node-level report types (``MSPROF_REPORT_NODE_*_TYPE``)."""
+
+    BASIC_INFO = 0
+    TENSOR_INFO = 1
+    FUSION_OP_INFO = 2
+    CONTEXT_ID_INFO = 4
+    LAUNCH = 5
+    TASK_MEMORY = 6
+    HOST_OP_EXEC = 8
+    ATTR_INFO = 9
+    HCCL_OP_INFO = 10
+    STATIC_OP_MEM = 11
+
+
+class GeTaskType(IntEnum):
+    """``MsprofGeTaskType`` carried in node basic info."""
+
+    AI_CORE = 0
+    AI_CPU = 1
+    AIV = 2
+    WRITE_BACK = 3
+    MIX_AIC = 4
+    MIX_AIV = 5
+    FFTS_PLUS = 6
+    DSA = 7
+    DVPP = 8
+    HCCL = 9
+    FUSION = 10
+    INVALID = 11
+
+
+#: op_summary ``Task Type`` text per GE task type.
+GE_TASK_TYPE_NAMES = {
+    GeTaskType.AI_CORE: "AI_CORE",
+    GeTaskType.AI_CPU: "AI_CPU",
+    GeTaskType.AIV: "AI_VECTOR_CORE",
+    GeTaskType.WRITE_BACK: "WRITE_BACK",
+    GeTaskType.MIX_AIC: "MIX_AIC",
+    GeTaskType.MIX_AIV: "MIX_AIV",
+    GeTaskType.FFTS_PLUS: "FFTS_PLUS",
+    GeTaskType.DSA: "DSA",
+    GeTaskType.DVPP: "DVPP",
+    GeTaskType.HCCL: "COMMUNICATION",
+    GeTaskType.FUSION: "FUSION",
+    GeTaskType.INVALID: "INVALID",
+}
+
+
+class RtTaskType(IntEnum):
+    """Runtime task types as the device logs them (task_time ``kernel_type``)."""
+
+    KERNEL_AICORE = 0
+    KERNEL_AIVEC = 1
+    KERNEL_MIX_AIC = 2
+    KERNEL_MIX_AIV = 3
+    KERNEL_AICPU = 4
+    EVENT_RECORD = 5
+    EVENT_WAIT = 6
+    MEMCPY_ASYNC = 7
+    PROFILER_TRACE = 8
+    HCCL = 9
+
+
+class OpFlag(IntEnum):
+    """``opFlag`` of node basic info: how the op was compiled (op_summary ``OP State``)."""
+
+    STATIC = 0
+    DYNAMIC = 1
+
+
+class TensorType(IntEnum):
+    INPUT = 0
+    OUTPUT = 1
+
+
+class DataType(IntEnum):
+    """``ge::DataType`` values; op_summary prints the name without ``DT_``."""
+
+    DT_FLOAT = 0
+    DT_FLOAT16 = 1
+    DT_INT8 = 2
+    DT_INT32 = 3
+    DT_UINT8 = 4
+    DT_INT16 = 6
+    DT_UINT16 = 7
+    DT_UINT32 = 8
+    DT_INT64 = 9
+    DT_UINT64 = 10
+    DT_DOUBLE = 11
+    DT_BOOL = 12
+    DT_BF16 = 27
+
+
+class Format(IntEnum):
+    """``ge::Format`` values; op_summary prints the name without ``FORMAT_``."""
+
+    FORMAT_NCHW = 0
+    FORMAT_NHWC = 1
+    FORMAT_ND = 2
+    FORMAT_NC1HWC0 = 3
+    FORMAT_FRACTAL_Z = 4
+    FORMAT_HWCN = 16
+    FORMAT_NDHWC = 27
+    FORMAT_FRACTAL_NZ = 29
+    FORMAT_NCDHW = 30
+
+
+#: ProfilerTrace / model tags in the step trace data (reference §3.1).
+MODEL_START_TAG = 0
+MODEL_END_TAG = 1
+FP_TAG = 2
+BP_TAG = 3
+ITER_END_TAG = 4
+ALL_REDUCE_START_TAG = 10000
+GET_NEXT_START_TAG = 20000
+
+# ------------------------------------------------------------------ record layouts
+
+API_DTYPE = np.dtype(
+    [("level", "<u2"), ("type", "<u4"), ("thread_id", "<u4"), ("begin", "<i8"), ("end", "<i8"),
+     ("item_id", "<u8")]
+)
+EVENT_DTYPE = np.dtype(
+    [("level", "<u2"), ("type", "<u4"), ("thread_id", "<u4"), ("request_id", "<u8"),
+     ("timestamp", "<i8"), ("item_id", "<u8")]
+)
+#: MsprofNodeBasicInfo, one per loaded task, keyed by connection_id.
+NODE_BASIC_INFO_DTYPE = np.dtype(
+    [("level", "<u2"), ("type", "<u4"), ("thread_id", "<u4"), ("timestamp", "<i8"),
+     ("connection_id", "<u4"), ("op_name", "<u8"), ("task_type", "<u4"), ("op_type", "<u8"),
+     ("block_dim", "<u4"), ("mix_block_dim", "<u4"), ("op_flag", "<u4")]
+)
+TENSORS_PER_RECORD = 5
+SHAPE_LEN = 8
+#: MsprofTensorInfo: up to 5 tensors x 8 dims per record; dims end at the first 0.
+TENSOR_INFO_DTYPE = np.dtype(
+    [("connection_id", "<u4"), ("op_name", "<u8"), ("tensor_num", "<u4"),
+     ("tensor_type", "<u4", (TENSORS_PER_RECORD,)), ("format", "<u4", (TENSORS_PER_RECORD,)),
+     ("data_type", "<u4", (TENSORS_PER_RECORD,)), ("shape", "<u4", (TENSORS_PER_RECORD, SHAPE_LEN))]
+)
+#: Model id <-> graph id and model name (GRAPH_ID_MAP).
+MODEL_INFO_DTYPE = np.dtype(
+    [("model_id", "<u4"), ("graph_id", "<u4"), ("model_name", "<u8"), ("timestamp", "<i8")]
+)
+#: Runtime task track: one per loaded task (device side of the join).
+TASK_TRACK_DTYPE = np.dtype(
+    [("connection_id", "<u4"), ("model_id", "<u4"), ("stream_id", "<u2"), ("task_id", "<u2"),
+     ("task_type", "<u2"), ("kernel_name", "<u8")]
+)
+#: One executed task (HWTS log).  ``block_cycles`` is the AI Core PMU total
+#: cycle count per block (0 when the PMU is off or the task is not on AI Core).
+HWTS_DTYPE = np.dtype(
+    [("start", "<i8"), ("dur", "<u4"), ("connection_id", "<u4"), ("iteration", "<u4"),
+     ("block_cycles", "<u4")]
+)
+#: PMU event counts per block for one loaded AI Core task, for the 8 events the
+#: aic_metrics group programs (names in info.json ``pmu_events``).
+PMU_EVENTS_PER_TASK = 8
+AICORE_EVENTS_DTYPE = np.dtype(
+    [("connection_id", "<u4"), ("core", "<u1"), ("events", "<u8", (PMU_EVENTS_PER_TASK,))]
+)
+PMU_CORE_AIC = 0
+PMU_CORE_AIV = 1
+#: ts_track step trace: a ProfilerTrace task (or model start/end) reached on device.
+STEP_TRACE_DTYPE = np.dtype(
+    [("timestamp", "<i8"), ("model_id", "<u4"), ("index_id", "<u4"), ("tag_id", "<u4"),
+     ("stream_id", "<u2"), ("task_id", "<u2")]
+)
+
+
+@dataclass(frozen=True)
+class RecordKind:
+    """One kind of raw record and where its chunks live."""
+
+    name: str
+    dtype: np.dtype
+    side: str  # "host" or "device"
+
+    def directory(self, device_id: int) -> str:
+        return HOST_DIR if self.side == "host" else device_dir(device_id)
+
+
+RECORD_KINDS: dict[str, RecordKind] = {
+    k.name: k
+    for k in (
+        RecordKind("api", API_DTYPE, "host"),
+        RecordKind("event", EVENT_DTYPE, "host"),
+        RecordKind("node_basic_info", NODE_BASIC_INFO_DTYPE, "host"),
+        RecordKind("tensor_info", TENSOR_INFO_DTYPE, "host"),
+        RecordKind("model_info", MODEL_INFO_DTYPE, "host"),
+        RecordKind("task_track", TASK_TRACK_DTYPE, "device"),
+        RecordKind("hwts", HWTS_DTYPE, "device"),
+        RecordKind("aicore_events", AICORE_EVENTS_DTYPE, "device"),
+        RecordKind("step_trace", STEP_TRACE_DTYPE, "device"),
+    )
+}
+
+
+def chunk_name(kind: str, seq: int) -> str:
+    return f"{kind}.{seq:06d}.npy"
