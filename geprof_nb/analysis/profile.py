@@ -92,7 +92,7 @@ class Profile:
 
 def load(path: str | Path, device_id: int = 0) -> Profile:
     """Open a run directory, or the newest run inside an output directory."""
-    p = Path(path).expanduser()
+    p = Path(path).expanduser().resolve()
     if not p.exists():
         raise FileNotFoundError(f"{p} does not exist")
     if is_run_dir(p):

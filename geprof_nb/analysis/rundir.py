@@ -7,6 +7,7 @@ everything intact still loads.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from functools import cached_property
 from pathlib import Path
@@ -24,20 +25,25 @@ def is_run_dir(path: Path) -> bool:
     return (path / rawdata.INFO_FILE).is_file()
 
 
+_RUN_NAME = re.compile(r"PROF_(\d{6})_(\d{17})_\w+")
+
+
 def newest_run(path: Path) -> Path | None:
-    """The newest run directory directly under ``path`` (by start time in info.json)."""
+    """The newest run directory directly under ``path``.
+
+    Ordered by the creation time and sequence number in the ``PROF_<seq>_<time>_<tag>``
+    name (wall-clock, even for virtual-clock runs), not by mtime, which any later
+    write into an old run would change.
+    """
     runs = [p for p in path.iterdir() if p.is_dir() and is_run_dir(p)] if path.is_dir() else []
     if not runs:
         return None
 
-    def started(p: Path) -> tuple:
-        try:
-            info = json.loads((p / rawdata.INFO_FILE).read_text())
-            return (p.stat().st_mtime, info.get("start_ns") or 0)
-        except (OSError, ValueError):
-            return (p.stat().st_mtime, 0)
+    def created(p: Path) -> tuple:
+        m = _RUN_NAME.fullmatch(p.name)
+        return (m.group(2), int(m.group(1))) if m else ("", 0)
 
-    return max(runs, key=started)
+    return max(runs, key=created)
 
 
 class RunDir:

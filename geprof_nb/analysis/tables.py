@@ -25,7 +25,6 @@ _DTYPE_NAMES[int(DataType.DT_FLOAT)] = "FLOAT"
 _FORMAT_NAMES = {int(f): f.name[len("FORMAT_"):] for f in Format}
 _TASK_TYPE_NAMES = {int(k): v for k, v in rawdata.GE_TASK_TYPE_NAMES.items()}
 _DROPPED_TASK_TYPES = {int(GeTaskType.WRITE_BACK), int(GeTaskType.INVALID)}
-_OP_STATE = {int(OpFlag.STATIC): "static", int(OpFlag.DYNAMIC): "dynamic"}
 
 
 @dataclass
@@ -159,10 +158,10 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     no_basic = ~has_basic
     op_type_ids = _scatter(n_conn, basic["connection_id"], basic["op_type"], 0, np.uint64)
     block_dim = _scatter(n_conn, basic["connection_id"], basic["block_dim"], 0, np.int64)
-    op_flag = _scatter(n_conn, basic["connection_id"], basic["op_flag"], -1, np.int64)
+    op_flag = _scatter(n_conn, basic["connection_id"], basic["op_flag"], 0, np.int64)
     task_type_text = np.array([_TASK_TYPE_NAMES.get(int(t), NA) for t in ge_type], dtype=object)
-    state_text = np.array([_OP_STATE.get(int(f), NA) for f in op_flag], dtype=object)
-    state_text[is_comm] = NA
+    state_text = np.where(op_flag & OpFlag.DYNAMIC, "dynamic", "static").astype(object)
+    state_text[is_comm | no_basic] = NA
 
     tensor_text = _tensor_strings(run.load("tensor_info"))
     tensor_cols = [np.full(n_conn, NA, dtype=object) for _ in range(6)]
@@ -170,11 +169,8 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
         if cid < n_conn and not is_comm[cid]:
             for k in range(6):
                 tensor_cols[k][cid] = strings[k]
-    hf32 = np.full(n_conn, NA, dtype=object)
-    compute = has_basic & ~is_comm
-    hf32[compute] = "NO"
-    first_input_type = np.array([t.split(";")[0] for t in tensor_cols[1]], dtype=object)
-    hf32[compute & (ge_type == GeTaskType.AI_CORE) & (first_input_type == "FLOAT")] = "YES"
+    hf32 = np.where(op_flag & OpFlag.HF32_ELIGIBLE, "YES", "NO").astype(object)
+    hf32[is_comm | no_basic] = NA
 
     dur_ns = hw["dur"].astype(np.int64)
     start_ns = hw["start"].astype(np.int64)
@@ -238,47 +234,71 @@ def op_statistic(op_summary: pd.DataFrame) -> pd.DataFrame:
     return stats.sort_values("Total Time(us)", ascending=False, kind="stable").reset_index(drop=True)[C.OP_STATISTIC]
 
 
+def _tag_times(keys: np.ndarray, inverse: np.ndarray, tags: np.ndarray, ts: np.ndarray, tag: int) -> np.ndarray:
+    """Timestamp (int ns) of ``tag`` per (model, iteration) key, -1 where the tag is missing."""
+    out = np.full(len(keys), -1, np.int64)
+    sel = tags == tag
+    out[inverse[sel][::-1]] = ts[sel][::-1]  # first occurrence wins
+    return out
+
+
+def _us(ns: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """int ns -> float us, NaN where not valid (done on integers first, so durations stay exact)."""
+    return np.where(valid, ns / 1000.0, np.nan)
+
+
 def step_trace(run: RunDir, device_id: int = 0) -> pd.DataFrame:
-    """One row per (model, iteration) from the ProfilerTrace timestamps (msprof create_step_table)."""
+    """One row per (model, iteration) from the ProfilerTrace timestamps (msprof create_step_table).
+
+    Durations are differences of integer ns, so they are exact to the ns.
+    """
     tr = run.load("step_trace", device_id)
     if len(tr) == 0:
         return pd.DataFrame(columns=C.STEP_TRACE)
-    df = pd.DataFrame({"model": tr["model_id"].astype(np.int64), "iter": tr["index_id"].astype(np.int64),
-                       "tag": tr["tag_id"].astype(np.int64), "ts": tr["timestamp"].astype(np.int64)})
-    wide = df.pivot_table(index=["model", "iter"], columns="tag", values="ts", aggfunc="first")
+    model = tr["model_id"].astype(np.int64)
+    it = tr["index_id"].astype(np.int64)
+    keys, inverse = np.unique(np.stack([model, it], axis=1), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    tags = tr["tag_id"].astype(np.int64)
+    ts = tr["timestamp"].astype(np.int64)
 
-    def tag(t: int) -> pd.Series:
-        return wide[t] if t in wide.columns else pd.Series(np.nan, index=wide.index)
+    def tag(t: int) -> tuple[np.ndarray, np.ndarray]:
+        v = _tag_times(keys, inverse, tags, ts, t)
+        return v, v >= 0
 
-    fp, bp = tag(rawdata.FP_TAG), tag(rawdata.BP_TAG)
-    end = tag(rawdata.ITER_END_TAG).fillna(tag(rawdata.MODEL_END_TAG))
-    begin = tag(rawdata.MODEL_START_TAG)
-    out = pd.DataFrame(index=wide.index)
-    out["Device_id"] = device_id
-    out["Iteration ID"] = wide.index.get_level_values("iter")
-    out["FP Start(us)"] = fp / 1000
-    out["BP End(us)"] = bp / 1000
-    out["Iteration End(us)"] = end / 1000
-    out["Iteration Time(us)"] = (end - begin) / 1000
-    out["FP to BP Time(us)"] = (bp - fp) / 1000
-    out["Iteration Refresh(us)"] = (end - bp) / 1000
-    prev_end = end.groupby(level="model").shift(1)
-    out["Data Aug Bound(us)"] = (fp - prev_end) / 1000
-    out["Model ID"] = wide.index.get_level_values("model")
-    n_reduce = 0
-    ar_tags = [t for t in wide.columns if rawdata.ALL_REDUCE_START_TAG <= t < rawdata.GET_NEXT_START_TAG]
-    if ar_tags:
-        n_reduce = (max(ar_tags) - rawdata.ALL_REDUCE_START_TAG) // 2 + 1
-    reduce_cols = []
+    fp, has_fp = tag(rawdata.FP_TAG)
+    bp, has_bp = tag(rawdata.BP_TAG)
+    end, has_end = tag(rawdata.ITER_END_TAG)
+    model_end, has_model_end = tag(rawdata.MODEL_END_TAG)
+    end = np.where(has_end, end, model_end)
+    has_end = has_end | has_model_end
+    begin, has_begin = tag(rawdata.MODEL_START_TAG)
+    # previous iteration end of the same model (keys are sorted by model, then iteration)
+    same_model = np.r_[False, keys[1:, 0] == keys[:-1, 0]]
+    prev_end = np.r_[0, end[:-1]]
+    has_prev = same_model & np.r_[False, has_end[:-1]]
+
+    data = {
+        "Device_id": np.full(len(keys), device_id, np.int64),
+        "Iteration ID": keys[:, 1],
+        "FP Start(us)": _us(fp, has_fp),
+        "BP End(us)": _us(bp, has_bp),
+        "Iteration End(us)": _us(end, has_end),
+        "Iteration Time(us)": _us(end - begin, has_end & has_begin),
+        "FP to BP Time(us)": _us(bp - fp, has_fp & has_bp),
+        "Iteration Refresh(us)": _us(end - bp, has_end & has_bp),
+        "Data Aug Bound(us)": _us(fp - prev_end, has_fp & has_prev),
+        "Model ID": keys[:, 0],
+    }
+    frame = pd.DataFrame(data)[C.STEP_TRACE]
+    ar_tags = tags[(tags >= rawdata.ALL_REDUCE_START_TAG) & (tags < rawdata.GET_NEXT_START_TAG)]
+    n_reduce = int((ar_tags.max() - rawdata.ALL_REDUCE_START_TAG) // 2 + 1) if len(ar_tags) else 0
+    if n_reduce == 0:
+        return frame
+    reduces = []
     for k in range(n_reduce):
-        s, e = tag(rawdata.ALL_REDUCE_START_TAG + 2 * k), tag(rawdata.ALL_REDUCE_START_TAG + 2 * k + 1)
-        reduce_cols += [(s / 1000).rename(None), ((e - s) / 1000).rename(None)]
-    base = out.reset_index(drop=True)
-    for c in ("Iteration Time(us)", "FP to BP Time(us)", "Iteration Refresh(us)", "Data Aug Bound(us)"):
-        base[c] = base[c].round(3)
-    if not reduce_cols:
-        return base[C.STEP_TRACE]
-    reduces = pd.concat([c.reset_index(drop=True) for c in reduce_cols], axis=1)
-    reduces.columns = C.STEP_TRACE_REDUCE * n_reduce
-    reduces.iloc[:, 1::2] = reduces.iloc[:, 1::2].round(3)
-    return pd.concat([base[C.STEP_TRACE], reduces], axis=1)
+        s, has_s = tag(rawdata.ALL_REDUCE_START_TAG + 2 * k)
+        e, has_e = tag(rawdata.ALL_REDUCE_START_TAG + 2 * k + 1)
+        reduces += [_us(s, has_s), _us(e - s, has_s & has_e)]
+    extra = pd.DataFrame(np.stack(reduces, axis=1), columns=C.STEP_TRACE_REDUCE * n_reduce)
+    return pd.concat([frame, extra], axis=1)

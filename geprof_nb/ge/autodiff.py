@@ -224,7 +224,8 @@ def _cast_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool])
 
 @_rule("TransData")
 def _trans_data_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
-    return [g.op("TransData", dys[0], dst_format=node.inputs[0].format)]
+    x, y = node.inputs[0], node.outputs[0]
+    return [g.op("TransData", dys[0], src_format=y.format, dst_format=x.format, dst_shape=list(x.shape))]
 
 
 @_rule("Reshape")

@@ -265,7 +265,7 @@ class Graph:
               value: Any = None) -> Tensor:
         """A constant (weights folded into the model, scalars such as a learning rate)."""
         where = f"Const {name!r}"
-        dims = tuple(int(d) for d in shape)
+        dims = _shape(shape, where) if len(tuple(shape)) else ()
         desc = TensorDesc(dims, canonical_dtype(dtype, where), "ND")
         return self._add(self._unique_name(name, "Const"), "Const", [], [desc], {"value": value}).output(0)
 
@@ -280,8 +280,10 @@ class Graph:
             close = difflib.get_close_matches(str(op_type), known_op_types(), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; known types: {', '.join(known_op_types())}"
             raise GraphBuildError(f"unknown op type {op_type!r}{hint}") from None
-        if op_def.engine == "GE_LOCAL" and op_type in ("Data", "Variable", "Const"):
+        if op_type in ("Data", "Variable", "Const"):
             raise GraphBuildError(f"use Graph.{op_type.lower()}(...) to create a {op_type}")
+        if op_type == "NetOutput":
+            raise GraphBuildError("use Graph.output(tensors) to set the graph outputs (it adds the NetOutput)")
         if isinstance(inputs, Tensor):
             inputs = [inputs]
         inputs = list(inputs)

@@ -279,8 +279,8 @@ _register("NetOutput", "GE_LOCAL", ("*x",), lambda ctx: [], _no_cost, min_inputs
 def _reshape(ctx: InferContext) -> list[TensorDesc]:
     x = ctx.ins[0]
     shape = list(_as_shape(ctx, "shape"))
-    if shape.count(-1) > 1:
-        raise ctx.fail(f"shape {shape} has more than one -1")
+    if shape.count(-1) > 1 or any(d < 1 and d != -1 for d in shape):
+        raise ctx.fail(f"shape {shape} is not valid: dims must be >= 1, with at most one -1 (inferred)")
     known = _numel([d for d in shape if d != -1])
     if -1 in shape:
         if known == 0 or x.numel % known:
@@ -303,8 +303,13 @@ def _get_next(ctx: InferContext) -> list[TensorDesc]:
     types = types or ["float16"] * len(shapes)
     if len(types) != len(shapes):
         raise ctx.fail(f"output_types has {len(types)} entries but output_shapes has {len(shapes)}")
-    return [TensorDesc(tuple(int(d) for d in s), canonical_dtype(t, f"{ctx.type} {ctx.name!r} output_types"))
-            for s, t in zip(shapes, types)]
+    out = []
+    for i, (shape, t) in enumerate(zip(shapes, types)):
+        dims = tuple(int(d) for d in shape)
+        if any(d < 1 for d in dims):
+            raise ctx.fail(f"output_shapes[{i}] = {list(dims)}: every dimension must be >= 1")
+        out.append(TensorDesc(dims, canonical_dtype(t, f"{ctx.type} {ctx.name!r} output_types")))
+    return out
 
 
 def _get_next_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
@@ -672,26 +677,44 @@ _register("BNTrainingReduceGrad", "AI_VECTOR_CORE",
           _bn_training_reduce_grad, elementwise(6))
 
 
+def _to_fractal(ctx: InferContext, shape: tuple[int, ...], dtype: str, dst: str) -> tuple[int, ...] | None:
+    """Shape of an NCHW/ND tensor in a 5HD or fractal format (None if not convertible)."""
+    c0 = _c0(dtype)
+    if dst == "NC1HWC0" and len(shape) == 4:
+        n, c, h, w = shape
+        return (n, -(-c // c0), h, w, c0)
+    if dst == "FRACTAL_Z" and len(shape) == 4:
+        cout, cin, kh, kw = shape
+        return (-(-cin // c0) * kh * kw, -(-cout // 16), 16, c0)
+    if dst == "FRACTAL_NZ" and len(shape) >= 2:
+        *batch, m, n = shape
+        return (*batch, -(-n // 16), -(-m // 16), 16, 16)
+    return None
+
+
 def _trans_data(ctx: InferContext) -> list[TensorDesc]:
+    """TransData between a plain layout (NCHW/ND) and a 5HD/fractal one.
+
+    ``src_format`` (GE's attribute) overrides the input's format; going back to
+    the plain layout needs the input's origin shape, or ``dst_shape``.
+    """
     x = ctx.ins[0]
-    src = x.format
+    src = canonical_format(ctx.attr("src_format", x.format), f"{ctx.type} {ctx.name!r} src_format")
     dst = canonical_format(ctx.attr("dst_format", ""), f"{ctx.type} {ctx.name!r} dst_format")
-    c0 = _c0(x.dtype)
     if src == dst:
         raise ctx.fail(f"source and destination format are both {src}")
-    if src in ("NCHW", "ND") and dst == "NC1HWC0" and x.rank == 4:
-        n, c, h, w = x.shape
-        return [TensorDesc((n, -(-c // c0), h, w, c0), x.dtype, dst, origin_shape=x.shape)]
-    if src in ("NCHW", "ND") and dst == "FRACTAL_Z" and x.rank == 4:
-        cout, cin, kh, kw = x.shape
-        return [TensorDesc((-(-cin // c0) * kh * kw, -(-cout // 16), 16, c0), x.dtype, dst, origin_shape=x.shape)]
-    if src == "ND" and dst == "FRACTAL_NZ" and x.rank >= 2:
-        *batch, m, n = x.shape
-        return [TensorDesc((*batch, -(-n // 16), -(-m // 16), 16, 16), x.dtype, dst, origin_shape=x.shape)]
-    if src in ("NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ") and dst in ("NCHW", "ND"):
-        if x.origin_shape is None:
-            raise ctx.fail(f"cannot go back from {src} to {dst}: the input has no origin shape")
-        return [TensorDesc(x.origin_shape, x.dtype, dst)]
+    if src in ("NCHW", "ND"):
+        shape = _to_fractal(ctx, x.shape, x.dtype, dst)
+        if shape is not None:
+            return [TensorDesc(shape, x.dtype, dst, origin_shape=x.shape)]
+    elif dst in ("NCHW", "ND"):
+        target = x.origin_shape or (tuple(int(d) for d in ctx.attr("dst_shape")) if ctx.attr("dst_shape") else None)
+        if target is None:
+            raise ctx.fail(f"cannot go back from {src} to {dst}: the input has no origin shape; pass dst_shape")
+        if _to_fractal(ctx, target, x.dtype, src) != x.shape:
+            raise ctx.fail(f"dst_shape {list(target)} in {src} is {_to_fractal(ctx, target, x.dtype, src)}, "
+                           f"not the input shape {list(x.shape)}")
+        return [TensorDesc(target, x.dtype, dst)]
     raise ctx.fail(f"conversion {src} -> {dst} of a rank-{x.rank} tensor is not supported; supported: "
                    "NCHW<->NC1HWC0, NCHW<->FRACTAL_Z (4-D weights), ND<->FRACTAL_NZ")
 

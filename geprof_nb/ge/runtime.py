@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,24 +54,36 @@ class DeviceRuntime:
         self.next_connection_id = 0  # unique within a run directory
         self._run_serial = -1
         self.pmu_events: dict[str, list[str]] = {}
-        self._next_stream = 0
-        self._next_model = 1
+        self._live_streams: set[int] = set()
+        self._live_models: set[int] = set()
         self._lock = threading.Lock()
         self.device_collector = DeviceCollector(device_id)
         self.cann_profiler = CannProfilerV2(device_id)
 
     # ------------------------------------------------------------------ ids
+    @staticmethod
+    def _lowest_free(live: set[int], start: int) -> int:
+        i = start
+        while i in live:
+            i += 1
+        live.add(i)
+        return i
+
     def allocate_streams(self, n: int) -> list[int]:
+        """Stream ids are unique among live streams; ids of unloaded models are reused, as rtStreamCreate does."""
         with self._lock:
-            ids = list(range(self._next_stream, self._next_stream + n))
-            self._next_stream += n
-            return ids
+            return [self._lowest_free(self._live_streams, 0) for _ in range(n)]
 
     def allocate_model_id(self) -> int:
+        """Model ids are unique among loaded models, lowest free first (so repeated runs match)."""
         with self._lock:
-            mid = self._next_model
-            self._next_model += 1
-            return mid
+            return self._lowest_free(self._live_models, 1)
+
+    def release(self, model_id: int, streams: list[int]) -> None:
+        """A model was unloaded: its ids become free."""
+        with self._lock:
+            self._live_models.discard(model_id)
+            self._live_streams.difference_update(streams)
 
     def allocate_connection_ids(self, n: int) -> int:
         with self._lock:
@@ -128,8 +141,13 @@ class LoadedModel:
         self.graph = graph
         self.graph_id = graph_id
         self.model_id = runtime.allocate_model_id()
-        compute, hccl = runtime.allocate_streams(2)
-        self.compiled = CompiledModel(graph, runtime.cost_model, compute, hccl)
+        compute, hccl = streams = runtime.allocate_streams(2)
+        self._unload = weakref.finalize(self, runtime.release, self.model_id, streams)
+        try:
+            self.compiled = CompiledModel(graph, runtime.cost_model, compute, hccl)
+        except Exception:
+            self._unload()
+            raise
         self.iterations = 0
         self._points_key: tuple | None = None
         self._table_epoch = -1
@@ -175,7 +193,7 @@ class LoadedModel:
         """Static description of every task, for the profiling reporters."""
         t = self.table
         g = self.graph
-        names, types, ge_types, blocks, tensors, pmu = [], [], [], [], [], []
+        names, types, ge_types, blocks, tensors, pmu, flags = [], [], [], [], [], [], []
         for i, kernel in enumerate(t.kernels):
             if kernel is None:
                 names.append("")
@@ -184,6 +202,7 @@ class LoadedModel:
                 blocks.append(0)
                 tensors.append([])
                 pmu.append(("", {}))
+                flags.append(rawdata.OpFlag.STATIC)
                 continue
             node = g.nodes[int(t.node[i])]
             names.append(node.name)
@@ -192,8 +211,11 @@ class LoadedModel:
             blocks.append(kernel.block_dim)
             tensors.append([(ti.kind, ti.format, ti.data_type, ti.shape) for ti in self.compiled.task_tensors(node)])
             pmu.append((kernel.pmu_core, kernel.pipe_cycles))
+            hf32 = node.engine == "AI_CORE" and node.inputs and node.inputs[0].dtype == "float32"
+            flags.append(rawdata.OpFlag.HF32_ELIGIBLE if hf32 else rawdata.OpFlag.STATIC)
         return LoadedTaskInfo(self.model_id, self.graph_id, g.name, t.stream, t.task_id, t.rt_type,
-                              names, types, [int(x) for x in ge_types], blocks, tensors, pmu)
+                              names, types, [int(x) for x in ge_types], blocks, tensors, pmu,
+                              [int(f) for f in flags])
 
     def _report_static(self, flags: int) -> None:
         rt = self.runtime
@@ -216,7 +238,7 @@ class LoadedModel:
             rec["connection_id"] = np.flatnonzero(keep) + self._connection_base
             rec["iteration"] = self.iterations
             if rt.pmu_events:
-                rec["block_cycles"] = cycles[keep]
+                rec["block_cycles"] = np.minimum(cycles[keep], np.iinfo(np.uint32).max)
             rt.device_collector.report_tasks(rec)
         if flags & (BIT_TASK_TIME | BIT_TRAINING_TRACE):
             traces = np.flatnonzero(t.logid >= 0) if flags & BIT_TRAINING_TRACE else np.empty(0, np.int64)
@@ -232,6 +254,10 @@ class LoadedModel:
             rec["timestamp"][-1] = (start + dur).max()
             rec["tag_id"][-1] = rawdata.MODEL_END_TAG
             rt.device_collector.report_step_trace(rec)
+
+    def unload(self) -> None:
+        """Free the model's ids (also happens when the model is garbage collected)."""
+        self._unload()
 
     # -------------------------------------------------------------- execution
     def run_on_device(self, launch_ns: int) -> int:

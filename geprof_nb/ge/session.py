@@ -50,6 +50,7 @@ class _GEState:
         self.owns_profiling = False
         self.sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
         self.executor_override: str | None = None
+        self.clock_override: str | None = None
 
 
 _state = _GEState()
@@ -90,22 +91,31 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
         except ProfilingOptionsError as exc:
             return st.set_error(st.PARAM_INVALID, f"E10001: {exc}")
         st.clear_error()
-        clock.set_mode(options.get(OPTION_CLOCK, "real"))
+        if _state.clock_override is None:  # a %%geprof --clock in force wins over GE options
+            clock.set_mode(options.get(OPTION_CLOCK, "real"))
         runtime = DeviceRuntime(get_device(options.get(OPTION_DEVICE, DEFAULT_DEVICE)),
                                 seed=int(options.get(OPTION_SEED, DEFAULT_SEED)))
-        _state.options = options
-        _state.runtime = runtime
-        _state.executor = options.get(OPTION_EXECUTOR, DEFAULT_EXECUTOR)
-        _state.initialized = True
-        msprof.MsprofRegisterCallback(msprof.MSPROF_MODULE_FRAMEWORK, runtime.handle_command)
+        owns_profiling = False
         if prof_options is not None:
             if msprof.lib.running:
                 _log.warning("profiling is already collecting into %s; the GE profiling options are ignored",
                              msprof.lib.run_dir)
             else:
-                msprof.lib.init(prof_options.output, prof_options.to_dict())
-                msprof.lib.start(prof_options.data_type_config())
-                _state.owns_profiling = True
+                try:
+                    msprof.lib.init(prof_options.output, prof_options.to_dict())
+                except OSError as exc:
+                    return st.set_error(st.PARAM_INVALID, f"E10001: profiling option 'output' "
+                                        f"({prof_options.output!r}) cannot be used: {exc}; accepted: a "
+                                        "directory that can be created and written")
+                owns_profiling = True
+        _state.options = options
+        _state.runtime = runtime
+        _state.executor = options.get(OPTION_EXECUTOR, DEFAULT_EXECUTOR)
+        _state.owns_profiling = owns_profiling
+        _state.initialized = True
+        msprof.MsprofRegisterCallback(msprof.MSPROF_MODULE_FRAMEWORK, runtime.handle_command)
+        if owns_profiling:
+            msprof.lib.start(prof_options.data_type_config())
         return st.SUCCESS
 
 
@@ -141,16 +151,17 @@ def simulation_settings(executor: str | None = None, clock_mode: str | None = No
     problem = _check_settings({k: v for k, v in ((OPTION_EXECUTOR, executor), (OPTION_CLOCK, clock_mode)) if v})
     if problem:
         raise ValueError(problem)
-    saved_executor, saved_clock = _state.executor_override, clock.mode
+    saved = _state.executor_override, _state.clock_override, clock.mode
     if executor:
         _state.executor_override = executor
     if clock_mode:
+        _state.clock_override = clock_mode
         clock.set_mode(clock_mode)
     try:
         yield
     finally:
-        _state.executor_override = saved_executor
-        clock.set_mode(saved_clock)
+        _state.executor_override, _state.clock_override, mode = saved
+        clock.set_mode(mode)
 
 
 def _ensure_initialized() -> None:
@@ -209,7 +220,9 @@ class Session:
         if graph_id not in self._graphs:
             return st.set_error(st.GE_GRAPH_GRAPH_NOT_EXIST, f"RemoveGraph: graph id {graph_id} was not added")
         del self._graphs[graph_id]
-        self._models.pop(graph_id, None)
+        model = self._models.pop(graph_id, None)
+        if model is not None:
+            model.unload()
         return st.SUCCESS
 
     def build_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
@@ -275,6 +288,8 @@ class Session:
 
     def close(self) -> None:
         """Unload every model of this session."""
+        for model in self._models.values():
+            model.unload()
         self._models.clear()
         self._graphs.clear()
         self._closed = True

@@ -39,7 +39,7 @@ class LoadedTaskInfo:
     block_dims: list[int]
     tensors: list[list[tuple[int, int, int, tuple[int, ...]]]]  # (tensor type, format, data type, shape)
     pmu: list[tuple[str, dict[str, int]]]  # ("aic"/"aiv"/"", per-block event counts)
-    op_flag: int = rawdata.OpFlag.STATIC
+    op_flags: list[int]  # rawdata.OpFlag bits
 
 
 def encode_tensor_info(connection_ids: list[int], op_name_ids: list[int],
@@ -104,7 +104,7 @@ class CannProfilerV2:
         basic["task_type"] = [info.ge_task_types[i] for i in ops]
         basic["op_type"] = [lib.get_hash_id(info.op_types[i]) for i in ops]
         basic["block_dim"] = [info.block_dims[i] for i in ops]
-        basic["op_flag"] = info.op_flag
+        basic["op_flag"] = [info.op_flags[i] for i in ops]
         msprof.MsprofReportCompactInfo(False, basic)
         tensors = encode_tensor_info([int(conn[i]) for i in ops], [hashes[i] for i in ops],
                                      [info.tensors[i] for i in ops])

@@ -212,8 +212,12 @@ class Msprof:
             cb(handle)
         return MSPROF_ERROR_NONE
 
-    def finalize(self, status: str = "complete") -> Path | None:
-        """Stop if needed, flush everything and close the run directory."""
+    def finalize(self, status: str = "complete", note: str = "") -> Path | None:
+        """Stop if needed, flush everything and close the run directory.
+
+        ``status`` is "complete" for a finalised run; ``note`` says anything
+        the reader should know (e.g. that the profiled code raised).
+        """
         if self.started:
             self.stop()
         with self._lock:
@@ -221,6 +225,8 @@ class Msprof:
                 return None
             self.flush()
             self._info["status"] = status
+            if note:
+                self._info["note"] = note
             self._info["end_ns"] = clock.now_ns()
             self._write_info()
             run_dir, self.run_dir = self.run_dir, None

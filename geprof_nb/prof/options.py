@@ -195,7 +195,7 @@ class ProfilingOptions:
             if key not in known:
                 warnings.warn(f"profiling option {key!r} is not known to GE and is ignored", stacklevel=3)
                 continue
-            values[key] = _validate(key, value)
+            values[key] = validate_field(key, value)
         return cls(**values)
 
     @classmethod
@@ -221,8 +221,14 @@ class ProfilingOptions:
         return None
 
 
-def _validate(key: str, value: Any) -> str:
-    """Check one field; return its canonical string value."""
+#: Fields whose empty value means "not set" (GE ignores them then).
+_OPTIONAL_FIELDS = {"storage_limit", "llc_profiling", "host_sys", "host_sys_usage", *FREQ_FIELDS}
+
+
+def validate_field(key: str, value: Any) -> str:
+    """Check one profilingOptions field; return its canonical string value."""
+    if value == "" and key in _OPTIONAL_FIELDS:
+        return ""
     if key in FREQ_FIELDS:
         lo, hi = FREQ_FIELDS[key]
         if isinstance(value, bool) or not isinstance(value, (int, str)):

@@ -11,13 +11,13 @@ by timestamps, we carry the runtime's ``connection_id`` on both sides instead.
 Strings never appear in records: they travel as ``MsprofGetHashId`` ids and are
 resolved through ``hash_dict.jsonl``.  Per-op facts (names, shapes, block dim,
 PMU event counts) are written once per loaded task, not per execution, so one
-executed task costs ``HWTS_DTYPE.itemsize`` (24) bytes on disk.
+executed task costs ``HWTS_DTYPE.itemsize`` (28) bytes on disk.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, IntFlag
 
 import numpy as np
 
@@ -135,11 +135,13 @@ class RtTaskType(IntEnum):
     HCCL = 9
 
 
-class OpFlag(IntEnum):
-    """``opFlag`` of node basic info: how the op was compiled (op_summary ``OP State``)."""
+class OpFlag(IntFlag):
+    """``opFlag`` bits of node basic info: dynamic-shape compile (op_summary ``OP State``) and
+    whether a cube op with float32 inputs may use HF32 (``HF32 Eligible``)."""
 
     STATIC = 0
     DYNAMIC = 1
+    HF32_ELIGIBLE = 2
 
 
 class TensorType(IntEnum):
@@ -222,9 +224,10 @@ TASK_TRACK_DTYPE = np.dtype(
      ("task_type", "<u2"), ("kernel_name", "<u8")]
 )
 #: One executed task (HWTS log).  ``block_cycles`` is the AI Core PMU total
-#: cycle count per block (0 when the PMU is off or the task is not on AI Core).
+#: cycle count per block (0 when the PMU is off or the task is not on AI Core;
+#: saturates at 2**32-1, i.e. 2.4 s per block at 1.8 GHz).
 HWTS_DTYPE = np.dtype(
-    [("start", "<i8"), ("dur", "<u4"), ("connection_id", "<u4"), ("iteration", "<u4"),
+    [("start", "<i8"), ("dur", "<u8"), ("connection_id", "<u4"), ("iteration", "<u4"),
      ("block_cycles", "<u4")]
 )
 #: PMU event counts per block for one loaded AI Core task, for the 8 events the

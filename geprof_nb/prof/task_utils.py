@@ -80,14 +80,21 @@ class ProfilingTaskUtils:
         return None
 
     @staticmethod
+    def _named_point(graph: Any, option: str, name: str) -> tuple[Any | None, str]:
+        """The node the ``fp_point``/``bp_point`` option names, or a note that it names none."""
+        if not name:
+            return None, ""
+        node = ProfilingTaskUtils.find_node(graph, name)
+        if node is not None:
+            return node, f"{option[:2].upper()} point {node.name!r} ({option} option)"
+        return None, f"{option} {name!r} names no op of graph {graph.name!r}; using auto-detection. "
+
+    @staticmethod
     def find_fp_point(graph: Any, fp_point: str = "") -> tuple[Any | None, str]:
         """The FP-point node and a note (why it was chosen, or why there is none)."""
-        note = ""
-        if fp_point:
-            node = ProfilingTaskUtils.find_node(graph, fp_point)
-            if node is not None:
-                return node, f"FP point {node.name!r} (fp_point option)"
-            note = f"fp_point {fp_point!r} names no op of graph {graph.name!r}; using auto-detection. "
+        node, note = ProfilingTaskUtils._named_point(graph, "fp_point", fp_point)
+        if node is not None:
+            return node, note
         for node in graph.nodes:
             if node.type in DATA_TYPES:
                 consumers = [c for c, _ in graph.consumers(node)]
@@ -112,12 +119,9 @@ class ProfilingTaskUtils:
     @staticmethod
     def find_bp_point(graph: Any, bp_point: str = "") -> tuple[Any | None, str]:
         """The BP-point node and a note."""
-        note = ""
-        if bp_point:
-            node = ProfilingTaskUtils.find_node(graph, bp_point)
-            if node is not None:
-                return node, f"BP point {node.name!r} (bp_point option)"
-            note = f"bp_point {bp_point!r} names no op of graph {graph.name!r}; using auto-detection. "
+        node, note = ProfilingTaskUtils._named_point(graph, "bp_point", bp_point)
+        if node is not None:
+            return node, note
         all_reduce = ProfilingTaskUtils.find_all_reduce_nodes(graph)
         ends = ProfilingTaskUtils.find_iteration_end_points(graph)
         anchor = all_reduce[-1] if all_reduce else (ends[0] if ends else None)

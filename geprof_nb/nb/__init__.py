@@ -1,0 +1,1 @@
+"""The notebook side: the ``%%geprof`` magic, rich display and plots."""

@@ -1,0 +1,201 @@
+"""``%%geprof``: profile a notebook cell on the simulated GE runtime.
+
+The magic turns its flags into profilingOptions, opens a run through the
+msprof library (which starts GE's collection through its control callback,
+whether GE is already initialised or the cell initialises it), runs the cell,
+finalises the run and shows the result.  If the cell raises or is
+interrupted, what was collected is still finalised and shown, then the error
+propagates with the user's traceback.
+"""
+
+from __future__ import annotations
+
+import ast
+import argparse
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+from matplotlib.figure import Figure
+
+from .. import ge
+from ..analysis import Profile, load
+from ..prof import msprof
+from ..prof.clock import CLOCK_MODES
+from ..prof.events import AIC_METRICS
+from ..prof.options import ProfilingOptions, ProfilingOptionsError, validate_field
+from . import display as nb_display
+from . import plots
+
+#: Defaults of the magic where they differ from GE's: a notebook wants the step timeline.
+MAGIC_DEFAULTS = {
+    "output": "geprof_output",
+    "training_trace": "on",
+    "task_trace": "on",
+    "aic_metrics": "PipeUtilization",
+}
+
+
+def _field_type(field: str):
+    """An argparse ``type`` that validates a flag value as the profilingOptions field."""
+
+    def convert(value: str) -> str:
+        try:
+            return validate_field(field, value)
+        except ProfilingOptionsError as exc:
+            raise argparse.ArgumentTypeError(f"{value!r} is not valid; accepted: {exc.accepted}") from None
+
+    convert.__name__ = field
+    return convert
+
+
+#: (flag, profilingOptions field, metavar, help)
+PROFILING_FLAGS = [
+    ("--output", "output", "DIR", "directory for run directories (default: geprof_output)"),
+    ("--training-trace", "training_trace", "on|off", "FP/BP step trace (default: on)"),
+    ("--task-trace", "task_trace", "on|off|l0|l1", "task time: l1 with op info and PMU, l0 times only (default: on = l1)"),
+    ("--fp-point", "fp_point", "OP", "op that starts the forward pass (default: auto-detect)"),
+    ("--bp-point", "bp_point", "OP", "op that ends the backward pass (default: auto-detect)"),
+    ("--hccl", "hccl", "on|off", "collective communication data (default: off)"),
+    ("--aicpu", "aicpu", "on|off", "AI CPU data (default: off)"),
+    ("--aic-metrics", "aic_metrics", "GROUP", "AI Core PMU group: " + ", ".join(AIC_METRICS) + " (default: PipeUtilization)"),
+    ("--msproftx", "msproftx", "on|off", "msproftx / mstx ranges (default: off)"),
+]
+
+
+def _profiling_flags(func):
+    for flag, field, metavar, help_text in reversed(PROFILING_FLAGS):
+        func = argument(flag, dest=field, type=_field_type(field), default=None, metavar=metavar, help=help_text)(func)
+    return func
+
+
+def options_from_args(args: argparse.Namespace, defaults: dict[str, str] | None = None) -> ProfilingOptions:
+    """profilingOptions from parsed flags over ``defaults`` over :data:`MAGIC_DEFAULTS`."""
+    values = dict(MAGIC_DEFAULTS)
+    values.update(defaults or {})
+    for _, field, _, _ in PROFILING_FLAGS:
+        v = getattr(args, field, None)
+        if v is not None:
+            values[field] = v
+    return ProfilingOptions.parse(values)
+
+
+@magics_class
+class GeprofMagics(Magics):
+    """The ``%%geprof`` cell magic."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.last_profile: Profile | None = None
+
+    @magic_arguments()
+    @_profiling_flags
+    @argument("--executor", choices=sorted(ge.session.EXECUTORS), default=None,
+              help="GE executor that runs static graphs (default: v2)")
+    @argument("--clock", choices=list(CLOCK_MODES), default=None,
+              help="real: host time is wall time; virtual: fixed host costs, runs repeat exactly")
+    @argument("-o", dest="name", default=None, metavar="NAME",
+              help="also bind the Profile to this variable (it is always bound to _geprof)")
+    @argument("--no-display", action="store_true", help="collect and bind the Profile, show nothing")
+    @cell_magic
+    def geprof(self, line: str, cell: str) -> None:
+        """Profile the cell on the simulated GE runtime and show op and step tables.
+
+        Examples::
+
+            %%geprof --aic-metrics PipeUtilization --training-trace on
+            sess = ge.Session()
+            sess.add_graph(1, ge.models.resnet50(batch_size=32, training=True, world_size=8))
+            for step in range(10):
+                sess.run_graph(1)
+
+            %%geprof --clock virtual -o run1 --no-display
+            for step in range(100):
+                sess.run_graph(1)
+
+        Every profilingOptions field has a flag; values are checked like GE
+        checks the JSON.  The Profile is bound to ``_geprof`` (and ``NAME``
+        with ``-o``); its tables are ``op_summary``, ``op_statistic``,
+        ``step_trace``.
+        """
+        __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
+        args = parse_argstring(self.geprof, line)
+        if args.name is not None and not args.name.isidentifier():
+            raise UsageError(f"-o NAME must be a Python identifier, got {args.name!r}")
+        try:
+            options = options_from_args(args)
+        except ProfilingOptionsError as exc:
+            raise UsageError(str(exc)) from None
+        if msprof.lib.running:
+            raise UsageError(f"profiling is already collecting into {msprof.lib.run_dir}; finish that run first "
+                             "(ge.GEFinalize() for GE options, aclgrphProfFinalize() for the C API)")
+        error: BaseException | None = None
+        with ge.simulation_settings(executor=args.executor, clock_mode=args.clock):
+            msprof.lib.init(options.output, options.to_dict(), mode="magic")
+            msprof.lib.start(options.data_type_config())
+            try:
+                self._run_cell(cell)
+            except BaseException as exc:  # noqa: BLE001 - finalise and show, then re-raise below
+                error = exc
+            finally:
+                note = "" if error is None else f"the profiled cell raised {type(error).__name__}: {error}"
+                run_dir = msprof.lib.finalize(note=note)
+        profile = load(run_dir)
+        self.last_profile = profile
+        self.shell.user_ns["_geprof"] = profile
+        if args.name:
+            self.shell.user_ns[args.name] = profile
+        if not args.no_display:
+            for bundle in nb_display.report_bundles(profile):
+                display(bundle, raw=True)
+        if error is not None:
+            raise error
+
+    def _run_cell(self, cell: str) -> None:
+        """Run the cell in the user namespace like IPython would; show the last expression's value."""
+        code = self.shell.transform_cell(cell)
+        tree = self.shell.transform_ast(self.shell.compile.ast_parse(code))
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        filename = self.shell.compile.cache(code)
+        ns = self.shell.user_ns
+        exec(self.shell.compile(tree, filename, "exec"), ns)  # noqa: S102 - the user's own cell
+        if last is not None:
+            value = eval(self.shell.compile(last, filename, "eval"), ns)  # noqa: S307 - the user's own cell
+            if value is not None:
+                display(value)
+
+
+def _profile_html(profile: Profile) -> str:
+    return nb_display.profile_html(profile)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext geprof_nb``: register ``%%geprof``, put ``ge`` in the namespace, render Profiles.
+
+    Figures from :mod:`.plots` are plain matplotlib Figures (no pyplot); if no
+    backend has registered a PNG printer for them, register one so they show.
+    """
+    ipython.register_magics(GeprofMagics)
+    ipython.push({"ge": ge})
+    formatters = ipython.display_formatter.formatters
+    formatters["text/html"].for_type(Profile, _profile_html)
+    try:
+        formatters["image/png"].lookup_by_type(Figure)
+    except KeyError:
+        formatters["image/png"].for_type(Figure, plots.figure_png)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext geprof_nb``: remove the magic, the ``ge`` name and the formatter."""
+    ipython.magics_manager.magics["cell"].pop("geprof", None)
+    ipython.magics_manager.registry.pop(GeprofMagics.__name__, None)
+    if ipython.user_ns.get("ge") is ge:
+        del ipython.user_ns["ge"]
+    formatters = ipython.display_formatter.formatters
+    formatters["text/html"].type_printers.pop(Profile, None)
+    if formatters["image/png"].type_printers.get(Figure) is plots.figure_png:
+        del formatters["image/png"].type_printers[Figure]

@@ -1,0 +1,83 @@
+"""Device presets and the kernel cost model."""
+
+from __future__ import annotations
+
+import pytest
+
+from geprof_nb import ge
+from geprof_nb.ge.device import PRESETS, CostModel, get_device
+from geprof_nb.ge.ops import OpCost
+from geprof_nb.prof.rawdata import GeTaskType, RtTaskType
+
+
+def test_presets_carry_reference_facts():
+    b, a = PRESETS["Ascend910B"], PRESETS["Ascend910A"]
+    assert (b.ai_core_num, b.vector_core_num, b.aic_frequency_mhz, b.l2_bytes) == (24, 48, 1800, 192 << 20)
+    assert b.memory_bytes == 64 << 30 and b.stars and b.chip_family == "A2"
+    assert (a.ai_core_num, a.vector_core_num, a.stars, a.chip_family) == (32, 0, False, "910A")
+    info = b.info()
+    assert (info["ai_core_num"], info["aic_frequency"], info["aiv_num"], info["chip_family"]) == (24, 1800, 48, "A2")
+    assert ge.DEVICE_PRESETS is PRESETS
+
+
+def test_unknown_device():
+    with pytest.raises(ValueError, match="unknown device 'Ascend999'; accepted: Ascend910B, Ascend910A"):
+        get_device("Ascend999")
+    assert get_device(PRESETS["Ascend910A"]) is PRESETS["Ascend910A"]
+
+
+CUBE = OpCost(flops=2 * 512 ** 3, bytes_in=2 * 2 * 512 * 512, bytes_out=2 * 512 * 512, tiles=64)
+VECTOR = OpCost(vector_ops=1 << 20, bytes_in=2 << 20, bytes_out=2 << 20, tiles=64)
+
+
+@pytest.mark.parametrize("device", sorted(PRESETS))
+def test_cube_kernel(device):
+    dev = PRESETS[device]
+    k = CostModel(dev).kernel("MatMulV2", "AI_CORE", CUBE, "float16", {})
+    assert (k.ge_task_type, k.rt_task_type, k.pmu_core) == (GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, "aic")
+    assert k.block_dim == min(CUBE.tiles, dev.ai_core_num)
+    assert k.waves == -(-k.block_dim // dev.ai_core_num)
+    assert k.duration_ns == dev.task_overhead_ns + int(k.block_cycles * k.waves * 1000 / dev.aic_frequency_mhz)
+    # the cube pipe must at least do the MACs
+    assert k.pipe_cycles["mac_cycles"] == int(CUBE.flops / k.block_dim / dev.cube_flops_per_cycle)
+    busy = [v for name, v in k.pipe_cycles.items() if name.endswith("_cycles")]
+    assert max(busy) < k.block_cycles
+    assert 0 < k.pipe_cycles["icache_miss"] < k.pipe_cycles["icache_req"]
+    assert ("fixpipe_cycles" in k.pipe_cycles) == dev.stars
+
+
+def test_vector_kernel_engine_depends_on_chip():
+    kb = CostModel(PRESETS["Ascend910B"]).kernel("Relu", "AI_VECTOR_CORE", VECTOR, "float16", {})
+    ka = CostModel(PRESETS["Ascend910A"]).kernel("Relu", "AI_VECTOR_CORE", VECTOR, "float16", {})
+    assert (kb.ge_task_type, kb.rt_task_type, kb.pmu_core) == (GeTaskType.AIV, RtTaskType.KERNEL_AIVEC, "aiv")
+    assert (ka.ge_task_type, ka.rt_task_type, ka.pmu_core) == (GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, "aic")
+    assert kb.block_dim == 48 and ka.block_dim == 32
+    assert ka.pipe_cycles["mac_cycles"] == 0
+
+
+def test_costs_grow_with_work():
+    cm = CostModel(PRESETS["Ascend910B"])
+    small = cm.kernel("MatMulV2", "AI_CORE", OpCost(flops=10 ** 9, bytes_in=10 ** 6, tiles=24), "float16", {})
+    big = cm.kernel("MatMulV2", "AI_CORE", OpCost(flops=10 ** 10, bytes_in=10 ** 6, tiles=24), "float16", {})
+    assert big.duration_ns > 5 * (small.duration_ns - 1000)
+    fp32 = cm.kernel("MatMulV2", "AI_CORE", OpCost(flops=10 ** 10, bytes_in=10 ** 6, tiles=24), "float32", {})
+    assert fp32.duration_ns > big.duration_ns
+
+
+def test_all_reduce_ring_time():
+    dev = PRESETS["Ascend910B"]
+    cm = CostModel(dev)
+    cost = OpCost(comm_bytes=64 << 20, tiles=1)
+    for n in (2, 8):
+        k = cm.kernel("HcomAllReduce", "HCCL", cost, "float32", {"rank_size": n})
+        want = int(2 * (n - 1) / n * cost.comm_bytes / dev.hccs_bandwidth * 1e9) + 2 * (n - 1) * dev.hccl_step_latency_ns
+        assert k.duration_ns == want
+        assert (k.ge_task_type, k.block_dim, k.pmu_core) == (GeTaskType.HCCL, 0, "")
+
+
+def test_aicpu_and_local_engines():
+    cm = CostModel(PRESETS["Ascend910B"])
+    k = cm.kernel("GetNext", "AI_CPU", OpCost(bytes_out=2_000_000), "float16", {})
+    assert k.ge_task_type == GeTaskType.AI_CPU and k.duration_ns == 15_000 + 1_000_000
+    with pytest.raises(ValueError, match="launches no kernel"):
+        cm.kernel("Reshape", "GE_LOCAL", OpCost(), "float16", {})

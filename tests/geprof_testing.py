@@ -1,0 +1,96 @@
+"""Helpers shared by the test suites (imported by conftest.py and by test modules).
+
+Kept out of conftest.py so test modules can import them by a unique module name
+(several directories have their own conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import geprof_nb
+from geprof_nb import ge
+
+#: Absolute tolerance (us) for comparing float-us timestamps (~1.77e15 us, float64 ulp 0.25 us).
+TS_TOL_US = 0.5
+
+
+@dataclass
+class ProfiledRun:
+    """What a profiled session leaves behind."""
+
+    profile: Any  # geprof_nb.Profile
+    graph: Any  # ge.Graph
+    table: Any  # compiler.TaskTable of the loaded model (launch order)
+    compiled: Any  # compiler.CompiledModel
+    model_id: int
+    steps: int
+    output: Path
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_kernels(self) -> int:
+        """Kernel tasks (compute + communication) of the loaded model."""
+        return sum(1 for k in self.table.kernels if k is not None)
+
+
+def run_profiled_session(output: Path, graph: Any, steps: int = 3, *, device: str | None = None,
+                         executor: str | None = None, clock: str = "virtual",
+                         ge_options: dict[str, str] | None = None, **profiling: Any) -> ProfiledRun:
+    """GEInitialize with profiling on -> add_graph -> run_graph x steps -> GEFinalize -> load."""
+    prof = {"output": str(output), "training_trace": "on", "aic_metrics": "PipeUtilization"}
+    prof.update(profiling)
+    options = {
+        "ge.exec.profilingMode": "1",
+        "ge.exec.profilingOptions": json.dumps(prof),
+        "geprof.clock": clock,
+    }
+    if device:
+        options["geprof.device"] = device
+    if executor:
+        options["geprof.executor"] = executor
+    options.update(ge_options or {})
+    assert ge.GEInitialize(options) == ge.SUCCESS, ge.GEGetErrorMsg()
+    try:
+        sess = ge.Session()
+        assert sess.add_graph(1, graph) == ge.SUCCESS, ge.GEGetErrorMsg()
+        for _ in range(steps):
+            assert sess.run_graph(1) == ge.SUCCESS, ge.GEGetErrorMsg()
+        model = sess.model(1)
+        table, compiled, model_id, notes = model.table, model.compiled, model.model_id, list(model.notes)
+    finally:
+        ge.GEFinalize()
+    return ProfiledRun(geprof_nb.load(output), graph, table, compiled, model_id, steps, Path(output), notes)
+
+
+def small_resnet(world_size: int = 8, **kw: Any):
+    return ge.models.resnet50(batch_size=2, image_size=64, training=True, world_size=world_size, **kw)
+
+
+def build_tiny_graph(world_size: int = 2, bucket_bytes: int | None = None, training: bool = True):
+    """A hand-built graph whose FP/BP points are known.
+
+    Node order: ``x`` (first Data), ``labels`` (Data), a small op chain on
+    ``labels`` *before* the first consumer of ``x`` (so the FP point is not simply
+    the first compute op), then ``x @ w1 -> Relu -> @ w2 -> xent(+labels') -> mean``.
+    """
+    g = ge.Graph("tiny")
+    x = g.data("x", (8, 16), "float16")
+    labels = g.data("labels", (8, 4), "float16")
+    lab = g.op("Relu", labels, name="labels_relu")  # consumer of the *second* Data, created first
+    w1 = g.variable("w1", (16, 32), "float16")
+    h = g.op("MatMulV2", [x, w1], name="fc1")  # lowest-id consumer of the first Data -> FP point
+    h = g.op("Relu", h, name="act1")
+    w2 = g.variable("w2", (32, 4), "float16")
+    logits = g.op("MatMulV2", [h, w2], name="fc2")
+    loss, _ = g.op("SoftmaxCrossEntropyWithLogits", [logits, lab], name="xent")
+    loss = g.op("ReduceMean", loss, name="loss", axes=[0])
+    if not training:
+        g.output([loss])
+        return g, None
+    kwargs = {} if bucket_bytes is None else {"bucket_bytes": bucket_bytes}
+    info = ge.add_training(g, loss, world_size=world_size, **kwargs)
+    return g, info

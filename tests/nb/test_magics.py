@@ -1,0 +1,214 @@
+"""%%geprof: flags reach the options, results are bound and shown, errors are clear."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from IPython.core.error import UsageError
+from IPython.utils.capture import capture_output
+
+from geprof_nb import ge
+from geprof_nb.analysis import Profile
+from geprof_nb.analysis.rundir import RunDir
+
+MLP_CELL = """
+sess = ge.Session()
+sess.add_graph(1, ge.models.mlp(batch_size=8, world_size=2))
+for step in range(3):
+    sess.run_graph(1)
+"""
+
+
+def run(ip, line, cell=MLP_CELL):
+    with capture_output() as cap:
+        ip.run_cell_magic("geprof", line, cell)
+    return cap
+
+
+def mimetypes(cap):
+    return [set(o.data) for o in cap.outputs]
+
+
+def test_load_ext_registers_magic_and_ge(ip):
+    assert "geprof" in ip.magics_manager.magics["cell"]
+    assert ip.user_ns["ge"] is ge
+
+
+def test_unload_removes_magic_and_ge(ip):
+    ip.run_line_magic("unload_ext", "geprof_nb")
+    assert "geprof" not in ip.magics_manager.magics["cell"]
+    assert "ge" not in ip.user_ns
+    ip.run_line_magic("load_ext", "geprof_nb")  # the fixture unloads again
+
+
+def test_issue_example_binds_and_shows_tables_and_timeline(ip):
+    cell = """
+sess = ge.Session()
+sess.add_graph(1, ge.models.resnet50(batch_size=4, image_size=64, training=True, world_size=8))
+for step in range(3):
+    sess.run_graph(1)
+"""
+    cap = run(ip, "--aic-metrics PipeUtilization --training-trace on --clock virtual -o r50", cell)
+    prof = ip.user_ns["_geprof"]
+    assert isinstance(prof, Profile) and ip.user_ns["r50"] is prof
+    assert len(prof.step_trace) == 3
+    assert "aic_mac_ratio" in prof.op_summary.columns
+    kinds = mimetypes(cap)
+    assert sum("text/html" in k for k in kinds) == 3  # summary + op_statistic + step_trace
+    assert any("image/png" in k for k in kinds)
+    first = cap.outputs[0].data
+    assert "op_summary: top 20 of" in first["text/html"]
+    assert "op_summary: top 20 of" in first["text/plain"]
+    png = [o.data["image/png"] for o in cap.outputs if "image/png" in o.data][0]
+    assert png[:4] == b"\x89PNG"
+
+
+def test_no_display_shows_nothing(ip):
+    cap = run(ip, "--no-display --clock virtual")
+    assert cap.outputs == []
+    assert len(ip.user_ns["_geprof"].step_trace) == 3
+
+
+@pytest.mark.parametrize("line, flag, accepted", [
+    ("--aic-metrics Pipe", "--aic-metrics", "PipeUtilization"),
+    ("--training-trace yes", "--training-trace", "'on'"),
+    ("--task-trace l2", "--task-trace", "'l0'"),
+    ("--hccl 1", "--hccl", "'off'"),
+    ("--executor v3", "--executor", "v2"),
+    ("--clock wall", "--clock", "virtual"),
+])
+def test_bad_flag_values_name_the_flag_and_accepted_values(ip, line, flag, accepted):
+    with pytest.raises(UsageError) as exc:
+        ip.run_cell_magic("geprof", line, "pass")
+    assert flag in str(exc.value) and accepted in str(exc.value)
+
+
+def test_unknown_flag_is_a_usage_error(ip):
+    with pytest.raises(UsageError, match="--frobnicate"):
+        ip.run_cell_magic("geprof", "--frobnicate on", "pass")
+
+
+def test_bad_name_is_rejected(ip):
+    with pytest.raises(UsageError, match="identifier"):
+        ip.run_cell_magic("geprof", "-o 1abc", "pass")
+
+
+def test_output_flag_chooses_directory(ip, tmp_path):
+    run(ip, f"--output {tmp_path / 'elsewhere'} --no-display")
+    assert ip.user_ns["_geprof"].path.parent == (tmp_path / "elsewhere").resolve()
+
+
+def test_task_trace_l0_drops_op_info(ip):
+    run(ip, "--task-trace l0 --no-display --clock virtual")
+    ops = ip.user_ns["_geprof"].op_summary
+    assert len(ops) > 0
+    assert set(ops["OP Type"].astype(str)) == {"N/A"}
+    assert (ops["Block Num"] == 0).all()
+    assert not any(c.endswith("_ratio") for c in ops.columns)
+
+
+def test_training_trace_off_leaves_fp_bp_empty(ip):
+    run(ip, "--training-trace off --no-display --clock virtual")
+    st = ip.user_ns["_geprof"].step_trace
+    assert len(st) == 3
+    assert st["FP Start(us)"].isna().all() and st["BP End(us)"].isna().all()
+    assert (st["Iteration Time(us)"] > 0).all()
+
+
+def test_fp_and_bp_point_flags_are_honoured(ip):
+    run(ip, "--fp-point dense_1/MatMulV2 --bp-point dense_0/Relu --no-display --clock virtual")
+    prof = ip.user_ns["_geprof"]
+    ops = prof.ops(2)
+    fp = ops[ops["Op Name"] == "dense_1/MatMulV2"].iloc[0]
+    bp = ops[ops["Op Name"] == "dense_0/Relu"].iloc[0]
+    row = prof.step_trace[prof.step_trace["Iteration ID"] == 2].iloc[0]
+    assert row["FP Start(us)"] == pytest.approx(fp["Task Start Time(us)"], abs=0.5)
+    assert row["BP End(us)"] == pytest.approx(bp["Task Start Time(us)"] + bp["Task Duration(us)"], abs=0.5)
+
+
+def test_aic_metrics_pipe_utilization_columns_within_unit_range(ip):
+    run(ip, "--aic-metrics PipeUtilization --no-display --clock virtual")
+    ops = ip.user_ns["_geprof"].op_summary
+    ratios = ops[[c for c in ops.columns if c.endswith("_ratio")]].to_numpy(dtype=float)
+    ratios = ratios[~np.isnan(ratios)]
+    assert len(ratios) > 0 and ratios.min() >= 0 and ratios.max() <= 1
+
+
+def test_executor_flag_switches_host_reporting(ip):
+    run(ip, "--executor v1 --no-display --clock virtual")
+    v1 = RunDir(ip.user_ns["_geprof"].path)
+    run(ip, "--executor v2 --no-display --clock virtual")
+    v2 = RunDir(ip.user_ns["_geprof"].path)
+    assert len(v1.load("event")) == 6 and len(v1.load("api")) == 0  # RecordStart/RecordEnd per step
+    assert len(v2.load("api")) == 3 and len(v2.load("event")) == 0  # one ModelExecute per step
+
+
+def test_virtual_clock_runs_are_identical(ip):
+    run(ip, "--no-display --clock virtual -o a")
+    run(ip, "--no-display --clock virtual -o b")
+    a, b = ip.user_ns["a"], ip.user_ns["b"]
+    assert a.path != b.path
+    pd.testing.assert_frame_equal(a.step_trace, b.step_trace)
+    cols = [c for c in a.op_summary.columns if c != "Model ID"]
+    pd.testing.assert_frame_equal(a.op_summary[cols], b.op_summary[cols])
+
+
+def test_cell_error_is_reraised_after_showing_what_was_collected(ip):
+    cell = MLP_CELL + "\nraise RuntimeError('boom after 3 steps')\n"
+    with capture_output() as cap, pytest.raises(RuntimeError, match="boom after 3 steps"):
+        ip.run_cell_magic("geprof", "--clock virtual", cell)
+    prof = ip.user_ns["_geprof"]
+    assert len(prof.step_trace) == 3
+    assert prof.complete
+    assert "RuntimeError" in prof.info["note"]
+    assert any("text/html" in o.data for o in cap.outputs)
+
+
+def test_keyboard_interrupt_keeps_collected_data(ip):
+    cell = MLP_CELL + "\nraise KeyboardInterrupt\n"
+    with capture_output(), pytest.raises(KeyboardInterrupt):
+        ip.run_cell_magic("geprof", "--clock virtual --no-display", cell)
+    assert len(ip.user_ns["_geprof"].step_trace) == 3
+
+
+def test_last_expression_value_is_displayed(ip):
+    cap = run(ip, "--no-display --clock virtual", MLP_CELL + "\n6 * 7\n")
+    assert [o.data["text/plain"] for o in cap.outputs] == ["42"]
+
+
+def test_op_names_are_html_escaped(ip):
+    cell = """
+g = ge.Graph("evil")
+x = g.data("x", (8, 16))
+w = g.variable("w", (16, 4), dtype="float16")
+y = g.op("MatMulV2", [x, w], name="<script>alert(1)</script>&")
+g.output([y])
+s = ge.Session(); s.add_graph(1, g)
+status = s.run_graph(1)
+"""
+    cap = run(ip, "--clock virtual", cell)
+    html_out = cap.outputs[0].data["text/html"]
+    assert "<script>" not in html_out
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;" in html_out
+    assert "<script>alert(1)</script>&" in cap.outputs[0].data["text/plain"]
+
+
+def test_running_collection_blocks_a_second_magic(ip, tmp_path):
+    import json
+    ge.GEInitialize({"ge.exec.profilingMode": "1",
+                     "ge.exec.profilingOptions": json.dumps({"output": str(tmp_path / "ge")})})
+    with pytest.raises(UsageError, match="already collecting"):
+        ip.run_cell_magic("geprof", "", "pass")
+
+
+def test_session_built_before_the_magic_is_profiled(ip):
+    ip.run_cell("sess = ge.Session(); sess.add_graph(1, ge.models.mlp(batch_size=8, world_size=2))")
+    run(ip, "--no-display --clock virtual", "for _ in range(4): sess.run_graph(1)")
+    prof = ip.user_ns["_geprof"]
+    assert len(prof.step_trace) == 4
+    assert prof.step_trace["FP Start(us)"].notna().all()
+
+
+def test_display_profile_uses_summary_html(ip):
+    run(ip, "--no-display --clock virtual")
+    html_out = ip.display_formatter.format(ip.user_ns["_geprof"])[0]["text/html"]
+    assert "op_summary: top" in html_out
