@@ -17,6 +17,8 @@ import pandas as pd
 from ..prof import rawdata
 from ..prof.rawdata import DataType, Format, GeTaskType, OpFlag
 from . import columns as C
+from . import pmu
+from .indexing import scatter
 from .rundir import RunDir
 
 NA = "N/A"
@@ -58,71 +60,6 @@ def _tensor_strings(tensors: np.ndarray) -> dict[int, tuple[str, ...]]:
     return {cid: tuple(";".join(c) for c in cols) for cid, cols in parts.items()}
 
 
-def _scatter(size: int, index: np.ndarray, values: np.ndarray, fill, dtype) -> np.ndarray:
-    out = np.full(size, fill, dtype=dtype)
-    out[index] = values
-    return out
-
-
-def _pmu_frame(run: RunDir, device_id: int, conn: np.ndarray, n_conn: int, block_dim: np.ndarray,
-               cycles: np.ndarray, dur_us: np.ndarray, family: str, aic_metrics: str) -> dict[str, np.ndarray]:
-    """The PMU columns of op_summary for the rows (msprof ai_core_config formulas)."""
-    names = C.pmu_columns(aic_metrics, family)
-    if not names:
-        return {}
-    info = run.device_info(device_id)
-    freq = float(info.get("aic_frequency", 1800))
-    cores = {"aic": int(info.get("ai_core_num", 24)), "aiv": int(info.get("aiv_num", 0) or info.get("ai_core_num", 24))}
-    events = run.load("aicore_events", device_id)
-    event_names = run.info.get("pmu_events") or {}
-    n = len(conn)
-    out = {c: np.full(n, np.nan) for c in names}
-    core_of_conn = _scatter(n_conn, events["connection_id"], events["core"], 255, np.uint8)
-    counts = np.zeros((n_conn, rawdata.PMU_EVENTS_PER_TASK), np.float64)
-    counts[events["connection_id"]] = events["events"]
-    for core_name, core_code in (("aic", rawdata.PMU_CORE_AIC), ("aiv", rawdata.PMU_CORE_AIV)):
-        ev_names = list(event_names.get(core_name, []))
-        rows = (core_of_conn[conn] == core_code) & (cycles > 0)
-        if not rows.any() or not ev_names:
-            continue
-        cyc = cycles[rows].astype(np.float64)
-        bd = block_dim[rows].astype(np.float64)
-        waves = np.ceil(bd / cores[core_name])
-        ev = counts[conn[rows]]
-
-        def event(name: str) -> np.ndarray:
-            return ev[:, ev_names.index(name)] if name in ev_names else np.zeros(len(cyc))
-
-        prefix = "" if family != "A2" else f"{core_name}_"
-        time_col = "aicore_time(us)" if (family != "A2" or core_name == "aic") else "aiv_time(us)"
-        total_col = "total_cycles" if family != "A2" else f"{core_name}_total_cycles"
-        out[time_col][rows] = cyc * waves / freq
-        out[total_col][rows] = cyc * bd
-        pipes = (C.PIPE_UTILIZATION_910A if family != "A2" else
-                 C.PIPE_UTILIZATION_A2_AIC if core_name == "aic" else C.PIPE_UTILIZATION_A2_AIV)
-        ratios = {}
-        for p in pipes:
-            busy = event(f"{p}_cycles")
-            out[f"{prefix}{p}_time(us)"][rows] = busy * waves / freq
-            ratios[p] = out[f"{prefix}{p}_ratio"][rows] = busy / cyc
-        req = event("icache_req")
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[f"{prefix}icache_miss_rate"][rows] = np.where(req > 0, event("icache_miss") / req, np.nan)
-            if family == "A2" and core_name == "aic":
-                out["cube_utilization(%)"][rows] = cyc * bd / (freq * cores["aic"] * dur_us[rows]) * 100
-            if family != "A2":
-                denom = np.maximum(ratios["mac"], ratios["vec"])
-                out["memory_bound"][rows] = np.where(denom > 0, ratios["mte2"] / denom, np.nan)
-    result = {}
-    for c in names:
-        if c.endswith("total_cycles"):
-            result[c] = pd.array(np.where(np.isnan(out[c]), 0, out[c]).astype(np.int64), dtype="Int64")
-            result[c][np.isnan(out[c])] = pd.NA
-        else:
-            result[c] = np.round(out[c], 3)
-    return result
-
-
 def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     """Build op_summary: one row per executed op task (compute and communication)."""
     opts = run.options
@@ -135,10 +72,10 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     track = run.load("task_track", device_id)
     basic = run.load("node_basic_info")
     n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)))
-    kernel_name = _scatter(n_conn, track["connection_id"], track["kernel_name"], 0, np.uint64)
+    kernel_name = scatter(n_conn, track["connection_id"], track["kernel_name"], 0, np.uint64)
     keep = kernel_name[hw["connection_id"]] != 0
-    has_basic = _scatter(n_conn, basic["connection_id"], True, False, bool)
-    ge_type = _scatter(n_conn, basic["connection_id"], basic["task_type"], -1, np.int64)
+    has_basic = scatter(n_conn, basic["connection_id"], True, False, bool)
+    ge_type = scatter(n_conn, basic["connection_id"], basic["task_type"], -1, np.int64)
     keep &= ~np.isin(ge_type[hw["connection_id"]], list(_DROPPED_TASK_TYPES))
     hw = hw[keep]
     order = np.argsort(hw["start"], kind="stable")
@@ -156,9 +93,9 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
 
     is_comm = ge_type == GeTaskType.HCCL
     no_basic = ~has_basic
-    op_type_ids = _scatter(n_conn, basic["connection_id"], basic["op_type"], 0, np.uint64)
-    block_dim = _scatter(n_conn, basic["connection_id"], basic["block_dim"], 0, np.int64)
-    op_flag = _scatter(n_conn, basic["connection_id"], basic["op_flag"], 0, np.int64)
+    op_type_ids = scatter(n_conn, basic["connection_id"], basic["op_type"], 0, np.uint64)
+    block_dim = scatter(n_conn, basic["connection_id"], basic["block_dim"], 0, np.int64)
+    op_flag = scatter(n_conn, basic["connection_id"], basic["op_flag"], 0, np.int64)
     task_type_text = np.array([_TASK_TYPE_NAMES.get(int(t), NA) for t in ge_type], dtype=object)
     state_text = np.where(op_flag & OpFlag.DYNAMIC, "dynamic", "static").astype(object)
     state_text[is_comm | no_basic] = NA
@@ -182,9 +119,9 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
         gaps = start_ns[idx[1:]] - (start_ns[idx[:-1]] + dur_ns[idx[:-1]])
         wait[idx[1:]] = np.maximum(gaps, 0)
 
-    model_id = _scatter(n_conn, track["connection_id"], track["model_id"], 0, np.int64)
-    stream_id = _scatter(n_conn, track["connection_id"], track["stream_id"], 0, np.int64)
-    task_id = _scatter(n_conn, track["connection_id"], track["task_id"], 0, np.int64)
+    model_id = scatter(n_conn, track["connection_id"], track["model_id"], 0, np.int64)
+    stream_id = scatter(n_conn, track["connection_id"], track["stream_id"], 0, np.int64)
+    task_id = scatter(n_conn, track["connection_id"], track["task_id"], 0, np.int64)
 
     def nullable(per_conn: np.ndarray, na: np.ndarray) -> pd.arrays.IntegerArray:
         arr = pd.array(per_conn[conn], dtype="Int64")
@@ -211,8 +148,8 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     for k, col in enumerate(("Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
                              "Output Data Types", "Output Formats")):
         data[col] = _categorical(tensor_cols[k], conn)
-    data.update(_pmu_frame(run, device_id, conn, n_conn, block_dim[conn], hw["block_cycles"].astype(np.int64),
-                           dur_us, family, aic_metrics))
+    data.update(pmu.pmu_columns(run, device_id, conn, n_conn, block_dim[conn], hw["block_cycles"].astype(np.int64),
+                                dur_us, family, aic_metrics))
     frame = pd.DataFrame({c: data[c] for c in header})
     return OpRows(frame, hw["iteration"].astype(np.int64), start_ns, conn)
 

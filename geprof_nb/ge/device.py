@@ -100,7 +100,7 @@ class KernelTiming:
     block_cycles: int = 0  # AI Core cycles per block (0 when not on an AI Core)
     waves: int = 1
     pmu_core: str = ""  # "aic", "aiv" or "" (no PMU)
-    pipe_cycles: dict[str, int] = field(default_factory=dict)  # per-block busy cycles / counts
+    counters: dict[str, int] = field(default_factory=dict)  # per-block raw PMU counter values
 
 
 def _stall_share(op_type: str) -> float:
@@ -152,7 +152,7 @@ class CostModel:
             "scalar_cycles": 250 + 0.04 * mac,
         }
         if dev.stars:  # A2: results leave L0C through the fixpipe
-            pipes["fixpipe_cycles"] = out_cycles
+            pipes["fixcounters"] = out_cycles
         else:  # 910A: through the UB (mte3), vector pipe idle
             pipes.update(mte3_cycles=out_cycles, vec_cycles=0.0)
         return self._finish(op_type, GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, block_dim, dev.ai_core_num,

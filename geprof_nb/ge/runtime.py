@@ -210,7 +210,7 @@ class LoadedModel:
             ge_types.append(kernel.ge_task_type)
             blocks.append(kernel.block_dim)
             tensors.append([(ti.kind, ti.format, ti.data_type, ti.shape) for ti in self.compiled.task_tensors(node)])
-            pmu.append((kernel.pmu_core, kernel.pipe_cycles))
+            pmu.append((kernel.pmu_core, kernel.counters))
             hf32 = node.engine == "AI_CORE" and node.inputs and node.inputs[0].dtype == "float32"
             flags.append(rawdata.OpFlag.HF32_ELIGIBLE if hf32 else rawdata.OpFlag.STATIC)
         return LoadedTaskInfo(self.model_id, self.graph_id, g.name, t.stream, t.task_id, t.rt_type,
