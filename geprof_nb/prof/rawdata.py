@@ -243,6 +243,60 @@ STEP_TRACE_DTYPE = np.dtype(
     [("timestamp", "<i8"), ("model_id", "<u4"), ("index_id", "<u4"), ("tag_id", "<u4"),
      ("stream_id", "<u2"), ("task_id", "<u2")]
 )
+#: One memory event of a tensor of a static model (alloc when its producer task
+#: starts, free when its last consumer task ends), with the pool totals after it.
+TASK_MEMORY_DTYPE = np.dtype(
+    [("timestamp", "<i8"), ("model_id", "<u4"), ("tensor", "<u8"), ("addr", "<u8"), ("size", "<u8"),
+     ("event", "<u1"), ("total_allocated", "<u8"), ("total_reserved", "<u8"), ("stream_id", "<u2")]
+)
+MEMORY_ALLOC = 0
+MEMORY_FREE = 1
+
+
+class TransportType(IntEnum):
+    """How an HCCL sub-task moves data."""
+
+    SDMA = 0
+    RDMA = 1
+    LOCAL = 2
+
+
+class LinkType(IntEnum):
+    """The physical link an HCCL sub-task uses."""
+
+    ON_CHIP = 0
+    HCCS = 1
+    PCIE = 2
+    ROCE = 3
+    SIO = 4
+
+
+#: One HCCL sub-task (Notify_Wait, Memcpy, Reduce_Inline, ...) of a collective
+#: op task (``connection_id``) in one iteration.
+HCCL_TASK_DTYPE = np.dtype(
+    [("start", "<i8"), ("dur", "<u8"), ("connection_id", "<u4"), ("iteration", "<u4"), ("name", "<u8"),
+     ("plane", "<u2"), ("src_rank", "<u2"), ("dst_rank", "<u2"), ("transport", "<u1"), ("link", "<u1"),
+     ("size", "<u8"), ("stream_id", "<u2")]
+)
+#: AI CPU kernel details (msprof ``aicpu`` summary) of one execution.
+AICPU_DTYPE = np.dtype(
+    [("timestamp", "<i8"), ("connection_id", "<u4"), ("iteration", "<u4"), ("compute_ns", "<u8"),
+     ("memcpy_ns", "<u8"), ("task_ns", "<u8"), ("dispatch_ns", "<u8"), ("total_ns", "<u8")]
+)
+#: GE host profiler ring-buffer record: an element (hashed string) entering or
+#: leaving a ``ge::profiling`` event.
+HOST_EVENT_DTYPE = np.dtype(
+    [("timestamp", "<i8"), ("thread_id", "<u4"), ("element", "<u8"), ("event", "<u2"), ("phase", "<u1")]
+)
+HOST_EVENT_START = 0
+HOST_EVENT_END = 1
+#: One msproftx / mstx marker or range.
+MSTX_DTYPE = np.dtype(
+    [("start", "<i8"), ("end", "<i8"), ("pid", "<u4"), ("tid", "<u4"), ("category", "<u4"),
+     ("event_type", "<u1"), ("message", "<u8"), ("domain", "<u8"), ("mark_id", "<u8")]
+)
+MSTX_MARKER = 0
+MSTX_RANGE = 1
 
 
 @dataclass(frozen=True)
@@ -269,6 +323,11 @@ RECORD_KINDS: dict[str, RecordKind] = {
         RecordKind("hwts", HWTS_DTYPE, "device"),
         RecordKind("aicore_events", AICORE_EVENTS_DTYPE, "device"),
         RecordKind("step_trace", STEP_TRACE_DTYPE, "device"),
+        RecordKind("task_memory", TASK_MEMORY_DTYPE, "device"),
+        RecordKind("hccl_task", HCCL_TASK_DTYPE, "device"),
+        RecordKind("aicpu", AICPU_DTYPE, "device"),
+        RecordKind("host_event", HOST_EVENT_DTYPE, "host"),
+        RecordKind("mstx", MSTX_DTYPE, "host"),
     )
 }
 
