@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import tables
+from . import aicpu, api, communication, host, memory, tables, tx
 from .rundir import RunDir, RunDirError, is_run_dir, newest_run
 
 
@@ -65,6 +65,90 @@ class Profile:
     def step_trace(self) -> pd.DataFrame:
         """One row per iteration from the ProfilerTrace timestamps (msprof ``step_trace``)."""
         return tables.step_trace(self.run, self.device_id)
+
+    @cached_property
+    def task_time(self) -> pd.DataFrame:
+        """Every executed device task, kernels and runtime tasks (msprof ``task_time``)."""
+        return tables.task_time(self.run, self.device_id)
+
+    @cached_property
+    def api_statistic(self) -> pd.DataFrame:
+        """Host API calls per level and name (msprof ``api_statistic``)."""
+        return api.api_statistic(self.run)
+
+    @cached_property
+    def host_events(self) -> pd.DataFrame:
+        """GE host profiler spans: InferShape, Tiling, AllocMemory, rtKernelLaunch, ... per node."""
+        return host.host_events(self.run)
+
+    @cached_property
+    def msprof_tx(self) -> pd.DataFrame:
+        """User markers and ranges (``ge.mstx``; msprof ``msprof_tx``)."""
+        return tx.msprof_tx(self.run, self.device_id)
+
+    @cached_property
+    def communication_statistic(self) -> pd.DataFrame:
+        """Per collective type: count and times (msprof ``communication_statistic``)."""
+        return communication.communication_statistic(self.run, self.device_id, self._op_rows)
+
+    @cached_property
+    def hccl_tasks(self) -> pd.DataFrame:
+        """Every HCCL sub-task (Notify_Wait, Memcpy, Reduce_Inline, ...) with size and bandwidth."""
+        return communication.hccl_tasks(self.run, self.device_id, self._op_rows)
+
+    @cached_property
+    def communication_time(self) -> pd.DataFrame:
+        """Per collective execution: elapse, transit, wait, synchronization, idle (msprof-analyze)."""
+        return communication.communication_time(self.run, self.device_id, self._op_rows)
+
+    @cached_property
+    def aicpu(self) -> pd.DataFrame:
+        """AI CPU kernel details (msprof ``aicpu``)."""
+        return aicpu.aicpu(self.run, self.device_id)
+
+    @cached_property
+    def operator_memory(self) -> pd.DataFrame:
+        """One row per tensor allocation of the static memory plan (torch_npu ``operator_memory.csv``)."""
+        return memory.operator_memory(self.run, self.device_id)
+
+    @cached_property
+    def memory_record(self) -> pd.DataFrame:
+        """Pool totals after every allocation and release (torch_npu ``memory_record.csv``)."""
+        return memory.memory_record(self.run, self.device_id)
+
+    @property
+    def memory_peak(self) -> "memory.MemoryPeak | None":
+        """The highest allocated total, when, and the tensor whose allocation reached it."""
+        return memory.memory_peak(self.run, self.device_id)
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """Records lost to full buffers or storage_limit aging, by kind (empty if none)."""
+        out = dict(self.info.get("dropped") or {})
+        for kind, n in ((self.info.get("aged_out") or {}).get("records") or {}).items():
+            out[f"{kind} (aged out)"] = n
+        return out
+
+    @property
+    def notes(self) -> list[str]:
+        """What a reader should know about this run: incomplete, aged-out or dropped data, FP/BP points."""
+        notes = []
+        if not self.complete:
+            notes.append("the run was not finalised (crash or kill?): tables hold what was flushed")
+        if self.info.get("note"):
+            notes.append(str(self.info["note"]))
+        aged = self.info.get("aged_out") or {}
+        if aged.get("chunks"):
+            limit = self.options.get("storage_limit", "")
+            recs = ", ".join(f"{n} {k}" for k, n in aged["records"].items())
+            notes.append(f"storage_limit {limit} reached: the {aged['chunks']} oldest chunks "
+                         f"({aged['bytes'] / 1e6:.1f} MB: {recs} records) were deleted; early iterations are missing")
+        for kind, n in (self.info.get("dropped") or {}).items():
+            notes.append(f"{n} {kind} records were dropped (buffer full)")
+        notes.extend(self.info.get("notes") or [])
+        if self.run.damaged:
+            notes.append(f"damaged files skipped: {', '.join(self.run.damaged)}")
+        return notes
 
     @property
     def iteration_of_ops(self) -> pd.Series:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..prof import rawdata
-from ..prof.rawdata import DataType, Format, GeTaskType, OpFlag
+from ..prof.rawdata import DataType, Format, GeTaskType, OpFlag, RtTaskType
 from . import columns as C
 from . import pmu
 from .indexing import scatter
@@ -239,3 +239,32 @@ def step_trace(run: RunDir, device_id: int = 0) -> pd.DataFrame:
         reduces += [_us(s, has_s), _us(e - s, has_s & has_e)]
     extra = pd.DataFrame(np.stack(reduces, axis=1), columns=C.STEP_TRACE_REDUCE * n_reduce)
     return pd.concat([frame, extra], axis=1)
+
+
+TASK_TIME = ["Device_id", "kernel_name", "kernel_type", "stream_id", "task_id", "task_time(us)", "task_start(us)",
+             "task_stop(us)"]
+
+
+def task_time(run: RunDir, device_id: int = 0) -> pd.DataFrame:
+    """Every executed device task (kernels, copies, event record/wait), by start time (msprof ``task_time``)."""
+    hw = run.load("hwts", device_id)
+    track = run.load("task_track", device_id)
+    if len(hw) == 0:
+        return pd.DataFrame(columns=TASK_TIME)
+    n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)))
+    hw = hw[np.argsort(hw["start"], kind="stable")]
+    conn = hw["connection_id"].astype(np.int64)
+    names = run.hashes
+    kernel = scatter(n_conn, track["connection_id"], track["kernel_name"], 0, np.uint64)
+    kernel_text = np.array([names.get(int(h), NA) if h else NA for h in kernel], dtype=object)
+    rt = scatter(n_conn, track["connection_id"], track["task_type"], -1, np.int64)
+    rt_text = np.array([RtTaskType(int(t)).name if t >= 0 else "UNKNOWN" for t in rt], dtype=object)
+    start = hw["start"].astype(np.int64)
+    dur = hw["dur"].astype(np.int64)
+    return pd.DataFrame({
+        "Device_id": np.full(len(hw), device_id, np.int64),
+        "kernel_name": _categorical(kernel_text, conn), "kernel_type": _categorical(rt_text, conn),
+        "stream_id": scatter(n_conn, track["connection_id"], track["stream_id"], 0, np.int64)[conn],
+        "task_id": scatter(n_conn, track["connection_id"], track["task_id"], 0, np.int64)[conn],
+        "task_time(us)": dur / 1000.0, "task_start(us)": start / 1000.0, "task_stop(us)": (start + dur) / 1000.0,
+    })

@@ -5,15 +5,23 @@ a :class:`Session` after :func:`GEInitialize`, and profile them with the GE
 options ``ge.exec.profilingMode`` / ``ge.exec.profilingOptions``.
 """
 
-from . import models
+from . import acl, models, mstx
+from .acl import aclgrphBuildModel, aclgrphSaveModel
 from .autodiff import add_training
 from .device import PRESETS as DEVICE_PRESETS
+from .ge_prof import (aclgrphProfConfig, aclgrphProfCreateConfig, aclgrphProfDestroyConfig, aclgrphProfFinalize,
+                      aclgrphProfInit, aclgrphProfStart, aclgrphProfStop)
 from .graph import Graph, GraphBuildError, Tensor, TensorDesc
 from .session import GEFinalize, GEInitialize, Session, simulation_settings
 from .status import FAILED, PARAM_INVALID, SUCCESS, GEGetErrorMsg, Status
+from ..prof.events import ProfDataTypeConfig, ProfilingAicoreMetrics
+from ..prof.host_profiler import ProfilingEvent
+from ..prof.scope import profiling_scope
 
 __all__ = [
     "DEVICE_PRESETS", "FAILED", "GEFinalize", "GEGetErrorMsg", "GEInitialize", "Graph", "GraphBuildError",
-    "PARAM_INVALID", "SUCCESS", "Session", "Status", "Tensor", "TensorDesc", "add_training", "models",
-    "simulation_settings",
+    "PARAM_INVALID", "ProfDataTypeConfig", "ProfilingAicoreMetrics", "ProfilingEvent", "SUCCESS", "Session",
+    "Status", "Tensor", "TensorDesc", "acl", "aclgrphBuildModel", "aclgrphProfConfig", "aclgrphProfCreateConfig",
+    "aclgrphProfDestroyConfig", "aclgrphProfFinalize", "aclgrphProfInit", "aclgrphProfStart", "aclgrphProfStop",
+    "aclgrphSaveModel", "add_training", "models", "mstx", "profiling_scope", "simulation_settings",
 ]

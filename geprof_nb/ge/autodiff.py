@@ -68,7 +68,8 @@ def _conv2d_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool
     dy = dys[0]
     x, w = node.inputs[0], node.inputs[1]
     attrs = _conv_attrs(node)
-    dx = g.op("Conv2DBackpropInput", [w, dy], input_size=list(x.shape), **attrs) if need[0] else None
+    dx = (g.op("Conv2DBackpropInput", [w, dy], input_size=list(x.shape), input_size_source=x.name, **attrs)
+          if need[0] else None)
     dw = g.op("Conv2DBackpropFilter", [x, dy], filter_size=list(w.shape), **attrs) if need[1] else None
     grads: list[Tensor | None] = [dx, dw]
     if len(node.inputs) == 3 and need[2]:
@@ -196,7 +197,7 @@ def _reduce_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool
     dy = dys[0]
     if dy.shape != kept:
         dy = g.op("Reshape", dy, shape=list(kept))
-    dx = g.op("BroadcastTo", dy, shape=list(x.shape))
+    dx = g.op("BroadcastTo", dy, shape=list(x.shape), shape_source=x.name)
     if node.type == "ReduceMean":
         count = 1
         for i in axes:
@@ -260,6 +261,22 @@ def _gather_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool
     if int(node.attrs.get("axis", 0)) % len(x.shape) != 0:
         raise GraphBuildError(f"GatherV2 {node.name!r}: gradients are only supported for axis 0")
     return [g.op("UnsortedSegmentSum", [dys[0], idx], num_segments=x.shape[0]), None]
+
+
+@_rule("HcomAllGather", "HcomReduceScatter")
+def _gather_scatter_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    """AllGather and (sum) ReduceScatter are each other's gradient."""
+    if node.attrs.get("reduction", "sum") != "sum":
+        raise GraphBuildError(f"{node.type} {node.name!r}: gradients need reduction='sum'")
+    dual = "HcomReduceScatter" if node.type == "HcomAllGather" else "HcomAllGather"
+    attrs = {k: node.attrs[k] for k in ("rank_size", "group") if k in node.attrs}
+    return [g.op(dual, dys[0], **attrs)]
+
+
+@_rule("DropOutGenMask", "NonZero", "Unique")
+def _no_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    """Masks, indices and distinct values carry no gradient to their inputs."""
+    return [None] * len(node.inputs)
 
 
 def _needs_grad(g: Graph, loss: Tensor) -> set[int]:

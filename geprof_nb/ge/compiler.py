@@ -84,7 +84,8 @@ class _Entry:
 class CompiledModel:
     """A graph built for one device: kernel timings per node and task tables per trace-point set."""
 
-    def __init__(self, graph: Graph, cost_model: CostModel, compute_stream: int, hccl_stream: int) -> None:
+    def __init__(self, graph: Graph, cost_model: CostModel, compute_stream: int, hccl_stream: int,
+                 input_copies: bool = True) -> None:
         if graph.net_output is None:
             raise GraphBuildError(f"graph {graph.name!r} has no outputs: call graph.output(...) (or "
                                   "ge.add_training) before adding it to a session")
@@ -98,6 +99,7 @@ class CompiledModel:
                 dtype = node.inputs[0].dtype if node.inputs else node.outputs[0].dtype
                 self.kernels[node.id] = cost_model.kernel(node.type, node.engine, op_cost(node), dtype, node.attrs)
         self.input_nodes = [n for n in graph.nodes if n.type == "Data"]
+        self.input_copies = input_copies
         self._producers = self._task_producers()
         self._tables: dict[tuple, TaskTable] = {}
 
@@ -158,7 +160,7 @@ class CompiledModel:
             entries[node.id] = entry
 
         rows: list[tuple] = []  # (rt_type, stream, node, kernel, event, logid)
-        for data in self.input_nodes:  # input copies open the step
+        for data in self.input_nodes if self.input_copies else ():  # input copies open the step
             rows.append((RtTaskType.MEMCPY_ASYNC, self.compute_stream, data.id, None, -1, -1))
         for node_id, e in entries.items():
             rows += [(RtTaskType.EVENT_WAIT, e.stream, -1, None, ev, -1) for ev in e.waits]

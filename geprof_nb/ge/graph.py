@@ -56,15 +56,23 @@ def canonical_format(fmt: str, where: str = "format") -> str:
     return name
 
 
-def _shape(shape: Any, where: str) -> tuple[int, ...]:
+#: An unknown dimension (a dynamic-shape graph input), as GE writes it.
+UNKNOWN_DIM = -1
+#: Shape inference of ops with unknown input dims runs twice with these in
+#: their place; output dims that come out equal are known, the others unknown.
+PROBE_DIMS = (61, 67)
+
+
+def _shape(shape: Any, where: str, allow_unknown: bool = False) -> tuple[int, ...]:
     if isinstance(shape, int):
         shape = (shape,)
     try:
         dims = tuple(int(d) for d in shape)
     except (TypeError, ValueError):
         raise GraphBuildError(f"{where}: shape must be a sequence of ints, got {shape!r}") from None
-    if any(d < 1 for d in dims):
-        raise GraphBuildError(f"{where}: every dimension must be >= 1, got {dims}")
+    if any(d < 1 and not (allow_unknown and d == UNKNOWN_DIM) for d in dims):
+        accepted = "dimensions >= 1, or -1 for an unknown (dynamic) one" if allow_unknown else "dimensions >= 1"
+        raise GraphBuildError(f"{where}: shape {list(dims)} is not valid; accepted: {accepted}")
     return dims
 
 
@@ -79,7 +87,12 @@ class TensorDesc:
     origin_shape: tuple[int, ...] | None = None
 
     @property
+    def is_dynamic(self) -> bool:
+        return UNKNOWN_DIM in self.shape
+
+    @property
     def numel(self) -> int:
+        """Element count (negative if a dimension is unknown)."""
         n = 1
         for d in self.shape:
             n *= d
@@ -245,12 +258,22 @@ class Graph:
         return node
 
     def data(self, name: str, shape: Sequence[int], dtype: str = "float16", format: str = "ND",  # noqa: A002
-             index: int | None = None) -> Tensor:
-        """A graph input, fed by ``run_graph(inputs=...)``."""
+             index: int | None = None, default_shape: Sequence[int] | None = None) -> Tensor:
+        """A graph input, fed by ``run_graph(inputs=...)``.
+
+        Dimensions of -1 are unknown: the graph is then dynamic-shape and runs
+        node by node.  ``default_shape`` is what ``run_graph()`` without inputs uses.
+        """
         where = f"Data {name!r}"
-        desc = TensorDesc(_shape(shape, where), canonical_dtype(dtype, where), canonical_format(format, where))
-        index = sum(1 for n in self.nodes if n.type == "Data") if index is None else index
-        node = self._add(self._unique_name(name, "Data"), "Data", [], [desc], {"index": index})
+        desc = TensorDesc(_shape(shape, where, allow_unknown=True), canonical_dtype(dtype, where),
+                          canonical_format(format, where))
+        attrs: dict[str, Any] = {"index": sum(1 for n in self.nodes if n.type == "Data") if index is None else index}
+        if default_shape is not None:
+            concrete = _shape(default_shape, f"{where} default_shape")
+            if len(concrete) != desc.rank or any(d != c and d != UNKNOWN_DIM for d, c in zip(desc.shape, concrete)):
+                raise GraphBuildError(f"{where}: default_shape {list(concrete)} does not match shape {list(desc.shape)}")
+            attrs["default_shape"] = list(concrete)
+        node = self._add(self._unique_name(name, "Data"), "Data", [], [desc], attrs)
         return node.output(0)
 
     def variable(self, name: str, shape: Sequence[int], dtype: str = "float32", format: str = "ND",  # noqa: A002
@@ -294,7 +317,12 @@ class Graph:
                 raise GraphBuildError(f"{op_type} {full_name!r}: input {i} must be a Tensor, got {type(t).__name__}")
             if self._by_name.get(t.node.name) is not t.node:
                 raise GraphBuildError(f"{op_type} {full_name!r}: input {i} ({t.name}) belongs to another graph")
-        outputs = op_def.infer_shapes(full_name, [t.desc for t in inputs], attrs)
+        descs = [t.desc for t in inputs]
+        unknown_attr = any(UNKNOWN_DIM in tuple(attrs.get(k) or ()) for k in op_def.shape_attrs)
+        if unknown_attr or any(d.is_dynamic for d in descs):
+            outputs = _infer_with_unknown_dims(op_def, full_name, descs, attrs)
+        else:
+            outputs = op_def.infer_shapes(full_name, descs, attrs)
         node = self._add(unique, op_type, inputs, outputs, attrs, control_inputs)
         if len(outputs) == 1:
             return node.output(0)
@@ -338,18 +366,28 @@ class Graph:
         return [n for n in self.nodes if n.type in types]
 
     @property
+    def is_dynamic(self) -> bool:
+        """True if an input has an unknown dimension (GE's unknown-shape graph)."""
+        return any(n.type == "Data" and n.outputs[0].is_dynamic for n in self.nodes)
+
+    @property
     def net_output(self) -> Node | None:
         found = self.nodes_of_type("NetOutput")
         return found[0] if found else None
 
     def stats(self) -> GraphStats:
-        """Parameter count and FLOPs (2 per multiply-accumulate) of the graph."""
+        """Parameter count and FLOPs (2 per multiply-accumulate) of the graph.
+
+        For a dynamic-shape graph, FLOPs count only ops whose shapes are known.
+        """
         from .ops import op_cost
 
         params = [n.outputs[0] for n in self.nodes if n.type == "Variable" and n.attrs.get("trainable", True)]
         fwd_end = self.forward_end if self.forward_end is not None else len(self.nodes)
         fwd = total = 0
         for n in self.nodes:
+            if any(t.desc.is_dynamic for t in n.inputs) or any(d.is_dynamic for d in n.outputs):
+                continue
             flops = op_cost(n).flops
             total += flops
             if n.id < fwd_end:
@@ -364,3 +402,32 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"<ge.Graph {self.name!r}: {len(self.nodes)} nodes>"
+
+
+def _infer_with_unknown_dims(op_def: Any, name: str, descs: list[TensorDesc], attrs: dict[str, Any]) -> list[TensorDesc]:
+    """Infer output shapes when some input dims are unknown (see :data:`PROBE_DIMS`).
+
+    Unknown dims in the op's concrete-shape attributes (``OpDef.shape_attrs``)
+    take the probe value too, so shapes passed on by autodiff stay consistent.
+    """
+    probes = []
+    for probe in PROBE_DIMS:
+        concrete = [d.with_(shape=tuple(probe if x == UNKNOWN_DIM else x for x in d.shape)) for d in descs]
+        probe_attrs = dict(attrs)
+        for key in op_def.shape_attrs:
+            if key in attrs:
+                probe_attrs[key] = [probe if int(x) == UNKNOWN_DIM else int(x) for x in attrs[key]]
+        try:
+            probes.append(op_def.infer_shapes(name, concrete, probe_attrs))
+        except GraphBuildError as exc:
+            raise GraphBuildError(f"{exc} (while inferring shapes with the unknown dims taken as {probe})") from None
+    out = []
+    for a, b in zip(*probes):
+        if a.rank != b.rank:
+            raise GraphBuildError(f"{op_def.type} {name!r}: output rank depends on the unknown input dims")
+        shape = tuple(x if x == y else UNKNOWN_DIM for x, y in zip(a.shape, b.shape))
+        origin = None
+        if a.origin_shape is not None and b.origin_shape is not None:
+            origin = tuple(x if x == y else UNKNOWN_DIM for x, y in zip(a.origin_shape, b.origin_shape))
+        out.append(a.with_(shape=shape, origin_shape=origin))
+    return out

@@ -31,7 +31,7 @@ class OpCost:
     bytes_in: int = 0
     bytes_out: int = 0
     tiles: int = 1  # independent work units: the most cores the op can use
-    comm_bytes: int = 0  # bytes a collective reduces, per rank
+    comm_bytes: int = 0  # bytes of the buffer a collective moves, per rank (see the HCCL ops)
 
     @property
     def bytes(self) -> int:
@@ -83,6 +83,8 @@ class OpDef:
     cost: CostFn
     min_inputs: int = -1
     max_inputs: int = -1
+    #: Attributes holding a concrete shape, where -1 is an unknown (dynamic) dim.
+    shape_attrs: tuple[str, ...] = ()
 
     def _bounds(self) -> tuple[int, int | None]:
         if self.min_inputs >= 0:
@@ -104,9 +106,9 @@ _CATALOGUE: dict[str, OpDef] = {}
 
 
 def _register(op_type: str, engine: str, inputs: Sequence[str], infer: InferFn, cost: CostFn,
-              min_inputs: int = -1, max_inputs: int = -1) -> None:
+              min_inputs: int = -1, max_inputs: int = -1, shape_attrs: tuple[str, ...] = ()) -> None:
     assert engine in ENGINES, engine
-    _CATALOGUE[op_type] = OpDef(op_type, engine, tuple(inputs), infer, cost, min_inputs, max_inputs)
+    _CATALOGUE[op_type] = OpDef(op_type, engine, tuple(inputs), infer, cost, min_inputs, max_inputs, shape_attrs)
 
 
 def get_op(op_type: str) -> OpDef:
@@ -320,6 +322,58 @@ for _t in ("GetNext", "IteratorV2"):
     _register(_t, "AI_CPU", (), _get_next, _get_next_cost)
 
 
+def _aicpu_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    """AI CPU kernels: one task that reads its inputs and writes its outputs once."""
+    return OpCost(bytes_in=_bytes(ins), bytes_out=_bytes(outs), tiles=1)
+
+
+def _dropout_gen_mask(ctx: InferContext) -> list[TensorDesc]:
+    """The dropout bit mask for a tensor of attribute ``shape``.
+
+    One bit per element, padded to whole 128-element blocks (16 bytes each) as
+    Ascend's DropOutGenMask lays it out: ``ceil(numel / 128) * 16`` uint8.  The
+    ``shape`` input is the same shape as a 1-D int32/int64 const; ``prob`` a scalar.
+    """
+    shape_in, prob = ctx.ins
+    shape = _as_shape(ctx, "shape")
+    if not shape or any(d < 1 for d in shape):
+        raise ctx.fail(f"attribute shape must be a non-empty list of dims >= 1, got {list(shape)}")
+    if shape_in.rank != 1 or shape_in.dtype not in ("int32", "int64"):
+        raise ctx.fail(f"input shape must be a 1-D int32/int64 tensor, got {shape_in}")
+    if shape_in.shape[0] != len(shape):
+        raise ctx.fail(f"input shape has {shape_in.shape[0]} elements but attribute shape {list(shape)} "
+                       f"has {len(shape)} dims")
+    if prob.numel != 1 or prob.dtype not in ("float16", "float32"):
+        raise ctx.fail(f"prob must be a float16/float32 scalar, got {prob}")
+    return [TensorDesc((-(-_numel(shape) // 128) * 16,), "uint8", "ND")]
+
+
+def _non_zero(ctx: InferContext) -> list[TensorDesc]:
+    """Indices of the non-zero elements: int64 ``[n, rank]`` with n at most ``max_output``
+    (default: every element, the bound GE allocates before the shape is known)."""
+    x = ctx.ins[0]
+    if x.rank == 0:
+        raise ctx.fail("x must have rank >= 1, got a scalar")
+    n = ctx.attr("max_output", x.numel)
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= x.numel:
+        raise ctx.fail(f"attribute max_output must be an int in [1, {x.numel}] (elements of x), got {n!r}")
+    return [TensorDesc((n, x.rank), "int64", "ND")]
+
+
+def _unique(ctx: InferContext) -> list[TensorDesc]:
+    """``y`` (the distinct values, at most all of them) and ``idx`` (position of each element in ``y``)."""
+    x = ctx.rank(0, 1, what="x")
+    out_idx = ctx.attr("out_idx", "int32")
+    if out_idx not in ("int32", "int64"):
+        raise ctx.fail(f"attribute out_idx must be 'int32' or 'int64', got {out_idx!r}")
+    return [x.with_(format="ND"), TensorDesc(x.shape, out_idx, "ND")]
+
+
+_register("DropOutGenMask", "AI_CPU", ("shape", "prob"), _dropout_gen_mask, _aicpu_cost)
+_register("NonZero", "AI_CPU", ("x",), _non_zero, _aicpu_cost)
+_register("Unique", "AI_CPU", ("x",), _unique, _aicpu_cost)
+
+
 # ----------------------------------------------------------------------- cube ops
 def _conv2d(ctx: InferContext) -> list[TensorDesc]:
     x = ctx.rank(0, 4, what="x")
@@ -364,7 +418,7 @@ def _conv2d_backprop_input_cost(ins: list[TensorDesc], outs: list[TensorDesc], a
 
 
 _register("Conv2DBackpropInput", "AI_CORE", ("filter", "out_backprop"), _conv2d_backprop_input,
-          _conv2d_backprop_input_cost)
+          _conv2d_backprop_input_cost, shape_attrs=("input_size",))
 
 
 def _conv2d_backprop_filter(ctx: InferContext) -> list[TensorDesc]:
@@ -386,7 +440,7 @@ def _conv2d_backprop_filter_cost(ins: list[TensorDesc], outs: list[TensorDesc], 
 
 
 _register("Conv2DBackpropFilter", "AI_CORE", ("x", "out_backprop"), _conv2d_backprop_filter,
-          _conv2d_backprop_filter_cost)
+          _conv2d_backprop_filter_cost, shape_attrs=("filter_size",))
 
 
 def _matmul(ctx: InferContext) -> list[TensorDesc]:
@@ -520,12 +574,12 @@ _register("ReduceSum", "AI_VECTOR_CORE", ("x",), _reduce, elementwise(1))
 def _broadcast_to(ctx: InferContext) -> list[TensorDesc]:
     x = ctx.ins[0]
     shape = _as_shape(ctx, "shape")
-    if _broadcast(ctx, x.shape, shape) != shape:
+    if any(d < 1 for d in shape) or _broadcast(ctx, x.shape, shape) != shape:
         raise ctx.fail(f"cannot broadcast {list(x.shape)} to {list(shape)}")
     return [TensorDesc(shape, x.dtype, x.format if x.rank == len(shape) else "ND")]
 
 
-_register("BroadcastTo", "AI_VECTOR_CORE", ("x",), _broadcast_to, elementwise(1))
+_register("BroadcastTo", "AI_VECTOR_CORE", ("x",), _broadcast_to, elementwise(1), shape_attrs=("shape",))
 
 
 def _transpose(ctx: InferContext) -> list[TensorDesc]:
@@ -793,16 +847,66 @@ _register("ApplyAdamW", "AI_VECTOR_CORE", _ADAMW_INPUTS, _apply_adam_w, elementw
 
 
 # ----------------------------------------------------------------------- HCCL ops
-def _all_reduce(ctx: InferContext) -> list[TensorDesc]:
+# comm_bytes is the buffer the ring moves in rank_size chunks: the reduced buffer
+# (AllReduce), the gathered output (AllGather), the scattered input (ReduceScatter),
+# the broadcast buffer (Broadcast).
+def _reduction(ctx: InferContext) -> None:
     reduction = ctx.attr("reduction", "sum")
     if reduction not in ("sum", "prod", "max", "min"):
         raise ctx.fail(f"reduction must be one of 'sum', 'prod', 'max', 'min', got {reduction!r}")
+
+
+def _rank_size(ctx: InferContext, required: bool) -> int:
+    n = ctx.attr("rank_size", None if required else 1)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ctx.fail(f"attribute rank_size must be an int >= 1, got {n!r}")
+    return n
+
+
+def _all_reduce(ctx: InferContext) -> list[TensorDesc]:
+    _reduction(ctx)
     return list(ctx.ins)
 
 
-def _all_reduce_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
-    n = _bytes(ins)
-    return OpCost(bytes_in=n, bytes_out=n, tiles=1, comm_bytes=n)
+def _comm_cost(which: str) -> CostFn:
+    """Cost of a collective whose ring buffer is its inputs (``"in"``) or its outputs (``"out"``)."""
+
+    def cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+        b_in, b_out = _bytes(ins), _bytes(outs)
+        return OpCost(bytes_in=b_in, bytes_out=b_out, tiles=1, comm_bytes=b_in if which == "in" else b_out)
+
+    return cost
 
 
-_register("HcomAllReduce", "HCCL", ("*x",), _all_reduce, _all_reduce_cost)
+def _all_gather(ctx: InferContext) -> list[TensorDesc]:
+    """Concatenates the rank_size ranks' ``x`` along dim 0."""
+    n = _rank_size(ctx, required=True)
+    x = ctx.ins[0]
+    if x.rank == 0:
+        raise ctx.fail("x must have rank >= 1 (it is gathered along dim 0), got a scalar")
+    return [x.with_(shape=(x.shape[0] * n,) + x.shape[1:], origin_shape=None)]
+
+
+def _reduce_scatter(ctx: InferContext) -> list[TensorDesc]:
+    """Reduces ``x`` over the ranks and gives each rank its 1/rank_size slice of dim 0."""
+    _reduction(ctx)
+    n = _rank_size(ctx, required=True)
+    x = ctx.ins[0]
+    if x.rank == 0 or x.shape[0] % n:
+        raise ctx.fail(f"dim 0 of x {list(x.shape)} must be divisible by rank_size {n}")
+    return [x.with_(shape=(x.shape[0] // n,) + x.shape[1:], origin_shape=None)]
+
+
+def _broadcast_op(ctx: InferContext) -> list[TensorDesc]:
+    """Every rank gets root_rank's tensors."""
+    n = _rank_size(ctx, required=False)
+    root = ctx.attr("root_rank")
+    if not isinstance(root, int) or isinstance(root, bool) or not 0 <= root < n:
+        raise ctx.fail(f"attribute root_rank must be an int in [0, rank_size={n}), got {root!r}")
+    return list(ctx.ins)
+
+
+_register("HcomAllReduce", "HCCL", ("*x",), _all_reduce, _comm_cost("in"))
+_register("HcomAllGather", "HCCL", ("x",), _all_gather, _comm_cost("out"))
+_register("HcomReduceScatter", "HCCL", ("x",), _reduce_scatter, _comm_cost("in"))
+_register("HcomBroadcast", "HCCL", ("*x",), _broadcast_op, _comm_cost("in"))

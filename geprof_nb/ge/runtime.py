@@ -13,6 +13,8 @@ task log, the step trace and (once per collection) the static task info.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import warnings
 import weakref
@@ -22,21 +24,34 @@ import numpy as np
 
 from ..prof import events, msprof, rawdata
 from ..prof.clock import clock
-from ..prof.collectors import CannProfilerV2, DeviceCollector, LoadedTaskInfo
+from ..prof.collectors import CannProfilerV2, DeviceCollector, LoadedTaskInfo, report_api_block
 from ..prof.msprof import CommandHandle, CommandType
 from ..prof.options import ProfilingOptions
-from ..prof.properties import (BIT_DEVICE, BIT_TASK_TIME, BIT_TRAINING_TRACE, GlobalProfilingWrapper,
-                               ProfilingProperties)
-from ..prof.rawdata import RtTaskType
+from ..prof.api_types import ExecutorEvent, GeProfInfoType, LaunchType, RuntimeApiType, type_names
+from ..prof.host_profiler import GlobalProfiler, ProfilingEvent, global_profiler
+from ..prof.properties import (BIT_CANN_HOST_L1, BIT_DEVICE, BIT_GE_HOST, BIT_MEMORY, BIT_TASK_TIME,
+                               BIT_TRAINING_TRACE, GlobalProfilingWrapper, ProfilingProperties)
+from ..prof.rawdata import ReportLevel, RtTaskType
 from .compiler import CompiledModel, TaskTable
 from .device import CostModel, DevicePreset
-from .graph import Graph
+from . import hccl
+from .aicpu import aicpu_records
+from .graph import Graph, GraphBuildError
+from .memory import MemoryPlan, memory_events, plan_memory
+from .ops import op_cost
 from .schedule import StepTimes, StreamSchedule
+from .serialize import concretize
 
 #: Host launch to device start of a model's first task.
 LAUNCH_LATENCY_NS = 12_000
 #: Device end to the host seeing the synchronous RunGraph return.
 SYNC_LATENCY_NS = 5_000
+#: Set (to anything) to have GE's host profiler on and dumped to stdout, as in GE.
+GE_PROFILING_TO_STD_OUT = "GE_PROFILING_TO_STD_OUT"
+#: Names of HCCL sub-tasks (hashed once per run).
+HCCL_SUBTASK_NAMES = ("Notify_Record", "Notify_Wait", "Memcpy", "Reduce_Inline", "RDMASend")
+#: The model id msprof shows for single-op execution (no model).
+SINGLE_OP_MODEL_ID = 0xFFFFFFFF
 DEFAULT_SEED = 0
 
 
@@ -46,6 +61,8 @@ class DeviceRuntime:
     def __init__(self, preset: DevicePreset, device_id: int = 0, seed: int = DEFAULT_SEED) -> None:
         self.preset = preset
         self.device_id = device_id
+        self.device_count = 1
+        self.rank = 0  # this device's rank in its collectives
         self.cost_model = CostModel(preset)
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -57,6 +74,8 @@ class DeviceRuntime:
         self._live_streams: set[int] = set()
         self._live_models: set[int] = set()
         self._lock = threading.Lock()
+        #: The ACL default stream (single ops run on it); created with the device.
+        self.default_stream = self._lowest_free(self._live_streams, 0)
         self.device_collector = DeviceCollector(device_id)
         self.cann_profiler = CannProfilerV2(device_id)
 
@@ -107,7 +126,11 @@ class DeviceRuntime:
                 self.free_at = 0
             self._program_pmu(props.aic_metrics)
             msprof.lib.set_device_info(self.device_id, self.preset.info())
+            for level, names in type_names().items():
+                for type_id, name in names.items():
+                    msprof.MsprofRegTypeInfo(level, type_id, name)
         elif handle.type in (CommandType.STOP, CommandType.FINALIZE):
+            flush_host_profiler()
             props.stop()
             self.pmu_events = {}
         return msprof.MSPROF_ERROR_NONE
@@ -127,73 +150,239 @@ class DeviceRuntime:
         msprof.lib.set_pmu_events("metrics", [aic_metrics])
 
 
+def flush_host_profiler() -> None:
+    """Empty GE's host ring buffer into the run directory (and to stdout with GE_PROFILING_TO_STD_OUT)."""
+    records, dropped = global_profiler.take()
+    if os.environ.get(GE_PROFILING_TO_STD_OUT) is not None and (records or dropped):
+        GlobalProfiler.dump(records, dropped, sys.stdout, global_profiler.capacity)
+    if msprof.lib.running:
+        if records:
+            msprof.lib.report_block("host_event", GlobalProfiler.to_records(records, msprof.lib.get_hash_id))
+        if dropped:
+            msprof.lib.note_dropped("host_event", dropped)
+
+
+@dataclass(frozen=True)
+class NodeHostCosts:
+    """Modelled host work (ns) to launch one node of a dynamic-shape graph.
+
+    RT2 (v2) is leaner than the V1 hybrid executor; both pay InferShape, Tiling
+    (AI Core ops), AllocMem, launch preparation and the kernel launch per node,
+    every step: that is why dynamic shapes are host-bound.
+    """
+
+    executor: str
+    infer_shape: int
+    tiling: int
+    alloc_mem: int
+    launch_prepare: int
+    kernel_launch: int
+    memcpy: int
+
+
+NODE_HOST_COSTS = {
+    "v2": NodeHostCosts("v2", infer_shape=2_500, tiling=4_000, alloc_mem=800, launch_prepare=700,
+                        kernel_launch=3_000, memcpy=5_000),
+    "v1": NodeHostCosts("v1", infer_shape=6_000, tiling=8_000, alloc_mem=2_000, launch_prepare=2_000,
+                        kernel_launch=4_000, memcpy=6_000),
+}
+_KERNEL_TYPES = (RtTaskType.KERNEL_AICORE, RtTaskType.KERNEL_AIVEC, RtTaskType.KERNEL_MIX_AIC,
+                 RtTaskType.KERNEL_MIX_AIV, RtTaskType.KERNEL_AICPU, RtTaskType.HCCL)
+_LAUNCH_TYPE = {RtTaskType.KERNEL_AICPU: LaunchType.AicpuLaunchCCKernel, RtTaskType.HCCL: LaunchType.LaunchHcomKernel,
+                RtTaskType.KERNEL_MIX_AIC: LaunchType.LaunchMixKernelWithHandle,
+                RtTaskType.KERNEL_MIX_AIV: LaunchType.LaunchMixKernelWithHandle}
+
+
+@dataclass
+class _HostTimeline:
+    """When the host did each phase of each node launch, relative to the step's launch (ns)."""
+
+    tasks: np.ndarray  # kernel / copy task indices launched by the host, in order
+    phase_start: np.ndarray  # [n, 5]: InferShape, Tiling, AllocMem, KernelLaunchPrepare, rtKernelLaunch
+    phase_dur: np.ndarray  # [n, 5]
+    earliest: np.ndarray  # per task of the table: launch finished
+    total: int
+
+
+_HOST_PHASES = (ProfilingEvent.kInferShape, ProfilingEvent.kTiling, ProfilingEvent.kAllocMem,
+                ProfilingEvent.kKernelLaunchPrepare, ProfilingEvent.kRtKernelLaunch)
+
+
+def host_timeline(table: TaskTable, costs: NodeHostCosts) -> _HostTimeline:
+    """Lay out the host work of a node-by-node launch of ``table``."""
+    rt = table.rt_type
+    kernel = np.isin(rt, _KERNEL_TYPES)
+    copy = rt == RtTaskType.MEMCPY_ASYNC
+    tiled = np.isin(rt, (RtTaskType.KERNEL_AICORE, RtTaskType.KERNEL_AIVEC, RtTaskType.KERNEL_MIX_AIC,
+                         RtTaskType.KERNEL_MIX_AIV))
+    launched = np.flatnonzero(kernel | copy)
+    dur = np.zeros((len(launched), 5), np.int64)
+    k = kernel[launched]
+    dur[k, 0] = costs.infer_shape
+    dur[tiled[launched], 1] = costs.tiling
+    dur[k, 2] = costs.alloc_mem
+    dur[k, 3] = costs.launch_prepare
+    dur[k, 4] = costs.kernel_launch
+    dur[~k, 4] = costs.memcpy
+    flat_end = np.cumsum(dur.ravel()).reshape(dur.shape)
+    phase_start = flat_end - dur
+    done = np.zeros(len(rt), np.int64)
+    done[launched] = flat_end[:, -1]
+    earliest = np.maximum.accumulate(done)  # events and traces go when their node's launch is done
+    return _HostTimeline(launched, phase_start, dur, earliest, int(flat_end[-1, -1]) if len(launched) else 0)
+
+
 @dataclass
 class _Batch:
     times: StepTimes
     next: int = 0
 
 
-class LoadedModel:
-    """A compiled model on a device, with its model id and streams."""
+class _Variant:
+    """One concrete-shape build of a model (a static model has exactly one)."""
 
-    def __init__(self, runtime: DeviceRuntime, graph: Graph, graph_id: int) -> None:
+    def __init__(self, compiled: CompiledModel) -> None:
+        self.compiled = compiled
+        self.points_key: tuple | None = None
+        self.table_epoch = -1
+        self.table: TaskTable | None = None
+        self.schedule: StreamSchedule | None = None
+        self.batch: _Batch | None = None
+        self.batch_key: str = ""
+        self.batch_size = 8
+        self.reported_epoch = -1
+        self.connection_base = 0
+        self.timelines: dict[str, _HostTimeline] = {}
+        self.memory_plan: MemoryPlan | None = None  # for the current table, built when memory is profiled
+        self.notes: list[str] = []
+
+
+class LoadedModel:
+    """A graph built and loaded on a device, with its model id and streams.
+
+    A static graph is one task list launched as a whole (DavinciModel sink).
+    A dynamic-shape graph (unknown input dims) is re-inferred for the input
+    shapes of each run (one build per distinct shape set, cached) and launched
+    node by node by the host, so host time shows on the device timeline.
+    A *single-op* model (what ``aclopExecute`` builds) has no model id (msprof
+    shows 4294967295), runs on the ACL default stream, takes its inputs where
+    they are (no input copies) and has no step trace.
+    """
+
+    def __init__(self, runtime: DeviceRuntime, graph: Graph, graph_id: int, single_op: bool = False) -> None:
         self.runtime = runtime
         self.graph = graph
         self.graph_id = graph_id
-        self.model_id = runtime.allocate_model_id()
-        compute, hccl = streams = runtime.allocate_streams(2)
-        self._unload = weakref.finalize(self, runtime.release, self.model_id, streams)
+        self.single_op = single_op
+        self.dynamic = graph.is_dynamic
+        if graph.net_output is None:
+            raise GraphBuildError(f"graph {graph.name!r} has no outputs: call graph.output(...) (or "
+                                  "ge.add_training) before adding it to a session")
+        if single_op:
+            self.model_id = SINGLE_OP_MODEL_ID
+            self.streams = (runtime.default_stream, runtime.default_stream)
+            self._unload = weakref.finalize(self, lambda: None)
+        else:
+            self.model_id = runtime.allocate_model_id()
+            self.streams = tuple(runtime.allocate_streams(2))
+            self._unload = weakref.finalize(self, runtime.release, self.model_id, list(self.streams))
+        self.iterations = 0
+        self._variants: dict[tuple, _Variant] = {}
         try:
-            self.compiled = CompiledModel(graph, runtime.cost_model, compute, hccl)
+            self._current = self._variant(self.default_input_shapes() if self.dynamic else {})
         except Exception:
             self._unload()
             raise
-        self.iterations = 0
-        self._points_key: tuple | None = None
-        self._table_epoch = -1
-        self._table: TaskTable | None = None
-        self._schedule: StreamSchedule | None = None
-        self._batch: _Batch | None = None
-        self._batch_size = 8
-        self._epoch = -1  # epoch whose static info was reported
-        self._connection_base = 0
-        self.notes: list[str] = []
+
+    # ---------------------------------------------------------------- shapes
+    @property
+    def input_nodes(self) -> list:
+        return [n for n in self.graph.nodes if n.type == "Data"]
+
+    def default_input_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Shapes ``run_graph()`` uses without inputs: the Data shapes, or their ``default_shape``."""
+        shapes = {}
+        for n in self.input_nodes:
+            shape = n.outputs[0].shape
+            if n.outputs[0].is_dynamic:
+                default = n.attrs.get("default_shape")
+                if default is None:
+                    raise GraphBuildError(f"graph {self.graph.name!r}: input {n.name!r} has unknown dims "
+                                          f"{list(shape)} and no default_shape; pass inputs to run_graph")
+                shape = tuple(default)
+            shapes[n.name] = shape
+        return shapes
+
+    def _variant(self, input_shapes: dict[str, tuple[int, ...]]) -> _Variant:
+        key = tuple(sorted(input_shapes.items())) if self.dynamic else ()
+        variant = self._variants.get(key)
+        if variant is None:
+            graph = concretize(self.graph, input_shapes) if self.dynamic else self.graph
+            compute, hccl = self.streams
+            variant = _Variant(CompiledModel(graph, self.runtime.cost_model, compute, hccl,
+                                             input_copies=not self.single_op))
+            self._variants[key] = variant
+        return variant
+
+    def select(self, input_shapes: dict[str, tuple[int, ...]] | None) -> None:
+        """Use the build for these input shapes (dynamic graphs; InferShape runs once per shape set)."""
+        if self.dynamic:
+            self._current = self._variant(input_shapes or self.default_input_shapes())
+
+    @property
+    def compiled(self) -> CompiledModel:
+        return self._current.compiled
+
+    @property
+    def notes(self) -> list[str]:
+        return self._current.notes
 
     # ----------------------------------------------------------- task table
-    def _sync_epoch(self) -> None:
+    def _sync_epoch(self) -> _Variant:
         """On a new collection: re-place trace tasks for its FP/BP points, restart the jitter stream."""
-        if self._table_epoch == self.runtime.epoch and self._table is not None:
-            return
-        self._table_epoch = self.runtime.epoch
+        v = self._current
+        if v.table_epoch == self.runtime.epoch and v.table is not None:
+            return v
+        v.table_epoch = self.runtime.epoch
         props = ProfilingProperties.instance()
-        points = self.compiled.profiling_points(props.fp_point, props.bp_point)
-        if points.key != self._points_key or self._table is None:
-            self._points_key = points.key
-            self._table = self.compiled.task_table(points)
-            self._schedule = StreamSchedule(self._table)
-        self._batch = None
-        self._batch_size = 8
-        self.notes = points.notes
+        points = v.compiled.profiling_points(props.fp_point, props.bp_point)
+        if points.key != v.points_key or v.table is None:
+            v.points_key = points.key
+            v.table = v.compiled.task_table(points)
+            v.schedule = StreamSchedule(v.table)
+            v.timelines = {}
+            v.memory_plan = None
+        v.batch = None
+        v.batch_size = 8
+        v.notes = points.notes
+        if GlobalProfilingWrapper.enable_flags & BIT_TRAINING_TRACE and not self.single_op:
+            for note in points.notes:
+                msprof.lib.add_note(f"model {self.model_id} ({self.graph.name}): {note}")
+        return v
 
     @property
     def table(self) -> TaskTable:
-        self._sync_epoch()
-        return self._table
+        return self._sync_epoch().table
 
-    def _next_times(self) -> tuple[StepTimes, int]:
-        if self._batch is None or self._batch.next >= len(self._batch.times.end):
-            self._batch = _Batch(self._schedule.steps(self._batch_size, self.runtime.rng))
-            self._batch_size = min(256, self._batch_size * 2)
-        b = self._batch
+    def _next_times(self, v: _Variant, timeline: _HostTimeline | None) -> tuple[StepTimes, int]:
+        key = "" if timeline is None else str(timeline.total)
+        if v.batch is None or v.batch.next >= len(v.batch.times.end) or v.batch_key != key:
+            earliest = None if timeline is None else timeline.earliest
+            v.batch = _Batch(v.schedule.steps(v.batch_size, self.runtime.rng, earliest))
+            v.batch_key = key
+            v.batch_size = min(256, v.batch_size * 2)
+        b = v.batch
         b.next += 1
         return b.times, b.next - 1
 
     # -------------------------------------------------------------- reporting
     def task_info(self) -> LoadedTaskInfo:
         """Static description of every task, for the profiling reporters."""
-        t = self.table
-        g = self.graph
+        v = self._sync_epoch()
+        t = v.table
+        g = v.compiled.graph
         names, types, ge_types, blocks, tensors, pmu, flags = [], [], [], [], [], [], []
+        base_flag = rawdata.OpFlag.DYNAMIC if self.dynamic else rawdata.OpFlag.STATIC
         for i, kernel in enumerate(t.kernels):
             if kernel is None:
                 names.append("")
@@ -202,45 +391,46 @@ class LoadedModel:
                 blocks.append(0)
                 tensors.append([])
                 pmu.append(("", {}))
-                flags.append(rawdata.OpFlag.STATIC)
+                flags.append(base_flag)
                 continue
             node = g.nodes[int(t.node[i])]
             names.append(node.name)
             types.append(node.type)
             ge_types.append(kernel.ge_task_type)
             blocks.append(kernel.block_dim)
-            tensors.append([(ti.kind, ti.format, ti.data_type, ti.shape) for ti in self.compiled.task_tensors(node)])
+            tensors.append([(ti.kind, ti.format, ti.data_type, ti.shape) for ti in v.compiled.task_tensors(node)])
             pmu.append((kernel.pmu_core, kernel.counters))
             hf32 = node.engine == "AI_CORE" and node.inputs and node.inputs[0].dtype == "float32"
-            flags.append(rawdata.OpFlag.HF32_ELIGIBLE if hf32 else rawdata.OpFlag.STATIC)
+            flags.append(base_flag | (rawdata.OpFlag.HF32_ELIGIBLE if hf32 else 0))
         return LoadedTaskInfo(self.model_id, self.graph_id, g.name, t.stream, t.task_id, t.rt_type,
                               names, types, [int(x) for x in ge_types], blocks, tensors, pmu,
                               [int(f) for f in flags])
 
-    def _report_static(self, flags: int) -> None:
+    def _report_static(self, v: _Variant, flags: int) -> None:
         rt = self.runtime
-        if self._epoch == rt.epoch:
+        if v.reported_epoch == rt.epoch:
             return
-        self._epoch = rt.epoch
-        self._connection_base = rt.allocate_connection_ids(len(self.table))
-        rt.cann_profiler.report_model_load(self.task_info(), self._connection_base, rt.pmu_events,
-                                           clock.now_ns(), with_basic_info=bool(flags & BIT_DEVICE))
+        v.reported_epoch = rt.epoch
+        v.connection_base = rt.allocate_connection_ids(len(v.table))
+        rt.cann_profiler.on_execute_event(ExecutorEvent.kModelStart, info=self.task_info(),
+                                          connection_base=v.connection_base, pmu_events=rt.pmu_events,
+                                          timestamp=clock.now_ns(), with_basic_info=bool(flags & BIT_DEVICE))
 
-    def _report_step(self, flags: int, start: np.ndarray, dur: np.ndarray, cycles: np.ndarray) -> None:
-        t = self.table
+    def _report_step(self, v: _Variant, flags: int, start: np.ndarray, dur: np.ndarray, cycles: np.ndarray) -> None:
+        t = v.table
         rt = self.runtime
         if flags & BIT_TASK_TIME:
-            self._report_static(flags)
+            self._report_static(v, flags)
             keep = t.rt_type != RtTaskType.PROFILER_TRACE
             rec = np.zeros(int(keep.sum()), rawdata.HWTS_DTYPE)
             rec["start"] = start[keep]
             rec["dur"] = dur[keep]
-            rec["connection_id"] = np.flatnonzero(keep) + self._connection_base
+            rec["connection_id"] = np.flatnonzero(keep) + v.connection_base
             rec["iteration"] = self.iterations
             if rt.pmu_events:
                 rec["block_cycles"] = np.minimum(cycles[keep], np.iinfo(np.uint32).max)
             rt.device_collector.report_tasks(rec)
-        if flags & (BIT_TASK_TIME | BIT_TRAINING_TRACE):
+        if flags & (BIT_TASK_TIME | BIT_TRAINING_TRACE) and not self.single_op:
             traces = np.flatnonzero(t.logid >= 0) if flags & BIT_TRAINING_TRACE else np.empty(0, np.int64)
             rec = np.zeros(len(traces) + 2, rawdata.STEP_TRACE_DTYPE)
             rec["model_id"] = self.model_id
@@ -254,22 +444,119 @@ class LoadedModel:
             rec["timestamp"][-1] = (start + dur).max()
             rec["tag_id"][-1] = rawdata.MODEL_END_TAG
             rt.device_collector.report_step_trace(rec)
+        if flags & BIT_MEMORY:
+            if v.memory_plan is None:
+                v.memory_plan = plan_memory(v.compiled, t)
+                msprof.lib.add_note(f"model {self.model_id} ({self.graph.name}): static memory pool "
+                                    f"{v.memory_plan.pool_size / 2**20:.1f} MiB for {len(v.memory_plan)} tensors "
+                                    f"(reuse {v.memory_plan.reuse_ratio:.2f}x), weights "
+                                    f"{v.memory_plan.weight_bytes / 2**20:.1f} MiB")
+            rec = memory_events(v.memory_plan, self.model_id, start, dur, t.stream, msprof.MsprofGetHashId)
+            msprof.lib.report_block("task_memory", rec, rt.device_id)
+        switch = ProfilingProperties.instance().switch
+        if switch & events.PROF_HCCL_TRACE_MASK:
+            self._report_hccl(v, start, dur)
+        if switch & events.PROF_AICPU_TRACE_MASK and flags & BIT_TASK_TIME:
+            self._report_aicpu(v, start, dur)
+
+    def _report_hccl(self, v: _Variant, start: np.ndarray, dur: np.ndarray) -> None:
+        """The sub-tasks (Notify_Wait, Memcpy, Reduce_Inline, ...) of every collective of the step."""
+        t = v.table
+        lib = msprof.lib
+        name_ids = {n: lib.get_hash_id(n) for n in HCCL_SUBTASK_NAMES}
+        links = hccl.LINKS.get(self.runtime.preset.name, hccl.Links())
+        iteration = np.array([self.iterations])
+        for i in np.flatnonzero(t.rt_type == RtTaskType.HCCL):
+            node = v.compiled.graph.nodes[int(t.node[i])]
+            sub = hccl.ring_subtasks(node.type, op_cost(node).comm_bytes, int(node.attrs.get("rank_size", 1)),
+                                     self.runtime.rank, links, start[i:i + 1], dur[i:i + 1],
+                                     root_rank=int(node.attrs.get("root_rank", 0)))
+            lib.report_block("hccl_task", sub.records(v.connection_base + int(i), iteration, name_ids,
+                                                      int(t.stream[i])), self.runtime.device_id)
+
+    def _report_aicpu(self, v: _Variant, start: np.ndarray, dur: np.ndarray) -> None:
+        """AI CPU kernel details (compute / memcpy / dispatch split) of the step."""
+        t = v.table
+        tasks = np.flatnonzero(t.rt_type == RtTaskType.KERNEL_AICPU)
+        if not len(tasks):
+            return
+        graph = v.compiled.graph
+        parts = [aicpu_records(start[i:i + 1], v.connection_base + int(i), np.array([self.iterations]),
+                               dur[i:i + 1], op_cost(graph.nodes[int(t.node[i])]).bytes) for i in tasks]
+        msprof.lib.report_block("aicpu", np.concatenate(parts), self.runtime.device_id)
+
+    def _report_host(self, v: _Variant, timeline: _HostTimeline, launch_ns: int, flags: int,
+                     node_api: bool) -> None:
+        """Host records of a node-by-node launch: GE host events, node-level and runtime API records."""
+        t = v.table
+        names = [v.compiled.graph.nodes[int(t.node[i])].name for i in timeline.tasks]
+        starts = launch_ns + timeline.phase_start
+        if flags & BIT_GE_HOST:
+            used = timeline.phase_dur > 0
+            rows, cols = np.nonzero(used)
+            global_profiler.record_many([names[r] for r in rows], [int(_HOST_PHASES[c]) for c in cols],
+                                        starts[rows, cols], starts[rows, cols] + timeline.phase_dur[rows, cols])
+        kernel = np.isin(t.rt_type[timeline.tasks], _KERNEL_TYPES)
+        launch_begin = starts[:, 4]
+        launch_end = launch_begin + timeline.phase_dur[:, 4]
+        if node_api and flags & BIT_TASK_TIME:
+            types = [int(_LAUNCH_TYPE.get(RtTaskType(int(t.rt_type[i])), LaunchType.LaunchKernelWithHandle))
+                     for i in timeline.tasks[kernel]]
+            hashes = [msprof.lib.get_hash_id(n) for n in names]
+            launches = {"level": ReportLevel.NODE, "types": types, "begins": launch_begin[kernel],
+                        "ends": launch_end[kernel], "item_ids": [h for h, k in zip(hashes, kernel) if k]}
+            self.runtime.cann_profiler.on_execute_event(ExecutorEvent.kExecuteEnd, **launches)
+            if flags & BIT_CANN_HOST_L1:
+                for col, api in ((0, GeProfInfoType.kInferShape), (1, GeProfInfoType.kTiling)):
+                    sel = kernel & (timeline.phase_dur[:, col] > 0)
+                    report_api_block(ReportLevel.NODE, [int(api)] * int(sel.sum()), starts[sel, col],
+                                     starts[sel, col] + timeline.phase_dur[sel, col],
+                                     [h for h, k in zip(hashes, sel) if k])
+        if ProfilingProperties.instance().switch & events.PROF_RUNTIME_API_MASK:
+            types = [int(RuntimeApiType.rtKernelLaunch if k else RuntimeApiType.rtMemcpyAsync) for k in kernel]
+            report_api_block(ReportLevel.RUNTIME, types, launch_begin, launch_end, [0] * len(types))
 
     def unload(self) -> None:
         """Free the model's ids (also happens when the model is garbage collected)."""
         self._unload()
 
     # -------------------------------------------------------------- execution
-    def run_on_device(self, launch_ns: int) -> int:
-        """Execute one step launched at host time ``launch_ns``; returns when the device finished."""
+    def run_on_device(self, launch_ns: int, host_costs: NodeHostCosts | None = None, node_api: bool = False) -> int:
+        """Execute one step launched at host time ``launch_ns``; returns when the device finished.
+
+        ``host_costs`` (dynamic graphs) makes the host launch node by node; the
+        host then spends that work before the step ends.
+        """
         rt = self.runtime
         flags = GlobalProfilingWrapper.enable_flags
-        self._sync_epoch()
-        times, k = self._next_times()
+        v = self._sync_epoch()
+        timeline = None
+        if host_costs is not None:
+            timeline = v.timelines.get(host_costs.executor)
+            if timeline is None:
+                timeline = v.timelines[host_costs.executor] = host_timeline(v.table, host_costs)
+        times, k = self._next_times(v, timeline)
         t0 = max(launch_ns + LAUNCH_LATENCY_NS, rt.free_at)
         end = t0 + int(times.end[k])
         rt.free_at = end
         self.iterations += 1
-        if flags:
-            self._report_step(flags, t0 + times.start[k], times.dur[k], times.block_cycles[k])
+        if flags or ProfilingProperties.instance().switch:
+            self._report_step(v, flags, t0 + times.start[k], times.dur[k], times.block_cycles[k])
+            if timeline is not None:
+                self._report_host(v, timeline, t0 - LAUNCH_LATENCY_NS, flags, node_api)
+        if timeline is not None:
+            clock.spend(timeline.total)
         return end
+
+
+def report_runtime_api(model: LoadedModel, begin: int, launched: int, end: int) -> None:
+    """Runtime API records of one run (``runtime_api`` on): the model launch and the stream sync."""
+    if not ProfilingProperties.instance().switch & events.PROF_RUNTIME_API_MASK:
+        return
+    types = [int(RuntimeApiType.rtStreamSynchronize)]
+    begins, ends = [launched], [end]
+    if not model.dynamic:
+        types.insert(0, int(RuntimeApiType.rtModelExecute))
+        begins.insert(0, begin)
+        ends.insert(0, launched)
+    report_api_block(ReportLevel.RUNTIME, types, np.asarray(begins), np.asarray(ends), [model.model_id] * len(types))

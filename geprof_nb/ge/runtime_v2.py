@@ -1,15 +1,18 @@
-"""The V2 (gert / RT2) executor of a static model: the whole task list is sunk to
-the device and launched by one model execute; the host reports one
-``ModelExecute`` api record per step through ``CannProfilerV2``.
+"""The V2 (gert / RT2) executor.
+
+A static model is sunk to the device and launched by one model execute; the
+host reports one ``ModelExecute`` api record per step through
+``CannProfilerV2``.  A dynamic-shape model runs node by node: RT2 reports each
+node's launch (``kExecuteStart``/``kExecuteEnd``) as a node-level api record.
 """
 
 from __future__ import annotations
 
 from ..prof.clock import clock
 from ..prof.properties import BIT_TASK_TIME, GlobalProfilingWrapper
-from .runtime import SYNC_LATENCY_NS, LoadedModel
+from .runtime import NODE_HOST_COSTS, SYNC_LATENCY_NS, LoadedModel, report_runtime_api
 
-#: Host cost of one RunGraph through RT2 (virtual clock).
+#: Host cost of one RunGraph through RT2 (modelled).
 HOST_RUN_NS = 35_000
 
 
@@ -21,7 +24,12 @@ class ExecutorV2:
     def execute(self, model: LoadedModel) -> None:
         clock.spend(HOST_RUN_NS)
         begin = clock.now_ns()
-        device_end = model.run_on_device(begin)
+        if model.dynamic:
+            device_end = model.run_on_device(begin, NODE_HOST_COSTS[self.name], node_api=True)
+        else:
+            device_end = model.run_on_device(begin)
+        launched = clock.now_ns()
         end = clock.wait_until(device_end + SYNC_LATENCY_NS)
+        report_runtime_api(model, begin, launched, end)
         if GlobalProfilingWrapper.enable_flags & BIT_TASK_TIME:
             model.runtime.cann_profiler.report_model_execute(model.model_id, begin, end)

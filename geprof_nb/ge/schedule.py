@@ -66,8 +66,14 @@ class StreamSchedule:
             out.append(_Segment(stream, idx, wait, recs))
         return out
 
-    def steps(self, k: int, rng: np.random.Generator) -> StepTimes:
-        """Times of ``k`` steps, each starting with every stream free at time 0."""
+    def steps(self, k: int, rng: np.random.Generator, earliest: np.ndarray | None = None) -> StepTimes:
+        """Times of ``k`` steps, each starting with every stream free at time 0.
+
+        ``earliest`` (per task, ns) is when the host has launched each task: for a
+        graph run node by node a task cannot start before its launch, so a slow
+        host shows up as device idle time.  Inside a segment this is a max-plus
+        scan: ``end_j = S_j + max(base, max_{i<=j}(earliest_i - S_{i-1}))``.
+        """
         t = self.table
         n = len(t)
         factor = np.ones((k, n))
@@ -85,9 +91,20 @@ class StreamSchedule:
             base = free.get(seg.stream, zero)
             d = dur[:, seg.tasks]
             if seg.wait_event >= 0:
+                if earliest is not None:
+                    base = np.maximum(base, earliest[seg.tasks[0]])
                 d[:, 0] = np.maximum(event_time[seg.wait_event] - base, 0) + EVENT_WAIT_MIN_NS
                 dur[:, seg.tasks[0]] = d[:, 0]
-            ends = base[:, None] + np.cumsum(d, axis=1)
+            cum = np.cumsum(d, axis=1)
+            if earliest is None:
+                ends = base[:, None] + cum
+            else:
+                launch = earliest[seg.tasks]
+                if seg.wait_event >= 0:
+                    launch = launch.copy()
+                    launch[0] = -np.iinfo(np.int64).max // 4  # the wait already started at base
+                slack = np.maximum.accumulate(launch[None, :] - (cum - d), axis=1)
+                ends = cum + np.maximum(base[:, None], slack)
             start[:, seg.tasks] = ends - d
             for pos, ev in seg.records:
                 event_time[ev] = ends[:, pos]

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import weakref
 from typing import Any, Iterator, Mapping, Sequence
 
 from ..prof import msprof
+from ..prof.api_types import GeProfInfoType
 from ..prof.clock import CLOCK_MODES, clock
 from ..prof.options import ProfilingOptions, ProfilingOptionsError
+from ..prof.properties import BIT_GE_HOST, ProfilingProperties
+from ..prof.scope import GraphProfilingReporter
 from . import status as st
 from .device import DEFAULT_DEVICE, PRESETS, get_device
 from .graph import DTYPE_ALIASES, DTYPES, Graph, GraphBuildError
-from .runtime import DEFAULT_SEED, DeviceRuntime, LoadedModel
+from .runtime import DEFAULT_SEED, GE_PROFILING_TO_STD_OUT, DeviceRuntime, LoadedModel, flush_host_profiler
 from .runtime_v1 import ExecutorV1
 from .runtime_v2 import ExecutorV2
 
@@ -51,6 +55,7 @@ class _GEState:
         self.sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
         self.executor_override: str | None = None
         self.clock_override: str | None = None
+        self.finalize_hooks: list = []
 
 
 _state = _GEState()
@@ -113,6 +118,8 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
         _state.executor = options.get(OPTION_EXECUTOR, DEFAULT_EXECUTOR)
         _state.owns_profiling = owns_profiling
         _state.initialized = True
+        if os.environ.get(GE_PROFILING_TO_STD_OUT) is not None:  # GE's own host profiler, dumped at GEFinalize
+            ProfilingProperties.instance().set_env_flags(BIT_GE_HOST)
         msprof.MsprofRegisterCallback(msprof.MSPROF_MODULE_FRAMEWORK, runtime.handle_command)
         if owns_profiling:
             msprof.lib.start(prof_options.data_type_config())
@@ -125,15 +132,25 @@ def GEFinalize() -> st.Status:  # noqa: N802
         if not _state.initialized:
             _log.warning("GEFinalize is called before GEInitialize")
             return st.SUCCESS
-        for sess in list(_state.sessions):
-            sess.close()
+        with GraphProfilingReporter(GeProfInfoType.kGEFinalize):
+            for sess in list(_state.sessions):
+                sess.close()
+            for hook in _state.finalize_hooks:
+                hook()
         if _state.owns_profiling:
             msprof.lib.finalize()
             _state.owns_profiling = False
+        flush_host_profiler()
+        ProfilingProperties.instance().set_env_flags(0)
         msprof.lib.unregister_callback(msprof.MSPROF_MODULE_FRAMEWORK)
         _state.initialized = False
         _state.runtime = None
         return st.SUCCESS
+
+
+def register_finalize_hook(hook) -> None:
+    """Run ``hook()`` at every GEFinalize (modules holding GE objects clear them)."""
+    _state.finalize_hooks.append(hook)
 
 
 def is_initialized() -> bool:
@@ -199,6 +216,10 @@ class Session:
 
     def add_graph(self, graph_id: int, graph: Graph, options: Mapping[str, str] | None = None) -> st.Status:
         """Register ``graph`` under ``graph_id``; it is built on first run (or by ``build_graph``)."""
+        with GraphProfilingReporter(GeProfInfoType.kAddGraph, graph_id if isinstance(graph_id, int) else 0):
+            return self._add_graph(graph_id, graph)
+
+    def _add_graph(self, graph_id: int, graph: Graph) -> st.Status:
         bad = self._fail_if_unusable()
         if bad is not None:
             return bad
@@ -214,6 +235,11 @@ class Session:
         return st.SUCCESS
 
     def remove_graph(self, graph_id: int) -> st.Status:
+        """Unregister a graph and unload its model."""
+        with GraphProfilingReporter(GeProfInfoType.kRemoveGraph, graph_id):
+            return self._remove_graph(graph_id)
+
+    def _remove_graph(self, graph_id: int) -> st.Status:
         bad = self._fail_if_unusable()
         if bad is not None:
             return bad
@@ -227,12 +253,16 @@ class Session:
 
     def build_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
         """Compile and load the graph now (otherwise the first ``run_graph`` does it)."""
-        bad = self._fail_if_unusable()
-        if bad is not None:
-            return bad
-        if graph_id not in self._graphs:
-            return self._no_graph("BuildGraph", graph_id)
-        return self._load(graph_id)[0]
+        with GraphProfilingReporter(GeProfInfoType.kBuildGraph, graph_id):
+            bad = self._fail_if_unusable()
+            if bad is not None:
+                return bad
+            if graph_id not in self._graphs:
+                return self._no_graph("BuildGraph", graph_id)
+            status, model = self._load(graph_id)
+            if model is not None and inputs is not None:
+                return self._select_inputs(model, list(inputs), "BuildGraph")
+            return status
 
     def _no_graph(self, api: str, graph_id: int) -> st.Status:
         known = ", ".join(str(k) for k in sorted(self._graphs)) or "none"
@@ -250,34 +280,63 @@ class Session:
         self._models[graph_id] = model
         return st.SUCCESS, model
 
-    def _check_inputs(self, model: LoadedModel, inputs: Sequence[Any]) -> str:
-        datas = model.compiled.input_nodes
+    def _select_inputs(self, model: LoadedModel, inputs: list[Any], api: str) -> st.Status:
+        """Check ``inputs`` against the graph's Data nodes; pick the build for their shapes."""
+        datas = model.input_nodes
         if len(inputs) != len(datas):
-            return f"RunGraph: graph {model.graph.name!r} has {len(datas)} inputs ({', '.join(d.name for d in datas)}), got {len(inputs)}"
+            return st.set_error(st.PARAM_INVALID, f"{api}: graph {model.graph.name!r} has {len(datas)} inputs "
+                                f"({', '.join(d.name for d in datas)}), got {len(inputs)}")
+        shapes = {}
         for i, (x, d) in enumerate(zip(inputs, datas)):
             want = d.outputs[0]
-            shape = tuple(getattr(x, "shape", ()))
-            if shape != want.shape:
-                return f"RunGraph: input {i} ({d.name!r}) has shape {list(shape)}, expected {list(want.shape)}"
+            shape = tuple(int(v) for v in getattr(x, "shape", ()))
+            fits = len(shape) == want.rank and all(w in (-1, g) for w, g in zip(want.shape, shape))
+            if not fits or any(g < 1 for g in shape):
+                return st.set_error(st.PARAM_INVALID, f"{api}: input {i} ({d.name!r}) has shape {list(shape)}, "
+                                    f"expected {list(want.shape)}" + (" (-1: any size)" if want.is_dynamic else ""))
             dtype = _dtype_name(x)
             if dtype in DTYPES and dtype != want.dtype:
-                return f"RunGraph: input {i} ({d.name!r}) has dtype {dtype}, expected {want.dtype}"
-        return ""
+                return st.set_error(st.PARAM_INVALID, f"{api}: input {i} ({d.name!r}) has dtype {dtype}, "
+                                    f"expected {want.dtype}")
+            shapes[d.name] = shape
+        try:
+            model.select(shapes)
+        except GraphBuildError as exc:
+            return st.set_error(st.GE_GRAPH_INFERSHAPE_FAILED, f"{api}: {exc}")
+        return st.SUCCESS
 
     def run_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
         """Run one step of the graph (synchronously, like ``Session::RunGraph``)."""
+        with GraphProfilingReporter(GeProfInfoType.kRunGraph, graph_id):
+            return self._run(graph_id, inputs, "RunGraph")
+
+    def run_graph_async(self, graph_id: int, inputs: Sequence[Any] | None = None,
+                        callback: Any = None) -> st.Status:
+        """``Session::RunGraphAsync``: run one step, then call ``callback(status, outputs)`` if given."""
+        with GraphProfilingReporter(GeProfInfoType.kRunGraphAsync, graph_id):
+            status = self._run(graph_id, inputs, "RunGraphAsync")
+        if callback is not None:
+            callback(status, [])
+        return status
+
+    def _run(self, graph_id: int, inputs: Sequence[Any] | None, api: str) -> st.Status:
         bad = self._fail_if_unusable()
         if bad is not None:
             return bad
         if graph_id not in self._graphs:
-            return self._no_graph("RunGraph", graph_id)
+            return self._no_graph(api, graph_id)
         status, model = self._load(graph_id)
         if model is None:
             return status
         if inputs is not None:
-            problem = self._check_inputs(model, list(inputs))
-            if problem:
-                return st.set_error(st.PARAM_INVALID, problem)
+            status = self._select_inputs(model, list(inputs), api)
+            if status != st.SUCCESS:
+                return status
+        elif model.dynamic:
+            try:
+                model.select(None)
+            except GraphBuildError as exc:
+                return st.set_error(st.PARAM_INVALID, f"{api}: {exc}")
         name = _state.executor_override or self.options.get(OPTION_EXECUTOR) or _state.executor
         EXECUTORS[name].execute(model)
         return st.SUCCESS

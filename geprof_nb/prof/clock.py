@@ -56,15 +56,16 @@ class SimClock:
         return self._wall0 + (time.perf_counter_ns() - self._perf0) + self._skew
 
     def spend(self, ns: int) -> int:
-        """Account a modelled host cost of ``ns``; returns the new time.
+        """Account a modelled host cost of ``ns`` (GE's own host work); returns the new time.
 
-        Virtual mode advances by exactly ``ns``.  Real mode does nothing: the
-        real work already took real time.
+        Both modes advance by ``ns``: the simulated GE work takes simulated
+        time.  In real mode the user's own Python time comes on top.
         """
         with self._lock:
             if self._mode == "virtual":
                 self._virtual += int(ns)
                 return self._virtual
+            self._skew += int(ns)
         return self.now_ns()
 
     def wait_until(self, t_ns: int) -> int:

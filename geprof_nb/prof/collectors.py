@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import msprof, rawdata
+from .api_types import ExecutorEvent
 from .rawdata import ModelInfoType, NodeInfoType, ReportLevel
 
 
@@ -123,6 +124,35 @@ class CannProfilerV2:
         msprof.MsprofReportApi(False, ReportLevel.MODEL, ModelInfoType.EXECUTE, threading.get_native_id(),
                                begin, end, model_id)
 
+    def on_execute_event(self, event: ExecutorEvent, **info) -> None:
+        """RT2's subscriber hook, as the seed describes it.
+
+        ``kModelStart`` (a DavinciModel begins a step): its static task info is
+        reported if this collection has not seen it (``info``: the arguments of
+        :meth:`report_model_load`).  ``kExecuteEnd`` (nodes of a node-by-node
+        step were launched): one node-level api record per launch (``info``:
+        ``level, types, begins, ends, item_ids`` arrays), reported as one block.
+        """
+        if event == ExecutorEvent.kModelStart:
+            self.report_model_load(**info)
+        elif event == ExecutorEvent.kExecuteEnd:
+            report_api_block(**info)
+
+
+def report_api_block(level: int, types, begins: np.ndarray, ends: np.ndarray, item_ids) -> None:
+    """Many MsprofApi records of one level at once."""
+    n = len(begins)
+    if not n:
+        return
+    rec = np.zeros(n, rawdata.API_DTYPE)
+    rec["level"] = level
+    rec["type"] = types
+    rec["thread_id"] = threading.get_native_id()
+    rec["begin"] = begins
+    rec["end"] = ends
+    rec["item_id"] = item_ids
+    msprof.lib.report_block("api", rec)
+
 
 class ProfilerCollector:
     """Host reporter of the V1 executor: model-level start/end events carrying the step id."""
@@ -132,7 +162,8 @@ class ProfilerCollector:
                                  step_id, timestamp, model_id)
 
     def record_end(self, model_id: int, step_id: int, timestamp: int) -> None:
-        msprof.MsprofReportEvent(False, ReportLevel.MODEL, ModelInfoType.EXEOM, threading.get_native_id(),
+        """The matching end event: same level, type and request (step) id as the start."""
+        msprof.MsprofReportEvent(False, ReportLevel.MODEL, ModelInfoType.EXECUTE, threading.get_native_id(),
                                  step_id, timestamp, model_id)
 
 

@@ -131,6 +131,9 @@ class Msprof:
         self.started = False
         self.chunk_records = DEFAULT_CHUNK_RECORDS
         self.run_serial = 0  # increments with every run directory opened
+        self.storage_limit_bytes: int | None = None
+        self._chunks: list[tuple[Path, int, str, int]] = []  # (path, bytes, kind, records), oldest first
+        self._stored_bytes = 0
         self._info: dict = {}
 
     # ------------------------------------------------------------------ state
@@ -160,6 +163,10 @@ class Msprof:
             self.run_serial += 1
             self.run_dir = run_dir.resolve()
             self.options = dict(options or {})
+            limit = str(self.options.get("storage_limit", ""))
+            self.storage_limit_bytes = int(limit[:-2]) * 1024 * 1024 if limit.endswith("MB") else None
+            self._chunks = []
+            self._stored_bytes = 0
             self._buffers.clear()
             self._unsaved_hashes = list(self._hashes_items())
             self._info = {
@@ -177,6 +184,8 @@ class Msprof:
                 "pmu_events": {},
                 "switch_history": [],
                 "records": {},
+                "type_info": {},
+                "aged_out": {"chunks": 0, "bytes": 0, "records": {}},
             }
             self._write_info()
             return self.run_dir
@@ -184,11 +193,19 @@ class Msprof:
     def _hashes_items(self):
         return ((v, k) for k, v in self._hashes.items())
 
-    def start(self, switch: int, dev_ids: tuple[int, ...] = (0,)) -> int:
-        """Tell every registered module to start collecting the data types in ``switch``."""
+    def start(self, switch: int, dev_ids: tuple[int, ...] = (0,), options: dict | None = None) -> int:
+        """Tell every registered module to start collecting the data types in ``switch``.
+
+        ``options`` (profilingOptions fields) replace the run's options from now
+        on; the API mode passes the equivalent of its config here.
+        """
         with self._lock:
             if not self.running:
                 return ACL_ERROR_PROF_NOT_RUN
+            if options is not None:
+                self.options = dict(options)
+                self._info.setdefault("options_history", []).append(self.options)
+                self._info["options"] = self.options
             self.switch = int(switch)
             self.started = True
             self._info["switch_history"].append({"start_ns": clock.now_ns(), "switch": self.switch})
@@ -248,6 +265,23 @@ class Msprof:
             if self.running:
                 self._info["pmu_events"][core] = list(events)
                 self._write_info()
+
+    def add_note(self, text: str) -> None:
+        """Something a reader of this run should know (kept once, in order)."""
+        with self._lock:
+            if self.running and text not in self._info.setdefault("notes", []):
+                self._info["notes"].append(text)
+
+    def note_dropped(self, kind: str, count: int) -> None:
+        """Records a producer could not keep (a full ring buffer): counted in info.json, never silent."""
+        with self._lock:
+            dropped = self._info.setdefault("dropped", {})
+            dropped[kind] = dropped.get(kind, 0) + int(count)
+
+    def register_type_info(self, level: int, type_id: int, name: str) -> None:
+        """``MsprofRegTypeInfo``: the name msprof shows for a (level, type) of api/event records."""
+        with self._lock:
+            self._info.setdefault("type_info", {}).setdefault(str(int(level)), {})[str(int(type_id))] = name
 
     def _write_info(self) -> None:
         assert self.run_dir is not None
@@ -337,6 +371,24 @@ class Msprof:
             os.replace(tmp, path)
             key = buf.kind.name if device_id == 0 or buf.kind.side == "host" else f"{buf.kind.name}@{device_id}"
             self._info["records"][key] = buf.written
+        self._account(path, buf.kind, len(data))
+
+    def _account(self, path: Path, kind: rawdata.RecordKind, records: int) -> None:
+        """Track stored bytes; past ``storage_limit``, delete the oldest aging chunks (msprof's aging)."""
+        with self._lock:
+            size = path.stat().st_size
+            self._stored_bytes += size
+            if kind.aging:
+                self._chunks.append((path, size, kind.name, records))
+            limit = self.storage_limit_bytes
+            while limit is not None and self._stored_bytes > limit and self._chunks:
+                old, old_size, old_kind, old_records = self._chunks.pop(0)
+                old.unlink(missing_ok=True)
+                self._stored_bytes -= old_size
+                aged = self._info["aged_out"]
+                aged["chunks"] += 1
+                aged["bytes"] += old_size
+                aged["records"][old_kind] = aged["records"].get(old_kind, 0) + old_records
 
     # ----------------------------------------------------------------- control
     def register_callback(self, module_id: int, callback: ControlCallback) -> int:
@@ -416,3 +468,8 @@ def MsprofReportAdditionalInfo(aging_flag: bool, kind: str, records: np.ndarray)
 
 def MsprofRegisterCallback(module_id: int, callback: ControlCallback) -> int:  # noqa: N802
     return lib.register_callback(module_id, callback)
+
+
+def MsprofRegTypeInfo(level: int, type_id: int, type_name: str) -> int:  # noqa: N802
+    lib.register_type_info(level, type_id, type_name)
+    return MSPROF_ERROR_NONE

@@ -93,6 +93,8 @@ class ProfilingOptions:
     l2: str = "off"
     msproftx: str = "off"
     runtime_api: str = "off"
+    #: geprof extension: msprof's PROF_TASK_MEMORY switch (GE's profilingOptions have no field for it).
+    task_memory: str = "off"
     sys_hardware_mem_freq: str = ""
     llc_profiling: str = ""
     sys_io_sampling_freq: str = ""
@@ -134,6 +136,7 @@ class ProfilingOptions:
             ("hccl", events.PROF_HCCL_TRACE_MASK),
             ("msproftx", events.PROF_MSPROFTX_MASK),
             ("runtime_api", events.PROF_RUNTIME_API_MASK),
+            ("task_memory", events.PROF_TASK_MEMORY_MASK),
         ):
             if getattr(self, name) == "on":
                 bits |= mask
@@ -305,6 +308,7 @@ _ENUM_FIELDS: dict[str, tuple[str, ...]] = {
     "l2": ON_OFF,
     "msproftx": ON_OFF,
     "runtime_api": ON_OFF,
+    "task_memory": ON_OFF,
     "instr_profiling": ON_OFF,
     "llc_profiling": ("read", "write"),
 }

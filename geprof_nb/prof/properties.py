@@ -50,8 +50,8 @@ def enable_flags_for_switch(switch: int) -> int:
         flags |= BIT_TRAINING_TRACE
     if switch & events.PROF_GE_API_L0_MASK:
         flags |= BIT_CANN_HOST
-    if switch & events.PROF_GE_API_L1_MASK:
-        flags |= BIT_CANN_HOST | BIT_CANN_HOST_L1
+    if switch & events.PROF_GE_API_L1_MASK:  # host scheduling of dynamic-shape ops: also the GE host profiler
+        flags |= BIT_CANN_HOST | BIT_CANN_HOST_L1 | BIT_GE_HOST
     return flags
 
 
@@ -78,6 +78,8 @@ class ProfilingProperties:
     def __init__(self) -> None:
         self.options: ProfilingOptions | None = None
         self.switch = 0
+        #: Flags on regardless of msprof (BIT_GE_HOST when GE_PROFILING_TO_STD_OUT is set).
+        self.env_flags = 0
 
     @classmethod
     def instance(cls) -> "ProfilingProperties":
@@ -109,10 +111,15 @@ class ProfilingProperties:
         """Apply a START command; returns the new enable flags."""
         self.options = options
         self.switch = switch
-        flags = enable_flags_for_switch(switch)
+        flags = enable_flags_for_switch(switch) | self.env_flags
         GlobalProfilingWrapper.set_enable_flags(flags)
         return flags
 
     def stop(self) -> None:
         self.switch = 0
-        GlobalProfilingWrapper.set_enable_flags(0)
+        GlobalProfilingWrapper.set_enable_flags(self.env_flags)
+
+    def set_env_flags(self, flags: int) -> None:
+        """Flags GE turns on by itself (environment), kept across START/STOP."""
+        self.env_flags = flags
+        GlobalProfilingWrapper.set_enable_flags(enable_flags_for_switch(self.switch) | flags)

@@ -306,6 +306,7 @@ class RecordKind:
     name: str
     dtype: np.dtype
     side: str  # "host" or "device"
+    aging: bool = True  # may be deleted past storage_limit (static descriptions may not)
 
     def directory(self, device_id: int) -> str:
         return HOST_DIR if self.side == "host" else device_dir(device_id)
@@ -316,12 +317,12 @@ RECORD_KINDS: dict[str, RecordKind] = {
     for k in (
         RecordKind("api", API_DTYPE, "host"),
         RecordKind("event", EVENT_DTYPE, "host"),
-        RecordKind("node_basic_info", NODE_BASIC_INFO_DTYPE, "host"),
-        RecordKind("tensor_info", TENSOR_INFO_DTYPE, "host"),
-        RecordKind("model_info", MODEL_INFO_DTYPE, "host"),
-        RecordKind("task_track", TASK_TRACK_DTYPE, "device"),
+        RecordKind("node_basic_info", NODE_BASIC_INFO_DTYPE, "host", aging=False),
+        RecordKind("tensor_info", TENSOR_INFO_DTYPE, "host", aging=False),
+        RecordKind("model_info", MODEL_INFO_DTYPE, "host", aging=False),
+        RecordKind("task_track", TASK_TRACK_DTYPE, "device", aging=False),
         RecordKind("hwts", HWTS_DTYPE, "device"),
-        RecordKind("aicore_events", AICORE_EVENTS_DTYPE, "device"),
+        RecordKind("aicore_events", AICORE_EVENTS_DTYPE, "device", aging=False),
         RecordKind("step_trace", STEP_TRACE_DTYPE, "device"),
         RecordKind("task_memory", TASK_MEMORY_DTYPE, "device"),
         RecordKind("hccl_task", HCCL_TASK_DTYPE, "device"),

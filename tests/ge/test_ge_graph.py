@@ -86,6 +86,12 @@ SHAPE_CASES = [
     ("Gelu", "Gelu", [((4, 7), F16)], {}, [(4, 7)], None),
     ("GeluGrad", "GeluGrad", [((4, 7), F16)] * 3, {}, [(4, 7)], None),
     ("HcomAllReduce", "HcomAllReduce", [((3,), F32), ((4, 5), F32)], {}, [(3,), (4, 5)], None),
+    ("HcomAllGather", "HcomAllGather", [((3, 5), F16)], {"rank_size": 4}, [(12, 5)], [F16]),
+    ("HcomReduceScatter", "HcomReduceScatter", [((8, 5), F32)], {"rank_size": 4}, [(2, 5)], [F32]),
+    ("HcomBroadcast", "HcomBroadcast", [((3,), F32), ((2, 2), I32)], {"root_rank": 0}, [(3,), (2, 2)], [F32, I32]),
+    ("DropOutGenMask", "DropOutGenMask", [((2,), "int64"), ((1,), F32)], {"shape": [8, 32]}, [(32,)], ["uint8"]),
+    ("NonZero", "NonZero", [((3, 4), F16)], {}, [(12, 2)], ["int64"]),
+    ("Unique", "Unique", [((6,), I32)], {}, [(6,), (6,)], [I32, I32]),
     ("LayerNorm", "LayerNorm", [((4, 8, 16), F16), ((16,), F16), ((16,), F16)], {},
      [(4, 8, 16), (4, 8, 1), (4, 8, 1)], None),
     ("LayerNorm-axis1", "LayerNorm", [((4, 8, 16), F16), ((8, 16), F16), ((8, 16), F16)],
@@ -392,7 +398,7 @@ def test_inputs_must_be_tensors_of_this_graph():
 
 
 @pytest.mark.parametrize("kwargs,pattern", [
-    ({"shape": (2, 0)}, r"every dimension must be >= 1"),
+    ({"shape": (2, 0)}, r"shape \[2, 0\] is not valid; accepted: dimensions >= 1, or -1 for an unknown"),
     ({"shape": "abc"}, r"shape must be a sequence of ints"),
     ({"shape": (2,), "dtype": "float128"}, r"unknown dtype 'float128'; accepted: float16"),
     ({"shape": (2,), "format": "NCWH"}, r"unknown format 'NCWH'; accepted:"),

@@ -1,0 +1,207 @@
+"""Collective communication tables: msprof's ``communication_statistic``, the HCCL
+sub-tasks of every collective execution, and msprof-analyze's per-op time split.
+
+The collective executions are op_summary's ``COMMUNICATION`` rows (their span is
+the op's HWTS task); the sub-tasks are ``hccl_task`` records joined to them by
+(connection id, iteration).
+
+Names, as msprof prints them:
+
+* ``OP Type`` is the HCCL op name msprof reports, e.g. ``hcom_allReduce_``,
+  ``hcom_allGather_``, ``hcom_reduceScatter_``, ``hcom_broadcast_`` (these four
+  appear in msprof's own communication_statistic test data).  GE op types
+  ``Hcom<Name>`` map to ``hcom_<name>_`` with the first letter lower-cased; any
+  other type is kept as it is.
+* ``Op Name`` is msprof's collective name ``<OP Type>_<last 3 chars of the group>_<index>_<execution>``
+  (``HcclCalculator.update_op_name_by_group_name``): ``index`` counts the group's
+  collectives in time order over the collection, ``execution`` (from 1) the
+  executions of the same op task; e.g. ``hcom_allReduce__oup_0_1`` in ``hccl_world_group``.
+  The raw data does not carry the group, so it is a parameter.
+
+Time split (msprof-analyze ``CommunicationParser.op_time_parser``): transit is
+the time of ``Memcpy``/``Reduce_Inline`` over SDMA on a link other than
+``ON_CHIP`` (local copies do not count) plus ``RDMASend`` over RDMA; wait is
+``Notify_Wait`` time; synchronization is the wait before the first transit;
+idle = elapse - transit - wait.  msprof-analyze takes unions of intervals; on
+one plane the sub-tasks do not overlap, so the sums here are the same.
+Bandwidths are decimal, as msprof's: GB/s = bytes / ns, MB = 1e6 bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..prof.rawdata import LinkType, TransportType
+from .tables import NA, OpRows, op_rows
+from .rundir import RunDir
+
+COMMUNICATION_STATISTIC = ["Device_id", "OP Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",
+                           "Max Time(us)", "Ratio(%)"]
+HCCL_TASKS = ["Op Name", "Node", "OP Type", "Iteration ID", "Task Name", "Plane ID", "Start Time(us)",
+              "Duration(us)", "Size(Byte)", "Src Rank", "Dst Rank", "Transport Type", "Link Type",
+              "Bandwidth(GB/s)", "Stream ID"]
+#: Keys of communication.json's "Communication Time Info", after the op's identity.
+COMMUNICATION_TIME = ["Op Name", "OP Type", "Iteration ID", "Start Timestamp(us)", "Elapse Time(ms)",
+                      "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)", "Idle Time(ms)",
+                      "Wait Time Ratio", "Synchronization Time Ratio"]
+DEFAULT_GROUP = "hccl_world_group"
+_TRANSPORT_NAMES = {int(t): t.name for t in TransportType}
+_LINK_NAMES = {int(t): t.name for t in LinkType}
+
+
+def hccl_op_type(op_type: str) -> str:
+    """msprof's HCCL op type for a GE collective type (``HcomAllReduce`` -> ``hcom_allReduce_``)."""
+    if op_type.startswith("Hcom") and len(op_type) > 4:
+        return f"hcom_{op_type[4].lower()}{op_type[5:]}_"
+    return op_type
+
+
+def _rows(run: RunDir, device_id: int, rows: OpRows | None) -> OpRows:
+    return rows if rows is not None else op_rows(run, device_id)
+
+
+def _comm_ops(rows: OpRows, group: str) -> pd.DataFrame:
+    """One row per collective execution, in time order: name, node, type, iteration, connection, span (ns)."""
+    f = rows.frame
+    sel = (f["Task Type"] == "COMMUNICATION").to_numpy()
+    conn = rows.connection_id[sel].astype(np.int64)
+    op_type = f["OP Type"][sel].astype(str).map(hccl_op_type).to_numpy(object)
+    index = pd.Series(np.arange(len(conn))).astype(str)
+    execution = (pd.Series(conn).groupby(conn).cumcount() + 1).astype(str)
+    name = pd.Series(op_type) + f"_{group[-3:]}_" + index + "_" + execution
+    start = rows.start_ns[sel]
+    return pd.DataFrame({
+        "name": name.to_numpy(object), "node": f["Op Name"][sel].astype(str).to_numpy(object), "type": op_type,
+        "iteration": rows.iteration[sel], "conn": conn, "start": start,
+        "dur": np.rint(f["Task Duration(us)"].to_numpy()[sel] * 1000).astype(np.int64),
+    })
+
+
+@dataclass
+class _Joined:
+    """hccl_task records in time order, each with the position of its collective execution (-1 if none)."""
+
+    ops: pd.DataFrame
+    rec: np.ndarray
+    pos: np.ndarray
+
+
+def _join(run: RunDir, device_id: int, rows: OpRows | None, group: str) -> _Joined:
+    ops = _comm_ops(_rows(run, device_id, rows), group)
+    rec = run.load("hccl_task", device_id)
+    rec = rec[np.argsort(rec["start"], kind="stable")]
+    op_key = (ops["conn"].to_numpy() << 32) | ops["iteration"].to_numpy()
+    keys, first = np.unique(op_key, return_index=True)
+    rec_key = (rec["connection_id"].astype(np.int64) << 32) | rec["iteration"].astype(np.int64)
+    pos = np.full(len(rec), -1, np.int64)
+    if len(keys):
+        at = np.minimum(np.searchsorted(keys, rec_key), len(keys) - 1)
+        hit = keys[at] == rec_key
+        pos[hit] = first[at[hit]]
+    return _Joined(ops, rec, pos)
+
+
+def _task_names(run: RunDir, rec: np.ndarray) -> np.ndarray:
+    """The sub-task name of every record (through the hash dictionary)."""
+    names = run.hashes
+    ids, inverse = np.unique(rec["name"], return_inverse=True)
+    text = np.array([names.get(int(h), f"<unknown 0x{int(h):016x}>") for h in ids], dtype=object)
+    return text[inverse.ravel()]
+
+
+def communication_statistic(run: RunDir, device_id: int = 0, rows: OpRows | None = None) -> pd.DataFrame:
+    """Per HCCL op type: count and total/min/avg/max duration (us), share of all collective time;
+    largest total first (msprof ``communication_statistic``)."""
+    f = _rows(run, device_id, rows).frame
+    comm = f[f["Task Type"] == "COMMUNICATION"]
+    if comm.empty:
+        return pd.DataFrame(columns=COMMUNICATION_STATISTIC)
+    types = comm["OP Type"].astype(str).map(hccl_op_type)
+    stats = comm["Task Duration(us)"].groupby(types.to_numpy()).agg(["count", "sum", "min", "mean", "max"])
+    out = pd.DataFrame({
+        "Device_id": device_id, "OP Type": stats.index.astype(str), "Count": stats["count"].to_numpy(),
+        "Total Time(us)": stats["sum"].to_numpy(), "Min Time(us)": stats["min"].to_numpy(),
+        "Avg Time(us)": stats["mean"].to_numpy(), "Max Time(us)": stats["max"].to_numpy(),
+        "Ratio(%)": (stats["sum"] / stats["sum"].sum() * 100).to_numpy(),
+    })
+    for c in COMMUNICATION_STATISTIC[3:]:
+        out[c] = out[c].round(3)
+    return out.sort_values("Total Time(us)", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def hccl_tasks(run: RunDir, device_id: int = 0, rows: OpRows | None = None,
+               group: str = DEFAULT_GROUP) -> pd.DataFrame:
+    """One row per HCCL sub-task in time order, with its collective (N/A if it matches no
+    op_summary row) and its bandwidth (size / duration, 0 for zero-length or size-less tasks)."""
+    j = _join(run, device_id, rows, group)
+    rec, pos, ops = j.rec, j.pos, j.ops
+    dur = rec["dur"].astype(np.int64)
+    size = rec["size"].astype(np.int64)
+
+    def op_col(col: str) -> np.ndarray:
+        out = np.full(len(rec), NA, dtype=object)
+        out[pos >= 0] = ops[col].to_numpy(object)[pos[pos >= 0]]
+        return out
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bandwidth = np.where(dur > 0, size / np.maximum(dur, 1), 0.0)
+    return pd.DataFrame({
+        "Op Name": op_col("name"), "Node": op_col("node"), "OP Type": op_col("type"),
+        "Iteration ID": rec["iteration"].astype(np.int64), "Task Name": _task_names(run, rec),
+        "Plane ID": rec["plane"].astype(np.int64), "Start Time(us)": rec["start"] / 1000.0,
+        "Duration(us)": dur / 1000.0, "Size(Byte)": size, "Src Rank": rec["src_rank"].astype(np.int64),
+        "Dst Rank": rec["dst_rank"].astype(np.int64),
+        "Transport Type": [_TRANSPORT_NAMES.get(int(t), str(int(t))) for t in rec["transport"]],
+        "Link Type": [_LINK_NAMES.get(int(t), str(int(t))) for t in rec["link"]],
+        "Bandwidth(GB/s)": bandwidth, "Stream ID": rec["stream_id"].astype(np.int64),
+    })[HCCL_TASKS]
+
+
+def communication_time(run: RunDir, device_id: int = 0, rows: OpRows | None = None,
+                       group: str = DEFAULT_GROUP) -> pd.DataFrame:
+    """Per collective execution: elapse, transit, wait, synchronization and idle time (ms) and the
+    wait/synchronization ratios (msprof-analyze's definitions, see the module docstring).
+    Executions without sub-tasks (hccl data off) have NaN for everything but elapse."""
+    j = _join(run, device_id, rows, group)
+    rec, ops = j.rec, j.ops
+    n = len(ops)
+    keep = j.pos >= 0
+    rec, pos = rec[keep], j.pos[keep]
+    task = _task_names(run, rec)
+    start = rec["start"].astype(np.int64)
+    dur = rec["dur"].astype(np.int64)
+    link = rec["link"].astype(np.int64)
+    transport = rec["transport"].astype(np.int64)
+    transit = ((np.isin(task, ["Memcpy", "Reduce_Inline"]) & (transport == TransportType.SDMA)
+                & (link != LinkType.ON_CHIP)) | ((task == "RDMASend") & (transport == TransportType.RDMA)))
+    wait = task == "Notify_Wait"
+
+    def total(sel: np.ndarray, values: np.ndarray) -> np.ndarray:
+        return np.rint(np.bincount(pos[sel], values[sel], minlength=n)).astype(np.int64)
+
+    transit_ns = total(transit, dur)
+    wait_ns = total(wait, dur)
+    first_transit = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(first_transit, pos[transit], start[transit])
+    sync_part = np.clip(np.minimum(start + dur, first_transit[pos]) - start, 0, None)
+    sync_ns = total(wait, sync_part)
+    has = np.bincount(pos, minlength=n) > 0
+    elapse = ops["dur"].to_numpy()
+
+    def ms(v: np.ndarray) -> np.ndarray:
+        return np.where(has, v / 1e6, np.nan)
+
+    def ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(has, np.round(np.where(a + b > 0, a / (a + b), 0.0), 4), np.nan)
+
+    return pd.DataFrame({
+        "Op Name": ops["name"].to_numpy(object), "OP Type": ops["type"].to_numpy(object),
+        "Iteration ID": ops["iteration"].to_numpy(), "Start Timestamp(us)": ops["start"].to_numpy() / 1000.0,
+        "Elapse Time(ms)": elapse / 1e6, "Transit Time(ms)": ms(transit_ns), "Wait Time(ms)": ms(wait_ns),
+        "Synchronization Time(ms)": ms(sync_ns), "Idle Time(ms)": ms(elapse - transit_ns - wait_ns),
+        "Wait Time Ratio": ratio(wait_ns, transit_ns), "Synchronization Time Ratio": ratio(sync_ns, transit_ns),
+    })[COMMUNICATION_TIME]

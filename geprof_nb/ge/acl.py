@@ -1,0 +1,260 @@
+"""The ACL API mirror: build a graph into a model buffer, load it, execute it,
+unload it; and execute single ops.  Calls return ``(value, ret)`` / ``ret``
+like pyACL does; ``ret`` is an ACL error code (0 = success).
+
+Every call is timed by an ``AclProfilingReporter`` with its ``AclProfType``
+and reported at level acl when msprof collects acl api data.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..prof.api_types import AclProfType
+from ..prof.clock import clock
+from ..prof.host_profiler import ProfilingEvent
+from ..prof.scope import AclProfilingReporter, profiling_scope
+from . import status as st
+from .graph import Graph, GraphBuildError, TensorDesc, canonical_dtype
+from .runtime import SYNC_LATENCY_NS, LoadedModel
+from .runtime_v2 import ExecutorV2
+from .serialize import ModelFormatError, graph_from_bytes, graph_to_bytes
+from .session import _ensure_initialized, device_runtime, register_finalize_hook
+
+ACL_SUCCESS = 0
+ACL_ERROR_INVALID_PARAM = 100000
+ACL_ERROR_UNINITIALIZE = 100001
+ACL_ERROR_INVALID_FILE = 100003
+ACL_ERROR_INVALID_MODEL_ID = 100011
+ACL_ERROR_DESERIALIZE_MODEL = 100012
+ACL_ERROR_MODEL_INPUT_NOT_MATCH = 100017
+ACL_ERROR_MODEL_OUTPUT_NOT_MATCH = 100018
+ACL_ERROR_OP_TYPE_NOT_MATCH = 100020
+ACL_ERROR_OP_INPUT_NOT_MATCH = 100021
+ACL_ERROR_OP_OUTPUT_NOT_MATCH = 100022
+
+#: Host costs of ACL calls (modelled).
+LOAD_NS = 2_000_000
+MATCH_OP_NS = 4_000
+BUILD_OP_NS = 600_000
+LAUNCH_OP_NS = 12_000
+
+
+@dataclass(frozen=True)
+class ModelBufferData:
+    """``ge::ModelBufferData``: the built model (``data``) and its ``length``."""
+
+    data: bytes
+
+    @property
+    def length(self) -> int:
+        return len(self.data)
+
+
+class _AclState:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.models: dict[int, LoadedModel] = {}
+        self.op_models: dict[tuple, LoadedModel] = {}
+
+
+_state = _AclState()
+
+
+def _error(code: int, message: str) -> int:
+    st.set_error(st.Status(code), message)
+    return code
+
+
+def aclgrphBuildModel(graph: Graph, build_options: Mapping[str, str] | None = None) -> tuple[ModelBufferData | None, st.Status]:  # noqa: N802,E501
+    """Build a graph into a model buffer (the "om"): ``(model, status)``."""
+    if not isinstance(graph, Graph):
+        return None, st.set_error(st.PARAM_INVALID, f"aclgrphBuildModel: graph must be a ge.Graph, got {type(graph).__name__}")
+    if graph.net_output is None:
+        return None, st.set_error(st.PARAM_INVALID, f"aclgrphBuildModel: graph {graph.name!r} has no outputs; "
+                                  "call graph.output(...) first")
+    try:
+        data = graph_to_bytes(graph)
+    except TypeError as exc:
+        return None, st.set_error(st.PARAM_INVALID, f"aclgrphBuildModel: {exc}")
+    return ModelBufferData(data), st.SUCCESS
+
+
+def aclgrphSaveModel(output_file: str, model: ModelBufferData) -> st.Status:  # noqa: N802
+    """Write a model buffer to ``<output_file>.om``."""
+    path = Path(f"{output_file}.om")
+    try:
+        path.write_bytes(model.data)
+    except OSError as exc:
+        return st.set_error(st.FAILED, f"aclgrphSaveModel: cannot write {path}: {exc}")
+    return st.SUCCESS
+
+
+def _load(graph: Graph, api: AclProfType) -> tuple[int, int]:
+    runtime = device_runtime()
+    with AclProfilingReporter(api):
+        clock.spend(LOAD_NS)
+        try:
+            model = LoadedModel(runtime, graph, graph_id=0)
+        except GraphBuildError as exc:
+            return 0, _error(ACL_ERROR_DESERIALIZE_MODEL, f"load: {exc}")
+    with _state.lock:
+        _state.models[model.model_id] = model
+    return model.model_id, ACL_SUCCESS
+
+
+def aclmdlLoadFromMem(model: ModelBufferData | bytes, model_size: int | None = None) -> tuple[int, int]:  # noqa: N802
+    """Load a model buffer: ``(model_id, ret)``."""
+    _ensure_initialized()
+    data = model.data if isinstance(model, ModelBufferData) else model
+    if model_size is not None and model_size != len(data):
+        return 0, _error(ACL_ERROR_INVALID_PARAM, f"aclmdlLoadFromMem: model_size {model_size} != buffer length {len(data)}")
+    try:
+        graph = graph_from_bytes(data)
+    except ModelFormatError as exc:
+        return 0, _error(ACL_ERROR_DESERIALIZE_MODEL, f"aclmdlLoadFromMem: {exc}")
+    return _load(graph, AclProfType.AclmdlLoadFromMem)
+
+
+def aclmdlLoadFromFile(model_path: str) -> tuple[int, int]:  # noqa: N802
+    """Load a saved ``.om`` file: ``(model_id, ret)``."""
+    _ensure_initialized()
+    try:
+        data = Path(model_path).read_bytes()
+    except OSError as exc:
+        return 0, _error(ACL_ERROR_INVALID_FILE, f"aclmdlLoadFromFile: cannot read {model_path}: {exc}")
+    try:
+        graph = graph_from_bytes(data)
+    except ModelFormatError as exc:
+        return 0, _error(ACL_ERROR_DESERIALIZE_MODEL, f"aclmdlLoadFromFile: {model_path}: {exc}")
+    return _load(graph, AclProfType.AclmdlLoadFromFile)
+
+
+def _check_tensors(kind: str, given: Sequence[Any] | None, expected: list[TensorDesc], code: int, api: str) -> int:
+    if given is None:
+        return ACL_SUCCESS
+    if len(given) != len(expected):
+        return _error(code, f"{api}: the model has {len(expected)} {kind}s, got {len(given)}")
+    for i, (x, want) in enumerate(zip(given, expected)):
+        shape = tuple(getattr(x, "shape", ()))
+        if shape != want.shape:
+            return _error(code, f"{api}: {kind} {i} has shape {list(shape)}, expected {list(want.shape)}")
+    return ACL_SUCCESS
+
+
+def aclmdlExecute(model_id: int, inputs: Sequence[Any] | None = None, outputs: Sequence[Any] | None = None) -> int:  # noqa: N802
+    """Run a loaded model once, synchronously."""
+    model = _state.models.get(model_id)
+    if model is None:
+        return _error(ACL_ERROR_INVALID_MODEL_ID, f"aclmdlExecute: model id {model_id} is not loaded "
+                      f"(loaded: {sorted(_state.models) or 'none'})")
+    with AclProfilingReporter(AclProfType.AclmdlExecute, model_id):
+        ret = _check_tensors("input", inputs, [n.outputs[0] for n in model.compiled.input_nodes],
+                             ACL_ERROR_MODEL_INPUT_NOT_MATCH, "aclmdlExecute")
+        if ret == ACL_SUCCESS:
+            ret = _check_tensors("output", outputs, [t.desc for t in model.graph.net_output.inputs],
+                                 ACL_ERROR_MODEL_OUTPUT_NOT_MATCH, "aclmdlExecute")
+        if ret != ACL_SUCCESS:
+            return ret
+        ExecutorV2().execute(model)
+    return ACL_SUCCESS
+
+
+def aclmdlUnload(model_id: int) -> int:  # noqa: N802
+    """Unload a model; its id becomes free."""
+    with _state.lock:
+        model = _state.models.pop(model_id, None)
+    if model is None:
+        return _error(ACL_ERROR_INVALID_MODEL_ID, f"aclmdlUnload: model id {model_id} is not loaded")
+    with AclProfilingReporter(AclProfType.AclmdlUnload, model_id):
+        model.unload()
+    return ACL_SUCCESS
+
+
+def _as_desc(x: Any, i: int) -> TensorDesc:
+    if isinstance(x, TensorDesc):
+        return x
+    if isinstance(x, tuple) and len(x) == 2 and not hasattr(x, "shape"):
+        shape, dtype = x
+        return TensorDesc(tuple(int(d) for d in shape), canonical_dtype(dtype, f"input {i}"))
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        raise GraphBuildError(f"input {i} must be a ge.TensorDesc, an array or (shape, dtype), got {type(x).__name__}")
+    return TensorDesc(tuple(int(d) for d in shape), canonical_dtype(str(getattr(x, "dtype", "float16")), f"input {i}"))
+
+
+def _op_key(op_type: str, descs: list[TensorDesc], attrs: Mapping[str, Any]) -> tuple:
+    return (op_type, tuple((d.shape, d.dtype, d.format) for d in descs), repr(sorted(attrs.items())))
+
+
+def aclopExecute(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any] | None = None,  # noqa: N802
+                 attrs: Mapping[str, Any] | None = None, stream: int | None = None) -> int:
+    """Run one op asynchronously on the default stream (``aclrtSynchronizeStream`` waits for it).
+
+    The first call with a given op, shapes and attributes builds and loads a
+    single-op model (as ACL's op model cache does); later calls only match it.
+    """
+    _ensure_initialized()
+    attrs = dict(attrs or {})
+    with AclProfilingReporter(AclProfType.AclopExecute):
+        try:
+            descs = [_as_desc(x, i) for i, x in enumerate(inputs)]
+        except GraphBuildError as exc:
+            return _error(ACL_ERROR_OP_INPUT_NOT_MATCH, f"aclopExecute {op_type}: {exc}")
+        key = _op_key(op_type, descs, attrs)
+        with profiling_scope(op_type, ProfilingEvent.kAclMatchStaticOpModel):
+            clock.spend(MATCH_OP_NS)
+            model = _state.op_models.get(key)
+        if model is None:
+            try:
+                with profiling_scope(op_type, ProfilingEvent.kAclBuildOpModel):
+                    clock.spend(BUILD_OP_NS)
+                    model = _build_op_model(op_type, descs, attrs)
+            except GraphBuildError as exc:
+                return _error(ACL_ERROR_OP_TYPE_NOT_MATCH if "unknown op type" in str(exc) else ACL_ERROR_OP_INPUT_NOT_MATCH,
+                              f"aclopExecute: {exc}")
+            _state.op_models[key] = model
+        if outputs is not None:
+            expected = [t.desc for t in model.graph.net_output.inputs]
+            ret = _check_tensors("output", outputs, expected, ACL_ERROR_OP_OUTPUT_NOT_MATCH, f"aclopExecute {op_type}")
+            if ret != ACL_SUCCESS:
+                return ret
+        with profiling_scope(op_type, ProfilingEvent.kAclExecuteAsync):
+            clock.spend(LAUNCH_OP_NS)
+            model.run_on_device(clock.now_ns())
+    return ACL_SUCCESS
+
+
+def _build_op_model(op_type: str, descs: list[TensorDesc], attrs: dict[str, Any]) -> LoadedModel:
+    g = Graph(op_type)
+    xs = [g.data(f"x{i}", d.shape, d.dtype, d.format) for i, d in enumerate(descs)]
+    out = g.op(op_type, xs, name=op_type, **attrs)
+    g.output(list(out) if isinstance(out, tuple) else [out])
+    return LoadedModel(device_runtime(), g, graph_id=0, single_op=True)
+
+
+def aclrtSynchronizeStream(stream: int | None = None) -> int:  # noqa: N802
+    """Wait until the device has finished everything launched so far."""
+    runtime = device_runtime()
+    if runtime is None:
+        return _error(ACL_ERROR_UNINITIALIZE, "aclrtSynchronizeStream: GE/ACL is not initialised")
+    clock.wait_until(runtime.free_at + SYNC_LATENCY_NS)
+    return ACL_SUCCESS
+
+
+def loaded_models() -> dict[int, LoadedModel]:
+    """Models loaded through ACL, by model id."""
+    return dict(_state.models)
+
+
+def _reset() -> None:
+    """GEFinalize: every ACL model and cached op model is gone."""
+    with _state.lock:
+        _state.models.clear()
+        _state.op_models.clear()
+
+
+register_finalize_hook(_reset)

@@ -1,0 +1,239 @@
+"""Collective communication: how long a ring collective takes, and the HCCL
+sub-tasks one rank's plane shows while it runs.
+
+Algorithms (one flat ring over ``rank_size`` ranks; ``chunk = ceil(nbytes / n)``):
+
+* AllReduce: reduce-scatter then all-gather, ``2(n-1)`` steps of one chunk;
+* ReduceScatter / AllGather: ``n-1`` steps of one chunk;
+* Broadcast: a pipelined ring from the root, the buffer cut into ``c`` pieces
+  (``c`` minimises ``(n-2+c) * (latency + nbytes/c/bandwidth)``), ``n-2+c`` steps;
+* one rank: a local copy.
+
+Every step of a rank's plane is ``Notify_Record`` (signal the next rank),
+``Notify_Wait`` (wait for the previous rank's signal), the transfer to the next
+rank (``Memcpy`` over SDMA/HCCS inside a server, ``RDMASend`` over RoCE to
+another server) and, in reduce phases, ``Reduce_Inline`` (the on-chip reduction
+of the received chunk).  A step lasts as long as the ring's slowest link needs,
+so a rank with a fast link waits longer.  When an execution runs longer than the
+ideal duration (jitter, waiting for a peer), the extra time is the first step's
+``Notify_Wait`` — the synchronisation wait msprof-analyze reports; when it runs
+shorter, every sub-task shrinks in proportion.  Either way the sub-tasks tile
+the op's span exactly.
+
+Collective names follow msprof (``HcclCalculator.update_op_name_by_group_name``):
+``<hccl op name>_<last 3 chars of the group>_<index>_<execution>``, where the
+HCCL op name is e.g. ``hcom_allReduce_``, ``index`` counts the group's
+collectives in time order over the collection, and ``execution`` (from 1) counts
+the executions of that op; e.g. ``hcom_allReduce__871_0_1``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Mapping
+
+import numpy as np
+
+from ..prof.rawdata import HCCL_TASK_DTYPE, LinkType, TransportType
+
+#: GE op type -> the HCCL op name msprof reports (its ``op_type`` in communication_statistic).
+HCCL_OP_NAMES = {
+    "HcomAllReduce": "hcom_allReduce_",
+    "HcomAllGather": "hcom_allGather_",
+    "HcomReduceScatter": "hcom_reduceScatter_",
+    "HcomBroadcast": "hcom_broadcast_",
+}
+DEFAULT_GROUP = "hccl_world_group"
+#: Fixed cost of the one-rank local copy (a task head/tail, like any kernel's).
+LOCAL_COPY_OVERHEAD_NS = 1_000
+MAX_BROADCAST_PIECES = 64
+
+
+@dataclass(frozen=True)
+class Links:
+    """What the cost model needs to know about the interconnect (bandwidths in bytes/s, per rank).
+
+    Defaults are an Ascend910B server: a ring over HCCS among 8 ranks and 200 Gb/s RoCE
+    between servers; ``local_bandwidth`` is HBM for the one-rank copy, ``reduce_bandwidth``
+    the on-chip inline reduction.
+    """
+
+    hccs_bandwidth: float = 90e9
+    hccs_latency_ns: int = 8_000  # per ring step: notify handshake with the neighbours
+    roce_bandwidth: float = 25e9
+    roce_latency_ns: int = 20_000
+    ranks_per_node: int = 8
+    local_bandwidth: float = 1.6e12
+    reduce_bandwidth: float = 200e9
+    notify_record_ns: int = 500
+
+
+#: Link parameters per device preset (910A: 45 GB/s HCCS, 100 Gb/s RoCE).
+LINKS = {
+    "Ascend910B": Links(),
+    "Ascend910A": Links(hccs_bandwidth=45e9, roce_bandwidth=12.5e9, local_bandwidth=1.2e12),
+}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The ideal sub-tasks of one rank's plane for one execution, column-wise ([S])."""
+
+    dur: np.ndarray
+    name: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    transport: np.ndarray
+    link: np.ndarray
+    size: np.ndarray
+    wait: int  # the sub-task that absorbs slack
+
+
+@dataclass(frozen=True)
+class SubTasks:
+    """Sub-tasks of K executions of one collective on one rank: every column is [K, S]."""
+
+    start: np.ndarray  # int64 ns
+    dur: np.ndarray  # int64 ns
+    name: np.ndarray  # str
+    plane: np.ndarray
+    src_rank: np.ndarray
+    dst_rank: np.ndarray
+    transport: np.ndarray  # TransportType
+    link: np.ndarray  # LinkType
+    size: np.ndarray  # bytes
+
+    def records(self, connection_id: int | np.ndarray, iteration: np.ndarray, name_ids: Mapping[str, int],
+                stream_id: int) -> np.ndarray:
+        """``HCCL_TASK_DTYPE`` records, execution by execution (``connection_id`` scalar or [K],
+        ``iteration`` [K], ``name_ids`` the hash id of every sub-task name)."""
+        k, s = self.start.shape
+        rec = np.zeros(k * s, HCCL_TASK_DTYPE)
+        rec["start"] = self.start.ravel()
+        rec["dur"] = self.dur.ravel()
+        rec["connection_id"] = np.broadcast_to(np.asarray(connection_id)[..., None], (k, s)).ravel()
+        rec["iteration"] = np.repeat(np.asarray(iteration), s)
+        names, codes = np.unique(self.name.ravel(), return_inverse=True)
+        rec["name"] = np.asarray([name_ids[str(n)] for n in names], np.uint64)[codes.ravel()]
+        for field, col in (("plane", self.plane), ("src_rank", self.src_rank), ("dst_rank", self.dst_rank),
+                           ("transport", self.transport), ("link", self.link), ("size", self.size)):
+            rec[field] = col.ravel()
+        rec["stream_id"] = stream_id
+        return rec
+
+
+def _check(op_type: str, nbytes: int, rank_size: int, rank: int = 0, root_rank: int = 0) -> None:
+    if op_type not in HCCL_OP_NAMES:
+        raise ValueError(f"unknown collective {op_type!r}; accepted: {', '.join(HCCL_OP_NAMES)}")
+    if nbytes < 0 or rank_size < 1:
+        raise ValueError(f"{op_type}: need nbytes >= 0 and rank_size >= 1, got {nbytes} and {rank_size}")
+    if not (0 <= rank < rank_size and 0 <= root_rank < rank_size):
+        raise ValueError(f"{op_type}: rank {rank} and root_rank {root_rank} must be in [0, {rank_size})")
+
+
+def _ns(nbytes: int, bandwidth: float) -> int:
+    return math.ceil(nbytes * 1e9 / bandwidth)
+
+
+def _broadcast_pieces(nbytes: int, n: int, bandwidth: float, latency_ns: int) -> int:
+    """Pieces c minimising (n - 2 + c) * (latency + nbytes / c / bandwidth): c* = sqrt((n-2) T / latency)."""
+    best = math.sqrt(max(n - 2, 0) * nbytes * 1e9 / bandwidth / max(latency_ns, 1))
+    return max(1, min(MAX_BROADCAST_PIECES, round(best)))
+
+
+@lru_cache(maxsize=512)
+def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: Links) -> _Plan:
+    _check(op_type, nbytes, n, rank, root_rank)
+    cols: dict[str, list] = {k: [] for k in ("dur", "name", "src", "dst", "transport", "link", "size")}
+
+    def add(name: str, dur: int, src: int, dst: int, transport: TransportType, link: LinkType, size: int) -> None:
+        for k, v in zip(cols, (dur, name, src, dst, int(transport), int(link), size)):
+            cols[k].append(v)
+
+    if n == 1:
+        add("Memcpy", LOCAL_COPY_OVERHEAD_NS + _ns(nbytes, links.local_bandwidth), rank, rank,
+            TransportType.LOCAL, LinkType.ON_CHIP, nbytes)
+        return _finish(cols, 0)
+
+    multi_node = n > links.ranks_per_node
+    bandwidth = min(links.hccs_bandwidth, links.roce_bandwidth) if multi_node else links.hccs_bandwidth
+    latency = max(links.hccs_latency_ns, links.roce_latency_ns) if multi_node else links.hccs_latency_ns
+    nxt, prev = (rank + 1) % n, (rank - 1) % n
+
+    def remote(peer: int) -> bool:
+        return rank // links.ranks_per_node != peer // links.ranks_per_node
+
+    def wire(peer: int) -> tuple[TransportType, LinkType]:
+        return (TransportType.RDMA, LinkType.ROCE) if remote(peer) else (TransportType.SDMA, LinkType.HCCS)
+
+    if op_type == "HcomBroadcast":
+        pieces = _broadcast_pieces(nbytes, n, bandwidth, latency)
+        chunk = -(-nbytes // pieces)
+        dist = (rank - root_rank) % n
+        steps = [(dist <= s < dist + pieces and dist < n - 1, False) for s in range(n - 2 + pieces)]
+    else:
+        chunk = -(-nbytes // n)
+        reduce_steps = {"HcomAllReduce": n - 1, "HcomReduceScatter": n - 1, "HcomAllGather": 0}[op_type]
+        total = 2 * (n - 1) if op_type == "HcomAllReduce" else n - 1
+        steps = [(True, s < reduce_steps) for s in range(total)]
+    move_ns = _ns(chunk, bandwidth)
+    own_move_ns = _ns(chunk, links.roce_bandwidth if remote(nxt) else links.hccs_bandwidth)
+    reduce_ns = _ns(chunk, links.reduce_bandwidth)
+    record_ns = min(links.notify_record_ns, latency)
+    for sends, reduces in steps:
+        step_ns = latency + move_ns + (reduce_ns if reduces else 0)
+        busy = record_ns + (own_move_ns if sends else 0) + (reduce_ns if reduces else 0)
+        add("Notify_Record", record_ns, rank, nxt, *wire(nxt), 0)
+        add("Notify_Wait", step_ns - busy, prev, rank, *wire(prev), 0)
+        if sends:
+            add("RDMASend" if remote(nxt) else "Memcpy", own_move_ns, rank, nxt, *wire(nxt), chunk)
+        if reduces:
+            add("Reduce_Inline", reduce_ns, rank, rank, TransportType.LOCAL, LinkType.ON_CHIP, chunk)
+    return _finish(cols, 1)  # the first step's Notify_Wait
+
+
+def _finish(cols: dict[str, list], wait: int) -> _Plan:
+    arrays = {k: np.asarray(v, np.int64) for k, v in cols.items() if k != "name"}
+    plan = _Plan(name=np.asarray(cols["name"]), wait=wait, **arrays)
+    for a in (plan.name, *arrays.values()):
+        a.flags.writeable = False
+    return plan
+
+
+def collective_duration_ns(op_type: str, nbytes: int, rank_size: int, links: Links = Links()) -> int:
+    """Ideal duration of one execution of a collective moving ``nbytes`` (the op's ``comm_bytes``)."""
+    return int(_plan(op_type, int(nbytes), int(rank_size), 0, 0, links).dur.sum())
+
+
+def ring_subtasks(op_type: str, nbytes: int, rank_size: int, rank: int, links: Links, op_start_ns: np.ndarray,
+                  op_dur_ns: np.ndarray, root_rank: int = 0) -> SubTasks:
+    """The sub-tasks of K executions (``op_start_ns``/``op_dur_ns`` [K]) of a collective on
+    ``rank``'s plane, tiling each execution's span exactly (see the module docstring)."""
+    plan = _plan(op_type, int(nbytes), int(rank_size), int(rank), int(root_rank), links)
+    start0 = np.asarray(op_start_ns, np.int64)
+    total = np.asarray(op_dur_ns, np.int64)
+    k, s = len(total), len(plan.dur)
+    ideal = int(plan.dur.sum())
+    dur = np.broadcast_to(plan.dur, (k, s)).copy()
+    short = total < ideal
+    if short.any():  # scale the sub-task boundaries, so each duration is within 1 ns of its share
+        ends = np.floor(np.cumsum(plan.dur) * (total[short, None] / ideal)).astype(np.int64)
+        dur[short] = np.diff(ends, axis=1, prepend=0)
+    dur[:, plan.wait] += total - dur.sum(axis=1)
+    start = start0[:, None] + np.cumsum(dur, axis=1) - dur
+
+    def grid(col: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(col, (k, s))
+
+    return SubTasks(start, dur, grid(plan.name), grid(np.zeros(s, np.int64)), grid(plan.src), grid(plan.dst),
+                    grid(plan.transport), grid(plan.link), grid(plan.size))
+
+
+def hccl_op_name(op_type: str, index: int, execution: int = 1, group: str = DEFAULT_GROUP) -> str:
+    """msprof's collective name, e.g. ``hccl_op_name("HcomAllReduce", 0, 1, "...871")`` ->
+    ``hcom_allReduce__871_0_1`` (see the module docstring)."""
+    if op_type not in HCCL_OP_NAMES:
+        raise ValueError(f"unknown collective {op_type!r}; accepted: {', '.join(HCCL_OP_NAMES)}")
+    return f"{HCCL_OP_NAMES[op_type]}_{group[-3:]}_{index}_{execution}"

@@ -1,0 +1,405 @@
+"""The static memory plan of a loaded model: where every tensor lives, and when.
+
+GE plans the feature-map memory of a static (sink) model once, at build time:
+each tensor gets an offset in one pool, and tensors whose lifetimes do not
+overlap share addresses.  This module does the same on a :class:`TaskTable`,
+so the memory profile of a step follows from the task times the schedule
+already computes:
+
+* :func:`plan_memory` places tensors (largest first, lowest offset that fits,
+  as GE's block assigner does) and reports pool size, peak live bytes and the
+  separate weight region;
+* :func:`find_conflicts` checks a plan: two tensors sharing bytes while both live;
+* :func:`memory_events` turns one executed step into ``TASK_MEMORY_DTYPE``
+  alloc/free records with the pool totals, without a Python loop per tensor.
+
+Lifetimes are counted in task positions of the launch order: a tensor is live
+from its producer's task to its last reader's task, both included.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable
+
+import numpy as np
+
+from ..prof.rawdata import MEMORY_ALLOC, MEMORY_FREE, TASK_MEMORY_DTYPE, RtTaskType
+from .compiler import CompiledModel, TaskTable
+from .graph import Graph
+
+#: GE aligns every block to 512 bytes after adding 32 bytes of padding.
+MEMORY_ALIGN = 512
+MEMORY_PAD = 32
+WEIGHT_TYPES = ("Variable", "Const")
+
+
+def align_size(nbytes: int | np.ndarray) -> int | np.ndarray:
+    """Bytes GE reserves for a tensor of ``nbytes``: ``nbytes + 32`` rounded up to 512."""
+    return (nbytes + MEMORY_PAD + MEMORY_ALIGN - 1) // MEMORY_ALIGN * MEMORY_ALIGN
+
+
+_PLAN_DTYPES = {"node": np.int32, "output_index": np.int32, "size": np.int64, "offset": np.int64,
+                "alloc_task": np.int64, "free_task": np.int64, "stream": np.int32, "until_end": bool,
+                "is_input": bool}
+
+
+@dataclass(eq=False)
+class MemoryPlan:
+    """Offsets and lifetimes of the feature-map tensors of one task table (one entry per tensor).
+
+    Arrays are read-only, so the per-plan arrays derived from them can be cached;
+    to change a plan (e.g. to test the conflict detector) build a new one with
+    ``dataclasses.replace``.
+    """
+
+    names: tuple[str, ...]  # "<node name>:<output index>"
+    node: np.ndarray  # int32 producer node id (the Data node for graph inputs)
+    output_index: np.ndarray  # int32
+    size: np.ndarray  # int64 aligned bytes
+    offset: np.ndarray  # int64 bytes from the start of the pool
+    alloc_task: np.ndarray  # int64 position of the producer's task in the launch order
+    free_task: np.ndarray  # int64 position of the last reader's task (last task if until_end)
+    stream: np.ndarray  # int32 stream of the producer's task
+    until_end: np.ndarray  # bool: held to the end of the step (graph output or read on another stream)
+    is_input: np.ndarray  # bool: a graph input copied in by the step's MEMCPY_ASYNC
+    n_tasks: int
+    weight_bytes: int  # Variables and Consts: a separate region, never reused
+
+    def __post_init__(self) -> None:
+        for name, dtype in _PLAN_DTYPES.items():
+            arr = np.array(getattr(self, name), dtype)
+            arr.setflags(write=False)
+            setattr(self, name, arr)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def index(self, name: str) -> int:
+        """Position of the tensor called ``name``."""
+        return self._positions[name]
+
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.names)}
+
+    @property
+    def total_bytes(self) -> int:
+        """What the tensors would take without reuse."""
+        return int(self.size.sum())
+
+    @property
+    def input_bytes(self) -> int:
+        return int(self.size[self.is_input].sum())
+
+    @cached_property
+    def pool_size(self) -> int:
+        """Bytes the pool must reserve: the highest end address of any tensor."""
+        return int((self.offset + self.size).max(initial=0))
+
+    @cached_property
+    def live_bytes(self) -> np.ndarray:
+        """Sum of the sizes of the live tensors at each task position."""
+        delta = np.zeros(self.n_tasks + 1, np.int64)
+        np.add.at(delta, self.alloc_task, self.size)
+        np.add.at(delta, self.free_task + 1, -self.size)
+        return np.cumsum(delta[:-1])
+
+    @property
+    def peak_live_bytes(self) -> int:
+        return int(self.live_bytes.max(initial=0))
+
+    @property
+    def reuse_ratio(self) -> float:
+        """Sum of tensor sizes over pool size: how many times each pool byte is used in a step."""
+        return self.total_bytes / self.pool_size if self.pool_size else 0.0
+
+    # ----------------------------------------------------------- event template
+    @cached_property
+    def _event_template(self) -> dict[str, np.ndarray]:
+        """The 2n events of a step in tensor order (allocs, then frees), with their sort tie-breakers.
+
+        ``rank`` orders events at equal timestamps causally: an alloc at the start
+        of task ``j`` ranks ``2j``, a free at the end of task ``k`` ranks ``2k + 1``;
+        so a tensor's alloc precedes its own free, and the inputs a kernel released
+        come before the output the next kernel on the stream allocates (otherwise
+        two tensors sharing an address would both count as allocated).
+        """
+        n = len(self)
+        free_rank = np.where(self.until_end, 2 * self.n_tasks + 1, 2 * self.free_task + 1)
+        return {
+            "task": np.concatenate([self.alloc_task, self.free_task]),
+            "is_free": np.repeat([False, True], n),
+            "tensor": np.tile(np.arange(n), 2),
+            "rank": np.concatenate([2 * self.alloc_task, free_rank]),
+            "until_end": np.concatenate([np.zeros(n, bool), self.until_end]),
+            "delta": np.concatenate([self.size, -self.size]),
+            "event": np.repeat(np.array([MEMORY_ALLOC, MEMORY_FREE], np.uint8), n),
+        }
+
+    def name_ids(self, name_hash: Callable[[str], int]) -> np.ndarray:
+        """Hash id of every tensor name; computed once per plan and hash function."""
+        cached = self.__dict__.get("_name_ids")
+        if cached is None or cached[0] != name_hash:
+            cached = (name_hash, np.array([name_hash(n) for n in self.names], np.uint64))
+            self.__dict__["_name_ids"] = cached
+        return cached[1]
+
+
+@dataclass(frozen=True)
+class MemoryConflict:
+    """Two tensors sharing bytes while both live."""
+
+    first: str  # the tensor with the smaller position in the plan
+    second: str
+    first_index: int
+    second_index: int
+    byte_range: tuple[int, int]  # [start, end) of the shared bytes
+    task_range: tuple[int, int]  # first and last task position where both are live
+
+    def __str__(self) -> str:
+        return (f"{self.first} and {self.second} share bytes [{self.byte_range[0]}, {self.byte_range[1]}) "
+                f"while both live in tasks {self.task_range[0]}..{self.task_range[1]}")
+
+
+# ------------------------------------------------------------------ planning
+def _readers(graph: Graph, compiled: CompiledModel, kernel_task: dict[int, int]
+             ) -> dict[tuple[int, int], tuple[list[int], bool]]:
+    """(node id, output index) -> (task positions of the kernels reading it, read by NetOutput).
+
+    Ops without a kernel that produce an output (Reshape) alias their input, so
+    their readers are readers of the input; NetOutput holds its inputs to the end.
+    """
+    direct: dict[tuple[int, int], list] = defaultdict(list)
+    for node in graph.nodes:
+        for t in node.inputs:
+            direct[(t.node.id, t.index)].append(node)
+    memo: dict[tuple[int, int], tuple[list[int], bool]] = {}
+
+    def resolve(key: tuple[int, int]) -> tuple[list[int], bool]:
+        if key not in memo:
+            tasks: list[int] = []
+            to_end = False
+            for reader in direct.get(key, ()):
+                if reader.id in compiled.kernels:
+                    tasks.append(kernel_task[reader.id])
+                elif not reader.outputs:
+                    to_end = True
+                else:
+                    for i in range(len(reader.outputs)):
+                        more, end = resolve((reader.id, i))
+                        tasks += more
+                        to_end |= end
+            memo[key] = (tasks, to_end)
+        return memo[key]
+
+    return {key: resolve(key) for key in direct}
+
+
+def _first_fit(lo: np.ndarray, hi: np.ndarray, size: int) -> int:
+    """Lowest offset where ``size`` bytes overlap none of the blocked ranges ``[lo, hi)``."""
+    if len(lo) == 0:
+        return 0
+    order = np.argsort(lo, kind="stable")
+    lo, reach = lo[order], np.maximum.accumulate(hi[order])
+    before = np.concatenate([[0], reach[:-1]])  # end of everything that starts earlier
+    fits = np.flatnonzero(lo - before >= size)
+    return int(before[fits[0]]) if len(fits) else int(reach[-1])
+
+
+def _place(size: np.ndarray, alloc: np.ndarray, free: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """Offsets by greedy first fit, largest tensor first (earlier allocation first among equals)."""
+    n = len(size)
+    order = np.lexsort((alloc, -size))
+    p_alloc, p_free, p_stream = alloc[order], free[order], stream[order]
+    p_lo = np.zeros(n, np.int64)
+    p_hi = np.zeros(n, np.int64)
+    for k, i in enumerate(order):
+        blocked = ((p_alloc[:k] <= free[i]) & (p_free[:k] >= alloc[i])) | (p_stream[:k] != stream[i])
+        p_lo[k] = _first_fit(p_lo[:k][blocked], p_hi[:k][blocked], int(size[i]))
+        p_hi[k] = p_lo[k] + size[i]
+    offset = np.empty(n, np.int64)
+    offset[order] = p_lo
+    return offset
+
+
+def plan_memory(compiled: CompiledModel, table: TaskTable) -> MemoryPlan:
+    """Plan the feature-map pool of ``table``, a launch-ordered task table of ``compiled``.
+
+    Tensors are the outputs of every node with a kernel, plus the graph inputs a
+    MEMCPY_ASYNC task copies in at the start of the step (inputs without a copy
+    stay in the caller's memory and are not planned).  Variables and Consts are
+    weights: a separate region that lives as long as the model, never reused.
+
+    A tensor is allocated when its producer's task starts and freed after its
+    last reader's task.  Streams run concurrently, so launch order says nothing
+    about when a task on another stream really runs; GE is conservative there,
+    and so is this plan: a tensor read on another stream than the one that
+    produced it (gradients read by HcomAllReduce on the HCCL stream, reduced
+    gradients read back by the optimizer) is held until the end of the step,
+    and a freed range is reused only by tensors of the same stream.  Graph
+    outputs (NetOutput inputs) also live to the end.
+    """
+    graph = compiled.graph
+    last = len(table) - 1
+    kernel_task = {int(table.node[i]): i for i, k in enumerate(table.kernels) if k is not None}
+    copy_task = {int(table.node[i]): int(i) for i in np.flatnonzero(table.rt_type == RtTaskType.MEMCPY_ASYNC)}
+    readers = _readers(graph, compiled, kernel_task)
+
+    rows: list[tuple] = []  # (name, node, index, nbytes, alloc, free, stream, until_end, is_input)
+    weight_bytes = 0
+    for node in graph.nodes:
+        if node.type in WEIGHT_TYPES:
+            weight_bytes += sum(int(align_size(d.nbytes)) for d in node.outputs)
+            continue
+        if node.id in compiled.kernels:
+            alloc = kernel_task[node.id]
+        elif node.type == "Data" and node.id in copy_task:
+            alloc = copy_task[node.id]
+        else:
+            continue
+        stream = int(table.stream[alloc])
+        for i, desc in enumerate(node.outputs):
+            tasks, to_end = readers.get((node.id, i), ([], False))
+            cross = bool(tasks) and bool((table.stream[tasks] != stream).any())
+            until_end = to_end or cross
+            free = last if until_end else max(tasks, default=alloc)
+            rows.append((f"{node.name}:{i}", node.id, i, desc.nbytes, alloc, free, stream, until_end,
+                         node.type == "Data"))
+
+    cols = list(zip(*rows)) if rows else [()] * 9
+    size = align_size(np.asarray(cols[3], np.int64))
+    alloc = np.asarray(cols[4], np.int64)
+    free = np.asarray(cols[5], np.int64)
+    stream = np.asarray(cols[6], np.int32)
+    return MemoryPlan(
+        names=tuple(cols[0]), node=np.asarray(cols[1], np.int32), output_index=np.asarray(cols[2], np.int32),
+        size=size, offset=_place(size, alloc, free, stream), alloc_task=alloc, free_task=free, stream=stream,
+        until_end=np.asarray(cols[7], bool), is_input=np.asarray(cols[8], bool), n_tasks=len(table),
+        weight_bytes=weight_bytes,
+    )
+
+
+# ------------------------------------------------------------------ checking
+def find_conflicts(plan: MemoryPlan) -> list[MemoryConflict]:
+    """Every pair of tensors whose byte ranges overlap while their lifetimes overlap.
+
+    A sweep over task positions keeps the live tensors in a segment tree over
+    the (compressed) byte addresses, so each allocation finds exactly the live
+    tensors it overlaps: O((n + conflicts) log^2 n), not a test of every pair.
+    """
+    n = len(plan)
+    if n == 0:
+        return []
+    lo = plan.offset
+    hi = plan.offset + plan.size
+    coords = np.unique(np.concatenate([lo, hi]))
+    leaf_lo = np.searchsorted(coords, lo)
+    leaf_hi = np.searchsorted(coords, hi)
+    base = 1 << (len(coords) - 1).bit_length()
+    stored: dict[int, set[int]] = defaultdict(set)  # tree node -> tensors whose range it covers
+    below: dict[int, set[int]] = defaultdict(set)  # tree node -> tensors stored at it or under it
+    nodes: dict[int, tuple[list[int], set[int]]] = {}
+
+    def decompose(i: int) -> tuple[list[int], set[int]]:
+        """Canonical tree nodes of tensor ``i``'s byte range, and their strict ancestors."""
+        left, right = int(leaf_lo[i]) + base, int(leaf_hi[i]) + base
+        canon: list[int] = []
+        while left < right:
+            if left & 1:
+                canon.append(left)
+                left += 1
+            if right & 1:
+                right -= 1
+                canon.append(right)
+            left >>= 1
+            right >>= 1
+        up: set[int] = set()
+        for c in canon:
+            c >>= 1
+            while c and c not in up:
+                up.add(c)
+                c >>= 1
+        return canon, up
+
+    # inserts at their alloc position; removals after the free position, before that position's inserts
+    keys = np.concatenate([2 * plan.alloc_task + 1, 2 * (plan.free_task + 1)])
+    order = np.argsort(keys, kind="stable")
+    found: list[MemoryConflict] = []
+    for e in order:
+        i = int(e % n)
+        if e < n:
+            canon, up = nodes[i] = decompose(i)
+            hits: set[int] = set()
+            for c in canon:
+                hits |= below[c]
+            for u in up:
+                hits |= stored[u]
+            for j in sorted(hits):
+                a, b = min(i, j), max(i, j)
+                found.append(MemoryConflict(
+                    plan.names[a], plan.names[b], a, b,
+                    (int(max(lo[a], lo[b])), int(min(hi[a], hi[b]))),
+                    (int(max(plan.alloc_task[a], plan.alloc_task[b])), int(min(plan.free_task[a], plan.free_task[b]))),
+                ))
+            for c in canon:
+                stored[c].add(i)
+            for c in (*canon, *up):
+                below[c].add(i)
+        else:
+            canon, up = nodes.pop(i)
+            for c in canon:
+                stored[c].discard(i)
+            for c in (*canon, *up):
+                below[c].discard(i)
+    return sorted(found, key=lambda c: (c.first_index, c.second_index))
+
+
+# ------------------------------------------------------------------- events
+def _event_order(ts: np.ndarray, rank: np.ndarray, rank_limit: int) -> np.ndarray:
+    """The order of events by (timestamp, rank).
+
+    Both keys fit in one int64 whenever a step lasts less than ``2**63 / rank_limit``
+    ns (days for a model of 10,000 tasks); one stable argsort of that is several
+    times faster than a two-key lexsort.
+    """
+    rel = ts - ts.min(initial=np.iinfo(np.int64).max)
+    shift = rank_limit.bit_length()
+    if rel.max(initial=0) < 1 << (63 - shift):
+        return np.argsort((rel << shift) | rank, kind="stable")
+    return np.lexsort((rank, ts))
+
+
+def memory_events(plan: MemoryPlan, model_id: int, start_ns: np.ndarray, dur_ns: np.ndarray,
+                  stream_of_task: np.ndarray, name_hash: Callable[[str], int]) -> np.ndarray:
+    """The ``TASK_MEMORY_DTYPE`` records of one executed step of the plan's task table.
+
+    ``start_ns``/``dur_ns`` are the step's task times, aligned with the table
+    rows; ``stream_of_task`` the stream id each task ran on.  A tensor's ALLOC
+    is at the start of its producer's task, its FREE at the end of its last
+    reader's task, or at the end of the step when it is held there.  Records
+    are in time order (ties broken causally, see ``MemoryPlan._event_template``);
+    ``total_allocated`` is the sum of the live sizes after each record,
+    ``total_reserved`` the pool size: the plan is static, so the whole pool is
+    reserved when the model loads.
+    """
+    start = np.asarray(start_ns, np.int64)
+    end = start + np.asarray(dur_ns, np.int64)
+    tpl = plan._event_template
+    ts = np.where(tpl["is_free"], end[tpl["task"]], start[tpl["task"]])
+    ts[tpl["until_end"]] = end.max(initial=np.iinfo(np.int64).min)
+    order = _event_order(ts, tpl["rank"], 2 * plan.n_tasks + 2)
+    tensor = tpl["tensor"][order]
+    rec = np.empty(len(order), TASK_MEMORY_DTYPE)  # every field is set below
+    rec["timestamp"] = ts[order]
+    rec["model_id"] = model_id
+    rec["tensor"] = plan.name_ids(name_hash)[tensor]
+    rec["addr"] = plan.offset[tensor]
+    rec["size"] = plan.size[tensor]
+    rec["event"] = tpl["event"][order]
+    rec["total_allocated"] = np.cumsum(tpl["delta"][order])
+    rec["total_reserved"] = plan.pool_size
+    rec["stream_id"] = np.asarray(stream_of_task)[plan.alloc_task][tensor]
+    return rec

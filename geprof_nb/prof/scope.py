@@ -1,0 +1,90 @@
+"""Scoped reporters, as GE's RAII macros are:
+
+* ``profiling_scope(element, event)`` — ``PROFILING_SCOPE`` / ``ScopeProfiler``:
+  host-layer records into the :class:`GlobalProfiler` ring buffer (kGeHost);
+* :class:`AclProfilingReporter` — ``ACL_PROFILING_REG``: one ``MsprofApi`` at
+  level acl per ACL call (msprof's acl api switch);
+* :class:`GraphProfilingReporter` — ``GRAPH_PROFILING_REG``: one ``MsprofApi``
+  at level acl per Graph API call (kTaskTime).
+
+A layer that is off costs one bit test: the disabled scope is a shared
+do-nothing context manager.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from . import events, msprof
+from .clock import clock
+from .host_profiler import global_profiler
+from .properties import BIT_GE_HOST, BIT_TASK_TIME, GlobalProfilingWrapper, ProfilingProperties
+from .rawdata import ReportLevel
+
+
+class _Disabled:
+    """What a scope is when its layer is off: enters and exits doing nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+DISABLED = _Disabled()
+
+
+class _HostScope:
+    __slots__ = ("element", "event", "start")
+
+    def __init__(self, element: str, event: int) -> None:
+        self.element = element
+        self.event = event
+
+    def __enter__(self) -> "_HostScope":
+        self.start = clock.now_ns()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global_profiler.record_scope(self.element, self.event, self.start, clock.now_ns())
+
+
+def profiling_scope(element: str, event: int) -> Any:
+    """``with profiling_scope(node_name, ProfilingEvent.kInferShape): ...`` records the block's span."""
+    if not GlobalProfilingWrapper.enable_flags & BIT_GE_HOST:
+        return DISABLED
+    return _HostScope(element, event)
+
+
+class _ApiScope:
+    __slots__ = ("type", "item_id", "begin")
+
+    def __init__(self, api_type: int, item_id: int) -> None:
+        self.type = api_type
+        self.item_id = item_id
+
+    def __enter__(self) -> "_ApiScope":
+        self.begin = clock.now_ns()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        msprof.MsprofReportApi(True, ReportLevel.ACL, self.type, threading.get_native_id(), self.begin,
+                               clock.now_ns(), self.item_id)
+
+
+def AclProfilingReporter(api_id: int, item_id: int = 0) -> Any:  # noqa: N802 - GE's class name
+    """Time an ACL API call (its ``AclProfType``) when msprof collects acl api data."""
+    if not ProfilingProperties.instance().switch & events.PROF_ACL_API_MASK:
+        return DISABLED
+    return _ApiScope(int(api_id), item_id)
+
+
+def GraphProfilingReporter(api_id: int, item_id: int = 0) -> Any:  # noqa: N802 - GE's class name
+    """Time a Graph API call (its ``GeProfInfoType``) when task time is collected."""
+    if not GlobalProfilingWrapper.enable_flags & BIT_TASK_TIME:
+        return DISABLED
+    return _ApiScope(int(api_id), item_id)

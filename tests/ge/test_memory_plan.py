@@ -1,0 +1,383 @@
+"""The static memory plan (ge.memory): tensors, lifetimes, reuse, conflicts, per-step events."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from geprof_nb import ge
+from geprof_nb.ge.compiler import CompiledModel
+from geprof_nb.ge.device import CostModel, get_device
+from geprof_nb.ge.memory import MemoryPlan, align_size, find_conflicts, memory_events, plan_memory
+from geprof_nb.ge.schedule import StreamSchedule
+from geprof_nb.prof.msprof import hash_id
+from geprof_nb.prof.rawdata import MEMORY_ALLOC, MEMORY_FREE, TASK_MEMORY_DTYPE, RtTaskType
+
+GRAPHS = {
+    "resnet50-ws8": lambda: ge.models.resnet50(batch_size=2, image_size=64, world_size=8),
+    "resnet50-ws1-inference": lambda: ge.models.resnet50(batch_size=2, image_size=64, training=False),
+    "mlp-ws2": lambda: ge.models.mlp(batch_size=8, hidden=(64, 32), world_size=2),
+    "bert-ws4": lambda: ge.models.bert(layers=2, seq_len=16, batch_size=2, hidden=64, heads=4, vocab_size=100,
+                                       world_size=4),
+}
+
+
+@dataclasses.dataclass
+class Built:
+    graph: ge.Graph
+    compiled: CompiledModel
+    table: object
+    plan: MemoryPlan
+
+
+def _build(graph) -> Built:
+    cm = CompiledModel(graph, CostModel(get_device("Ascend910B")), 0, 1)
+    table = cm.task_table(cm.profiling_points())
+    return Built(graph, cm, table, plan_memory(cm, table))
+
+
+@pytest.fixture(scope="module", params=list(GRAPHS))
+def built(request) -> Built:
+    return _build(GRAPHS[request.param]())
+
+
+@pytest.fixture(scope="module")
+def resnet() -> Built:
+    return _build(GRAPHS["resnet50-ws8"]())
+
+
+@pytest.fixture(scope="module")
+def times(resnet):
+    return StreamSchedule(resnet.table).steps(2, np.random.default_rng(0))
+
+
+def _reader_tasks(b: Built) -> tuple[dict[tuple[int, int], list[int]], set[tuple[int, int]]]:
+    """Independent oracle, walking backwards from every kernel task: tensor -> reader task positions,
+    and the tensors NetOutput reads (Reshape forwards its input)."""
+
+    def source(t):
+        while t.node.type == "Reshape":
+            t = t.node.inputs[0]
+        return (t.node.id, t.index)
+
+    readers: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, kernel in enumerate(b.table.kernels):
+        if kernel is not None:
+            for t in b.graph.nodes[int(b.table.node[i])].inputs:
+                readers[source(t)].append(i)
+    outputs = {source(t) for t in b.graph.net_output.inputs}
+    return readers, outputs
+
+
+# ------------------------------------------------------------------ alignment
+def test_alignment_formula():
+    assert align_size(0) == 512
+    assert align_size(1) == 512
+    assert align_size(480) == 512
+    assert align_size(481) == 1024
+    assert align_size(1024) == 1536
+    assert list(align_size(np.array([0, 480, 481, 992, 993]))) == [512, 512, 1024, 1024, 1536]
+
+
+# ------------------------------------------------------------------- the plan
+def test_tensors_are_kernel_outputs_and_copied_inputs(built):
+    plan, g = built.plan, built.graph
+    expected = [f"{n.name}:{i}" for n in g.nodes
+                if n.id in built.compiled.kernels or n.type == "Data" for i in range(len(n.outputs))]
+    assert list(plan.names) == expected
+    for k, name in enumerate(plan.names):
+        node = g.nodes[int(plan.node[k])]
+        assert name == f"{node.name}:{int(plan.output_index[k])}"
+        assert plan.size[k] == align_size(node.outputs[int(plan.output_index[k])].nbytes)
+        assert plan.is_input[k] == (node.type == "Data")
+    weights = sum(align_size(n.outputs[0].nbytes) for n in g.nodes if n.type in ("Variable", "Const"))
+    assert plan.weight_bytes == weights > 0
+    assert plan.input_bytes == sum(int(plan.size[k]) for k in np.flatnonzero(plan.is_input)) > 0
+
+
+def test_alloc_at_producer_task(built):
+    plan, t = built.plan, built.table
+    for k in range(len(plan)):
+        a = int(plan.alloc_task[k])
+        assert t.node[a] == plan.node[k]
+        if plan.is_input[k]:
+            assert t.rt_type[a] == RtTaskType.MEMCPY_ASYNC
+        else:
+            assert t.kernels[a] is not None
+        assert plan.stream[k] == t.stream[a]
+    assert (plan.alloc_task <= plan.free_task).all()
+    assert (plan.free_task < len(t)).all()
+
+
+def test_no_conflicts_in_real_plan(built):
+    assert find_conflicts(built.plan) == []
+
+
+def test_reuse_happens_and_pool_holds_the_peak(built):
+    plan = built.plan
+    assert plan.pool_size < plan.total_bytes
+    assert plan.pool_size >= plan.peak_live_bytes > 0
+    assert plan.reuse_ratio == pytest.approx(plan.total_bytes / plan.pool_size)
+    assert plan.reuse_ratio > 1
+    assert plan.pool_size == int((plan.offset + plan.size).max())
+    assert (plan.offset >= 0).all()
+
+
+def test_peak_live_bytes_brute_force(resnet):
+    plan = resnet.plan
+    live = [int(plan.size[(plan.alloc_task <= i) & (plan.free_task >= i)].sum()) for i in range(plan.n_tasks)]
+    assert list(plan.live_bytes) == live
+    assert plan.peak_live_bytes == max(live)
+
+
+def test_never_freed_before_last_reader(built):
+    plan = built.plan
+    readers, outputs = _reader_tasks(built)
+    last = len(built.table) - 1
+    for k in range(len(plan)):
+        key = (int(plan.node[k]), int(plan.output_index[k]))
+        tasks = readers.get(key, [])
+        assert plan.free_task[k] >= max(tasks, default=int(plan.alloc_task[k])), plan.names[k]
+        cross = any(built.table.stream[i] != plan.stream[k] for i in tasks)
+        if key in outputs or cross:
+            assert plan.until_end[k] and plan.free_task[k] == last, plan.names[k]
+        else:  # same stream: released right after the last reader, so the memory can be reused
+            assert not plan.until_end[k]
+            assert plan.free_task[k] == max(tasks, default=int(plan.alloc_task[k])), plan.names[k]
+
+
+def test_cross_stream_tensors_live_to_the_end(resnet):
+    plan, t, g = resnet.plan, resnet.table, resnet.graph
+    last = len(t) - 1
+    reduce_nodes = [n for n in g.nodes if n.type == "HcomAllReduce"]
+    assert reduce_nodes
+    gradients = {plan.index(inp.name) for n in reduce_nodes for inp in n.inputs}
+    reduced = {plan.index(f"{n.name}:{i}") for n in reduce_nodes for i in range(len(n.outputs))}
+    for k in gradients | reduced:
+        assert plan.until_end[k] and plan.free_task[k] == last, plan.names[k]
+    assert all(plan.stream[k] == 1 for k in reduced) and all(plan.stream[k] == 0 for k in gradients)
+
+
+def test_streams_never_share_addresses(resnet):
+    plan = resnet.plan
+    lo, hi = plan.offset, plan.offset + plan.size
+    hccl = plan.stream == 1
+    assert hccl.any()
+    a_lo, a_hi, b_lo, b_hi = lo[hccl], hi[hccl], lo[~hccl], hi[~hccl]
+    overlap = (a_lo[:, None] < b_hi[None, :]) & (b_lo[None, :] < a_hi[:, None])
+    assert not overlap.any()
+
+
+def test_offsets_are_greedy_first_fit_largest_first(built):
+    """A plain re-implementation of the block assigner gives the same offsets."""
+    plan = built.plan
+    a, f, s, size = plan.alloc_task, plan.free_task, plan.stream, plan.size
+    placed: list[int] = []
+    offsets = {}
+    for i in sorted(range(len(plan)), key=lambda i: (-size[i], a[i])):
+        blocked = sorted((offsets[j], offsets[j] + size[j]) for j in placed
+                         if s[j] != s[i] or (a[j] <= f[i] and a[i] <= f[j]))
+        off = 0
+        for lo, hi in blocked:
+            if lo - off >= size[i]:
+                break
+            off = max(off, hi)
+        offsets[i] = off
+        placed.append(i)
+    assert list(plan.offset) == [offsets[i] for i in range(len(plan))]
+    assert plan.offset[int(np.argmax(size))] == 0
+
+
+def test_real_addresses_are_reused(resnet):
+    """Not only is the pool smaller than the sum: some address really serves two tensors in one step."""
+    plan = resnet.plan
+    _, counts = np.unique(plan.offset, return_counts=True)
+    assert counts.max() > 2
+
+
+# ------------------------------------------------------------------ conflicts
+def _live_pair(plan: MemoryPlan) -> tuple[int, int]:
+    """Two same-stream tensors at different offsets whose lifetimes overlap."""
+    for a in range(len(plan)):
+        for b in range(a + 1, len(plan)):
+            if (plan.alloc_task[a] <= plan.free_task[b] and plan.alloc_task[b] <= plan.free_task[a]
+                    and plan.offset[a] != plan.offset[b] and not plan.until_end[a] and not plan.until_end[b]):
+                return a, b
+    raise AssertionError("no live pair")
+
+
+def test_injected_conflict_is_found_and_named(resnet):
+    plan = resnet.plan
+    a, b = _live_pair(plan)
+    offset = plan.offset.copy()
+    offset[b] = offset[a]
+    bad = dataclasses.replace(plan, offset=offset)
+    assert find_conflicts(plan) == []
+    conflicts = find_conflicts(bad)
+    hit = [c for c in conflicts if (c.first_index, c.second_index) == (a, b)]
+    assert len(hit) == 1
+    c = hit[0]
+    assert (c.first, c.second) == (plan.names[a], plan.names[b])
+    assert c.byte_range == (int(offset[a]), int(offset[a] + min(plan.size[a], plan.size[b])))
+    assert c.task_range == (int(max(plan.alloc_task[a], plan.alloc_task[b])),
+                            int(min(plan.free_task[a], plan.free_task[b])))
+    assert plan.names[a] in str(c) and plan.names[b] in str(c)
+    assert all(c.second_index == b or c.first_index == b for c in conflicts)
+
+
+def _random_plan(rng: np.random.Generator, n: int, n_tasks: int, pool: int) -> MemoryPlan:
+    alloc = rng.integers(0, n_tasks, n)
+    free = np.minimum(alloc + rng.integers(0, 30, n), n_tasks - 1)
+    size = align_size(rng.integers(1, 20000, n))
+    offset = rng.integers(0, pool // 512, n) * 512
+    return MemoryPlan(
+        names=tuple(f"t{i}:0" for i in range(n)), node=np.arange(n), output_index=np.zeros(n),
+        size=size, offset=offset, alloc_task=alloc, free_task=free, stream=np.zeros(n),
+        until_end=np.zeros(n, bool), is_input=np.zeros(n, bool), n_tasks=n_tasks, weight_bytes=0,
+    )
+
+
+def _brute_force(plan: MemoryPlan) -> set[tuple[int, int]]:
+    lo, hi = plan.offset, plan.offset + plan.size
+    out = set()
+    for a in range(len(plan)):
+        for b in range(a + 1, len(plan)):
+            if (lo[a] < hi[b] and lo[b] < hi[a] and plan.alloc_task[a] <= plan.free_task[b]
+                    and plan.alloc_task[b] <= plan.free_task[a]):
+                out.add((a, b))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_find_conflicts_matches_brute_force(seed):
+    plan = _random_plan(np.random.default_rng(seed), 300, 200, 1 << 20)
+    found = find_conflicts(plan)
+    expected = _brute_force(plan)
+    assert expected  # the random plans are dense enough to conflict
+    assert {(c.first_index, c.second_index) for c in found} == expected
+    assert len(found) == len(expected)
+    for c in found:
+        a, b = c.first_index, c.second_index
+        assert c.byte_range == (max(plan.offset[a], plan.offset[b]),
+                                min(plan.offset[a] + plan.size[a], plan.offset[b] + plan.size[b]))
+
+
+def test_find_conflicts_scales_to_10000_tensors():
+    """A valid 10,000-tensor plan (100 address lanes, back-to-back lifetimes) plus 3 injected overlaps."""
+    n, lanes = 10_000, 100
+    per = n // lanes
+    lane = np.repeat(np.arange(lanes), per)
+    step = np.tile(np.arange(per), lanes)
+    plan = MemoryPlan(
+        names=tuple(f"t{i}:0" for i in range(n)), node=np.arange(n), output_index=np.zeros(n),
+        size=np.full(n, 4096), offset=lane * 4096, alloc_task=step * 10, free_task=step * 10 + 9,
+        stream=np.zeros(n), until_end=np.zeros(n, bool), is_input=np.zeros(n, bool), n_tasks=per * 10,
+        weight_bytes=0,
+    )
+    assert find_conflicts(plan) == []
+    offset = plan.offset.copy()
+    for victim, target in ((5, 205), (1234, 1834), (9999, 99)):  # same step, other lane
+        offset[victim] = plan.offset[target]
+    bad = dataclasses.replace(plan, offset=offset)
+    t0 = time.perf_counter()
+    found = find_conflicts(bad)
+    elapsed = time.perf_counter() - t0
+    assert {(c.first_index, c.second_index) for c in found} == {(5, 205), (1234, 1834), (99, 9999)}
+    assert elapsed < 5.0
+
+
+# --------------------------------------------------------------------- events
+def _events(resnet, times, step=0):
+    t = resnet.table
+    return memory_events(resnet.plan, 7, times.start[step], times.dur[step], t.stream, hash_id)
+
+
+def test_memory_events_counts_and_totals(resnet, times):
+    plan = resnet.plan
+    ev = _events(resnet, times)
+    assert ev.dtype == TASK_MEMORY_DTYPE
+    assert len(ev) == 2 * len(plan)
+    assert (ev["event"] == MEMORY_ALLOC).sum() == (ev["event"] == MEMORY_FREE).sum() == len(plan)
+    signed = np.where(ev["event"] == MEMORY_ALLOC, 1, -1) * ev["size"].astype(np.int64)
+    running = np.cumsum(signed)
+    assert running.min() >= 0
+    assert running[-1] == 0  # back to where the step started
+    assert list(ev["total_allocated"].astype(np.int64)) == list(running)
+    assert ev["total_allocated"].max() <= plan.pool_size
+    assert (ev["total_reserved"] == plan.pool_size).all()
+    assert (ev["model_id"] == 7).all()
+    assert (np.diff(ev["timestamp"]) >= 0).all()
+
+
+def test_memory_events_times_are_task_times(resnet, times):
+    plan, t = resnet.plan, resnet.table
+    start, dur = times.start[0], times.dur[0]
+    end = start + dur
+    ev = _events(resnet, times)
+    ids = {hash_id(n): k for k, n in enumerate(plan.names)}
+    assert len(ids) == len(plan)
+    seen_alloc = set()
+    for rec in ev:
+        k = ids[int(rec["tensor"])]
+        assert rec["addr"] == plan.offset[k] and rec["size"] == plan.size[k]
+        assert rec["stream_id"] == t.stream[plan.alloc_task[k]]
+        if rec["event"] == MEMORY_ALLOC:
+            assert rec["timestamp"] == start[plan.alloc_task[k]]
+            seen_alloc.add(k)
+        else:
+            assert k in seen_alloc  # a tensor's release never precedes its allocation
+            expected = end.max() if plan.until_end[k] else end[plan.free_task[k]]
+            assert rec["timestamp"] == expected
+
+
+@pytest.mark.parametrize("last_dur", [10, 2**60])  # 2**60: too long for the one-key sort, two keys instead
+def test_memory_events_ties_release_before_the_next_kernel_allocates(last_dur):
+    """Tasks back to back on one stream: b (read by task 1) is released at the very time c (task 2's output)
+    is allocated at the same address; the release must come first or allocated would exceed the pool."""
+    size = np.full(3, 512)
+    plan = MemoryPlan(
+        names=("a:0", "b:0", "c:0"), node=np.arange(3), output_index=np.zeros(3), size=size,
+        offset=np.array([0, 512, 512]), alloc_task=np.array([0, 0, 2]), free_task=np.array([2, 1, 2]),
+        stream=np.zeros(3), until_end=np.zeros(3, bool), is_input=np.zeros(3, bool), n_tasks=3, weight_bytes=0,
+    )
+    assert find_conflicts(plan) == []
+    ev = memory_events(plan, 0, np.array([0, 10, 20]), np.array([10, 10, last_dur]), np.zeros(3, np.int32), hash_id)
+    order = [(int(e["event"]), int(e["tensor"])) for e in ev]
+    a, b, c = (hash_id(n) for n in plan.names)
+    assert order == [(MEMORY_ALLOC, a), (MEMORY_ALLOC, b), (MEMORY_FREE, b), (MEMORY_ALLOC, c),
+                     (MEMORY_FREE, a), (MEMORY_FREE, c)]
+    assert ev["total_allocated"].max() <= plan.pool_size == 1024
+
+
+def test_no_address_is_shared_in_real_time(resnet):
+    """Streams overlap in time, not in launch order: over several jittered steps, two tensors that share
+    bytes are never live at the same simulated moment (one is released no later than the other is made)."""
+    plan, t = resnet.plan, resnet.table
+    lo, hi = plan.offset, plan.offset + plan.size
+    shares = (lo[:, None] < hi[None, :]) & (lo[None, :] < hi[:, None])
+    np.fill_diagonal(shares, False)
+    assert shares.any()
+    steps = StreamSchedule(t).steps(4, np.random.default_rng(1))
+    for k in range(4):
+        start, end = steps.start[k], steps.start[k] + steps.dur[k]
+        made = start[plan.alloc_task]
+        gone = np.where(plan.until_end, end.max(), end[plan.free_task])
+        both_live = (made[:, None] < gone[None, :]) & (made[None, :] < gone[:, None])
+        assert not (shares & both_live).any()
+
+
+def test_name_hashes_are_computed_once(resnet, times):
+    calls = []
+
+    def counting_hash(s: str) -> int:
+        calls.append(s)
+        return hash_id(s)
+
+    t = resnet.table
+    for k in range(2):
+        memory_events(resnet.plan, 0, times.start[k], times.dur[k], t.stream, counting_hash)
+    assert len(calls) == len(resnet.plan)
