@@ -2,15 +2,37 @@
 on how many cores, and what its AI Core PMU counters read.
 
 Time follows from one breakdown per block: cycles the cube (``mac``), vector,
-scalar and memory pipes (``mte1``: L1->L0, ``mte2``: GM->L1/UB, ``mte3``: UB->GM,
-``fixpipe``: L0C->GM) are busy.  The block takes the busiest pipe plus an
-op-specific stall share plus a start-up cost; the task adds a fixed head/tail.
-The PMU counters are that same breakdown, so the PipeUtilization ratios the
-analysis derives are consistent with the task duration by construction.
+scalar and memory pipes (``mte1``: L1->L0A/L0B, ``mte2``: GM->L1/UB, ``mte3``:
+UB->GM, ``fixpipe``: L0C->GM) are busy.  The block takes the busiest pipe plus
+an op-specific stall share plus a start-up cost; the task adds a fixed
+head/tail.
+
+The PMU counters are that same breakdown, so every aic_metrics group the
+analysis derives agrees with the task duration and with the other groups by
+construction.  :data:`COUNTERS` lists the raw counters (one value per block,
+every block of a task alike), grouped as:
+
+* pipe busy cycles and the instruction cache (PipeUtilization);
+* cube and vector instruction counts by data type (ArithmeticUtilization):
+  one cube instruction is a 16x16x16 fp16 (16x16x32 int8) fractal MAC,
+  ``cube FLOPs = fp16 x 8192 + int8 x 16384``; one vector instruction is one
+  cycle of 128 fp16 / 64 fp32 / 64 int32 / 32 "misc" lanes;
+* bytes moved per path (Memory, MemoryL0, MemoryUB, MemoryAccess);
+* L2 requests split into hits and misses (L2Cache) by a hit rate that falls
+  with the op's working set against the L2 size — the same rate that sets the
+  memory bandwidth the mte2/mte3 pipes get;
+* vector bank / bank-group / resource conflict cycles (ResourceConflictRatio),
+  a share of the vector pipe's stall cycles.
+
+Every counter a ratio is made of is at most the busiest pipe, and a block
+takes at least 1.12 x that (plus start-up), so ratios stay below 1 even at
+the fastest run-time jitter (0.9 x the nominal cycles, ge/schedule.py).
 
 Facts from reference §7: Ascend910B has 24 AI Cores (cube) at 1800 MHz, 48
 vector cores, 64 GiB HBM, 192 MiB L2; Ascend910A 32 AI Cores.  HBM bandwidths
-are the commonly cited (unverified) 1.6 TB/s (910B) and 1.2 TB/s (910A).
+are the commonly cited (unverified) 1.6 TB/s (910B) and 1.2 TB/s (910A).  The
+L2 line size, L0/L1 path widths and the L2 speed-up are modelling choices
+(unverified), named below.
 """
 
 from __future__ import annotations
@@ -19,10 +41,62 @@ import zlib
 from dataclasses import asdict, dataclass, field
 
 from ..prof.rawdata import GeTaskType, RtTaskType
+from .graph import DTYPES
 from .ops import OpCost
 
 GiB = 1 << 30
 MiB = 1 << 20
+
+#: FLOPs of one cube instruction: a 16x16x16 fp16 (also bf16 and, at a quarter of the rate, fp32)
+#: or a 16x16x32 int8 fractal multiply-accumulate (msprof: ``cube_fops = r49*16*16*16*2 + r4a*16*16*32*2``).
+CUBE_FP16_FLOPS = 16 * 16 * 16 * 2
+CUBE_INT8_FLOPS = 16 * 16 * 32 * 2
+#: An operand fractal the cube reads from L0A or L0B per instruction (16x16 fp16 or 16x32 int8).
+L0AB_FRACTAL_BYTES = 512
+#: An accumulator fractal the cube writes to L0C per instruction (16x16 fp32 / int32).
+L0C_FRACTAL_BYTES = 1024
+L0C_ELEMENT_BYTES = 4
+#: MTE1 (L1 -> L0A/L0B) bytes per cycle.
+MTE1_BYTES_PER_CYCLE = 256
+#: Vector-unit data movement (910A: L0C -> UB for cube results) bytes per cycle.
+VECTOR_MOVE_BYTES_PER_CYCLE = 256
+#: Elements per vector instruction (one cycle) by instruction class.
+VECTOR_LANES = {"fp16": 128, "fp32": 64, "int32": 64, "misc": 32}
+#: Bytes per L2 request (cache line).
+L2_LINE_BYTES = 128
+#: Hit rate of a working set that fits in half the L2, and how much faster hits are served than HBM.
+L2_MAX_HIT_RATE = 0.9
+L2_MIN_HIT_RATE = 0.05
+L2_SPEEDUP = 3.0
+#: Scalar unit: one 4-byte local-memory load every 8 cycles, one store every 32.
+SCALAR_ACCESS_BYTES = 4
+SCALAR_LOAD_EVERY = 8
+SCALAR_STORE_EVERY = 32
+
+#: The raw PMU counters of an AI Core kernel, per block (see the module docstring).
+COUNTERS: tuple[str, ...] = (
+    # pipe busy cycles, instruction cache (PipeUtilization)
+    "mac_cycles", "vec_cycles", "scalar_cycles", "mte1_cycles", "mte2_cycles", "mte3_cycles", "fixpipe_cycles",
+    "icache_req", "icache_miss",
+    # instructions = cycles (ArithmeticUtilization)
+    "cube_fp16_instr", "cube_int8_instr", "vec_fp32_instr", "vec_fp16_instr", "vec_int32_instr", "vec_misc_instr",
+    # bytes by memory level (Memory); "read"/"write" = out of / into that memory, main memory = GM
+    "main_mem_read_bytes", "main_mem_write_bytes", "l2_read_bytes", "l2_write_bytes",
+    "l1_read_bytes", "l1_write_bytes", "ub_read_bytes", "ub_write_bytes",
+    # L0 buffers (MemoryL0); l0c_read/write: the vector unit's accesses, *_cube: the cube's
+    "l0a_read_bytes", "l0a_write_bytes", "l0b_read_bytes", "l0b_write_bytes",
+    "l0c_read_bytes", "l0c_write_bytes", "l0c_read_cube_bytes", "l0c_write_cube_bytes",
+    # UB by accessor (MemoryUB)
+    "ub_read_mte_bytes", "ub_write_mte_bytes", "ub_read_vector_bytes", "ub_write_vector_bytes",
+    "ub_read_scalar_bytes", "ub_write_scalar_bytes",
+    # transfers by path (MemoryAccess)
+    "gm_to_l1_bytes", "l0c_to_l1_bytes", "l0c_to_gm_bytes", "gm_to_ub_bytes", "ub_to_gm_bytes",
+    # L2 requests (L2Cache); r0/r1: the two read channels
+    "write_cache_hit", "write_cache_miss_allocate", "r0_read_cache_hit", "r0_read_cache_miss_allocate",
+    "r1_read_cache_hit", "r1_read_cache_miss_allocate",
+    # vector stall cycles (ResourceConflictRatio)
+    "vec_bankgroup_cflt_cycles", "vec_bank_cflt_cycles", "vec_resc_cflt_cycles",
+)
 
 
 @dataclass(frozen=True)
@@ -100,7 +174,12 @@ class KernelTiming:
     block_cycles: int = 0  # AI Core cycles per block (0 when not on an AI Core)
     waves: int = 1
     pmu_core: str = ""  # "aic", "aiv" or "" (no PMU)
-    counters: dict[str, int] = field(default_factory=dict)  # per-block raw PMU counter values
+    counters: dict[str, int] = field(default_factory=dict)  # per-block raw PMU counter values (COUNTERS)
+
+
+def _unit(op_type: str, salt: str = "") -> float:
+    """A stable, op-specific number in [0, 1)."""
+    return (zlib.crc32((salt + op_type).encode()) % 1000) / 1000
 
 
 def _stall_share(op_type: str) -> float:
@@ -112,69 +191,170 @@ def _icache_miss_rate(op_type: str) -> float:
     return 0.005 + (zlib.crc32(op_type.encode()[::-1]) % 1000) / 1000 * 0.06
 
 
+def _dtype_bytes(dtype: str) -> int:
+    return DTYPES.get(dtype, (None, 2))[1]
+
+
+def _vector_class(dtype: str) -> str:
+    """The instruction class (and so the lane count) a vector op on ``dtype`` issues."""
+    if dtype == "float32":
+        return "fp32"
+    if dtype in ("int32", "uint32"):
+        return "int32"
+    if _dtype_bytes(dtype) >= 8:
+        return "misc"
+    return "fp16"
+
+
+def _split(total: int, share: float) -> tuple[int, int]:
+    """``total`` requests into (hits, misses) at ``share``."""
+    hits = int(round(total * share))
+    return hits, total - hits
+
+
 class CostModel:
     """Times kernels on one device."""
 
     def __init__(self, device: DevicePreset) -> None:
         self.device = device
 
-    def _bytes_per_cycle(self, total_bytes: int, cores: int) -> float:
-        """Bandwidth one of ``cores`` active cores gets, in bytes per cycle (L2 hits help)."""
+    def l2_hit_rate(self, op_type: str, working_set: int) -> float:
+        """Share of an op's GM requests the L2 serves: high while its working set fits in half the L2,
+        falling as 1/size beyond; a small op-specific spread (access pattern)."""
+        half = self.device.l2_bytes / 2
+        base = L2_MAX_HIT_RATE if working_set <= half else max(L2_MIN_HIT_RATE, L2_MAX_HIT_RATE * half / working_set)
+        return base * (0.92 + 0.08 * _unit(op_type, "l2"))
+
+    def _bytes_per_cycle(self, hit_rate: float, cores: int) -> float:
+        """GM bandwidth one of ``cores`` active cores gets, in bytes per cycle: hits come from the
+        L2 at ``L2_SPEEDUP`` x the HBM rate (2.5 x HBM overall at the top hit rate)."""
         dev = self.device
-        bw = dev.hbm_bandwidth * (2.5 if total_bytes <= dev.l2_bytes // 2 else 1.0)
+        bw = dev.hbm_bandwidth / (1 - hit_rate * (1 - 1 / L2_SPEEDUP))
         share = bw / (dev.aic_frequency_mhz * 1e6) / max(1, cores)
         return min(share, dev.core_bytes_per_cycle)
 
     def _finish(self, op_type: str, ge_type: GeTaskType, rt_type: RtTaskType, block_dim: int, cores: int,
-                pmu_core: str, pipes: dict[str, float]) -> KernelTiming:
+                pmu_core: str, pipes: dict[str, float], counts: dict[str, float], hit_rate: float) -> KernelTiming:
+        """Duration from the busiest pipe; the per-block counters from the same breakdown."""
         dev = self.device
         busy = max(pipes.values())
-        block_cycles = int(busy * (1 + _stall_share(op_type)) + dev.startup_cycles)
+        stall = _stall_share(op_type)
+        block_cycles = int(busy * (1 + stall) + dev.startup_cycles)
         waves = -(-block_dim // cores)
         duration = dev.task_overhead_ns + int(block_cycles * waves * 1000 / dev.aic_frequency_mhz)
-        icache_req = block_cycles // 8
-        counts = {k: int(v) for k, v in pipes.items()}
-        counts["icache_req"] = icache_req
-        counts["icache_miss"] = int(icache_req * _icache_miss_rate(op_type))
-        return KernelTiming(ge_type, rt_type, block_dim, duration, block_cycles, waves, pmu_core, counts)
+        c = dict.fromkeys(COUNTERS, 0)
+        c.update({k: int(v) for k, v in pipes.items()})
+        c.update({k: int(v) for k, v in counts.items()})
+        c["icache_req"] = block_cycles // 8
+        c["icache_miss"] = int(c["icache_req"] * _icache_miss_rate(op_type))
+        # the scalar unit's local-memory accesses
+        c["ub_read_scalar_bytes"] = c["scalar_cycles"] // SCALAR_LOAD_EVERY * SCALAR_ACCESS_BYTES
+        c["ub_write_scalar_bytes"] = c["scalar_cycles"] // SCALAR_STORE_EVERY * SCALAR_ACCESS_BYTES
+        # totals per memory level
+        c["ub_read_bytes"] = c["ub_read_mte_bytes"] + c["ub_read_vector_bytes"] + c["ub_read_scalar_bytes"]
+        c["ub_write_bytes"] = c["ub_write_mte_bytes"] + c["ub_write_vector_bytes"] + c["ub_write_scalar_bytes"]
+        c["l1_read_bytes"] = c["l0a_write_bytes"] + c["l0b_write_bytes"]  # MTE1 feeds L0A/L0B from L1
+        c["l1_write_bytes"] = c["gm_to_l1_bytes"] + c["l0c_to_l1_bytes"]
+        c["main_mem_read_bytes"] = c["gm_to_l1_bytes"] + c["gm_to_ub_bytes"]
+        c["main_mem_write_bytes"] = c["l0c_to_gm_bytes"] + c["ub_to_gm_bytes"]
+        # L2 requests: every GM access goes through the L2; reads alternate between two channels
+        reads = -(-c["main_mem_read_bytes"] // L2_LINE_BYTES)
+        writes = -(-c["main_mem_write_bytes"] // L2_LINE_BYTES)
+        r1 = reads // 2
+        c["r0_read_cache_hit"], c["r0_read_cache_miss_allocate"] = _split(reads - r1, hit_rate)
+        c["r1_read_cache_hit"], c["r1_read_cache_miss_allocate"] = _split(r1, hit_rate)
+        c["write_cache_hit"], c["write_cache_miss_allocate"] = _split(writes, hit_rate)
+        # bytes the L2 served: the hit lines (a partial last line counts its bytes only)
+        c["l2_read_bytes"] = min((c["r0_read_cache_hit"] + c["r1_read_cache_hit"]) * L2_LINE_BYTES,
+                                 c["main_mem_read_bytes"])
+        c["l2_write_bytes"] = min(c["write_cache_hit"] * L2_LINE_BYTES, c["main_mem_write_bytes"])
+        # vector stalls: a share of the vector pipe's part of the stall cycles
+        vec_stall = c["vec_cycles"] * stall
+        c["vec_bankgroup_cflt_cycles"] = int(vec_stall * (0.05 + 0.25 * _unit(op_type, "bankgroup")))
+        c["vec_bank_cflt_cycles"] = int(vec_stall * (0.05 + 0.30 * _unit(op_type, "bank")))
+        c["vec_resc_cflt_cycles"] = int(vec_stall * (0.05 + 0.30 * _unit(op_type, "resc")))
+        return KernelTiming(ge_type, rt_type, block_dim, duration, block_cycles, waves, pmu_core, c)
 
     def cube(self, op_type: str, cost: OpCost, dtype: str) -> KernelTiming:
         dev = self.device
         block_dim = max(1, min(cost.tiles, dev.ai_core_num))
+        int8 = dtype == "int8"
         per_cycle = dev.cube_flops_per_cycle * {"int8": 2.0, "float32": 0.25}.get(dtype, 1.0)
-        bpc = self._bytes_per_cycle(cost.bytes, block_dim)
-        mac = cost.flops / block_dim / per_cycle
-        out_cycles = cost.bytes_out / block_dim / min(bpc, 128)
+        hit = self.l2_hit_rate(op_type, cost.bytes)
+        bpc = self._bytes_per_cycle(hit, block_dim)
+        # whole instructions per block (rounded, so the blocks' sum is the op's FLOPs within rounding);
+        # fp16/bf16/int8 issue one per cycle, fp32 a quarter
+        per_instr = CUBE_INT8_FLOPS if int8 else CUBE_FP16_FLOPS
+        instr = int(cost.flops / block_dim / per_instr + 0.5)
+        mac = instr * per_instr / per_cycle
+        gm_in = cost.bytes_in / block_dim
+        out = cost.bytes_out / block_dim
+        # the cube reads one A and one B fractal and accumulates one C fractal per instruction; MTE1
+        # refills L0A/L0B from L1 once per `reuse` uses, and at least moves every input byte once
+        reuse = 6 + 4 * _unit(op_type, "reuse")
+        l0ab_read = instr * L0AB_FRACTAL_BYTES
+        l0ab_fill = max(gm_in / 2, l0ab_read / reuse)
+        l0c_write = instr * L0C_FRACTAL_BYTES
+        l0c_out = out / _dtype_bytes(dtype) * L0C_ELEMENT_BYTES  # finished results leave L0C once
+        counts = {
+            "cube_int8_instr" if int8 else "cube_fp16_instr": instr,
+            "gm_to_l1_bytes": gm_in,
+            "l0a_read_bytes": l0ab_read, "l0b_read_bytes": l0ab_read,
+            "l0a_write_bytes": l0ab_fill, "l0b_write_bytes": l0ab_fill,
+            "l0c_write_cube_bytes": l0c_write, "l0c_read_cube_bytes": max(0.0, l0c_write - l0c_out),
+        }
+        out_cycles = out / min(bpc, 128)
         pipes = {
             "mac_cycles": mac,
-            "mte2_cycles": cost.bytes_in / block_dim / bpc,
-            "mte1_cycles": 0.55 * mac,
+            "mte2_cycles": gm_in / bpc,
+            "mte1_cycles": 2 * l0ab_fill / MTE1_BYTES_PER_CYCLE,
             "scalar_cycles": 250 + 0.04 * mac,
         }
-        if dev.stars:  # A2: results leave L0C through the fixpipe
-            pipes["fixcounters"] = out_cycles
-        else:  # 910A: through the UB (mte3), vector pipe idle
-            pipes.update(mte3_cycles=out_cycles, vec_cycles=0.0)
+        if dev.stars:  # A2: results leave L0C through the fixpipe straight to GM
+            pipes["fixpipe_cycles"] = out_cycles
+            counts["l0c_to_gm_bytes"] = out
+        else:  # 910A: the vector unit moves them L0C -> UB, MTE3 UB -> GM
+            pipes.update(mte3_cycles=out_cycles, vec_cycles=l0c_out / VECTOR_MOVE_BYTES_PER_CYCLE)
+            counts.update(l0c_read_bytes=l0c_out, ub_write_vector_bytes=out, ub_read_mte_bytes=out,
+                          ub_to_gm_bytes=out)
         return self._finish(op_type, GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, block_dim, dev.ai_core_num,
-                            "aic", pipes)
+                            "aic", pipes, counts, hit)
 
     def vector(self, op_type: str, cost: OpCost, dtype: str) -> KernelTiming:
         dev = self.device
         cores = dev.vector_core_num or dev.ai_core_num
         block_dim = max(1, min(cost.tiles, cores))
-        lanes = dev.vector_fp16_per_cycle * (0.5 if dtype in ("float32", "int32") else 1.0)
-        bpc = self._bytes_per_cycle(cost.bytes, block_dim)
-        vec = cost.vector_ops / block_dim / lanes
+        hit = self.l2_hit_rate(op_type, cost.bytes)
+        bpc = self._bytes_per_cycle(hit, block_dim)
+        ops = cost.vector_ops / block_dim
+        cls = _vector_class(dtype)
+        # a share of the element operations are "misc" instructions (compare, select, exp, cast ...)
+        misc_share = 0.02 + 0.13 * _unit(op_type, "misc")
+        main = int(ops * (1 - misc_share) / VECTOR_LANES[cls] + 0.5)  # whole instructions, one per cycle
+        misc = int(ops * misc_share / VECTOR_LANES["misc"] + 0.5)
+        vec = float(main + misc)
+        elem = _dtype_bytes(dtype)
+        gm_in = cost.bytes_in / block_dim
+        out = cost.bytes_out / block_dim
+        counts = {
+            f"vec_{cls}_instr": main,
+            "gm_to_ub_bytes": gm_in, "ub_write_mte_bytes": gm_in,
+            "ub_to_gm_bytes": out, "ub_read_mte_bytes": out,
+            "ub_read_vector_bytes": 2 * ops * elem, "ub_write_vector_bytes": ops * elem,
+        }
+        counts["vec_misc_instr"] = counts.get("vec_misc_instr", 0) + misc
         pipes = {
             "vec_cycles": vec,
-            "mte2_cycles": cost.bytes_in / block_dim / bpc,
-            "mte3_cycles": cost.bytes_out / block_dim / bpc,
+            "mte2_cycles": gm_in / bpc,
+            "mte3_cycles": out / bpc,
             "scalar_cycles": 180 + 0.05 * vec,
         }
         if dev.has_vector_cores:
-            return self._finish(op_type, GeTaskType.AIV, RtTaskType.KERNEL_AIVEC, block_dim, cores, "aiv", pipes)
+            return self._finish(op_type, GeTaskType.AIV, RtTaskType.KERNEL_AIVEC, block_dim, cores, "aiv", pipes,
+                                counts, hit)
         pipes.update(mac_cycles=0.0, mte1_cycles=0.0)
-        return self._finish(op_type, GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, block_dim, cores, "aic", pipes)
+        return self._finish(op_type, GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, block_dim, cores, "aic", pipes,
+                            counts, hit)
 
     def aicpu(self, op_type: str, cost: OpCost) -> KernelTiming:
         dur = self.device.aicpu_base_ns + int(cost.bytes / 2e9 * 1e9)

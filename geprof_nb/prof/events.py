@@ -80,10 +80,29 @@ def all_reduce_logids(k: int) -> tuple[int, int]:
     return AR_START_LOGID + AR_STEP * k, AR_END_LOGID + AR_STEP * k
 
 
-#: PMU events programmed per metric group, chip family and core kind.  Counts are per block;
-#: "cycles" events count cycles a pipe was busy.  The analysis turns them into
-#: the msprof columns with msprof's formulas.
+#: PMU events programmed per metric group, chip family and core kind (at most 8 per core kind,
+#: the hardware's counter limit).  The names are the simulated device's raw counters
+#: (``ge.device.COUNTERS``); counts are per block: ``*_cycles`` count cycles a pipe was busy (or
+#: stalled), ``*_instr`` instructions (one per cycle), ``*_bytes`` bytes moved, the L2 names
+#: requests.  The analysis turns them into the msprof columns with msprof's formulas
+#: (``analysis/pmu.py``).  Where msprof shows no column for a core kind (A2 AI Cube cores in
+#: ResourceConflictRatio) that core is still programmed, so its rows keep their time and cycles.
+_L2_EVENTS = ("write_cache_hit", "write_cache_miss_allocate", "r0_read_cache_hit", "r0_read_cache_miss_allocate",
+              "r1_read_cache_hit", "r1_read_cache_miss_allocate")
+_ACCESS_EVENTS = ("main_mem_read_bytes", "main_mem_write_bytes", "gm_to_l1_bytes", "l0c_to_l1_bytes",
+                  "l0c_to_gm_bytes", "gm_to_ub_bytes", "ub_to_gm_bytes")
+_CONFLICT_EVENTS = ("vec_bankgroup_cflt_cycles", "vec_bank_cflt_cycles", "vec_resc_cflt_cycles")
 PMU_EVENTS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
+    "ArithmeticUtilization": {
+        "A2": {
+            "aic": ("cube_fp16_instr", "cube_int8_instr"),
+            "aiv": ("vec_fp32_instr", "vec_fp16_instr", "vec_int32_instr", "vec_misc_instr"),
+        },
+        "910A": {
+            "aic": ("cube_fp16_instr", "cube_int8_instr", "vec_fp32_instr", "vec_fp16_instr", "vec_int32_instr",
+                    "vec_misc_instr"),
+        },
+    },
     "PipeUtilization": {
         "A2": {
             "aic": ("mac_cycles", "scalar_cycles", "mte1_cycles", "mte2_cycles", "fixpipe_cycles",
@@ -94,5 +113,50 @@ PMU_EVENTS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
             "aic": ("vec_cycles", "mac_cycles", "scalar_cycles", "mte1_cycles", "mte2_cycles", "mte3_cycles",
                     "icache_req", "icache_miss"),
         },
+    },
+    "Memory": {
+        "A2": {
+            "aic": ("l1_read_bytes", "l1_write_bytes", "main_mem_read_bytes", "main_mem_write_bytes",
+                    "l2_read_bytes", "l2_write_bytes"),
+            "aiv": ("ub_read_bytes", "ub_write_bytes", "main_mem_read_bytes", "main_mem_write_bytes",
+                    "l2_read_bytes", "l2_write_bytes"),
+        },
+        "910A": {
+            "aic": ("ub_read_bytes", "ub_write_bytes", "l1_read_bytes", "l1_write_bytes", "l2_read_bytes",
+                    "l2_write_bytes", "main_mem_read_bytes", "main_mem_write_bytes"),
+        },
+    },
+    "MemoryL0": {
+        "A2": {
+            "aic": ("l0a_read_bytes", "l0a_write_bytes", "l0b_read_bytes", "l0b_write_bytes", "l0c_read_cube_bytes",
+                    "l0c_write_cube_bytes"),
+            "aiv": ("l0c_read_bytes", "l0c_write_bytes"),
+        },
+        "910A": {
+            "aic": ("l0a_read_bytes", "l0a_write_bytes", "l0b_read_bytes", "l0b_write_bytes", "l0c_read_bytes",
+                    "l0c_write_bytes", "l0c_read_cube_bytes", "l0c_write_cube_bytes"),
+        },
+    },
+    "MemoryUB": {
+        "A2": {
+            "aic": ("ub_read_scalar_bytes", "ub_write_scalar_bytes"),
+            "aiv": ("ub_read_vector_bytes", "ub_write_vector_bytes", "ub_read_scalar_bytes", "ub_write_scalar_bytes"),
+        },
+        "910A": {
+            "aic": ("ub_read_mte_bytes", "ub_write_mte_bytes", "ub_read_vector_bytes", "ub_write_vector_bytes",
+                    "ub_read_scalar_bytes", "ub_write_scalar_bytes"),
+        },
+    },
+    "ResourceConflictRatio": {
+        "A2": {"aic": _CONFLICT_EVENTS, "aiv": _CONFLICT_EVENTS},
+        "910A": {"aic": _CONFLICT_EVENTS},
+    },
+    "L2Cache": {
+        "A2": {"aic": _L2_EVENTS, "aiv": _L2_EVENTS},
+        "910A": {"aic": _L2_EVENTS},
+    },
+    "MemoryAccess": {
+        "A2": {"aic": _ACCESS_EVENTS, "aiv": _ACCESS_EVENTS},
+        "910A": {"aic": _ACCESS_EVENTS},
     },
 }
