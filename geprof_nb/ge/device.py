@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..prof.rawdata import GeTaskType, RtTaskType
 from .graph import DTYPES
+from . import hccl
 from .ops import OpCost
 
 GiB = 1 << 30
@@ -114,6 +115,7 @@ class DevicePreset:
     hbm_bandwidth: float  # bytes/s
     pcie_bandwidth: float  # bytes/s, host <-> device copies
     hccs_bandwidth: float  # bytes/s per rank in a ring inside a server
+    roce_bandwidth: float = 25e9  # bytes/s per rank between servers
     hccl_step_latency_ns: int = 8_000
     cube_flops_per_cycle: int = 16 * 16 * 16 * 2  # fp16 MACs x 2 per AI Core
     vector_fp16_per_cycle: int = 128
@@ -126,6 +128,12 @@ class DevicePreset:
     @property
     def has_vector_cores(self) -> bool:
         return self.vector_core_num > 0
+
+    @property
+    def links(self) -> hccl.Links:
+        """The interconnect as the collective cost model sees it."""
+        return hccl.Links(hccs_bandwidth=self.hccs_bandwidth, hccs_latency_ns=self.hccl_step_latency_ns,
+                          roce_bandwidth=self.roce_bandwidth, local_bandwidth=self.hbm_bandwidth)
 
     @property
     def chip_family(self) -> str:
@@ -148,7 +156,7 @@ PRESETS: dict[str, DevicePreset] = {
     "Ascend910A": DevicePreset(
         name="Ascend910A", soc_version="Ascend910A", ai_core_num=32, vector_core_num=0, ai_cpu_num=14,
         aic_frequency_mhz=1000, memory_bytes=32 * GiB, l2_bytes=32 * MiB, hbm_bandwidth=1.2e12,
-        pcie_bandwidth=25e9, hccs_bandwidth=45e9, stars=False,
+        pcie_bandwidth=25e9, hccs_bandwidth=45e9, roce_bandwidth=12.5e9, stars=False,
     ),
 }
 DEFAULT_DEVICE = "Ascend910B"
@@ -360,14 +368,9 @@ class CostModel:
         dur = self.device.aicpu_base_ns + int(cost.bytes / 2e9 * 1e9)
         return KernelTiming(GeTaskType.AI_CPU, RtTaskType.KERNEL_AICPU, 1, dur)
 
-    def all_reduce(self, cost: OpCost, rank_size: int) -> KernelTiming:
-        """Ring AllReduce: 2(n-1)/n of the data over each link, 2(n-1) latency steps."""
-        dev = self.device
-        n = max(1, rank_size)
-        if n == 1:
-            dur = dev.task_overhead_ns + int(cost.comm_bytes / dev.hbm_bandwidth * 1e9)
-        else:
-            dur = int(2 * (n - 1) / n * cost.comm_bytes / dev.hccs_bandwidth * 1e9) + 2 * (n - 1) * dev.hccl_step_latency_ns
+    def collective(self, op_type: str, cost: OpCost, rank_size: int) -> KernelTiming:
+        """A collective on the HCCL stream: its ring duration over this device's links (see :mod:`.hccl`)."""
+        dur = hccl.collective_duration_ns(op_type, cost.comm_bytes, rank_size, self.device.links)
         return KernelTiming(GeTaskType.HCCL, RtTaskType.HCCL, 0, dur)
 
     def memcpy_h2d_ns(self, nbytes: int) -> int:
@@ -382,5 +385,5 @@ class CostModel:
         if engine == "AI_CPU":
             return self.aicpu(op_type, cost)
         if engine == "HCCL":
-            return self.all_reduce(cost, int(attrs.get("rank_size", 1)))
+            return self.collective(op_type, cost, int(attrs.get("rank_size", 1)))
         raise ValueError(f"engine {engine!r} launches no kernel")

@@ -70,13 +70,6 @@ class Links:
     notify_record_ns: int = 500
 
 
-#: Link parameters per device preset (910A: 45 GB/s HCCS, 100 Gb/s RoCE).
-LINKS = {
-    "Ascend910B": Links(),
-    "Ascend910A": Links(hccs_bandwidth=45e9, roce_bandwidth=12.5e9, local_bandwidth=1.2e12),
-}
-
-
 @dataclass(frozen=True)
 class _Plan:
     """The ideal sub-tasks of one rank's plane for one execution, column-wise ([S])."""

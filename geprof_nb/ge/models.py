@@ -14,12 +14,20 @@ from .graph import Graph, GraphBuildError, Tensor
 DATA_SOURCES = ("Data", "GetNext")
 
 
-def _inputs(g: Graph, data: str, specs: list[tuple[str, tuple[int, ...], str, str]]) -> list[Tensor]:
-    """Graph inputs, as ``Data`` nodes or one ``GetNext`` (the dataset-iterator input of GE)."""
+def _inputs(g: Graph, data: str, specs: list[tuple[str, tuple[int, ...], str, str]],
+            dynamic: bool = False) -> list[Tensor]:
+    """Graph inputs, as ``Data`` nodes or one ``GetNext`` (the dataset-iterator input of GE).
+
+    ``dynamic`` makes the leading (batch) dim unknown (-1): the graph is then a
+    dynamic-shape graph that runs node by node; its default input shapes are ``specs``.
+    """
     if data not in DATA_SOURCES:
         raise GraphBuildError(f"data must be one of {', '.join(DATA_SOURCES)}, got {data!r}")
+    if dynamic and data != "Data":
+        raise GraphBuildError("dynamic=True needs data='Data' (GetNext outputs have fixed shapes)")
     if data == "Data":
-        return [g.data(name, shape, dtype, fmt) for name, shape, dtype, fmt in specs]
+        return [g.data(name, ((-1,) + shape[1:]) if dynamic else shape, dtype, fmt,
+                       default_shape=shape if dynamic else None) for name, shape, dtype, fmt in specs]
     outs = g.op("GetNext", [], name="GetNext", output_shapes=[s for _, s, _, _ in specs],
                 output_types=[d for _, _, d, _ in specs])
     return list(outs) if isinstance(outs, tuple) else [outs]
@@ -48,13 +56,13 @@ def _finish(g: Graph, loss: Tensor, outputs: list[Tensor], training: bool, world
 # -------------------------------------------------------------------------- MLP
 def mlp(batch_size: int = 32, in_features: int = 784, hidden: tuple[int, ...] = (1024, 1024),
         out_features: int = 10, training: bool = True, world_size: int = 1, optimizer: str = "Momentum",
-        data: str = "Data", dtype: str = "float16") -> Graph:
+        data: str = "Data", dtype: str = "float16", dynamic: bool = False) -> Graph:
     """A multi-layer perceptron: MatMul + BiasAdd + Relu per hidden layer, softmax cross-entropy loss."""
     _check_positive(batch_size=batch_size, in_features=in_features, out_features=out_features,
                     world_size=world_size)
     g = Graph("mlp")
     x, labels = _inputs(g, data, [("x", (batch_size, in_features), dtype, "ND"),
-                                  ("labels", (batch_size, out_features), dtype, "ND")])
+                                  ("labels", (batch_size, out_features), dtype, "ND")], dynamic)
     width = in_features
     for i, h in enumerate(tuple(hidden) + (out_features,)):
         _check_positive(**{f"hidden[{i}]": h})
@@ -104,13 +112,13 @@ def _bottleneck(g: Graph, x: Tensor, width: int, stride: int, name: str, trainin
 
 
 def resnet50(batch_size: int = 32, training: bool = True, world_size: int = 1, image_size: int = 224,
-             num_classes: int = 1000, optimizer: str = "Momentum", data: str = "Data") -> Graph:
-    """ResNet-50 v1.5 (stride on the 3x3 conv) in NCHW, float16 compute."""
+             num_classes: int = 1000, optimizer: str = "Momentum", data: str = "Data", dynamic: bool = False) -> Graph:
+    """ResNet-50 v1.5 (stride on the 3x3 conv) in NCHW, float16 compute; ``dynamic``: unknown batch."""
     _check_positive(batch_size=batch_size, world_size=world_size, image_size=image_size,
                     num_classes=num_classes)
     g = Graph("resnet50")
     images, labels = _inputs(g, data, [("images", (batch_size, 3, image_size, image_size), "float16", "NCHW"),
-                                       ("labels", (batch_size, num_classes), "float16", "ND")])
+                                       ("labels", (batch_size, num_classes), "float16", "ND")], dynamic)
     with g.name_scope("resnet_model"):
         x = _conv_bn(g, images, 64, 7, 2, "conv1", relu=True, training=training)
         x = g.op("MaxPool", x, name="pool1", ksize=3, strides=2, pads="SAME", data_format="NCHW")
@@ -143,13 +151,13 @@ def _layer_norm(g: Graph, x: Tensor, name: str) -> Tensor:
         return g.op("LayerNorm", [x, gamma, beta], begin_norm_axis=-1, begin_params_axis=-1)[0]
 
 
-def _encoder_layer(g: Graph, x: Tensor, mask: Tensor, batch: int, seq: int, heads: int, ffn: int,
-                   name: str) -> Tensor:
+def _encoder_layer(g: Graph, x: Tensor, mask: Tensor, seq: int, heads: int, ffn: int, name: str) -> Tensor:
+    """One transformer encoder layer; reshapes leave the batch dim to inference (-1), so it may be dynamic."""
     hidden = x.shape[-1]
     head_dim = hidden // heads
     with g.name_scope(name):
         def split_heads(t: Tensor) -> Tensor:
-            t = g.op("Reshape", t, shape=[batch, seq, heads, head_dim])
+            t = g.op("Reshape", t, shape=[-1, seq, heads, head_dim])
             return g.op("Transpose", t, perm=[0, 2, 1, 3])
 
         with g.name_scope("attention"):
@@ -161,7 +169,7 @@ def _encoder_layer(g: Graph, x: Tensor, mask: Tensor, batch: int, seq: int, head
             scores = g.op("Add", [scores, mask])
             probs = g.op("Softmax", scores, axes=[-1])
             ctx = g.op("BatchMatMul", [probs, v])
-            ctx = g.op("Reshape", g.op("Transpose", ctx, perm=[0, 2, 1, 3]), shape=[batch * seq, hidden])
+            ctx = g.op("Reshape", g.op("Transpose", ctx, perm=[0, 2, 1, 3]), shape=[-1, hidden])
             attn = _dense(g, ctx, hidden, "output")
         x = _layer_norm(g, g.op("Add", [attn, x]), "attention_norm")
         inter = g.op("Gelu", _dense(g, x, ffn, "intermediate"))
@@ -171,8 +179,9 @@ def _encoder_layer(g: Graph, x: Tensor, mask: Tensor, batch: int, seq: int, head
 
 def bert(layers: int = 12, seq_len: int = 128, batch_size: int = 32, training: bool = True,
          world_size: int = 1, hidden: int = 768, heads: int = 12, vocab_size: int = 30522,
-         max_position: int = 512, num_labels: int = 2, optimizer: str = "AdamW", data: str = "Data") -> Graph:
-    """BERT encoder with a sequence-classification head (BERT-base by default).
+         max_position: int = 512, num_labels: int = 2, optimizer: str = "AdamW", data: str = "Data",
+         dynamic: bool = False) -> Graph:
+    """BERT encoder with a sequence-classification head (BERT-base by default); ``dynamic``: unknown batch.
 
     The pooler averages the token states (instead of taking the first token)
     and uses Gelu; parameter count and op mix are those of BERT.
@@ -184,22 +193,22 @@ def bert(layers: int = 12, seq_len: int = 128, batch_size: int = 32, training: b
     if seq_len > max_position:
         raise GraphBuildError(f"seq_len ({seq_len}) must not exceed max_position ({max_position})")
     g = Graph("bert")
-    ids, types, mask, labels = _inputs(g, data, [
+    ids, positions, types, mask, labels = _inputs(g, data, [
         ("input_ids", (batch_size * seq_len,), "int32", "ND"),
+        ("position_ids", (batch_size * seq_len,), "int32", "ND"),
         ("token_type_ids", (batch_size * seq_len,), "int32", "ND"),
         ("attention_mask", (batch_size, 1, 1, seq_len), "float16", "ND"),
         ("labels", (batch_size, num_labels), "float16", "ND"),
-    ])
-    positions = g.const("position_ids", (batch_size * seq_len,), "int32")
+    ], dynamic)
     with g.name_scope("bert/embeddings"):
         word = g.op("GatherV2", [_weight(g, "word_embeddings", (vocab_size, hidden), "float16"), ids])
         pos = g.op("GatherV2", [_weight(g, "position_embeddings", (max_position, hidden), "float16"), positions])
         tok = g.op("GatherV2", [_weight(g, "token_type_embeddings", (2, hidden), "float16"), types])
         x = _layer_norm(g, g.op("Add", [g.op("Add", [word, pos]), tok]), "LayerNorm")
     for i in range(layers):
-        x = _encoder_layer(g, x, mask, batch_size, seq_len, heads, 4 * hidden, f"bert/encoder/layer_{i}")
+        x = _encoder_layer(g, x, mask, seq_len, heads, 4 * hidden, f"bert/encoder/layer_{i}")
     with g.name_scope("bert/pooler"):
-        tokens = g.op("Reshape", x, shape=[batch_size, seq_len, hidden])
+        tokens = g.op("Reshape", x, shape=[-1, seq_len, hidden])
         pooled = g.op("Gelu", _dense(g, g.op("ReduceMean", tokens, axes=[1]), hidden, "dense"))
     logits = _dense(g, pooled, num_labels, "classifier")
     loss, _ = g.op("SoftmaxCrossEntropyWithLogits", [logits, labels], name="loss/xentropy")

@@ -464,7 +464,7 @@ class LoadedModel:
         t = v.table
         lib = msprof.lib
         name_ids = {n: lib.get_hash_id(n) for n in HCCL_SUBTASK_NAMES}
-        links = hccl.LINKS.get(self.runtime.preset.name, hccl.Links())
+        links = self.runtime.preset.links
         iteration = np.array([self.iterations])
         for i in np.flatnonzero(t.rt_type == RtTaskType.HCCL):
             node = v.compiled.graph.nodes[int(t.node[i])]

@@ -62,6 +62,11 @@ PROFILING_FLAGS = [
     ("--aicpu", "aicpu", "on|off", "AI CPU data (default: off)"),
     ("--aic-metrics", "aic_metrics", "GROUP", "AI Core PMU group: " + ", ".join(AIC_METRICS) + " (default: PipeUtilization)"),
     ("--msproftx", "msproftx", "on|off", "msproftx / mstx ranges (default: off)"),
+    ("--ge-api", "ge_api", "off|l0|l1", "GE API and host scheduling of dynamic-shape ops (default: off)"),
+    ("--runtime-api", "runtime_api", "on|off", "runtime API calls (default: off)"),
+    ("--l2", "l2", "on|off", "L2 cache sampling (default: off)"),
+    ("--task-memory", "task_memory", "on|off", "static memory plan events (geprof extension; default: off)"),
+    ("--storage-limit", "storage_limit", "<n>MB", "delete the oldest data past this size (>= 200MB)"),
 ]
 
 
