@@ -141,8 +141,9 @@ class Profile:
         if aged.get("chunks"):
             limit = self.options.get("storage_limit", "")
             recs = ", ".join(f"{n} {k}" for k, n in aged["records"].items())
+            size = f"{aged['bytes'] / 1e6:.1f} MB" if aged["bytes"] >= 1e5 else f"{aged['bytes'] / 1e3:.1f} kB"
             notes.append(f"storage_limit {limit} reached: the {aged['chunks']} oldest chunks "
-                         f"({aged['bytes'] / 1e6:.1f} MB: {recs} records) were deleted; early iterations are missing")
+                         f"({size}: {recs} records) were deleted; early iterations are missing")
         for kind, n in (self.info.get("dropped") or {}).items():
             notes.append(f"{n} {kind} records were dropped (buffer full)")
         notes.extend(self.info.get("notes") or [])

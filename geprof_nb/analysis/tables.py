@@ -42,7 +42,8 @@ class OpRows:
 def _categorical(per_conn: np.ndarray, conn: np.ndarray) -> pd.Categorical:
     """Row values ``per_conn[conn]`` as a categorical, factorising the small per-connection table."""
     codes, uniques = pd.factorize(per_conn)
-    return pd.Categorical.from_codes(codes[conn], categories=pd.Index(uniques, dtype=object))
+    cat = pd.Categorical.from_codes(codes[conn], categories=pd.Index(uniques, dtype=object))
+    return cat.remove_unused_categories()
 
 
 def _tensor_strings(tensors: np.ndarray) -> dict[int, tuple[str, ...]]:
@@ -119,6 +120,9 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
         gaps = start_ns[idx[1:]] - (start_ns[idx[:-1]] + dur_ns[idx[:-1]])
         wait[idx[1:]] = np.maximum(gaps, 0)
 
+    ctx = run.load("context_id_info")
+    context_id = scatter(n_conn, ctx["connection_id"], ctx["context_ids"][:, 0] if len(ctx) else [], 0, np.int64)
+    has_context = scatter(n_conn, ctx["connection_id"], True, False, bool)
     model_id = scatter(n_conn, track["connection_id"], track["model_id"], 0, np.int64)
     stream_id = scatter(n_conn, track["connection_id"], track["stream_id"], 0, np.int64)
     task_id = scatter(n_conn, track["connection_id"], track["task_id"], 0, np.int64)
@@ -141,9 +145,9 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
         "Task Duration(us)": dur_us,
         "Task Wait Time(us)": wait / 1000.0,
         "Block Num": pd.array(np.where(is_comm | no_basic, 0, block_dim)[conn], dtype="Int64"),
-        "Mix Block Num": nullable(np.zeros(n_conn, np.int64), is_comm),
+        "Mix Block Num": nullable(scatter(n_conn, basic["connection_id"], basic["mix_block_dim"], 0, np.int64), is_comm),
         "HF32 Eligible": _categorical(hf32, conn),
-        "Context ID": pd.array([pd.NA] * n, dtype="Int64"),
+        "Context ID": nullable(context_id, ~has_context),
     }
     for k, col in enumerate(("Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
                              "Output Data Types", "Output Formats")):

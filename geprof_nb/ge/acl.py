@@ -25,16 +25,17 @@ from .serialize import ModelFormatError, graph_from_bytes, graph_to_bytes
 from .session import _ensure_initialized, device_runtime, register_finalize_hook
 
 ACL_SUCCESS = 0
-ACL_ERROR_INVALID_PARAM = 100000
-ACL_ERROR_UNINITIALIZE = 100001
-ACL_ERROR_INVALID_FILE = 100003
-ACL_ERROR_INVALID_MODEL_ID = 100011
-ACL_ERROR_DESERIALIZE_MODEL = 100012
-ACL_ERROR_MODEL_INPUT_NOT_MATCH = 100017
-ACL_ERROR_MODEL_OUTPUT_NOT_MATCH = 100018
-ACL_ERROR_OP_TYPE_NOT_MATCH = 100020
-ACL_ERROR_OP_INPUT_NOT_MATCH = 100021
-ACL_ERROR_OP_OUTPUT_NOT_MATCH = 100022
+# ACL error codes; named, so GEGetErrorMsg() and a printed return value say which error it is.
+ACL_ERROR_INVALID_PARAM = st.Status(100000, "ACL_ERROR_INVALID_PARAM")
+ACL_ERROR_UNINITIALIZE = st.Status(100001, "ACL_ERROR_UNINITIALIZE")
+ACL_ERROR_INVALID_FILE = st.Status(100003, "ACL_ERROR_INVALID_FILE")
+ACL_ERROR_INVALID_MODEL_ID = st.Status(100011, "ACL_ERROR_INVALID_MODEL_ID")
+ACL_ERROR_DESERIALIZE_MODEL = st.Status(100012, "ACL_ERROR_DESERIALIZE_MODEL")
+ACL_ERROR_MODEL_INPUT_NOT_MATCH = st.Status(100017, "ACL_ERROR_MODEL_INPUT_NOT_MATCH")
+ACL_ERROR_MODEL_OUTPUT_NOT_MATCH = st.Status(100018, "ACL_ERROR_MODEL_OUTPUT_NOT_MATCH")
+ACL_ERROR_OP_TYPE_NOT_MATCH = st.Status(100020, "ACL_ERROR_OP_TYPE_NOT_MATCH")
+ACL_ERROR_OP_INPUT_NOT_MATCH = st.Status(100021, "ACL_ERROR_OP_INPUT_NOT_MATCH")
+ACL_ERROR_OP_OUTPUT_NOT_MATCH = st.Status(100022, "ACL_ERROR_OP_OUTPUT_NOT_MATCH")
 
 #: Host costs of ACL calls (modelled).
 LOAD_NS = 2_000_000
@@ -139,23 +140,41 @@ def _check_tensors(kind: str, given: Sequence[Any] | None, expected: list[Tensor
     if len(given) != len(expected):
         return _error(code, f"{api}: the model has {len(expected)} {kind}s, got {len(given)}")
     for i, (x, want) in enumerate(zip(given, expected)):
-        shape = tuple(getattr(x, "shape", ()))
-        if shape != want.shape:
-            return _error(code, f"{api}: {kind} {i} has shape {list(shape)}, expected {list(want.shape)}")
+        shape = tuple(int(d) for d in getattr(x, "shape", ()))
+        fits = len(shape) == want.rank and all(w == g or (w == -1 and g >= 1) for w, g in zip(want.shape, shape))
+        if not fits:
+            return _error(code, f"{api}: {kind} {i} has shape {list(shape)}, expected {list(want.shape)}"
+                          + (" (-1: any size)" if want.is_dynamic else ""))
+    return ACL_SUCCESS
+
+
+def _select_shapes(model: LoadedModel, inputs: Sequence[Any] | None) -> int:
+    """A dynamic-shape model runs its build for the inputs' shapes (its default shapes without inputs)."""
+    shapes = None if inputs is None else {
+        n.name: tuple(int(d) for d in x.shape) for n, x in zip(model.input_nodes, inputs)}
+    try:
+        model.select(shapes)
+    except GraphBuildError as exc:
+        return _error(ACL_ERROR_MODEL_INPUT_NOT_MATCH, f"aclmdlExecute: {exc}")
     return ACL_SUCCESS
 
 
 def aclmdlExecute(model_id: int, inputs: Sequence[Any] | None = None, outputs: Sequence[Any] | None = None) -> int:  # noqa: N802
-    """Run a loaded model once, synchronously."""
-    model = _state.models.get(model_id)
-    if model is None:
-        return _error(ACL_ERROR_INVALID_MODEL_ID, f"aclmdlExecute: model id {model_id} is not loaded "
-                      f"(loaded: {sorted(_state.models) or 'none'})")
-    with AclProfilingReporter(AclProfType.AclmdlExecute, model_id):
-        ret = _check_tensors("input", inputs, [n.outputs[0] for n in model.compiled.input_nodes],
+    """Run a loaded model once, synchronously.
+
+    A dynamic-shape model (unknown input dims) takes inputs of any size in those dims.
+    """
+    with AclProfilingReporter(AclProfType.AclmdlExecute, model_id):  # reported even when the call fails
+        model = _state.models.get(model_id)
+        if model is None:
+            return _error(ACL_ERROR_INVALID_MODEL_ID, f"aclmdlExecute: model id {model_id} is not loaded "
+                          f"(loaded: {sorted(_state.models) or 'none'})")
+        ret = _check_tensors("input", inputs, [n.outputs[0] for n in model.input_nodes],
                              ACL_ERROR_MODEL_INPUT_NOT_MATCH, "aclmdlExecute")
+        if ret == ACL_SUCCESS and model.dynamic:
+            ret = _select_shapes(model, inputs)
         if ret == ACL_SUCCESS:
-            ret = _check_tensors("output", outputs, [t.desc for t in model.graph.net_output.inputs],
+            ret = _check_tensors("output", outputs, [t.desc for t in model.compiled.graph.net_output.inputs],
                                  ACL_ERROR_MODEL_OUTPUT_NOT_MATCH, "aclmdlExecute")
         if ret != ACL_SUCCESS:
             return ret

@@ -38,7 +38,7 @@ L2 line size, L0/L1 path widths and the L2 speed-up are modelling choices
 from __future__ import annotations
 
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ..prof.rawdata import GeTaskType, RtTaskType
 from .graph import DTYPES
@@ -46,6 +46,9 @@ from . import hccl
 from .ops import OpCost
 
 GiB = 1 << 30
+MIX_MIN_K = 1000
+MIX_MIN_MAC_US = 50
+MIX_ALIGN_BYTES = 512
 MiB = 1 << 20
 
 #: FLOPs of one cube instruction: a 16x16x16 fp16 (also bf16 and, at a quarter of the rate, fp32)
@@ -183,6 +186,8 @@ class KernelTiming:
     waves: int = 1
     pmu_core: str = ""  # "aic", "aiv" or "" (no PMU)
     counters: dict[str, int] = field(default_factory=dict)  # per-block raw PMU counter values (COUNTERS)
+    mix_block_dim: int = 0  # vector blocks of a MIX_AIC (FFTS+) task
+    context_ids: tuple[int, ...] = ()  # FFTS+ context ids of the task
 
 
 def _unit(op_type: str, salt: str = "") -> float:
@@ -325,8 +330,19 @@ class CostModel:
             pipes.update(mte3_cycles=out_cycles, vec_cycles=l0c_out / VECTOR_MOVE_BYTES_PER_CYCLE)
             counts.update(l0c_read_bytes=l0c_out, ub_write_vector_bytes=out, ub_read_mte_bytes=out,
                           ub_to_gm_bytes=out)
-        return self._finish(op_type, GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, block_dim, dev.ai_core_num,
-                            "aic", pipes, counts, hit)
+        timing = self._finish(op_type, GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, block_dim, dev.ai_core_num,
+                              "aic", pipes, counts, hit)
+        if self._becomes_mix(cost, dtype, mac):
+            timing = replace(timing, ge_task_type=GeTaskType.MIX_AIC, rt_task_type=RtTaskType.KERNEL_MIX_AIC,
+                             mix_block_dim=2 * block_dim, context_ids=(0,))
+        return timing
+
+    def _becomes_mix(self, cost: OpCost, dtype: str, mac_cycles: float) -> bool:
+        """A2 turns a large-K matrix product into a MIX_AIC (FFTS+) task: K > 1000, theoretical MAC
+        time > 50 us and K not 512-byte aligned (reference §7)."""
+        k = cost.inner_dim
+        return (self.device.stars and k > MIX_MIN_K and mac_cycles / self.device.aic_frequency_mhz > MIX_MIN_MAC_US
+                and (k * _dtype_bytes(dtype)) % MIX_ALIGN_BYTES != 0)
 
     def vector(self, op_type: str, cost: OpCost, dtype: str) -> KernelTiming:
         dev = self.device

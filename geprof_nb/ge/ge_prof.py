@@ -24,8 +24,8 @@ from ..prof.events import ProfDataTypeConfig, ProfilingAicoreMetrics
 from . import status as st
 from .session import device_runtime, is_initialized
 
-ACL_ERROR_INVALID_PROFILING_CONFIG = 100010
-ACL_ERROR_FEATURE_UNSUPPORTED = 200006
+ACL_ERROR_INVALID_PROFILING_CONFIG = st.Status(100010, "ACL_ERROR_INVALID_PROFILING_CONFIG")
+ACL_ERROR_FEATURE_UNSUPPORTED = st.Status(200006, "ACL_ERROR_FEATURE_UNSUPPORTED")
 MSVP_MAX_DEV_NUM = 64
 MAX_PATH_LENGTH = 4096
 
@@ -62,6 +62,8 @@ class _ProfApiState:
         self.path = ""
         self.started: aclgrphProfConfig | None = None
         self.started_switch = 0
+        #: aic_metrics of this run's first window: one run programs the PMU one way.
+        self.run_metrics: ProfilingAicoreMetrics | None = None
 
 
 _state = _ProfApiState()
@@ -104,7 +106,8 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
     """A config for devices, a ``ProfilingAicoreMetrics`` value and ``ProfDataTypeConfig`` bits, or ``None``.
 
     Call it as in C, ``(deviceid_list, device_nums, aicore_metrics, aicore_events, data_type_config)``,
-    or shortly as ``(device_ids, aicore_metrics, data_type_config)``.
+    or shortly as ``(device_ids, aicore_metrics, data_type_config)``.  As msprof does, task time L1
+    (``kProfTaskTime``) also switches on task time L0 (``kProfTaskTimeL0``): L1 adds to L0's data.
     """
     if len(args) == 4:
         device_nums, aicore_metrics, aicore_events, data_type_config = args
@@ -131,7 +134,7 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
         problem = f"device ids {ids} contain duplicates"
     elif aicore_events is not None:
         problem = "aicore_events is reserved; only None is supported"
-    elif aicore_metrics not in AIC_METRICS_NAMES:
+    elif isinstance(aicore_metrics, bool) or not isinstance(aicore_metrics, int) or aicore_metrics not in AIC_METRICS_NAMES:
         problem = f"aicore_metrics {aicore_metrics!r} is not a ProfilingAicoreMetrics value (0..7)"
     elif AIC_METRICS_NAMES[ProfilingAicoreMetrics(aicore_metrics)] is None:
         problem = "kAicorePipelineExecuteUtilization is only available on Atlas 200I/500 A2"
@@ -141,7 +144,10 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
         _fail(f"aclgrphProfCreateConfig: {problem}")
         return None
     st.clear_error()
-    return aclgrphProfConfig(tuple(ids), ProfilingAicoreMetrics(aicore_metrics), int(data_type_config))
+    bits = int(data_type_config)
+    if bits & events.PROF_TASK_TIME_L1_MASK:
+        bits |= events.PROF_TASK_TIME_MASK
+    return aclgrphProfConfig(tuple(ids), ProfilingAicoreMetrics(aicore_metrics), bits)
 
 
 def aclgrphProfDestroyConfig(profiler_config: aclgrphProfConfig | None) -> st.Status:  # noqa: N802
@@ -182,12 +188,17 @@ def aclgrphProfStart(profiler_config: aclgrphProfConfig | None) -> st.Status:  #
         if unsupported:
             return _fail(f"aclgrphProfStart: dataTypeConfig:0x{profiler_config.data_type_config:x}, "
                          f"supported switch is:0x{SUPPORTED_SWITCH:x}")
+        if _state.run_metrics is not None and profiler_config.aicore_metrics != _state.run_metrics:
+            return _fail(f"aclgrphProfStart: aicore_metrics {profiler_config.aicore_metrics.name} differs from "
+                         f"{_state.run_metrics.name} used earlier in this run; one aclgrphProfInit..Finalize "
+                         "flow programs the AI Core PMU once: finalize and init again to change metrics")
         switch = profiler_config.data_type_config | events.PROF_OP_DETAIL_MASK
-        if profiler_config.aicore_metrics is not None and profiler_config.data_type_config & events.PROF_TASK_TIME_L1_MASK:
+        if profiler_config.data_type_config & events.PROF_TASK_TIME_L1_MASK:  # L1 collects the config's metrics
             switch |= events.PROF_AICORE_METRICS_MASK
         msprof.lib.start(switch, profiler_config.dev_ids, options=_options_for(profiler_config))
         _state.started = profiler_config
         _state.started_switch = profiler_config.data_type_config
+        _state.run_metrics = profiler_config.aicore_metrics
         st.clear_error()
         return st.SUCCESS
 
@@ -216,6 +227,7 @@ def aclgrphProfFinalize() -> st.Status:  # noqa: N802
         msprof.lib.finalize()
         _state.inited = False
         _state.started = None
+        _state.run_metrics = None
         st.clear_error()
         return st.SUCCESS
 

@@ -34,6 +34,9 @@ from .graph import Graph
 MEMORY_ALIGN = 512
 MEMORY_PAD = 32
 WEIGHT_TYPES = ("Variable", "Const")
+#: Optimizer updates write their variable (and its state) in place: their outputs
+#: are the weights' memory, not new feature maps.
+IN_PLACE_TYPES = ("ApplyMomentum", "ApplyAdamW")
 
 
 def align_size(nbytes: int | np.ndarray) -> int | np.ndarray:
@@ -231,7 +234,8 @@ def plan_memory(compiled: CompiledModel, table: TaskTable) -> MemoryPlan:
     Tensors are the outputs of every node with a kernel, plus the graph inputs a
     MEMCPY_ASYNC task copies in at the start of the step (inputs without a copy
     stay in the caller's memory and are not planned).  Variables and Consts are
-    weights: a separate region that lives as long as the model, never reused.
+    weights: a separate region that lives as long as the model, never reused;
+    optimizer updates write them in place, so their outputs are not planned.
 
     A tensor is allocated when its producer's task starts and freed after its
     last reader's task.  Streams run concurrently, so launch order says nothing
@@ -253,6 +257,8 @@ def plan_memory(compiled: CompiledModel, table: TaskTable) -> MemoryPlan:
     for node in graph.nodes:
         if node.type in WEIGHT_TYPES:
             weight_bytes += sum(int(align_size(d.nbytes)) for d in node.outputs)
+            continue
+        if node.type in IN_PLACE_TYPES:
             continue
         if node.id in compiled.kernels:
             alloc = kernel_task[node.id]

@@ -57,8 +57,9 @@ def range_end(range_id: int) -> None:
     if opened is None:
         warnings.warn(f"mstx.range_end({range_id}): no open range has this id", stacklevel=2)
         return
-    start, message, domain = opened
-    _report(start, clock.now_ns(), rawdata.MSTX_RANGE, message, domain, range_id)
+    if _props.switch & events.PROF_MSPROFTX_MASK:  # a range that ends after Stop is not collected
+        start, message, domain = opened
+        _report(start, clock.now_ns(), rawdata.MSTX_RANGE, message, domain, range_id)
 
 
 @contextlib.contextmanager

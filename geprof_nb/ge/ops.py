@@ -32,6 +32,7 @@ class OpCost:
     bytes_out: int = 0
     tiles: int = 1  # independent work units: the most cores the op can use
     comm_bytes: int = 0  # bytes of the buffer a collective moves, per rank (see the HCCL ops)
+    inner_dim: int = 0  # K of a matrix product (decides MIX_AIC on A2)
 
     @property
     def bytes(self) -> int:
@@ -258,10 +259,10 @@ def elementwise(ops_per_element: float, tile_elems: int = 16384) -> CostFn:
     return cost
 
 
-def _cube_cost(flops: int, ins: list[TensorDesc], outs: list[TensorDesc]) -> OpCost:
+def _cube_cost(flops: int, ins: list[TensorDesc], outs: list[TensorDesc], inner_dim: int = 0) -> OpCost:
     out_elems = max(d.numel for d in outs)
     tiles = max(1, -(-out_elems // 16384), -(-flops // 50_000_000))
-    return OpCost(flops=flops, bytes_in=_bytes(ins), bytes_out=_bytes(outs), tiles=tiles)
+    return OpCost(flops=flops, bytes_in=_bytes(ins), bytes_out=_bytes(outs), tiles=tiles, inner_dim=inner_dim)
 
 
 def _no_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
@@ -461,7 +462,7 @@ def _matmul_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str,
     a = ins[0].shape
     k = a[0] if attrs.get("transpose_x1", False) else a[1]
     m, n = outs[0].shape
-    return _cube_cost(2 * m * n * k, ins, outs)
+    return _cube_cost(2 * m * n * k, ins, outs, k)
 
 
 for _t in ("MatMul", "MatMulV2"):
@@ -484,7 +485,7 @@ def _batch_matmul(ctx: InferContext) -> list[TensorDesc]:
 def _batch_matmul_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
     a = ins[0].shape
     k = a[-2] if attrs.get("adj_x1", False) else a[-1]
-    return _cube_cost(2 * outs[0].numel * k, ins, outs)
+    return _cube_cost(2 * outs[0].numel * k, ins, outs, k)
 
 
 _register("BatchMatMul", "AI_CORE", ("x1", "x2"), _batch_matmul, _batch_matmul_cost)

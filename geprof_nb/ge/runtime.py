@@ -29,7 +29,7 @@ from ..prof.msprof import CommandHandle, CommandType
 from ..prof.options import ProfilingOptions
 from ..prof.api_types import ExecutorEvent, GeProfInfoType, LaunchType, RuntimeApiType, type_names
 from ..prof.host_profiler import GlobalProfiler, ProfilingEvent, global_profiler
-from ..prof.properties import (BIT_CANN_HOST_L1, BIT_DEVICE, BIT_GE_HOST, BIT_MEMORY, BIT_TASK_TIME,
+from ..prof.properties import (BIT_CANN_HOST, BIT_DEVICE, BIT_GE_HOST, BIT_MEMORY, BIT_TASK_TIME,
                                BIT_TRAINING_TRACE, GlobalProfilingWrapper, ProfilingProperties)
 from ..prof.rawdata import ReportLevel, RtTaskType
 from .compiler import CompiledModel, TaskTable
@@ -288,8 +288,11 @@ class LoadedModel:
             self._unload = weakref.finalize(self, runtime.release, self.model_id, list(self.streams))
         self.iterations = 0
         self._variants: dict[tuple, _Variant] = {}
+        self._current: _Variant | None = None
         try:
-            self._current = self._variant(self.default_input_shapes() if self.dynamic else {})
+            defaults = self.default_input_shapes() if self.dynamic else {}
+            if defaults is not None:  # a dynamic graph without default shapes is built at its first inputs
+                self._current = self._variant(defaults)
         except Exception:
             self._unload()
             raise
@@ -299,19 +302,25 @@ class LoadedModel:
     def input_nodes(self) -> list:
         return [n for n in self.graph.nodes if n.type == "Data"]
 
-    def default_input_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Shapes ``run_graph()`` uses without inputs: the Data shapes, or their ``default_shape``."""
+    def default_input_shapes(self) -> dict[str, tuple[int, ...]] | None:
+        """Shapes ``run_graph()`` uses without inputs: the Data shapes, or their ``default_shape``
+        (``None`` if an input has unknown dims and no default)."""
         shapes = {}
         for n in self.input_nodes:
             shape = n.outputs[0].shape
             if n.outputs[0].is_dynamic:
                 default = n.attrs.get("default_shape")
                 if default is None:
-                    raise GraphBuildError(f"graph {self.graph.name!r}: input {n.name!r} has unknown dims "
-                                          f"{list(shape)} and no default_shape; pass inputs to run_graph")
+                    return None
                 shape = tuple(default)
             shapes[n.name] = shape
         return shapes
+
+    def _missing_inputs_error(self) -> GraphBuildError:
+        unknown = [n for n in self.input_nodes if n.outputs[0].is_dynamic and "default_shape" not in n.attrs]
+        n = unknown[0]
+        return GraphBuildError(f"graph {self.graph.name!r}: input {n.name!r} has unknown dims "
+                               f"{list(n.outputs[0].shape)} and no default_shape; pass inputs to run_graph")
 
     def _variant(self, input_shapes: dict[str, tuple[int, ...]]) -> _Variant:
         key = tuple(sorted(input_shapes.items())) if self.dynamic else ()
@@ -327,20 +336,29 @@ class LoadedModel:
     def select(self, input_shapes: dict[str, tuple[int, ...]] | None) -> None:
         """Use the build for these input shapes (dynamic graphs; InferShape runs once per shape set)."""
         if self.dynamic:
-            self._current = self._variant(input_shapes or self.default_input_shapes())
+            shapes = input_shapes or self.default_input_shapes()
+            if shapes is None:
+                raise self._missing_inputs_error()
+            self._current = self._variant(shapes)
+
+    @property
+    def _built(self) -> _Variant:
+        if self._current is None:
+            raise self._missing_inputs_error()
+        return self._current
 
     @property
     def compiled(self) -> CompiledModel:
-        return self._current.compiled
+        return self._built.compiled
 
     @property
     def notes(self) -> list[str]:
-        return self._current.notes
+        return self._built.notes
 
     # ----------------------------------------------------------- task table
     def _sync_epoch(self) -> _Variant:
         """On a new collection: re-place trace tasks for its FP/BP points, restart the jitter stream."""
-        v = self._current
+        v = self._built
         if v.table_epoch == self.runtime.epoch and v.table is not None:
             return v
         v.table_epoch = self.runtime.epoch
@@ -381,7 +399,7 @@ class LoadedModel:
         v = self._sync_epoch()
         t = v.table
         g = v.compiled.graph
-        names, types, ge_types, blocks, tensors, pmu, flags = [], [], [], [], [], [], []
+        names, types, ge_types, blocks, tensors, pmu, flags, mix, ctx = [], [], [], [], [], [], [], [], []
         base_flag = rawdata.OpFlag.DYNAMIC if self.dynamic else rawdata.OpFlag.STATIC
         for i, kernel in enumerate(t.kernels):
             if kernel is None:
@@ -392,6 +410,8 @@ class LoadedModel:
                 tensors.append([])
                 pmu.append(("", {}))
                 flags.append(base_flag)
+                mix.append(0)
+                ctx.append(())
                 continue
             node = g.nodes[int(t.node[i])]
             names.append(node.name)
@@ -400,11 +420,13 @@ class LoadedModel:
             blocks.append(kernel.block_dim)
             tensors.append([(ti.kind, ti.format, ti.data_type, ti.shape) for ti in v.compiled.task_tensors(node)])
             pmu.append((kernel.pmu_core, kernel.counters))
+            mix.append(kernel.mix_block_dim)
+            ctx.append(kernel.context_ids)
             hf32 = node.engine == "AI_CORE" and node.inputs and node.inputs[0].dtype == "float32"
             flags.append(base_flag | (rawdata.OpFlag.HF32_ELIGIBLE if hf32 else 0))
         return LoadedTaskInfo(self.model_id, self.graph_id, g.name, t.stream, t.task_id, t.rt_type,
                               names, types, [int(x) for x in ge_types], blocks, tensors, pmu,
-                              [int(f) for f in flags])
+                              [int(f) for f in flags], mix, ctx)
 
     def _report_static(self, v: _Variant, flags: int) -> None:
         rt = self.runtime
@@ -491,12 +513,13 @@ class LoadedModel:
         t = v.table
         names = [v.compiled.graph.nodes[int(t.node[i])].name for i in timeline.tasks]
         starts = launch_ns + timeline.phase_start
+        kernel = np.isin(t.rt_type[timeline.tasks], _KERNEL_TYPES)
         if flags & BIT_GE_HOST:
             used = timeline.phase_dur > 0
             rows, cols = np.nonzero(used)
-            global_profiler.record_many([names[r] for r in rows], [int(_HOST_PHASES[c]) for c in cols],
+            events_ = [int(_HOST_PHASES[c] if kernel[r] else ProfilingEvent.kCopyH2D) for r, c in zip(rows, cols)]
+            global_profiler.record_many([names[r] for r in rows], events_,
                                         starts[rows, cols], starts[rows, cols] + timeline.phase_dur[rows, cols])
-        kernel = np.isin(t.rt_type[timeline.tasks], _KERNEL_TYPES)
         launch_begin = starts[:, 4]
         launch_end = launch_begin + timeline.phase_dur[:, 4]
         if node_api and flags & BIT_TASK_TIME:
@@ -506,7 +529,7 @@ class LoadedModel:
             launches = {"level": ReportLevel.NODE, "types": types, "begins": launch_begin[kernel],
                         "ends": launch_end[kernel], "item_ids": [h for h, k in zip(hashes, kernel) if k]}
             self.runtime.cann_profiler.on_execute_event(ExecutorEvent.kExecuteEnd, **launches)
-            if flags & BIT_CANN_HOST_L1:
+            if flags & BIT_CANN_HOST:  # ge_api l0: the host scheduling (InferShape, Tiling) of each node
                 for col, api in ((0, GeProfInfoType.kInferShape), (1, GeProfInfoType.kTiling)):
                     sel = kernel & (timeline.phase_dur[:, col] > 0)
                     report_api_block(ReportLevel.NODE, [int(api)] * int(sel.sum()), starts[sel, col],

@@ -57,13 +57,17 @@ def headline(profile: Profile) -> str:
 
 
 def summary_bundle(profile: Profile) -> dict[str, str]:
-    """Headline, run location and the top-ops table."""
+    """Headline, run location, notes (FP/BP points, dropped data, ...) and the top-ops table."""
     top, title = top_ops(profile)
     head = headline(profile)
     where = f"run directory: {profile.path}"
+    notes = profile.notes
+    notes_html = ("<ul class=\"geprof-notes\">" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>"
+                  if notes else "")
     html_out = (f'<div class="geprof-report"><p><b>geprof</b> {html.escape(head)}<br>'
-                f"<small>{html.escape(where)}</small></p>{table_html(top, title)}</div>")
-    text = f"geprof {head}\n{where}\n\n{table_text(top, title)}"
+                f"<small>{html.escape(where)}</small></p>{notes_html}{table_html(top, title)}</div>")
+    notes_text = "".join(f"- {n}\n" for n in notes)
+    text = f"geprof {head}\n{where}\n{notes_text}\n{table_text(top, title)}"
     return {"text/html": html_out, "text/plain": text}
 
 

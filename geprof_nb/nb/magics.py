@@ -64,9 +64,8 @@ PROFILING_FLAGS = [
     ("--msproftx", "msproftx", "on|off", "msproftx / mstx ranges (default: off)"),
     ("--ge-api", "ge_api", "off|l0|l1", "GE API and host scheduling of dynamic-shape ops (default: off)"),
     ("--runtime-api", "runtime_api", "on|off", "runtime API calls (default: off)"),
-    ("--l2", "l2", "on|off", "L2 cache sampling (default: off)"),
     ("--task-memory", "task_memory", "on|off", "static memory plan events (geprof extension; default: off)"),
-    ("--storage-limit", "storage_limit", "<n>MB", "delete the oldest data past this size (>= 200MB)"),
+    ("--storage-limit", "storage_limit", "SIZE", "delete the oldest data past this size, e.g. 500MB (>= 200MB)"),
 ]
 
 
@@ -98,7 +97,7 @@ class GeprofMagics(Magics):
     @magic_arguments()
     @_profiling_flags
     @argument("--executor", choices=sorted(ge.session.EXECUTORS), default=None,
-              help="GE executor that runs static graphs (default: v2)")
+              help="GE executor: v2 (RT2) or v1 (hybrid); matters most for dynamic shapes (default: v2)")
     @argument("--clock", choices=list(CLOCK_MODES), default=None,
               help="real: host time is wall time; virtual: fixed host costs, runs repeat exactly")
     @argument("-o", dest="name", default=None, metavar="NAME",
@@ -120,10 +119,12 @@ class GeprofMagics(Magics):
             for step in range(100):
                 sess.run_graph(1)
 
-        Every profilingOptions field has a flag; values are checked like GE
-        checks the JSON.  The Profile is bound to ``_geprof`` (and ``NAME``
-        with ``-o``); its tables are ``op_summary``, ``op_statistic``,
-        ``step_trace``.
+        Every profilingOptions field that changes what is collected has a
+        flag; values are checked like GE checks the JSON.  The Profile is
+        bound to ``_geprof`` (and ``NAME`` with ``-o``); its tables include
+        ``op_summary``, ``op_statistic``, ``step_trace``, ``task_time``,
+        ``api_statistic``, ``host_events``, ``msprof_tx``,
+        ``communication_statistic``, ``aicpu``, ``operator_memory``.
         """
         __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
         args = parse_argstring(self.geprof, line)

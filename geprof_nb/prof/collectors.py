@@ -41,6 +41,8 @@ class LoadedTaskInfo:
     tensors: list[list[tuple[int, int, int, tuple[int, ...]]]]  # (tensor type, format, data type, shape)
     pmu: list[tuple[str, dict[str, int]]]  # ("aic"/"aiv"/"", per-block event counts)
     op_flags: list[int]  # rawdata.OpFlag bits
+    mix_block_dims: list[int]  # vector blocks of MIX tasks (0 otherwise)
+    context_ids: list[tuple[int, ...]]  # FFTS+ context ids (empty for ordinary tasks)
 
 
 def encode_tensor_info(connection_ids: list[int], op_name_ids: list[int],
@@ -106,7 +108,18 @@ class CannProfilerV2:
         basic["op_type"] = [lib.get_hash_id(info.op_types[i]) for i in ops]
         basic["block_dim"] = [info.block_dims[i] for i in ops]
         basic["op_flag"] = [info.op_flags[i] for i in ops]
+        basic["mix_block_dim"] = [info.mix_block_dims[i] for i in ops]
         msprof.MsprofReportCompactInfo(False, basic)
+        ffts = [i for i in ops if info.context_ids[i]]
+        if ffts:
+            ctx = np.zeros(len(ffts), rawdata.CONTEXT_ID_INFO_DTYPE)
+            for r, i in enumerate(ffts):
+                ids = info.context_ids[i][: rawdata.CONTEXT_IDS_PER_RECORD]
+                ctx[r]["connection_id"] = conn[i]
+                ctx[r]["op_name"] = hashes[i]
+                ctx[r]["context_num"] = len(ids)
+                ctx[r]["context_ids"][: len(ids)] = ids
+            lib.report_block("context_id_info", ctx)
         tensors = encode_tensor_info([int(conn[i]) for i in ops], [hashes[i] for i in ops],
                                      [info.tensors[i] for i in ops])
         msprof.MsprofReportAdditionalInfo(False, "tensor_info", tensors)

@@ -9,6 +9,8 @@ set, dumped as text in GE's format (``graph_metadef/graph/utils/profiler.cc``)::
     Profiler version: 1.0, dump start, records num: <N>
     <ns since epoch> <thread id> [<element>] [<event>] Start|End
     Profiling dump end
+
+An event index without a registered string prints as ``UNKNOWN(<index>)``, unbracketed, as in GE.
 """
 
 from __future__ import annotations
@@ -115,7 +117,8 @@ class GlobalProfiler:
         if dropped:
             out.write(f"Too many records({total}), the records after {capacity} will be dropped\n")
         for ts, tid, element, event, phase in records:
-            out.write(f"{ts} {tid} [{element}] [{event_string(event)}] "
+            shown = f"[{EVENT_STRINGS[event]}]" if 0 <= event < len(EVENT_STRINGS) else event_string(event)
+            out.write(f"{ts} {tid} [{element}] {shown} "
                       f"{'Start' if phase == rawdata.HOST_EVENT_START else 'End'}\n")
         out.write("Profiling dump end\n")
 

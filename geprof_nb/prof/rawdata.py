@@ -214,6 +214,12 @@ TENSOR_INFO_DTYPE = np.dtype(
      ("tensor_type", "<u4", (TENSORS_PER_RECORD,)), ("format", "<u4", (TENSORS_PER_RECORD,)),
      ("data_type", "<u4", (TENSORS_PER_RECORD,)), ("shape", "<u4", (TENSORS_PER_RECORD, SHAPE_LEN))]
 )
+CONTEXT_IDS_PER_RECORD = 8
+#: CONTEXT_ID_INFO: the FFTS+ context ids of a task (op_summary ``Context ID``).
+CONTEXT_ID_INFO_DTYPE = np.dtype(
+    [("connection_id", "<u4"), ("op_name", "<u8"), ("context_num", "<u4"),
+     ("context_ids", "<u4", (CONTEXT_IDS_PER_RECORD,))]
+)
 #: Model id <-> graph id and model name (GRAPH_ID_MAP).
 MODEL_INFO_DTYPE = np.dtype(
     [("model_id", "<u4"), ("graph_id", "<u4"), ("model_name", "<u8"), ("timestamp", "<i8")]
@@ -320,6 +326,7 @@ RECORD_KINDS: dict[str, RecordKind] = {
         RecordKind("node_basic_info", NODE_BASIC_INFO_DTYPE, "host", aging=False),
         RecordKind("tensor_info", TENSOR_INFO_DTYPE, "host", aging=False),
         RecordKind("model_info", MODEL_INFO_DTYPE, "host", aging=False),
+        RecordKind("context_id_info", CONTEXT_ID_INFO_DTYPE, "host", aging=False),
         RecordKind("task_track", TASK_TRACK_DTYPE, "device", aging=False),
         RecordKind("hwts", HWTS_DTYPE, "device"),
         RecordKind("aicore_events", AICORE_EVENTS_DTYPE, "device", aging=False),

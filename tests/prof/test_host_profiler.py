@@ -1,0 +1,333 @@
+"""GE's host profiler: ``profiling_scope`` (one bit test when off), the ``GlobalProfiler`` ring
+buffer (fixed capacity, drops counted exactly), the stdout dump of ``GE_PROFILING_TO_STD_OUT``
+(reference §6.3, byte for byte) and ``Profile.host_events``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+
+import numpy as np
+import pytest
+
+import geprof_nb
+from geprof_nb import ge
+from geprof_nb.ge.runtime import GE_PROFILING_TO_STD_OUT, NODE_HOST_COSTS
+from geprof_nb.prof import host_profiler, rawdata, scope
+from geprof_nb.prof.clock import clock
+from geprof_nb.prof.host_profiler import EVENT_STRINGS, GlobalProfiler, ProfilingEvent, event_string, global_profiler
+from geprof_nb.prof.properties import BIT_ALL, BIT_GE_HOST, GlobalProfilingWrapper
+
+#: ``ge::profiling`` event order, as in reference §6.3.
+REFERENCE_ORDER = """kAclCompileAndExecute, kAclMatchOpModel, kAclMatchStaticOpModel, kAclMatchDynamicOpModel,
+kAclExecuteAsync, kAclLoadSingleOp, kAclBuildOpModel, kInferShape, kTiling, kUpdateShape, kConstPrepare,
+kInitHybridExecuteArgs, kInitInferShapeContext, kDestroyInferShapeContext, kResetSubgraphExecutor,
+kCommitInferShapeTask, kDeviceToHost, kPrepareTask, kLaunchTask, kCommitTilingTask, kAtomic, kKernelLaunchPrepare,
+kRtKernelLaunch, kRtEventCreateRecord, kRtEventSync, kRtEventDestroy, kAclrtEventDestroy, kRtStreamSync, kOpExecute,
+kModelExecute, kAllocMem, kCopyH2D, kPrepareNode, kWaitForPrepareDone, kPropgateOutputs, kOnNodeDoneCallback,
+kValidateInputTensor, kAfterExecuted, kRtEventSychronize, kInferShapeWaitDependShape, kInferShapeWaitInputTensor,
+kInferShapeCallInferFunc, kInferShapePropgate, kSelectBranch, kExecuteSubGraph, kInitSubGraphExecutor, kSelectBin,
+kFindCompileCache, kAddCompileCache, kFuzzCompileOp, kCalcRuningParam, kGenTask, kRegisterBin, kFftsPlusPreThread,
+kFftsPlusNodeThread, kFftsPlusInferShape, kOpFftsCalculateV2, kInitThreadRunInfo, kFftsPlusGraphSchedule,
+kKnownGetAddrAndPrefCnt, kKernelGetAddrAndPrefCnt, kUpdateAddrAndPrefCnt, kInitOpRunInfo, kGetAutoThreadParam,
+kAllocateOutputs, kAllocateWorkspaces, kInitTaskAddrs, kInitThreadRunParam, kUpdateTaskAndCache, kFftsPlusTaskLaunch,
+kProfilingIndexEnd""".replace("\n", " ").replace(",", " ").split()
+DISPLAY = {"kRtKernelLaunch": "rtKernelLaunch", "kRtEventCreateRecord": "rtEventCreate&Record",
+           "kAllocMem": "AllocMemory", "kInferShapeCallInferFunc": "CallInferFunc",
+           "kInferShapePropgate": "PropgateOutputShape", "kKnownGetAddrAndPrefCnt": "rtGetAddrAndPrefCntWithHandle",
+           "kKernelGetAddrAndPrefCnt": "rtKernelGetAddrAndPrefCnt", "kFftsPlusTaskLaunch": "rtFftsPlusTaskLaunch",
+           "kAclrtEventDestroy": "AclrtEventDestroy", "kRtStreamSync": "rtStreamSync"}
+RECORD_LINE = re.compile(r"(\d+) (\d+) \[([^\]]+)\] \[([^\]]+)\] (Start|End)")
+
+
+@pytest.fixture(autouse=True)
+def empty_ring_buffer():
+    """The process-wide ring buffer starts and ends empty."""
+    global_profiler.take()
+    yield
+    global_profiler.take()
+
+
+def dynamic_mlp() -> ge.Graph:
+    return ge.models.mlp(batch_size=4, in_features=16, hidden=(16,), dynamic=True)
+
+
+def run_dynamic(steps: int = 1) -> ge.Session:
+    s = ge.Session()
+    assert s.add_graph(1, dynamic_mlp()) == ge.SUCCESS
+    for _ in range(steps):
+        assert s.run_graph(1) == ge.SUCCESS, ge.GEGetErrorMsg()
+    return s
+
+
+def profiled(out, **fields) -> None:
+    opts = {"output": str(out), "ge_api": "l1", **fields}
+    assert ge.GEInitialize({"geprof.clock": "virtual", "ge.exec.profilingMode": "1",
+                            "ge.exec.profilingOptions": json.dumps(opts)}) == ge.SUCCESS
+
+
+# ---------------------------------------------------------------------------------- event names
+
+
+def test_event_indices_follow_the_reference_order():
+    assert [e.name for e in sorted(ProfilingEvent, key=int)] == REFERENCE_ORDER
+    assert [int(ProfilingEvent[n]) for n in REFERENCE_ORDER] == list(range(len(REFERENCE_ORDER)))
+
+
+@pytest.mark.parametrize("name", REFERENCE_ORDER)
+def test_event_display_names(name):
+    expected = DISPLAY.get(name, name[1:])
+    assert event_string(int(ProfilingEvent[name])) == expected == EVENT_STRINGS[int(ProfilingEvent[name])]
+
+
+def test_unknown_event_index_is_unknown():
+    assert event_string(len(REFERENCE_ORDER)) == f"UNKNOWN({len(REFERENCE_ORDER)})"
+    assert event_string(-1) == "UNKNOWN(-1)"
+
+
+# ------------------------------------------------------------------------------- profiling_scope
+
+
+def test_scope_is_the_shared_disabled_object_when_ge_host_is_off(monkeypatch):
+    monkeypatch.setattr(GlobalProfilingWrapper, "enable_flags", BIT_ALL & ~BIT_GE_HOST)
+    s = ge.profiling_scope("node", ProfilingEvent.kInferShape)
+    assert s is scope.DISABLED and s is ge.profiling_scope("other", ProfilingEvent.kTiling)
+    with s as entered:
+        clock.spend(1000)
+    assert entered is None and global_profiler.count == 0
+
+
+@pytest.fixture
+def virtual_clock():
+    saved = clock.mode
+    clock.set_mode("virtual")
+    yield
+    clock.set_mode(saved)
+
+
+def test_scope_records_a_start_and_an_end_when_ge_host_is_on(monkeypatch, virtual_clock):
+    monkeypatch.setattr(GlobalProfilingWrapper, "enable_flags", BIT_GE_HOST)  # that bit alone is enough
+    t0 = clock.now_ns()
+    with ge.profiling_scope("node", ProfilingEvent.kTiling) as s:
+        assert s is not scope.DISABLED
+        clock.spend(1500)
+    records, dropped = global_profiler.take()
+    tid = threading.get_native_id()
+    assert dropped == 0
+    assert records == [(t0, tid, "node", int(ProfilingEvent.kTiling), rawdata.HOST_EVENT_START),
+                       (t0 + 1500, tid, "node", int(ProfilingEvent.kTiling), rawdata.HOST_EVENT_END)]
+
+
+def test_scope_records_also_when_the_block_raises(monkeypatch):
+    monkeypatch.setattr(GlobalProfilingWrapper, "enable_flags", BIT_GE_HOST)
+    with pytest.raises(ValueError):
+        with ge.profiling_scope("node", ProfilingEvent.kOpExecute):
+            raise ValueError("boom")
+    records, _ = global_profiler.take()
+    assert [r[4] for r in records] == [rawdata.HOST_EVENT_START, rawdata.HOST_EVENT_END]
+
+
+# -------------------------------------------------------------------------------- ring buffer
+
+
+def test_ring_buffer_keeps_up_to_capacity_and_counts_every_drop():
+    gp = GlobalProfiler(capacity=5)
+    for i in range(4):
+        gp.record_scope(f"e{i}", int(ProfilingEvent.kTiling), 10 * i, 10 * i + 5)
+    assert gp.count == 8 and gp.dropped == 4  # a scope that does not fit whole is dropped whole
+    gp.record_many(["a", "b", "c"], [1, 2, 3], [0, 1, 2], [5, 6, 7])
+    assert gp.count == 14 and gp.dropped == 10
+    records, dropped = gp.take()
+    assert dropped == 10 and [r[2] for r in records] == ["e0", "e0", "e1", "e1"]
+    assert gp.count == 0 and gp.dropped == 0 and gp.take() == ([], 0)
+
+
+def test_record_many_fills_the_remaining_room_exactly():
+    gp = GlobalProfiler(capacity=7)
+    gp.record_scope("first", 7, 0, 1)
+    gp.record_many(["a", "b", "c", "d"], [7, 8, 8, 7], [1, 2, 3, 4], [2, 3, 4, 5])
+    records, dropped = gp.take()
+    assert [r[2] for r in records] == ["first", "first", "a", "a", "b", "b"]  # 2 of 4 fit (room 5 -> 2 scopes)
+    assert dropped == 4
+    assert [r[3] for r in records[2:]] == [7, 7, 8, 8]
+    assert [(r[0], r[4]) for r in records[2:]] == [(1, 0), (2, 1), (2, 0), (3, 1)]
+
+
+def test_overflow_in_a_run_is_reported_in_info_json_and_notes(tmp_path, monkeypatch):
+    profiled(tmp_path / "full")
+    run_dynamic(2)
+    ge.GEFinalize()
+    full = geprof_nb.load(tmp_path / "full")
+    total = 2 * len(full.host_events)
+    assert total > 40 and "dropped" not in full.info
+
+    monkeypatch.setattr(global_profiler, "capacity", 40)
+    profiled(tmp_path / "small")
+    run_dynamic(2)
+    ge.GEFinalize()
+    p = geprof_nb.load(tmp_path / "small")
+    assert len(p.host_events) == 20
+    assert p.info["dropped"] == {"host_event": total - 40}
+    assert p.dropped == {"host_event": total - 40}
+    assert f"{total - 40} host_event records were dropped (buffer full)" in p.notes
+    # what was kept is the beginning of the full run's records
+    cols = ["Element", "Event", "Start(us)", "End(us)", "Duration(us)"]
+    kept = p.host_events[cols].astype(str).reset_index(drop=True)
+    ref = full.host_events[cols].astype(str).iloc[:20].reset_index(drop=True)
+    assert kept.equals(ref)
+
+
+# ---------------------------------------------------------------------------- the stdout dump
+
+
+def test_dump_format_is_ges_exactly():
+    out = io.StringIO()
+    records = [(1767225600000000000, 42, "conv1", int(ProfilingEvent.kRtKernelLaunch), rawdata.HOST_EVENT_START),
+               (1767225600000003000, 42, "conv1", int(ProfilingEvent.kRtKernelLaunch), rawdata.HOST_EVENT_END),
+               (1767225600000004000, 43, "fc", int(ProfilingEvent.kAllocMem), rawdata.HOST_EVENT_START),
+               (1767225600000004800, 43, "fc", 999, rawdata.HOST_EVENT_END)]
+    GlobalProfiler.dump(records, 0, out, 10)
+    assert out.getvalue() == (
+        "Profiler version: 1.0, dump start, records num: 4\n"
+        "1767225600000000000 42 [conv1] [rtKernelLaunch] Start\n"
+        "1767225600000003000 42 [conv1] [rtKernelLaunch] End\n"
+        "1767225600000004000 43 [fc] [AllocMemory] Start\n"
+        "1767225600000004800 43 [fc] UNKNOWN(999) End\n"
+        "Profiling dump end\n")
+
+
+def test_dump_with_dropped_records_says_so_after_the_header():
+    out = io.StringIO()
+    records = [(5, 1, "a", int(ProfilingEvent.kInferShape), rawdata.HOST_EVENT_START),
+               (6, 1, "a", int(ProfilingEvent.kInferShape), rawdata.HOST_EVENT_END)]
+    GlobalProfiler.dump(records, 6, out, 2)
+    assert out.getvalue() == (
+        "Profiler version: 1.0, dump start, records num: 8\n"
+        "Too many records(8), the records after 2 will be dropped\n"
+        "5 1 [a] [InferShape] Start\n"
+        "6 1 [a] [InferShape] End\n"
+        "Profiling dump end\n")
+
+
+def _parse_dump(text: str) -> tuple[int, list[tuple], list[str]]:
+    lines = text.splitlines()
+    m = re.fullmatch(r"Profiler version: 1\.0, dump start, records num: (\d+)", lines[0])
+    assert m, lines[0]
+    assert lines[-1] == "Profiling dump end"
+    body = lines[1:-1]
+    extra = [ln for ln in body if not RECORD_LINE.fullmatch(ln)]
+    recs = [RECORD_LINE.fullmatch(ln).groups() for ln in body if RECORD_LINE.fullmatch(ln)]
+    return int(m.group(1)), recs, extra
+
+
+def test_ge_profiling_to_std_out_dumps_the_host_profiler(monkeypatch, capsys):
+    monkeypatch.setenv(GE_PROFILING_TO_STD_OUT, "1")
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS  # no msprof collection at all
+    assert GlobalProfilingWrapper.enable_flags == BIT_GE_HOST
+    capsys.readouterr()
+    s = run_dynamic(1)
+    names = [n.name for n in s.model(1).compiled.graph.nodes]
+    ge.GEFinalize()
+    assert GlobalProfilingWrapper.enable_flags == 0
+    text = capsys.readouterr().out
+    n, recs, extra = _parse_dump(text)
+    assert extra == [] and n == len(recs) > 0
+    tid = str(threading.get_native_id())
+    assert {r[1] for r in recs} == {tid}
+    assert {r[3] for r in recs} == {"InferShape", "Tiling", "AllocMemory", "KernelLaunchPrepare", "rtKernelLaunch",
+                                    "CopyH2D"}
+    assert {r[2] for r in recs} <= set(names)
+    assert {r[2] for r in recs if r[3] == "CopyH2D"} == {"x", "labels"}  # the input copies
+    # Start/End pairs of one element and event, End not before Start, durations the modelled costs
+    costs = NODE_HOST_COSTS["v2"]
+    expected = {"InferShape": costs.infer_shape, "Tiling": costs.tiling, "AllocMemory": costs.alloc_mem,
+                "KernelLaunchPrepare": costs.launch_prepare, "rtKernelLaunch": costs.kernel_launch,
+                "CopyH2D": costs.memcpy}
+    for start, end in zip(recs[::2], recs[1::2]):
+        assert (start[4], end[4]) == ("Start", "End") and start[2:4] == end[2:4]
+        assert int(end[0]) - int(start[0]) == expected[start[3]]
+
+
+def test_ge_profiling_to_std_out_with_overflow(monkeypatch, capsys):
+    monkeypatch.setenv(GE_PROFILING_TO_STD_OUT, "")  # set at all, even empty, is enough
+    dumps = []
+    for capacity in (host_profiler.DEFAULT_CAPACITY, 10):
+        monkeypatch.setattr(global_profiler, "capacity", capacity)
+        assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+        capsys.readouterr()
+        run_dynamic(1)
+        ge.GEFinalize()
+        dumps.append(_parse_dump(capsys.readouterr().out))
+    (n_full, full, extra_full), (n, recs, extra) = dumps
+    assert extra_full == [] and n_full == len(full) > 10
+    assert n == n_full and len(recs) == 10  # every offered record counted, the first 10 kept
+    assert extra == [f"Too many records({n}), the records after 10 will be dropped"]
+    assert [r[1:] for r in recs] == [r[1:] for r in full[:10]]
+
+
+def test_nothing_is_dumped_when_nothing_was_recorded(monkeypatch, capsys):
+    monkeypatch.setenv(GE_PROFILING_TO_STD_OUT, "1")
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    s = ge.Session()
+    assert s.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,))) == ge.SUCCESS
+    assert s.run_graph(1) == ge.SUCCESS  # a static graph: no node-by-node host work
+    ge.GEFinalize()
+    assert "Profiler version" not in capsys.readouterr().out
+
+
+def test_without_the_variable_nothing_is_recorded_or_dumped(monkeypatch, capsys):
+    monkeypatch.delenv(GE_PROFILING_TO_STD_OUT, raising=False)
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    assert GlobalProfilingWrapper.enable_flags == 0
+    run_dynamic(1)
+    assert global_profiler.count == 0
+    ge.GEFinalize()
+    assert capsys.readouterr().out == ""
+
+
+# ----------------------------------------------------------------------------- host_events table
+
+
+def test_host_events_pairs_start_and_end_into_spans(tmp_path):
+    profiled(tmp_path)
+    s = run_dynamic(2)
+    kernels = sum(1 for k in s.model(1).table.kernels if k is not None)
+    ge.GEFinalize()
+    p = geprof_nb.load(tmp_path)
+    he = p.host_events
+    raw = p.run.load("host_event")
+    assert list(he.columns) == ["Thread ID", "Element", "Event", "Start(us)", "End(us)", "Duration(us)"]
+    assert len(he) == len(raw) // 2 and len(raw) % 2 == 0
+    assert np.allclose(he["Duration(us)"], he["End(us)"] - he["Start(us)"], atol=0.5)
+    # durations are exact (integer ns differences), not float differences of timestamps
+    costs = NODE_HOST_COSTS["v2"]
+    durations = {ev: set(d) for ev, d in he.groupby("Event", observed=True)["Duration(us)"]}
+    assert durations == {
+        "InferShape": {costs.infer_shape / 1000}, "Tiling": {costs.tiling / 1000},
+        "AllocMemory": {costs.alloc_mem / 1000}, "KernelLaunchPrepare": {costs.launch_prepare / 1000},
+        "rtKernelLaunch": {costs.kernel_launch / 1000}, "CopyH2D": {costs.memcpy / 1000},
+    }
+    assert (he["Event"] == "InferShape").sum() == 2 * kernels
+    assert he["Start(us)"].is_monotonic_increasing
+    assert set(he["Thread ID"]) == {threading.get_native_id()}
+    # against the raw records: each row is one Start followed by its End
+    starts, ends = raw[0::2], raw[1::2]
+    assert (starts["phase"] == rawdata.HOST_EVENT_START).all() and (ends["phase"] == rawdata.HOST_EVENT_END).all()
+    assert sorted((ends["timestamp"] - starts["timestamp"]).tolist()) == sorted(
+        (he["Duration(us)"] * 1000).round().astype(int).tolist())
+
+
+def test_host_events_is_empty_without_ge_host(tmp_path):
+    profiled(tmp_path, ge_api="l0")  # l0: CANN host, but not GE's host profiler
+    run_dynamic(1)
+    ge.GEFinalize()
+    p = geprof_nb.load(tmp_path)
+    assert p.host_events.empty and list(p.host_events.columns) == [
+        "Thread ID", "Element", "Event", "Start(us)", "End(us)", "Duration(us)"]
+
+
+def test_default_capacity_is_ges():
+    assert host_profiler.DEFAULT_CAPACITY == 10 * 1024 * 1024 == GlobalProfiler().capacity
