@@ -8,48 +8,73 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import aicpu, api, communication, host, memory, tables, tx
+from . import memory, tables
 from .rundir import RunDir, RunDirError, is_run_dir, newest_run
+from .source import RunDirSource, Source
 
 
 class Profile:
-    """The tables of one run directory (msprof column names; see :mod:`.tables` for dtypes)."""
+    """The tables of one run (msprof column names; see :mod:`.tables` for dtypes).
 
-    def __init__(self, run: RunDir, device_id: int = 0) -> None:
-        self.run = run
-        self.device_id = device_id
+    Built on a :class:`~.source.Source`: a geprof run directory, or imported
+    msprof / torch_npu output.
+    """
+
+    def __init__(self, source: Source | RunDir, device_id: int = 0) -> None:
+        self.source = RunDirSource(source, device_id) if isinstance(source, RunDir) else source
 
     # ----------------------------------------------------------------- identity
     @property
+    def run(self) -> RunDir:
+        """The raw run directory (geprof runs only)."""
+        if not isinstance(self.source, RunDirSource):
+            raise AttributeError(f"{self.name} was imported from {type(self.source).__name__}: it has no raw records")
+        return self.source.run
+
+    @property
+    def device_id(self) -> int:
+        return self.source.device_id
+
+    @property
     def path(self) -> Path:
-        return self.run.path
+        return self.source.path
 
     @property
     def name(self) -> str:
-        return self.run.path.name
+        return self.source.name
 
     @property
     def info(self) -> dict:
-        return self.run.info
+        return self.source.info
 
     @property
     def options(self) -> dict:
         """The profilingOptions in force (non-default fields and ``output``)."""
-        return self.run.options
+        return self.source.options
 
     @property
     def device(self) -> dict:
-        return self.run.device_info(self.device_id)
+        return self.source.device
 
     @property
     def complete(self) -> bool:
         """False if the run was not finalised (crash, kill): tables hold what was flushed."""
-        return self.run.complete
+        return self.source.complete
+
+    @property
+    def notes(self) -> list[str]:
+        """What a reader should know about this run: incomplete, aged-out or dropped data, FP/BP points."""
+        return self.source.notes()
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """Records lost to full buffers or storage_limit aging, by kind (empty if none)."""
+        return self.source.dropped()
 
     # ------------------------------------------------------------------- tables
     @cached_property
     def _op_rows(self) -> tables.OpRows:
-        return tables.op_rows(self.run, self.device_id)
+        return self.source.op_rows()
 
     @property
     def op_summary(self) -> pd.DataFrame:
@@ -59,97 +84,67 @@ class Profile:
     @cached_property
     def op_statistic(self) -> pd.DataFrame:
         """Per OP Type and Core Type totals, largest first (msprof ``op_statistic``)."""
-        return tables.op_statistic(self.op_summary)
+        return self.source.op_statistic()
 
     @cached_property
     def step_trace(self) -> pd.DataFrame:
         """One row per iteration from the ProfilerTrace timestamps (msprof ``step_trace``)."""
-        return tables.step_trace(self.run, self.device_id)
+        return self.source.step_trace()
 
     @cached_property
     def task_time(self) -> pd.DataFrame:
         """Every executed device task, kernels and runtime tasks (msprof ``task_time``)."""
-        return tables.task_time(self.run, self.device_id)
+        return self.source.task_time()
 
     @cached_property
     def api_statistic(self) -> pd.DataFrame:
         """Host API calls per level and name (msprof ``api_statistic``)."""
-        return api.api_statistic(self.run)
+        return self.source.api_statistic()
 
     @cached_property
     def host_events(self) -> pd.DataFrame:
         """GE host profiler spans: InferShape, Tiling, AllocMemory, rtKernelLaunch, ... per node."""
-        return host.host_events(self.run)
+        return self.source.host_events()
 
     @cached_property
     def msprof_tx(self) -> pd.DataFrame:
         """User markers and ranges (``ge.mstx``; msprof ``msprof_tx``)."""
-        return tx.msprof_tx(self.run, self.device_id)
+        return self.source.msprof_tx()
 
     @cached_property
     def communication_statistic(self) -> pd.DataFrame:
         """Per collective type: count and times (msprof ``communication_statistic``)."""
-        return communication.communication_statistic(self.run, self.device_id, self._op_rows)
+        return self.source.communication_statistic()
 
     @cached_property
     def hccl_tasks(self) -> pd.DataFrame:
         """Every HCCL sub-task (Notify_Wait, Memcpy, Reduce_Inline, ...) with size and bandwidth."""
-        return communication.hccl_tasks(self.run, self.device_id, self._op_rows)
+        return self.source.hccl_tasks()
 
     @cached_property
     def communication_time(self) -> pd.DataFrame:
         """Per collective execution: elapse, transit, wait, synchronization, idle (msprof-analyze)."""
-        return communication.communication_time(self.run, self.device_id, self._op_rows)
+        return self.source.communication_time()
 
     @cached_property
     def aicpu(self) -> pd.DataFrame:
         """AI CPU kernel details (msprof ``aicpu``)."""
-        return aicpu.aicpu(self.run, self.device_id)
+        return self.source.aicpu()
 
     @cached_property
     def operator_memory(self) -> pd.DataFrame:
         """One row per tensor allocation of the static memory plan (torch_npu ``operator_memory.csv``)."""
-        return memory.operator_memory(self.run, self.device_id)
+        return self.source.operator_memory()
 
     @cached_property
     def memory_record(self) -> pd.DataFrame:
         """Pool totals after every allocation and release (torch_npu ``memory_record.csv``)."""
-        return memory.memory_record(self.run, self.device_id)
+        return self.source.memory_record()
 
     @property
-    def memory_peak(self) -> "memory.MemoryPeak | None":
+    def memory_peak(self) -> memory.MemoryPeak | None:
         """The highest allocated total, when, and the tensor whose allocation reached it."""
-        return memory.memory_peak(self.run, self.device_id)
-
-    @property
-    def dropped(self) -> dict[str, int]:
-        """Records lost to full buffers or storage_limit aging, by kind (empty if none)."""
-        out = dict(self.info.get("dropped") or {})
-        for kind, n in ((self.info.get("aged_out") or {}).get("records") or {}).items():
-            out[f"{kind} (aged out)"] = n
-        return out
-
-    @property
-    def notes(self) -> list[str]:
-        """What a reader should know about this run: incomplete, aged-out or dropped data, FP/BP points."""
-        notes = []
-        if not self.complete:
-            notes.append("the run was not finalised (crash or kill?): tables hold what was flushed")
-        if self.info.get("note"):
-            notes.append(str(self.info["note"]))
-        aged = self.info.get("aged_out") or {}
-        if aged.get("chunks"):
-            limit = self.options.get("storage_limit", "")
-            recs = ", ".join(f"{n} {k}" for k, n in aged["records"].items())
-            size = f"{aged['bytes'] / 1e6:.1f} MB" if aged["bytes"] >= 1e5 else f"{aged['bytes'] / 1e3:.1f} kB"
-            notes.append(f"storage_limit {limit} reached: the {aged['chunks']} oldest chunks "
-                         f"({size}: {recs} records) were deleted; early iterations are missing")
-        for kind, n in (self.info.get("dropped") or {}).items():
-            notes.append(f"{n} {kind} records were dropped (buffer full)")
-        notes.extend(self.info.get("notes") or [])
-        if self.run.damaged:
-            notes.append(f"damaged files skipped: {', '.join(self.run.damaged)}")
-        return notes
+        return self.source.memory_peak()
 
     @property
     def iteration_of_ops(self) -> pd.Series:
@@ -157,7 +152,7 @@ class Profile:
         return pd.Series(self._op_rows.iteration, index=self.op_summary.index, name="Iteration ID")
 
     def ops(self, iteration: int | None = None) -> pd.DataFrame:
-        """op_summary rows of one iteration (the last complete one if ``None``)."""
+        """op_summary rows of one iteration (the last one if ``None``)."""
         its = self._op_rows.iteration
         if len(its) == 0:
             return self.op_summary
