@@ -6,8 +6,15 @@ opens a run directory as a :class:`Profile`.
 
 from .analysis import Profile, load
 
+
+def compare(a: Profile, b: Profile):
+    """How run ``b`` differs from run ``a``: step time, per op type and op, PMU ratios."""
+    from .analysis.compare import compare as _compare
+
+    return _compare(a, b)
+
 __version__ = "0.1.0"
-__all__ = ["Profile", "load", "load_ipython_extension", "unload_ipython_extension"]
+__all__ = ["Profile", "compare", "load", "load_ipython_extension", "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython) -> None:  # noqa: ANN001 - IPython's InteractiveShell

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import memory, tables
-from .rundir import RunDir, RunDirError, is_run_dir, newest_run
+from . import breakdown, memory, tables
+from .rundir import RunDir, is_run_dir, newest_run
 from .source import RunDirSource, Source
 
 
@@ -146,6 +146,12 @@ class Profile:
         """The highest allocated total, when, and the tensor whose allocation reached it."""
         return self.source.memory_peak()
 
+    @cached_property
+    def step_breakdown(self) -> pd.DataFrame:
+        """Per step: Computing, Communication(Not Overlapped), Overlapped, Communication, Free, ...
+        (torch_npu ``step_trace_time.csv``, us)."""
+        return breakdown.step_breakdown(self._op_rows, self.source.step_bounds(), self.device_id)
+
     @property
     def iteration_of_ops(self) -> pd.Series:
         """The Iteration ID of every op_summary row (aligned with its index)."""
@@ -165,19 +171,35 @@ class Profile:
         """Iteration IDs that have op data."""
         return np.unique(self._op_rows.iteration)
 
+    # ---------------------------------------------------------------- actions
+    def export(self, path: str | Path, format: str = "msprof", **options) -> Path:  # noqa: A002
+        """Write the run in a real tool's format: ``msprof``, ``ascend_pt``, ``chrome`` or ``parquet``."""
+        from .export import export_profile
+
+        return export_profile(self, Path(path), format, **options)
+
+    def advise(self) -> pd.DataFrame:
+        """Findings ranked High/Medium/Low, each with evidence and a suggestion."""
+        from .advisor import advise
+
+        return advise(self)
+
     def __repr__(self) -> str:
         state = "" if self.complete else " (incomplete)"
         return f"<geprof Profile {self.name}{state}: {len(self.op_summary)} op tasks, {len(self.step_trace)} iterations>"
 
 
-def load(path: str | Path, device_id: int = 0) -> Profile:
-    """Open a run directory, or the newest run inside an output directory."""
+def load(path: str | Path, device_id: int = 0):
+    """Open a geprof run directory (or the newest run in an output directory), a Parquet
+    export, real msprof output, a torch_npu ``*_ascend_pt`` directory or a cluster of them."""
     p = Path(path).expanduser().resolve()
     if not p.exists():
         raise FileNotFoundError(f"{p} does not exist")
     if is_run_dir(p):
         return Profile(RunDir(p), device_id)
     newest = newest_run(p)
-    if newest is None:
-        raise RunDirError(f"{p} holds no geprof run directory (a PROF_* directory with info.json)")
-    return Profile(RunDir(newest), device_id)
+    if newest is not None:
+        return Profile(RunDir(newest), device_id)
+    from .importers import load_path
+
+    return load_path(p, device_id)

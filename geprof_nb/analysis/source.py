@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import aicpu, api, communication, host, memory, tables, tx
+from . import aicpu, api, breakdown, communication, host, memory, tables, tx
 from . import columns as C
 from .rundir import RunDir
 
@@ -71,6 +71,10 @@ class Source(abc.ABC):
 
     def step_trace(self) -> pd.DataFrame:
         return empty(C.STEP_TRACE)
+
+    def step_bounds(self) -> pd.DataFrame:
+        """(step, begin, end) in ns of every iteration of the main model."""
+        return breakdown.bounds_from_step_trace(self.step_trace())
 
     def task_time(self) -> pd.DataFrame:
         return empty(tables.TASK_TIME)
@@ -169,6 +173,9 @@ class RunDirSource(Source):
 
     def step_trace(self) -> pd.DataFrame:
         return tables.step_trace(self.run, self.device_id)
+
+    def step_bounds(self) -> pd.DataFrame:
+        return tables.step_bounds(self.run, self.device_id)
 
     def task_time(self) -> pd.DataFrame:
         return tables.task_time(self.run, self.device_id)

@@ -245,6 +245,24 @@ def step_trace(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     return pd.concat([frame, extra], axis=1)
 
 
+def step_bounds(run: RunDir, device_id: int = 0) -> pd.DataFrame:
+    """Exact (step, begin, end) ns per iteration of the model with the most iterations:
+    begin at its model-start tag, end at its iteration-end (else model-end) tag."""
+    tr = run.load("step_trace", device_id)
+    if len(tr) == 0:
+        return pd.DataFrame(columns=["step", "begin", "end"])
+    models, counts = np.unique(tr["model_id"], return_counts=True)
+    tr = tr[tr["model_id"] == models[np.argmax(counts)]]
+    it = tr["index_id"].astype(np.int64)
+    keys, inverse = np.unique(it, return_inverse=True)
+    tags, ts = tr["tag_id"].astype(np.int64), tr["timestamp"].astype(np.int64)
+    pairs = keys[:, None]
+    begin = _tag_times(pairs, inverse, tags, ts, rawdata.MODEL_START_TAG)
+    end = _tag_times(pairs, inverse, tags, ts, rawdata.ITER_END_TAG)
+    end = np.where(end >= 0, end, _tag_times(pairs, inverse, tags, ts, rawdata.MODEL_END_TAG))
+    return pd.DataFrame({"step": keys, "begin": begin, "end": end})
+
+
 TASK_TIME = ["Device_id", "kernel_name", "kernel_type", "stream_id", "task_id", "task_time(us)", "task_start(us)",
              "task_stop(us)"]
 

@@ -1,0 +1,107 @@
+"""``step_breakdown``: where each step's time went, as torch_npu's
+``step_trace_time.csv`` defines it.
+
+Per step (the window from the previous iteration's end to this one's, with
+the tasks of that iteration): Computing is the union of compute task spans, Communication the union of
+collective spans, Communication(Not Overlapped) the part of it no compute task
+covers, Overlapped the rest of it, and Free the time neither covers.  Bubble
+(``hcom_receive`` time, pipeline stages) is 0 here, so Stage is the step's
+length and "Not Overlapped and Exclude Receive" equals Not Overlapped;
+Preparing is the time from the step's start to its first device task.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .tables import OpRows
+
+STEP_TRACE_TIME = ["Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped",
+                   "Communication", "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)",
+                   "Preparing"]
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals into disjoint ones, sorted."""
+    if len(starts) == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > reach[:-1]]
+    return s[new], np.maximum.reduceat(e, np.flatnonzero(new))
+
+
+def _length(starts: np.ndarray, ends: np.ndarray) -> int:
+    return int((ends - starts).sum())
+
+
+def _intersection(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
+    """Total length covered by both unions of disjoint intervals."""
+    (s1, e1), (s2, e2) = a, b
+    total = 0
+    i = j = 0
+    while i < len(s1) and j < len(s2):
+        lo, hi = max(s1[i], s2[j]), min(e1[i], e2[j])
+        if hi > lo:
+            total += hi - lo
+        if e1[i] < e2[j]:
+            i += 1
+        else:
+            j += 1
+    return int(total)
+
+
+def bounds_from_step_trace(step_trace: pd.DataFrame) -> pd.DataFrame:
+    """(step, begin ns, end ns) per iteration from step_trace's float columns (imported data)."""
+    st = step_trace.dropna(subset=["Iteration End(us)"])
+    end = np.rint(st["Iteration End(us)"].to_numpy() * 1000).astype(np.int64)
+    begin = end - np.rint(st["Iteration Time(us)"].fillna(0).to_numpy() * 1000).astype(np.int64)
+    return pd.DataFrame({"step": st["Iteration ID"].to_numpy(np.int64), "begin": begin, "end": end})
+
+
+def step_windows(bounds: pd.DataFrame, rows: OpRows) -> pd.DataFrame:
+    """(step, start ns, end ns) per iteration: from the previous iteration's end to this one's.
+
+    Without step bounds, each iteration spans its own tasks.
+    """
+    if len(bounds):
+        end = bounds["end"].to_numpy(np.int64)
+        start = np.r_[bounds["begin"].to_numpy(np.int64)[:1], end[:-1]]
+        return pd.DataFrame({"step": bounds["step"].to_numpy(np.int64), "start": start, "end": end})
+    dur = np.rint(rows.frame["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
+    out = [(int(i), int(rows.start_ns[rows.iteration == i].min()),
+            int((rows.start_ns + dur)[rows.iteration == i].max())) for i in np.unique(rows.iteration)]
+    return pd.DataFrame(out, columns=["step", "start", "end"])
+
+
+def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0) -> pd.DataFrame:
+    """One row per step with torch_npu's ``step_trace_time.csv`` columns (us).
+
+    ``bounds``: (step, begin, end) in ns per iteration (:meth:`Source.step_bounds`).
+    """
+    f = rows.frame
+    if f.empty:
+        return pd.DataFrame(columns=STEP_TRACE_TIME)
+    start = rows.start_ns.astype(np.int64)
+    end = start + np.rint(f["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
+    comm = (f["Task Type"] == "COMMUNICATION").to_numpy()
+    out = []
+    for step, w0, w1 in step_windows(bounds, rows).itertuples(index=False):
+        inside = rows.iteration == step
+        s, e = np.clip(start[inside], w0, w1), np.clip(end[inside], w0, w1)
+        c = comm[inside]
+        compute_u, comm_u = _union(s[~c], e[~c]), _union(s[c], e[c])
+        computing, communication = _length(*compute_u), _length(*comm_u)
+        overlapped = _intersection(compute_u, comm_u)
+        not_overlapped = communication - overlapped
+        busy = computing + communication - overlapped
+        e2e = w1 - w0
+        first = int(s.min()) if len(s) else w1
+        out.append((device_id, step, computing, not_overlapped, overlapped, communication, e2e - busy, e2e, 0,
+                    not_overlapped, first - w0))
+    frame = pd.DataFrame(out, columns=STEP_TRACE_TIME)
+    for col in STEP_TRACE_TIME[2:]:
+        frame[col] = frame[col] / 1000.0
+    return frame

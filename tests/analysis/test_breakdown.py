@@ -1,0 +1,57 @@
+"""step_breakdown: the torch_npu step_trace_time split, on hand-made spans and on a real run."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from geprof_testing import build_tiny_graph, run_profiled_session
+
+from geprof_nb.analysis.breakdown import STEP_TRACE_TIME, step_breakdown
+from geprof_nb.analysis.tables import OpRows
+
+T0 = 1_767_225_600_000_000_000
+
+
+def rows(spans):
+    """OpRows from (iteration, start ns offset, duration ns, communication?)."""
+    it, start, dur, comm = map(np.asarray, zip(*spans))
+    frame = pd.DataFrame({"Task Type": np.where(comm, "COMMUNICATION", "AI_CORE"), "Task Duration(us)": dur / 1000})
+    return OpRows(frame, it.astype(np.int64), (T0 + start).astype(np.int64), np.arange(len(it)))
+
+
+def trace(ends_us, first_start_us):
+    """Step bounds: step 1 begins at first_start, every step ends at its entry of ends."""
+    ends = T0 + np.asarray(ends_us, np.int64) * 1000
+    begin = np.r_[T0 + first_start_us * 1000, ends[:-1]]
+    return pd.DataFrame({"step": np.arange(1, len(ends) + 1), "begin": begin, "end": ends})
+
+
+def test_hand_made_overlap():
+    # step 1 window [0, 100] us: compute 10-40 and 50-70, comm 30-60 (overlaps both compute spans by 10 each)
+    r = rows([(1, 10_000, 30_000, False), (1, 50_000, 20_000, False), (1, 30_000, 30_000, True)])
+    b = step_breakdown(r, trace([100], 0)).iloc[0]
+    assert list(b.index) == STEP_TRACE_TIME
+    assert b["Computing"] == 50 and b["Communication"] == 30 and b["Overlapped"] == 20
+    assert b["Communication(Not Overlapped)"] == 10 and b["Free"] == 100 - 60
+    assert b["Stage"] == 100 and b["Bubble"] == 0 and b["Preparing"] == 10
+    assert b["Communication(Not Overlapped and Exclude Receive)"] == 10
+
+
+def test_windows_follow_iteration_ends():
+    r = rows([(1, 5_000, 10_000, False), (2, 105_000, 10_000, False), (2, 110_000, 20_000, True)])
+    b = step_breakdown(r, trace([100, 200], 0))
+    assert list(b["Step"]) == [1, 2]
+    assert list(b["Stage"]) == [100, 100]
+    assert b.loc[1, "Preparing"] == 5 and b.loc[1, "Overlapped"] == 5 and b.loc[1, "Communication"] == 20
+
+
+def test_real_run_adds_up(tmp_path):
+    run = run_profiled_session(tmp_path, build_tiny_graph(world_size=2)[0], steps=3)
+    b = run.profile.step_breakdown
+    assert len(b) == 3 and (b["Computing"] > 0).all() and (b["Communication"] > 0).all()
+    total = b["Computing"] + b["Communication(Not Overlapped)"] + b["Free"]
+    assert np.allclose(total, b["Stage"], atol=1e-6)
+    assert np.allclose(b["Overlapped"] + b["Communication(Not Overlapped)"], b["Communication"])
+    assert (b["Free"] >= 0).all() and (b["Preparing"] >= 0).all()
+    # Stage (step length) is the time between iteration ends
+    ends = run.profile.step_trace["Iteration End(us)"].to_numpy()
+    assert b["Stage"].iloc[1:].to_numpy() == pytest.approx(np.diff(ends), abs=0.5)
