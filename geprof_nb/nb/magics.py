@@ -15,7 +15,7 @@ import argparse
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 from matplotlib.figure import Figure
@@ -26,6 +26,7 @@ from ..prof import msprof
 from ..prof.clock import CLOCK_MODES
 from ..prof.events import AIC_METRICS
 from ..prof.options import ProfilingOptions, ProfilingOptionsError, validate_field
+from . import commands
 from . import display as nb_display
 from . import plots
 
@@ -88,7 +89,7 @@ def options_from_args(args: argparse.Namespace, defaults: dict[str, str] | None 
 
 @magics_class
 class GeprofMagics(Magics):
-    """The ``%%geprof`` cell magic."""
+    """The ``%%geprof`` cell magic and the ``%geprof`` line magic."""
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
@@ -159,6 +160,21 @@ class GeprofMagics(Magics):
         if error is not None:
             raise error
 
+    @line_magic("geprof")
+    def geprof_line(self, line: str) -> Any:
+        """Work with Profiles: ``%geprof show|load|export|compare|advise|help`` (``%geprof help`` for details).
+
+        Examples::
+
+            %geprof show run1
+            %geprof load ./geprof_output -o latest
+            %geprof export run1 --format ascend_pt --to ./for_msprof_analyze
+            %geprof compare run1 run2
+            %geprof advise
+        """
+        __tracebackhide__ = True  # noqa: F841
+        return commands.run(self.shell, line, self.geprof.__doc__ or "")
+
     def _run_cell(self, cell: str) -> None:
         """Run the cell in the user namespace like IPython would; show the last expression's value."""
         code = self.shell.transform_cell(cell)
@@ -198,6 +214,7 @@ def load_ipython_extension(ipython: Any) -> None:
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext geprof_nb``: remove the magic, the ``ge`` name and the formatter."""
     ipython.magics_manager.magics["cell"].pop("geprof", None)
+    ipython.magics_manager.magics["line"].pop("geprof", None)
     ipython.magics_manager.registry.pop(GeprofMagics.__name__, None)
     if ipython.user_ns.get("ge") is ge:
         del ipython.user_ns["ge"]

@@ -1,0 +1,89 @@
+"""``%geprof <command>``: the line magic's commands (show, load, export, compare, advise, help).
+
+Each command is a small argparse sub-parser; a bad command line is a
+``UsageError`` that shows the command's usage, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.display import display
+
+from .. import compare as compare_profiles
+from ..analysis import Profile, load
+from . import display as nb_display
+
+EXPORT_FORMATS = ("msprof", "ascend_pt", "chrome", "parquet")
+DEFAULT_NAME = "_geprof"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse would sys.exit
+        raise UsageError(f"{message}\n\n{self.format_usage()}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="%geprof", description="Work with geprof Profiles in the notebook "
+                     "(%%geprof over a cell collects one).")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    p = sub.add_parser("show", help="show a Profile's report (default: _geprof)")
+    p.add_argument("name", nargs="?", default=DEFAULT_NAME)
+    p = sub.add_parser("load", help="open a run, an output directory, real msprof or torch_npu output")
+    p.add_argument("path")
+    p.add_argument("-o", dest="bind", default=None, metavar="NAME", help="also bind it to NAME")
+    p = sub.add_parser("export", help="write a Profile in a real tool's format")
+    p.add_argument("name", nargs="?", default=DEFAULT_NAME)
+    p.add_argument("--format", choices=EXPORT_FORMATS, default="msprof")
+    p.add_argument("--to", default="geprof_export", metavar="DIR", help="directory to write into")
+    p = sub.add_parser("compare", help="how profile B differs from profile A")
+    p.add_argument("a")
+    p.add_argument("b")
+    p = sub.add_parser("advise", help="findings ranked High/Medium/Low with evidence and suggestions")
+    p.add_argument("name", nargs="?", default=DEFAULT_NAME)
+    sub.add_parser("help", help="this help, and the %%%%geprof flags")
+    return parser
+
+
+def _profile(shell: Any, name: str) -> Profile:
+    value = shell.user_ns.get(name)
+    if not isinstance(value, Profile):
+        found = sorted(k for k, v in shell.user_ns.items() if isinstance(v, Profile) and not k.startswith("__"))
+        hint = f"; Profiles here: {', '.join(found)}" if found else "; run a %%geprof cell or %geprof load first"
+        raise UsageError(f"{name!r} is not a geprof Profile{hint}")
+    return value
+
+
+def run(shell: Any, line: str, cell_magic_help: str) -> Any:
+    """Execute one ``%geprof`` command line; returns what the command shows, if anything."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(shlex.split(line))
+    except ValueError as exc:  # unbalanced quotes
+        raise UsageError(f"cannot parse the command line: {exc}") from None
+    if args.command in (None, "help"):
+        print(parser.format_help())
+        print(cell_magic_help)
+        return None
+    if args.command == "show":
+        for bundle in nb_display.report_bundles(_profile(shell, args.name)):
+            display(bundle, raw=True)
+    elif args.command == "load":
+        profile = load(Path(args.path).expanduser())
+        shell.user_ns[DEFAULT_NAME] = profile
+        if args.bind:
+            shell.user_ns[args.bind] = profile
+        display(profile)
+    elif args.command == "export":
+        written = _profile(shell, args.name).export(Path(args.to).expanduser(), format=args.format)
+        print(f"{args.format} export written to {written}")
+        return None
+    elif args.command == "compare":
+        return compare_profiles(_profile(shell, args.a), _profile(shell, args.b))
+    elif args.command == "advise":
+        return _profile(shell, args.name).advise()
+    return None
