@@ -22,7 +22,7 @@ from ..prof.rawdata import Format, DataType, GeTaskType, RtTaskType, TensorType
 from ..prof.task_utils import ProfilingPoint, ProfilingTaskUtils
 from .device import CostModel, KernelTiming
 from .graph import DTYPES, FORMATS, Graph, GraphBuildError, Node, TensorDesc
-from .ops import op_cost
+from .ops import OpCost, op_cost
 
 EVENT_RECORD_NS = 300
 EVENT_WAIT_MIN_NS = 150
@@ -94,10 +94,12 @@ class CompiledModel:
         self.compute_stream = compute_stream
         self.hccl_stream = hccl_stream
         self.kernels: dict[int, KernelTiming] = {}
+        self.costs: dict[int, OpCost] = {}  # what each kernel does, by node id
         for node in graph.nodes:
             if node.engine != "GE_LOCAL":
                 dtype = node.inputs[0].dtype if node.inputs else node.outputs[0].dtype
-                self.kernels[node.id] = cost_model.kernel(node.type, node.engine, op_cost(node), dtype, node.attrs)
+                self.costs[node.id] = cost = op_cost(node)
+                self.kernels[node.id] = cost_model.kernel(node.type, node.engine, cost, dtype, node.attrs)
         self.input_nodes = [n for n in graph.nodes if n.type == "Data"]
         self.input_copies = input_copies
         self._producers = self._task_producers()

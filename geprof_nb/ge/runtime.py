@@ -18,7 +18,7 @@ import sys
 import threading
 import warnings
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -78,6 +78,8 @@ class DeviceRuntime:
         self.default_stream = self._lowest_free(self._live_streams, 0)
         self.device_collector = DeviceCollector(device_id)
         self.cann_profiler = CannProfilerV2(device_id)
+        #: Models holding unreported steps (kept alive until they are reported).
+        self.pending_models: set[LoadedModel] = set()
 
     # ------------------------------------------------------------------ ids
     @staticmethod
@@ -130,10 +132,16 @@ class DeviceRuntime:
                 for type_id, name in names.items():
                     msprof.MsprofRegTypeInfo(level, type_id, name)
         elif handle.type in (CommandType.STOP, CommandType.FINALIZE):
+            self.flush()
             flush_host_profiler()
             props.stop()
             self.pmu_events = {}
         return msprof.MSPROF_ERROR_NONE
+
+    def flush(self) -> None:
+        """Report every step the models ran but have not reported yet."""
+        for model in list(self.pending_models):
+            model.flush()
 
     def _program_pmu(self, aic_metrics: str) -> None:
         self.pmu_events = {}
@@ -238,6 +246,22 @@ class _Batch:
     next: int = 0
 
 
+@dataclass
+class _Pending:
+    """Steps of the current batch run while profiling was on, not reported yet.
+
+    The device's logs reach msprof batch by batch (as HWTS logs are DMA'd in
+    blocks), so reporting costs a few array operations per batch of steps.
+    """
+
+    flags: int
+    node_api: bool
+    timeline: "_HostTimeline | None"
+    k: list[int] = field(default_factory=list)  # step index in the batch
+    t0: list[int] = field(default_factory=list)  # device start of the step
+    iteration: list[int] = field(default_factory=list)
+
+
 class _Variant:
     """One concrete-shape build of a model (a static model has exactly one)."""
 
@@ -254,6 +278,7 @@ class _Variant:
         self.connection_base = 0
         self.timelines: dict[str, _HostTimeline] = {}
         self.memory_plan: MemoryPlan | None = None  # for the current table, built when memory is profiled
+        self.pending: _Pending | None = None
         self.notes: list[str] = []
 
 
@@ -361,6 +386,7 @@ class LoadedModel:
         v = self._built
         if v.table_epoch == self.runtime.epoch and v.table is not None:
             return v
+        self._flush(v)
         v.table_epoch = self.runtime.epoch
         props = ProfilingProperties.instance()
         points = v.compiled.profiling_points(props.fp_point, props.bp_point)
@@ -385,6 +411,7 @@ class LoadedModel:
     def _next_times(self, v: _Variant, timeline: _HostTimeline | None) -> tuple[StepTimes, int]:
         key = "" if timeline is None else str(timeline.total)
         if v.batch is None or v.batch.next >= len(v.batch.times.end) or v.batch_key != key:
+            self._flush(v)
             earliest = None if timeline is None else timeline.earliest
             v.batch = _Batch(v.schedule.steps(v.batch_size, self.runtime.rng, earliest))
             v.batch_key = key
@@ -394,9 +421,9 @@ class LoadedModel:
         return b.times, b.next - 1
 
     # -------------------------------------------------------------- reporting
-    def task_info(self) -> LoadedTaskInfo:
-        """Static description of every task, for the profiling reporters."""
-        v = self._sync_epoch()
+    def task_info(self, variant: _Variant | None = None) -> LoadedTaskInfo:
+        """Static description of every task (of ``variant``, default the current build), for the reporters."""
+        v = variant or self._sync_epoch()
         t = v.table
         g = v.compiled.graph
         names, types, ge_types, blocks, tensors, pmu, flags, mix, ctx = [], [], [], [], [], [], [], [], []
@@ -434,38 +461,44 @@ class LoadedModel:
             return
         v.reported_epoch = rt.epoch
         v.connection_base = rt.allocate_connection_ids(len(v.table))
-        rt.cann_profiler.on_execute_event(ExecutorEvent.kModelStart, info=self.task_info(),
+        rt.cann_profiler.on_execute_event(ExecutorEvent.kModelStart, info=self.task_info(v),
                                           connection_base=v.connection_base, pmu_events=rt.pmu_events,
                                           timestamp=clock.now_ns(), with_basic_info=bool(flags & BIT_DEVICE))
 
-    def _report_step(self, v: _Variant, flags: int, start: np.ndarray, dur: np.ndarray, cycles: np.ndarray) -> None:
+    def _report_steps(self, v: _Variant, flags: int, start: np.ndarray, dur: np.ndarray, cycles: np.ndarray,
+                      iterations: np.ndarray) -> None:
+        """Device records of ``n`` steps at once (arrays [n, tasks])."""
         t = v.table
         rt = self.runtime
+        n = len(iterations)
         if flags & BIT_TASK_TIME:
             self._report_static(v, flags)
-            keep = t.rt_type != RtTaskType.PROFILER_TRACE
-            rec = np.zeros(int(keep.sum()), rawdata.HWTS_DTYPE)
-            rec["start"] = start[keep]
-            rec["dur"] = dur[keep]
-            rec["connection_id"] = np.flatnonzero(keep) + v.connection_base
-            rec["iteration"] = self.iterations
+            keep = np.flatnonzero(t.rt_type != RtTaskType.PROFILER_TRACE)
+            rec = np.zeros(n * len(keep), rawdata.HWTS_DTYPE)
+            rec["start"] = start[:, keep].ravel()
+            rec["dur"] = dur[:, keep].ravel()
+            rec["connection_id"] = np.tile(keep + v.connection_base, n)
+            rec["iteration"] = np.repeat(iterations, len(keep))
             if rt.pmu_events:
-                rec["block_cycles"] = np.minimum(cycles[keep], np.iinfo(np.uint32).max)
-            rt.device_collector.report_tasks(rec)
+                rec["block_cycles"] = np.minimum(cycles[:, keep], np.iinfo(np.uint32).max).ravel()
+            for block in _step_blocks(rec, n):
+                rt.device_collector.report_tasks(block)
         if flags & (BIT_TASK_TIME | BIT_TRAINING_TRACE) and not self.single_op:
             traces = np.flatnonzero(t.logid >= 0) if flags & BIT_TRAINING_TRACE else np.empty(0, np.int64)
-            rec = np.zeros(len(traces) + 2, rawdata.STEP_TRACE_DTYPE)
+            width = len(traces) + 2
+            rec = np.zeros((n, width), rawdata.STEP_TRACE_DTYPE)
             rec["model_id"] = self.model_id
-            rec["index_id"] = self.iterations
-            rec["timestamp"][0] = start.min()
-            rec["tag_id"][0] = rawdata.MODEL_START_TAG
-            rec["timestamp"][1:-1] = start[traces]
-            rec["tag_id"][1:-1] = t.logid[traces]
-            rec["stream_id"][1:-1] = t.stream[traces]
-            rec["task_id"][1:-1] = t.task_id[traces]
-            rec["timestamp"][-1] = (start + dur).max()
-            rec["tag_id"][-1] = rawdata.MODEL_END_TAG
-            rt.device_collector.report_step_trace(rec)
+            rec["index_id"] = iterations[:, None]
+            rec["timestamp"][:, 0] = start.min(axis=1)
+            rec["tag_id"][:, 0] = rawdata.MODEL_START_TAG
+            rec["timestamp"][:, 1:-1] = start[:, traces]
+            rec["tag_id"][:, 1:-1] = t.logid[traces]
+            rec["stream_id"][:, 1:-1] = t.stream[traces]
+            rec["task_id"][:, 1:-1] = t.task_id[traces]
+            rec["timestamp"][:, -1] = (start + dur).max(axis=1)
+            rec["tag_id"][:, -1] = rawdata.MODEL_END_TAG
+            for block in _step_blocks(rec.ravel(), n):
+                rt.device_collector.report_step_trace(block)
         if flags & BIT_MEMORY:
             if v.memory_plan is None:
                 v.memory_plan = plan_memory(v.compiled, t)
@@ -473,74 +506,99 @@ class LoadedModel:
                                     f"{v.memory_plan.pool_size / 2**20:.1f} MiB for {len(v.memory_plan)} tensors "
                                     f"(reuse {v.memory_plan.reuse_ratio:.2f}x), weights "
                                     f"{v.memory_plan.weight_bytes / 2**20:.1f} MiB")
-            rec = memory_events(v.memory_plan, self.model_id, start, dur, t.stream, msprof.MsprofGetHashId)
+            rec = np.concatenate([memory_events(v.memory_plan, self.model_id, start[j], dur[j], t.stream,
+                                                msprof.MsprofGetHashId) for j in range(n)])
             msprof.lib.report_block("task_memory", rec, rt.device_id)
         switch = ProfilingProperties.instance().switch
         if switch & events.PROF_HCCL_TRACE_MASK:
-            self._report_hccl(v, start, dur)
+            self._report_hccl(v, start, dur, iterations)
         if switch & events.PROF_AICPU_TRACE_MASK and flags & BIT_TASK_TIME:
-            self._report_aicpu(v, start, dur)
+            self._report_aicpu(v, start, dur, iterations)
 
-    def _report_hccl(self, v: _Variant, start: np.ndarray, dur: np.ndarray) -> None:
-        """The sub-tasks (Notify_Wait, Memcpy, Reduce_Inline, ...) of every collective of the step."""
+    def _report_hccl(self, v: _Variant, start: np.ndarray, dur: np.ndarray, iterations: np.ndarray) -> None:
+        """The sub-tasks (Notify_Wait, Memcpy, Reduce_Inline, ...) of every collective of the steps."""
         t = v.table
         lib = msprof.lib
         name_ids = {n: lib.get_hash_id(n) for n in HCCL_SUBTASK_NAMES}
         links = self.runtime.preset.links
-        iteration = np.array([self.iterations])
         for i in np.flatnonzero(t.rt_type == RtTaskType.HCCL):
             node = v.compiled.graph.nodes[int(t.node[i])]
-            sub = hccl.ring_subtasks(node.type, op_cost(node).comm_bytes, int(node.attrs.get("rank_size", 1)),
-                                     self.runtime.rank, links, start[i:i + 1], dur[i:i + 1],
-                                     root_rank=int(node.attrs.get("root_rank", 0)))
-            lib.report_block("hccl_task", sub.records(v.connection_base + int(i), iteration, name_ids,
+            sub = hccl.ring_subtasks(node.type, v.compiled.costs[node.id].comm_bytes,
+                                     int(node.attrs.get("rank_size", 1)), self.runtime.rank, links, start[:, i],
+                                     dur[:, i], root_rank=int(node.attrs.get("root_rank", 0)))
+            lib.report_block("hccl_task", sub.records(v.connection_base + int(i), iterations, name_ids,
                                                       int(t.stream[i])), self.runtime.device_id)
 
-    def _report_aicpu(self, v: _Variant, start: np.ndarray, dur: np.ndarray) -> None:
-        """AI CPU kernel details (compute / memcpy / dispatch split) of the step."""
+    def _report_aicpu(self, v: _Variant, start: np.ndarray, dur: np.ndarray, iterations: np.ndarray) -> None:
+        """AI CPU kernel details (compute / memcpy / dispatch split) of the steps."""
         t = v.table
         tasks = np.flatnonzero(t.rt_type == RtTaskType.KERNEL_AICPU)
         if not len(tasks):
             return
         graph = v.compiled.graph
-        parts = [aicpu_records(start[i:i + 1], v.connection_base + int(i), np.array([self.iterations]),
-                               dur[i:i + 1], op_cost(graph.nodes[int(t.node[i])]).bytes) for i in tasks]
+        parts = [aicpu_records(start[:, i], v.connection_base + int(i), iterations, dur[:, i],
+                               v.compiled.costs[int(t.node[i])].bytes) for i in tasks]
         msprof.lib.report_block("aicpu", np.concatenate(parts), self.runtime.device_id)
 
-    def _report_host(self, v: _Variant, timeline: _HostTimeline, launch_ns: int, flags: int,
+    def _report_host(self, v: _Variant, timeline: _HostTimeline, launch_ns: np.ndarray, flags: int,
                      node_api: bool) -> None:
-        """Host records of a node-by-node launch: GE host events, node-level and runtime API records."""
+        """Host records of node-by-node launches of ``n`` steps (``launch_ns`` [n]): GE host events,
+        node-level and runtime API records."""
         t = v.table
+        n = len(launch_ns)
         names = [v.compiled.graph.nodes[int(t.node[i])].name for i in timeline.tasks]
-        starts = launch_ns + timeline.phase_start
+        starts = launch_ns[:, None, None] + timeline.phase_start[None]  # [n, launches, phases]
+        durs = np.broadcast_to(timeline.phase_dur, starts.shape)
         kernel = np.isin(t.rt_type[timeline.tasks], _KERNEL_TYPES)
         if flags & BIT_GE_HOST:
-            used = timeline.phase_dur > 0
-            rows, cols = np.nonzero(used)
-            events_ = [int(_HOST_PHASES[c] if kernel[r] else ProfilingEvent.kCopyH2D) for r, c in zip(rows, cols)]
-            global_profiler.record_many([names[r] for r in rows], events_,
-                                        starts[rows, cols], starts[rows, cols] + timeline.phase_dur[rows, cols])
-        launch_begin = starts[:, 4]
-        launch_end = launch_begin + timeline.phase_dur[:, 4]
+            steps, rows, cols = np.nonzero(durs > 0)
+            events_ = np.where(kernel[rows], np.asarray(_HOST_PHASES, np.int64)[cols], int(ProfilingEvent.kCopyH2D))
+            global_profiler.record_many([names[r] for r in rows], events_.tolist(), starts[steps, rows, cols],
+                                        starts[steps, rows, cols] + durs[steps, rows, cols])
+        launch_begin = starts[:, :, 4]
+        launch_end = launch_begin + durs[:, :, 4]
         if node_api and flags & BIT_TASK_TIME:
-            types = [int(_LAUNCH_TYPE.get(RtTaskType(int(t.rt_type[i])), LaunchType.LaunchKernelWithHandle))
-                     for i in timeline.tasks[kernel]]
-            hashes = [msprof.lib.get_hash_id(n) for n in names]
-            launches = {"level": ReportLevel.NODE, "types": types, "begins": launch_begin[kernel],
-                        "ends": launch_end[kernel], "item_ids": [h for h, k in zip(hashes, kernel) if k]}
+            hashes = np.asarray([msprof.lib.get_hash_id(nm) for nm in names], np.uint64)
+            types = np.asarray([int(_LAUNCH_TYPE.get(RtTaskType(int(t.rt_type[i])), LaunchType.LaunchKernelWithHandle))
+                                for i in timeline.tasks], np.int64)
+            launches = {"level": ReportLevel.NODE, "types": np.tile(types[kernel], n),
+                        "begins": launch_begin[:, kernel].ravel(), "ends": launch_end[:, kernel].ravel(),
+                        "item_ids": np.tile(hashes[kernel], n)}
             self.runtime.cann_profiler.on_execute_event(ExecutorEvent.kExecuteEnd, **launches)
             if flags & BIT_CANN_HOST:  # ge_api l0: the host scheduling (InferShape, Tiling) of each node
                 for col, api in ((0, GeProfInfoType.kInferShape), (1, GeProfInfoType.kTiling)):
                     sel = kernel & (timeline.phase_dur[:, col] > 0)
-                    report_api_block(ReportLevel.NODE, [int(api)] * int(sel.sum()), starts[sel, col],
-                                     starts[sel, col] + timeline.phase_dur[sel, col],
-                                     [h for h, k in zip(hashes, sel) if k])
+                    report_api_block(ReportLevel.NODE, np.full(n * int(sel.sum()), int(api)),
+                                     starts[:, sel, col].ravel(), (starts[:, sel, col] + durs[:, sel, col]).ravel(),
+                                     np.tile(hashes[sel], n))
         if ProfilingProperties.instance().switch & events.PROF_RUNTIME_API_MASK:
-            types = [int(RuntimeApiType.rtKernelLaunch if k else RuntimeApiType.rtMemcpyAsync) for k in kernel]
-            report_api_block(ReportLevel.RUNTIME, types, launch_begin, launch_end, [0] * len(types))
+            types = np.where(kernel, int(RuntimeApiType.rtKernelLaunch), int(RuntimeApiType.rtMemcpyAsync))
+            report_api_block(ReportLevel.RUNTIME, np.tile(types, n), launch_begin.ravel(), launch_end.ravel(),
+                             np.zeros(n * len(types), np.uint64))
+
+    def _flush(self, v: _Variant) -> None:
+        """Report the steps of ``v`` that ran since the last report."""
+        p = v.pending
+        if p is None:
+            return
+        v.pending = None
+        times = v.batch.times
+        ks = np.asarray(p.k)
+        start = np.asarray(p.t0, np.int64)[:, None] + times.start[ks]
+        iterations = np.asarray(p.iteration, np.int64)
+        self._report_steps(v, p.flags, start, times.dur[ks], times.block_cycles[ks], iterations)
+        if p.timeline is not None:
+            self._report_host(v, p.timeline, np.asarray(p.t0, np.int64) - LAUNCH_LATENCY_NS, p.flags, p.node_api)
+
+    def flush(self) -> None:
+        """Report every step run while profiling was on (msprof gets device logs batch by batch)."""
+        for v in self._variants.values():
+            self._flush(v)
+        self.runtime.pending_models.discard(self)
 
     def unload(self) -> None:
-        """Free the model's ids (also happens when the model is garbage collected)."""
+        """Report what is pending, then free the model's ids (also happens at garbage collection)."""
+        self.flush()
         self._unload()
 
     # -------------------------------------------------------------- execution
@@ -564,12 +622,25 @@ class LoadedModel:
         rt.free_at = end
         self.iterations += 1
         if flags or ProfilingProperties.instance().switch:
-            self._report_step(v, flags, t0 + times.start[k], times.dur[k], times.block_cycles[k])
-            if timeline is not None:
-                self._report_host(v, timeline, t0 - LAUNCH_LATENCY_NS, flags, node_api)
+            p = v.pending
+            if p is None or p.flags != flags or p.node_api != node_api or p.timeline is not timeline:
+                self._flush(v)
+                p = v.pending = _Pending(flags, node_api, timeline)
+            p.k.append(k)
+            p.t0.append(t0)
+            p.iteration.append(self.iterations)
+            rt.pending_models.add(self)
         if timeline is not None:
             clock.spend(timeline.total)
         return end
+
+
+def _step_blocks(records: np.ndarray, n_steps: int) -> list[np.ndarray]:
+    """``records`` of ``n_steps`` equal steps, cut into blocks of whole steps of about a chunk each,
+    so that chunks stay bounded and an aged-out chunk takes whole iterations with it."""
+    per_step = len(records) // max(n_steps, 1)
+    steps = max(1, msprof.lib.chunk_records // max(per_step, 1))
+    return [records[lo:lo + steps * per_step] for lo in range(0, len(records), steps * per_step)] if per_step else []
 
 
 def report_runtime_api(model: LoadedModel, begin: int, launched: int, end: int) -> None:

@@ -137,6 +137,8 @@ def GEFinalize() -> st.Status:  # noqa: N802
                 sess.close()
             for hook in _state.finalize_hooks:
                 hook()
+        if _state.runtime is not None:
+            _state.runtime.flush()  # steps run under env-only profiling (GE_PROFILING_TO_STD_OUT)
         if _state.owns_profiling:
             msprof.lib.finalize()
             _state.owns_profiling = False
