@@ -1,4 +1,4 @@
-"""``geprof``: the terminal entry point (``geprof demo``, ``geprof analyze PATH``)."""
+"""``geprof``: the terminal entry point (``geprof demo``, ``geprof analyze PATH``, ``geprof export PATH``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pandas as pd
 
 from . import ge
 from .analysis import Profile, load
+from .analysis.export import FORMATS
 from .prof.options import ProfilingOptions, ProfilingOptionsError
 
 MODELS = {
@@ -92,6 +93,17 @@ def analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def export(args: argparse.Namespace) -> int:
+    """Write a run (anything ``geprof_nb.load`` opens) in a real tool's format and list the files."""
+    options = {"rank": args.rank} if args.format == "ascend_pt" else {}
+    written = load(args.path).export(args.to, format=args.format, **options)
+    files = sorted(p for p in written.rglob("*") if p.is_file()) if written.is_dir() else [written]
+    print(f"Wrote {written}")
+    for f in files:
+        print(f"  {f.relative_to(written) if written.is_dir() else f.name}  ({f.stat().st_size} bytes)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="geprof", description="GE profiling on a simulated Ascend runtime")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -109,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--json", action="store_true", help="also print a JSON summary line")
     p.set_defaults(func=analyze)
+    p = sub.add_parser("export", help="write a run as msprof, ascend_pt (msprof-analyze), chrome or parquet files")
+    p.add_argument("path", type=Path, help="a run directory, an output directory (newest run) or real tool output")
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument("--to", type=Path, required=True, help="directory to write into (chrome: also a .json file)")
+    p.add_argument("--rank", type=int, default=0, help="ascend_pt: the rank this run is exported as")
+    p.set_defaults(func=export)
     return parser
 
 

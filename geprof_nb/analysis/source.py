@@ -13,15 +13,67 @@ import abc
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from ..prof import rawdata
+from ..prof.api_types import LAUNCH_TYPE_NAMES
 from . import aicpu, api, breakdown, communication, host, memory, tables, tx
 from . import columns as C
+from .indexing import scatter
 from .rundir import RunDir
+
+#: The absolute-time columns of the tables.  The DataFrames hold them as float us, which
+#: at today's epoch (~1.7e15 us) resolve only 0.25 us; exports print them from exact
+#: integer ns (:meth:`Source.times_ns`).
+TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
+    "op_summary": ("Task Start Time(us)",),
+    "step_trace": ("FP Start(us)", "BP End(us)", "Iteration End(us)", "Reduce Start(us)"),
+    "task_time": ("task_start(us)", "task_stop(us)"),
+    "msprof_tx": ("Start_time(us)", "End_time(us)"),
+    "hccl_tasks": ("Start Time(us)",),
+    "operator_memory": ("Allocation Time(us)", "Release Time(us)", "Active Release Time(us)"),
+    "memory_record": ("Timestamp(us)",),
+}
+#: :meth:`Source.api_calls`: one host API record per row (times in ns).  ``model_id`` and
+#: ``iteration`` name the step a model execution ran, ``connection_id`` and ``iteration``
+#: the device task a node launch queued; -1 where a record launched nothing we can name.
+API_CALLS = ["level", "api", "item", "thread", "begin", "end", "model_id", "iteration", "connection_id"]
+#: :meth:`Source.device_tasks`: one executed device task per row, by start (times in ns);
+#: ``op`` marks the tasks that are op_summary rows.
+DEVICE_TASKS = ["start", "dur", "stream_id", "task_id", "model_id", "name", "task_type", "connection_id",
+                "iteration", "op"]
 
 
 def empty(columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(columns=columns)
+
+
+def _timestamp_positions(table: str, frame: pd.DataFrame) -> list[int]:
+    names = TIMESTAMP_COLUMNS.get(table, ())
+    return [i for i, c in enumerate(frame.columns) if c in names]
+
+
+def _rounded_ns(values_us: pd.Series) -> pd.arrays.IntegerArray:
+    """float us -> nullable int ns (NaN -> <NA>)."""
+    v = pd.to_numeric(values_us, errors="coerce").to_numpy(float)
+    missing = np.isnan(v)
+    out = pd.array(np.rint(np.where(missing, 0.0, v) * 1000).astype(np.int64), dtype="Int64")
+    out[missing] = pd.NA
+    return out
+
+
+def _match_ns(values_us: np.ndarray, candidates_ns: np.ndarray) -> np.ndarray:
+    """For each float us value the raw ns it was computed from (``ns / 1000.0 == value``), -1 if none.
+
+    Two candidates that share a float (< 0.25 us apart) are ambiguous; the smaller wins.
+    """
+    cand = np.unique(candidates_ns.astype(np.int64))
+    if len(cand) == 0:
+        return np.full(len(values_us), -1, np.int64)
+    keys = cand / 1000.0
+    at = np.minimum(np.searchsorted(keys, values_us), len(cand) - 1)
+    return np.where(keys[at] == values_us, cand[at], -1)
 
 
 class Source(abc.ABC):
@@ -108,6 +160,45 @@ class Source(abc.ABC):
 
     def memory_peak(self) -> memory.MemoryPeak | None:
         return None
+
+    def step_breakdown_table(self) -> pd.DataFrame | None:
+        """The per-step split as the source recorded it (torch_npu ``step_trace_time.csv``), or
+        ``None`` when it is to be computed from the op rows and step bounds."""
+        return None
+
+    # --------------------------------------------- exact times, host calls, device tasks
+    def times_ns(self, table: str, frame: pd.DataFrame) -> pd.DataFrame:
+        """Exact int ns of ``frame``'s :data:`TIMESTAMP_COLUMNS` (same rows, columns by position,
+        so step_trace's repeated ``Reduce Start(us)`` stay apart; ``<NA>`` where the float is NaN).
+
+        ``frame`` is the source's ``table``.  Here the floats are rounded: imported data holds
+        no more than its files printed.
+        """
+        positions = _timestamp_positions(table, frame)
+        out = pd.DataFrame({k: _rounded_ns(frame.iloc[:, i]) for k, i in enumerate(positions)}, index=frame.index)
+        out.columns = [frame.columns[i] for i in positions]
+        return out
+
+    def api_calls(self) -> pd.DataFrame:
+        """Every host API record (:data:`API_CALLS`); only raw runs have them."""
+        return empty(API_CALLS)
+
+    def device_tasks(self) -> pd.DataFrame:
+        """Every executed device task (:data:`DEVICE_TASKS`); here: op_summary's rows."""
+        rows = self.op_rows()
+        f = rows.frame
+
+        def ints(col: str) -> np.ndarray:
+            return pd.to_numeric(f[col], errors="coerce").fillna(-1).to_numpy(np.int64)
+
+        return pd.DataFrame({
+            "start": rows.start_ns.astype(np.int64),
+            "dur": np.rint(f["Task Duration(us)"].to_numpy(float) * 1000).astype(np.int64),
+            "stream_id": ints("Stream ID"), "task_id": ints("Task ID"), "model_id": ints("Model ID"),
+            "name": f["Op Name"].astype(str).to_numpy(object), "task_type": f["Task Type"].astype(str).to_numpy(object),
+            "connection_id": rows.connection_id.astype(np.int64), "iteration": rows.iteration.astype(np.int64),
+            "op": np.ones(len(f), bool),
+        })[DEVICE_TASKS]
 
 
 class RunDirSource(Source):
@@ -206,3 +297,154 @@ class RunDirSource(Source):
 
     def memory_peak(self) -> memory.MemoryPeak | None:
         return memory.memory_peak(self.run, self.device_id)
+
+    # --------------------------------------------- exact times, host calls, device tasks
+    def times_ns(self, table: str, frame: pd.DataFrame) -> pd.DataFrame:
+        """Exact int ns from the raw records (see :meth:`Source.times_ns`).
+
+        Each value is kept only where it reproduces the table's float (``ns / 1000.0``), so a
+        table built differently from the raw order falls back to rounding instead of lying.
+        """
+        out = super().times_ns(table, frame)
+        positions = _timestamp_positions(table, frame)
+        for k, ns in enumerate(self._raw_times(table, frame)):
+            shown = pd.to_numeric(frame.iloc[:, positions[k]], errors="coerce").to_numpy(float)
+            if len(ns) != len(shown):
+                continue
+            good = (ns >= 0) & (ns / 1000.0 == shown)
+            col = out.iloc[:, k]
+            values, missing = col.to_numpy(np.int64, na_value=0).copy(), col.isna().to_numpy().copy()
+            values[good], missing[good] = ns[good], False
+            out.isetitem(k, pd.arrays.IntegerArray(values, missing))
+        return out
+
+    def _raw_times(self, table: str, frame: pd.DataFrame) -> list[np.ndarray]:
+        """int ns per timestamp column of ``table``, in the table's row order (-1: unknown)."""
+        run, dev = self.run, self.device_id
+        if table == "op_summary":
+            return [self._rows.start_ns.astype(np.int64)]
+        if table == "task_time":
+            hw = run.load("hwts", dev)
+            hw = hw[np.argsort(hw["start"], kind="stable")]
+            start = hw["start"].astype(np.int64)
+            return [start, start + hw["dur"].astype(np.int64)]
+        if table == "msprof_tx":
+            rec = run.load("mstx")
+            rec = rec[np.argsort(rec["start"] / 1000.0, kind="stable")]
+            return [rec["start"].astype(np.int64), rec["end"].astype(np.int64)]
+        if table == "hccl_tasks":
+            rec = run.load("hccl_task", dev)
+            return [np.sort(rec["start"].astype(np.int64), kind="stable")]
+        if table == "memory_record":
+            return [np.sort(run.load("task_memory", dev)["timestamp"].astype(np.int64), kind="stable")]
+        positions = _timestamp_positions(table, frame)
+        if table == "operator_memory":
+            stamps = run.load("task_memory", dev)["timestamp"]
+            return [_match_ns(frame.iloc[:, i].to_numpy(float), stamps) for i in positions]
+        if table == "step_trace":
+            tr = run.load("step_trace", dev)
+            tags = {"FP Start(us)": [rawdata.FP_TAG], "BP End(us)": [rawdata.BP_TAG],
+                    "Iteration End(us)": [rawdata.ITER_END_TAG, rawdata.MODEL_END_TAG]}
+            out, reduce = [], 0
+            for i in positions:
+                name = frame.columns[i]
+                if name == "Reduce Start(us)":
+                    wanted, reduce = [rawdata.ALL_REDUCE_START_TAG + 2 * reduce], reduce + 1
+                else:
+                    wanted = tags[name]
+                values = frame.iloc[:, i].to_numpy(float)
+                ns = np.full(len(values), -1, np.int64)
+                for tag in wanted:  # the first tag that explains a value wins, as in the table
+                    todo = ns < 0
+                    ns[todo] = _match_ns(values[todo], tr["timestamp"][tr["tag_id"] == tag])
+                out.append(ns)
+            return out
+        return []
+
+    def api_calls(self) -> pd.DataFrame:
+        """Every MsprofApi record and paired MsprofEvent, with what each launched.
+
+        A node-level launch record names its op (item id = op name hash); the k-th launch of an
+        op queued the k-th execution of that op's tasks (HWTS order).  A model-level
+        ModelExecute record (item id = model id) ran the k-th profiled iteration of its model.
+        """
+        run = self.run
+        calls = api.api_calls(run)
+        if calls.empty:
+            return empty(API_CALLS)
+        calls = calls.sort_values("begin", kind="stable").reset_index(drop=True)
+        level = calls["level"].to_numpy(np.int64)
+        names = {(lv, t): api.api_name(run, lv, t) for lv, t in set(zip(level.tolist(), calls["type"].tolist()))}
+        api_name = np.array([names[(lv, t)] for lv, t in zip(level.tolist(), calls["type"].tolist())], dtype=object)
+        item_id = calls["item_id"].to_numpy(np.uint64)
+        node = level == rawdata.ReportLevel.NODE
+        item = np.array([run.hashes.get(int(h), str(int(h))) if n else str(int(h)) for h, n in zip(item_id, node)],
+                        dtype=object)
+        n = len(calls)
+        model_id, iteration, connection = (np.full(n, -1, np.int64) for _ in range(3))
+
+        hw = run.load("hwts", self.device_id)
+        hw = hw[np.argsort(hw["start"], kind="stable")]
+        track = run.load("task_track", self.device_id)
+        basic = run.load("node_basic_info")
+        n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)),
+                         int(basic["connection_id"].max(initial=0)))
+        # node launches -> (connection, iteration): k-th launch of an op <-> k-th execution of its tasks
+        launch = np.flatnonzero(node & np.isin(api_name, LAUNCH_TYPE_NAMES))
+        op_of_conn = scatter(n_conn, basic["connection_id"], basic["op_name"], 0, np.uint64)
+        execs = pd.DataFrame({"key": op_of_conn[hw["connection_id"]], "conn": hw["connection_id"].astype(np.int64),
+                              "iteration": hw["iteration"].astype(np.int64)})
+        execs = execs[execs["key"] != 0]
+        execs["k"] = execs.groupby("key").cumcount()
+        launches = pd.DataFrame({"row": launch, "key": item_id[launch]})
+        launches["k"] = launches.groupby("key").cumcount()
+        linked = launches.merge(execs, on=["key", "k"])
+        connection[linked["row"].to_numpy()] = linked["conn"].to_numpy()
+        iteration[linked["row"].to_numpy()] = linked["iteration"].to_numpy()
+        # model executions -> (model, iteration): k-th ModelExecute <-> k-th iteration seen on the device
+        execute = np.flatnonzero((level == rawdata.ReportLevel.MODEL) & (api_name == "ModelExecute"))
+        model_of_conn = scatter(n_conn, track["connection_id"], track["model_id"], -1, np.int64)
+        ran = pd.DataFrame({"model": model_of_conn[hw["connection_id"]],
+                            "iteration": hw["iteration"].astype(np.int64)}).drop_duplicates()
+        ran["k"] = ran.groupby("model").cumcount()
+        runs = pd.DataFrame({"row": execute, "model": item_id[execute].astype(np.int64)})
+        runs["k"] = runs.groupby("model").cumcount()
+        model_id[execute] = runs["model"].to_numpy()
+        linked = runs.merge(ran, on=["model", "k"])
+        iteration[linked["row"].to_numpy()] = linked["iteration"].to_numpy()
+
+        return pd.DataFrame({
+            "level": [rawdata.LEVEL_NAMES.get(int(lv), str(lv)) for lv in level], "api": api_name, "item": item,
+            "thread": calls["thread"].to_numpy(np.int64), "begin": calls["begin"].to_numpy(np.int64),
+            "end": calls["end"].to_numpy(np.int64), "model_id": model_id, "iteration": iteration,
+            "connection_id": connection,
+        })[API_CALLS]
+
+    def device_tasks(self) -> pd.DataFrame:
+        """Every HWTS task: kernels by their op name and GE task type, runtime tasks
+        (event record/wait, memcpy) by their runtime task type."""
+        run = self.run
+        hw = run.load("hwts", self.device_id)
+        track = run.load("task_track", self.device_id)
+        basic = run.load("node_basic_info")
+        hw = hw[np.argsort(hw["start"], kind="stable")]
+        n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)),
+                         int(basic["connection_id"].max(initial=0)))
+        conn = hw["connection_id"].astype(np.int64)
+        kernel = scatter(n_conn, track["connection_id"], track["kernel_name"], 0, np.uint64)
+        rt = scatter(n_conn, track["connection_id"], track["task_type"], -1, np.int64)
+        ge_type = scatter(n_conn, basic["connection_id"], basic["task_type"], -1, np.int64)
+        rt_name = np.array([rawdata.RtTaskType(int(t)).name if t >= 0 else "UNKNOWN" for t in rt], dtype=object)
+        name = np.array([run.hashes.get(int(h), f"<unknown 0x{int(h):016x}>") if h else r
+                         for h, r in zip(kernel, rt_name)], dtype=object)
+        task_type = np.array([rawdata.GE_TASK_TYPE_NAMES.get(int(g), r) if g >= 0 else r
+                              for g, r in zip(ge_type, rt_name)], dtype=object)
+        op = (kernel != 0) & ~np.isin(ge_type, [int(rawdata.GeTaskType.WRITE_BACK), int(rawdata.GeTaskType.INVALID)])
+        return pd.DataFrame({
+            "start": hw["start"].astype(np.int64), "dur": hw["dur"].astype(np.int64),
+            "stream_id": scatter(n_conn, track["connection_id"], track["stream_id"], -1, np.int64)[conn],
+            "task_id": scatter(n_conn, track["connection_id"], track["task_id"], -1, np.int64)[conn],
+            "model_id": scatter(n_conn, track["connection_id"], track["model_id"], -1, np.int64)[conn],
+            "name": name[conn], "task_type": task_type[conn], "connection_id": conn,
+            "iteration": hw["iteration"].astype(np.int64), "op": op[conn],
+        })[DEVICE_TASKS]

@@ -1,0 +1,181 @@
+"""``format="ascend_pt"``: a torch_npu profiler directory, the input of the real
+msprof-analyze (advisor, compare, cluster; msprof_analyze_inputs.md §3).
+
+``<path>/<worker>_<pid>_<17 digits>_ascend_pt/`` holds ``profiler_info_<rank>.json``
+(the only place msprof-analyze reads the rank from), ``profiler_metadata.json``,
+the device's ``PROF_*/device_<id>/info.json.<id>`` and ``ASCEND_PROFILER_OUTPUT/`` with ``kernel_details.csv``,
+``step_trace_time.csv``, ``trace_view.json``, ``op_statistic.csv``,
+``api_statistic.csv``, ``communication.json``, ``communication_matrix.json``
+and, for task_memory runs, ``operator_memory.csv`` / ``memory_record.csv``.
+A directory holding several ranks' directories is a cluster.
+
+Choices where the references and the tool differ:
+
+* ``kernel_details.csv`` names the block dims ``Block Dim`` / ``Mix Block Dim``
+  (torch_npu's older header, and what msprof-analyze's block dim check reads),
+  not ``Block Num`` (current op_summary, kept by newer torch_npu).
+* ``trace_view.json`` is a top-level list; its framework layer (process
+  ``Python``) has one ``ProfilerStep#<n>`` cpu_op per step (the step's
+  ModelExecute call, else its device window) and the host calls that launched
+  work as cpu_ops: each node launch (dynamic graphs) and each ModelExecute
+  (static graphs).  Every op task gets one ``torch_to_npu`` flow (cat
+  ``async_npu``) from the call that launched it, whose ``f`` end carries the
+  kernel's exact pid, tid and ts, as msprof-analyze joins on them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..breakdown import step_windows
+from .cells import table_cells, write_csv
+from .hccl import RankMap, communication_json, communication_matrix_json
+from .naming import ascend_pt_dir_name, prof_dir_name
+from .timeline import Timeline, flow_pair, process_meta, slice_event, thread_meta
+from .tracejson import msprof_events, write_json
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+#: op_summary -> kernel_details header renames (reference §5; block dims: see the module docstring).
+KERNEL_RENAMES = {"Op Name": "Name", "OP Type": "Type", "Task Type": "Accelerator Core",
+                  "Task Start Time(us)": "Start Time(us)", "Task Duration(us)": "Duration(us)",
+                  "Task Wait Time(us)": "Wait Time(us)", "Block Num": "Block Dim", "Mix Block Num": "Mix Block Dim"}
+SHAPE_COLUMNS = ("Input Shapes", "Output Shapes")
+#: aic_metrics -> torch_npu's ``AiCMetrics`` value (the ACL enum name).
+ACL_AIC_METRICS = {"PipeUtilization": "ACL_AICORE_PIPE_UTILIZATION",
+                   "ArithmeticUtilization": "ACL_AICORE_ARITHMETIC_UTILIZATION",
+                   "Memory": "ACL_AICORE_MEMORY_BANDWIDTH", "MemoryL0": "ACL_AICORE_L0B_AND_WIDTH",
+                   "MemoryUB": "ACL_AICORE_MEMORY_UB", "ResourceConflictRatio": "ACL_AICORE_RESOURCE_CONFLICT_RATIO",
+                   "L2Cache": "ACL_AICORE_L2_CACHE", "MemoryAccess": "ACL_AICORE_MEMORY_ACCESS"}
+
+
+def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = None) -> Path:
+    """Write the directory of one rank; returns it."""
+    root = Path(path) / ascend_pt_dir_name(profile, worker, rank)
+    out = root / OUTPUT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(root / f"profiler_info_{rank}.json", profiler_info(profile, rank))
+    write_json(root / "profiler_metadata.json", {"ENV_VARIABLES": {}})
+    _device_info(profile, root)
+    _kernel_details(profile, out / "kernel_details.csv")
+    frame = profile.step_breakdown
+    write_csv(out / "step_trace_time.csv", list(frame.columns), table_cells(frame))
+    for name in ("op_statistic", "api_statistic"):
+        frame = getattr(profile, name).drop(columns="Device_id")
+        write_csv(out / f"{name}.csv", list(frame.columns), table_cells(frame))
+    for name in ("operator_memory", "memory_record"):
+        frame = getattr(profile, name)
+        if len(frame):
+            write_csv(out / f"{name}.csv", list(frame.columns),
+                      table_cells(frame, profile.source.times_ns(name, frame), decimals=None))
+    ops, tasks = profile.communication_time, profile.hccl_tasks
+    write_json(out / "communication.json", communication_json(ops, tasks))
+    write_json(out / "communication_matrix.json", communication_matrix_json(ops, tasks, RankMap.of(tasks, rank)))
+    timeline = Timeline(profile, torch_npu=True)
+    write_json(out / "trace_view.json", msprof_events(framework_layer(timeline) + timeline.events()))
+    return root
+
+
+def profiler_info(profile, rank: int) -> dict:
+    """What torch_npu records of the profiler's configuration, for the options this run used."""
+    opts = profile.options
+    metrics = (profile.info.get("pmu_events") or {}).get("metrics") or [opts.get("aic_metrics", "PipeUtilization")]
+    return {
+        "config": {
+            "common_config": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"], "record_shapes": True,
+                              "profile_memory": opts.get("task_memory") == "on", "with_stack": False,
+                              "with_flops": False, "with_modules": False},
+            "experimental_config": {"_profiler_level": "Level1",
+                                    "_aic_metrics": ACL_AIC_METRICS.get(metrics[0], "ACL_AICORE_NONE"),
+                                    "_l2_cache": opts.get("l2") == "on", "_msprof_tx": opts.get("msproftx") == "on",
+                                    "_data_simplification": True, "_export_type": "text"},
+        },
+        "start_info": {"start_monotonic": profile.info.get("start_ns")},
+        "end_info": {"end_monotonic": profile.info.get("end_ns")},
+        "rank_id": rank,
+    }
+
+
+def _device_info(profile, root: Path) -> None:
+    """``PROF_*/device_<id>/info.json.<id>``, where torch_npu's msprof data keeps it: the core
+    counts and frequency msprof-analyze's block dim and AI Core frequency checks read
+    (written when the profile knows its device)."""
+    dev = profile.device_id
+    device = profile.device
+    if not device.get("ai_core_num"):
+        return
+    directory = root / prof_dir_name(profile) / f"device_{dev}"
+    directory.mkdir(parents=True, exist_ok=True)
+    info = {"DeviceInfo": [{"id": dev, "ai_core_num": device.get("ai_core_num"), "aiv_num": device.get("aiv_num"),
+                            "aic_frequency": str(device.get("aic_frequency", ""))}],
+            "pid": str(profile.info.get("pid", ""))}
+    write_json(directory / f"info.json.{dev}", info)
+
+
+def _kernel_details(profile, path: Path) -> Path:
+    """op_summary with ``Step Id`` first and torch_npu's renamed headers."""
+    frame = profile.op_summary
+    cols = table_cells(frame, profile.source.times_ns("op_summary", frame), quote=SHAPE_COLUMNS)
+    steps = profile.iteration_of_ops.to_numpy(np.int64).astype(str).astype(object)
+    header = ["Step Id"] + [KERNEL_RENAMES.get(c, c) for c in frame.columns]
+    return write_csv(path, header, [steps] + cols)
+
+
+def _main_model(profile) -> int:
+    """The model the steps count: the one with most step_trace rows, else most op tasks."""
+    ids = profile.step_trace["Model ID"] if len(profile.step_trace) else profile.op_summary["Model ID"]
+    return int(pd.Series(ids).astype(int).mode().iloc[0]) if len(ids) else -1
+
+
+def profiler_steps(timeline: Timeline) -> pd.DataFrame:
+    """(step, begin, end, thread) of every ``ProfilerStep#<n>``: the main model's ModelExecute
+    call of that iteration where the run recorded one, else the step's device window."""
+    profile, calls = timeline.profile, timeline.calls
+    windows = step_windows(profile.source.step_bounds(), profile.source.op_rows())
+    execs = calls[(calls["api"] == "ModelExecute") & (calls["model_id"] == _main_model(profile))]
+    execs = execs.drop_duplicates("iteration").set_index("iteration")
+    default_thread = int(calls["thread"].mode().iloc[0]) if len(calls) else timeline.real_pid
+    out = []
+    for step, start, end in windows.itertuples(index=False):
+        if step in execs.index:
+            call = execs.loc[step]
+            out.append((int(step), int(call["begin"]), int(call["end"]), int(call["thread"])))
+        else:
+            out.append((int(step), int(start), int(end), default_thread))
+    return pd.DataFrame(out, columns=["step", "begin", "end", "thread"])
+
+
+def framework_layer(timeline: Timeline) -> list[dict]:
+    """The ``Python`` process: ProfilerStep and launch cpu_ops, and a ``torch_to_npu`` flow into every op task."""
+    pid = timeline.real_pid
+    steps = profiler_steps(timeline)
+    calls = timeline.calls
+    launches = calls[(calls["iteration"] >= 0) & ((calls["connection_id"] >= 0) | (calls["api"] == "ModelExecute"))]
+    threads = sorted(set(steps["thread"].tolist()) | set(launches["thread"].astype(int).tolist()))
+    out = process_meta(pid, "Python", "CPU", 0)
+    for tid in threads:
+        out += thread_meta(pid, tid, f"Thread {tid}")
+    sources: dict[tuple, tuple[int, int, int]] = {}
+    for row in steps.itertuples(index=False):
+        out.append(slice_event(f"ProfilerStep#{row.step}", pid, row.thread, row.begin, row.end - row.begin, {},
+                               "cpu_op"))
+        sources[("step", row.step)] = (pid, row.thread, row.begin)
+    for row in launches.itertuples(index=False):
+        node = row.connection_id >= 0
+        out.append(slice_event(row.item if node else row.api, pid, int(row.thread), row.begin, row.end - row.begin,
+                               {}, "cpu_op"))
+        key = ("task", int(row.connection_id), int(row.iteration)) if node else \
+            ("model", int(row.model_id), int(row.iteration))
+        sources[key] = (pid, int(row.thread), int(row.begin))
+    tasks = timeline.tasks
+    hw_pid = timeline.pid("Ascend Hardware")
+    first_id = len(tasks)  # after the HostToDevice flow ids (task rows), so no two flows share an id
+    columns = [tasks[c].to_numpy(np.int64) for c in ("connection_id", "iteration", "model_id", "stream_id", "start")]
+    for r in np.flatnonzero(tasks["op"].to_numpy(bool)):
+        conn, it, model, stream, start = (int(c[r]) for c in columns)
+        source = sources.get(("task", conn, it)) or sources.get(("model", model, it)) or sources.get(("step", it))
+        if source is not None:
+            out += flow_pair("torch_to_npu", "async_npu", str(first_id + r), source, (hw_pid, stream, start))
+    return out

@@ -1,0 +1,139 @@
+"""msprof's value formatting and CSV files.
+
+How the real tools print a table (msprof's C++ summary writers, torch_npu's
+view parsers; reference §3.3, §4):
+
+* absolute timestamps from exact integer ns as ``<us>.<3 digits>`` followed by
+  a TAB (it stops spreadsheets from turning them into scientific notation);
+* other floats with 3 decimals; integer and cycle columns as integers;
+* ``N/A`` for missing values;
+* ``Task Wait Time(us)``: ``0`` on the first row, ``std::to_string`` (6
+  decimals) on every other row;
+* a table of more than 1,000,000 rows goes into slices
+  ``<name>_slice_<i>_<timestamp>.csv``, each with the header (msprof
+  ``CsvWriter::GetSliceFileName``); a smaller one into ``<name>_<timestamp>.csv``.
+
+Cells are formatted column by column with numpy, so a million-row op_summary
+takes seconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+NA = "N/A"
+#: msprof's ``CSV_LIMIT``: rows per CSV file.
+CSV_LIMIT = 1_000_000
+
+
+def us_text(ns: np.ndarray) -> np.ndarray:
+    """Exact int ns -> ``"<us>.<ns % 1000 as 3 digits>"`` (msprof ``DivideByPowersOfTenWithPrecision``)."""
+    return np.array([f"{n // 1000}.{n % 1000:03d}" for n in np.asarray(ns, dtype=np.int64).tolist()], dtype=object)
+
+
+def timestamp_cells(ns: pd.Series | np.ndarray) -> np.ndarray:
+    """Exact nullable int ns -> ``"<us>.<3 digits>\\t"``, ``N/A`` where missing."""
+    values = pd.array(ns, dtype="Int64")
+    missing = np.asarray(values.isna())
+    out = np.full(len(values), NA, dtype=object)
+    if (~missing).any():
+        out[~missing] = us_text(values[~missing].to_numpy(np.int64)) + "\t"
+    return out
+
+
+def float_cells(values: np.ndarray, decimals: int | None = 3) -> np.ndarray:
+    """Floats with ``decimals`` decimals (``None``: Python's shortest repr); NaN -> ``N/A``."""
+    fmt = repr if decimals is None else f"{{:.{decimals}f}}".format
+    return np.array([NA if v != v else fmt(v) for v in np.asarray(values, dtype=float).tolist()], dtype=object)
+
+
+def wait_cells(wait_us: np.ndarray) -> np.ndarray:
+    """``Task Wait Time(us)``: ``0`` on the first row, ``std::to_string`` (6 decimals) on the others."""
+    ns = np.rint(np.nan_to_num(np.asarray(wait_us, dtype=float)) * 1000).astype(np.int64)
+    out = us_text(ns) + "000"
+    if len(out):
+        out[0] = "0"
+    return out
+
+
+def column_cells(series: pd.Series, decimals: int | None = 3) -> np.ndarray:
+    """Any other column: integers as integers, floats by :func:`float_cells`, text as is; missing -> N/A."""
+    if pd.api.types.is_integer_dtype(series.dtype):
+        values = pd.array(series, dtype="Int64")
+        missing = np.asarray(values.isna())
+        out = np.full(len(values), NA, dtype=object)
+        out[~missing] = values[~missing].to_numpy(np.int64).astype(str).astype(object)
+        return out
+    if pd.api.types.is_float_dtype(series.dtype):
+        return float_cells(series.to_numpy(float), decimals)
+    if isinstance(series.dtype, pd.CategoricalDtype):  # format each category once
+        texts = np.array([NA if pd.isna(c) else str(c) for c in series.cat.categories] + [NA], dtype=object)
+        return texts[series.cat.codes.to_numpy()]
+    values = series.astype(object).to_numpy()
+    missing = pd.isna(values)
+    out = np.where(missing, NA, values).astype(object)
+    return np.array([str(v) for v in out], dtype=object) if len(out) else out
+
+
+def quoted(cells: np.ndarray) -> np.ndarray:
+    """Cells wrapped in literal double quotes (shape columns; ``N/A`` stays bare), as msprof and
+    torch_npu print them: the CSV quoting then shows ``\"\"\"2,3;3\"\"\"`` in the file."""
+    return np.array([c if c == NA else f'"{c}"' for c in cells], dtype=object)
+
+
+def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decimals: int | None = 3,
+                quote: Sequence[str] = ()) -> list[np.ndarray]:
+    """Every column of ``frame`` as formatted cells, by position (duplicate names allowed).
+
+    ``exact_ns`` (from :meth:`Source.times_ns`) holds the timestamp columns, in order of
+    their positions in ``frame``; ``Task Wait Time(us)`` follows msprof's rule.
+    """
+    ts_names = list(exact_ns.columns) if exact_ns is not None else []
+    next_ts = 0
+    cols = []
+    for i, name in enumerate(frame.columns):
+        series = frame.iloc[:, i]
+        if next_ts < len(ts_names) and name == ts_names[next_ts]:
+            cells = timestamp_cells(exact_ns.iloc[:, next_ts])
+            next_ts += 1
+        elif name == "Task Wait Time(us)":
+            cells = wait_cells(series.to_numpy(float))
+        else:
+            cells = column_cells(series, decimals)
+        cols.append(quoted(cells) if name in quote else cells)
+    return cols
+
+
+def _csv_text(header: Sequence[str], cols: list[np.ndarray], start: int, stop: int) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(zip(*(c[start:stop] for c in cols)))
+    return buf.getvalue()
+
+
+def write_table(directory: Path, name: str, stamp: str, header: Sequence[str], cols: list[np.ndarray],
+                slice_rows: int = CSV_LIMIT) -> list[Path]:
+    """``<name>_<stamp>.csv``, or ``<name>_slice_<i>_<stamp>.csv`` slices of ``slice_rows`` rows."""
+    n = len(cols[0]) if cols else 0
+    if n <= slice_rows:
+        targets = [(directory / f"{name}_{stamp}.csv", 0, n)]
+    else:
+        targets = [(directory / f"{name}_slice_{i}_{stamp}.csv", start, min(start + slice_rows, n))
+                   for i, start in enumerate(range(0, n, slice_rows))]
+    for path, start, stop in targets:
+        path.write_text(_csv_text(header, cols, start, stop), encoding="utf-8")
+    return [p for p, _, _ in targets]
+
+
+def write_csv(path: Path, header: Sequence[str], cols: list[np.ndarray]) -> Path:
+    """One CSV file (torch_npu's views are never sliced)."""
+    n = len(cols[0]) if cols else 0
+    path.write_text(_csv_text(header, cols, 0, n), encoding="utf-8")
+    return path

@@ -1,0 +1,26 @@
+"""``format="chrome"``: the msprof timeline as one Chrome trace file that
+Perfetto (ui.perfetto.dev) and chrome://tracing open.
+
+The same processes, threads, slices, counters and flows as ``msprof_*.json``,
+in the JSON object form ``{"traceEvents": [...], "displayTimeUnit": "ns"}``
+with numeric ``ts``: µs since the run's first event, so the floats keep every
+ns (``otherData.time_base_ns`` is that event's absolute time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .timeline import Timeline
+from .tracejson import chrome_events, write_json
+
+
+def export_chrome(profile, path: Path) -> Path:
+    """Write ``path`` if it names a ``.json`` file, else ``<path>/<run name>.json``; returns the file."""
+    path = Path(path)
+    target = path if path.suffix == ".json" else path / f"{profile.name}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    events = Timeline(profile).events()
+    base = min((e["ts"] for e in events if "ts" in e), default=0)
+    return write_json(target, {"traceEvents": chrome_events(events, base), "displayTimeUnit": "ns",
+                               "otherData": {"run": profile.name, "time_base_ns": base}})

@@ -1,0 +1,45 @@
+"""``format="msprof"``: a ``PROF_*`` directory as msprof's export leaves it.
+
+``<path>/PROF_<6>_<17>_<letters>/mindstudio_profiler_output/`` holds
+``op_summary``, ``op_statistic``, ``api_statistic``, ``task_time``,
+``step_trace``, ``communication_statistic`` and ``msprof_tx`` CSVs (formatting:
+:mod:`.cells`), the timeline ``msprof_<ts>.json`` and ``step_trace_<ts>.json``.
+Like msprof ("No need to export"), a table without rows writes no file, so a
+layer that was off and a layer that was on but recorded nothing look alike.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .cells import CSV_LIMIT, table_cells, write_table
+from .naming import prof_dir_name, stamp14
+from .timeline import Timeline
+from .tracejson import msprof_events, write_json
+
+OUTPUT_DIR = "mindstudio_profiler_output"
+#: The summaries, named as the Profile tables they print.
+SUMMARIES = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trace", "communication_statistic",
+             "msprof_tx")
+#: Cells msprof wraps in literal quotes (their commas would split the row otherwise).
+SHAPE_COLUMNS = ("Input Shapes", "Output Shapes")
+
+
+def export_msprof(profile, path: Path, slice_rows: int = CSV_LIMIT) -> Path:
+    """Write the summaries and timelines; returns the ``PROF_*`` directory."""
+    prof_dir = Path(path) / prof_dir_name(profile)
+    out = prof_dir / OUTPUT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = stamp14(profile)
+    for name in SUMMARIES:
+        frame = getattr(profile, name)
+        if frame.empty:
+            continue
+        cols = table_cells(frame, profile.source.times_ns(name, frame), quote=SHAPE_COLUMNS)
+        write_table(out, name, stamp, list(frame.columns), cols, slice_rows)
+    timeline = Timeline(profile)
+    write_json(out / f"msprof_{stamp}.json", msprof_events(timeline.events()))
+    steps = timeline.step_trace(with_process=True)
+    if steps:
+        write_json(out / f"step_trace_{stamp}.json", msprof_events(steps))
+    return prof_dir

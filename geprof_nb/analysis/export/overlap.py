@@ -1,0 +1,75 @@
+"""Overlap Analysis slices: each step's Computing, Communication,
+Communication(Not Overlapped) and Free intervals.
+
+The same definitions as :func:`..breakdown.step_breakdown` (the tasks of an
+iteration clipped to its step window; compute = every op_summary task that is
+not ``COMMUNICATION``), but as intervals instead of totals, so that the slices
+of a step add up to its step_trace_time row and msprof-analyze, which sums the
+slices, reports what ``Profile.step_breakdown`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..breakdown import step_windows
+from ..tables import OpRows
+
+Intervals = list[tuple[int, int]]
+#: Slice names, in the order of their thread ids in the Overlap Analysis process.
+KINDS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Disjoint, sorted, non-empty intervals covering the given ones."""
+    out: Intervals = []
+    for s, e in sorted(zip(starts.tolist(), ends.tolist())):
+        if e <= s:
+            continue
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """The parts of the disjoint sorted intervals ``a`` that ``b`` (also disjoint, sorted) does not cover."""
+    out: Intervals = []
+    j = 0
+    for s, e in a:
+        while j < len(b) and b[j][1] <= s:
+            j += 1
+        k, cur = j, s
+        while k < len(b) and b[k][0] < e:
+            if b[k][0] > cur:
+                out.append((cur, b[k][0]))
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < e:
+            out.append((cur, e))
+    return out
+
+
+def overlap_slices(rows: OpRows, bounds) -> Iterator[tuple[int, str, int, int]]:
+    """(step, kind, start ns, end ns) of every Overlap Analysis slice, step by step.
+
+    ``bounds``: the source's step bounds (:meth:`Source.step_bounds`).
+    """
+    f = rows.frame
+    if f.empty:
+        return
+    start = rows.start_ns.astype(np.int64)
+    end = start + np.rint(f["Task Duration(us)"].to_numpy(float) * 1000).astype(np.int64)
+    comm = (f["Task Type"] == "COMMUNICATION").to_numpy()
+    for step, w0, w1 in step_windows(bounds, rows).itertuples(index=False):
+        inside = rows.iteration == step
+        s, e, c = np.clip(start[inside], w0, w1), np.clip(end[inside], w0, w1), comm[inside]
+        computing = union(s[~c], e[~c])
+        communication = union(s[c], e[c])
+        free = subtract([(int(w0), int(w1))], union(s, e))
+        for kind, spans in zip(KINDS, (computing, communication, subtract(communication, computing), free)):
+            for a, b in spans:
+                yield int(step), kind, a, b

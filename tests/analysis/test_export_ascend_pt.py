@@ -1,0 +1,237 @@
+"""format="ascend_pt": the torch_npu directory msprof-analyze reads (msprof_analyze_inputs.md §3, §6)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from geprof_testing import run_profiled_session, small_resnet
+
+from geprof_nb import ge
+from geprof_nb.analysis.export.ascend_pt import KERNEL_RENAMES
+from geprof_nb.analysis.export.timeline import format_pid
+
+
+def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1:]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """A ResNet-50 run on 8 ranks (HCCL sub-tasks, memory) exported as rank 0 and rank 1."""
+    out = tmp_path_factory.mktemp("resnet_pt")
+    run = run_profiled_session(out / "run", small_resnet(8), 3, hccl="on", task_memory="on")
+    dirs = [run.profile.export(out / "cluster", "ascend_pt", rank=r) for r in (0, 1)]
+    return run.profile, dirs
+
+
+@pytest.fixture(scope="module")
+def dynamic(tmp_path_factory):
+    """A dynamic-shape MLP: every kernel launched by its own node launch."""
+    out = tmp_path_factory.mktemp("dynamic_pt")
+    run = run_profiled_session(out / "run", ge.models.mlp(batch_size=8, in_features=16, hidden=(16,), dynamic=True,
+                                                          world_size=2), 2, hccl="on")
+    return run.profile, run.profile.export(out / "x", "ascend_pt")
+
+
+def output(d: Path) -> Path:
+    return d / "ASCEND_PROFILER_OUTPUT"
+
+
+def trace(d: Path) -> list[dict]:
+    events = json.loads((output(d) / "trace_view.json").read_text())
+    assert isinstance(events, list)  # a dict would be read as GPU data
+    return events
+
+
+def processes(events: list[dict]) -> dict[str, int]:
+    return {e["args"]["name"]: e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+
+
+def test_layout_and_rank_files(exported):
+    profile, dirs = exported
+    for rank, d in enumerate(dirs):
+        assert re.fullmatch(rf".+-rank{rank}_{profile.info['pid']}_\d{{17}}_ascend_pt", d.name)
+        assert d.name.split("_")[-3] == dirs[0].name.split("_")[-3]
+        info = json.loads((d / f"profiler_info_{rank}.json").read_text())
+        assert info["rank_id"] == rank
+        assert info["config"]["experimental_config"]["_profiler_level"] == "Level1"
+        assert info["config"]["experimental_config"]["_aic_metrics"] == "ACL_AICORE_PIPE_UTILIZATION"
+        assert json.loads((d / "profiler_metadata.json").read_text()) == {"ENV_VARIABLES": {}}
+        device = json.loads(next(d.glob("PROF_*/device_0/info.json.0")).read_text())["DeviceInfo"][0]
+        assert device["ai_core_num"] == 24 and device["aiv_num"] == 48 and device["aic_frequency"] == "1800"
+        names = {p.name for p in output(d).iterdir()}
+        assert names == {"kernel_details.csv", "step_trace_time.csv", "trace_view.json", "op_statistic.csv",
+                         "api_statistic.csv", "operator_memory.csv", "memory_record.csv", "communication.json",
+                         "communication_matrix.json"}
+    assert dirs[0] != dirs[1]
+
+
+def test_kernel_details(exported):
+    profile, (d, _) = exported
+    header, rows = read_csv(output(d) / "kernel_details.csv")
+    frame = profile.op_summary
+    assert header == ["Step Id"] + [KERNEL_RENAMES.get(c, c) for c in frame.columns]
+    assert header[:12] == ["Step Id", "Device_id", "Model ID", "Task ID", "Stream ID", "Name", "Type", "OP State",
+                           "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)"]
+    assert {"Block Dim", "Mix Block Dim"} <= set(header) and "Block Num" not in header
+    assert [int(r[0]) for r in rows] == list(profile.iteration_of_ops)
+    shapes = [r[header.index("Input Shapes")] for r in rows if r[header.index("Input Shapes")] != "N/A"]
+    assert all(s[0] == s[-1] == '"' for s in shapes)
+    assert '"""2,3,64,64;64,3,7,7"""' in (output(d) / "kernel_details.csv").read_text()
+
+
+def test_kernel_start_times_are_the_trace_view_kernel_ts(exported):
+    profile, (d, _) = exported
+    header, rows = read_csv(output(d) / "kernel_details.csv")
+    events = trace(d)
+    hw = processes(events)["Ascend Hardware"]
+    kernels = {(e["name"], e["ts"]) for e in events if e["pid"] == hw and e["ph"] == "X"}
+    name, start = header.index("Name"), header.index("Start Time(us)")
+    assert all(r[start].endswith("\t") for r in rows)
+    assert all((r[name], r[start].rstrip("\t")) in kernels for r in rows)
+    slices = [e for e in events if e["pid"] == hw and e["ph"] == "X" and "Stream Id" in e["args"]]
+    assert slices and all(e["args"]["Stream Id"] == e["tid"] for e in slices)
+
+
+def test_step_trace_time(exported):
+    profile, (d, _) = exported
+    header, rows = read_csv(output(d) / "step_trace_time.csv")
+    b = profile.step_breakdown
+    assert header == list(b.columns) and header[:2] == ["Device_id", "Step"]
+    assert [int(r[1]) for r in rows] == list(b["Step"])
+    for k, col in enumerate(header[2:], 2):
+        assert [float(r[k]) for r in rows] == pytest.approx(list(b[col]), abs=5e-4)
+
+
+def test_statistics_and_memory_tables(exported):
+    profile, (d, _) = exported
+    header, rows = read_csv(output(d) / "op_statistic.csv")
+    assert header == ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",
+                      "Max Time(us)", "Ratio(%)"]
+    assert len(rows) == len(profile.op_statistic)
+    header, rows = read_csv(output(d) / "api_statistic.csv")
+    assert header[0] == "Level" and len(rows) == len(profile.api_statistic)
+    header, rows = read_csv(output(d) / "memory_record.csv")
+    assert header == list(profile.memory_record.columns) and len(rows) == len(profile.memory_record)
+    stamps = np.sort(profile.run.load("task_memory")["timestamp"])
+    assert [r[1] for r in rows] == [f"{int(t) // 1000}.{int(t) % 1000:03d}\t" for t in stamps]
+    header, rows = read_csv(output(d) / "operator_memory.csv")
+    assert header == list(profile.operator_memory.columns) and len(rows) == len(profile.operator_memory)
+
+
+def test_trace_view_framework_layer_and_flows(exported):
+    profile, (d, _) = exported
+    events = trace(d)
+    procs = processes(events)
+    assert {"Python", "CANN", "Ascend Hardware", "Communication", "Overlap Analysis"} <= set(procs)
+    assert procs["Python"] == profile.info["pid"] and procs["Ascend Hardware"] == format_pid(profile.info["pid"], 14, 0)
+    cpu_ops = [e for e in events if e.get("cat") == "cpu_op"]
+    steps = [e for e in cpu_ops if e["name"].startswith("ProfilerStep#")]
+    assert [e["name"] for e in steps] == [f"ProfilerStep#{s}" for s in profile.step_breakdown["Step"]]
+    flows = [e for e in events if e.get("cat") == "async_npu"]
+    assert all(e["name"] == "torch_to_npu" for e in flows)
+    starts = {e["id"]: e for e in flows if e["ph"] == "s"}
+    ends = {e["id"]: e for e in flows if e["ph"] == "f"}
+    assert starts.keys() == ends.keys() and len(ends) == len(profile.op_summary)
+    kernels = {(e["pid"], e["tid"], e["ts"]) for e in events if e["pid"] == procs["Ascend Hardware"]
+               and e["ph"] == "X"}
+    assert all((f["pid"], f["tid"], f["ts"]) in kernels for f in ends.values())
+    op_starts = {(e["pid"], e["tid"], e["ts"]) for e in cpu_ops}
+    assert all((s["pid"], s["tid"], s["ts"]) in op_starts for s in starts.values())
+    ids = [e["id"] for e in events if e.get("cat") == "HostToDevice"]
+    assert not set(ids) & set(starts)
+    # each kernel lies inside the ProfilerStep of its iteration
+    spans = {int(e["name"].split("#")[1]): (float(e["ts"]), float(e["ts"]) + e["dur"]) for e in steps}
+    t = profile.source.device_tasks()
+    for it, start in zip(t["iteration"][t["op"]], t["start"][t["op"]]):
+        lo, hi = spans[int(it)]
+        assert lo <= start / 1000 <= hi
+
+
+def test_dynamic_graph_flows_start_at_each_node_launch(dynamic):
+    profile, d = dynamic
+    events = trace(d)
+    launches = {(e["tid"], e["ts"]): e["name"] for e in events if e.get("cat") == "cpu_op"
+                and not e["name"].startswith("ProfilerStep") and e["name"] != "ModelExecute"}
+    hw = processes(events)["Ascend Hardware"]
+    kernels = {(e["tid"], e["ts"]): e["name"] for e in events if e["pid"] == hw and e["ph"] == "X"}
+    flows = [e for e in events if e.get("cat") == "async_npu"]
+    starts = {e["id"]: e for e in flows if e["ph"] == "s"}
+    for f in (e for e in flows if e["ph"] == "f"):
+        s = starts[f["id"]]
+        assert launches[(s["tid"], s["ts"])] == kernels[(f["tid"], f["ts"])]
+    assert len(starts) == len(profile.op_summary)
+
+
+def test_communication_thread_order(exported):
+    _, (d, _) = exported
+    events = trace(d)
+    pid = processes(events)["Communication"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e["pid"] == pid and e["name"] == "thread_name"}
+    order = {e["tid"]: e["args"]["sort_index"] for e in events if e["pid"] == pid and e["name"] == "thread_sort_index"}
+    ordered = [names[t] for t in sorted(names, key=order.get)]
+    assert "Communication" in ordered[0] and all(n.startswith("Plane ") for n in ordered[1:])
+    ops = [e for e in events if e["pid"] == pid and e["ph"] == "X" and e["tid"] == 0]
+    assert ops and all(re.fullmatch(r"hcom_allReduce__\w+_\d+_\d+", e["name"]) for e in ops)
+
+
+def test_overlap_analysis_adds_up(exported):
+    profile, (d, _) = exported
+    events = trace(d)
+    pid = processes(events)["Overlap Analysis"]
+    totals = Counter()
+    for e in events:
+        if e["pid"] == pid and e["ph"] == "X":
+            totals[e["name"]] += round(e["dur"] * 1000)
+    b = profile.step_breakdown
+    assert {k: totals[k] for k in ("Computing", "Communication(Not Overlapped)", "Free")} == \
+        {k: round(b[k].sum() * 1000) for k in ("Computing", "Communication(Not Overlapped)", "Free")}
+
+
+def test_communication_json(exported):
+    profile, (d, _) = exported
+    comm = json.loads((output(d) / "communication.json").read_text())
+    ct = profile.communication_time
+    assert sorted(comm) == [f"step{i}" for i in sorted(set(ct["Iteration ID"]))]
+    for step, groups in comm.items():
+        assert set(groups) == {"collective", "p2p"} and groups["p2p"] == {}
+        collective = groups["collective"]
+        total = collective["Total Op Info"]
+        assert set(total["Communication Bandwidth Info"]) == {"RDMA", "HCCS", "PCIE", "SDMA", "SIO"}
+        mine = ct[ct["Iteration ID"] == int(step[4:])]
+        assert sorted(k for k in collective if k != "Total Op Info") == sorted(f"{n}@hccl_world_group"
+                                                                            for n in mine["Op Name"])
+        assert total["Communication Time Info"]["Elapse Time(ms)"] == pytest.approx(mine["Elapse Time(ms)"].sum())
+    op = ct.iloc[0]
+    entry = comm[f"step{op['Iteration ID']}"]["collective"][f"{op['Op Name']}@hccl_world_group"]
+    info = entry["Communication Time Info"]
+    for key in ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)", "Idle Time(ms)",
+                "Wait Time Ratio", "Synchronization Time Ratio"):
+        assert info[key] == pytest.approx(op[key])
+    tasks = profile.hccl_tasks
+    transit = tasks[(tasks["Op Name"] == op["Op Name"]) & (tasks["Task Name"].isin(["Memcpy", "Reduce_Inline"]))
+                    & (tasks["Link Type"] == "HCCS")]
+    hccs = entry["Communication Bandwidth Info"]["HCCS"]
+    assert hccs["Transit Size(MB)"] == pytest.approx(transit["Size(Byte)"].sum() / 1e6)
+    assert hccs["Transit Time(ms)"] == pytest.approx(info["Transit Time(ms)"])  # every transit task is on HCCS here
+    assert entry["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"] == hccs["Transit Size(MB)"]
+
+
+def test_communication_matrix_has_self_links_and_relabelled_ranks(exported):
+    _, dirs = exported
+    for rank, d in enumerate(dirs):
+        matrix = json.loads((output(d) / "communication_matrix.json").read_text())
+        for groups in matrix.values():
+            for op, links in groups["collective"].items():
+                assert op.endswith("@hccl_world_group")
+                assert links[f"{rank}-{rank}"]["Transport Type"] == "LOCAL"
+                assert links[f"{rank}-{rank + 1}"]["Transport Type"] == "HCCS"
+                assert all(v["Op Name"] == op.split("@")[0] for v in links.values())

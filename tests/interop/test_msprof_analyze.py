@@ -1,0 +1,128 @@
+"""The real msprof-analyze (PyPI ``msprof-analyze``, the ``interop`` extra) on our ascend_pt exports.
+
+The tool exits 0 even when it fails (msprof_analyze_inputs.md pitfall 1), so
+these tests check what it wrote, that its numbers are ours, and that it
+logged no error.  Skipped only when the ``msprof-analyze`` executable is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from geprof_testing import run_profiled_session, small_resnet
+
+from geprof_nb import ge
+
+
+def _executable() -> str | None:
+    beside = Path(sys.executable).with_name("msprof-analyze")
+    return shutil.which("msprof-analyze") or (str(beside) if beside.exists() else None)
+
+
+MSPROF_ANALYZE = _executable()
+pytestmark = [pytest.mark.interop, pytest.mark.skipif(MSPROF_ANALYZE is None,
+                                                      reason="msprof-analyze is not installed (the interop extra)")]
+
+
+def analyze(cwd: Path, *args: str) -> str:
+    """Run msprof-analyze in ``cwd`` (the advisor leaves a tuning file in its working directory);
+    returns stdout + stderr after checking that no line reports an error."""
+    done = subprocess.run([MSPROF_ANALYZE, *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+    output = done.stdout + done.stderr
+    errors = [line for line in output.splitlines() if "[ERROR]" in line or " ERROR " in line]
+    assert not errors, "\n".join(errors)
+    assert done.returncode == 0, output
+    return output
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """ResNet-50 on 8 ranks, 3 steps, virtual clock (HCCL sub-tasks and memory on), exported as rank 0
+    and rank 1 of a cluster; and a slower run (batch 32 at 224x224) exported alone."""
+    root = tmp_path_factory.mktemp("interop")
+    run = run_profiled_session(root / "run", small_resnet(8), 3, hccl="on", task_memory="on").profile
+    slower = run_profiled_session(root / "slower", ge.models.resnet50(batch_size=32, image_size=224, training=True,
+                                                                      world_size=8), 3, hccl="on").profile
+    assert slower.step_breakdown["Stage"].sum() > run.step_breakdown["Stage"].sum()
+    return {"profile": run, "run": run.export(root / "single", "ascend_pt"),
+            "slower": slower.export(root / "slower_export", "ascend_pt"),
+            "cluster": [run.export(root / "cluster", "ascend_pt", rank=r) for r in (0, 1)][0].parent, "root": root}
+
+
+def ms(us: float) -> float:
+    return round(us / 1000, 3)
+
+
+def test_advisor(exports):
+    out = exports["root"] / "advisor"
+    out.mkdir()
+    text = analyze(out, "advisor", "all", "-d", str(exports["run"]), "-o", str(out), "-l", "en")
+    assert len(list(out.glob("mstt_advisor_*.html"))) == 1
+    assert len(list((out / "log").glob("mstt_advisor_*.xlsx"))) == 1
+    b = exports["profile"].step_breakdown
+    # the Overall Summary sums our Overlap Analysis slices: they must give our step_breakdown
+    parts = {name: ms(b[col].sum()) for name, col in (("Computing Time", "Computing"), ("Free Time", "Free"), (
+        "Uncovered Communication Time", "Communication(Not Overlapped)"))}
+    for name, value in parts.items():
+        assert f"-- {name} is {value}ms" in text
+    assert f"The Model E2E Time is {round(sum(parts.values()), 3)}ms" in text  # the advisor adds the rounded parts
+    assert round(sum(parts.values()), 3) == pytest.approx(b["Stage"].sum() / 1000, abs=2e-3)
+    # the computation checks ran on kernel_details.csv and the device info
+    assert "Block Dim Issues" in text and "Vector Operator Perf Analysis" in text
+
+
+def test_compare(exports):
+    import openpyxl
+
+    out = exports["root"] / "compare"
+    out.mkdir()
+    analyze(out, "compare", "-d", str(exports["slower"]), "-bp", str(exports["run"]), "-o", str(out))
+    (xlsx,) = out.glob("performance_comparison_result_*.xlsx")
+    book = openpyxl.load_workbook(xlsx, read_only=True)
+    assert {"OverallMetrics", "CommunicationCompare", "OperatorCompare", "KernelCompare"} <= set(book.sheetnames)
+    rows = {r[0]: r for r in book["OverallMetrics"].iter_rows(values_only=True) if r and r[0]}
+    base = exports["profile"].step_breakdown["Computing"].sum() / 1000
+    assert rows["Computing Time"][1] == pytest.approx(base, abs=1e-3)
+    comm = [r for r in book["CommunicationCompare"].iter_rows(values_only=True) if r and r[1] == "allreduce"]
+    assert comm and comm[0][3] == len(exports["profile"].communication_time)
+
+
+def test_cluster(exports):
+    profile = exports["profile"]
+    out = exports["root"] / "cluster_out"
+    out.mkdir()
+    analyze(out, "cluster", "-d", str(exports["cluster"]), "-m", "all", "-o", str(out))
+    result = out / "cluster_analysis_output"
+    names = {p.name for p in result.iterdir()}
+    assert {"cluster_step_trace_time.csv", "cluster_communication.json", "cluster_communication_matrix.json",
+            "communication_group.json"} <= names
+    with open(result / "cluster_step_trace_time.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    b = profile.step_breakdown.set_index("Step")
+    assert sorted((r["Type"], r["Index"]) for r in rows if r["Type"] == "rank") == \
+        sorted(("rank", str(rank)) for rank in (0, 1) for _ in b.index)
+    for r in (r for r in rows if r["Type"] == "rank"):
+        for col in ("Computing", "Communication(Not Overlapped)", "Free"):
+            assert float(r[col]) == pytest.approx(b.loc[int(r["Step"]), col], abs=1.0)
+    group = json.loads((result / "communication_group.json").read_text())
+    assert group["collective"] == [[0, 1]]
+    comm = json.loads((result / "cluster_communication.json").read_text())["(0, 1)"]
+    ct = profile.communication_time
+    first = ct.iloc[0]
+    op = comm[f"step{first['Iteration ID']}"][f"{first['Op Name']}@hccl_world_group"]
+    for rank in ("0", "1"):
+        assert op[rank]["Communication Time Info"]["Elapse Time(ms)"] == pytest.approx(first["Elapse Time(ms)"])
+    matrix = json.loads((result / "cluster_communication_matrix.json").read_text())["(0, 1)"]
+    link = matrix[f"step{first['Iteration ID']}"][f"{first['Op Name']}@hccl_world_group"]["0-1"]
+    tasks = profile.hccl_tasks
+    sent = tasks[(tasks["Op Name"] == first["Op Name"]) & (tasks["Link Type"] == "HCCS") & (tasks["Size(Byte)"] > 0)]
+    assert link["Transport Type"] == "HCCS"
+    assert link["Transit Size(MB)"] == pytest.approx(sent["Size(Byte)"].sum() / 1e6)
+    assert re.fullmatch(r"\d+\.\d+", str(link["Bandwidth(GB/s)"]))
