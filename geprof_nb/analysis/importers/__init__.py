@@ -1,12 +1,106 @@
-"""Readers for profiling output that geprof did not write itself."""
+"""Readers for profiling output that geprof did not write itself, and the layout detection.
+
+``load_path`` recognises (in this order): a geprof Parquet export (``manifest.json``),
+a torch_npu ``*_ascend_pt`` directory (or its ``ASCEND_PROFILER_OUTPUT``), real
+msprof output (``PROF_*`` with ``mindstudio_profiler_output``, or that directory
+itself), and directories holding such runs: several ranks (``*_ascend_pt`` dirs
+with distinct ``profiler_info_<rank>.json``, or ``rank<N>`` dirs) make a
+:class:`~..cluster.ClusterProfile`, otherwise the newest run is opened.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from ..rundir import RunDirError
+from ..cluster import ClusterProfile
+from ..profile import Profile, load
+from .ascend_pt import OUTPUT_DIR as ASCEND_OUTPUT, AscendPtSource, is_ascend_pt, rank_of, run_timestamp
+from .csvfiles import ImportFormatError
+from .msprof import OUTPUT_DIR as MSPROF_OUTPUT, MsprofSource, find_sets
+
+__all__ = ["AscendPtSource", "ImportFormatError", "MsprofSource", "load_path"]
+
+_RANK_DIR = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+_PROF_NAME = re.compile(r"PROF_(\d+)_(\d+)_\w+")
 
 
-def load_path(path: Path, device_id: int = 0):
-    """The Profile of a directory in a known foreign layout."""
-    raise RunDirError(f"{path} holds no geprof run directory (a PROF_* directory with info.json)")
+def _layout(path: Path) -> str | None:
+    """Which single-run layout ``path`` is (parquet, ascend_pt, msprof or None), from names and the manifest."""
+    from ..parquet import is_parquet_export
+
+    if not path.is_dir():
+        return None
+    if is_parquet_export(path):
+        return "parquet"
+    if path.name == ASCEND_OUTPUT or (path / ASCEND_OUTPUT).is_dir():
+        return "ascend_pt"
+    if (path / MSPROF_OUTPUT).is_dir() or find_sets(path)[0]:
+        return "msprof"
+    return None
+
+
+def _open(path: Path, layout: str, device_id: int, notes: list[str] | None = None) -> Profile:
+    if layout == "parquet":
+        from ..parquet import ParquetSource
+
+        return Profile(ParquetSource(path, notes))
+    if layout == "ascend_pt":
+        return Profile(AscendPtSource(path, device_id, notes))
+    return Profile(MsprofSource(path, device_id, notes))
+
+
+def _newest(runs: list[Path]) -> Path:
+    """The newest of several runs by the timestamp in their names
+    (``PROF_<seq>_<time>_<tag>``, ``<worker>_<pid>_<time>_ascend_pt``)."""
+
+    def key(p: Path) -> tuple:
+        if m := _PROF_NAME.fullmatch(p.name):
+            return (m.group(2), int(m.group(1)), p.name)
+        return (run_timestamp(p) if is_ascend_pt(p) else "", 0, p.name)
+
+    return max(runs, key=key)
+
+
+def _cluster(path: Path, device_id: int) -> ClusterProfile | None:
+    """Several ranks under ``path``: ``*_ascend_pt`` dirs with distinct ranks, or ``rank<N>`` dirs."""
+    children = sorted(c for c in path.iterdir() if c.is_dir())
+    by_rank: dict[int, list[Path]] = {}
+    for c in children:
+        if c.name.endswith("ascend_pt") and (c / ASCEND_OUTPUT).is_dir() and (r := rank_of(c)) is not None:
+            by_rank.setdefault(r, []).append(c)
+    notes = []
+    if len(by_rank) >= 2:
+        chosen = {}
+        for r, dirs in sorted(by_rank.items()):
+            chosen[r] = _newest(dirs)
+            if len(dirs) > 1:
+                notes.append(f"rank {r}: {len(dirs)} runs; read the newest, {chosen[r].name}")
+        return ClusterProfile(path, {r: _open(d, "ascend_pt", device_id) for r, d in chosen.items()}, notes)
+    ranks = {int(m.group(1)): c for c in children if (m := _RANK_DIR.fullmatch(c.name))}
+    if len(ranks) >= 2:
+        return ClusterProfile(path, {r: load(d, device_id) for r, d in sorted(ranks.items())}, notes)
+    return None
+
+
+def load_path(path: Path, device_id: int = 0) -> Profile | ClusterProfile:
+    """The Profile (or ClusterProfile) of a directory in a known foreign layout."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ImportFormatError(f"{path}: not a directory; pass a run directory (PROF_*, *_ascend_pt, "
+                                "mindstudio_profiler_output, a .geprof_parquet export or a directory of them)")
+    layout = _layout(path)
+    if layout is not None:
+        return _open(path, layout, device_id)
+    cluster = _cluster(path, device_id)
+    if cluster is not None:
+        return cluster
+    runs = [(c, lay) for c in sorted(path.iterdir()) if (lay := _layout(c)) is not None]
+    if not runs:
+        raise ImportFormatError(
+            f"{path} holds no geprof run directory (a PROF_* directory with info.json) and no known profiling "
+            f"layout: expected a PROF_* directory with {MSPROF_OUTPUT}/ (msprof), a *_ascend_pt directory with "
+            f"{ASCEND_OUTPUT}/ (torch_npu), a .geprof_parquet export, or a directory of those")
+    newest = _newest([c for c, _ in runs])
+    notes = [f"{path} holds {len(runs)} runs; this is the newest, {newest.name}"] if len(runs) > 1 else []
+    return _open(newest, dict(runs)[newest], device_id, notes)

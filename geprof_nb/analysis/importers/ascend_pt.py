@@ -1,0 +1,265 @@
+"""torch_npu output: a ``<worker>_<pid>_<timestamp>_ascend_pt`` directory.
+
+``ASCEND_PROFILER_OUTPUT/kernel_details.csv`` is op_summary with eight
+columns renamed and a ``Step Id`` in front (reference §5); the renames are
+undone so the tables are msprof's.  ``step_trace_time.csv`` is torch_npu's own
+step split (:meth:`AscendPtSource.step_breakdown_table`), ``communication.json``
+the per-collective time split, ``trace_view.json`` gives the framework steps.
+The rank is in the name of ``profiler_info_<rank>.json`` (msprof_analyze_inputs §2).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import api, breakdown, communication, memory, tables
+from .csvfiles import CsvTable, ImportFormatError, Kinds, read_csv, read_json
+from .filesource import FileSource
+from .msprof import (API_STATISTIC_KINDS, OP_STATISTIC_KINDS, OP_SUMMARY_KINDS, aic_metrics_of, chip_family,
+                     device_infos, start_times)
+from .trace_view import TraceView, read_trace_view
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+#: kernel_details.csv name -> op_summary name (torch_npu renames the other way).
+RENAMES = {"Name": "Op Name", "Type": "OP Type", "Accelerator Core": "Task Type",
+           "Start Time(us)": "Task Start Time(us)", "Duration(us)": "Task Duration(us)",
+           "Wait Time(us)": "Task Wait Time(us)", "Block Dim": "Block Num", "Mix Block Dim": "Mix Block Num"}
+KERNEL_REQUIRED = ["Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)"]
+STEP_COLUMNS = ("Step Id", "Step ID")
+#: torch_npu's experimental_config._aic_metrics value -> the aic_metrics group.
+AIC_METRICS = {"ACL_AICORE_PIPE_UTILIZATION": "PipeUtilization", "ACL_AICORE_ARITHMETIC_UTILIZATION":
+               "ArithmeticUtilization", "ACL_AICORE_MEMORY_BANDWIDTH": "Memory", "ACL_AICORE_L0B_AND_WIDTH": "MemoryL0",
+               "ACL_AICORE_MEMORY_UB": "MemoryUB", "ACL_AICORE_RESOURCE_CONFLICT_RATIO": "ResourceConflictRatio",
+               "ACL_AICORE_L2_CACHE": "L2Cache", "ACL_AICORE_MEMORY_ACCESS": "MemoryAccess"}
+OPERATOR_MEMORY_KINDS: Kinds = {"Name": "category", "Allocation Time(us)": "ts", "Release Time(us)": "ts",
+                                "Active Release Time(us)": "ts", "Stream Ptr": "int", "Device Type": "category"}
+MEMORY_RECORD_KINDS: Kinds = {"Component": "category", "Timestamp(us)": "ts", "Stream Ptr": "int",
+                              "Device Type": "category"}
+STEP_TRACE_TIME_KINDS: Kinds = {"Device_id": "int", "Step": "int"}
+_RANK_FILE = re.compile(r"profiler_info_(\d+)\.json")
+
+
+def rank_of(directory: Path) -> int | None:
+    """The rank in the name of the directory's ``profiler_info_<rank>.json`` (None without one)."""
+    for path in directory.glob("profiler_info_*.json"):
+        if m := _RANK_FILE.fullmatch(path.name):
+            return int(m.group(1))
+    return None
+
+
+def is_ascend_pt(directory: Path) -> bool:
+    return directory.name.endswith("ascend_pt") or (directory / OUTPUT_DIR).is_dir()
+
+
+def run_timestamp(directory: Path) -> str:
+    """The timestamp field of ``<worker>_<pid>_<timestamp>_ascend_pt`` (msprof-analyze's ``split('_')[-3]``)."""
+    parts = directory.name.split("_")
+    return parts[-3] if len(parts) >= 3 else ""
+
+
+class AscendPtSource(FileSource):
+    """The tables of one torch_npu ``*_ascend_pt`` directory."""
+
+    def __init__(self, path: Path, device_id: int = 0, notes: list[str] | None = None) -> None:
+        super().__init__()
+        path = Path(path)
+        if path.name == OUTPUT_DIR:
+            path = path.parent
+        self._path = path
+        self.output = path / OUTPUT_DIR
+        kernel_path = self.output / "kernel_details.csv"
+        if not kernel_path.is_file():
+            raise ImportFormatError(f"{kernel_path}: missing; a torch_npu {OUTPUT_DIR} directory needs "
+                                    "kernel_details.csv (was the profile parsed? torch_npu writes it at the end)")
+        self._notes = list(notes or [])
+        self.rank = rank_of(path)
+        self._kernels = read_csv([kernel_path])
+        self._kernels.require(KERNEL_REQUIRED, "torch_npu kernel_details")
+        if self._kernels.has("Device_id"):
+            ids = np.unique(self._kernels.integers("Device_id", nullable=False))
+            self.device_id = int(ids[0]) if len(ids) else device_id
+        else:
+            trace = self._trace
+            self.device_id = trace.device_id if trace is not None and trace.device_id is not None else device_id
+        self._profiler_info = self._json(f"profiler_info_{self.rank}.json" if self.rank is not None
+                                         else "profiler_info.json")
+        self._metadata = self._json("profiler_metadata.json")
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _json(self, name: str) -> dict:
+        """A metadata file's content ({} when absent; a damaged one is noted, not fatal)."""
+        path = self._path / name
+        if not path.is_file():
+            return {}
+        try:
+            content = read_json(path)
+        except ImportFormatError as exc:
+            self._notes.append(f"{exc} (ignored)")
+            return {}
+        return content if isinstance(content, dict) else {}
+
+    @cached_property
+    def info(self) -> dict:
+        config = ((self._profiler_info.get("config") or {}).get("experimental_config") or {})
+        metrics = AIC_METRICS.get(str(config.get("_aic_metrics", ""))) or aic_metrics_of(self._header)
+        device = {"chip_family": chip_family(self._header), **device_infos(self._path).get(str(self.device_id), {})}
+        return {
+            "format": "ascend_pt", "path": str(self._path), "rank": self.rank,
+            "profiler_level": config.get("_profiler_level"),
+            "profiler_info": self._profiler_info, "profiler_metadata": self._metadata,
+            "devices": {str(self.device_id): device},
+            "options": {"aic_metrics": metrics} if metrics and config.get("_profiler_level") != "Level0" else {},
+        }
+
+    def notes(self) -> list[str]:
+        self.op_rows()  # step assignment adds its notes
+        return list(self._notes)
+
+    @cached_property
+    def _trace(self) -> TraceView | None:
+        path = self.output / "trace_view.json"
+        return read_trace_view(path) if path.is_file() else None
+
+    @property
+    def _header(self) -> list[str]:
+        """kernel_details' header with op_summary's names (Step Id dropped)."""
+        return [RENAMES.get(c, c) for c in self._kernels.header if c not in STEP_COLUMNS]
+
+    def _csv(self, name: str, required: list[str]) -> CsvTable | None:
+        path = self.output / name
+        if not path.is_file():
+            return None
+        table = read_csv([path])
+        table.require(required, f"torch_npu {name}")
+        return table
+
+    def _with_device(self, frame: pd.DataFrame, value: object) -> pd.DataFrame:
+        """torch_npu leaves Device_id out of some files; put it first as msprof has it."""
+        if "Device_id" not in frame.columns:
+            n = len(frame)
+            frame.insert(0, "Device_id", pd.array([value] * n, dtype="str") if isinstance(value, str)
+                         else np.full(n, value, np.int64))
+        return frame
+
+    # ------------------------------------------------------------------ tables
+    @cached_property
+    def _rows(self) -> tables.OpRows:
+        k = self._kernels
+        step_col = next((c for c in STEP_COLUMNS if k.has(c)), None)
+        keep = [i for i, c in enumerate(k.header) if c not in STEP_COLUMNS]
+        renamed = CsvTable(k.files, [RENAMES.get(k.header[i], k.header[i]) for i in keep],
+                           k.cells.select(keep).rename_columns([str(i) for i in range(len(keep))]), k.file_rows)
+        start_ns = start_times(k, "Start Time(us)")
+        given = {"Task Start Time(us)": start_ns / 1000.0}
+        frame = self._with_device(self._typed("op_summary", renamed, OP_SUMMARY_KINDS, given=given), self.device_id)
+        if step_col is not None:
+            steps = k.integers(step_col, nullable=True)
+            iteration = steps.to_numpy(np.int64, na_value=0)
+            if (outside := int(steps.isna().sum())):
+                self._notes.append(f"{outside} kernels have no {step_col} (outside every step): iteration 0")
+        elif self._trace is not None and not self._trace.steps.empty:
+            iteration = self._trace.step_of(start_ns)
+            self._notes.append("kernel_details has no Step Id: steps from trace_view.json's ProfilerStep spans")
+        else:
+            iteration = np.ones(len(frame), np.int64)
+            self._notes.append("no Step Id and no ProfilerStep in trace_view.json: every kernel is in iteration 1")
+        return tables.OpRows(frame, iteration, start_ns, np.full(len(frame), -1, np.int64))
+
+    def op_rows(self) -> tables.OpRows:
+        return self._rows
+
+    def step_bounds(self) -> pd.DataFrame:
+        """Exact ns per step: from its ``ProfilerStep#<n>`` start (trace_view.json) to its end on the
+        device, the later of the host span's end and the end of the step's last kernel (the device
+        runs behind the host; msprof's Iteration End is a device time too)."""
+        if self._trace is None or self._trace.steps.empty:
+            return pd.DataFrame(columns=["step", "begin", "end"])
+        rows = self.op_rows()
+        ends = rows.start_ns + np.rint(rows.frame["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
+        last = pd.Series(ends).groupby(rows.iteration).max()
+        steps = self._trace.steps.copy()
+        device_end = last.reindex(steps["step"].to_numpy(), fill_value=-1).to_numpy(np.int64)  # stays integer
+        steps["end"] = np.maximum(steps["end"].to_numpy(np.int64), device_end)
+        return steps
+
+    def step_breakdown_table(self) -> pd.DataFrame | None:
+        """torch_npu's own ``step_trace_time.csv`` (None without it: then computed from the kernels)."""
+        table = self._csv("step_trace_time.csv", ["Step", "Computing", "Communication(Not Overlapped)", "Free"])
+        if table is None:
+            return None
+        frame = self._with_device(self._typed("step_breakdown", table, STEP_TRACE_TIME_KINDS, "float"), self.device_id)
+        return frame[[c for c in breakdown.STEP_TRACE_TIME if c in frame.columns]
+                     + [c for c in frame.columns if c not in breakdown.STEP_TRACE_TIME]]
+
+    def op_statistic(self) -> pd.DataFrame:
+        table = self._csv("op_statistic.csv", ["OP Type", "Core Type", "Count", "Total Time(us)"])
+        if table is None:
+            return super().op_statistic()
+        return self._with_device(self._typed("op_statistic", table, OP_STATISTIC_KINDS), self.device_id)
+
+    def api_statistic(self) -> pd.DataFrame:
+        table = self._csv("api_statistic.csv", ["Level", "API Name", "Time(us)", "Count"])
+        if table is None:
+            return pd.DataFrame(columns=api.API_STATISTIC)
+        return self._with_device(self._typed("api_statistic", table, API_STATISTIC_KINDS), "host")
+
+    def operator_memory(self) -> pd.DataFrame:
+        table = self._csv("operator_memory.csv", ["Name", "Size(KB)", "Allocation Time(us)"])
+        if table is None:
+            return pd.DataFrame(columns=memory.OPERATOR_MEMORY)
+        return self._typed("operator_memory", table, OPERATOR_MEMORY_KINDS, "float")
+
+    def memory_record(self) -> pd.DataFrame:
+        table = self._csv("memory_record.csv", ["Component", "Timestamp(us)", "Total Allocated(MB)"])
+        if table is None:
+            return pd.DataFrame(columns=memory.MEMORY_RECORD)
+        return self._typed("memory_record", table, MEMORY_RECORD_KINDS, "float")
+
+    def communication_time(self) -> pd.DataFrame:
+        """communication.json's "Communication Time Info" per collective and step, by start time."""
+        path = self.output / "communication.json"
+        if not path.is_file():
+            return pd.DataFrame(columns=communication.COMMUNICATION_TIME)
+        content = read_json(path)
+        if not isinstance(content, dict):
+            raise ImportFormatError(f"{path}: expected an object of steps ({{\"step1\": {{\"collective\": ...}}}})")
+        rows = []
+        for step_key, kinds in content.items():
+            m = re.fullmatch(r"step(\d+)", str(step_key))
+            if not m or not isinstance(kinds, dict):
+                raise ImportFormatError(f"{path}: key {step_key!r}: expected step<N> holding collective/p2p ops")
+            for ops in kinds.values():
+                for key, op in (ops or {}).items():
+                    if key.startswith("Total"):
+                        continue
+                    t = (op or {}).get("Communication Time Info")
+                    if not isinstance(t, dict):
+                        raise ImportFormatError(f"{path}: {step_key}/{key}: missing 'Communication Time Info'")
+                    name = key.rsplit("@", 1)[0]
+                    rows.append([name, name.rsplit("_", 3)[0], int(m.group(1))]
+                                + [_number(path, key, t, c) for c in communication.COMMUNICATION_TIME[3:]])
+        frame = pd.DataFrame(rows, columns=communication.COMMUNICATION_TIME)
+        frame["Iteration ID"] = frame["Iteration ID"].astype(np.int64)
+        for c in communication.COMMUNICATION_TIME[3:]:
+            frame[c] = frame[c].astype(np.float64)
+        return frame.sort_values("Start Timestamp(us)", kind="stable").reset_index(drop=True)
+
+
+def _number(path: Path, key: str, info: dict, field: str) -> float:
+    """A field of "Communication Time Info" (NaN when absent)."""
+    value = info.get(field)
+    if value is None:
+        return np.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ImportFormatError(f"{path}: {key}: 'Communication Time Info' field {field!r} is {value!r}; "
+                                "expected a number") from None

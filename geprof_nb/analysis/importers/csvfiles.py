@@ -1,0 +1,319 @@
+"""Reading the CSV summaries of msprof and torch_npu into typed pandas columns.
+
+The files are read as text first (pyarrow's multithreaded CSV reader), so each
+column can be converted the way msprof wrote it (reference §4): ``N/A`` and
+empty cells are missing values, timestamps carry a trailing TAB, shape cells
+may carry literal quotes, and timestamps are parsed from their decimal text
+into integer ns (a float64 µs value near 1.7e15 cannot hold the ns digits).
+Headers are kept as written, duplicates included (step_trace repeats its
+``Reduce`` column pair), so the cells are addressed by position.  Every
+conversion error names the file, the line, the column and what was expected.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+
+from ..rundir import RunDirError
+
+#: Cells msprof prints for a value it does not have.
+NA_TOKENS = ("N/A", "")
+_NA = pa.array(NA_TOKENS)
+_DECIMAL = r"^(?P<whole>\d+)(?:\.(?P<frac>\d*))?$"
+
+
+class ImportFormatError(RunDirError):
+    """A file is not in the layout or format the importer expects (the message names the file)."""
+
+
+def read_json(path: Path, exact_floats: bool = False):
+    """A JSON file's content, or an ImportFormatError naming the file.  ``exact_floats`` keeps
+    numbers with a fraction as their decimal text (for exact ns timestamps)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ImportFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not text.strip():
+        raise ImportFormatError(f"{path}: empty file (expected a JSON document)")
+    try:
+        return json.loads(text, parse_float=str if exact_floats else float)
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}; "
+                                "truncated file?)") from None
+
+
+def _trimmed(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.utf8_trim_whitespace(column)
+
+
+def _mask(values: pa.ChunkedArray) -> np.ndarray:
+    return values.to_numpy(zero_copy_only=False).astype(bool) if len(values) else np.zeros(0, bool)
+
+
+def _without_na(trimmed: pa.ChunkedArray) -> tuple[pa.ChunkedArray, np.ndarray]:
+    """The cells with N/A and empty ones as nulls, and where they were."""
+    missing = pc.is_in(trimmed, value_set=_NA)
+    return pc.if_else(missing, pa.scalar(None, pa.string()), trimmed), _mask(missing)
+
+
+def decimal_ns(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact ns of µs decimal strings (``"1717575960208020.758\\t"`` -> 1717575960208020758).
+
+    Returns (ns, valid, bad): ``valid`` marks parsed cells, ``bad`` cells that are neither a
+    decimal nor N/A.  Digits past the ns are rounded half up; no float is involved.
+    """
+    v = _trimmed(column)
+    missing = _mask(pc.is_in(v, value_set=_NA))
+    parts = pc.extract_regex(v, _DECIMAL)
+    ok = _mask(pc.is_valid(parts))
+    bad = ~(missing | ok)
+    whole = pc.fill_null(pc.struct_field(parts, "whole"), "0")
+    frac = pc.utf8_slice_codeunits(pc.utf8_rpad(pc.fill_null(pc.struct_field(parts, "frac"), ""), 4, "0"), 0, 4)
+    whole_n = pc.cast(whole, pa.int64()).to_numpy()
+    frac_n = pc.cast(frac, pa.int64()).to_numpy()
+    ns = np.where(ok, whole_n * 1000 + frac_n // 10 + (frac_n % 10 >= 5), 0).astype(np.int64)
+    return ns, ok, bad
+
+
+@dataclass
+class CsvTable:
+    """One CSV summary (or the ordered slices of one), cells as text, header as written."""
+
+    files: list[Path]
+    header: list[str]
+    cells: pa.Table  # string columns named "0".."n-1"
+    file_rows: list[int] = field(default_factory=list)  # data rows per file, in order
+    row_ids: np.ndarray | None = None  # each row's index among all rows read (after select)
+
+    def __len__(self) -> int:
+        return self.cells.num_rows
+
+    def has(self, column: str) -> bool:
+        return column in self.header
+
+    def position(self, column: str) -> int:
+        return self.header.index(column)
+
+    def require(self, columns: list[str], what: str) -> None:
+        """Fail on the first missing column, saying what the file should have held."""
+        for c in columns:
+            if c not in self.header:
+                raise ImportFormatError(
+                    f"{self.files[0]}: missing column {c!r}; a {what} needs {', '.join(map(repr, columns))} "
+                    f"(header read: {', '.join(self.header)})")
+
+    def where(self, row: int) -> tuple[Path, int]:
+        """The file and 1-based line of a data row (line 1 is the header)."""
+        if self.row_ids is not None:
+            row = int(self.row_ids[row])
+        for path, n in zip(self.files, self.file_rows):
+            if row < n:
+                return path, row + 2
+            row -= n
+        return self.files[-1], row + 2
+
+    def bad_value(self, column: int, row: int, expected: str) -> ImportFormatError:
+        path, line = self.where(row)
+        value = self.cells.column(column)[row].as_py()
+        return ImportFormatError(f"{path}, line {line}, column {self.header[column]!r}: cannot parse {value!r}; "
+                                 f"expected {expected}")
+
+    def select(self, keep: np.ndarray) -> CsvTable:
+        """The rows where ``keep`` is true (errors still name their lines in the files)."""
+        if keep.all():
+            return self
+        ids = np.flatnonzero(keep) if self.row_ids is None else self.row_ids[keep]
+        return CsvTable(self.files, self.header, self.cells.filter(pa.array(keep)), self.file_rows, ids)
+
+    # ----------------------------------------------------------- conversions
+    def _pos(self, column: str | int) -> int:
+        return column if isinstance(column, int) else self.position(column)
+
+    def ns(self, column: str | int) -> tuple[np.ndarray, np.ndarray]:
+        """Exact integer ns of a µs timestamp/duration column and where it is present."""
+        pos = self._pos(column)
+        ns, valid, bad = decimal_ns(self.cells.column(pos))
+        if bad.any():
+            raise self.bad_value(pos, int(np.argmax(bad)),
+                                 "a decimal number of microseconds such as 1717575960208020.758 (or N/A)")
+        return ns, valid
+
+    def _floats(self, pos: int) -> tuple[np.ndarray | None, pa.ChunkedArray, np.ndarray]:
+        """(float64 values or None if some cell is not a number, the cells with N/A as null, where N/A was)."""
+        values, missing = _without_na(_trimmed(self.cells.column(pos)))
+        try:
+            return pc.cast(values, pa.float64()).to_numpy(), values, missing
+        except pa.ArrowInvalid:
+            return None, values, missing
+
+    def numbers(self, column: str | int) -> np.ndarray:
+        """float64 values; N/A and empty cells are NaN."""
+        pos = self._pos(column)
+        out, values, missing = self._floats(pos)
+        if out is None:
+            bad = pd.to_numeric(pd.Series(values.to_pylist(), dtype=object), errors="coerce").isna().to_numpy()
+            raise self.bad_value(pos, int(np.argmax(bad & ~missing)), "a number (or N/A)")
+        return out
+
+    def integers(self, column: str | int, nullable: bool) -> pd.api.extensions.ExtensionArray | np.ndarray:
+        """int64 values (``Int64`` with <NA> where N/A if ``nullable`` or if any cell is N/A)."""
+        pos = self._pos(column)
+        values, missing = _without_na(_trimmed(self.cells.column(pos)))
+        try:
+            ints = pc.cast(values, pa.int64())
+        except pa.ArrowInvalid:
+            ok = _mask(pc.fill_null(pc.match_substring_regex(values, r"^[+-]?\d+$"), True))
+            raise self.bad_value(pos, int(np.argmax(~ok)), "an integer (or N/A)") from None
+        if not nullable and not missing.any():
+            return ints.to_numpy()
+        arr = pd.array(pc.fill_null(ints, 0).to_numpy(), dtype="Int64")
+        arr[missing] = pd.NA
+        return arr
+
+    def category(self, column: str | int, unquote: bool = False) -> pd.Categorical:
+        """Text as a categorical with object categories, ``N/A`` kept as text (as in op_summary)."""
+        encoded = pc.dictionary_encode(self.cells.column(self._pos(column))).combine_chunks()
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        names = encoded.dictionary.to_pylist()
+        if unquote:
+            names = [unquoted(s) for s in names]
+            if len(set(names)) < len(names):  # "a" and '"a"' in one column
+                first: dict[str, int] = {}
+                codes = np.asarray([first.setdefault(n, len(first)) for n in names], np.int64)[codes]
+                names = list(first)
+        return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object))
+
+    def strings(self, column: str | int) -> pd.Series:
+        return pd.Series(self.cells.column(self._pos(column)).to_numpy(zero_copy_only=False), dtype="str")
+
+
+def unquoted(cell: str) -> str:
+    """A shape cell without the literal quotes torch_npu wraps it in (``"8,16;16"`` -> ``8,16;16``)."""
+    if len(cell) >= 2 and cell[0] == cell[-1] == '"':
+        return cell[1:-1]
+    return cell
+
+
+def _read_header(path: Path) -> list[str]:
+    with open(path, "rb") as f:
+        first = f.readline()
+    try:
+        text = first.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ImportFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start} of the header)") from None
+    if not text.strip():
+        raise ImportFormatError(f"{path}: empty file (expected a CSV header line)")
+    return next(csv.reader([text.rstrip("\r\n")]))
+
+
+def _check_last_line(path: Path, n_columns: int) -> None:
+    """A file cut off while being written ends in a row with too few fields."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - 65536))
+        tail = f.read()
+    lines = tail.rstrip(b"\r\n").splitlines()
+    if len(lines) < 2 and size > 65536:
+        return
+    last = lines[-1].decode("utf-8", errors="replace") if lines else ""
+    fields = next(csv.reader([last]), [])
+    if 0 < len(fields) < n_columns:
+        raise ImportFormatError(f"{path}: truncated: the last line has {len(fields)} of the header's {n_columns} "
+                                f"fields")
+
+
+def read_csv(files: list[Path]) -> CsvTable:
+    """Read one CSV (or its slices, in order) as text; the slices must share one header."""
+    header = _read_header(files[0])
+    names = [str(i) for i in range(len(header))]
+    read = pcsv.ReadOptions(column_names=names, skip_rows=1)
+    convert = pcsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=False,
+                                  quoted_strings_can_be_null=False)
+    parts, rows = [], []
+    for path in files:
+        if path is not files[0] and (h := _read_header(path)) != header:
+            raise ImportFormatError(f"{path}: header differs from the first slice {files[0].name} "
+                                    f"({len(h)} vs {len(header)} columns); slices of one summary must match")
+        _check_last_line(path, len(header))
+        try:
+            part = pcsv.read_csv(path, read_options=read, convert_options=convert)
+        except pa.ArrowInvalid as exc:
+            msg = str(exc)
+            if "UTF8" in msg:
+                col = re.search(r"column #(\d+)", msg)
+                where = f" in column {header[int(col.group(1))]!r}" if col else ""
+                raise ImportFormatError(f"{path}: not UTF-8 text{where} ({msg})") from None
+            raise ImportFormatError(f"{path}: not a CSV with the header's {len(header)} columns ({msg})") from None
+        parts.append(part)
+        rows.append(part.num_rows)
+    cells = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+    return CsvTable(list(files), header, cells, rows)
+
+
+# ----------------------------------------------------------------- typing
+#: How a column is converted: ``int`` (int64, Int64 if any N/A), ``Int64`` (always nullable),
+#: ``float``, ``ts`` (float µs from exact ns), ``category``, ``shape`` (category, unquoted), ``str``.
+Kinds = dict[str, str]
+
+
+def is_integer_metric(column: str) -> bool:
+    """PMU columns that are counts (cycles, L2 cache requests): Int64 like a geprof op_summary."""
+    base = re.sub(r"^ai[cv]_", "", column)
+    return base.endswith("total_cycles") or base.startswith(("write_cache_", "r0_read_cache_", "r1_read_cache_"))
+
+
+def typed_frame(table: CsvTable, kinds: Kinds, other: str = "auto",
+                given: dict[str, np.ndarray] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The table with each column converted by its kind, and the exact ns of its ``ts`` columns
+    (nullable Int64, one column per ``ts`` column in header order, duplicates kept).
+
+    Columns not in ``kinds`` get ``other`` (``auto``: numbers if every present cell is one, Int64
+    for count metrics, else a categorical).  ``given`` holds columns the caller already converted.
+    """
+    data, times, time_names = {}, {}, []
+    for pos, col in enumerate(table.header):
+        kind = kinds.get(col, other)
+        if given and col in given:
+            data[pos] = given[col]
+        elif kind == "auto":
+            floats = table._floats(pos)[0]
+            if floats is None:
+                data[pos] = table.category(pos)
+            else:
+                data[pos] = table.integers(pos, nullable=True) if is_integer_metric(col) else floats
+        elif kind == "int":
+            data[pos] = table.integers(pos, nullable=False)
+        elif kind == "Int64":
+            data[pos] = table.integers(pos, nullable=True)
+        elif kind == "float":
+            data[pos] = table.numbers(pos)
+        elif kind == "ts":
+            ns, valid = table.ns(pos)
+            data[pos] = np.where(valid, ns / 1000.0, np.nan)
+            exact = pd.array(ns, dtype="Int64")
+            exact[~valid] = pd.NA
+            times[len(time_names)] = exact
+            time_names.append(col)
+        elif kind in ("category", "shape"):
+            data[pos] = table.category(pos, unquote=kind == "shape")
+        elif kind == "str":
+            data[pos] = table.strings(pos)
+        else:
+            raise ValueError(f"unknown column kind {kind!r}")
+    index = pd.RangeIndex(len(table))
+    frame = pd.DataFrame(data, index=index)
+    frame.columns = list(table.header)
+    exact_times = pd.DataFrame(times, index=index)
+    exact_times.columns = time_names
+    return frame, exact_times

@@ -1,0 +1,337 @@
+"""Real msprof output: the summaries in ``PROF_*/mindstudio_profiler_output/``.
+
+File names are ``<kind>_<timestamp>.csv``, or ``<kind>_slice_<n>_<timestamp>.csv``
+when msprof cut a summary every 1,000,000 rows (reference §4).  Exporting again
+adds files with a newer timestamp; the newest complete set of each kind is read
+and the others are listed in the notes.  The tables keep msprof's columns as
+written (chip and aic_metrics decide them) with the dtypes of a geprof run
+(:mod:`..tables`); each op_summary row's start time is kept exactly in ns.
+Iterations come from step_trace the way msprof assigns tasks: a task of model
+``m`` belongs to the first iteration of ``m`` that ends at or after its start.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import api, columns as C, communication, tables, tx
+from ..aicpu import AICPU
+from .csvfiles import CsvTable, ImportFormatError, Kinds, read_csv, read_json
+from .filesource import FileSource
+
+OUTPUT_DIR = "mindstudio_profiler_output"
+KINDS = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trace", "communication_statistic",
+         "msprof_tx", "aicpu")
+_FILE = re.compile(rf"({'|'.join(sorted(KINDS, key=len, reverse=True))})((?:_[0-9A-Za-z]+)*)\.csv")
+_SLICE = re.compile(r"_slice_(\d+)")
+
+OP_SUMMARY_KINDS: Kinds = {
+    "Device_id": "int", "Model ID": "int", "Task ID": "Int64", "Stream ID": "Int64", "Op Name": "category",
+    "OP Type": "category", "OP State": "category", "Task Type": "category", "Task Start Time(us)": "ts",
+    "Task Duration(us)": "float", "Task Wait Time(us)": "float", "Block Num": "Int64", "Mix Block Num": "Int64",
+    "HF32 Eligible": "category", "Input Shapes": "shape", "Input Data Types": "shape", "Input Formats": "shape",
+    "Output Shapes": "shape", "Output Data Types": "shape", "Output Formats": "shape", "Context ID": "Int64",
+    "Model Name": "category", "Infer ID": "Int64",
+}
+OP_SUMMARY_REQUIRED = ["Device_id", "Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)"]
+OP_STATISTIC_KINDS: Kinds = {"Device_id": "int", "Model Name": "str", "OP Type": "str", "Core Type": "str",
+                             "Count": "int"}
+API_STATISTIC_KINDS: Kinds = {"Device_id": "str", "Level": "str", "API Name": "str", "Count": "int"}
+TASK_TIME_KINDS: Kinds = {"Device_id": "int", "kernel_name": "category", "kernel_type": "category", "stream_id": "int",
+                          "task_id": "int", "task_start(us)": "ts", "task_stop(us)": "ts"}
+STEP_TRACE_KINDS: Kinds = {"Device_id": "int", "Iteration ID": "int", "Model ID": "int", "FP Start(us)": "ts",
+                           "BP End(us)": "ts", "Iteration End(us)": "ts", "Reduce Start(us)": "ts"}
+COMMUNICATION_STATISTIC_KINDS: Kinds = {"Device_id": "int", "OP Type": "str", "Count": "int"}
+MSPROF_TX_KINDS: Kinds = {
+    "Device_id": "int", "pid": "int", "tid": "int", "category": "int", "event_type": "str", "payload_type": "str",
+    "payload_value": "str", "Start_time(us)": "ts", "End_time(us)": "ts", "message_type": "str", "message": "str",
+    "domain": "str", "Device Start_time(us)": "ts", "Device End_time(us)": "ts", "mark_id": "Int64",
+}
+AICPU_KINDS: Kinds = {"Timestamp(us)": "ts", "Node": "str", "Stream ID": "Int64", "Task ID": "Int64"}
+#: Columns other than these are numbers (float, NaN for N/A) unless they hold text.
+_KINDS = {"op_summary": OP_SUMMARY_KINDS, "op_statistic": OP_STATISTIC_KINDS, "api_statistic": API_STATISTIC_KINDS,
+          "task_time": TASK_TIME_KINDS, "step_trace": STEP_TRACE_KINDS,
+          "communication_statistic": COMMUNICATION_STATISTIC_KINDS, "msprof_tx": MSPROF_TX_KINDS,
+          "aicpu": AICPU_KINDS}
+_REQUIRED = {
+    "op_statistic": ["OP Type", "Core Type", "Count", "Total Time(us)"],
+    "api_statistic": ["Level", "API Name", "Time(us)", "Count"],
+    "task_time": ["kernel_name", "kernel_type", "task_time(us)", "task_start(us)"],
+    "step_trace": ["Iteration ID", "Iteration End(us)", "Iteration Time(us)", "Model ID"],
+    "communication_statistic": ["OP Type", "Count", "Total Time(us)"],
+    "msprof_tx": ["Start_time(us)", "End_time(us)", "message"],
+    "aicpu": ["Timestamp(us)", "Node"],
+}
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """The file(s) holding one export of one summary kind: one file, or its slices in order."""
+
+    kind: str
+    stamp: tuple[int, ...]  # the numbers in the name after the kind (the export timestamp last)
+    files: tuple[Path, ...]
+
+
+def find_sets(directory: Path, kinds: tuple[str, ...] = KINDS) -> tuple[dict[str, FileSet], list[str]]:
+    """The newest complete file set of each summary kind in ``directory``, and notes on what was passed over.
+
+    Slices of one export share the name apart from ``_slice_<n>``; a set whose slices do not
+    run 0, 1, 2, ... is incomplete and skipped.
+    """
+    groups: dict[tuple[str, str], dict[int, Path]] = {}
+    for path in sorted(directory.glob("*.csv")):
+        m = _FILE.fullmatch(path.name)
+        if not m or m.group(1) not in kinds:
+            continue
+        s = _SLICE.search(m.group(2))
+        key = _SLICE.sub("", m.group(2)) if s else m.group(2)
+        slot = groups.setdefault((m.group(1), key), {})
+        slot[int(s.group(1)) if s else -1] = path
+    found: dict[str, FileSet] = {}
+    notes: list[str] = []
+    by_kind: dict[str, list[FileSet]] = {}
+    for (kind, key), slot in groups.items():
+        stamp = tuple(int(t) for t in re.findall(r"\d+", key))
+        if -1 in slot and len(slot) > 1:  # a whole file and slices under one name: take the whole file
+            slot = {-1: slot[-1]}
+        order = sorted(slot)
+        if order != [-1] and order != list(range(len(order))):
+            notes.append(f"{kind}: slices {', '.join(slot[i].name for i in order)} are incomplete "
+                         f"(expected slice_0 ... slice_{len(order) - 1}); skipped")
+            continue
+        by_kind.setdefault(kind, []).append(FileSet(kind, stamp, tuple(slot[i] for i in order)))
+    for kind, sets in by_kind.items():
+        sets.sort(key=lambda s: s.stamp)
+        found[kind] = sets[-1]
+        if len(sets) > 1:
+            older = ", ".join(f.name for s in sets[:-1] for f in s.files)
+            notes.append(f"{kind}: {len(sets)} exports found; read the newest ({sets[-1].files[0].name}), "
+                         f"ignored {older}")
+    return found, notes
+
+
+def device_infos(root: Path) -> dict[str, dict]:
+    """Device facts from msprof's ``device_<n>/info.json.<n>`` files of the ``PROF_*`` directory ``root``
+    (or of the ``PROF_*`` directories in it, as in an ``*_ascend_pt`` directory): cores, frequency."""
+    out: dict[str, dict] = {}
+    paths = sorted([*root.glob("device_*/info.json.*"), *root.glob("PROF_*/device_*/info.json.*")])
+    for path in paths:
+        if not re.fullmatch(r"info\.json\.\d+", path.name):
+            continue
+        try:
+            content = read_json(path)
+        except ImportFormatError:
+            continue
+        for dev in (content.get("DeviceInfo") or []) if isinstance(content, dict) else []:
+            if not isinstance(dev, dict):
+                continue
+            dev_id = str(dev.get("id", path.name.rsplit(".", 1)[1]))
+            facts = {}
+            for key in ("ai_core_num", "aic_frequency", "aiv_num", "hwts_frequency"):
+                try:
+                    facts[key] = int(float(dev[key]))
+                except (KeyError, TypeError, ValueError):
+                    pass
+            out.setdefault(dev_id, {}).update(facts)
+    return out
+
+
+def chip_family(header: list[str]) -> str:
+    """``A2`` for the Stars chips' op_summary (910B: Mix Block Num, ``aic_``/``aiv_`` PMU columns), else ``910A``."""
+    return "A2" if "Mix Block Num" in header or any(c.startswith(("aic_", "aiv_")) for c in header) else "910A"
+
+
+def aic_metrics_of(header: list[str]) -> str | None:
+    """The aic_metrics group whose PMU columns op_summary carries (None if none matches)."""
+    family = chip_family(header)
+    present = set(header)
+    for group in C.PMU_GROUPS:
+        cols = C.pmu_columns(group, family)
+        if cols and set(cols) <= present:
+            return group
+    return None
+
+
+def iterations_from_step_trace(model_id: np.ndarray, start_ns: np.ndarray, step: pd.DataFrame,
+                               ) -> tuple[np.ndarray, int]:
+    """Iteration of each row by msprof's rule (first iteration of the row's model ending at or after
+    its start; rows of a model without step data use the model with most iterations) and the number
+    of rows that start after the last iteration end (given the last iteration)."""
+    out = np.ones(len(start_ns), np.int64)
+    if step.empty:
+        return out, 0
+    models, counts = np.unique(step["model"].to_numpy(), return_counts=True)
+    main = models[np.argmax(counts)]
+    row_model = np.where(np.isin(model_id, models), model_id, main)
+    late = 0
+    for m in models:
+        mine = row_model == m
+        s = step[step["model"] == m].sort_values("end", kind="stable")
+        ends = s["end"].to_numpy(np.int64)
+        pos = np.searchsorted(ends, start_ns[mine], side="left")
+        late += int((pos >= len(ends)).sum())
+        out[mine] = s["iteration"].to_numpy(np.int64)[np.minimum(pos, len(ends) - 1)]
+    return out, late
+
+
+def start_times(table: CsvTable, column: str) -> np.ndarray:
+    """Exact ns of a start time column that must be present on every row."""
+    ns, valid = table.ns(column)
+    if not valid.all():
+        raise table.bad_value(table.position(column), int(np.argmin(valid)),
+                              "a start time in microseconds on every row")
+    return ns
+
+
+class MsprofSource(FileSource):
+    """The summaries of a real msprof run (``PROF_*`` or its ``mindstudio_profiler_output``)."""
+
+    def __init__(self, path: Path, device_id: int = 0, notes: list[str] | None = None) -> None:
+        super().__init__()
+        path = Path(path)
+        self.output = path / OUTPUT_DIR if (path / OUTPUT_DIR).is_dir() else path
+        self._path = path
+        self.sets, found_notes = find_sets(self.output)
+        self._notes = [*(notes or []), *found_notes]
+        if "op_summary" not in self.sets:
+            raise ImportFormatError(f"{self.output}: no op_summary_*.csv (msprof writes it for every run with "
+                                    "task_time on); nothing to import")
+        self._summary = read_csv(list(self.sets["op_summary"].files))
+        self._summary.require(OP_SUMMARY_REQUIRED, "msprof op_summary")
+        devices = self._summary.integers("Device_id", nullable=False)
+        present = sorted({int(d) for d in np.unique(devices)})
+        if present and device_id not in present:
+            if len(present) > 1:
+                raise ImportFormatError(f"{self._summary.files[0]}: no rows of device {device_id}; the data has "
+                                        f"devices {present}: load(path, device_id=...) one of them")
+            self._notes.append(f"device {device_id} requested; the data holds device {present[0]} only")
+            device_id = present[0]
+        elif len(present) > 1:
+            self._notes.append(f"the data holds devices {present}; this Profile shows device {device_id}")
+        self.device_id = device_id
+        self._mine = devices == device_id
+        prof_dir = self.output.parent if self._path == self.output else self._path
+        self._devices = device_infos(prof_dir) if prof_dir.name.startswith("PROF_") else {}
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @cached_property
+    def info(self) -> dict:
+        header = self._summary.header
+        family = chip_family(header)
+        device = {"chip_family": family, **self._devices.get(str(self.device_id), {})}
+        metrics = aic_metrics_of(header)
+        return {
+            "format": "msprof", "path": str(self._path),
+            "files": {k: [f.name for f in s.files] for k, s in sorted(self.sets.items())},
+            "devices": {str(self.device_id): device},
+            "options": {"aic_metrics": metrics} if metrics else {},
+        }
+
+    def notes(self) -> list[str]:
+        self.op_rows()  # iteration assignment adds its notes
+        return list(self._notes)
+
+    # ------------------------------------------------------------------ tables
+    def _table(self, kind: str) -> CsvTable | None:
+        fs = self.sets.get(kind)
+        if fs is None:
+            return None
+        table = read_csv(list(fs.files))
+        table.require(_REQUIRED[kind], f"msprof {kind}")
+        return table
+
+    def _frame(self, kind: str, empty: list[str]) -> pd.DataFrame:
+        """A summary as typed columns, this device's rows only (api_statistic and msprof_tx are host data)."""
+        table = self._table(kind)
+        if table is None:
+            return pd.DataFrame(columns=empty)
+        if table.has("Device_id") and kind not in ("api_statistic", "msprof_tx"):
+            table = table.select(table.integers("Device_id", nullable=False) == self.device_id)
+        return self._typed(kind, table, _KINDS[kind])
+
+    @cached_property
+    def _rows(self) -> tables.OpRows:
+        table = self._summary.select(self._mine)
+        start_ns = start_times(table, "Task Start Time(us)")
+        frame = self._typed("op_summary", table, OP_SUMMARY_KINDS, given={"Task Start Time(us)": start_ns / 1000.0})
+        model = frame["Model ID"].to_numpy(np.int64, na_value=-1) if "Model ID" in frame else np.zeros(len(frame),
+                                                                                                   np.int64)
+        iteration, late = iterations_from_step_trace(model, start_ns, self._step_windows)
+        if late:
+            self._notes.append(f"{late} op_summary rows start after the last step_trace iteration end; "
+                               "they are counted in the last iteration")
+        if self._step_windows.empty:
+            self._notes.append("no step_trace: every op_summary row is in iteration 1")
+        return tables.OpRows(frame, iteration, start_ns, np.full(len(frame), -1, np.int64))
+
+    def op_rows(self) -> tables.OpRows:
+        return self._rows
+
+    @cached_property
+    def _step(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(step_trace frame, exact windows: model, iteration, begin, end ns) of this device."""
+        table = self._table("step_trace")
+        windows = pd.DataFrame({"model": np.zeros(0, np.int64), "iteration": np.zeros(0, np.int64),
+                                "begin": np.zeros(0, np.int64), "end": np.zeros(0, np.int64)})
+        if table is None:
+            return pd.DataFrame(columns=C.STEP_TRACE), windows
+        if table.has("Device_id"):
+            table = table.select(table.integers("Device_id", nullable=False) == self.device_id)
+        frame = self._typed("step_trace", table, STEP_TRACE_KINDS)
+        end, has_end = table.ns("Iteration End(us)")
+        length, has_length = table.ns("Iteration Time(us)")
+        keep = has_end
+        windows = pd.DataFrame({
+            "model": table.integers("Model ID", nullable=False)[keep],
+            "iteration": table.integers("Iteration ID", nullable=False)[keep],
+            "begin": np.where(has_length, end - length, end)[keep], "end": end[keep]})
+        return frame, windows
+
+    @property
+    def _step_windows(self) -> pd.DataFrame:
+        return self._step[1]
+
+    def step_trace(self) -> pd.DataFrame:
+        return self._step[0]
+
+    def step_bounds(self) -> pd.DataFrame:
+        """Exact (step, begin, end) ns of the model with the most iterations (begin = end - Iteration Time)."""
+        w = self._step_windows
+        if w.empty:
+            return pd.DataFrame(columns=["step", "begin", "end"])
+        models, counts = np.unique(w["model"], return_counts=True)
+        main = w[w["model"] == models[np.argmax(counts)]].sort_values("iteration", kind="stable")
+        return pd.DataFrame({"step": main["iteration"].to_numpy(np.int64), "begin": main["begin"].to_numpy(np.int64),
+                             "end": main["end"].to_numpy(np.int64)})
+
+    def op_statistic(self) -> pd.DataFrame:
+        if "op_statistic" not in self.sets:
+            return super().op_statistic()
+        return self._frame("op_statistic", C.OP_STATISTIC)
+
+    def api_statistic(self) -> pd.DataFrame:
+        return self._frame("api_statistic", api.API_STATISTIC)
+
+    def task_time(self) -> pd.DataFrame:
+        return self._frame("task_time", tables.TASK_TIME)
+
+    def communication_statistic(self) -> pd.DataFrame:
+        if "communication_statistic" not in self.sets:
+            return super().communication_statistic()
+        return self._frame("communication_statistic", communication.COMMUNICATION_STATISTIC)
+
+    def msprof_tx(self) -> pd.DataFrame:
+        return self._frame("msprof_tx", tx.MSPROF_TX)
+
+    def aicpu(self) -> pd.DataFrame:
+        return self._frame("aicpu", AICPU)

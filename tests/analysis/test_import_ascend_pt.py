@@ -1,0 +1,210 @@
+"""Importing torch_npu ``*_ascend_pt`` directories and clusters of them, written from the documented formats."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from real_fixtures import STEP_TRACE_TIME_HEADER, write_ascend_pt, write_cluster, write_msprof
+
+import geprof_nb
+from geprof_nb.analysis import Profile
+from geprof_nb.analysis.breakdown import STEP_TRACE_TIME
+from geprof_nb.analysis.cluster import ClusterProfile
+from geprof_nb.analysis.importers import AscendPtSource
+
+
+@pytest.fixture
+def level1(tmp_path):
+    run = write_ascend_pt(tmp_path)
+    return run, geprof_nb.load(run.path)
+
+
+def test_kernel_details_renames_are_undone(level1):
+    run, p = level1
+    assert isinstance(p, Profile) and isinstance(p.source, AscendPtSource)
+    f = p.op_summary
+    cols = list(f.columns)
+    assert cols[:11] == ["Device_id", "Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "OP State",
+                         "Task Type", "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)"]
+    assert cols[11:13] == ["Block Num", "Mix Block Num"]
+    assert not {"Step Id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Block Dim"} & set(cols)
+    assert (f["Device_id"] == 0).all() and f["Device_id"].dtype == np.int64
+    assert f["Op Name"].tolist() == [k.name for k in run.kernels]
+    assert f["Task Type"].tolist() == [k.core for k in run.kernels]
+    assert f["Task Duration(us)"].tolist() == [k.dur_ns / 1000 for k in run.kernels]
+    assert f["Block Num"].dtype == "Int64" and f["Block Num"].iloc[0] == 24
+
+
+def test_exact_start_times_and_steps(level1):
+    run, p = level1
+    rows = p.source.op_rows()
+    assert rows.start_ns.tolist() == [k.start_ns for k in run.kernels]
+    assert rows.iteration.tolist() == [k.step for k in run.kernels]
+    assert (rows.connection_id == -1).all()
+    assert p.iterations.tolist() == [1, 2, 3]
+
+
+def test_quoted_shape_cells_are_unquoted(level1):
+    run, p = level1
+    text = (run.path / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").read_text()
+    assert '"""8192,1024;1024,4096"""' in text
+    f = p.op_summary
+    assert f["Input Shapes"].iloc[0] == "8192,1024;1024,4096"
+    assert f["Input Shapes"].iloc[3] == ""
+    assert f["Input Data Types"].iloc[0] == "DT_BF16;DT_BF16" and f["Input Data Types"].iloc[2] == "N/A"
+    assert f["Input Shapes"].cat.categories.dtype == object
+
+
+def test_na_and_pmu_columns(level1):
+    _, p = level1
+    f = p.op_summary
+    comm = (f["Task Type"] == "COMMUNICATION").to_numpy()
+    assert f["Task ID"][comm].isna().all() and f["Task ID"][~comm].notna().all()
+    assert f["aic_total_cycles"].dtype == "Int64" and f["aic_total_cycles"].iloc[0] == 2070221
+    assert np.isnan(f["aic_mac_ratio"].iloc[1]) and f["aiv_vec_ratio"].iloc[1] == 0.351
+    assert p.options == {"aic_metrics": "PipeUtilization"} and p.device["chip_family"] == "A2"
+
+
+def test_step_trace_time_is_the_step_breakdown_table(level1):
+    run, p = level1
+    table = p.source.step_breakdown_table()
+    assert list(table.columns) == STEP_TRACE_TIME
+    assert table["Step"].tolist() == [1, 2, 3] and table["Step"].dtype == np.int64
+    assert table["Device_id"].dtype == np.int64
+    assert table.iloc[:, 1:].to_numpy().tolist() == run.breakdown
+    assert table["Communication"].tolist() == [1500.0] * 3
+
+
+def test_step_bounds_from_profiler_steps_to_the_last_kernel(level1):
+    run, p = level1
+    b = p.source.step_bounds()
+    last = {s: max(k.start_ns + k.dur_ns for k in run.kernels if k.step == s) for s, _, _ in run.steps}
+    assert b.to_numpy().tolist() == [[s, begin, max(end, last[s])] for s, begin, end in run.steps]
+    assert all(last[s] > end for s, _, end in run.steps)  # the device runs behind the host
+
+
+def test_statistics_memory_and_communication(level1):
+    run, p = level1
+    st = p.op_statistic
+    assert list(st.columns)[:3] == ["Device_id", "OP Type", "Core Type"] and (st["Device_id"] == 0).all()
+    assert st["Total Time(us)"].tolist() == [3600.021, 90.033]
+    api = p.api_statistic
+    assert api["Device_id"].tolist() == ["host"] and api["API Name"].tolist() == ["aclnnMm"]
+    mem = p.operator_memory
+    assert mem["Name"].tolist() == ["aten::mm", "aten::add"] and isinstance(mem["Name"].dtype, pd.CategoricalDtype)
+    assert np.isnan(mem["Release Time(us)"].iloc[1]) and mem["Duration(us)"].iloc[0] == 2000.001
+    assert mem["Stream Ptr"].dtype == np.int64
+    times = p.source.times_ns("operator_memory", mem)
+    assert times["Release Time(us)"].iloc[0] - times["Allocation Time(us)"].iloc[0] == 2_000_001
+    assert times["Release Time(us)"].iloc[1] is pd.NA
+    rec = p.memory_record
+    assert rec["Component"].tolist() == ["PTA", "PTA", "APP"] and rec["Stream Ptr"].isna().tolist() == [
+        False, False, True]
+    ct = p.communication_time
+    assert ct["Op Name"].tolist() == ["hcom_allReduce__871_0_1"] * 3
+    assert ct["OP Type"].tolist() == ["hcom_allReduce_"] * 3 and ct["Iteration ID"].tolist() == [1, 2, 3]
+    assert ct["Elapse Time(ms)"].tolist() == [1.5] * 3 and ct["Wait Time Ratio"].iloc[0] == 0.1463
+
+
+def test_identity_rank_and_metadata(level1):
+    run, p = level1
+    assert p.name == run.path.name and p.info["rank"] == 0 and p.info["profiler_level"] == "Level1"
+    assert p.info["profiler_metadata"]["distributed_args"]["world_size"] == 2
+    assert p.notes == []
+    assert geprof_nb.load(run.path / "ASCEND_PROFILER_OUTPUT").path == run.path
+    assert geprof_nb.load(run.path.parent).path == run.path  # a directory holding one run
+
+
+def test_level0_without_step_id_uses_the_trace(tmp_path):
+    run = write_ascend_pt(tmp_path, level="Level0", step_id=False, device_id=5)
+    p = geprof_nb.load(run.path)
+    f = p.op_summary
+    assert list(f.columns) == ["Device_id", "Op Name", "OP Type", "Task Type", "Task Start Time(us)",
+                               "Task Duration(us)", "Task Wait Time(us)", "Block Num", "Input Shapes",
+                               "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
+                               "Output Formats"]
+    assert p.device_id == 5 and (f["Device_id"] == 5).all()
+    # device kernels run after the host step ends sometimes; the torch_to_npu flows still place them
+    assert p.source.op_rows().iteration.tolist() == [k.step for k in run.kernels]
+    assert any("ProfilerStep" in n for n in p.notes)
+    assert p.options == {}
+    table = p.source.step_breakdown_table()  # msprof-analyze's sample header: no Device_id
+    assert list(table.columns) == STEP_TRACE_TIME and (table["Device_id"] == 5).all()
+
+
+def test_device_id_from_the_trace_when_kernel_details_has_none(tmp_path):
+    run = write_ascend_pt(tmp_path, device_id=6)
+    assert geprof_nb.load(run.path).device_id == 6
+
+
+def test_without_steps_anywhere_everything_is_iteration_1(tmp_path):
+    run = write_ascend_pt(tmp_path, step_id=False)
+    trace = run.path / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    events = [e for e in json.loads(trace.read_text()) if not e["name"].startswith("ProfilerStep")]
+    trace.write_text(json.dumps({"traceEvents": events}))
+    p = geprof_nb.load(run.path)
+    assert set(p.iterations.tolist()) == {1} and p.source.step_bounds().empty
+    assert any("every kernel is in iteration 1" in n for n in p.notes)
+
+
+def test_kernels_outside_steps_are_iteration_0(tmp_path):
+    run = write_ascend_pt(tmp_path)
+    path = run.path / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = path.read_text().splitlines()
+    lines[1] = "," + lines[1].split(",", 1)[1]
+    path.write_text("\n".join(lines) + "\n")
+    p = geprof_nb.load(run.path)
+    assert p.source.op_rows().iteration[0] == 0
+    assert any("1 kernels have no Step Id" in n for n in p.notes)
+
+
+# ------------------------------------------------------------------------------- clusters
+def test_cluster_of_ascend_pt_ranks(tmp_path):
+    runs = write_cluster(tmp_path / "cluster")
+    c = geprof_nb.load(tmp_path / "cluster")
+    assert isinstance(c, ClusterProfile) and list(c.ranks) == [0, 1]
+    assert c.rank(1).path == runs[1].path and c.rank(1).device_id == 1
+    b = c.step_breakdown
+    assert list(b.columns) == ["Rank", *STEP_TRACE_TIME]
+    assert b["Rank"].tolist() == [0, 0, 0, 1, 1, 1] and b["Rank"].dtype == np.int64
+    for r in (0, 1):
+        part = b[b["Rank"] == r].drop(columns="Rank").reset_index(drop=True)
+        pd.testing.assert_frame_equal(part, c.rank(r).step_breakdown)
+    assert (b[b["Rank"] == 1]["Computing"].to_numpy() > b[b["Rank"] == 0]["Computing"].to_numpy()).all()
+    with pytest.raises(KeyError, match=r"no rank 5 .* ranks: \[0, 1\]"):
+        c.rank(5)
+    assert repr(c) == "<geprof ClusterProfile cluster: ranks [0, 1]>"
+
+
+def test_cluster_takes_the_newest_run_of_a_rank(tmp_path):
+    write_cluster(tmp_path)
+    newer = write_ascend_pt(tmp_path, 1, pid=32000, n_steps=2)
+    newer.path.rename(newer.path.with_name(newer.path.name.replace("20250101000000001", "20250102000000001")))
+    c = geprof_nb.load(tmp_path)
+    assert c.rank(1).iterations.tolist() == [1, 2]
+    assert any("rank 1: 2 runs" in n for n in c.notes)
+
+
+def test_cluster_of_rank_directories(tmp_path):
+    for r in (0, 1):
+        write_msprof(tmp_path / f"rank_{r}", device_id=r)
+    c = geprof_nb.load(tmp_path)
+    assert isinstance(c, ClusterProfile) and list(c.ranks) == [0, 1]
+    assert c.rank(1).device_id == 1 and len(c.step_breakdown) == 6
+
+
+def test_dirs_without_ranks_open_the_newest(tmp_path):
+    a = write_ascend_pt(tmp_path, 0)
+    b = write_ascend_pt(tmp_path, 1, n_steps=2)
+    for run in (a, b):
+        next(run.path.glob("profiler_info_*.json")).rename(run.path / "profiler_info.json")
+    p = geprof_nb.load(tmp_path)
+    assert isinstance(p, Profile) and p.path == b.path
+    assert any("holds 2 runs" in n for n in p.notes)
+
+
+def test_step_trace_time_header_constant_matches_breakdown():
+    assert STEP_TRACE_TIME_HEADER == STEP_TRACE_TIME
