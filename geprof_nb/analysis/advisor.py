@@ -1,0 +1,594 @@
+"""Findings: where a profiled run loses time, with evidence and what a GE / Ascend user can do about it.
+
+Every rule is a small function of a :class:`~.profile.Profile`'s tables (never raw records, never
+the runtime), so the advisor works on imported msprof / torch_npu output as well as on geprof
+runs.  A rule whose tables or columns are missing finds nothing.  Times are per step (the
+iterations op_summary covers); "time at stake" is what the suggested change could save at most,
+per step, and sets the priority as a share of the step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from .profile import Profile
+
+COLUMNS = ["Priority", "Rule", "Finding", "Evidence", "Suggestion", "Time at stake (us)", "Share of step (%)"]
+PRIORITIES = ("High", "Medium", "Low")
+
+#: A finding whose time at stake is at least this share of the step is High: a fifth of every step.
+HIGH_SHARE = 0.20
+#: ... at least this share is Medium (below it Low): 5% is about the run-to-run noise of a real step.
+MEDIUM_SHARE = 0.05
+
+#: Gaps between device tasks shorter than this are not idle time: real op_summary timestamps are
+#: float us near 1.7e15 (0.25 us resolution) and back-to-back tasks on a stream are ~0.1-1 us apart.
+MIN_GAP_US = 1.0
+
+#: AI CPU time that no other task hides, as a share of the step, that is worth moving: an op on
+#: AI CPU typically runs 10-100x slower than on AI Core and serialises the stream while it runs.
+AICPU_MIN_SHARE = 0.03
+#: Dataset-iterator ops run on AI CPU by design; their time is the input pipeline (Data Aug rule).
+DATA_SOURCE_TYPES = ("GetNext", "GetNextV2", "IteratorV2", "DynamicGetNext")
+
+#: Op types that run on the cube (matrix) unit.
+CUBE_TYPES = re.compile(r"MatMul|Conv|Gemm", re.IGNORECASE)
+#: Cube kernels shorter than this are dominated by their fixed launch and start-up cost (the
+#: tiny-kernel rule's business), not by how well they use the cube.
+CUBE_MIN_OP_US = 5.0
+#: Effective cube utilisation (mac_ratio x share of the AI Cores used) below which a cube op wastes
+#: most of the cube: well-shaped fp16 GEMMs and convolutions reach 0.6-0.9 on Ascend.
+CUBE_LOW_UTILIZATION = 0.30
+#: Blocks covering under this share of the AI Cores: the tiling, not the shapes' arithmetic, limits the op.
+CUBE_FEW_CORES = 0.5
+#: The utilisation a well-shaped cube op reaches; time at stake is the time beyond it.
+CUBE_TARGET_UTILIZATION = 0.80
+#: Recoverable cube time (as a share of the step) that makes the low-utilisation finding.
+CUBE_MIN_SHARE = 0.03
+
+#: An op is memory-bound when its GM->local pipe (MTE2) is busy at least half the kernel ...
+MTE2_DOMINANT_RATIO = 0.50
+#: ... and at least this many times busier than its compute pipe (vec / mac): it waits on HBM.
+MEMORY_BOUND_FACTOR = 2.0
+#: Memory time beyond the compute time, as a share of the step, that makes the finding.
+MEMORY_BOUND_MIN_SHARE = 0.05
+
+#: Device idle between tasks inside the step, as a share of the step, that says the host cannot
+#: launch fast enough (node-by-node dynamic-shape execution, per-op host work).
+HOST_GAP_MIN_SHARE = 0.20
+
+#: Data Aug Bound (previous iteration end to FP start) as a share of the step period above which
+#: the device waits for input data or for the host loop a tenth of the time.
+DATA_AUG_MIN_SHARE = 0.10
+
+#: Communication no compute hides (step_breakdown), as a share of the step, that makes the finding.
+COMM_EXPOSED_MIN_SHARE = 0.10
+#: Several collectives per step shorter than this are latency-bound (a ring AllReduce pays 2 x (ranks - 1)
+#: link latencies whatever its size; 8 us each in the simulator's presets): fewer, larger buckets help more
+#: than splitting.
+COMM_LATENCY_BOUND_US = 100.0
+
+#: "Tiny" kernels: Ascend kernels pay ~1-3 us of launch, head and tail whatever they do, so a kernel
+#: under a few us is mostly overhead.
+TINY_KERNEL_US = 5.0
+#: At least this many tiny kernels per step (a handful is normal in any graph, not a fusion opportunity) ...
+TINY_MIN_PER_STEP = 50
+#: ... whose fixed cost (count x the shortest kernel's duration) is at least this share of the step.
+TINY_MIN_SHARE = 0.05
+#: Optimizer op types whose many per-variable kernels a fused (flattened) optimizer replaces.
+OPTIMIZER_TYPE = re.compile(r"^Apply|Optimizer", re.IGNORECASE)
+
+#: TransData time (format conversion, no math) as a share of the step that is worth removing.
+TRANSDATA_MIN_SHARE = 0.02
+TRANSDATA_TYPES = ("TransData", "TransDataRNN")
+
+#: Host profiler / node-level API work that a static (or bucketed) shape removes.
+SHAPE_HOST_EVENTS = ("InferShape", "Tiling")
+
+_START, _DUR = "Task Start Time(us)", "Task Duration(us)"
+
+
+@dataclass
+class Finding:
+    """One finding of one rule; ``at_stake_us`` is per step."""
+
+    rule: str
+    finding: str
+    evidence: str
+    suggestion: str
+    at_stake_us: float
+
+
+@dataclass
+class _Run:
+    """What every rule needs: op_summary with iteration, start, end and the gap before each task."""
+
+    profile: Profile
+    ops: pd.DataFrame  # op_summary + _it, _start, _end, _gap (us), sorted by iteration and start
+    steps: int
+    step_us: float
+
+    def share(self, us: float) -> float:
+        return us / self.step_us if self.step_us > 0 else 0.0
+
+
+def _us(v: float) -> str:
+    return f"{v:,.1f} us"
+
+
+def _pct(v: float) -> str:
+    return f"{v:.0%}"
+
+
+def _ops_with_times(profile: Profile) -> pd.DataFrame:
+    """op_summary with each row's iteration, start, end and the device idle time before it (us)."""
+    ops = profile.op_summary
+    start = ops[_START].astype(float)
+    f = ops.assign(_it=profile.iteration_of_ops.to_numpy(), _start=start, _end=start + ops[_DUR].astype(float))
+    f = f.sort_values(["_it", "_start"], kind="stable")
+    prev_end = f.groupby("_it")["_end"].cummax().groupby(f["_it"]).shift()
+    f["_gap"] = (f["_start"] - prev_end).clip(lower=0).fillna(0.0)
+    return f
+
+
+def _step_us(profile: Profile) -> float:
+    """Mean step length: step_breakdown's Stage, from one iteration end to the next (the first step
+    has no previous end, so it counts only when it is the only one)."""
+    stage = profile.step_breakdown["Stage"].dropna().astype(float)
+    if stage.empty:
+        return 0.0
+    return float(stage.iloc[1:].mean() if len(stage) > 1 else stage.mean())
+
+
+def pmu_metric(ops: pd.DataFrame, name: str) -> pd.Series | None:
+    """One PMU metric per row from the core the op ran on: ``aic_<name>``, else ``aiv_<name>``
+    (Atlas A2 chips), else ``<name>`` (910A); ``None`` if the run has no such column."""
+    cols = [c for c in (f"aic_{name}", f"aiv_{name}", name) if c in ops.columns]
+    if not cols:
+        return None
+    s = pd.to_numeric(ops[cols[0]], errors="coerce")
+    for c in cols[1:]:
+        s = s.fillna(pd.to_numeric(ops[c], errors="coerce"))
+    return s
+
+
+def _metric_or_nan(ops: pd.DataFrame, name: str) -> pd.Series:
+    s = pmu_metric(ops, name)
+    return s if s is not None else pd.Series(np.nan, ops.index)
+
+
+def _top(frame: pd.DataFrame, by: str, n: int = 3) -> pd.DataFrame:
+    return frame.sort_values(by, ascending=False, kind="stable").head(n)
+
+
+def _compute_rows(ops: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows: not communication, not AI CPU."""
+    if "Task Type" not in ops:
+        return ops
+    return ops[~ops["Task Type"].astype(str).isin(["COMMUNICATION", "AI_CPU"])]
+
+
+# ------------------------------------------------------------------------------------ rules
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted intervals covering the given ones."""
+    if len(starts) == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    new = np.r_[True, s[1:] > np.maximum.accumulate(e)[:-1]]
+    idx = np.flatnonzero(new)
+    return s[idx], np.maximum.reduceat(e, idx)
+
+
+def _covered(starts: np.ndarray, ends: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
+    """Length of each [start, end) that the disjoint sorted intervals (us, ue) cover."""
+    if len(us) == 0:
+        return np.zeros(len(starts))
+    before = np.r_[0.0, np.cumsum(ue - us)]
+
+    def upto(t: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(us, t, side="right")
+        last = np.maximum(k - 1, 0)
+        partial = np.clip(np.minimum(t, ue[last]) - us[last], 0, None)
+        return np.where(k > 0, before[last] + partial, 0.0)
+
+    return upto(ends) - upto(starts)
+
+
+def aicpu_on_critical_path(run: _Run) -> Finding | None:
+    """AI CPU kernels (other than the dataset iterator) running while nothing else runs."""
+    ops = run.ops
+    if ops.empty or "Task Type" not in ops:
+        return None
+    is_cpu = (ops["Task Type"].astype(str) == "AI_CPU").to_numpy().copy()
+    if "OP Type" in ops:
+        is_cpu &= ~ops["OP Type"].astype(str).isin(DATA_SOURCE_TYPES).to_numpy()
+    if not is_cpu.any():
+        return None
+    exposed = np.zeros(len(ops))
+    its = ops["_it"].to_numpy()
+    start, end = ops["_start"].to_numpy(), ops["_end"].to_numpy()
+    for it in np.unique(its[is_cpu]):
+        here = its == it
+        others = _union(start[here & ~is_cpu], end[here & ~is_cpu])
+        mine = here & is_cpu
+        exposed[mine] = (end[mine] - start[mine]) - _covered(start[mine], end[mine], *others)
+    cpu = ops[is_cpu].assign(_exposed=exposed[is_cpu])
+    per_op = cpu.groupby("Op Name", observed=True).agg(
+        type=("OP Type", "first"), exposed=("_exposed", "sum"), dur=(_DUR, "sum"))
+    per_op[["exposed", "dur"]] /= run.steps
+    at_stake = float(per_op["exposed"].sum())
+    if run.share(at_stake) < AICPU_MIN_SHARE:
+        return None
+    top = _top(per_op, "exposed")
+    split = _aicpu_split(run)
+    evidence = "; ".join(f"{name!r} ({r.type}) {_us(r.exposed)}/step with nothing else running "
+                         f"(of {_us(r.dur)}){split.get(name, '')}" for name, r in top.iterrows())
+    types = ", ".join(sorted(set(top["type"].astype(str))))
+    return Finding(
+        "AI CPU op on the critical path",
+        f"{len(per_op)} AI CPU op(s) hold the device for {_us(at_stake)} per step "
+        f"({_pct(run.share(at_stake))} of the step) while no other task runs.",
+        evidence,
+        f"Move {types} off AI CPU: GE falls back to AI CPU when no AI Core kernel supports the op, its "
+        "dtype or format, so cast int64/float64/bool inputs to int32/float16 or use a supported format; "
+        "replace data-dependent ops (NonZero, Unique, ...) with static-shape masking (Select/Mul by a mask) "
+        "on AI Core, or compute them on the host before the graph.",
+        at_stake)
+
+
+def _aicpu_split(run: _Run) -> dict[str, str]:
+    """Per AI CPU node, the aicpu table's compute/memcpy split (empty when not collected)."""
+    t = run.profile.aicpu
+    need = {"Node", "Compute_time(us)", "Memcpy_time(us)"}
+    if t.empty or not need <= set(t.columns):
+        return {}
+    mean = t.groupby("Node")[["Compute_time(us)", "Memcpy_time(us)"]].mean()
+    return {str(n): f" (per call: compute {_us(r['Compute_time(us)'])}, memcpy {_us(r['Memcpy_time(us)'])})"
+            for n, r in mean.iterrows()}
+
+
+def low_cube_utilization(run: _Run) -> Finding | None:
+    """Long MatMul / Conv kernels that use little of the cube."""
+    ops = run.ops
+    mac = pmu_metric(ops, "mac_ratio")
+    if ops.empty or mac is None or "OP Type" not in ops:
+        return None
+    cube = ops["OP Type"].astype(str).str.contains(CUBE_TYPES) & mac.notna()
+    if not cube.any():
+        return None
+    if "cube_utilization(%)" in ops:
+        cores = pd.to_numeric(ops["cube_utilization(%)"], errors="coerce").fillna(100.0) / 100.0
+    else:
+        n_cores = run.profile.device.get("ai_core_num")
+        blocks = pd.to_numeric(ops.get("Block Num", pd.Series(np.nan, ops.index)), errors="coerce")
+        cores = (blocks / n_cores).fillna(1.0) if n_cores else pd.Series(1.0, ops.index)
+    f = ops[cube].assign(_mac=mac[cube], _cores=cores[cube].clip(upper=1.0),
+                         _mte2=_metric_or_nan(ops, "mte2_ratio")[cube],
+                         _shapes=ops["Input Shapes"].astype(str)[cube] if "Input Shapes" in ops else "")
+    f["_eff"] = f["_mac"] * f["_cores"]
+    per_op = f.groupby("Op Name", observed=True).agg(
+        type=("OP Type", "first"), shapes=("_shapes", "first"),
+        dur=(_DUR, "mean"), total=(_DUR, "sum"), eff=("_eff", "mean"), mac=("_mac", "mean"),
+        cores=("_cores", "mean"), mte2=("_mte2", "mean"))
+    low = per_op[(per_op["dur"] >= CUBE_MIN_OP_US) & (per_op["eff"] < CUBE_LOW_UTILIZATION)].copy()
+    if low.empty:
+        return None
+    low["stake"] = low["total"] / run.steps * (1 - low["eff"] / CUBE_TARGET_UTILIZATION)
+    at_stake = float(low["stake"].sum())
+    if run.share(at_stake) < CUBE_MIN_SHARE:
+        return None
+    top = _top(low, "stake")
+    evidence = "; ".join(
+        f"{name!r} ({r.type} {r.shapes}) {_us(r.dur)} per call: mac_ratio {r.mac:.2f} on {_pct(r.cores)} of the "
+        f"AI Cores (effective {_pct(r.eff)})" + (f", mte2_ratio {r.mte2:.2f}" if pd.notna(r.mte2) else "")
+        for name, r in top.iterrows())
+    memory_bound = bool((top["mte2"] > top["mac"] * MEMORY_BOUND_FACTOR).any())
+    few_cores = bool((top["cores"] < CUBE_FEW_CORES).any())
+    hints = []
+    if memory_bound:
+        hints.append("the cube waits for data (MTE2 busier than MAC): raise M (batch, or tokens per call) so "
+                     "each weight byte loaded feeds more MACs, or merge small MatMuls into one BatchMatMul")
+    if few_cores:
+        hints.append("the tiling leaves AI Cores idle: larger M/N (or batching several products) gives more blocks")
+    hints.append("pad M, N and K to multiples of 16 and compute in float16/bfloat16 (float32 runs the cube at a "
+                 "quarter of the rate; allow HF32 where HF32 Eligible says YES)")
+    return Finding(
+        "Low cube utilisation",
+        f"{len(low)} MatMul/Conv op(s) of at least {CUBE_MIN_OP_US:g} us use under {_pct(CUBE_LOW_UTILIZATION)} "
+        f"of the cube; at {_pct(CUBE_TARGET_UTILIZATION)} they would save {_us(at_stake)} per step.",
+        evidence, "; ".join(hints) + ".", at_stake)
+
+
+def memory_bound_ops(run: _Run) -> Finding | None:
+    """Kernels whose time is GM traffic (MTE2) rather than compute.  Cube ops (the cube rule says why
+    they starve) and TransData (only moves data; its own rule) are left out."""
+    ops = run.ops
+    mte2 = pmu_metric(ops, "mte2_ratio")
+    if ops.empty or mte2 is None or "OP Type" not in ops:
+        return None
+    compute = pd.concat([_metric_or_nan(ops, "vec_ratio"), _metric_or_nan(ops, "mac_ratio")], axis=1).max(axis=1)
+    kind = ops["OP Type"].astype(str)
+    bound = (~kind.str.contains(CUBE_TYPES) & ~kind.isin(TRANSDATA_TYPES) & (mte2 >= MTE2_DOMINANT_RATIO)
+             & (mte2 >= MEMORY_BOUND_FACTOR * compute.fillna(0)))
+    if not bound.any():
+        return None
+    f = ops[bound].assign(_mte2=mte2[bound], _compute=compute[bound].fillna(0))
+    f["_stake"] = f[_DUR] * (1 - f["_compute"] / f["_mte2"])
+    per_type = f.groupby("OP Type", observed=True).agg(
+        n=(_DUR, "size"), total=(_DUR, "sum"), stake=("_stake", "sum"), mte2=("_mte2", "mean"),
+        compute=("_compute", "mean"))
+    per_type[["n", "total", "stake"]] /= run.steps
+    at_stake = float(per_type["stake"].sum())
+    if run.share(at_stake) < MEMORY_BOUND_MIN_SHARE:
+        return None
+    biggest = f.sort_values(_DUR, ascending=False).iloc[0]
+    shape = f" [{biggest['Input Shapes']}]" if "Input Shapes" in f else ""
+    evidence = "; ".join(f"{t}: {r.n:g} op(s)/step, {_us(r.total)}/step, mte2_ratio {r.mte2:.2f} vs compute "
+                         f"{r.compute:.2f}" for t, r in _top(per_type, "stake").iterrows())
+    evidence += f"; longest: {biggest['Op Name']!r}{shape} {_us(biggest[_DUR])}"
+    return Finding(
+        "Memory-bound ops",
+        f"{bound.sum() / run.steps:g} op(s) per step spend most of their time moving data from HBM "
+        f"(MTE2 at least {MEMORY_BOUND_FACTOR:g}x the compute pipe): {_us(at_stake)} per step beyond their compute.",
+        evidence,
+        "Cut the bytes: fuse chains of element-wise ops so intermediates stay in UB (keep GE's fusion passes on; "
+        "do not switch them off in ge.fusionSwitchFile; use fused ops such as LayerNorm/Gelu instead of their "
+        "pieces), keep activations in float16/bfloat16 rather than float32, and drop Cast/copy ops between them.",
+        at_stake)
+
+
+def host_bound_gaps(run: _Run) -> Finding | None:
+    """The device idles between consecutive tasks inside a step: the host cannot launch fast enough."""
+    ops = run.ops
+    if ops.empty:
+        return None
+    gaps = ops[ops["_gap"] >= MIN_GAP_US]
+    idle = float(gaps["_gap"].sum()) / run.steps
+    if run.share(idle) < HOST_GAP_MIN_SHARE:
+        return None
+    dynamic = int((ops["OP State"].astype(str) == "dynamic").sum()) if "OP State" in ops else 0
+    evidence = (f"{len(gaps) / run.steps:g} gaps of at least {MIN_GAP_US:g} us per step between device tasks, "
+                f"median {_us(float(gaps['_gap'].median()))}; {dynamic / run.steps:g} of "
+                f"{len(ops) / run.steps:g} op tasks per step are dynamic-shape")
+    host = _host_work_per_step(run)
+    if host:
+        evidence += "; host work per step: " + ", ".join(f"{k} {_us(v)}" for k, v in host.items())
+    if dynamic:
+        suggestion = ("Run static shapes: give the graph fixed input shapes, or a few shape gears (ge.inputShape "
+                      "with ge.dynamicDims / dynamic batch sizes) so each runs as a sunk static model instead of "
+                      "node by node with InferShape, Tiling and a launch per op; keep the RT2 executor (v2), "
+                      "which does less host work per node than v1, and fuse small ops to launch fewer.")
+    else:
+        suggestion = ("Launch less per step: fuse small ops, sink the graph (static shapes, iterations per loop > 1) "
+                      "and keep Python work out of the step loop.")
+    return Finding(
+        "Host-bound: device idle between tasks",
+        f"The device idles {_us(idle)} per step ({_pct(run.share(idle))} of the step) between consecutive tasks, "
+        "waiting for the host to launch them.",
+        evidence, suggestion, idle)
+
+
+def _host_work_per_step(run: _Run) -> dict[str, float]:
+    """Host time per step by event: GE host profiler spans, else node-level API records."""
+    he = run.profile.host_events
+    if not he.empty and {"Event", "Duration(us)"} <= set(he.columns):
+        per = he.groupby("Event", observed=True)["Duration(us)"].sum() / run.steps
+    else:
+        api = run.profile.api_statistic
+        if api.empty or not {"Level", "API Name", "Time(us)"} <= set(api.columns):
+            return {}
+        per = api[api["Level"] == "node"].groupby("API Name")["Time(us)"].sum() / run.steps
+    return {str(k): float(v) for k, v in per.sort_values(ascending=False).items() if v > 0}
+
+
+def data_aug_bound(run: _Run) -> Finding | None:
+    """A large Data Aug Bound: the device waits between iterations for input data or the host loop."""
+    st = run.profile.step_trace
+    if "Data Aug Bound(us)" not in st or not st["Data Aug Bound(us)"].notna().any():
+        return None
+    dab = st["Data Aug Bound(us)"].dropna()
+    mean_dab = float(dab.mean())
+    if run.share(mean_dab) < DATA_AUG_MIN_SHARE:
+        return None
+    evidence = (f"Data Aug Bound mean {_us(mean_dab)} (median {_us(float(dab.median()))}, max {_us(float(dab.max()))}) "
+                f"over {len(dab)} iterations; step {_us(run.step_us)}")
+    ops = run.ops
+    getnext = ops[ops["OP Type"].astype(str).isin(DATA_SOURCE_TYPES)] if "OP Type" in ops else ops.iloc[:0]
+    if len(getnext):
+        gn = float(getnext[_DUR].sum()) / run.steps
+        names = ", ".join(repr(n) for n in getnext["Op Name"].astype(str).unique()[:3])
+        evidence += f"; dataset iterator {names} runs {_us(gn)} per step before the FP point"
+        suggestion = ("The dataset iterator cannot keep up: prefetch more batches (dataset.prefetch, a deeper "
+                      "GetNext device queue), parallelise decode and augmentation (more map workers, or move them "
+                      "to DVPP), and feed data already in the model's dtype and layout so no conversion runs "
+                      "per batch.")
+    else:
+        tt = run.profile.task_time
+        if {"kernel_type", "task_time(us)"} <= set(tt.columns):
+            copies = tt[tt["kernel_type"].astype(str) == "MEMCPY_ASYNC"]["task_time(us)"]
+            if len(copies):
+                evidence += f"; input copies (MEMCPY_ASYNC) {_us(float(copies.sum()) / run.steps)} per step"
+        suggestion = ("The host gap between iterations (input copy, the next RunGraph) is exposed: enable data sink "
+                      "and run several iterations per launch (TF adapter enable_data_pre_proc=True with "
+                      "iterations_per_loop > 1, MindSpore dataset_sink_mode=True with sink_size), prefetch input "
+                      "batches, and keep Python work between steps out of the loop.")
+    return Finding(
+        "Large Data Aug Bound",
+        f"The device waits {_us(mean_dab)} per step ({_pct(run.share(mean_dab))} of the step) between the end of one "
+        "iteration and the FP start of the next.",
+        evidence, suggestion, mean_dab)
+
+
+def communication_not_overlapped(run: _Run) -> Finding | None:
+    """Collectives that compute does not hide (step_breakdown's Communication(Not Overlapped))."""
+    bd = run.profile.step_breakdown
+    col = "Communication(Not Overlapped)"
+    if not {col, "Communication", "Overlapped", "Computing"} <= set(bd.columns) or not bd[col].notna().any():
+        return None
+    exposed = float(bd[col].mean())
+    if run.share(exposed) < COMM_EXPOSED_MIN_SHARE:
+        return None
+    evidence = (f"not overlapped {_us(exposed)} of {_us(float(bd['Communication'].mean()))} communication per step "
+                f"(overlapped {_us(float(bd['Overlapped'].mean()))}), computing {_us(float(bd['Computing'].mean()))}")
+    ops = run.ops
+    comm = ops[ops["Task Type"].astype(str) == "COMMUNICATION"] if "Task Type" in ops else ops.iloc[:0]
+    mean_us = float(comm[_DUR].mean()) if len(comm) else float("nan")
+    if len(comm):
+        counts = comm["OP Type"].astype(str).value_counts() / run.steps
+        evidence += (f"; {len(comm) / run.steps:g} collective(s) per step ("
+                     + ", ".join(f"{t} x{n:g}" for t, n in counts.items()) + f"), mean {_us(mean_us)}")
+    ct = run.profile.communication_time
+    if "Wait Time Ratio" in ct and ct["Wait Time Ratio"].notna().any():
+        evidence += f"; wait time ratio {float(ct['Wait Time Ratio'].mean()):.2f} (HCCL notify waits)"
+    if len(comm) > run.steps and mean_us < COMM_LATENCY_BOUND_US:
+        first = (f"Fuse gradients into fewer, larger AllReduce buckets: {len(comm) / run.steps:g} collectives of "
+                 f"{_us(mean_us)} per step are latency-bound")
+    else:
+        first = ("Overlap the gradient AllReduce with the backward pass: split gradients into more, smaller buckets "
+                 "so they start while backward still runs and only the last one is exposed")
+    return Finding(
+        "Communication not overlapped with compute",
+        f"{_us(exposed)} per step ({_pct(run.share(exposed))} of the step) is communication that no compute hides.",
+        evidence,
+        f"{first} (ge.add_training(bucket_bytes=...), TF adapter hccl split strategy set_split_strategy_by_size / "
+        "by_idx, MindSpore all_reduce_fusion_config); give each device more work per step (batch size, gradient "
+        "accumulation) so compute can hide it; if wait time dominates, look for a slow rank.",
+        exposed)
+
+
+def many_tiny_kernels(run: _Run) -> Finding | None:
+    """Many kernels so short that their fixed launch cost is most of their time: fusion candidates."""
+    ops = _compute_rows(run.ops)
+    if ops.empty:
+        return None
+    tiny = ops[ops[_DUR] < TINY_KERNEL_US]
+    per_step = len(tiny) / run.steps
+    floor = float(ops[_DUR].min())
+    at_stake = per_step * floor
+    if per_step < TINY_MIN_PER_STEP or run.share(at_stake) < TINY_MIN_SHARE:
+        return None
+    types = tiny["OP Type"].astype(str).value_counts() / run.steps if "OP Type" in tiny else pd.Series(dtype=float)
+    evidence = (f"{per_step:g} of {len(ops) / run.steps:g} kernels per step run under {TINY_KERNEL_US:g} us "
+                f"({_us(float(tiny[_DUR].sum()) / run.steps)} per step); no kernel takes less than {_us(floor)}, "
+                "its fixed cost; most frequent: " + ", ".join(f"{t} x{n:g}" for t, n in types.head(5).items()))
+    optimizer = [t for t in types.index if OPTIMIZER_TYPE.search(t)]
+    hint = (f" Replace the per-variable {', '.join(optimizer)} kernels with a fused optimizer over flattened "
+            "parameters." if optimizer else "")
+    return Finding(
+        "Many tiny kernels",
+        f"{per_step:g} kernels per step are shorter than {TINY_KERNEL_US:g} us; their fixed launch cost alone is "
+        f"about {_us(at_stake)} per step.",
+        evidence,
+        "Fuse them: keep GE's fusion passes on (check ge.fusionSwitchFile), use fused ops (LayerNorm, Gelu, "
+        "BNTraining*, fused attention) instead of chains of small ones, and give each kernel more work (a larger "
+        "batch or sequence per step)." + hint,
+        at_stake)
+
+
+def transdata_conversions(run: _Run) -> Finding | None:
+    """Time spent converting tensor formats (TransData) instead of computing."""
+    ops = run.ops
+    if ops.empty or "OP Type" not in ops:
+        return None
+    td = ops[ops["OP Type"].astype(str).isin(TRANSDATA_TYPES)]
+    at_stake = float(td[_DUR].sum()) / run.steps
+    if td.empty or run.share(at_stake) < TRANSDATA_MIN_SHARE:
+        return None
+    cols = ["Input Formats", "Output Formats", "Input Shapes"]
+    per_op = td.groupby("Op Name", observed=True).agg(
+        total=(_DUR, "sum"), **{c: (c, "first") for c in cols if c in td})
+    per_op["total"] /= run.steps
+    evidence = f"{len(td) / run.steps:g} TransData per step; " + "; ".join(
+        f"{name!r} {_us(r.total)}/step"
+        + (f" {r['Input Formats']} -> {r['Output Formats']}" if "Input Formats" in r and "Output Formats" in r else "")
+        + (f" [{r['Input Shapes']}]" if "Input Shapes" in r else "")
+        for name, r in _top(per_op, "total").iterrows())
+    return Finding(
+        "TransData format conversions",
+        f"{len(td) / run.steps:g} TransData op(s) per step convert tensor layouts for {_us(at_stake)} per step "
+        f"({_pct(run.share(at_stake))} of the step) without computing anything.",
+        evidence,
+        "Keep tensors in the layout the cube uses: feed the convolution chain NC1HWC0 (5HD) data and keep its "
+        "neighbouring ops (BN, activations, Add) in 5HD so GE's format refinement drops the TransData pairs; store "
+        "weights pre-converted (FRACTAL_Z), keep MatMul chains in FRACTAL_NZ, and avoid ops without a 5HD kernel "
+        "(e.g. a Reshape/Transpose) between convolutions.",
+        at_stake)
+
+
+def dynamic_shape_recompiles(run: _Run) -> Finding | None:
+    """Dynamic-shape ops whose input shapes change from step to step (a new InferShape/Tiling/compile per shape)."""
+    ops = run.ops
+    if ops.empty or not {"OP State", "Input Shapes", "Op Name"} <= set(ops.columns):
+        return None
+    dyn = ops[(ops["OP State"].astype(str) == "dynamic") & (ops["Input Shapes"].astype(str) != "N/A")]
+    if dyn.empty:
+        return None
+    shapes = dyn.groupby("Op Name", observed=True)["Input Shapes"].agg(lambda s: list(dict.fromkeys(s.astype(str))))
+    changing = shapes[shapes.map(len) > 1]
+    if changing.empty:
+        return None
+    at_stake, source = _shape_host_time(run, set(changing.index.astype(str)), dyn)
+    example = changing.index[0]
+    seq = " -> ".join(changing.iloc[0][:4]) + (" -> ..." if len(changing.iloc[0]) > 4 else "")
+    n_sets = dyn.groupby("_it")["Input Shapes"].agg(lambda s: tuple(s.astype(str))).nunique()
+    return Finding(
+        "Dynamic shapes change between steps",
+        f"{len(changing)} dynamic-shape op(s) see {n_sets} different input shape sets over {run.steps} steps; each "
+        f"new shape costs InferShape, Tiling (and on real GE an op compile): {_us(at_stake)} per step.",
+        f"{example!r}: {seq}; {source}",
+        "Bucket the shapes: pad batches to a few fixed sizes (gears) and build them with ge.inputShape + "
+        "ge.dynamicDims (ATC --dynamic_batch_size / --dynamic_dims), or make the input static (drop_remainder=True, "
+        "pad sequences to a fixed length), so every step reuses a compiled static model.",
+        at_stake)
+
+
+def _shape_host_time(run: _Run, names: set[str], dyn: pd.DataFrame) -> tuple[float, str]:
+    """Host time per step the changing ops spend on shape work, and where the number comes from."""
+    he = run.profile.host_events
+    if not he.empty and {"Element", "Event", "Duration(us)"} <= set(he.columns):
+        sel = he[he["Element"].astype(str).isin(names) & he["Event"].astype(str).isin(SHAPE_HOST_EVENTS)]
+        return float(sel["Duration(us)"].sum()) / run.steps, "host profiler InferShape + Tiling of those ops"
+    api = run.profile.api_statistic
+    if not api.empty and {"Level", "API Name", "Time(us)"} <= set(api.columns):
+        sel = api[(api["Level"] == "node") & api["API Name"].isin(SHAPE_HOST_EVENTS)]
+        if len(sel):
+            share = len(names) / max(1, dyn["Op Name"].nunique())
+            return (float(sel["Time(us)"].sum()) * share / run.steps,
+                    "node-level InferShape + Tiling (api_statistic), prorated to those ops")
+    gap = float(dyn[dyn["Op Name"].astype(str).isin(names)]["_gap"].sum()) / run.steps
+    return gap, "device idle before those ops (no host data collected)"
+
+
+Rule = Callable[[_Run], "Finding | None"]
+#: The rules, each a function of the tables (see its docstring and the thresholds above).
+RULES: tuple[Rule, ...] = (aicpu_on_critical_path, low_cube_utilization, memory_bound_ops, host_bound_gaps,
+                           data_aug_bound, communication_not_overlapped, many_tiny_kernels, transdata_conversions,
+                           dynamic_shape_recompiles)
+
+
+def _priority(share: float) -> str:
+    return "High" if share >= HIGH_SHARE else "Medium" if share >= MEDIUM_SHARE else "Low"
+
+
+def advise(profile: Profile) -> pd.DataFrame:
+    """Findings ranked High, Medium, Low, then by time at stake per step (columns :data:`COLUMNS`)."""
+    ops = _ops_with_times(profile)
+    steps = max(1, int(ops["_it"].nunique())) if len(ops) else 1
+    run = _Run(profile, ops, steps, _step_us(profile))
+    findings = [f for f in (rule(run) for rule in RULES) if f is not None]
+    rows = [{"Priority": _priority(run.share(f.at_stake_us)), "Rule": f.rule, "Finding": f.finding,
+             "Evidence": f.evidence, "Suggestion": f.suggestion, "Time at stake (us)": round(f.at_stake_us, 3),
+             "Share of step (%)": round(100 * run.share(f.at_stake_us), 2)} for f in findings]
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    if frame.empty:
+        return frame
+    frame["_rank"] = frame["Priority"].map(PRIORITIES.index)
+    frame = frame.sort_values(["_rank", "Time at stake (us)"], ascending=[True, False], kind="stable")
+    return frame.drop(columns="_rank").reset_index(drop=True)

@@ -1,0 +1,317 @@
+"""advise(): every rule fires on a graph built to trigger it and stays quiet on one built not to.
+
+Graphs are small and run 3 steps on the virtual clock.  Large tensors are device-resident
+Variables (fed by a small Data input) where a big per-step input copy would otherwise dominate
+the step and hide what the graph is built to show.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from geprof_testing import build_tiny_graph, run_profiled_session
+
+import geprof_nb
+from geprof_nb import ge
+from geprof_nb.analysis import advisor
+from geprof_nb.analysis.advisor import COLUMNS, advise
+from geprof_nb.analysis.columns import op_summary_columns
+from geprof_nb.analysis.profile import Profile
+from geprof_nb.analysis.source import Source
+from geprof_nb.analysis.tables import OpRows
+
+AICPU = "AI CPU op on the critical path"
+CUBE = "Low cube utilisation"
+MEMORY = "Memory-bound ops"
+HOST = "Host-bound: device idle between tasks"
+DATA = "Large Data Aug Bound"
+COMM = "Communication not overlapped with compute"
+TINY = "Many tiny kernels"
+TRANSDATA = "TransData format conversions"
+DYNAMIC = "Dynamic shapes change between steps"
+
+
+def inference(name: str, build) -> ge.Graph:
+    """A graph whose outputs are what ``build(g)`` returns."""
+    g = ge.Graph(name)
+    out = build(g)
+    g.output(out if isinstance(out, list) else [out])
+    return g
+
+
+def profile_of(tmp_path: Path, graph: ge.Graph, steps: int = 3, **options) -> Profile:
+    return run_profiled_session(tmp_path / "prof", graph, steps, **options).profile
+
+
+def run_batches(tmp_path: Path, graph: ge.Graph, batches: list[int]) -> Profile:
+    """Run a dynamic-batch MLP (inputs x [b, 784], labels [b, 10]) once per batch size, ge_api l1."""
+    out = tmp_path / "prof"
+    prof = {"output": str(out), "training_trace": "on", "aic_metrics": "PipeUtilization", "ge_api": "l1"}
+    assert ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(prof),
+                            "geprof.clock": "virtual"}) == ge.SUCCESS
+    sess = ge.Session()
+    assert sess.add_graph(1, graph) == ge.SUCCESS
+    for b in batches:
+        inputs = [np.zeros((b, 784), np.float16), np.zeros((b, 10), np.float16)]
+        assert sess.run_graph(1, inputs) == ge.SUCCESS, ge.GEGetErrorMsg()
+    ge.GEFinalize()
+    return geprof_nb.load(out)
+
+
+def finding(frame: pd.DataFrame, rule: str) -> pd.Series:
+    rows = frame[frame["Rule"] == rule]
+    assert len(rows) == 1, f"{rule!r} not found in {list(frame['Rule'])}"
+    return rows.iloc[0]
+
+
+def rules(frame: pd.DataFrame) -> set[str]:
+    return set(frame["Rule"])
+
+
+# ----------------------------------------------------------------------- AI CPU
+def test_aicpu_op_alone_on_the_device_is_found(tmp_path):
+    def build(g):  # a NonZero over 1 MiB: ~0.5 ms of AI CPU while the stream waits
+        x = g.data("x", (512, 1024), "float16")
+        nz = g.op("NonZero", g.op("Relu", x), name="mask/NonZero", max_output=1024)
+        return [nz, g.op("MatMulV2", [x, g.variable("w", (1024, 1024), "float16")], name="fc")]
+
+    f = finding(advise(profile_of(tmp_path, inference("aicpu", build), aicpu="on")), AICPU)
+    assert f["Priority"] == "High" and f["Time at stake (us)"] > 400
+    assert "'mask/NonZero'" in f["Evidence"] and "compute" in f["Evidence"]  # the aicpu table's split
+    assert "AI Core" in f["Suggestion"]
+
+
+def test_small_aicpu_op_in_a_heavy_step_is_not_reported(tmp_path):
+    def build(g):  # a 15 us NonZero beside ~1.5 ms of MatMuls
+        nz = g.op("NonZero", g.data("x", (16, 16), "float16"), name="mask/NonZero")
+        y = g.op("Add", [g.variable("a", (4096, 4096), "float16"), g.data("bias", (4096,), "float16")])
+        for i in range(4):
+            y = g.op("MatMulV2", [y, g.variable(f"w{i}", (4096, 4096), "float16")], name=f"fc{i}")
+        return [nz, y]
+
+    found = advise(profile_of(tmp_path, inference("aicpu_small", build)))
+    assert AICPU not in rules(found)
+
+
+# ------------------------------------------------------------------ cube, memory
+def matmuls(m: int, k: int, layers: int = 3):
+    def build(g):
+        y = g.data("x", (m, k), "float16")
+        for i in range(layers):
+            y = g.op("MatMulV2", [y, g.variable(f"w{i}", (k, k), "float16")], name=f"fc{i}")
+        return y
+
+    return build
+
+
+@pytest.mark.parametrize("device", ["Ascend910B", "Ascend910A"])  # cube_utilization(%) / Block Num per core
+def test_small_batch_matmuls_have_low_cube_utilisation(tmp_path, device):
+    # M = 16 rows against 4096x4096 weights: each call streams 32 MiB of weights for few MACs
+    f = finding(advise(profile_of(tmp_path, inference("gemv", matmuls(16, 4096)), device=device)), CUBE)
+    assert "'fc0'" in f["Evidence"] and "mac_ratio" in f["Evidence"]
+    assert "raise M" in f["Suggestion"]  # memory-starved cube: the batch is the lever
+    assert f["Time at stake (us)"] > 0
+
+
+def test_large_matmuls_are_neither_low_utilisation_nor_memory_bound(tmp_path):
+    found = advise(profile_of(tmp_path, inference("gemm", matmuls(2048, 2048))))
+    assert CUBE not in rules(found) and MEMORY not in rules(found)
+
+
+def test_huge_elementwise_ops_are_memory_bound(tmp_path):
+    def build(g):  # three element-wise ops over 32 MiB tensors: MTE2 busy, vector idle
+        a, b = g.variable("a", (4096, 4096), "float16"), g.variable("b", (4096, 4096), "float16")
+        y = g.op("Add", [a, g.data("x", (4096,), "float16")], name="big_add")
+        return g.op("Relu", g.op("Mul", [y, b], name="big_mul"), name="big_relu")
+
+    f = finding(advise(profile_of(tmp_path, inference("elementwise", build))), MEMORY)
+    assert "Mul:" in f["Evidence"] and "'big_mul'" in f["Evidence"] and "mte2_ratio" in f["Evidence"]
+    assert f["Priority"] == "High"
+
+
+def test_memory_bound_needs_pmu_columns(tmp_path):
+    def build(g):
+        a = g.variable("a", (4096, 4096), "float16")
+        return g.op("Add", [a, g.data("x", (4096,), "float16")], name="big_add")
+
+    found = advise(profile_of(tmp_path, inference("elementwise", build), aic_metrics="Memory"))
+    assert MEMORY not in rules(found)  # no pipe ratios collected: the rule has no data
+
+
+# ------------------------------------------------------------------------- host
+def test_dynamic_shape_graph_is_host_bound(tmp_path):
+    g = ge.models.mlp(batch_size=8, hidden=(64,), training=False, dynamic=True)
+    f = finding(advise(profile_of(tmp_path, g, ge_api="l1")), HOST)
+    assert f["Priority"] == "High"
+    assert "dynamic-shape" in f["Evidence"] and "InferShape" in f["Evidence"]  # host profiler spans
+    assert "ge.dynamicDims" in f["Suggestion"]
+
+
+def test_static_graph_is_not_host_bound(tmp_path):
+    found = advise(profile_of(tmp_path, ge.models.mlp(batch_size=8, hidden=(64,), training=False)))
+    assert HOST not in rules(found)
+
+
+# ------------------------------------------------------------------------- data
+def test_slow_getnext_makes_a_large_data_aug_bound(tmp_path):
+    # GetNext (AI CPU) produces 6.5 MB per step: ~3 ms before the FP point, against ~20 us of compute
+    g = ge.models.mlp(batch_size=4096, training=False, data="GetNext")
+    found = advise(profile_of(tmp_path, g))
+    f = finding(found, DATA)
+    assert f["Priority"] == "High" and "'GetNext'" in f["Evidence"] and "prefetch" in f["Suggestion"]
+    assert AICPU not in rules(found)  # the dataset iterator is the data rule's, not the AI CPU rule's
+
+
+def test_heavy_step_with_small_inputs_has_no_data_aug_finding(tmp_path):
+    g = ge.models.mlp(batch_size=8192, in_features=64, hidden=(4096, 4096, 4096), training=False)
+    assert DATA not in rules(advise(profile_of(tmp_path, g)))
+
+
+# ---------------------------------------------------------------- communication
+def test_allreduce_of_a_tiny_model_is_not_overlapped(tmp_path):
+    g, _ = build_tiny_graph(world_size=8)  # 1 bucket, ~110 us ring AllReduce, ~25 us of compute
+    f = finding(advise(profile_of(tmp_path, g)), COMM)
+    assert f["Priority"] == "High" and "HcomAllReduce" in f["Evidence"]
+    assert "split gradients into more, smaller buckets" in f["Suggestion"]  # one bucket: split it
+
+
+def test_many_small_allreduces_are_latency_bound(tmp_path):
+    g, _ = build_tiny_graph(world_size=2, bucket_bytes=256)  # one ~16 us AllReduce per weight
+    f = finding(advise(profile_of(tmp_path, g)), COMM)
+    assert "HcomAllReduce x2" in f["Evidence"]
+    assert f["Suggestion"].startswith("Fuse gradients into fewer, larger AllReduce buckets")
+
+
+def test_bucketed_allreduce_under_heavy_backward_is_overlapped(tmp_path):
+    # 7 gradient buckets of 2 MiB, each hidden behind ~0.5 ms of backward MatMuls; only the last shows
+    g = ge.Graph("heavy")
+    feats = g.op("Add", [g.variable("features", (32768, 1024), "float16", trainable=False),
+                         g.data("x", (1, 1024), "float16")])
+    y = feats
+    for i in range(6):
+        y = g.op("MatMulV2", [y, g.variable(f"w{i}", (1024, 1024), "float16")], name=f"fc{i}")
+    y = g.op("MatMulV2", [y, g.variable("wo", (1024, 16), "float16")], name="out")
+    loss, _ = g.op("SoftmaxCrossEntropyWithLogits", [y, g.data("labels", (32768, 16), "float16")])
+    ge.add_training(g, g.op("ReduceMean", loss, axes=[0]), world_size=8, bucket_bytes=2 << 20)
+    p = profile_of(tmp_path, g)
+    assert (p.step_breakdown["Communication"] > 0).all()
+    assert COMM not in rules(advise(p))
+
+
+# ---------------------------------------------------------------- tiny kernels
+def test_chain_of_tiny_ops_is_a_fusion_candidate(tmp_path):
+    def build(g):
+        y = g.data("x", (16, 16), "float16")
+        for i in range(100):
+            y = g.op("Relu", y, name=f"tiny{i}") if i % 2 else g.op("Add", [y, y], name=f"tiny{i}")
+        return y
+
+    f = finding(advise(profile_of(tmp_path, inference("tiny", build))), TINY)
+    assert f["Priority"] == "High" and "Add x50" in f["Evidence"] and "Relu x50" in f["Evidence"]
+    assert "100 kernels per step" in f["Finding"]
+
+
+def test_few_large_kernels_are_not_tiny(tmp_path):
+    assert TINY not in rules(advise(profile_of(tmp_path, inference("gemm", matmuls(2048, 2048)))))
+
+
+def test_fused_optimizer_is_suggested_for_many_small_updates(resnet_run):
+    f = finding(advise(resnet_run.profile), TINY)
+    assert "ApplyMomentum" in f["Suggestion"]
+
+
+# -------------------------------------------------------------------- TransData
+def convs(trans: bool):
+    def build(g):
+        y = g.op("Add", [g.variable("features", (32, 64, 56, 56), "float16"), g.data("x", (1, 64, 1, 1), "float16")])
+        for i in range(3):
+            if trans:  # a round trip through 5HD before every convolution
+                y = g.op("TransData", y, name=f"to5hd_{i}", dst_format="NC1HWC0")
+                y = g.op("TransData", y, name=f"tonchw_{i}", dst_format="NCHW")
+            y = g.op("Conv2D", [y, g.variable(f"w{i}", (64, 64, 3, 3), "float16")], name=f"conv{i}",
+                     strides=1, pads=1)
+        return y
+
+    return build
+
+
+def test_transdata_round_trips_are_found(tmp_path):
+    found = advise(profile_of(tmp_path, inference("trans", convs(True))))
+    f = finding(found, TRANSDATA)
+    assert "6 TransData per step" in f["Evidence"] and "NC1HWC0 -> NCHW" in f["Evidence"]
+    assert "NC1HWC0" in f["Suggestion"]
+    assert MEMORY not in rules(found)  # TransData time is counted once, by its own rule
+
+
+def test_convolutions_without_transdata(tmp_path):
+    assert TRANSDATA not in rules(advise(profile_of(tmp_path, inference("trans_no", convs(False)))))
+
+
+# ------------------------------------------------------------------ dynamic shapes
+def test_changing_batch_sizes_of_a_dynamic_graph(tmp_path):
+    g = ge.models.mlp(batch_size=8, hidden=(64,), training=False, dynamic=True)
+    f = finding(advise(run_batches(tmp_path, g, [8, 16, 8, 32])), DYNAMIC)
+    assert "'dense_0/MatMulV2': 8,784;784,64 -> 16,784;784,64 -> 32,784;784,64" in f["Evidence"]
+    assert "3 different input shape sets over 4 steps" in f["Finding"]
+    assert f["Time at stake (us)"] > 0 and "ge.dynamicDims" in f["Suggestion"]
+
+
+def test_constant_batch_of_a_dynamic_graph_is_not_recompiled(tmp_path):
+    g = ge.models.mlp(batch_size=8, hidden=(64,), training=False, dynamic=True)
+    found = advise(run_batches(tmp_path, g, [16, 16, 16]))
+    assert DYNAMIC not in rules(found) and HOST in rules(found)
+
+
+# -------------------------------------------------------------------- the frame
+def test_findings_are_ranked(resnet_run):
+    found = advise(resnet_run.profile)
+    assert list(found.columns) == COLUMNS and len(found) >= 2
+    rank = found["Priority"].map(advisor.PRIORITIES.index)
+    assert rank.is_monotonic_increasing
+    for _, group in found.groupby("Priority"):
+        assert group["Time at stake (us)"].is_monotonic_decreasing
+    assert found.loc[0, "Rule"] == COMM  # 8 ranks, a tiny ResNet: exposed AllReduce dominates
+    assert (found["Finding"].str.contains(r"\d") & (found["Evidence"].str.len() > 0)).all()
+    assert resnet_run.profile.advise().equals(found)
+
+
+class _Tables(Source):
+    """A source with only op_summary rows (what a minimal import gives)."""
+
+    def __init__(self, rows: OpRows) -> None:
+        self.rows = rows
+
+    @property
+    def path(self) -> Path:
+        return Path("imported")
+
+    def op_rows(self) -> OpRows:
+        return self.rows
+
+
+def test_empty_profile_gives_an_empty_frame():
+    frame = pd.DataFrame(columns=op_summary_columns("A2", "l1", "PipeUtilization"))
+    empty = np.zeros(0, np.int64)
+    found = advise(Profile(_Tables(OpRows(frame, empty, empty, empty))))
+    assert found.empty and list(found.columns) == COLUMNS
+
+
+def test_op_summary_alone_still_gives_the_rules_that_need_only_it(resnet_run):
+    full = resnet_run.profile
+    ops = full.op_summary
+    start_ns = np.rint(ops["Task Start Time(us)"].to_numpy() * 1000).astype(np.int64)
+    p = Profile(_Tables(OpRows(ops, full.iteration_of_ops.to_numpy(), start_ns, np.arange(len(ops)))))
+    assert p.step_trace.empty and p.host_events.empty
+    found = advise(p)
+    assert TINY in rules(found) and DATA not in rules(found)  # no step_trace: that rule is skipped
+    assert list(found.columns) == COLUMNS
+
+
+def test_same_advice_from_an_msprof_export_read_back(resnet_run, tmp_path):
+    imported = geprof_nb.load(resnet_run.profile.export(tmp_path / "msprof", format="msprof"))
+    assert not isinstance(imported.source, type(resnet_run.profile.source))  # read from the CSV files
+    pd.testing.assert_frame_equal(advise(imported), advise(resnet_run.profile))

@@ -1,0 +1,226 @@
+"""compare(a, b): step, per op type and per op differences equal the differences of the two
+Profiles' own tables; regressions and improvements are ordered; ops on one side only are kept;
+the HTML view escapes op names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from geprof_testing import run_profiled_session
+
+import geprof_nb
+from geprof_nb import ge
+from geprof_nb.analysis import compare as compare_module
+from geprof_nb.analysis.compare import DIFF_COLUMNS, PMU_COLUMNS, Comparison, compare
+from geprof_nb.analysis.profile import Profile
+from geprof_nb.analysis.source import Source
+from geprof_nb.analysis.tables import OpRows
+
+XSS = "<script>alert(1)</script>"
+
+
+def mlp(batch: int, **kw) -> ge.Graph:
+    return ge.models.mlp(batch_size=batch, hidden=(256, 128), training=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def batches(tmp_path_factory) -> tuple[Profile, Profile]:
+    """The same MLP training graph at batch 8 and batch 512."""
+    root = tmp_path_factory.mktemp("batches")
+    return (run_profiled_session(root / "b8", mlp(8), 3).profile,
+            run_profiled_session(root / "b512", mlp(512), 3).profile)
+
+
+@pytest.fixture(scope="module")
+def devices(tmp_path_factory) -> tuple[Profile, Profile]:
+    """The same graph on Ascend910B (A2 PMU columns) and Ascend910A."""
+    root = tmp_path_factory.mktemp("devices")
+    g = mlp(256)
+    return (run_profiled_session(root / "910b", g, 3, device="Ascend910B").profile,
+            run_profiled_session(root / "910a", g, 3, device="Ascend910A").profile)
+
+
+def per_step(p: Profile, key: str) -> pd.DataFrame:
+    """Count and time per step, average per call, from the Profile's own op_summary."""
+    ops = p.op_summary
+    steps = p.iterations.size
+    g = ops.groupby(ops[key].astype(str))["Task Duration(us)"]
+    return pd.DataFrame({"count": g.size() / steps, "time": g.sum() / steps, "avg": g.mean()})
+
+
+def test_step_diffs_are_the_differences_of_the_step_tables(batches):
+    a, b = batches
+    c = compare(a, b)
+    it = "Iteration Time(us)"
+    assert c.step.loc[f"{it} mean", "A"] == pytest.approx(a.step_trace[it].mean())
+    assert c.step.loc[f"{it} mean", "Diff"] == pytest.approx(b.step_trace[it].mean() - a.step_trace[it].mean())
+    assert c.step.loc[f"{it} median", "Diff"] == pytest.approx(b.step_trace[it].median() - a.step_trace[it].median())
+    diff = b.step_breakdown["Computing"].mean() - a.step_breakdown["Computing"].mean()
+    assert c.step.loc["Computing(us) mean", "Diff"] == pytest.approx(diff)
+    assert c.step.loc[f"{it} mean", "Diff(%)"] == pytest.approx(
+        c.step.loc[f"{it} mean", "Diff"] / c.step.loc[f"{it} mean", "A"] * 100)
+    assert c.step.loc["Steps", "Diff"] == 0 and c.step.loc[f"{it} mean", "Diff"] > 0  # batch 512 is slower
+
+
+def test_op_type_and_op_diffs_are_the_differences_of_op_summary(batches):
+    a, b = batches
+    c = compare(a, b)
+    assert list(c.op_types.columns) == DIFF_COLUMNS and list(c.ops.columns) == ["OP Type"] + DIFF_COLUMNS
+    for key, table in (("OP Type", c.op_types), ("Op Name", c.ops)):
+        sa, sb = per_step(a, key), per_step(b, key)
+        assert set(table.index) == set(sa.index) | set(sb.index)
+        for name in sa.index:
+            row = table.loc[name]
+            assert row["Time/step A(us)"] == pytest.approx(sa.at[name, "time"])
+            assert row["Time/step Diff(us)"] == pytest.approx(sb.at[name, "time"] - sa.at[name, "time"])
+            assert row["Count/step Diff"] == pytest.approx(sb.at[name, "count"] - sa.at[name, "count"])
+            assert row["Avg Diff(us)"] == pytest.approx(sb.at[name, "avg"] - sa.at[name, "avg"])
+        assert table["Time/step Diff(us)"].abs().is_monotonic_decreasing
+    # and they agree with msprof's op_statistic (summed over core types) for the compute types
+    stat = a.op_statistic.groupby("OP Type")["Total Time(us)"].sum() / a.iterations.size
+    assert np.allclose(c.op_types.loc[stat.index, "Time/step A(us)"], stat, atol=1e-3)
+
+
+def resized(sizes: list[int]) -> ge.Graph:
+    """Independent Gelu ops op0, op1, ... on [n, 1024] tensors of the given row counts."""
+    g = ge.Graph("resized")
+    outs = [g.op("Gelu", g.variable(f"v{i}", (n, 1024), "float16"), name=f"op{i}") for i, n in enumerate(sizes)]
+    g.output([g.op("Relu", g.data("x", (1, 1024), "float16"), name="use_x")] + outs)
+    return g
+
+
+def test_regressions_and_improvements_are_ordered(tmp_path):
+    sizes = [64, 256, 4096, 16384]
+    a = run_profiled_session(tmp_path / "a", resized(sizes), 2).profile
+    b = run_profiled_session(tmp_path / "b", resized(sizes[::-1]), 2).profile  # the big ops become small
+    c = compare(a, b, top=2)
+    reg, imp = c.regressions["Time/step Diff(us)"], c.improvements["Time/step Diff(us)"]
+    assert list(reg.index) == ["op0", "op1"] and list(imp.index) == ["op3", "op2"]
+    assert (reg > 0).all() and reg.is_monotonic_decreasing and (imp < 0).all() and imp.is_monotonic_increasing
+    assert reg.iloc[0] == c.ops["Time/step Diff(us)"].max() and imp.iloc[0] == c.ops["Time/step Diff(us)"].min()
+    assert len(compare(a, b, top=1).regressions) == 1
+
+
+def pmu_mean(p: Profile, op_type: str, metric: str) -> float:
+    """A metric's mean over an op type, from the column of the core each op ran on."""
+    ops = p.op_summary[p.op_summary["OP Type"] == op_type]
+    cols = [c for c in (f"aic_{metric}", f"aiv_{metric}", metric) if c in ops]
+    values = ops[cols[0]]
+    for c in cols[1:]:
+        values = values.fillna(ops[c])
+    return float(values.mean())
+
+
+def test_pmu_changes_are_the_differences_of_the_pmu_columns(batches):
+    a, b = batches
+    c = compare(a, b)
+    assert list(c.pmu.columns) == PMU_COLUMNS and len(c.pmu)
+    assert "MatMulV2" in set(c.pmu["OP Type"])  # batch 512 feeds the cube better than batch 8
+    for _, row in c.pmu.iterrows():
+        assert row["A"] == pytest.approx(pmu_mean(a, row["OP Type"], row["Metric"]), abs=1e-9)
+        assert row["B"] == pytest.approx(pmu_mean(b, row["OP Type"], row["Metric"]), abs=1e-9)
+        assert abs(row["Diff"]) >= (2.0 if row["Metric"].endswith("(%)") else 0.02)
+
+
+def test_pmu_ratios_compare_across_chip_families(devices, monkeypatch):
+    a, b = devices
+    assert "aic_mac_ratio" in a.op_summary and "mac_ratio" in b.op_summary  # A2 vs 910A column names
+    monkeypatch.setattr(compare_module, "PMU_MIN_CHANGE", 0.0)  # keep unchanged metrics too
+    pmu = compare(a, b).pmu
+    row = pmu[(pmu["OP Type"] == "MatMulV2") & (pmu["Metric"] == "mac_ratio")].iloc[0]
+    assert row["A"] == pytest.approx(a.op_summary.loc[a.op_summary["OP Type"] == "MatMulV2", "aic_mac_ratio"].mean())
+    assert row["B"] == pytest.approx(b.op_summary.loc[b.op_summary["OP Type"] == "MatMulV2", "mac_ratio"].mean())
+    relu = pmu[(pmu["OP Type"] == "Relu") & (pmu["Metric"] == "vec_ratio")].iloc[0]  # aiv_ on A2, AI Core on 910A
+    assert relu["A"] == pytest.approx(pmu_mean(a, "Relu", "vec_ratio"))
+    assert "cube_utilization(%)" not in set(pmu["Metric"])  # 910A has no such column
+
+
+def test_ops_missing_on_one_side(resnet_run, resnet_run_ws1):
+    c = compare(resnet_run.profile, resnet_run_ws1.profile)  # 8 ranks (AllReduce) vs 1 rank
+    reduce = c.ops[c.ops["OP Type"] == "HcomAllReduce"]
+    assert len(reduce) and (reduce["In"] == "A only").all()
+    assert (reduce["Count/step B"] == 0).all() and reduce["Avg B(us)"].isna().all()
+    assert np.allclose(reduce["Time/step Diff(us)"], -reduce["Time/step A(us)"])
+    assert c.op_types.loc["HcomAllReduce", "In"] == "A only"
+    assert set(c.improvements.index) >= set(reduce.nlargest(1, "Time/step A(us)").index)
+    assert "only in A" in c.summary()
+
+
+def test_two_different_graphs(tmp_path):
+    def graph(extra: bool) -> ge.Graph:
+        g = ge.Graph("g")
+        y = g.op("Relu", g.data("x", (64, 64), "float16"), name="shared")
+        if extra:
+            y = g.op("Gelu", y, name="only_b")
+        g.output([y])
+        return g
+
+    a = run_profiled_session(tmp_path / "a", graph(False), 2).profile
+    b = run_profiled_session(tmp_path / "b", graph(True), 2).profile
+    c = compare(a, b)
+    assert c.ops.loc["only_b", "In"] == "B only" and c.ops.loc["shared", "In"] == "both"
+    assert c.ops.loc["only_b", "Time/step A(us)"] == 0 and np.isnan(c.ops.loc["only_b", "Time/step Diff(%)"])
+    assert c.ops.loc["only_b", "OP Type"] == "Gelu"
+    assert "only_b" in c.regressions.index
+
+
+def test_html_escapes_op_names(tmp_path):
+    g = ge.Graph("xss")
+    g.output([g.op("Relu", g.data("x", (64, 64), "float16"), name=XSS)])
+    a = run_profiled_session(tmp_path / "a", g, 2).profile
+    b = run_profiled_session(tmp_path / "b", g, 2, device="Ascend910A").profile
+    c = geprof_nb.compare(a, b)
+    assert isinstance(c, Comparison) and XSS in c.ops.index
+    page = c._repr_html_()
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert XSS in c.summary()  # plain text keeps the name as it is
+
+
+class _Tables(Source):
+    """op_summary rows only, as a minimal import would give."""
+
+    def __init__(self, profile: Profile) -> None:
+        ops = profile.op_summary
+        start_ns = np.rint(ops["Task Start Time(us)"].to_numpy() * 1000).astype(np.int64)
+        self.rows = OpRows(ops, profile.iteration_of_ops.to_numpy(), start_ns, np.arange(len(ops)))
+
+    @property
+    def path(self) -> Path:
+        return Path("imported")
+
+    def op_rows(self) -> OpRows:
+        return self.rows
+
+
+def test_tables_only_and_self_comparison(batches):
+    a, _ = batches
+    c = compare(Profile(_Tables(a)), Profile(_Tables(a)))
+    # no step_trace: step times come from step_breakdown, whose windows are the iterations' task spans
+    assert "Stage(us) mean" in c.step.index and "Iteration Time(us) mean" not in c.step.index
+    assert (c.step["Diff"] == 0).all()
+    assert c.regressions.empty and c.improvements.empty and c.pmu.empty
+    assert (c.ops["In"] == "both").all() and (c.ops["Time/step Diff(us)"] == 0).all()
+
+
+def test_a_run_against_its_msprof_export(batches, tmp_path):
+    a, _ = batches
+    c = compare(a, geprof_nb.load(a.export(tmp_path / "msprof", format="msprof")))
+    assert "Iteration Time(us) mean" in c.step.index
+    assert np.allclose(c.step["Diff"], 0, atol=1e-6) and np.allclose(c.ops["Time/step Diff(us)"], 0, atol=1e-6)
+    assert (c.ops["In"] == "both").all() and c.pmu.empty
+
+
+def test_empty_profiles():
+    empty = np.zeros(0, np.int64)
+
+    class Empty(_Tables):
+        def __init__(self) -> None:
+            self.rows = OpRows(pd.DataFrame(columns=["Op Name", "OP Type", "Task Start Time(us)",
+                                                     "Task Duration(us)", "Task Type"]), empty, empty, empty)
+
+    c = compare(Profile(Empty()), Profile(Empty()))
+    assert c.ops.empty and c.op_types.empty and c.pmu.empty and c.regressions.empty
+    assert "geprof comparison" in c.summary() and c._repr_html_()
