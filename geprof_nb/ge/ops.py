@@ -259,10 +259,16 @@ def elementwise(ops_per_element: float, tile_elems: int = 16384) -> CostFn:
     return cost
 
 
+CUBE_TILE_BYTES = 512 * 1024  # input bytes one core of a cube op loads, at most, before tiling splits further
+
+
 def _cube_cost(flops: int, ins: list[TensorDesc], outs: list[TensorDesc], inner_dim: int = 0) -> OpCost:
     out_elems = max(d.numel for d in outs)
-    tiles = max(1, -(-out_elems // 16384), -(-flops // 50_000_000))
-    return OpCost(flops=flops, bytes_in=_bytes(ins), bytes_out=_bytes(outs), tiles=tiles, inner_dim=inner_dim)
+    # tiling splits the output over cores; a small output with big weights is split along N too,
+    # so that the weight load is spread over several cores' bandwidth
+    in_bytes = _bytes(ins)
+    tiles = max(1, -(-out_elems // 16384), -(-flops // 50_000_000), -(-in_bytes // CUBE_TILE_BYTES))
+    return OpCost(flops=flops, bytes_in=in_bytes, bytes_out=_bytes(outs), tiles=tiles, inner_dim=inner_dim)
 
 
 def _no_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
