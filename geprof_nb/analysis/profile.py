@@ -150,6 +150,9 @@ class Profile:
     def step_breakdown(self) -> pd.DataFrame:
         """Per step: Computing, Communication(Not Overlapped), Overlapped, Communication, Free, ...
         (torch_npu ``step_trace_time.csv``, us)."""
+        recorded = self.source.step_breakdown_table()
+        if recorded is not None:  # torch_npu's own split uses data the op rows do not carry
+            return recorded
         return breakdown.step_breakdown(self._op_rows, self.source.step_bounds(), self.device_id)
 
     @property
@@ -186,7 +189,7 @@ class Profile:
 
     def __repr__(self) -> str:
         state = "" if self.complete else " (incomplete)"
-        return f"<geprof Profile {self.name}{state}: {len(self.op_summary)} op tasks, {len(self.step_trace)} iterations>"
+        return f"<geprof Profile {self.name}{state}: {len(self.op_summary)} op tasks, {len(self.iterations)} iterations>"
 
 
 def load(path: str | Path, device_id: int = 0):

@@ -16,9 +16,9 @@ from IPython.display import display
 
 from .. import compare as compare_profiles
 from ..analysis import Profile, load
+from ..analysis.export import FORMATS as EXPORT_FORMATS
 from . import display as nb_display
 
-EXPORT_FORMATS = ("msprof", "ascend_pt", "chrome", "parquet")
 DEFAULT_NAME = "_geprof"
 
 
@@ -37,20 +37,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("-o", dest="bind", default=None, metavar="NAME", help="also bind it to NAME")
     p = sub.add_parser("export", help="write a Profile in a real tool's format")
-    p.add_argument("name", nargs="?", default=DEFAULT_NAME)
+    p.add_argument("name", nargs="?", default=DEFAULT_NAME, help="a Profile variable or a path to load")
     p.add_argument("--format", choices=EXPORT_FORMATS, default="msprof")
     p.add_argument("--to", default="geprof_export", metavar="DIR", help="directory to write into")
-    p = sub.add_parser("compare", help="how profile B differs from profile A")
+    p.add_argument("--rank", type=int, default=0, help="ascend_pt: the rank this run is exported as")
+    p = sub.add_parser("compare", help="how profile B differs from profile A (variables or paths)")
     p.add_argument("a")
     p.add_argument("b")
     p = sub.add_parser("advise", help="findings ranked High/Medium/Low with evidence and suggestions")
-    p.add_argument("name", nargs="?", default=DEFAULT_NAME)
+    p.add_argument("name", nargs="?", default=DEFAULT_NAME, help="a Profile variable or a path to load")
     sub.add_parser("help", help="this help, and the %%%%geprof flags")
     return parser
 
 
 def _profile(shell: Any, name: str) -> Profile:
+    """The Profile bound to ``name`` in the notebook, or else the run at path ``name``."""
     value = shell.user_ns.get(name)
+    if value is None and Path(name).expanduser().exists():
+        value = load(Path(name).expanduser())
     if not isinstance(value, Profile):
         found = sorted(k for k, v in shell.user_ns.items() if isinstance(v, Profile) and not k.startswith("__"))
         hint = f"; Profiles here: {', '.join(found)}" if found else "; run a %%geprof cell or %geprof load first"
@@ -79,7 +83,8 @@ def run(shell: Any, line: str, cell_magic_help: str) -> Any:
             shell.user_ns[args.bind] = profile
         display(profile)
     elif args.command == "export":
-        written = _profile(shell, args.name).export(Path(args.to).expanduser(), format=args.format)
+        options = {"rank": args.rank} if args.format == "ascend_pt" else {}
+        written = _profile(shell, args.name).export(Path(args.to).expanduser(), format=args.format, **options)
         print(f"{args.format} export written to {written}")
         return None
     elif args.command == "compare":

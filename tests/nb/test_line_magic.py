@@ -1,5 +1,6 @@
 """%geprof <command>: show, load, export, compare, advise, help; clear usage errors."""
 
+import pandas as pd
 import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
@@ -56,3 +57,39 @@ def test_bad_command_shows_usage(ip):
         ip.run_line_magic("geprof", "export _geprof --format csv")
     with pytest.raises(UsageError, match="cannot parse the command line"):
         ip.run_line_magic("geprof", 'load "unclosed')
+
+
+def test_export_writes_the_format_and_says_where(profiled, tmp_path, capsys):
+    profiled.run_line_magic("geprof", f"export first --format msprof --to {tmp_path / 'x'}")
+    out = capsys.readouterr().out
+    written = sorted((tmp_path / "x").glob("PROF_*/mindstudio_profiler_output/op_summary_*.csv"))
+    assert len(written) == 1 and f"msprof export written to {written[0].parents[1]}" in out
+    profiled.run_line_magic("geprof", f"export first --format ascend_pt --rank 3 --to {tmp_path / 'pt'}")
+    info = list((tmp_path / "pt").glob("*_ascend_pt/profiler_info_3.json"))
+    assert len(info) == 1
+
+
+def test_compare_takes_variables_or_paths(profiled):
+    with capture_output():
+        profiled.run_cell_magic("geprof", "--clock virtual --no-display -o second",
+                                CELL.replace("batch_size=8", "batch_size=64"))
+    first, second = profiled.user_ns["first"], profiled.user_ns["second"]
+    c = profiled.run_line_magic("geprof", "compare first second")
+    matmul = "dense_1/MatMulV2"
+
+    def per_step(p):
+        return p.op_summary.loc[p.op_summary["Op Name"] == matmul, "Task Duration(us)"].sum() / 2
+
+    row = c.ops.loc[matmul]
+    assert row["Time/step Diff(us)"] == pytest.approx(per_step(second) - per_step(first))
+    assert per_step(second) > per_step(first) and matmul in c.regressions.index  # 8x the batch costs more
+    c2 = profiled.run_line_magic("geprof", f"compare first {second.path}")  # a path is loaded
+    pd.testing.assert_frame_equal(c2.ops, c.ops)
+
+
+def test_advise_returns_ranked_findings(profiled):
+    findings = profiled.run_line_magic("geprof", "advise first")
+    assert list(findings.columns[:5]) == ["Priority", "Rule", "Finding", "Evidence", "Suggestion"]
+    assert len(findings) > 0 and set(findings["Priority"]) <= {"High", "Medium", "Low"}
+    with pytest.raises(UsageError, match="'nowhere' is not a geprof Profile"):
+        profiled.run_line_magic("geprof", "advise nowhere")

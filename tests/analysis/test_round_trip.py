@@ -1,0 +1,98 @@
+"""Export -> import gives back the tables we exported (msprof, ascend_pt, parquet)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import geprof_nb
+from geprof_nb import ge
+from geprof_nb.analysis import ClusterProfile
+from geprof_testing import run_profiled_session, small_resnet
+
+MSPROF_TABLES = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trace",
+                 "communication_statistic", "msprof_tx")
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    """ResNet on 8 ranks with every layer that an export carries: hccl, aicpu, memory, APIs, markers."""
+    out = tmp_path_factory.mktemp("full")
+    prof = {"output": str(out), "training_trace": "on", "task_trace": "on", "aic_metrics": "PipeUtilization",
+            "hccl": "on", "aicpu": "on", "task_memory": "on", "ge_api": "l1", "msproftx": "on"}
+    assert ge.GEInitialize({"ge.exec.profilingMode": "1", "geprof.clock": "virtual",
+                            "ge.exec.profilingOptions": json.dumps(prof)}) == ge.SUCCESS
+    try:
+        sess = ge.Session()
+        assert sess.add_graph(1, small_resnet(8)) == ge.SUCCESS
+        for step in range(3):
+            with ge.mstx.range(f"step {step}"):
+                assert sess.run_graph(1) == ge.SUCCESS
+    finally:
+        ge.GEFinalize()
+    return geprof_nb.load(out)
+
+
+def _equal(a: pd.DataFrame, b: pd.DataFrame, name: str) -> None:
+    assert list(a.columns) == list(b.columns), name
+    pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True), check_categorical=False,
+                                  check_dtype=False, obj=name)
+
+
+def test_msprof_export_imports_to_equal_tables(full_run, tmp_path):
+    back = geprof_nb.load(full_run.export(tmp_path, format="msprof"))
+    for name in MSPROF_TABLES:
+        ours = getattr(full_run, name)
+        assert len(ours) > 0, name  # the run exercised every table the export writes
+        _equal(getattr(back, name), ours, name)
+    assert (back._op_rows.start_ns == full_run._op_rows.start_ns).all()  # exact ns, not the printed µs
+    assert list(back.iterations) == list(full_run.iterations) == [1, 2, 3]
+    _equal(back.step_breakdown, full_run.step_breakdown, "step_breakdown")
+
+
+def test_msprof_export_of_an_import_is_byte_identical(full_run, tmp_path):
+    first = full_run.export(tmp_path / "a", format="msprof") / "mindstudio_profiler_output"
+    second = geprof_nb.load(first.parent).export(tmp_path / "b", format="msprof") / "mindstudio_profiler_output"
+    def by_table(out):  # the names' timestamp is the run start, which msprof output does not record
+        return {p.name.rsplit("_", 1)[0]: p.read_bytes() for p in out.glob("*.csv")}
+
+    a, b = by_table(first), by_table(second)
+    assert sorted(a) == sorted(MSPROF_TABLES)
+    for name in MSPROF_TABLES:
+        assert b[name] == a[name], name
+
+
+def test_ascend_pt_export_imports_to_equal_tables(full_run, tmp_path):
+    back = geprof_nb.load(full_run.export(tmp_path, format="ascend_pt"))
+    ours = full_run.op_summary
+    _equal(back.op_summary[list(ours.columns)], ours, "op_summary")
+    assert list(back.iterations) == [1, 2, 3]
+    assert (back.iteration_of_ops.to_numpy() == full_run.iteration_of_ops.to_numpy()).all()
+    _equal(back.step_breakdown, full_run.step_breakdown, "step_breakdown")  # read from step_trace_time.csv
+    _equal(back.op_statistic, full_run.op_statistic, "op_statistic")
+    for name in ("operator_memory", "memory_record"):
+        assert len(getattr(full_run, name)) > 0
+        _equal(getattr(back, name), getattr(full_run, name), name)
+    assert "3 iterations" in repr(back)
+
+
+def test_parquet_export_imports_to_equal_tables(full_run, tmp_path):
+    back = geprof_nb.load(full_run.export(tmp_path, format="parquet"))
+    for name in MSPROF_TABLES + ("step_breakdown", "operator_memory", "memory_record", "hccl_tasks", "aicpu"):
+        pd.testing.assert_frame_equal(getattr(back, name), getattr(full_run, name), obj=name)
+    assert np.array_equal(back._op_rows.start_ns, full_run._op_rows.start_ns)
+
+
+def test_a_cluster_of_ascend_pt_exports_loads_per_rank(full_run, tmp_path):
+    for rank in (0, 1):
+        full_run.export(tmp_path, format="ascend_pt", rank=rank)
+    cluster = geprof_nb.load(tmp_path)
+    assert isinstance(cluster, ClusterProfile) and sorted(cluster.ranks) == [0, 1]
+    sb = cluster.step_breakdown
+    assert list(sb["Rank"].unique()) == [0, 1]
+    for rank in (0, 1):
+        mine = sb[sb["Rank"] == rank].drop(columns="Rank")
+        _equal(mine, full_run.step_breakdown, f"rank {rank}")
