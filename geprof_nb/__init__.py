@@ -7,11 +7,12 @@ opens a run directory as a :class:`Profile`.
 from .analysis import Profile, load
 
 
-def compare(a: Profile, b: Profile):
-    """How run ``b`` differs from run ``a``: step time, per op type and op, PMU ratios."""
+def compare(a: Profile, b: Profile, top: int = 10, names: tuple[str, str] | None = None):
+    """How run ``b`` differs from run ``a``: step time, per op type and op, the ``top`` regressions
+    and improvements, PMU ratios (see :func:`geprof_nb.analysis.compare.compare`)."""
     from .analysis.compare import compare as _compare
 
-    return _compare(a, b)
+    return _compare(a, b, top=top, names=names)
 
 __version__ = "0.1.0"
 __all__ = ["Profile", "compare", "load", "load_ipython_extension", "unload_ipython_extension"]

@@ -118,6 +118,11 @@ class _Run:
         return us / self.step_us if self.step_us > 0 else 0.0
 
 
+def _n(count: float) -> str:
+    """A count per step: whole when it is (nearly) whole, else one decimal."""
+    return f"{count:.0f}" if abs(count - round(count)) < 0.05 else f"{count:.1f}"
+
+
 def _us(v: float) -> str:
     return f"{v:,.1f} us"
 
@@ -330,12 +335,12 @@ def memory_bound_ops(run: _Run) -> Finding | None:
         return None
     biggest = f.sort_values(_DUR, ascending=False).iloc[0]
     shape = f" [{biggest['Input Shapes']}]" if "Input Shapes" in f else ""
-    evidence = "; ".join(f"{t}: {r.n:g} op(s)/step, {_us(r.total)}/step, mte2_ratio {r.mte2:.2f} vs compute "
+    evidence = "; ".join(f"{t}: {_n(r.n)} op(s)/step, {_us(r.total)}/step, mte2_ratio {r.mte2:.2f} vs compute "
                          f"{r.compute:.2f}" for t, r in _top(per_type, "stake").iterrows())
     evidence += f"; longest: {biggest['Op Name']!r}{shape} {_us(biggest[_DUR])}"
     return Finding(
         "Memory-bound ops",
-        f"{bound.sum() / run.steps:g} op(s) per step spend most of their time moving data from HBM "
+        f"{_n(bound.sum() / run.steps)} op(s) per step spend most of their time moving data from HBM "
         f"(MTE2 at least {MEMORY_BOUND_FACTOR:g}x the compute pipe): {_us(at_stake)} per step beyond their compute.",
         evidence,
         "Cut the bytes: fuse chains of element-wise ops so intermediates stay in UB (keep GE's fusion passes on; "
@@ -354,9 +359,9 @@ def host_bound_gaps(run: _Run) -> Finding | None:
     if run.share(idle) < HOST_GAP_MIN_SHARE:
         return None
     dynamic = int((ops["OP State"].astype(str) == "dynamic").sum()) if "OP State" in ops else 0
-    evidence = (f"{len(gaps) / run.steps:g} gaps of at least {MIN_GAP_US:g} us per step between device tasks, "
-                f"median {_us(float(gaps['_gap'].median()))}; {dynamic / run.steps:g} of "
-                f"{len(ops) / run.steps:g} op tasks per step are dynamic-shape")
+    evidence = (f"{_n(len(gaps) / run.steps)} gaps of at least {MIN_GAP_US:g} us per step between device tasks, "
+                f"median {_us(float(gaps['_gap'].median()))}; {_n(dynamic / run.steps)} of "
+                f"{_n(len(ops) / run.steps)} op tasks per step are dynamic-shape")
     host = _host_work_per_step(run)
     if host:
         evidence += "; host work per step: " + ", ".join(f"{k} {_us(v)}" for k, v in host.items())
@@ -442,13 +447,13 @@ def communication_not_overlapped(run: _Run) -> Finding | None:
     mean_us = float(comm[_DUR].mean()) if len(comm) else float("nan")
     if len(comm):
         counts = comm["OP Type"].astype(str).value_counts() / run.steps
-        evidence += (f"; {len(comm) / run.steps:g} collective(s) per step ("
-                     + ", ".join(f"{t} x{n:g}" for t, n in counts.items()) + f"), mean {_us(mean_us)}")
+        evidence += (f"; {_n(len(comm) / run.steps)} collective(s) per step ("
+                     + ", ".join(f"{t} x{_n(n)}" for t, n in counts.items()) + f"), mean {_us(mean_us)}")
     ct = run.profile.communication_time
     if "Wait Time Ratio" in ct and ct["Wait Time Ratio"].notna().any():
         evidence += f"; wait time ratio {float(ct['Wait Time Ratio'].mean()):.2f} (HCCL notify waits)"
     if len(comm) > run.steps and mean_us < COMM_LATENCY_BOUND_US:
-        first = (f"Fuse gradients into fewer, larger AllReduce buckets: {len(comm) / run.steps:g} collectives of "
+        first = (f"Fuse gradients into fewer, larger AllReduce buckets: {_n(len(comm) / run.steps)} collectives of "
                  f"{_us(mean_us)} per step are latency-bound")
     else:
         first = ("Overlap the gradient AllReduce with the backward pass: split gradients into more, smaller buckets "
@@ -475,15 +480,15 @@ def many_tiny_kernels(run: _Run) -> Finding | None:
     if per_step < TINY_MIN_PER_STEP or run.share(at_stake) < TINY_MIN_SHARE:
         return None
     types = tiny["OP Type"].astype(str).value_counts() / run.steps if "OP Type" in tiny else pd.Series(dtype=float)
-    evidence = (f"{per_step:g} of {len(ops) / run.steps:g} kernels per step run under {TINY_KERNEL_US:g} us "
+    evidence = (f"{_n(per_step)} of {_n(len(ops) / run.steps)} kernels per step run under {TINY_KERNEL_US:g} us "
                 f"({_us(float(tiny[_DUR].sum()) / run.steps)} per step); no kernel takes less than {_us(floor)}, "
-                "its fixed cost; most frequent: " + ", ".join(f"{t} x{n:g}" for t, n in types.head(5).items()))
+                "its fixed cost; most frequent: " + ", ".join(f"{t} x{_n(n)}" for t, n in types.head(5).items()))
     optimizer = [t for t in types.index if OPTIMIZER_TYPE.search(t)]
     hint = (f" Replace the per-variable {', '.join(optimizer)} kernels with a fused optimizer over flattened "
             "parameters." if optimizer else "")
     return Finding(
         "Many tiny kernels",
-        f"{per_step:g} kernels per step are shorter than {TINY_KERNEL_US:g} us; their fixed launch cost alone is "
+        f"{_n(per_step)} kernels per step are shorter than {TINY_KERNEL_US:g} us; their fixed launch cost alone is "
         f"about {_us(at_stake)} per step.",
         evidence,
         "Fuse them: keep GE's fusion passes on (check ge.fusionSwitchFile), use fused ops (LayerNorm, Gelu, "
@@ -505,14 +510,14 @@ def transdata_conversions(run: _Run) -> Finding | None:
     per_op = td.groupby("Op Name", observed=True).agg(
         total=(_DUR, "sum"), **{c: (c, "first") for c in cols if c in td})
     per_op["total"] /= run.steps
-    evidence = f"{len(td) / run.steps:g} TransData per step; " + "; ".join(
+    evidence = f"{_n(len(td) / run.steps)} TransData per step; " + "; ".join(
         f"{name!r} {_us(r.total)}/step"
         + (f" {r['Input Formats']} -> {r['Output Formats']}" if "Input Formats" in r and "Output Formats" in r else "")
         + (f" [{r['Input Shapes']}]" if "Input Shapes" in r else "")
         for name, r in _top(per_op, "total").iterrows())
     return Finding(
         "TransData format conversions",
-        f"{len(td) / run.steps:g} TransData op(s) per step convert tensor layouts for {_us(at_stake)} per step "
+        f"{_n(len(td) / run.steps)} TransData op(s) per step convert tensor layouts for {_us(at_stake)} per step "
         f"({_pct(run.share(at_stake))} of the step) without computing anything.",
         evidence,
         "Keep tensors in the layout the cube uses: feed the convolution chain NC1HWC0 (5HD) data and keep its "

@@ -191,12 +191,13 @@ def _pmu(a: Profile, b: Profile) -> pd.DataFrame:
     return out.iloc[np.argsort(-key.to_numpy(), kind="stable")].reset_index(drop=True)
 
 
-def compare(a: Profile, b: Profile, top: int = TOP_N) -> Comparison:
-    """How Profile ``b`` differs from Profile ``a`` (``Diff`` = B - A)."""
+def compare(a: Profile, b: Profile, top: int = TOP_N, names: tuple[str, str] | None = None) -> Comparison:
+    """How Profile ``b`` differs from Profile ``a`` (``Diff`` = B - A); ``names`` label the two
+    runs (default: their run names)."""
     ops = _diff(_stats(a, "Op Name"), _stats(b, "Op Name"))
     grew = ops[ops["Time/step Diff(us)"] > 0].sort_values("Time/step Diff(us)", ascending=False, kind="stable")
     shrank = ops[ops["Time/step Diff(us)"] < 0].sort_values("Time/step Diff(us)", kind="stable")
     return Comparison(
-        a_name=a.name, b_name=b.name,
+        a_name=names[0] if names else a.name, b_name=names[1] if names else b.name,
         step=_step(a, b), op_types=_diff(_stats(a, "OP Type"), _stats(b, "OP Type")), ops=ops,
         regressions=grew.head(top), improvements=shrank.head(top), pmu=_pmu(a, b))

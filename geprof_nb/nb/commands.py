@@ -88,7 +88,7 @@ def run(shell: Any, line: str, cell_magic_help: str) -> Any:
         print(f"{args.format} export written to {written}")
         return None
     elif args.command == "compare":
-        return compare_profiles(_profile(shell, args.a), _profile(shell, args.b))
+        return compare_profiles(_profile(shell, args.a), _profile(shell, args.b), names=(args.a, args.b))
     elif args.command == "advise":
         return _profile(shell, args.name).advise()
     return None

@@ -1,5 +1,8 @@
 """Every notebook under notebooks/ executes headless with nbclient and shows rich output."""
 
+import re
+import shutil
+import sys
 from pathlib import Path
 
 import nbformat
@@ -8,34 +11,86 @@ from nbclient import NotebookClient
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+HAVE_MSPROF_ANALYZE = bool(shutil.which("msprof-analyze") or Path(sys.executable).with_name("msprof-analyze").exists())
 
 
-def execute(path: Path, workdir: Path) -> nbformat.NotebookNode:
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
-    return nb
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """``executed(name)`` -> (notebook with outputs, its working directory); each runs once per module."""
+    done = {}
+
+    def run(name: str):
+        if name not in done:
+            workdir = tmp_path_factory.mktemp(Path(name).stem)
+            nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+            NotebookClient(nb, timeout=600, kernel_name="python3",
+                           resources={"metadata": {"path": str(workdir)}}).execute()
+            done[name] = nb, workdir
+        return done[name]
+
+    return run
 
 
 def outputs_of(nb: nbformat.NotebookNode) -> list[dict]:
     return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
 
 
+def cell_starting(nb: nbformat.NotebookNode, prefix: str) -> nbformat.NotebookNode:
+    return next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith(prefix))
+
+
+def text_of(cell: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in cell.outputs)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_without_errors(path, tmp_path):
-    nb = execute(path, tmp_path)
+def test_notebook_runs_without_errors(path, executed):
+    nb, _ = executed(path.name)
     errors = [o for o in outputs_of(nb) if o.get("output_type") == "error"]
     assert errors == []
     mimes = {m for o in outputs_of(nb) for m in o.get("data", {})}
     assert {"text/html", "image/png"} <= mimes
 
 
-def test_quickstart_profile_cell_shows_tables_and_timeline(tmp_path):
-    nb = execute(NOTEBOOK_DIR / "01_quickstart.ipynb", tmp_path)
-    cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%geprof"))
+def test_quickstart_profile_cell_shows_tables_and_timeline(executed):
+    nb, workdir = executed("01_quickstart.ipynb")
+    cell = cell_starting(nb, "%%geprof")
     data = [o.get("data", {}) for o in cell.outputs]
     html = [d["text/html"] for d in data if "text/html" in d]
     assert len(html) == 3
     assert "op_summary: top 20 of" in html[0] and "aic_mac_ratio" in html[0]
     assert "op_statistic" in html[1] and "step_trace: 10 iterations" in html[2]
     assert sum("image/png" in d for d in data) == 1
-    assert list(tmp_path.glob("geprof_output/PROF_*/info.json"))
+    assert list(workdir.glob("geprof_output/PROF_*/info.json"))
+
+
+def test_export_notebook_reads_back_what_it_wrote(executed):
+    nb, workdir = executed("07_export_and_real_tools.ipynb")
+    table = text_of(cell_starting(nb, "def same(a, b)"))
+    assert table.count("True") == 13 and "False" not in table  # 8 msprof + 5 ascend_pt tables
+    assert "equal to the run" in table
+    assert "False" not in text_of(cell_starting(nb, 'pq_dir = run.export'))
+    assert len(list(workdir.glob("exports/cluster/*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))) == 2
+    if HAVE_MSPROF_ANALYZE:
+        text = text_of(cell_starting(nb, "if HAVE_ANALYZE:"))
+        assert "msprof-analyze advisor" in text and "0 error lines" in text
+        theirs = re.search(r"Computing Time is ([\d.]+)ms.*Uncovered Communication Time is ([\d.]+)ms.*"
+                           r"Free Time is ([\d.]+)ms", text, re.S).groups()
+        ours = re.search(r"geprof: Computing ([\d.]+)ms, not overlapped communication ([\d.]+)ms, Free ([\d.]+)ms",
+                         text).groups()
+        assert theirs == ours
+
+
+def test_advisor_notebook_findings_and_comparisons(executed):
+    nb, _ = executed("08_advisor_and_compare.ipynb")
+    dynamic = text_of(cell_starting(nb, "dynamic.advise()"))
+    static = text_of(cell_starting(nb, "%geprof advise static"))
+    assert "Host-bound" in dynamic and "Dynamic shapes change" in dynamic
+    assert "Host-bound" not in static and "Dynamic shapes" not in static
+    summary = text_of(cell_starting(nb, 'c = geprof_nb.compare(dynamic, static'))
+    assert "A = dynamic, B = static" in summary
+    mean = re.search(r"Iteration Time\(us\) mean: ([\d.]+) -> ([\d.]+)", summary)
+    assert float(mean[2]) < float(mean[1]) / 2  # the static graph is more than twice as fast per step
+    same = text_of(cell_starting(nb, 'shutil.rmtree("exports"'))
+    diffs = re.findall(r"\(([+-]\d+\.\d+)", same)
+    assert diffs and all(float(d) == 0 for d in diffs)  # a run against its own msprof export
