@@ -6,6 +6,7 @@ Kept out of conftest.py so test modules can import them by a unique module name
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,3 +95,10 @@ def build_tiny_graph(world_size: int = 2, bucket_bytes: int | None = None, train
     kwargs = {} if bucket_bytes is None else {"bucket_bytes": bucket_bytes}
     info = ge.add_training(g, loss, world_size=world_size, **kwargs)
     return g, info
+
+
+def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    """An exported CSV's header and rows, as the strings in the file."""
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1:]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from collections import Counter
@@ -10,17 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from geprof_testing import run_profiled_session, small_resnet
+from geprof_testing import read_csv, run_profiled_session, small_resnet
 
 from geprof_nb import ge
 from geprof_nb.analysis.export.ascend_pt import KERNEL_RENAMES
 from geprof_nb.analysis.export.timeline import format_pid
-
-
-def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    return rows[0], rows[1:]
 
 
 @pytest.fixture(scope="module")

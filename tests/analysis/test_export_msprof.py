@@ -6,7 +6,6 @@ the layout and formatting against msprof's rules (reference §3.3, §4).
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from collections import Counter
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from geprof_testing import build_tiny_graph, run_profiled_session, small_resnet
+from geprof_testing import build_tiny_graph, read_csv, run_profiled_session, small_resnet
 
 import geprof_nb
 from geprof_nb import ge
@@ -32,12 +31,6 @@ THREE_DECIMALS = re.compile(r"^\d+\.\d{3}$")
 
 def us_tab(ns: int) -> str:
     return f"{ns // 1000}.{ns % 1000:03d}\t"
-
-
-def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    return rows[0], rows[1:]
 
 
 @pytest.fixture(scope="module")
