@@ -14,17 +14,18 @@ def compare(a: Profile, b: Profile, top: int = 10, names: tuple[str, str] | None
 
     return _compare(a, b, top=top, names=names)
 
+
 __version__ = "0.1.0"
 __all__ = ["Profile", "compare", "load", "load_ipython_extension", "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython) -> None:  # noqa: ANN001 - IPython's InteractiveShell
-    from .nb.magics import load_ipython_extension as _load
+    from .nb.extension import load_ipython_extension as _load
 
     _load(ipython)
 
 
 def unload_ipython_extension(ipython) -> None:  # noqa: ANN001
-    from .nb.magics import unload_ipython_extension as _unload
+    from .nb.extension import unload_ipython_extension as _unload
 
     _unload(ipython)

@@ -74,8 +74,7 @@ def run(shell: Any, line: str, cell_magic_help: str) -> Any:
         print(cell_magic_help)
         return None
     if args.command == "show":
-        for bundle in nb_display.report_bundles(_profile(shell, args.name)):
-            display(bundle, raw=True)
+        nb_display.show_profile(_profile(shell, args.name))
     elif args.command == "load":
         profile = load(Path(args.path).expanduser())
         shell.user_ns[DEFAULT_NAME] = profile

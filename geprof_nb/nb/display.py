@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 
 import pandas as pd
+from IPython.display import display
 
 from ..analysis import Profile
 from . import plots
@@ -90,6 +91,12 @@ def report_bundles(profile: Profile) -> list[dict[str, object]]:
         bundles.append(table_bundle(st, f"step_trace: {len(st)} iterations (times in us)"))
         bundles.append(timeline_bundle(profile))
     return bundles
+
+
+def show_profile(profile: Profile) -> None:
+    """Show a Profile's report in the notebook (what ``%%geprof`` and ``%geprof show`` display)."""
+    for bundle in report_bundles(profile):
+        display(bundle, raw=True)
 
 
 def profile_html(profile: Profile) -> str:

@@ -18,7 +18,6 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
-from matplotlib.figure import Figure
 
 from .. import ge
 from ..analysis import Profile, load
@@ -28,7 +27,6 @@ from ..prof.events import AIC_METRICS
 from ..prof.options import ProfilingOptions, ProfilingOptionsError, validate_field
 from . import commands
 from . import display as nb_display
-from . import plots
 
 #: Defaults of the magic where they differ from GE's: a notebook wants the step timeline.
 MAGIC_DEFAULTS = {
@@ -155,8 +153,7 @@ class GeprofMagics(Magics):
         if args.name:
             self.shell.user_ns[args.name] = profile
         if not args.no_display:
-            for bundle in nb_display.report_bundles(profile):
-                display(bundle, raw=True)
+            nb_display.show_profile(profile)
         if error is not None:
             raise error
 
@@ -189,36 +186,3 @@ class GeprofMagics(Magics):
             value = eval(self.shell.compile(last, filename, "eval"), ns)  # noqa: S307 - the user's own cell
             if value is not None:
                 display(value)
-
-
-def _profile_html(profile: Profile) -> str:
-    return nb_display.profile_html(profile)
-
-
-def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext geprof_nb``: register ``%%geprof``, put ``ge`` in the namespace, render Profiles.
-
-    Figures from :mod:`.plots` are plain matplotlib Figures (no pyplot); if no
-    backend has registered a PNG printer for them, register one so they show.
-    """
-    ipython.register_magics(GeprofMagics)
-    ipython.push({"ge": ge})
-    formatters = ipython.display_formatter.formatters
-    formatters["text/html"].for_type(Profile, _profile_html)
-    try:
-        formatters["image/png"].lookup_by_type(Figure)
-    except KeyError:
-        formatters["image/png"].for_type(Figure, plots.figure_png)
-
-
-def unload_ipython_extension(ipython: Any) -> None:
-    """``%unload_ext geprof_nb``: remove the magic, the ``ge`` name and the formatter."""
-    ipython.magics_manager.magics["cell"].pop("geprof", None)
-    ipython.magics_manager.magics["line"].pop("geprof", None)
-    ipython.magics_manager.registry.pop(GeprofMagics.__name__, None)
-    if ipython.user_ns.get("ge") is ge:
-        del ipython.user_ns["ge"]
-    formatters = ipython.display_formatter.formatters
-    formatters["text/html"].type_printers.pop(Profile, None)
-    if formatters["image/png"].type_printers.get(Figure) is plots.figure_png:
-        del formatters["image/png"].type_printers[Figure]

@@ -1,0 +1,42 @@
+"""``%load_ext geprof_nb``: what loading the extension registers, and unloading removes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from .. import ge
+from ..analysis import Profile
+from . import display as nb_display
+from . import plots
+from .magics import GeprofMagics
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%%geprof`` / ``%geprof``, put ``ge`` in the namespace, render Profiles.
+
+    Figures from :mod:`.plots` are plain matplotlib Figures (no pyplot); if no
+    backend has registered a PNG printer for them, register one so they show.
+    """
+    ipython.register_magics(GeprofMagics)
+    ipython.push({"ge": ge})
+    formatters = ipython.display_formatter.formatters
+    formatters["text/html"].for_type(Profile, nb_display.profile_html)
+    try:
+        formatters["image/png"].lookup_by_type(Figure)
+    except KeyError:
+        formatters["image/png"].for_type(Figure, plots.figure_png)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Remove the magics, the ``ge`` name and the formatters."""
+    ipython.magics_manager.magics["cell"].pop("geprof", None)
+    ipython.magics_manager.magics["line"].pop("geprof", None)
+    ipython.magics_manager.registry.pop(GeprofMagics.__name__, None)
+    if ipython.user_ns.get("ge") is ge:
+        del ipython.user_ns["ge"]
+    formatters = ipython.display_formatter.formatters
+    formatters["text/html"].type_printers.pop(Profile, None)
+    if formatters["image/png"].type_printers.get(Figure) is plots.figure_png:
+        del formatters["image/png"].type_printers[Figure]
