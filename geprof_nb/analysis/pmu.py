@@ -84,9 +84,19 @@ def _integer_column(c: str, aic_metrics: str) -> bool:
     return c.endswith("total_cycles") or (aic_metrics == "L2Cache" and c not in ("aicore_time(us)", "aiv_time(us)"))
 
 
+def float_columns(aic_metrics: str, family: str) -> list[str]:
+    """The PMU columns that are floats (the others are nullable Int64 counts)."""
+    return [c for c in C.pmu_columns(aic_metrics, family) if not _integer_column(c, aic_metrics)]
+
+
 def pmu_columns(run: RunDir, device_id: int, conn: np.ndarray, n_conn: int, block_dim: np.ndarray,
-                cycles: np.ndarray, dur_us: np.ndarray, family: str, aic_metrics: str) -> dict[str, np.ndarray]:
-    """The PMU columns of op_summary for the rows (msprof ai_core_config formulas)."""
+                cycles: np.ndarray, dur_us: np.ndarray, family: str, aic_metrics: str,
+                out: dict[str, np.ndarray] | None = None) -> dict[str, object]:
+    """The PMU columns of op_summary for the rows (msprof ai_core_config formulas).
+
+    Float columns are written into ``out[column]`` when given (float64 arrays of the rows'
+    length, e.g. rows of the table's float block), so a million-row table is not built twice.
+    """
     names = C.pmu_columns(aic_metrics, family)
     if not names:
         return {}
@@ -97,10 +107,15 @@ def pmu_columns(run: RunDir, device_id: int, conn: np.ndarray, n_conn: int, bloc
     events = run.load("aicore_events", device_id)
     event_names = run.info.get("pmu_events") or {}
     n = len(conn)
-    out = {c: np.full(n, np.nan) for c in names}
+    out = dict(out or {})
+    for c in names:
+        if c in out:
+            out[c].fill(np.nan)
+        else:
+            out[c] = np.full(n, np.nan)
     core_of_conn = scatter(n_conn, events["connection_id"], events["core"], 255, np.uint8)
-    counts = np.zeros((n_conn, rawdata.PMU_EVENTS_PER_TASK), np.float64)
-    counts[events["connection_id"]] = events["events"]
+    counts = np.zeros((rawdata.PMU_EVENTS_PER_TASK, n_conn), np.float64)  # per event, per connection
+    counts[:, events["connection_id"]] = events["events"].T
     for core_name, core_code in (("aic", rawdata.PMU_CORE_AIC), ("aiv", rawdata.PMU_CORE_AIV)):
         if core_name not in group:
             continue
@@ -111,10 +126,10 @@ def pmu_columns(run: RunDir, device_id: int, conn: np.ndarray, n_conn: int, bloc
         cyc = cycles[rows].astype(np.float64)
         bd = block_dim[rows].astype(np.float64)
         waves = np.ceil(bd / cores[core_name])
-        ev = counts[conn[rows]]
+        row_conn = conn[rows]
 
         def event(name: str) -> np.ndarray:
-            return ev[:, ev_names.index(name)] if name in ev_names else np.full(len(cyc), np.nan)
+            return counts[ev_names.index(name)][row_conn] if name in ev_names else np.full(len(cyc), np.nan)
 
         prefix = f"{core_name}_" if family == "A2" else ""
         time_col, total_col = C.time_columns(family, core_name)
@@ -136,5 +151,13 @@ def pmu_columns(run: RunDir, device_id: int, conn: np.ndarray, n_conn: int, bloc
             result[c] = pd.array(np.where(np.isnan(out[c]), 0, out[c]).astype(np.int64), dtype="Int64")
             result[c][np.isnan(out[c])] = pd.NA
         else:
-            result[c] = np.round(out[c], 3)
+            result[c] = _round3(out[c])
     return result
+
+
+def _round3(values: np.ndarray) -> np.ndarray:
+    """``np.round(values, 3)``, in place (numpy rounds the same way: scale, rint, unscale)."""
+    np.multiply(values, 1000.0, out=values)
+    np.rint(values, out=values)
+    np.divide(values, 1000.0, out=values)
+    return values

@@ -40,10 +40,13 @@ class OpRows:
 
 
 def _categorical(per_conn: np.ndarray, conn: np.ndarray) -> pd.Categorical:
-    """Row values ``per_conn[conn]`` as a categorical, factorising the small per-connection table."""
+    """Row values ``per_conn[conn]`` as a categorical of the values that occur, in first-seen order
+    of the small per-connection table (factorised there, so rows cost one gather and one count)."""
     codes, uniques = pd.factorize(per_conn)
-    cat = pd.Categorical.from_codes(codes[conn], categories=pd.Index(uniques, dtype=object))
-    return cat.remove_unused_categories()
+    row_codes = codes[conn]
+    used = np.bincount(row_codes, minlength=len(uniques)) > 0 if len(row_codes) else np.zeros(len(uniques), bool)
+    remap = (np.cumsum(used) - 1).astype(row_codes.dtype)
+    return pd.Categorical.from_codes(remap[row_codes], categories=pd.Index(uniques[used], dtype=object))
 
 
 def _tensor_strings(tensors: np.ndarray) -> dict[int, tuple[str, ...]]:
@@ -78,9 +81,8 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     has_basic = scatter(n_conn, basic["connection_id"], True, False, bool)
     ge_type = scatter(n_conn, basic["connection_id"], basic["task_type"], -1, np.int64)
     keep &= ~np.isin(ge_type[hw["connection_id"]], list(_DROPPED_TASK_TYPES))
-    hw = hw[keep]
-    order = np.argsort(hw["start"], kind="stable")
-    hw = hw[order]
+    rows = np.flatnonzero(keep)
+    hw = hw[rows[np.argsort(hw["start"][rows], kind="stable")]]  # one copy: kept rows in start order
     conn = hw["connection_id"].astype(np.int64)
     n = len(hw)
 
@@ -110,15 +112,21 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     hf32 = np.where(op_flag & OpFlag.HF32_ELIGIBLE, "YES", "NO").astype(object)
     hf32[is_comm | no_basic] = NA
 
-    dur_ns = hw["dur"].astype(np.int64)
+    floats = ["Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)"]
+    floats += [c for c in pmu.float_columns(aic_metrics, family) if c in header]
+    block = np.empty((len(floats), n))  # the float columns, one row each: the DataFrame's float block
+    column = {c: block[k] for k, c in enumerate(floats)}
     start_ns = hw["start"].astype(np.int64)
-    dur_us = dur_ns / 1000.0
-    row_comm = is_comm[conn]
-    wait = np.zeros(n, np.int64)
-    idx = np.flatnonzero(~row_comm)
+    end_ns = start_ns + hw["dur"].astype(np.int64)
+    np.divide(start_ns, 1000.0, out=column["Task Start Time(us)"])
+    dur_us = column["Task Duration(us)"]
+    np.divide(hw["dur"], 1000.0, out=dur_us)
+    wait_us = column["Task Wait Time(us)"]
+    wait_us.fill(0.0)
+    idx = np.flatnonzero(~is_comm[conn])  # msprof's wait: the gap after the previous compute task
     if len(idx) > 1:
-        gaps = start_ns[idx[1:]] - (start_ns[idx[:-1]] + dur_ns[idx[:-1]])
-        wait[idx[1:]] = np.maximum(gaps, 0)
+        wait_us[idx[1:]] = np.maximum(start_ns[idx[1:]] - end_ns[idx[:-1]], 0) / 1000.0
+    del end_ns
 
     ctx = run.load("context_id_info")
     context_id = scatter(n_conn, ctx["connection_id"], ctx["context_ids"][:, 0] if len(ctx) else [], 0, np.int64)
@@ -141,9 +149,6 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
         "OP Type": _categorical(text(op_type_ids, no_basic), conn),
         "OP State": _categorical(state_text, conn),
         "Task Type": _categorical(task_type_text, conn),
-        "Task Start Time(us)": start_ns / 1000.0,
-        "Task Duration(us)": dur_us,
-        "Task Wait Time(us)": wait / 1000.0,
         "Block Num": pd.array(np.where(is_comm | no_basic, 0, block_dim)[conn], dtype="Int64"),
         "Mix Block Num": nullable(scatter(n_conn, basic["connection_id"], basic["mix_block_dim"], 0, np.int64), is_comm),
         "HF32 Eligible": _categorical(hf32, conn),
@@ -152,15 +157,27 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     for k, col in enumerate(("Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
                              "Output Data Types", "Output Formats")):
         data[col] = _categorical(tensor_cols[k], conn)
-    data.update(pmu.pmu_columns(run, device_id, conn, n_conn, block_dim[conn], hw["block_cycles"].astype(np.int64),
-                                dur_us, family, aic_metrics))
-    frame = pd.DataFrame({c: data[c] for c in header})
-    return OpRows(frame, hw["iteration"].astype(np.int64), start_ns, conn)
+    if any(c in header for c in C.pmu_columns(aic_metrics, family)):
+        data.update(pmu.pmu_columns(run, device_id, conn, n_conn, block_dim[conn],
+                                    hw["block_cycles"].astype(np.int64), dur_us, family, aic_metrics, out=column))
+    return OpRows(_frame(header, floats, block, data), hw["iteration"].astype(np.int64), start_ns, conn)
+
+
+def _frame(header: list[str], floats: list[str], block: np.ndarray, data: dict[str, object]) -> pd.DataFrame:
+    """The columns in ``header`` order.  The float columns are the rows of ``block``, which becomes
+    the frame's float block as it is: pandas would copy separate arrays to consolidate them, and
+    a 1M-row op_summary holds ~200 MB of floats."""
+    frame = pd.DataFrame(block.T, columns=floats, copy=False)
+    for loc, c in enumerate(header):
+        if c not in floats:
+            frame.insert(loc, c, data[c])
+    return frame
 
 
 def op_statistic(op_summary: pd.DataFrame) -> pd.DataFrame:
     """Per OP Type and Core Type: count and total/min/avg/max duration, share of the total."""
-    compute = op_summary[op_summary["Task Type"] != "COMMUNICATION"]
+    cols = op_summary[["Device_id", "OP Type", "Task Type", "Task Duration(us)"]]
+    compute = cols[cols["Task Type"] != "COMMUNICATION"]
     if compute.empty:
         return pd.DataFrame(columns=C.OP_STATISTIC)
     grouped = compute.groupby(["Device_id", "OP Type", "Task Type"], observed=True)["Task Duration(us)"]
