@@ -85,6 +85,10 @@ class TensorDesc:
     format: str = "ND"
     #: Shape before a format change (TransData to NC1HWC0 needs it to come back).
     origin_shape: tuple[int, ...] | None = None
+    #: For a shape with unknown dims: the concrete shapes it had when the graph's unknown input
+    #: dims were taken as each of :data:`PROBE_DIMS` (so a flattened [-1, h] of a [-1, s, h] still
+    #: has s-multiple rows when the next op is inferred).
+    probe_shapes: tuple[tuple[int, ...], ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_dynamic(self) -> bool:
@@ -320,13 +324,25 @@ class Graph:
         descs = [t.desc for t in inputs]
         unknown_attr = any(UNKNOWN_DIM in tuple(attrs.get(k) or ()) for k in op_def.shape_attrs)
         if unknown_attr or any(d.is_dynamic for d in descs):
-            outputs = _infer_with_unknown_dims(op_def, full_name, descs, attrs)
+            outputs = _infer_with_unknown_dims(op_def, full_name, descs, attrs, self._attr_probes(op_def, attrs))
         else:
             outputs = op_def.infer_shapes(full_name, descs, attrs)
         node = self._add(unique, op_type, inputs, outputs, attrs, control_inputs)
         if len(outputs) == 1:
             return node.output(0)
         return tuple(node.output(i) for i in range(len(outputs)))
+
+    def _attr_probes(self, op_def: Any, attrs: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], ...]]:
+        """Probe shapes of the tensors that shape attributes were copied from (``<attr>_source``)."""
+        out = {}
+        for key in op_def.shape_attrs:
+            source = attrs.get(f"{key}_source")
+            node = self._by_name.get(source.rpartition(":")[0]) if source else None
+            if node is not None:
+                desc = node.outputs[int(source.rpartition(":")[2])]
+                if desc.probe_shapes is not None:
+                    out[key] = desc.probe_shapes
+        return out
 
     def output(self, tensors: Sequence[Tensor] | Tensor, control_inputs: Sequence[Node] = ()) -> Node:
         """Mark the graph outputs (adds the ``NetOutput`` node, named ``Node_Output`` as in GE)."""
@@ -404,19 +420,30 @@ class Graph:
         return f"<ge.Graph {self.name!r}: {len(self.nodes)} nodes>"
 
 
-def _infer_with_unknown_dims(op_def: Any, name: str, descs: list[TensorDesc], attrs: dict[str, Any]) -> list[TensorDesc]:
+def _at_probe(shape: tuple[int, ...], probe_shapes: tuple[tuple[int, ...], ...] | None, k: int) -> tuple[int, ...]:
+    """``shape`` when the unknown input dims are the ``k``-th probe value."""
+    if probe_shapes is not None:
+        return probe_shapes[k]
+    return tuple(PROBE_DIMS[k] if x == UNKNOWN_DIM else x for x in shape)
+
+
+def _infer_with_unknown_dims(op_def: Any, name: str, descs: list[TensorDesc], attrs: dict[str, Any],
+                             attr_probes: dict[str, tuple[tuple[int, ...], ...]] | None = None) -> list[TensorDesc]:
     """Infer output shapes when some input dims are unknown (see :data:`PROBE_DIMS`).
 
     Unknown dims in the op's concrete-shape attributes (``OpDef.shape_attrs``)
-    take the probe value too, so shapes passed on by autodiff stay consistent.
+    take the probe value too (or, for an attribute copied from a tensor, that
+    tensor's probe shapes: ``attr_probes``), so shapes passed on by autodiff
+    stay consistent.
     """
     probes = []
-    for probe in PROBE_DIMS:
-        concrete = [d.with_(shape=tuple(probe if x == UNKNOWN_DIM else x for x in d.shape)) for d in descs]
+    for k, probe in enumerate(PROBE_DIMS):
+        concrete = [d.with_(shape=_at_probe(d.shape, d.probe_shapes, k), probe_shapes=None) for d in descs]
         probe_attrs = dict(attrs)
         for key in op_def.shape_attrs:
             if key in attrs:
-                probe_attrs[key] = [probe if int(x) == UNKNOWN_DIM else int(x) for x in attrs[key]]
+                known = (attr_probes or {}).get(key)
+                probe_attrs[key] = list(_at_probe(tuple(int(x) for x in attrs[key]), known, k))
         try:
             probes.append(op_def.infer_shapes(name, concrete, probe_attrs))
         except GraphBuildError as exc:
@@ -429,5 +456,6 @@ def _infer_with_unknown_dims(op_def: Any, name: str, descs: list[TensorDesc], at
         origin = None
         if a.origin_shape is not None and b.origin_shape is not None:
             origin = tuple(x if x == y else UNKNOWN_DIM for x, y in zip(a.origin_shape, b.origin_shape))
-        out.append(a.with_(shape=shape, origin_shape=origin))
+        dynamic = UNKNOWN_DIM in shape
+        out.append(a.with_(shape=shape, origin_shape=origin, probe_shapes=(a.shape, b.shape) if dynamic else None))
     return out

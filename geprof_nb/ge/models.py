@@ -193,10 +193,12 @@ def bert(layers: int = 12, seq_len: int = 128, batch_size: int = 32, training: b
     if seq_len > max_position:
         raise GraphBuildError(f"seq_len ({seq_len}) must not exceed max_position ({max_position})")
     g = Graph("bert")
+    # token inputs are [batch, seq] (so an unknown batch keeps the token count a multiple of seq);
+    # the encoder works on [batch * seq, hidden]
     ids, positions, types, mask, labels = _inputs(g, data, [
-        ("input_ids", (batch_size * seq_len,), "int32", "ND"),
-        ("position_ids", (batch_size * seq_len,), "int32", "ND"),
-        ("token_type_ids", (batch_size * seq_len,), "int32", "ND"),
+        ("input_ids", (batch_size, seq_len), "int32", "ND"),
+        ("position_ids", (batch_size, seq_len), "int32", "ND"),
+        ("token_type_ids", (batch_size, seq_len), "int32", "ND"),
         ("attention_mask", (batch_size, 1, 1, seq_len), "float16", "ND"),
         ("labels", (batch_size, num_labels), "float16", "ND"),
     ], dynamic)
@@ -205,6 +207,7 @@ def bert(layers: int = 12, seq_len: int = 128, batch_size: int = 32, training: b
         pos = g.op("GatherV2", [_weight(g, "position_embeddings", (max_position, hidden), "float16"), positions])
         tok = g.op("GatherV2", [_weight(g, "token_type_embeddings", (2, hidden), "float16"), types])
         x = _layer_norm(g, g.op("Add", [g.op("Add", [word, pos]), tok]), "LayerNorm")
+        x = g.op("Reshape", x, shape=[-1, hidden])
     for i in range(layers):
         x = _encoder_layer(g, x, mask, seq_len, heads, 4 * hidden, f"bert/encoder/layer_{i}")
     with g.name_scope("bert/pooler"):

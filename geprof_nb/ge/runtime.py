@@ -161,11 +161,11 @@ class DeviceRuntime:
 def flush_host_profiler() -> None:
     """Empty GE's host ring buffer into the run directory (and to stdout with GE_PROFILING_TO_STD_OUT)."""
     records, dropped = global_profiler.take()
-    if os.environ.get(GE_PROFILING_TO_STD_OUT) is not None and (records or dropped):
+    if os.environ.get(GE_PROFILING_TO_STD_OUT) is not None and (len(records) or dropped):
         GlobalProfiler.dump(records, dropped, sys.stdout, global_profiler.capacity)
     if msprof.lib.running:
-        if records:
-            msprof.lib.report_block("host_event", GlobalProfiler.to_records(records, msprof.lib.get_hash_id))
+        if len(records):
+            msprof.lib.report_block("host_event", records.to_raw(msprof.lib.get_hash_id))
         if dropped:
             msprof.lib.note_dropped("host_event", dropped)
 
@@ -553,7 +553,7 @@ class LoadedModel:
         if flags & BIT_GE_HOST:
             steps, rows, cols = np.nonzero(durs > 0)
             events_ = np.where(kernel[rows], np.asarray(_HOST_PHASES, np.int64)[cols], int(ProfilingEvent.kCopyH2D))
-            global_profiler.record_many([names[r] for r in rows], events_.tolist(), starts[steps, rows, cols],
+            global_profiler.record_many(names, rows, events_, starts[steps, rows, cols],
                                         starts[steps, rows, cols] + durs[steps, rows, cols])
         launch_begin = starts[:, :, 4]
         launch_end = launch_begin + durs[:, :, 4]

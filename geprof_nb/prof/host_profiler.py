@@ -16,6 +16,8 @@ An event index without a registered string prints as ``UNKNOWN(<index>)``, unbra
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import TextIO
 
@@ -59,12 +61,74 @@ def event_string(index: int) -> str:
     return EVENT_STRINGS[index] if 0 <= index < len(EVENT_STRINGS) else f"UNKNOWN({index})"
 
 
+@dataclass
+class HostRecords:
+    """Records taken from the buffer, column-wise; each scope is a Start then an End record.
+
+    Elements are indexes into ``names`` (a node's name repeats every step: it is stored once).
+    """
+
+    names: list[str]
+    element: np.ndarray  # index into names
+    timestamp: np.ndarray
+    thread_id: np.ndarray
+    event: np.ndarray
+    phase: np.ndarray  # rawdata.HOST_EVENT_START / HOST_EVENT_END
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[tuple[int, int, str, int, int]]) -> "HostRecords":
+        """Records from (timestamp ns, thread id, element, event, phase) tuples."""
+        index: dict[str, int] = {}
+        element = np.asarray([index.setdefault(r[2], len(index)) for r in rows], np.int64)
+
+        def col(k: int) -> np.ndarray:
+            return np.asarray([r[k] for r in rows], np.int64)
+
+        return cls(list(index), element, col(0), col(1), col(3), col(4))
+
+    def __len__(self) -> int:
+        return len(self.timestamp)
+
+    def rows(self) -> list[tuple[int, int, str, int, int]]:
+        """(timestamp ns, thread id, element, event, phase) per record, in recording order."""
+        return [(int(t), int(tid), self.names[e], int(ev), int(ph)) for t, tid, e, ev, ph in
+                zip(self.timestamp, self.thread_id, self.element, self.event, self.phase)]
+
+    def to_raw(self, hash_id) -> np.ndarray:
+        """The records in the raw ``host_event`` layout (elements as hash ids)."""
+        out = np.zeros(len(self), rawdata.HOST_EVENT_DTYPE)
+        hashes = np.asarray([hash_id(n) for n in self.names], np.uint64)
+        out["timestamp"] = self.timestamp
+        out["thread_id"] = self.thread_id
+        out["element"] = hashes[self.element] if len(self.names) else 0
+        out["event"] = self.event
+        out["phase"] = self.phase
+        return out
+
+
+@dataclass
+class _Scopes:
+    """``n`` scopes recorded together: element index into ``names``, event, start and end per scope."""
+
+    names: list[str]
+    element: np.ndarray
+    event: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    thread_id: int
+
+
 class GlobalProfiler:
-    """Fixed-capacity record buffer: (timestamp ns, thread id, element, event, Start|End)."""
+    """Fixed-capacity record buffer: (timestamp ns, thread id, element, event, Start|End).
+
+    Single scopes (``record_scope``) are kept as tuples; a node-by-node launch's scopes
+    (``record_many``) as arrays, so recording a step costs a few array operations.
+    """
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
-        self._records: list[tuple[int, int, str, int, int]] = []
+        self._parts: list[tuple | _Scopes] = []  # in recording order
+        self._kept = 0
         self._count = 0
         self._lock = threading.Lock()
 
@@ -75,65 +139,97 @@ class GlobalProfiler:
 
     @property
     def dropped(self) -> int:
-        return max(0, self._count - len(self._records))
+        return self._count - self._kept
 
     def record_scope(self, element: str, event: int, start_ns: int, end_ns: int) -> None:
         """Record a Start and an End together (GE's ScopeProfiler records both on scope exit)."""
+        tid = threading.get_native_id()
         with self._lock:
             n = self._count
             self._count = n + 2
-        if n + 2 <= self.capacity:
-            tid = threading.get_native_id()
-            self._records.extend(((start_ns, tid, element, event, rawdata.HOST_EVENT_START),
-                                  (end_ns, tid, element, event, rawdata.HOST_EVENT_END)))
+            if n + 2 <= self.capacity:
+                self._kept += 2
+                self._parts.append((element, event, start_ns, end_ns, tid))
 
-    def record_many(self, elements: list[str], event_ids: list[int], starts, ends) -> None:
-        """Record many scopes at once (a node-by-node launch reports all its host phases together)."""
-        n = len(elements)
+    def record_many(self, names: Sequence[str], element: np.ndarray, event_ids, starts, ends) -> None:
+        """Record many scopes at once: scope ``i`` is ``names[element[i]]`` from ``starts[i]`` to ``ends[i]``
+        (a node-by-node launch reports all its host phases together)."""
+        element = np.asarray(element, np.int64)
+        n = len(element)
+        tid = threading.get_native_id()
         with self._lock:
             first = self._count
             self._count = first + 2 * n
-        room = max(0, min(n, (self.capacity - first) // 2))
-        if room:
-            tid = threading.get_native_id()
-            rows = []
-            for element, event, s, e in zip(elements[:room], event_ids[:room], starts[:room], ends[:room]):
-                rows.append((int(s), tid, element, event, rawdata.HOST_EVENT_START))
-                rows.append((int(e), tid, element, event, rawdata.HOST_EVENT_END))
-            self._records.extend(rows)
+            room = max(0, min(n, (self.capacity - first) // 2))
+            if room:
+                self._kept += 2 * room
+                self._parts.append(_Scopes(list(names), element[:room], np.asarray(event_ids, np.int64)[:room],
+                                           np.asarray(starts, np.int64)[:room], np.asarray(ends, np.int64)[:room],
+                                           tid))
 
-    def take(self) -> tuple[list[tuple[int, int, str, int, int]], int]:
+    def take(self) -> tuple[HostRecords, int]:
         """Remove every kept record; return them and how many were dropped."""
         with self._lock:
-            records, dropped = self._records, max(0, self._count - len(self._records))
-            self._records, self._count = [], 0
-        return records, dropped
+            parts, dropped = self._parts, self._count - self._kept
+            self._parts, self._count, self._kept = [], 0, 0
+        return _records(parts), dropped
 
     @staticmethod
-    def dump(records: list[tuple[int, int, str, int, int]], dropped: int, out: TextIO, capacity: int) -> None:
+    def dump(records: HostRecords, dropped: int, out: TextIO, capacity: int) -> None:
         """Write records in GE's text dump format."""
         total = len(records) + dropped
         out.write(f"Profiler version: {VERSION}, dump start, records num: {total}\n")
         if dropped:
             out.write(f"Too many records({total}), the records after {capacity} will be dropped\n")
-        for ts, tid, element, event, phase in records:
+        for ts, tid, element, event, phase in records.rows():
             shown = f"[{EVENT_STRINGS[event]}]" if 0 <= event < len(EVENT_STRINGS) else event_string(event)
             out.write(f"{ts} {tid} [{element}] {shown} "
                       f"{'Start' if phase == rawdata.HOST_EVENT_START else 'End'}\n")
         out.write("Profiling dump end\n")
 
-    @staticmethod
-    def to_records(records: list[tuple[int, int, str, int, int]], hash_id) -> np.ndarray:
-        """Records in the raw ``host_event`` layout (elements as hash ids)."""
-        out = np.zeros(len(records), rawdata.HOST_EVENT_DTYPE)
-        if records:
-            ts, tid, element, event, phase = zip(*records)
-            out["timestamp"] = ts
-            out["thread_id"] = tid
-            out["element"] = [hash_id(e) for e in element]
-            out["event"] = event
-            out["phase"] = phase
+
+def _records(parts: list[tuple | _Scopes]) -> HostRecords:
+    """The parts' scopes as Start/End record pairs, in recording order."""
+    names: list[str] = []
+    index: dict[str, int] = {}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("element", "event", "start", "end", "tid")}
+    singles: list[tuple] = []
+
+    def flush_singles() -> None:
+        if singles:
+            element, event, start, end, tid = zip(*singles)
+            cols["element"].append(np.asarray([index.setdefault(e, len(index)) for e in element], np.int64))
+            cols["event"].append(np.asarray(event, np.int64))
+            cols["start"].append(np.asarray(start, np.int64))
+            cols["end"].append(np.asarray(end, np.int64))
+            cols["tid"].append(np.asarray(tid, np.int64))
+            singles.clear()
+
+    for part in parts:
+        if isinstance(part, tuple):
+            singles.append(part)
+            continue
+        flush_singles()
+        remap = np.asarray([index.setdefault(nm, len(index)) for nm in part.names], np.int64)
+        cols["element"].append(remap[part.element])
+        cols["event"].append(part.event)
+        cols["start"].append(part.start)
+        cols["end"].append(part.end)
+        cols["tid"].append(np.full(len(part.start), part.thread_id, np.int64))
+    flush_singles()
+    names = list(index)
+
+    def pairs(key: str, second: str | None = None) -> np.ndarray:
+        first = np.concatenate(cols[key]) if cols[key] else np.empty(0, np.int64)
+        out = np.empty(2 * len(first), np.int64)
+        out[0::2] = first
+        out[1::2] = np.concatenate(cols[second]) if second and cols[second] else first
         return out
+
+    timestamp = pairs("start", "end")
+    phase = np.empty(len(timestamp), np.int64)
+    phase[0::2], phase[1::2] = rawdata.HOST_EVENT_START, rawdata.HOST_EVENT_END
+    return HostRecords(names, pairs("element"), timestamp, pairs("tid"), pairs("event"), phase)
 
 
 #: The process-wide host profiler.

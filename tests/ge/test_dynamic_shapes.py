@@ -98,6 +98,27 @@ def test_dynamic_resnet_runs_with_default_and_given_batch(tmp_path):
     assert list(p.ops(1)["Op Name"]) == list(p.ops(2)["Op Name"])  # the same ops, re-inferred
 
 
+def test_dynamic_bert_keeps_token_rows_a_multiple_of_the_sequence(tmp_path):
+    """[batch, seq] token inputs with an unknown batch: the flattened [-1, hidden] rows are still
+    batch x seq when the attention reshapes them to [-1, seq, heads, head_dim]."""
+    seq, hidden = 16, 64
+    g = ge.models.bert(layers=1, seq_len=seq, batch_size=2, hidden=hidden, heads=4, vocab_size=100, dynamic=True)
+    reshape = g.node("bert/encoder/layer_0/attention/Reshape")
+    assert reshape.inputs[0].shape == (-1, hidden) and reshape.outputs[0].shape == (-1, seq, 4, hidden // 4)
+    assert reshape.inputs[0].desc.probe_shapes == ((61 * seq, hidden), (67 * seq, hidden))
+    profiled(tmp_path)
+    s = session_with(g)
+    assert s.run_graph(1) == ge.SUCCESS
+    tokens = np.zeros((3, seq), np.int32)
+    inputs = [tokens, tokens, tokens, np.zeros((3, 1, 1, seq), F16), np.zeros((3, 2), F16)]
+    assert s.run_graph(1, inputs) == ge.SUCCESS, ge.GEGetErrorMsg()
+    ge.GEFinalize()
+    p = geprof_nb.load(tmp_path)
+    q = "bert/encoder/layer_0/attention/query/MatMulV2"
+    assert list(rows_of(p, q, 1)["Input Shapes"]) == [f"{2 * seq},{hidden};{hidden},{hidden}"]
+    assert list(rows_of(p, q, 2)["Input Shapes"]) == [f"{3 * seq},{hidden};{hidden},{hidden}"]
+
+
 @pytest.mark.parametrize("inputs, fragment", [
     ([np.zeros((4, 16, 1), F16), np.zeros((4, 10), F16)], "input 0 ('x') has shape [4, 16, 1], expected [-1, 16]"),
     ([np.zeros((16,), F16), np.zeros((4, 10), F16)], "input 0 ('x') has shape [16], expected [-1, 16]"),

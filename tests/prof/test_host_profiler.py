@@ -18,7 +18,8 @@ from geprof_nb import ge
 from geprof_nb.ge.runtime import GE_PROFILING_TO_STD_OUT, NODE_HOST_COSTS
 from geprof_nb.prof import host_profiler, rawdata, scope
 from geprof_nb.prof.clock import clock
-from geprof_nb.prof.host_profiler import EVENT_STRINGS, GlobalProfiler, ProfilingEvent, event_string, global_profiler
+from geprof_nb.prof.host_profiler import (EVENT_STRINGS, GlobalProfiler, HostRecords, ProfilingEvent, event_string,
+                                         global_profiler)
 from geprof_nb.prof.properties import BIT_ALL, BIT_GE_HOST, GlobalProfilingWrapper
 
 #: ``ge::profiling`` event order, as in reference §6.3.
@@ -117,7 +118,7 @@ def test_scope_records_a_start_and_an_end_when_ge_host_is_on(monkeypatch, virtua
     records, dropped = global_profiler.take()
     tid = threading.get_native_id()
     assert dropped == 0
-    assert records == [(t0, tid, "node", int(ProfilingEvent.kTiling), rawdata.HOST_EVENT_START),
+    assert records.rows() == [(t0, tid, "node", int(ProfilingEvent.kTiling), rawdata.HOST_EVENT_START),
                        (t0 + 1500, tid, "node", int(ProfilingEvent.kTiling), rawdata.HOST_EVENT_END)]
 
 
@@ -127,7 +128,7 @@ def test_scope_records_also_when_the_block_raises(monkeypatch):
         with ge.profiling_scope("node", ProfilingEvent.kOpExecute):
             raise ValueError("boom")
     records, _ = global_profiler.take()
-    assert [r[4] for r in records] == [rawdata.HOST_EVENT_START, rawdata.HOST_EVENT_END]
+    assert [r[4] for r in records.rows()] == [rawdata.HOST_EVENT_START, rawdata.HOST_EVENT_END]
 
 
 # -------------------------------------------------------------------------------- ring buffer
@@ -138,22 +139,25 @@ def test_ring_buffer_keeps_up_to_capacity_and_counts_every_drop():
     for i in range(4):
         gp.record_scope(f"e{i}", int(ProfilingEvent.kTiling), 10 * i, 10 * i + 5)
     assert gp.count == 8 and gp.dropped == 4  # a scope that does not fit whole is dropped whole
-    gp.record_many(["a", "b", "c"], [1, 2, 3], [0, 1, 2], [5, 6, 7])
+    gp.record_many(["a", "b", "c"], [0, 1, 2], [1, 2, 3], [0, 1, 2], [5, 6, 7])
     assert gp.count == 14 and gp.dropped == 10
     records, dropped = gp.take()
-    assert dropped == 10 and [r[2] for r in records] == ["e0", "e0", "e1", "e1"]
-    assert gp.count == 0 and gp.dropped == 0 and gp.take() == ([], 0)
+    assert dropped == 10 and [r[2] for r in records.rows()] == ["e0", "e0", "e1", "e1"]
+    assert gp.count == 0 and gp.dropped == 0
+    empty, dropped = gp.take()
+    assert len(empty) == 0 and dropped == 0
 
 
 def test_record_many_fills_the_remaining_room_exactly():
     gp = GlobalProfiler(capacity=7)
     gp.record_scope("first", 7, 0, 1)
-    gp.record_many(["a", "b", "c", "d"], [7, 8, 8, 7], [1, 2, 3, 4], [2, 3, 4, 5])
+    gp.record_many(["a", "b", "c", "d"], [0, 1, 2, 3], [7, 8, 8, 7], [1, 2, 3, 4], [2, 3, 4, 5])
     records, dropped = gp.take()
-    assert [r[2] for r in records] == ["first", "first", "a", "a", "b", "b"]  # 2 of 4 fit (room 5 -> 2 scopes)
+    rows = records.rows()
+    assert [r[2] for r in rows] == ["first", "first", "a", "a", "b", "b"]  # 2 of 4 fit (room 5 -> 2 scopes)
     assert dropped == 4
-    assert [r[3] for r in records[2:]] == [7, 7, 8, 8]
-    assert [(r[0], r[4]) for r in records[2:]] == [(1, 0), (2, 1), (2, 0), (3, 1)]
+    assert [r[3] for r in rows[2:]] == [7, 7, 8, 8]
+    assert [(r[0], r[4]) for r in rows[2:]] == [(1, 0), (2, 1), (2, 0), (3, 1)]
 
 
 def test_overflow_in_a_run_is_reported_in_info_json_and_notes(tmp_path, monkeypatch):
@@ -189,7 +193,7 @@ def test_dump_format_is_ges_exactly():
                (1767225600000003000, 42, "conv1", int(ProfilingEvent.kRtKernelLaunch), rawdata.HOST_EVENT_END),
                (1767225600000004000, 43, "fc", int(ProfilingEvent.kAllocMem), rawdata.HOST_EVENT_START),
                (1767225600000004800, 43, "fc", 999, rawdata.HOST_EVENT_END)]
-    GlobalProfiler.dump(records, 0, out, 10)
+    GlobalProfiler.dump(HostRecords.from_rows(records), 0, out, 10)
     assert out.getvalue() == (
         "Profiler version: 1.0, dump start, records num: 4\n"
         "1767225600000000000 42 [conv1] [rtKernelLaunch] Start\n"
@@ -203,7 +207,7 @@ def test_dump_with_dropped_records_says_so_after_the_header():
     out = io.StringIO()
     records = [(5, 1, "a", int(ProfilingEvent.kInferShape), rawdata.HOST_EVENT_START),
                (6, 1, "a", int(ProfilingEvent.kInferShape), rawdata.HOST_EVENT_END)]
-    GlobalProfiler.dump(records, 6, out, 2)
+    GlobalProfiler.dump(HostRecords.from_rows(records), 6, out, 2)
     assert out.getvalue() == (
         "Profiler version: 1.0, dump start, records num: 8\n"
         "Too many records(8), the records after 2 will be dropped\n"
