@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import threading
 import warnings
 from typing import Iterator
 
@@ -18,6 +17,7 @@ import numpy as np
 from ..prof import events, msprof, rawdata
 from ..prof.clock import clock
 from ..prof.properties import ProfilingProperties
+from ..prof.threads import native_thread_id
 
 DEFAULT_DOMAIN = "default"
 _ids = itertools.count(1)
@@ -27,7 +27,7 @@ _props = ProfilingProperties.instance()
 
 def _report(start: int, end: int, event_type: int, message: str, domain: str, mark_id: int) -> None:
     rec = np.zeros(1, rawdata.MSTX_DTYPE)
-    rec[0] = (start, end, os.getpid(), threading.get_native_id(), 0, event_type, msprof.lib.get_hash_id(message),
+    rec[0] = (start, end, os.getpid(), native_thread_id(), 0, event_type, msprof.lib.get_hash_id(message),
               msprof.lib.get_hash_id(domain), mark_id)
     msprof.lib.report_block("mstx", rec)
 

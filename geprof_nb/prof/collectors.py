@@ -14,7 +14,6 @@ raw layouts of :mod:`prof.rawdata` and report through :mod:`prof.msprof`.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +21,7 @@ import numpy as np
 from . import msprof, rawdata
 from .api_types import ExecutorEvent
 from .rawdata import ModelInfoType, NodeInfoType, ReportLevel
+from .threads import native_thread_id
 
 
 @dataclass
@@ -96,7 +96,7 @@ class CannProfilerV2:
         if not with_basic_info:  # task_time l0: launch and execution time only
             return
         ops = [i for i, name in enumerate(info.op_names) if name]
-        thread = threading.get_native_id()
+        thread = native_thread_id()
         basic = np.zeros(len(ops), rawdata.NODE_BASIC_INFO_DTYPE)
         basic["level"] = ReportLevel.NODE
         basic["type"] = NodeInfoType.BASIC_INFO
@@ -134,7 +134,7 @@ class CannProfilerV2:
             lib.report_block("aicore_events", ev, self.device_id)
 
     def report_model_execute(self, model_id: int, begin: int, end: int) -> None:
-        msprof.MsprofReportApi(False, ReportLevel.MODEL, ModelInfoType.EXECUTE, threading.get_native_id(),
+        msprof.MsprofReportApi(False, ReportLevel.MODEL, ModelInfoType.EXECUTE, native_thread_id(),
                                begin, end, model_id)
 
     def on_execute_event(self, event: ExecutorEvent, **info) -> None:
@@ -160,7 +160,7 @@ def report_api_block(level: int, types, begins: np.ndarray, ends: np.ndarray, it
     rec = np.zeros(n, rawdata.API_DTYPE)
     rec["level"] = level
     rec["type"] = types
-    rec["thread_id"] = threading.get_native_id()
+    rec["thread_id"] = native_thread_id()
     rec["begin"] = begins
     rec["end"] = ends
     rec["item_id"] = item_ids
@@ -171,12 +171,12 @@ class ProfilerCollector:
     """Host reporter of the V1 executor: model-level start/end events carrying the step id."""
 
     def record_start(self, model_id: int, step_id: int, timestamp: int) -> None:
-        msprof.MsprofReportEvent(False, ReportLevel.MODEL, ModelInfoType.EXECUTE, threading.get_native_id(),
+        msprof.MsprofReportEvent(False, ReportLevel.MODEL, ModelInfoType.EXECUTE, native_thread_id(),
                                  step_id, timestamp, model_id)
 
     def record_end(self, model_id: int, step_id: int, timestamp: int) -> None:
         """The matching end event: same level, type and request (step) id as the start."""
-        msprof.MsprofReportEvent(False, ReportLevel.MODEL, ModelInfoType.EXECUTE, threading.get_native_id(),
+        msprof.MsprofReportEvent(False, ReportLevel.MODEL, ModelInfoType.EXECUTE, native_thread_id(),
                                  step_id, timestamp, model_id)
 
 

@@ -24,6 +24,7 @@ from typing import TextIO
 import numpy as np
 
 from . import rawdata
+from .threads import native_thread_id
 
 #: GE's capacity of the ring buffer (records).
 DEFAULT_CAPACITY = 10 * 1024 * 1024
@@ -143,7 +144,7 @@ class GlobalProfiler:
 
     def record_scope(self, element: str, event: int, start_ns: int, end_ns: int) -> None:
         """Record a Start and an End together (GE's ScopeProfiler records both on scope exit)."""
-        tid = threading.get_native_id()
+        tid = native_thread_id()
         with self._lock:
             n = self._count
             self._count = n + 2
@@ -156,7 +157,7 @@ class GlobalProfiler:
         (a node-by-node launch reports all its host phases together)."""
         element = np.asarray(element, np.int64)
         n = len(element)
-        tid = threading.get_native_id()
+        tid = native_thread_id()
         with self._lock:
             first = self._count
             self._count = first + 2 * n

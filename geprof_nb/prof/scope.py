@@ -13,7 +13,6 @@ do-nothing context manager.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from . import events, msprof
@@ -21,6 +20,7 @@ from .clock import clock
 from .host_profiler import global_profiler
 from .properties import BIT_GE_HOST, BIT_TASK_TIME, GlobalProfilingWrapper, ProfilingProperties
 from .rawdata import ReportLevel
+from .threads import native_thread_id
 
 
 class _Disabled:
@@ -72,7 +72,7 @@ class _ApiScope:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        msprof.MsprofReportApi(True, ReportLevel.ACL, self.type, threading.get_native_id(), self.begin,
+        msprof.MsprofReportApi(True, ReportLevel.ACL, self.type, native_thread_id(), self.begin,
                                clock.now_ns(), self.item_id)
 
 
