@@ -16,9 +16,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_layers  # noqa: E402
+import bench_plots  # noqa: E402
 from harness import table  # noqa: E402
 
-SUITES = [bench_layers]
+SUITES = [bench_layers, bench_plots]
 
 
 def main(argv: list[str] | None = None) -> int:

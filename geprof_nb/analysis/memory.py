@@ -30,6 +30,11 @@ MEMORY_RECORD = [
     "Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)", "Stream Ptr",
     "Device Type",
 ]
+#: :func:`tensor_lifetimes`: one row per allocation with its place in its model's pool
+#: (``Address``: byte offset from the pool start), in allocation order like ``operator_memory``.
+TENSOR_LIFETIMES = [
+    "Name", "Model ID", "Address", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Duration(us)", "Stream ID",
+]
 #: torch_npu's component name for memory the graph engine manages.
 COMPONENT_GE = "GE"
 MB = 1024 * 1024
@@ -163,3 +168,39 @@ def memory_peak(run: RunDir, device_id: int = 0) -> MemoryPeak | None:
     h = int(ev.rec["tensor"][i])
     return MemoryPeak(int(ev.allocated[i]), int(ev.reserved[i]), int(ev.rec["timestamp"][i]),
                       run.hashes.get(h, f"<unknown 0x{h:016x}>"), int(ev.rec["model_id"][i]))
+
+
+def tensor_lifetimes(run: RunDir, device_id: int = 0) -> pd.DataFrame:
+    """Every allocation with its address: ``operator_memory``'s rows (same order, names and
+    times) plus ``Model ID`` and ``Address``, the tensor's byte offset in its model's pool.
+
+    Paired as in :func:`operator_memory`: an allocation with the next record of the same
+    model, tensor and address when that record is a release (NaN release otherwise).
+    """
+    rec = _events(run, device_id).rec
+    n = len(rec)
+    order = np.lexsort((np.arange(n), rec["addr"], rec["tensor"], rec["model_id"]))
+    g = rec[order]
+    is_alloc = g["event"] == rawdata.MEMORY_ALLOC
+    nxt = np.minimum(np.arange(n) + 1, max(n - 1, 0))
+    pairs = (is_alloc & (np.arange(n) + 1 < n) & (g["model_id"][nxt] == g["model_id"])
+             & (g["tensor"][nxt] == g["tensor"]) & (g["addr"][nxt] == g["addr"])
+             & (g["event"][nxt] != rawdata.MEMORY_ALLOC))
+    alloc_pos = order[is_alloc]
+    release_pos = np.where(pairs[is_alloc], order[nxt[is_alloc]], -1)
+    rows = np.argsort(alloc_pos, kind="stable")
+    alloc_pos, release_pos = alloc_pos[rows], release_pos[rows]
+    released = release_pos >= 0
+    a_ts = rec["timestamp"][alloc_pos].astype(np.int64)
+    r_ts = rec["timestamp"][np.where(released, release_pos, 0)].astype(np.int64)
+    data = {
+        "Name": _names(run, rec["tensor"][alloc_pos]),
+        "Model ID": rec["model_id"][alloc_pos].astype(np.int64),
+        "Address": rec["addr"][alloc_pos].astype(np.int64),
+        "Size(KB)": rec["size"][alloc_pos] / 1024.0,
+        "Allocation Time(us)": a_ts / 1000.0,
+        "Release Time(us)": np.where(released, r_ts / 1000.0, np.nan),
+        "Duration(us)": np.where(released, (r_ts - a_ts) / 1000.0, np.nan),
+        "Stream ID": rec["stream_id"][alloc_pos].astype(np.int64),
+    }
+    return pd.DataFrame(data, columns=TENSOR_LIFETIMES)

@@ -141,6 +141,12 @@ class Profile:
         """Pool totals after every allocation and release (torch_npu ``memory_record.csv``)."""
         return self.source.memory_record()
 
+    @cached_property
+    def tensor_lifetimes(self) -> pd.DataFrame:
+        """``operator_memory``'s allocations with ``Model ID`` and ``Address`` (byte offset in the
+        model's pool), for offset-against-time plots; empty for imported data (no addresses)."""
+        return self.source.tensor_lifetimes()
+
     @property
     def memory_peak(self) -> memory.MemoryPeak | None:
         """The highest allocated total, when, and the tensor whose allocation reached it."""

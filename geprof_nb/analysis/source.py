@@ -158,6 +158,10 @@ class Source(abc.ABC):
     def memory_record(self) -> pd.DataFrame:
         return empty(memory.MEMORY_RECORD)
 
+    def tensor_lifetimes(self) -> pd.DataFrame:
+        """Allocations with their pool addresses (:data:`memory.TENSOR_LIFETIMES`); raw runs only."""
+        return empty(memory.TENSOR_LIFETIMES)
+
     def memory_peak(self) -> memory.MemoryPeak | None:
         return None
 
@@ -294,6 +298,9 @@ class RunDirSource(Source):
 
     def memory_record(self) -> pd.DataFrame:
         return memory.memory_record(self.run, self.device_id)
+
+    def tensor_lifetimes(self) -> pd.DataFrame:
+        return memory.tensor_lifetimes(self.run, self.device_id)
 
     def memory_peak(self) -> memory.MemoryPeak | None:
         return memory.memory_peak(self.run, self.device_id)

@@ -2,29 +2,136 @@
 
 Figures are created with :class:`matplotlib.figure.Figure` directly, so drawing never touches
 pyplot's global state or backend: the same code works in a kernel, under nbconvert and in tests.
+
+The figures, each from a Profile table (x in ms, sizes in MiB, every axis labelled):
+
+* :func:`step_timeline` (``step_trace``): FP→BP, Iteration Refresh, AllReduce, GetNext and Data Aug
+  Bound per iteration.
+* :func:`task_gantt` (``op_summary``): one row per stream, tasks coloured by Task Type.
+* :func:`op_type_bars` (``op_statistic``): total time per OP Type, with its share.
+* :func:`pipe_ratios` (``op_summary``): mean AI Core ``*_ratio`` columns of the longest ops, stacked.
+* :func:`memory_lifetimes` (``tensor_lifetimes``, ``memory_record``, ``memory_peak``): tensors as
+  address × time rectangles over the allocated-memory curve.
+* :func:`host_scopes` (``host_events``, ``Source.api_calls()``): host scopes on their own timeline.
+
+Timelines with many spans (Gantt, host scopes) draw one compound path per colour and merge
+spans narrower than a pixel column (:func:`_draw_spans`), so a million tasks render in about a
+second. Colours are per name (:func:`color_of`): a Task Type has the same colour in every plot.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from io import BytesIO
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch, PathPatch
+from matplotlib.path import Path
 
 EMPTY_STEP_TRACE_MESSAGE = "no step trace data (enable training_trace)"
+EMPTY_OPS_MESSAGE = "no op tasks (enable task_trace)"
+EMPTY_OP_STATISTIC_MESSAGE = "no op_statistic rows (enable task_trace)"
+NO_RATIOS_MESSAGE = ("op_summary has no AI Core *_ratio columns: profile with --aic-metrics PipeUtilization "
+                     "(and --task-trace l1) for the pipe ratios")
+NO_MEMORY_MESSAGE = "no memory records: profile with --task-memory on"
+NO_HOST_EVENTS_MESSAGE = ("no GE host events: profile a dynamic-shape graph (e.g. ge.models.mlp(dynamic=True)) "
+                          "with --ge-api l1")
 
 _FIGSIZE = (11.0, 3.5)
 _MAX_ITERATION_LABELS = 20  # more labels than this overlap on an 11-inch axis
 _ZOOM_MARGIN = 0.05  # share of the iteration's span added on each side when zoomed
+MiB = 1024 * 1024
+
+#: The colour of every Task Type / Core Type (op_summary, op_statistic, task_time names), the
+#: same in every plot.  Names not listed get a colour of :data:`_EXTRA_COLORS` from a hash of
+#: the name, so they are stable too.
+TASK_TYPE_COLORS = {
+    "AI_CORE": "#4c72b0",
+    "AI_VECTOR_CORE": "#55a868",
+    "MIX_AIC": "#8172b3",
+    "MIX_AIV": "#64b5cd",
+    "AI_CPU": "#937860",
+    "COMMUNICATION": "#c44e52",
+    "MEMCPY_ASYNC": "#dd8452",
+    "EVENT_RECORD": "#8c8c8c",
+    "EVENT_WAIT": "#bcbcbc",
+    "WRITE_BACK": "#da8bc3",
+    "FFTS_PLUS": "#ccb974",
+    "DSA": "#76b7b2",
+    "DVPP": "#b07aa1",
+    "FUSION": "#9c755f",
+}
+_ALIASES = {  # other spellings of the same kinds (task_time kernel types, real msprof output)
+    "KERNEL_AICORE": "AI_CORE", "AIC": "AI_CORE", "AICORE": "AI_CORE",
+    "KERNEL_AIVEC": "AI_VECTOR_CORE", "AIV": "AI_VECTOR_CORE", "AI_VEC": "AI_VECTOR_CORE",
+    "KERNEL_MIX_AIC": "MIX_AIC", "KERNEL_MIX_AIV": "MIX_AIV", "KERNEL_AICPU": "AI_CPU", "AICPU": "AI_CPU",
+    "HCCL": "COMMUNICATION", "HCCL_AI_CPU": "COMMUNICATION", "COMMUNICATION_TASK": "COMMUNICATION",
+    "MEMCPY": "MEMCPY_ASYNC", "MEMCPY_ASYNC_V2": "MEMCPY_ASYNC",
+}
+#: Host scopes and API names with a fixed colour (the rest hash into :data:`_EXTRA_COLORS`).
+HOST_COLORS = {
+    "InferShape": "#4c72b0",
+    "Tiling": "#55a868",
+    "AllocMemory": "#8172b3",
+    "KernelLaunchPrepare": "#ccb974",
+    "rtKernelLaunch": "#dd8452",
+    "LaunchKernelWithHandle": "#dd8452",
+    "LaunchHcomKernel": "#c44e52",
+    "CopyH2D": "#937860",
+    "RunGraph": "#8c8c8c",
+    "ModelExecute": "#bcbcbc",
+}
+_EXTRA_COLORS = ["#e377c2", "#17becf", "#bcbd22", "#9467bd", "#ff9896", "#98df8a", "#aec7e8", "#ffbb78",
+                 "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#7f7f7f", "#2ca02c", "#1f77b4"]
 _ROW_COLORS = {
     "Data Aug Bound": "#f2a541",
+    "GetNext": TASK_TYPE_COLORS["AI_CPU"],  # GetNext is an AI CPU op
     "Iteration": "#4c72b0",
     "FP→BP": "#4c72b0",
     "Iteration Refresh": "#55a868",
-    "AllReduce": "#c44e52",
+    "AllReduce": TASK_TYPE_COLORS["COMMUNICATION"],
 }
+#: Tensor colours of memory_lifetimes, by the stream that allocated them (in stream id order).
+_STREAM_COLORS = ["#4c72b0", "#c44e52", "#55a868", "#8172b3", "#dd8452", "#937860", "#64b5cd", "#da8bc3"]
+#: Pipe colours of pipe_ratios; ``aiv_`` pipes of an A2 chip get a lighter shade of the same colour.
+PIPE_COLORS = {
+    "mac": "#4c72b0", "vec": "#55a868", "scalar": "#8172b3", "mte1": "#ccb974", "mte2": "#dd8452",
+    "mte3": "#937860", "fixpipe": "#da8bc3",
+}
+
+
+def color_of(name: str) -> str:
+    """The colour of a Task Type, Core Type, host scope or API name, the same in every plot."""
+    name = str(name)
+    key = _ALIASES.get(name.upper(), name.upper())
+    if key in TASK_TYPE_COLORS:
+        return TASK_TYPE_COLORS[key]
+    if name in HOST_COLORS:
+        return HOST_COLORS[name]
+    return _EXTRA_COLORS[zlib.crc32(name.encode()) % len(_EXTRA_COLORS)]
+
+
+def _lighter(color: str, amount: float = 0.45) -> tuple[float, float, float]:
+    from matplotlib.colors import to_rgb
+
+    r, g, b = to_rgb(color)
+    return (r + (1 - r) * amount, g + (1 - g) * amount, b + (1 - b) * amount)
+
+
+def _tidy(ax) -> None:
+    """No top/right spines: the plots are read against their own axes."""
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def _short(text: str, limit: int = 52) -> str:
+    """A long op name cut at the front: its end (layer, op) is what tells ops of one scope apart."""
+    text = str(text)
+    return text if len(text) <= limit else "…" + text[len(text) - limit + 1:]
 
 
 @dataclass
@@ -60,19 +167,34 @@ def _step_rows(step_trace: pd.DataFrame) -> list[_Row]:
     data_aug = _floats(step_trace["Data Aug Bound(us)"])
     fp_bp = _floats(step_trace["FP to BP Time(us)"])
     refresh = _floats(step_trace["Iteration Refresh(us)"])
-    # "Reduce Start(us)" / "Reduce Duration(us)" repeat once per AllReduce: find the pairs by position.
-    reduce_pos = np.flatnonzero(step_trace.columns == "Reduce Start(us)")
-    reduce_pos = reduce_pos[reduce_pos + 1 < step_trace.shape[1]]
-    reduce_start = step_trace.iloc[:, reduce_pos].to_numpy(dtype=np.float64, na_value=np.nan)
-    reduce_dur = step_trace.iloc[:, reduce_pos + 1].to_numpy(dtype=np.float64, na_value=np.nan)
+    reduce_start, reduce_dur = _span_columns(step_trace, "Reduce Start(us)", {"Reduce Duration(us)": False})
+    getnext_start, getnext_dur = _span_columns(step_trace, "GetNext Start(us)", _GETNEXT_SECOND)
     rows = [
         _row("Data Aug Bound", fp - data_aug, data_aug, it),
+        _row("GetNext", getnext_start.ravel(), getnext_dur.ravel(), np.repeat(it, getnext_start.shape[1])),
         _row("Iteration", np.where(whole, end - iter_time, np.nan), iter_time, it),
         _row("FP→BP", np.where(whole, np.nan, fp), fp_bp, it),
         _row("Iteration Refresh", np.where(whole, np.nan, bp), refresh, it),
-        _row("AllReduce", reduce_start.ravel(), reduce_dur.ravel(), np.repeat(it, len(reduce_pos))),
+        _row("AllReduce", reduce_start.ravel(), reduce_dur.ravel(), np.repeat(it, reduce_start.shape[1])),
     ]
     return [r for r in rows if len(r.start_us)]
+
+
+#: The column after a ``GetNext Start(us)`` and whether it holds an end time (else a duration).
+#: msprof's step_trace CSV has no GetNext columns (its timeline JSON has ``GetNext Start``,
+#: ``GetNext End``, ``GetNext Time(us)``); a table that adds them in any of these forms is drawn.
+_GETNEXT_SECOND = {"GetNext Duration(us)": False, "GetNext Time(us)": False, "GetNext End(us)": True}
+
+
+def _span_columns(step_trace: pd.DataFrame, start_name: str, second: dict[str, bool]) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, durations), one column per span of each row, from repeated (start, duration-or-end)
+    column pairs.  The pairs repeat under one name (one per AllReduce), so they are read by position."""
+    names = list(step_trace.columns)
+    pos = [i for i, c in enumerate(names) if c == start_name and i + 1 < len(names) and names[i + 1] in second]
+    start = step_trace.iloc[:, pos].to_numpy(dtype=np.float64, na_value=np.nan)
+    other = step_trace.iloc[:, [i + 1 for i in pos]].to_numpy(dtype=np.float64, na_value=np.nan)
+    is_end = np.array([second[names[i + 1]] for i in pos], dtype=bool)
+    return start, np.where(is_end, other - start, other)
 
 
 def _id_list(ids: np.ndarray) -> str:
@@ -105,8 +227,11 @@ def _empty_figure(message: str) -> Figure:
 def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title: str | None = None) -> Figure:
     """Draw the FP/BP step timeline (msprof ``step_trace``) to show where each training step spends its time.
 
-    One row per phase (Data Aug Bound, FP→BP, Iteration Refresh, AllReduce; "Iteration" when the
-    run has no FP/BP points), x in ms since the earliest drawn start. ``iteration`` zooms to that
+    One row per phase, top down: Data Aug Bound (the gap from the previous iteration's end to this
+    FP start), GetNext (when the table has ``GetNext Start(us)`` columns), FP→BP, Iteration Refresh
+    (BP end → iteration end) and every AllReduce (the repeated ``Reduce Start(us)`` /
+    ``Reduce Duration(us)`` pairs); "Iteration" replaces FP→BP and Iteration Refresh when the run has
+    no FP/BP points (inference). x in ms since the earliest drawn start. ``iteration`` zooms to that
     step; an Iteration ID not in the table raises ValueError listing the IDs that are.
     """
     if step_trace.empty:
@@ -170,8 +295,619 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
     return fig
 
 
+# ------------------------------------------------------------------ compound-path span drawing
+@dataclass
+class _Spans:
+    """Rectangles as drawn: row, start and width (x units), and the code of their colour."""
+
+    row: np.ndarray
+    start: np.ndarray
+    width: np.ndarray
+    kind: np.ndarray
+
+
+def _merge_spans(row: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.ndarray, n_kinds: int,
+                 x0: float, x1: float, width_px: int) -> _Spans:
+    """The rectangles that show intervals ``[start, end)`` on rows at ``width_px`` columns over ``[x0, x1]``.
+
+    1. Intervals are clipped to the view and split into disjoint pieces whose union per row is the
+       union of the row's intervals (an interval keeps only what no earlier-starting one covers).
+    2. The pieces of a row are grouped by the pixel column their start falls in; each group is one
+       rectangle from its first piece's start, as wide as its pieces together, coloured by the kind
+       that covers most of it.  A piece at least one column wide starts a column of its own, and
+       pieces before it in that column end before it, so rectangles never overlap.
+
+    So each row's drawn width equals the union of its intervals, a rectangle is exactly its task when
+    nothing else shares its pixel column, and there are at most rows × ``width_px`` rectangles.
+    """
+    keep = np.isfinite(start) & np.isfinite(end)
+    row, start, end, kind = row[keep], np.maximum(start[keep], x0), np.minimum(end[keep], x1), kind[keep]
+    keep = end > start
+    row, start, end, kind = row[keep], start[keep], end[keep], kind[keep]
+    if len(row) == 0:
+        return _Spans(*(np.zeros(0, t) for t in (np.int64, float, float, np.int64)))
+    # One float key orders by (row, start): rows are spaced further apart than the view is wide.
+    stride = 2.0 * (x1 - x0) + 1.0
+    base = row * stride - x0
+    order = np.argsort(base + start, kind="stable")
+    row, start, end, kind, base = row[order], start[order], end[order], kind[order], base[order]
+    reach = np.maximum.accumulate(base + end)  # furthest end so far, offset by row: a new row starts below it
+    covered = np.empty_like(start)
+    covered[0] = -np.inf
+    covered[1:] = reach[:-1] - base[1:]
+    piece_start = np.maximum(start, covered)
+    keep = end > piece_start
+    row, start, width, kind = row[keep], piece_start[keep], (end - piece_start)[keep], kind[keep]
+    px = (x1 - x0) / width_px
+    column = np.minimum(((start - x0) / px).astype(np.int64), width_px - 1)
+    group = row * width_px + column  # non-decreasing: pieces are in (row, start) order
+    first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    total = np.add.reduceat(width, first)
+    if n_kinds > 1:  # the kind covering most of each group
+        keys, inverse = np.unique(group * n_kinds + kind, return_inverse=True)
+        sums = np.bincount(inverse.ravel(), weights=width)
+        key_group = keys // n_kinds
+        best = np.lexsort((-sums, key_group))
+        lead = best[np.r_[True, key_group[best][1:] != key_group[best][:-1]]]
+        group_kind = (keys % n_kinds)[lead]  # groups in ascending order, as ``first`` is
+    else:
+        group_kind = np.zeros(len(first), np.int64)
+    return _Spans(row[first], start[first], total, group_kind)
+
+
+def _rect_path(x: np.ndarray, w: np.ndarray, y: np.ndarray, h: np.ndarray | float) -> Path:
+    """One compound path of axis-aligned rectangles (x, y lower left; w, h size)."""
+    n = len(x)
+    h = np.broadcast_to(np.asarray(h, float), (n,))
+    verts = np.empty((n, 5, 2))
+    verts[:, 0, 0] = verts[:, 3, 0] = verts[:, 4, 0] = x
+    verts[:, 1, 0] = verts[:, 2, 0] = x + w
+    verts[:, 0, 1] = verts[:, 1, 1] = verts[:, 4, 1] = y
+    verts[:, 2, 1] = verts[:, 3, 1] = y + h
+    codes = np.tile(np.array([Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY], Path.code_type), n)
+    return Path(verts.reshape(-1, 2), codes)
+
+
+def _add_rects(ax, x, w, y, h, color, label: str, **style) -> PathPatch:
+    """Rectangles as one PathPatch (``add_artist``: no data-limit update, set the limits yourself)."""
+    patch = PathPatch(_rect_path(np.asarray(x, float), np.asarray(w, float), np.asarray(y, float), h),
+                      facecolor=color, label=label, **({"edgecolor": "none", "linewidth": 0} | style))
+    ax.add_artist(patch)
+    return patch
+
+
+def _draw_spans(ax, row: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.ndarray, names: list[str],
+                colors: list, x0: float, x1: float, width_px: int, height: float = 0.8) -> dict[str, int]:
+    """Draw intervals on rows ``0..n`` (row ``r`` centred at y = r) as one PathPatch per kind, merged
+    per pixel column (:func:`_merge_spans`); returns the rectangle count per kind name.  Each patch is
+    labelled with its kind name (for tests and hover tools); legends use proxy handles."""
+    spans = _merge_spans(np.asarray(row, np.int64), np.asarray(start, float), np.asarray(end, float),
+                         np.asarray(kind, np.int64), len(names), x0, x1, width_px)
+    # Spans a few pixels wide get a white edge, so back-to-back tasks of one kind stay apart; on
+    # narrower ones an edge would paint over the colour.
+    wide = spans.width >= _EDGE_MIN_COLUMNS * (x1 - x0) / width_px
+    counts = {}
+    for k, (name, color) in enumerate(zip(names, colors)):
+        mine = spans.kind == k
+        for part, style in ((mine & ~wide, {}), (mine & wide, {"edgecolor": "white", "linewidth": 0.6})):
+            if part.any():
+                _add_rects(ax, spans.start[part], spans.width[part], spans.row[part] - height / 2, height, color, name,
+                           **style)
+        if mine.any():
+            counts[name] = int(mine.sum())
+    return counts
+
+
+_EDGE_MIN_COLUMNS = 4
+
+
+def _factorize(values: pd.Series, missing: str = "N/A") -> tuple[np.ndarray, list[str]]:
+    """Codes and names of a text column (categorical, object or string; N/A for missing)."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    names = [str(u) for u in uniques]
+    if (codes < 0).any():
+        codes = np.where(codes < 0, len(names), codes)
+        names.append(missing)
+    return codes.astype(np.int64), names
+
+
+# ------------------------------------------------------------------------------ task Gantt
+def _stream_rows(stream: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Row of every task (streams by id, N/A last, as msprof prints communication tasks) and row labels."""
+    sid = pd.to_numeric(stream, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    ids = np.unique(sid[np.isfinite(sid)])
+    row = np.searchsorted(ids, sid)
+    labels = [f"stream {int(i)}" for i in ids]
+    if np.isnan(sid).any():
+        row = np.where(np.isnan(sid), len(ids), row)
+        labels.append("stream N/A")
+    return row.astype(np.int64), labels
+
+
+def task_gantt(op_summary: pd.DataFrame, iteration: int | None = None, iterations: np.ndarray | None = None,
+               title: str | None = None, width_px: int = 1100) -> Figure:
+    """Draw every task on its stream over time (msprof ``op_summary``), coloured by Task Type.
+
+    One row per ``Stream ID`` (lowest on top; communication tasks, which msprof gives no stream,
+    on a "stream N/A" row), x in ms since the first task shown, a legend of the Task Types
+    present.  ``iteration`` keeps the rows whose entry in ``iterations`` (the Iteration ID of
+    each row: ``Profile.iteration_of_ops.to_numpy()``) is that id.  The figure is ``width_px``
+    pixels wide at 100 dpi, and tasks narrower than one of ``width_px`` columns of the time range
+    are merged per column (see :func:`_merge_spans`): a row's drawn width is still the union of
+    its tasks, and a million tasks draw as at most rows × ``width_px`` rectangles.
+    """
+    frame = op_summary
+    if iteration is not None:
+        if iterations is None:
+            raise ValueError("task_gantt(iteration=...) needs iterations=, the Iteration ID of each op_summary row "
+                             "(Profile.iteration_of_ops.to_numpy())")
+        iterations = np.asarray(iterations)
+        if len(iterations) != len(frame):
+            raise ValueError(f"iterations has {len(iterations)} entries for {len(frame)} op_summary rows")
+        chosen = iterations == iteration
+        if not chosen.any():
+            listed = _id_list(iterations[iterations >= 0]) if len(iterations) else "none"
+            raise ValueError(f"iteration {iteration} has no op tasks; available Iteration IDs: {listed}")
+        frame = frame[chosen]
+    start_us = _floats(frame["Task Start Time(us)"]) if len(frame) else np.zeros(0)
+    dur_us = _floats(frame["Task Duration(us)"]) if len(frame) else np.zeros(0)
+    ok = np.isfinite(start_us) & np.isfinite(dur_us)
+    if not ok.any():
+        return _empty_figure(EMPTY_OPS_MESSAGE)
+    frame, start_us, dur_us = frame[ok], start_us[ok], dur_us[ok]
+    # imported tables may lack a column: one "N/A" stream or task type then
+    row, row_labels = _stream_rows(frame["Stream ID"] if "Stream ID" in frame else pd.Series(np.nan, frame.index))
+    kind, kinds = _factorize(frame["Task Type"] if "Task Type" in frame else pd.Series(None, frame.index, object))
+    order = sorted(range(len(kinds)), key=lambda k: kinds[k])  # legend and codes in name order
+    remap = np.empty(len(kinds), np.int64)
+    remap[order] = np.arange(len(kinds))
+    kind, kinds = remap[kind], [kinds[k] for k in order]
+
+    t0 = start_us.min()  # subtract in µs first: absolute µs leave little precision after scaling
+    lo = (start_us - t0) / 1000.0
+    hi = lo + np.maximum(dur_us, 0.0) / 1000.0
+    x1 = max(float(hi.max()), 1e-3)
+    n_rows = len(row_labels)
+    fig = Figure(figsize=(width_px / 100, min(1.6 + 0.42 * n_rows, 9.0)), layout="constrained")
+    ax = fig.add_subplot()
+    _draw_spans(ax, row, lo, hi, kind, kinds, [color_of(k) for k in kinds], 0.0, x1, width_px)
+    ax.set_xlim(-0.005 * x1, 1.005 * x1)
+    ax.set_ylim(n_rows - 0.5, -0.5)
+    ax.set_yticks(range(n_rows), row_labels, fontsize=10 if n_rows <= 12 else 8)
+    ax.tick_params(axis="y", length=0)
+    ax.set_xlabel("time since the first task shown (ms)")
+    ax.ticklabel_format(axis="x", useOffset=False)
+    ax.grid(axis="x", color="0.9", linewidth=0.6)
+    ax.set_axisbelow(True)
+    _tidy(ax)
+    fig.legend([Patch(facecolor=color_of(k), label=k) for k in kinds], kinds, loc="outside right upper",
+               frameon=False, fontsize=9, title="Task Type", title_fontsize=9)
+    heading = title or "Tasks per stream"
+    if iteration is not None:
+        heading += f": iteration {iteration}"
+    ax.set_title(f"{heading}  ({len(frame):,} tasks over {x1:,.3f} ms)", loc="left")
+    return fig
+
+
+# --------------------------------------------------------------------------- op type bars
+def op_type_bars(op_statistic: pd.DataFrame, top: int = 15, title: str | None = None) -> Figure:
+    """Draw the total time per OP Type (msprof ``op_statistic``), largest on top, with its share.
+
+    Rows are summed per (OP Type, Core Type) over devices; the label names the Core Type when an
+    OP Type runs on several.  Bars are coloured by Core Type (as Task Types in the Gantt), and each
+    ends with its share of all ops' time.  x in µs, or ms when the largest total reaches 10 ms
+    (the axis label says which).  Only the ``top`` longest are drawn; the title says how many of
+    how many, and their share.
+    """
+    if op_statistic.empty:
+        return _empty_figure(EMPTY_OP_STATISTIC_MESSAGE)
+    stats = pd.DataFrame({
+        "op": op_statistic["OP Type"].astype(str).to_numpy(),
+        "core": (op_statistic["Core Type"].astype(str).to_numpy() if "Core Type" in op_statistic
+                 else np.full(len(op_statistic), "")),
+        "total": pd.to_numeric(op_statistic["Total Time(us)"], errors="coerce").to_numpy(np.float64, na_value=np.nan),
+    })
+    stats = stats.groupby(["op", "core"], sort=False, as_index=False)["total"].sum()
+    grand = float(stats["total"].sum())
+    stats = stats.sort_values("total", ascending=False, kind="stable")
+    several = stats.groupby("op")["core"].transform("nunique") > 1
+    stats["label"] = np.where(several, stats["op"] + " (" + stats["core"] + ")", stats["op"])
+    shown = stats.head(top)
+    in_ms = shown["total"].max() >= 10_000
+    scale, unit = (1000.0, "ms") if in_ms else (1.0, "µs")
+    values = shown["total"].to_numpy() / scale
+    share = 100.0 * shown["total"].to_numpy() / grand if grand > 0 else np.zeros(len(shown))
+
+    fig = Figure(figsize=(11.0, 1.2 + 0.3 * len(shown)), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(shown))
+    colors = [color_of(c) for c in shown["core"]]
+    ax.barh(y, values, height=0.7, color=colors)
+    for yi, v, sh in zip(y, values, share):
+        ax.text(v, yi, f" {sh:.1f}%", va="center", ha="left", fontsize=8, color="0.25")
+    ax.set_yticks(y, [_short(lbl, 48) for lbl in shown["label"]], fontsize=9)
+    ax.set_ylim(len(shown) - 0.5, -0.5)
+    ax.set_xlim(0, values.max() * 1.12 if len(values) and values.max() > 0 else 1)
+    ax.set_xlabel(f"total time ({unit})")
+    ax.tick_params(axis="y", length=0)
+    _tidy(ax)
+    cores = list(dict.fromkeys(c for c in shown["core"] if c))
+    if cores:
+        ax.legend([Patch(facecolor=color_of(c)) for c in cores], cores, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  frameon=False, fontsize=9, title="Core Type", title_fontsize=9)
+    heading = title or "Time per OP Type"
+    if len(stats) > len(shown):
+        heading += f": top {len(shown)} of {len(stats)} ({share.sum():.1f}% of the time)"
+    ax.set_title(heading, loc="left")
+    return fig
+
+
+# ---------------------------------------------------------------------------- pipe ratios
+def _ratio_columns(op_summary: pd.DataFrame) -> list[str]:
+    """The AI Core ``*_ratio`` columns of op_summary (pipes, instruction mix, conflicts), in table order."""
+    return [c for c in op_summary.columns if isinstance(c, str) and c.endswith("_ratio")]
+
+
+def _ratio_color(column: str, k: int) -> Any:
+    name = column[: -len("_ratio")]
+    prefix, _, pipe = name.partition("_")
+    if prefix in ("aic", "aiv") and pipe in PIPE_COLORS:
+        return PIPE_COLORS[pipe] if prefix == "aic" or pipe in ("vec", "mte3") else _lighter(PIPE_COLORS[pipe])
+    if name in PIPE_COLORS:
+        return PIPE_COLORS[name]
+    return _EXTRA_COLORS[k % len(_EXTRA_COLORS)]
+
+
+def pipe_ratios(op_summary: pd.DataFrame, top: int = 15, title: str | None = None) -> Figure:
+    """Draw the AI Core ratios of the ``top`` longest ops as stacked horizontal bars.
+
+    Ops are grouped by ``Op Name`` and ranked by total ``Task Duration(us)`` among those with a
+    ratio value; each segment is the mean of one ``*_ratio`` column over the op's executions (N/A,
+    as on rows of the other core type, is skipped; a column with no value for an op adds nothing).
+    The columns are whichever the chip and aic_metrics group give: ``aic_mac_ratio`` ...
+    ``aiv_mte3_ratio`` on 910B, ``mac_ratio`` ... ``mte3_ratio`` on 910A (PipeUtilization), the
+    instruction mix for ArithmeticUtilization, bank conflicts for ResourceConflictRatio.  Pipes
+    work in parallel, so a bar can be longer than 1.  Without ratio columns (Memory, L2Cache, ...
+    groups, or task_trace l0) the figure says to profile with ``--aic-metrics PipeUtilization``.
+    """
+    if op_summary.empty:
+        return _empty_figure(EMPTY_OPS_MESSAGE)
+    columns = _ratio_columns(op_summary)
+    if not columns:
+        return _empty_figure(NO_RATIOS_MESSAGE)
+    data = pd.DataFrame({c: pd.to_numeric(op_summary[c], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+                         for c in columns})
+    data["name"] = op_summary["Op Name"].astype(str).to_numpy()
+    data["dur"] = pd.to_numeric(op_summary["Task Duration(us)"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    data = data[data[columns].notna().any(axis=1)]
+    if data.empty:
+        return _empty_figure("no op has AI Core ratio values (AI CPU and communication tasks have none)")
+    grouped = data.groupby("name", sort=False)
+    means = grouped[columns].mean()
+    total = grouped["dur"].sum().sort_values(ascending=False, kind="stable")
+    names = total.index[:top]
+    means = means.loc[names]
+    columns = [c for c in columns if means[c].notna().any()]
+    in_ms = total.iloc[0] >= 10_000
+
+    fig = Figure(figsize=(11.0, 1.4 + 0.3 * len(names)), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(names))
+    left = np.zeros(len(names))
+    for k, c in enumerate(columns):
+        width = means[c].fillna(0.0).to_numpy()
+        ax.barh(y, width, left=left, height=0.7, color=_ratio_color(c, k), label=c[: -len("_ratio")],
+                edgecolor="white", linewidth=0.4)
+        left += width
+    for yi, end, t in zip(y, left, total.loc[names].to_numpy()):
+        ax.text(end, yi, f" {t / 1000:,.2f} ms" if in_ms else f" {t:,.1f} µs", va="center", ha="left", fontsize=8,
+                color="0.35")
+    ax.set_yticks(y, [_short(n) for n in names], fontsize=8)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    ax.set_xlim(0, max(float(left.max()) * 1.15, 0.1))
+    ax.set_xlabel("mean ratio of the op's cycles, stacked (pipes overlap: the sum can exceed 1)")
+    ax.tick_params(axis="y", length=0)
+    _tidy(ax)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+              fontsize=8, title="ratio", title_fontsize=8)
+    heading = title or "AI Core ratios per op"
+    ax.set_title(f"{heading}: the {len(names)} longest ops of {total.size} (text: total task time)", loc="left")
+    return fig
+
+
+# ------------------------------------------------------------------------ memory lifetimes
+def _step_window(step_trace: pd.DataFrame | None, iteration: int) -> tuple[float, float]:
+    """(begin, end) µs of an iteration: its end minus its Iteration Time, and its end."""
+    if step_trace is None or step_trace.empty:
+        raise ValueError(f"iteration {iteration}: pass step_trace= to find the iteration's time window")
+    ids = step_trace["Iteration ID"].to_numpy()
+    hit = ids == iteration
+    if not hit.any():
+        raise ValueError(f"iteration {iteration} is not in step_trace; available Iteration IDs: {_id_list(ids)}")
+    end = _floats(step_trace["Iteration End(us)"])[hit]
+    begin = end - _floats(step_trace["Iteration Time(us)"])[hit]
+    if not (np.isfinite(begin).any() and np.isfinite(end).any()):
+        raise ValueError(f"iteration {iteration} has no step trace timestamps")
+    return float(np.nanmin(begin)), float(np.nanmax(end))
+
+
+def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None = None, peak: Any = None,
+                     step_trace: pd.DataFrame | None = None, iteration: int | None = None, top: int | None = None,
+                     title: str | None = None) -> Figure:
+    """Draw where tensors live: address in the pool × time, over the allocated-memory curve.
+
+    Arguments are Profile tables: ``tensor_lifetimes`` (``Profile.tensor_lifetimes``: Name, Model ID,
+    Address, Size(KB), Allocation Time(us), Release Time(us), Stream ID), ``memory_record``
+    (``Timestamp(us)``, ``Total Allocated(MB)``, ``Total Reserved(MB)``), ``peak``
+    (``Profile.memory_peak``) and ``step_trace`` (needed for ``iteration``).  A Profile may be passed
+    as the first argument instead: the four are then taken from it (explicit arguments win).
+
+    Top axes: one rectangle per allocation, from allocation to release (to the end of the view if
+    never released) and from its address to address + size (MiB), coloured by stream; with several
+    models their pools are stacked, each as high as its highest tensor end.  Bottom axes (shared
+    x): the allocated total (step curve) and the reserved pool (dashed), MiB, with the peak marked
+    in both.  ``iteration`` zooms to that iteration (tensors live in it; its own highest point is
+    marked when the run's peak lies elsewhere); ``top`` keeps the largest tensors only.  x in ms since
+    the start of the iteration, or of the first record.
+    """
+    if not isinstance(tensor_lifetimes, pd.DataFrame) and hasattr(tensor_lifetimes, "tensor_lifetimes"):
+        profile = tensor_lifetimes
+        tensor_lifetimes = profile.tensor_lifetimes
+        memory_record = profile.memory_record if memory_record is None else memory_record
+        peak = profile.memory_peak if peak is None else peak
+        step_trace = profile.step_trace if step_trace is None else step_trace
+    tl = tensor_lifetimes if tensor_lifetimes is not None else pd.DataFrame()
+    mr = memory_record if memory_record is not None else pd.DataFrame()
+    if tl.empty and mr.empty:
+        return _empty_figure(NO_MEMORY_MESSAGE)
+
+    t_rec = _floats(mr["Timestamp(us)"]) if len(mr) else np.zeros(0)
+    alloc = _floats(tl["Allocation Time(us)"]) if len(tl) else np.zeros(0)
+    release = _floats(tl["Release Time(us)"]) if len(tl) else np.zeros(0)
+    if iteration is not None:
+        w0, w1 = _step_window(step_trace, iteration)
+    else:
+        w0 = float(np.nanmin(np.r_[alloc, t_rec]))
+        w1 = float(np.nanmax(np.r_[alloc, release, t_rec]))
+    origin = w0
+    span_ms = max((w1 - w0) / 1000.0, 1e-3)
+
+    live = (alloc <= w1) & (np.isnan(release) | (release >= w0))
+    tl = tl[live]
+    alloc, release = alloc[live], release[live]
+    n_live = len(tl)
+    live_alloc, live_names = alloc, (tl["Name"].astype(str).to_numpy() if "Name" in tl else np.zeros(0, object))
+    if top is not None and len(tl) > top:
+        keep = np.sort(np.argsort(-_floats(tl["Size(KB)"]), kind="stable")[:top])
+        tl, alloc, release = tl.iloc[keep], alloc[keep], release[keep]
+    in_view = (t_rec >= w0) & (t_rec <= w1)
+
+    has_tensors = len(tl) > 0
+    fig = Figure(figsize=(11.0, 6.5 if has_tensors else 3.5), layout="constrained")
+    if has_tensors:
+        ax_t, ax_m = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1.3])
+    else:
+        ax_t, ax_m = None, fig.add_subplot()
+
+    if has_tensors:
+        size_mib = _floats(tl["Size(KB)"]) / 1024.0
+        addr_mib = _floats(tl["Address"]) / MiB
+        model = pd.to_numeric(tl["Model ID"], errors="coerce").fillna(-1).to_numpy(np.int64) if "Model ID" in tl \
+            else np.zeros(len(tl), np.int64)
+        models = np.unique(model)
+        base = np.zeros(len(tl))
+        bottom, seps = 0.0, []
+        for m in models:  # stack the models' pools
+            mine = model == m
+            base[mine] = bottom
+            bottom += float(np.nanmax(addr_mib[mine] + size_mib[mine]))
+            seps.append((bottom, int(m)))
+        x = (alloc - origin) / 1000.0
+        x_end = np.where(np.isnan(release), w1, release)
+        x_end = (np.minimum(x_end, w1) - origin) / 1000.0
+        x = np.maximum(x, 0.0)
+        stream = pd.to_numeric(tl["Stream ID"], errors="coerce").fillna(-1).to_numpy(np.int64)
+        streams = np.unique(stream)
+        # A white edge separates neighbours, but only on rectangles big enough to keep their colour
+        # (about 1% of the axes both ways); smaller ones are drawn plain.
+        edged = (size_mib >= 0.01 * bottom) & (x_end - x >= 0.01 * span_ms)
+        for k, sid in enumerate(streams):
+            name = f"stream {sid}" if sid >= 0 else "stream N/A"
+            for part, style in ((~edged, {}), (edged, {"edgecolor": "white", "linewidth": 0.4})):
+                mine = (stream == sid) & part
+                if mine.any():
+                    _add_rects(ax_t, x[mine], (x_end - x)[mine], (base + addr_mib)[mine], size_mib[mine],
+                               _STREAM_COLORS[k % len(_STREAM_COLORS)], name, **style)
+        if len(models) > 1:
+            for y, m in seps:
+                ax_t.axhline(y, color="0.5", linewidth=0.6, linestyle="--")
+                ax_t.text(0.995, y, f"model {m} ", transform=ax_t.get_yaxis_transform(), ha="right", va="top",
+                          fontsize=8, color="0.4")
+        ax_t.set_ylim(0, bottom * 1.02 if bottom > 0 else 1)
+        ax_t.set_ylabel("address in the pool (MiB)")
+        ax_t.legend([Patch(facecolor=_STREAM_COLORS[k % len(_STREAM_COLORS)]) for k in range(len(streams))],
+                    [f"stream {s}" if s >= 0 else "stream N/A" for s in streams], loc="upper left",
+                    bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9, title="allocated on", title_fontsize=9)
+        _tidy(ax_t)
+        shown = (f"the {len(tl):,} largest of {n_live:,} tensors" if len(tl) < n_live else f"{len(tl):,} tensors")
+    else:
+        shown = "no tensor addresses in this data (geprof runs with --task-memory on have them)"
+
+    # the usage curve
+    t_ms = (t_rec[in_view] - origin) / 1000.0
+    if len(t_ms):
+        allocated = _floats(mr["Total Allocated(MB)"])[in_view]
+        ax_m.plot(t_ms, allocated, drawstyle="steps-post", color="#4c72b0", linewidth=1.1, label="allocated")
+        if "Total Reserved(MB)" in mr:
+            ax_m.plot(t_ms, _floats(mr["Total Reserved(MB)"])[in_view], drawstyle="steps-post", color="0.5",
+                      linestyle="--", linewidth=0.9, label="reserved")
+        mark = None
+        if peak is not None and w0 <= peak.time_us <= w1:
+            mark = ((peak.time_us - origin) / 1000.0, peak.allocated_bytes / MiB, "peak", peak.tensor)
+        elif np.isfinite(allocated).any():
+            i = int(np.nanargmax(allocated))
+            label = "peak of this iteration" if iteration is not None else "peak"
+            # the allocation that reached it: a tensor allocated at that very record
+            at = np.flatnonzero(live_alloc == t_rec[in_view][i]) if len(live_names) else []
+            mark = (t_ms[i], allocated[i], label, live_names[at[-1]] if len(at) else None)
+        if mark is not None:
+            px, py, label, tensor = mark
+            ax_m.plot([px], [py], "o", color="#c44e52", markersize=6, label=f"{label}: {py:,.1f} MiB", zorder=5)
+            for ax in (ax_t, ax_m):
+                if ax is not None:
+                    ax.axvline(px, color="#c44e52", linewidth=0.8, linestyle=":", zorder=4)
+            if tensor:
+                left = px < span_ms * 0.7
+                ax_m.annotate(_short(tensor, 50), (px, py), xytext=(8 if left else -8, -16), textcoords="offset points",
+                              fontsize=8, color="#c44e52", ha="left" if left else "right", va="top", zorder=6,
+                              bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
+        top_y = np.nanmax(np.r_[allocated, _floats(mr["Total Reserved(MB)"])[in_view]
+                                if "Total Reserved(MB)" in mr else allocated])
+        ax_m.set_ylim(0, top_y * 1.1 if np.isfinite(top_y) and top_y > 0 else 1)
+        ax_m.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
+    else:
+        ax_m.text(0.5, 0.5, "no memory_record rows in this window", transform=ax_m.transAxes, ha="center",
+                  va="center", color="0.4")
+    ax_m.set_ylabel("memory (MiB)")
+    ax_m.set_xlim(-0.01 * span_ms, 1.01 * span_ms)
+    ax_m.set_xlabel(f"time since the start of iteration {iteration} (ms)" if iteration is not None
+                    else "time since the first memory record (ms)")
+    _tidy(ax_m)
+    heading = title or "Tensor lifetimes"
+    if iteration is not None:
+        heading += f": iteration {iteration}"
+    (ax_t if ax_t is not None else ax_m).set_title(f"{heading}  ({shown})", loc="left")
+    return fig
+
+
+# ---------------------------------------------------------------------------- host scopes
+def _lanes(group: np.ndarray, lo: np.ndarray, hi: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
+    """A lane per interval so intervals of one group in one lane never overlap (greedy, by start,
+    longest first, so an enclosing scope takes a lane above what it encloses).  ``tolerance``
+    (x units) lets an interval start that much before the previous one in its lane ends."""
+    order = np.lexsort((-hi, lo, group))
+    lane = np.zeros(len(lo), np.int64)
+    ends: list[float] = []
+    current = None
+    for i in order.tolist():
+        if group[i] != current:
+            current, ends = group[i], []
+        start = lo[i] + tolerance
+        for k, e in enumerate(ends):
+            if e <= start:
+                break
+        else:
+            k = len(ends)
+            ends.append(0.0)
+        ends[k] = hi[i]
+        lane[i] = k
+    return lane
+
+
+def host_scopes(host_events: pd.DataFrame, api_calls: pd.DataFrame | None = None, by: str = "event",
+                title: str | None = None, width_px: int = 1100) -> Figure:
+    """Draw host work on its own timeline: GE host events and, optionally, host API calls.
+
+    ``host_events`` is ``Profile.host_events`` (Thread ID, Element, Event, Start(us), End(us)),
+    ``api_calls`` the host API records of ``Profile.source.api_calls()`` (level, api, thread,
+    begin, end in ns; ``api_statistic`` has no times and is refused).
+
+    * ``by="event"``: one row per API (``RunGraph (acl)``, ``InferShape (node)``, ...; outer levels
+      first, a line below them), then one row per host event type (CopyH2D, InferShape, Tiling,
+      AllocMemory, rtKernelLaunch, ...), each in order of first occurrence.  A row has one colour.
+    * ``by="thread"``: per thread one row per API level (acl, model, node, ...) and one for the GE
+      host events, a row more where scopes of one row overlap (:func:`_lanes`); coloured by scope
+      name, with a legend.
+
+    x in ms since the first scope; scopes of zero duration are not drawn.  Drawn like
+    :func:`task_gantt` (one path per colour, merged per pixel column).  Without host events the
+    figure says how to get them (``--ge-api l1`` on a dynamic-shape graph).
+    """
+    if by not in ("event", "thread"):
+        raise ValueError(f"by={by!r}: use 'event' or 'thread'")
+    if api_calls is not None and not {"begin", "end", "api"} <= set(api_calls.columns):
+        raise ValueError("api_calls needs the per-call records with begin/end times (Profile.source.api_calls()); "
+                         "api_statistic only has totals")
+    he = host_events if host_events is not None else pd.DataFrame()
+    ac = api_calls if api_calls is not None else pd.DataFrame()
+    if he.empty and ac.empty:
+        return _empty_figure(NO_HOST_EVENTS_MESSAGE)
+
+    # Times relative to the first scope, in ms: API records are int ns, host events float µs.
+    he_start = _floats(he["Start(us)"]) if len(he) else np.zeros(0)
+    he_end = _floats(he["End(us)"]) if len(he) else np.zeros(0)
+    ac_begin = ac["begin"].to_numpy(np.int64) if len(ac) else np.zeros(0, np.int64)
+    ac_end = ac["end"].to_numpy(np.int64) if len(ac) else np.zeros(0, np.int64)
+    origin_ns = int(min(np.nanmin(he_start) * 1000 if len(he) else np.inf, ac_begin.min() if len(ac) else np.inf))
+    lo = np.r_[(ac_begin - origin_ns) / 1e6, (he_start - origin_ns / 1000.0) / 1000.0]
+    hi = np.r_[(ac_end - origin_ns) / 1e6, (he_end - origin_ns / 1000.0) / 1000.0]
+    levels = ac["level"].astype(str).to_numpy(object) if len(ac) else np.zeros(0, object)
+    names = np.r_[ac["api"].astype(str).to_numpy(object) if len(ac) else np.zeros(0, object),
+                  he["Event"].astype(str).to_numpy(object) if len(he) else np.zeros(0, object)]
+    threads = np.r_[ac["thread"].to_numpy(np.int64) if len(ac) else np.zeros(0, np.int64),
+                    he["Thread ID"].to_numpy(np.int64) if len(he) else np.zeros(0, np.int64)]
+    is_api = np.r_[np.ones(len(ac), bool), np.zeros(len(he), bool)]
+    n_api, n_events = len(ac), len(he)
+    drawn = np.isfinite(lo) & (hi > lo)
+    lo, hi, names, threads, is_api = lo[drawn], hi[drawn], names[drawn], threads[drawn], is_api[drawn]
+    levels = levels[drawn[: len(levels)]]
+    if len(lo) == 0:
+        return _empty_figure("every host scope has zero duration: nothing to draw")
+    kind, kinds = _factorize(pd.Series(names, dtype=object))
+
+    if by == "event":
+        level_rank = {"acl": 0, "model": 1, "node": 2, "runtime": 3}
+        keys = np.r_[[f"{a} ({lv})" for a, lv in zip(names[is_api], levels)], names[~is_api]].astype(object)
+        rank = np.r_[[level_rank.get(lv, 4) for lv in levels], np.full((~is_api).sum(), 5)]
+        order = np.lexsort((np.r_[lo[is_api], lo[~is_api]], rank))
+        labels = list(dict.fromkeys(keys[order].tolist()))
+        index = {k: i for i, k in enumerate(labels)}
+        row = np.empty(len(lo), np.int64)
+        row[np.flatnonzero(is_api)] = [index[k] for k in keys[: is_api.sum()]]
+        row[np.flatnonzero(~is_api)] = [index[k] for k in keys[is_api.sum():]]
+        n_api_rows = len({k for k in keys[: is_api.sum()]})
+    else:
+        # per thread: the API levels (outer first), then the GE host events; a lane more where scopes overlap
+        level_rank = {"acl": 0, "model": 1, "node": 2, "runtime": 3}
+        level_names = ["acl", "model", "node", "runtime", "api", "host events"]
+        source = np.r_[[level_rank.get(lv, 4) for lv in levels], np.full((~is_api).sum(), 5)].astype(np.int64)
+        group = pd.factorize(pd.Series(list(zip(threads.tolist(), source.tolist()))))[0]
+        lane = _lanes(group, lo, hi, tolerance=0.0)
+        keys = np.stack([threads, source, lane], axis=1)
+        rows_used, row = np.unique(keys, axis=0, return_inverse=True)
+        row = row.ravel()
+        labels = [f"thread {t} · {level_names[src]}" + (f" ({ln + 1})" if ln else "") for t, src, ln in rows_used]
+        n_api_rows = 0
+
+    x1 = max(float(hi.max()), 1e-3)
+    n_rows = len(labels)
+    fig = Figure(figsize=(width_px / 100, min(1.6 + 0.34 * n_rows, 9.0)), layout="constrained")
+    ax = fig.add_subplot()
+    _draw_spans(ax, row, lo, hi, kind, kinds, [color_of(k) for k in kinds], 0.0, x1, width_px)
+    ax.set_xlim(-0.005 * x1, 1.005 * x1)
+    ax.set_ylim(n_rows - 0.5, -0.5)
+    ax.set_yticks(range(n_rows), labels, fontsize=9)
+    ax.tick_params(axis="y", length=0)
+    ax.set_xlabel("time since the first host scope (ms)")
+    ax.grid(axis="x", color="0.9", linewidth=0.6)
+    ax.set_axisbelow(True)
+    _tidy(ax)
+    if 0 < n_api_rows < n_rows:
+        ax.axhline(n_api_rows - 0.5, color="0.6", linewidth=0.8)
+    if by == "thread":
+        fig.legend([Patch(facecolor=color_of(k)) for k in kinds], kinds, loc="outside right upper", frameon=False,
+                   fontsize=9, title="scope", title_fontsize=9)
+    heading = title or "Host scopes"
+    counts = [f"{n_events:,} host events"] + ([f"{n_api:,} API calls"] if n_api else [])
+    ax.set_title(f"{heading}  ({', '.join(counts)} over {x1:,.3f} ms)", loc="left")
+    if he.empty:
+        fig.text(0.5, 0.0, NO_HOST_EVENTS_MESSAGE, ha="center", va="bottom", fontsize=9, color="0.4")
+    return fig
+
 def figure_png(fig: Figure, dpi: int = 100) -> bytes:
     """Render a figure to PNG bytes, for static HTML fallbacks where no live matplotlib backend exists."""
     buf = BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    # A figure with a layout engine (all of this module's) already fits its decorations inside
+    # itself; "tight" would draw it twice to find what it already knows.
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches=None if fig.get_layout_engine() is not None else "tight")
     return buf.getvalue()

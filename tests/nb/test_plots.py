@@ -1,4 +1,7 @@
-"""step_timeline draws the step_trace phases where msprof says they are; figure_png renders them."""
+"""Every plot draws its table's values where they belong: step_timeline (step_trace), task_gantt
+(op_summary per stream), op_type_bars (op_statistic), pipe_ratios (op_summary *_ratio columns),
+memory_lifetimes (tensor_lifetimes + memory_record + memory_peak), host_scopes (host_events + API
+calls); figure_png renders them."""
 
 import json
 import subprocess
@@ -11,10 +14,14 @@ matplotlib.use("Agg")
 import numpy as np
 import pandas as pd
 import pytest
+from geprof_testing import run_profiled_session, small_resnet
+from matplotlib.colors import to_rgba
+from matplotlib.patches import PathPatch
 
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import columns as C
+from geprof_nb.nb import plots
 from geprof_nb.nb.plots import EMPTY_STEP_TRACE_MESSAGE, figure_png, step_timeline
 
 T = 1.7e15  # an absolute µs timestamp of the size msprof writes
@@ -206,3 +213,543 @@ def test_simulated_training_run(tmp_path):
     assert sorted(w for _, w in b["FP→BP"]) == pytest.approx(sorted(st["FP to BP Time(us)"] / 1000), abs=1e-6)
     assert len(b["AllReduce"]) == st.iloc[:, 10::2].notna().to_numpy().sum()
     assert len(b["Data Aug Bound"]) == 3  # N/A for the first iteration
+
+
+# ====================================================================== shared helpers
+MIB = 1024 * 1024
+
+
+def path_rects(ax):
+    """{patch label: array of (x, width, y, height)} of the compound-path rectangles of an axes."""
+    out = {}
+    for p in ax.patches:
+        if isinstance(p, PathPatch):
+            v = p.get_path().vertices.reshape(-1, 5, 2)
+            r = np.column_stack([v[:, 0, 0], v[:, 1, 0] - v[:, 0, 0], v[:, 0, 1], v[:, 2, 1] - v[:, 0, 1]])
+            out.setdefault(p.get_label(), []).append(r)
+    return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def patch_colors(ax):
+    return {p.get_label(): to_rgba(p.get_facecolor()) for p in ax.patches if isinstance(p, PathPatch)}
+
+
+def all_rects(ax):
+    r = path_rects(ax)
+    return np.concatenate(list(r.values())) if r else np.zeros((0, 4))
+
+
+def union_length(lo, hi):
+    """Length of the union of intervals (a plain sweep, independent of the plotting code)."""
+    total, reach = 0.0, -np.inf
+    for a, b in sorted(zip(lo, hi)):
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
+
+
+def legend_texts(legend):
+    return [t.get_text() for t in legend.get_texts()]
+
+
+def figure_texts(fig):
+    return [t.get_text() for ax in fig.axes for t in ax.texts] + [t.get_text() for t in fig.texts]
+
+
+def ops_frame(stream, task_type, start_us, dur_us, **extra):
+    """A minimal op_summary: Stream ID (nullable), Task Type, absolute start (µs), duration (µs)."""
+    frame = pd.DataFrame({
+        "Stream ID": pd.array(stream, dtype="Int64"),
+        "Task Type": pd.Categorical(task_type),
+        "Task Start Time(us)": T + np.asarray(start_us, float),
+        "Task Duration(us)": np.asarray(dur_us, float),
+    })
+    for k, v in extra.items():
+        frame[k] = v
+    return frame
+
+
+# ============================================================================ step_timeline
+def test_getnext_columns_are_drawn_when_present():
+    frame = step_trace(TRAINING, n_reduce=2)
+    # Two GetNext spans per iteration: one given with an end, one with a duration (both forms accepted).
+    frame = pd.concat([frame, pd.DataFrame({"GetNext Start(us)": T + np.array([-300.0, 7100.0, 14500.0]),
+                                            "GetNext End(us)": T + np.array([-100.0, 7300.0, 14700.0])})], axis=1)
+    frame = pd.concat([frame, pd.DataFrame([[T + 7350.0, 40.0], [NAN, NAN], [T + 14750.0, 30.0]],
+                                           columns=["GetNext Start(us)", "GetNext Duration(us)"])], axis=1)
+    fig = step_timeline(frame)
+    b = bars(fig)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["Data Aug Bound", "GetNext", "FP→BP", "Iteration Refresh", "AllReduce"]
+    # origin: the earliest drawn start is now iteration 1's GetNext, 300 µs before its FP
+    assert_spans(b["GetNext"], [(0.0, 0.2), (7.4, 0.2), (7.65, 0.04), (14.8, 0.2), (15.05, 0.03)])
+    assert_spans(b["FP→BP"], [(0.3, 6.0), (7.7, 6.0), (15.1, 6.2)])
+
+
+def test_allreduce_bars_are_the_reduce_columns_of_a_real_run(hccl_memory_run):
+    st = hccl_memory_run.profile.step_trace
+    pos = [i for i, c in enumerate(st.columns) if c == "Reduce Start(us)"]
+    assert len(pos) >= 2  # ResNet-50 on 8 ranks: several gradient buckets
+    start = st.iloc[:, pos].to_numpy(float).ravel()
+    dur = st.iloc[:, [i + 1 for i in pos]].to_numpy(float).ravel()
+    ok = np.isfinite(start) & np.isfinite(dur)
+    origin = np.nanmin(np.r_[st["FP Start(us)"].to_numpy(float) - st["Data Aug Bound(us)"].fillna(0).to_numpy(float),
+                             start])
+    got = bars(step_timeline(st))["AllReduce"]
+    # tolerance: µs timestamps of ~1.8e15 hold 0.25 µs
+    assert len(got) == ok.sum()
+    for (s, w), (es, ew) in zip(got, sorted(zip((start[ok] - origin) / 1000, dur[ok] / 1000))):
+        assert s == pytest.approx(es, abs=1e-3) and w == pytest.approx(ew, abs=1e-6)
+    colors = {c.get_label(): to_rgba(c.get_facecolor()[0]) for c in step_timeline(st).axes[0].collections
+              if not c.get_label().startswith("_")}
+    assert colors["AllReduce"] == to_rgba(plots.color_of("COMMUNICATION"))
+
+
+# =============================================================================== task_gantt
+GANTT = ops_frame(
+    stream=[1, 1, 3, 3, None, 1],
+    task_type=["AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "AI_CORE", "COMMUNICATION", "AI_CORE"],
+    start_us=[0.0, 400.0, 100.0, 800.0, 200.0, 1000.0],
+    dur_us=[300.0, 200.0, 500.0, 100.0, 700.0, 100.0],
+)
+
+
+def test_gantt_rows_are_streams_and_the_legend_the_task_types():
+    fig = plots.task_gantt(GANTT)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 1", "stream 3", "stream N/A"]
+    assert ax.get_ylim()[0] > ax.get_ylim()[1]  # stream 1 on top
+    assert legend_texts(fig.legends[0]) == ["AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "COMMUNICATION"]
+    assert ax.get_xlabel() == "time since the first task shown (ms)"
+    assert "6 tasks" in ax.get_title(loc="left")
+
+
+def test_gantt_tasks_wider_than_a_pixel_are_drawn_exactly_in_their_colour():
+    fig = plots.task_gantt(GANTT)
+    ax = fig.axes[0]
+    r = path_rects(ax)
+    # every task here is wider than 1.1 ms / 1100 columns: one rectangle each, at its time and row
+    assert sorted(map(tuple, np.round(r["AI_CORE"][:, :3], 9))) == [(0.0, 0.3, -0.4), (0.8, 0.1, 0.6),
+                                                                     (1.0, 0.1, -0.4)]
+    assert r["AI_CPU"][:, :3].tolist() == [[0.1, 0.5, 0.6]]
+    assert np.allclose(r["COMMUNICATION"][:, :3], [[0.2, 0.7, 1.6]])
+    assert np.allclose(r["AI_VECTOR_CORE"][:, :3], [[0.4, 0.2, -0.4]])
+    assert np.allclose(all_rects(ax)[:, 3], 0.8)
+    for label, color in patch_colors(ax).items():  # the same colour as everywhere else
+        assert color == to_rgba(plots.color_of(label))
+    legend_colors = [to_rgba(h.get_facecolor()) for h in fig.legends[0].legend_handles]
+    assert legend_colors == [to_rgba(plots.color_of(t)) for t in ["AI_CORE", "AI_CPU", "AI_VECTOR_CORE",
+                                                                   "COMMUNICATION"]]
+    lo, hi = ax.get_xlim()
+    assert lo <= 0.0 and hi >= 1.1
+
+
+def synthetic_tasks(n, streams=3, seed=1, kinds=("AI_CORE", "AI_VECTOR_CORE", "AI_CPU")):
+    """n tasks on ``streams`` streams: mostly sub-µs-to-µs tasks, some long ones, some overlapping."""
+    rng = np.random.default_rng(seed)
+    stream = rng.integers(0, streams, n)
+    dur = np.where(rng.random(n) < 0.01, rng.exponential(500.0, n), rng.exponential(1.0, n))
+    start = np.empty(n)
+    for s in range(streams):
+        m = stream == s
+        # gaps drawn around zero: about a third of the tasks overlap the previous one
+        start[m] = np.cumsum(rng.normal(0.8, 1.5, m.sum()).clip(-2, None) + dur[m]) - dur[m]
+    start -= start.min()
+    kind = np.asarray(kinds, object)[rng.integers(0, len(kinds), n)]
+    return ops_frame(stream + 1, kind, start, dur)
+
+
+def row_unions(frame):
+    """{stream: union of its task intervals, ms}."""
+    t0 = frame["Task Start Time(us)"].min()
+    lo = (frame["Task Start Time(us)"].to_numpy() - t0) / 1000
+    hi = lo + frame["Task Duration(us)"].to_numpy() / 1000
+    sid = frame["Stream ID"].to_numpy()
+    return {s: union_length(lo[sid == s], hi[sid == s]) for s in np.unique(sid)}
+
+
+def drawn_per_row(ax):
+    r = all_rects(ax)
+    return r, {int(round(y + 0.4)): r[np.isclose(r[:, 2], y), 1].sum() for y in np.unique(r[:, 2])}
+
+
+def assert_no_overlap_within_rows(r):
+    for y in np.unique(r[:, 2]):
+        row = r[np.isclose(r[:, 2], y)]
+        row = row[np.argsort(row[:, 0])]
+        assert (row[1:, 0] >= row[:-1, 0] + row[:-1, 1] - 1e-9).all()
+
+
+def test_gantt_drawn_width_per_row_is_the_union_of_its_tasks():
+    frame = synthetic_tasks(20_000)
+    fig = plots.task_gantt(frame, width_px=500)
+    r, drawn = drawn_per_row(fig.axes[0])
+    unions = row_unions(frame)
+    assert len(drawn) == 3
+    for row, s in enumerate(sorted(unions)):
+        assert drawn[row] == pytest.approx(unions[s], rel=1e-9)
+    assert_no_overlap_within_rows(r)
+    assert len(r) <= 3 * 500
+    assert len(r) < len(frame) / 5  # sub-pixel tasks were merged
+
+
+def test_gantt_merged_columns_take_the_colour_that_covers_most():
+    # one pixel column (1 ms / 100 columns = 10 µs): 6 µs of AI_CPU and 3 µs of AI_CORE -> one AI_CPU span of 9 µs
+    frame = ops_frame([1] * 4, ["AI_CORE", "AI_CPU", "AI_CORE", "AI_CORE"], [0.0, 2.0, 8.0, 990.0],
+                      [1.0, 6.0, 2.0, 10.0])
+    r = path_rects(plots.task_gantt(frame, width_px=100).axes[0])
+    assert np.allclose(r["AI_CPU"][:, :2], [[0.0, 0.009]])
+    assert np.allclose(r["AI_CORE"][:, :2], [[0.99, 0.01]])
+
+
+def test_gantt_of_a_million_tasks_draws_at_most_rows_times_width_rectangles():
+    frame = synthetic_tasks(1_000_000, streams=4, seed=2)
+    fig = plots.task_gantt(frame, width_px=1100)
+    r, drawn = drawn_per_row(fig.axes[0])
+    assert len(r) <= 4 * 1100
+    unions = row_unions(frame)
+    for row, s in enumerate(sorted(unions)):
+        assert drawn[row] == pytest.approx(unions[s], rel=1e-9)
+    assert_no_overlap_within_rows(r)
+    assert figure_png(fig).startswith(b"\x89PNG")
+
+
+def test_gantt_zooms_to_an_iteration():
+    iterations = np.array([1, 1, 2, 2, 2, 3])
+    fig = plots.task_gantt(GANTT, iteration=2, iterations=iterations)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 3", "stream N/A"]  # no stream 1 task in it
+    r = path_rects(ax)
+    # iteration 2: AI_CPU at 100 µs is the first task shown, so x starts there
+    assert np.allclose(r["AI_CPU"][:, :2], [[0.0, 0.5]])
+    assert np.allclose(r["AI_CORE"][:, :2], [[0.7, 0.1]])
+    assert np.allclose(r["COMMUNICATION"][:, :2], [[0.1, 0.7]])
+    assert legend_texts(fig.legends[0]) == ["AI_CORE", "AI_CPU", "COMMUNICATION"]
+    assert "iteration 2" in ax.get_title(loc="left")
+    with pytest.raises(ValueError, match="needs iterations="):
+        plots.task_gantt(GANTT, iteration=2)
+    with pytest.raises(ValueError, match=r"iteration 7 has no op tasks; available Iteration IDs: 1-3"):
+        plots.task_gantt(GANTT, iteration=7, iterations=iterations)
+
+
+def test_gantt_without_tasks_says_why():
+    fig = plots.task_gantt(GANTT.iloc[:0])
+    assert figure_texts(fig) == [plots.EMPTY_OPS_MESSAGE]
+
+
+def test_gantt_of_a_real_run(hccl_memory_run):
+    p = hccl_memory_run.profile
+    ops = p.op_summary
+    fig = plots.task_gantt(ops)
+    ax = fig.axes[0]
+    streams = ops["Stream ID"].astype("Float64").unique()
+    assert len(ax.get_yticks()) == len(streams)
+    assert set(legend_texts(fig.legends[0])) == set(ops["Task Type"].astype(str))
+    _, drawn = drawn_per_row(ax)
+    frame = ops.assign(**{"Stream ID": ops["Stream ID"].fillna(10**6)})  # N/A sorts last, like its row
+    for row, s in enumerate(sorted(row_unions(frame))):
+        assert drawn[row] == pytest.approx(row_unions(frame)[s], rel=1e-6)
+    last = int(p.iterations.max())
+    zoomed = plots.task_gantt(ops, iteration=last, iterations=p.iteration_of_ops.to_numpy())
+    _, drawn = drawn_per_row(zoomed.axes[0])
+    mine = p.ops(last)
+    mine = mine.assign(**{"Stream ID": mine["Stream ID"].fillna(10**6)})
+    for row, s in enumerate(sorted(row_unions(mine))):
+        assert drawn[row] == pytest.approx(row_unions(mine)[s], rel=1e-6)
+
+
+# ============================================================================= op_type_bars
+OP_STATISTIC = pd.DataFrame({
+    "Device_id": 0,
+    "OP Type": ["MatMul", "Cast", "Add", "MatMul", "Relu"],
+    "Core Type": ["AI_CORE", "AI_VECTOR_CORE", "AI_VECTOR_CORE", "MIX_AIC", "AI_VECTOR_CORE"],
+    "Count": [10, 5, 5, 2, 5],
+    "Total Time(us)": [500.0, 300.0, 100.0, 80.0, 20.0],
+})
+
+
+def bar_widths(ax):
+    (container,) = ax.containers
+    return [r.get_width() for r in container], [to_rgba(r.get_facecolor()) for r in container]
+
+
+def test_op_type_bars_are_the_totals_with_their_share():
+    fig = plots.op_type_bars(OP_STATISTIC)
+    ax = fig.axes[0]
+    widths, colors = bar_widths(ax)
+    assert widths == [500.0, 300.0, 100.0, 80.0, 20.0]
+    # MatMul runs on two core types: its labels say which
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["MatMul (AI_CORE)", "Cast", "Add", "MatMul (MIX_AIC)",
+                                                             "Relu"]
+    assert [t.get_text() for t in ax.texts] == [" 50.0%", " 30.0%", " 10.0%", " 8.0%", " 2.0%"]
+    assert [t.get_position()[0] for t in ax.texts] == widths  # written at each bar end
+    assert colors == [to_rgba(plots.color_of(c)) for c in ["AI_CORE", "AI_VECTOR_CORE", "AI_VECTOR_CORE",
+                                                           "MIX_AIC", "AI_VECTOR_CORE"]]
+    assert ax.get_xlabel() == "total time (µs)"
+    assert legend_texts(ax.get_legend()) == ["AI_CORE", "AI_VECTOR_CORE", "MIX_AIC"]
+
+
+def test_op_type_bars_top_and_ms():
+    big = OP_STATISTIC.assign(**{"Total Time(us)": OP_STATISTIC["Total Time(us)"] * 100})
+    fig = plots.op_type_bars(big, top=2)
+    ax = fig.axes[0]
+    assert bar_widths(ax)[0] == [50.0, 30.0]
+    assert ax.get_xlabel() == "total time (ms)"
+    assert [t.get_text() for t in ax.texts] == [" 50.0%", " 30.0%"]  # share of all ops, not of the shown
+    assert "top 2 of 5 (80.0% of the time)" in ax.get_title(loc="left")
+
+
+def test_op_type_bars_of_a_real_run(hccl_memory_run):
+    stats = hccl_memory_run.profile.op_statistic
+    widths, _ = bar_widths(plots.op_type_bars(stats, top=10).axes[0])
+    expected = np.sort(stats["Total Time(us)"].to_numpy())[::-1][:10]
+    assert widths == pytest.approx(expected)
+    assert figure_texts(plots.op_type_bars(stats.iloc[:0])) == [plots.EMPTY_OP_STATISTIC_MESSAGE]
+
+
+# ============================================================================== pipe_ratios
+def stacked(ax):
+    """{ratio label: [segment width per op, top op first]} and the ops' labels."""
+    segments = {c.get_label(): [r.get_width() for r in c] for c in ax.containers}
+    lefts = {c.get_label(): [r.get_x() for r in c] for c in ax.containers}
+    return segments, lefts, [t.get_text() for t in ax.get_yticklabels()]
+
+
+def a2_ops():
+    """910B-style rows: cube ops have aic_* ratios, vector ops aiv_* (pd.NA in the other core's columns)."""
+    na = pd.NA
+    rows = [  # name, duration, aic_mac, aic_mte2, aiv_vec, aiv_mte2
+        ("conv", 10.0, 0.8, 0.3, na, na),
+        ("conv", 14.0, 0.6, 0.5, na, na),
+        ("relu", 5.0, na, na, 0.4, 0.5),
+        ("cast", 30.0, na, na, 0.2, 0.7),
+        ("allreduce", 900.0, na, na, na, na),  # communication: no ratios, never ranked
+        ("mix", 8.0, 0.5, 0.1, 0.3, 0.2),
+    ]
+    frame = pd.DataFrame(rows, columns=["Op Name", "Task Duration(us)", "aic_mac_ratio", "aic_mte2_ratio",
+                                        "aiv_vec_ratio", "aiv_mte2_ratio"])
+    for c in frame.columns[2:]:
+        frame[c] = frame[c].astype("Float64")
+    frame["Op Name"] = frame["Op Name"].astype("category")
+    frame["aic_mac_time(us)"] = 1.0  # not a ratio: never plotted
+    return frame
+
+
+def test_pipe_ratios_stack_the_mean_ratio_of_each_column():
+    fig = plots.pipe_ratios(a2_ops())
+    ax = fig.axes[0]
+    seg, left, names = stacked(ax)
+    assert names == ["cast", "conv", "mix", "relu"]  # by total duration: 30, 24, 8, 5 µs
+    assert list(seg) == ["aic_mac", "aic_mte2", "aiv_vec", "aiv_mte2"]
+    assert seg["aic_mac"] == pytest.approx([0.0, 0.7, 0.5, 0.0])
+    assert seg["aic_mte2"] == pytest.approx([0.0, 0.4, 0.1, 0.0])
+    assert seg["aiv_vec"] == pytest.approx([0.2, 0.0, 0.3, 0.4])
+    assert seg["aiv_mte2"] == pytest.approx([0.7, 0.0, 0.2, 0.5])
+    # stacked: each segment starts where the previous ends
+    assert left["aiv_mte2"] == pytest.approx([0.2, 1.1, 0.9, 0.4])
+    assert legend_texts(ax.get_legend()) == ["aic_mac", "aic_mte2", "aiv_vec", "aiv_mte2"]
+    assert "cycles" in ax.get_xlabel()
+
+
+def test_pipe_ratios_top_and_910a_columns():
+    ops = pd.DataFrame({"Op Name": ["a", "b", "a", "c"], "Task Duration(us)": [5.0, 20.0, 5.0, 1.0],
+                        "mac_ratio": [0.2, 0.9, 0.4, 0.1], "vec_ratio": [0.1, 0.0, 0.3, 0.5],
+                        "mte2_ratio": [0.5, 0.1, 0.3, np.nan]})
+    seg, _, names = stacked(plots.pipe_ratios(ops, top=2).axes[0])
+    assert names == ["b", "a"]
+    assert seg == {"mac": pytest.approx([0.9, 0.3]), "vec": pytest.approx([0.0, 0.2]),
+                   "mte2": pytest.approx([0.1, 0.4])}
+
+
+def test_pipe_ratios_without_ratio_columns_name_the_metrics_group():
+    memory_group = pd.DataFrame({"Op Name": ["a"], "Task Duration(us)": [1.0], "aic_main_mem_read_bw(GB/s)": [3.0]})
+    fig = plots.pipe_ratios(memory_group)
+    assert figure_texts(fig) == [plots.NO_RATIOS_MESSAGE]
+    assert "--aic-metrics PipeUtilization" in plots.NO_RATIOS_MESSAGE
+
+
+def test_pipe_ratios_of_a_real_run(hccl_memory_run):
+    ops = hccl_memory_run.profile.op_summary
+    seg, _, names = stacked(plots.pipe_ratios(ops, top=5).axes[0])
+    ratio_cols = [c for c in ops.columns if c.endswith("_ratio")]
+    has_ratio = ops[ratio_cols].notna().any(axis=1)
+    totals = ops[has_ratio].groupby("Op Name", observed=True)["Task Duration(us)"].sum().sort_values(ascending=False)
+    assert len(names) == 5
+    for k, name in enumerate(totals.index[:5]):
+        assert name.endswith(names[k].lstrip("…"))
+        means = ops[ops["Op Name"] == name][ratio_cols].mean()
+        for col in ratio_cols:
+            expected = means[col] if np.isfinite(means[col]) else 0.0
+            if col[: -len("_ratio")] in seg:
+                assert seg[col[: -len("_ratio")]][k] == pytest.approx(expected)
+
+
+# ========================================================================= memory_lifetimes
+def test_memory_lifetimes_draw_every_tensor_at_its_address(hccl_memory_run):
+    p = hccl_memory_run.profile
+    tl, mr, peak = p.tensor_lifetimes, p.memory_record, p.memory_peak
+    fig = plots.memory_lifetimes(tl, mr, peak)
+    ax_t, ax_m = fig.axes
+    r = all_rects(ax_t)
+    assert len(r) == len(tl)  # one rectangle per allocation
+    origin = min(tl["Allocation Time(us)"].min(), mr["Timestamp(us)"].min())
+    # widths from the float timestamps the table holds (Duration(us) is exact ns; the floats resolve 0.25 µs)
+    expected = np.column_stack([(tl["Allocation Time(us)"] - origin) / 1000,
+                                (tl["Release Time(us)"] - tl["Allocation Time(us)"]) / 1000,
+                                tl["Address"] / MIB, tl["Size(KB)"] / 1024])
+    order = lambda a: a[np.lexsort((a[:, 2], a[:, 0]))]  # noqa: E731
+    np.testing.assert_allclose(order(r), order(expected), atol=1e-6)
+    # the peak: marker at memory_peak's time and value, on the allocated curve's axes
+    (marker,) = [ln for ln in ax_m.lines if ln.get_marker() == "o"]
+    assert marker.get_xdata()[0] == pytest.approx((peak.time_us - origin) / 1000, abs=1e-6)
+    assert marker.get_ydata()[0] == pytest.approx(peak.allocated_bytes / MIB)
+    assert marker.get_ydata()[0] == pytest.approx(mr["Total Allocated(MB)"].max())
+    allocated = [ln for ln in ax_m.lines if ln.get_label() == "allocated"][0]
+    np.testing.assert_allclose(allocated.get_ydata(), mr["Total Allocated(MB)"])
+    assert ax_t.get_shared_x_axes().joined(ax_t, ax_m)
+    assert ax_t.get_ylabel() == "address in the pool (MiB)" and ax_m.get_ylabel() == "memory (MiB)"
+    assert "(ms)" in ax_m.get_xlabel()
+    # a Profile works as the first argument
+    assert len(all_rects(plots.memory_lifetimes(p).axes[0])) == len(tl)
+
+
+def test_memory_lifetimes_zoom_and_top(hccl_memory_run):
+    p = hccl_memory_run.profile
+    st, tl = p.step_trace, p.tensor_lifetimes
+    last = st.iloc[-1]
+    w0, w1 = last["Iteration End(us)"] - last["Iteration Time(us)"], last["Iteration End(us)"]
+    live = (tl["Allocation Time(us)"] <= w1) & (tl["Release Time(us)"].isna() | (tl["Release Time(us)"] >= w0))
+    it = int(last["Iteration ID"])
+    fig = plots.memory_lifetimes(p, iteration=it)
+    assert len(all_rects(fig.axes[0])) == live.sum()
+    assert f"iteration {it}" in fig.axes[1].get_xlabel()
+    (marker,) = [ln for ln in fig.axes[1].lines if ln.get_marker() == "o"]
+    mr = p.memory_record
+    window = mr[(mr["Timestamp(us)"] >= w0) & (mr["Timestamp(us)"] <= w1)]
+    assert marker.get_ydata()[0] == pytest.approx(window["Total Allocated(MB)"].max())
+    top = plots.memory_lifetimes(p, iteration=it, top=40)
+    r = all_rects(top.axes[0])
+    assert len(r) == 40
+    assert sorted(r[:, 3]) == pytest.approx(sorted(tl[live]["Size(KB)"].nlargest(40) / 1024))
+    with pytest.raises(ValueError, match="available Iteration IDs"):
+        plots.memory_lifetimes(p, iteration=99)
+
+
+def test_memory_lifetimes_stack_model_pools_and_extend_unreleased_tensors():
+    tl = pd.DataFrame({"Name": ["a", "b", "c"], "Model ID": [1, 1, 2], "Address": [0, MIB, 0],
+                       "Size(KB)": [1024.0, 2048.0, 512.0], "Allocation Time(us)": T + np.array([0.0, 100.0, 50.0]),
+                       "Release Time(us)": T + np.array([300.0, np.nan, 150.0]),
+                       "Duration(us)": [300.0, np.nan, 100.0], "Stream ID": [1, 2, 1]})
+    mr = pd.DataFrame({"Timestamp(us)": T + np.array([0.0, 100.0, 400.0]), "Total Allocated(MB)": [1.0, 3.0, 0.0],
+                       "Total Reserved(MB)": [4.0, 4.0, 4.0]})
+    fig = plots.memory_lifetimes(tl, mr)
+    r = path_rects(fig.axes[0])
+    assert sorted(r) == ["stream 1", "stream 2"]
+    # model 2's pool sits above model 1's highest tensor end (3 MiB)
+    np.testing.assert_allclose(r["stream 1"][np.argsort(r["stream 1"][:, 0])], [[0.0, 0.3, 0.0, 1.0],
+                                                                                [0.05, 0.1, 3.0, 0.5]])
+    np.testing.assert_allclose(r["stream 2"], [[0.1, 0.3, 1.0, 2.0]])  # never released: to the end of the view
+    (marker,) = [ln for ln in fig.axes[1].lines if ln.get_marker() == "o"]
+    assert (marker.get_xdata()[0], marker.get_ydata()[0]) == (0.1, 3.0)  # no peak given: the record's highest
+
+
+def test_memory_lifetimes_without_data_say_how_to_get_it():
+    from geprof_nb.analysis.memory import MEMORY_RECORD, TENSOR_LIFETIMES
+
+    fig = plots.memory_lifetimes(pd.DataFrame(columns=TENSOR_LIFETIMES), pd.DataFrame(columns=MEMORY_RECORD))
+    assert figure_texts(fig) == [plots.NO_MEMORY_MESSAGE]
+    # imported data: usage curve only, the title says addresses are missing
+    mr = pd.DataFrame({"Timestamp(us)": T + np.array([0.0, 100.0]), "Total Allocated(MB)": [1.0, 0.0],
+                       "Total Reserved(MB)": [2.0, 2.0]})
+    fig = plots.memory_lifetimes(pd.DataFrame(columns=TENSOR_LIFETIMES), mr)
+    assert len(fig.axes) == 1 and "no tensor addresses" in fig.axes[0].get_title(loc="left")
+
+
+# ============================================================================== host_scopes
+def test_host_scopes_rows_are_event_types_and_apis(dynamic_run):
+    p = dynamic_run.profile
+    he, calls = p.host_events, p.source.api_calls()
+    fig = plots.host_scopes(he, calls)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    positive = he[he["Duration(us)"] > 0]
+    events = list(dict.fromkeys(positive["Event"].astype(str)))
+    assert labels[-len(events):] == events  # host event rows last, in order of first occurrence
+    assert labels[0] == "RunGraph (acl)" and "ModelExecute (model)" in labels and "InferShape (node)" in labels
+    origin = min(he["Start(us)"].min(), calls["begin"].min() / 1000)
+    _, drawn = drawn_per_row(ax)
+    for k, name in enumerate(events):
+        rows = positive[positive["Event"] == name]
+        expected = union_length((rows["Start(us)"] - origin) / 1000, (rows["End(us)"] - origin) / 1000)
+        assert drawn[len(labels) - len(events) + k] == pytest.approx(expected, rel=1e-6)
+    for label, color in patch_colors(ax).items():
+        assert color == to_rgba(plots.color_of(label))
+    assert ax.get_xlabel() == "time since the first host scope (ms)"
+
+
+def test_host_scopes_by_thread(dynamic_run):
+    p = dynamic_run.profile
+    fig = plots.host_scopes(p.host_events, p.source.api_calls(), by="thread")
+    ax = fig.axes[0]
+    (tid,) = p.host_events["Thread ID"].unique()
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"thread {tid} · {lv}" for lv in
+                                                            ("acl", "model", "node", "host events")]
+    assert set(legend_texts(fig.legends[0])) >= set(p.host_events["Event"].astype(str))
+    # host events of one thread do not overlap: the row's width is their total duration (from the float
+    # timestamps, which resolve 0.25 µs)
+    _, drawn = drawn_per_row(ax)
+    he = p.host_events
+    assert drawn[3] == pytest.approx((he["End(us)"] - he["Start(us)"]).sum() / 1000, rel=1e-9)
+    assert drawn[3] == pytest.approx(he["Duration(us)"].sum() / 1000, abs=len(he) * 0.25e-3)
+
+
+def test_host_scopes_without_events_say_how_to_get_them(hccl_memory_run):
+    p = hccl_memory_run.profile
+    assert p.host_events.empty
+    assert figure_texts(plots.host_scopes(p.host_events)) == [plots.NO_HOST_EVENTS_MESSAGE]
+    assert "--ge-api l1" in plots.NO_HOST_EVENTS_MESSAGE
+    with pytest.raises(ValueError, match="api_statistic only has totals"):
+        plots.host_scopes(p.host_events, p.api_statistic)
+
+
+# ============================================================================ runs and PNGs
+@pytest.fixture(scope="module")
+def hccl_memory_run(tmp_path_factory):
+    """ResNet-50 (batch 2, 64x64) on 8 ranks with HCCL and task memory on, 3 steps."""
+    return run_profiled_session(tmp_path_factory.mktemp("plots_resnet"), small_resnet(8), 3, hccl="on",
+                                task_memory="on")
+
+
+@pytest.fixture(scope="module")
+def dynamic_run(tmp_path_factory):
+    """A dynamic-shape MLP with GE host events (--ge-api l1), 3 steps."""
+    graph = ge.models.mlp(batch_size=8, hidden=(64, 32), world_size=2, dynamic=True)
+    return run_profiled_session(tmp_path_factory.mktemp("plots_dynamic"), graph, 3, ge_api="l1")
+
+
+def test_every_plot_renders_to_png(hccl_memory_run, dynamic_run):
+    p, d = hccl_memory_run.profile, dynamic_run.profile
+    figures = [plots.step_timeline(p.step_trace), plots.task_gantt(p.op_summary), plots.op_type_bars(p.op_statistic),
+               plots.pipe_ratios(p.op_summary), plots.memory_lifetimes(p),
+               plots.host_scopes(d.host_events, d.source.api_calls())]
+    for fig in figures:
+        png = figure_png(fig)
+        assert png.startswith(b"\x89PNG\r\n\x1a\n")
+        assert 900 < int.from_bytes(png[16:20], "big") < 1300
+        assert fig.axes[0].get_title(loc="left")
+
+
+def test_no_plot_loads_pyplot():
+    code = ("import sys, numpy as np, pandas as pd; from geprof_nb.nb import plots; "
+            "ops = pd.DataFrame({'Stream ID': [1, 2], 'Task Type': ['AI_CORE', 'AI_CPU'], 'Op Name': ['a', 'b'], "
+            "'Task Start Time(us)': [1.7e15, 1.7e15 + 5], 'Task Duration(us)': [3.0, 4.0], 'mac_ratio': [0.5, 0.2]}); "
+            "st = pd.DataFrame({'OP Type': ['A'], 'Core Type': ['AI_CORE'], 'Total Time(us)': [3.0]}); "
+            "he = pd.DataFrame({'Thread ID': [1], 'Element': ['n'], 'Event': ['Tiling'], 'Start(us)': [1.7e15], "
+            "'End(us)': [1.7e15 + 2], 'Duration(us)': [2.0]}); "
+            "mr = pd.DataFrame({'Timestamp(us)': [1.7e15, 1.7e15 + 2], 'Total Allocated(MB)': [1.0, 0.0], "
+            "'Total Reserved(MB)': [1.0, 1.0]}); "
+            "[plots.figure_png(f) for f in (plots.task_gantt(ops), plots.op_type_bars(st), plots.pipe_ratios(ops), "
+            "plots.host_scopes(he), plots.memory_lifetimes(None, mr))]; "
+            "assert 'matplotlib.pyplot' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

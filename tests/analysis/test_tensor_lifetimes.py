@@ -1,0 +1,135 @@
+"""tensor_lifetimes: operator_memory's allocations with their pool addresses, from task_memory records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from geprof_testing import run_profiled_session, small_resnet
+
+from geprof_nb.analysis.memory import TENSOR_LIFETIMES, operator_memory, tensor_lifetimes
+from geprof_nb.analysis.profile import Profile
+from geprof_nb.analysis.rundir import RunDir
+from geprof_nb.analysis.source import Source
+from geprof_nb.ge.memory import plan_memory
+from geprof_nb.prof import rawdata
+
+ALLOC, FREE = rawdata.MEMORY_ALLOC, rawdata.MEMORY_FREE
+NAMES = {11: "conv1:0", 22: "relu:0", 33: "out:0", 44: "left:0", 55: "other:0"}
+#: (timestamp ns, model, tensor, addr, size, event, total_allocated, total_reserved, stream)
+RECORDS = [
+    (1000, 1, 11, 0, 1024, ALLOC, 1024, 4096, 3),
+    (1500, 1, 22, 1024, 2048, ALLOC, 3072, 4096, 3),
+    (1700, 2, 55, 0, 256, ALLOC, 256, 512, 7),  # a second model's pool starts at 0 too
+    (2000, 1, 11, 0, 1024, FREE, 2048, 4096, 3),
+    (2500, 1, 33, 0, 1024, ALLOC, 3072, 4096, 4),  # reuses conv1's bytes
+    (3000, 1, 22, 1024, 2048, FREE, 1024, 4096, 3),
+    (3500, 1, 33, 0, 1024, FREE, 0, 4096, 4),
+    (3600, 2, 55, 0, 256, FREE, 0, 512, 7),
+    (13000, 1, 44, 2048, 512, ALLOC, 512, 4096, 3),  # never released
+]
+
+
+def write_run(path: Path, rows: list[tuple]) -> RunDir:
+    path.mkdir(parents=True)
+    (path / rawdata.INFO_FILE).write_text(json.dumps({"geprof_raw_version": 1, "status": "complete",
+                                                      "devices": {"0": {}}}))
+    (path / rawdata.HASH_DICT_FILE).write_text("".join(json.dumps({"id": str(h), "s": s}) + "\n"
+                                                       for h, s in NAMES.items()))
+    data = path / rawdata.device_dir(0)
+    data.mkdir(parents=True)
+    # written out of time order: the table must not depend on the order records arrive in
+    np.save(data / rawdata.chunk_name("task_memory", 0), np.array(rows[::-1], rawdata.TASK_MEMORY_DTYPE),
+            allow_pickle=False)
+    return RunDir(path)
+
+
+def test_columns_and_values(tmp_path):
+    df = tensor_lifetimes(write_run(tmp_path / "run", RECORDS))
+    assert list(df.columns) == TENSOR_LIFETIMES == [
+        "Name", "Model ID", "Address", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Duration(us)",
+        "Stream ID"]
+    assert list(df["Name"]) == ["conv1:0", "relu:0", "other:0", "out:0", "left:0"]
+    assert list(df["Model ID"]) == [1, 1, 2, 1, 1]
+    assert list(df["Address"]) == [0, 1024, 0, 0, 2048]
+    assert list(df["Size(KB)"]) == [1.0, 2.0, 0.25, 1.0, 0.5]
+    assert list(df["Allocation Time(us)"]) == [1.0, 1.5, 1.7, 2.5, 13.0]
+    assert list(df["Release Time(us)"][:4]) == [2.0, 3.0, 3.6, 3.5]
+    assert np.isnan(df["Release Time(us)"].iloc[4]) and np.isnan(df["Duration(us)"].iloc[4])
+    assert list(df["Duration(us)"][:4]) == pytest.approx([1.0, 1.5, 1.9, 1.0])
+    assert list(df["Stream ID"]) == [3, 3, 7, 4, 3]
+
+
+def test_same_rows_as_operator_memory(tmp_path):
+    run = write_run(tmp_path / "run", RECORDS)
+    tl, om = tensor_lifetimes(run), operator_memory(run)
+    assert_same_allocations(tl, om)
+
+
+def test_empty_run_has_the_columns(tmp_path):
+    df = tensor_lifetimes(write_run(tmp_path / "run", []))
+    assert list(df.columns) == TENSOR_LIFETIMES and df.empty
+
+
+def assert_same_allocations(tl: pd.DataFrame, om: pd.DataFrame) -> None:
+    """Row for row the same tensors, sizes, times and streams (times compared exactly)."""
+    assert len(tl) == len(om)
+    assert list(tl["Name"].astype(str)) == list(om["Name"].astype(str))
+    for col in ("Size(KB)", "Allocation Time(us)", "Release Time(us)", "Duration(us)"):
+        np.testing.assert_array_equal(tl[col].to_numpy(float), om[col].to_numpy(float), err_msg=col)
+    np.testing.assert_array_equal(tl["Stream ID"].to_numpy(), om["Stream Ptr"].to_numpy())
+
+
+@pytest.fixture(scope="module")
+def memory_run(tmp_path_factory):
+    return run_profiled_session(tmp_path_factory.mktemp("mem"), small_resnet(8), 3, task_memory="on")
+
+
+def test_profile_table_matches_operator_memory(memory_run):
+    p = memory_run.profile
+    tl = p.tensor_lifetimes
+    assert list(tl.columns) == TENSOR_LIFETIMES
+    assert len(tl) > 1000  # ~1,100 tensors a step, 3 steps
+    assert_same_allocations(tl, p.operator_memory)
+    assert (tl["Model ID"] == memory_run.model_id).all()
+
+
+def test_addresses_are_the_static_plan_offsets(memory_run):
+    """Every allocation sits at GE's planned offset, inside the pool, and tensors live at the same
+    time never share bytes."""
+    p = memory_run.profile
+    tl = p.tensor_lifetimes
+    plan = plan_memory(memory_run.compiled, memory_run.table)
+    names = tl["Name"].astype(str)
+    planned = np.array([plan.offset[plan.index(n)] for n in names])
+    np.testing.assert_array_equal(tl["Address"].to_numpy(), planned)
+    size = np.rint(tl["Size(KB)"].to_numpy() * 1024).astype(np.int64)
+    pool = p.memory_record["Total Reserved(MB)"].max() * 1024 * 1024
+    assert (tl["Address"].to_numpy() + size <= pool).all()
+    # no two tensors of one step overlap in both time and address
+    a0, a1 = tl["Address"].to_numpy(), tl["Address"].to_numpy() + size
+    t0, t1 = tl["Allocation Time(us)"].to_numpy(), tl["Release Time(us)"].to_numpy()
+    first = slice(0, len(tl) // 3)
+    both = ((a0[first, None] < a1[None, first]) & (a0[None, first] < a1[first, None])
+            & (t0[first, None] < t1[None, first]) & (t0[None, first] < t1[first, None]))
+    np.fill_diagonal(both, False)
+    assert not both.any()
+
+
+def test_without_task_memory_the_table_is_empty(resnet_run):
+    tl = resnet_run.profile.tensor_lifetimes
+    assert list(tl.columns) == TENSOR_LIFETIMES and tl.empty
+
+
+def test_imported_sources_have_no_addresses(memory_run, tmp_path):
+    class Bare(Source):  # a source that implements only what every source must
+        path = tmp_path
+
+        def op_rows(self):
+            return memory_run.profile.source.op_rows()
+
+    tl = Profile(Bare()).tensor_lifetimes
+    assert list(tl.columns) == TENSOR_LIFETIMES and tl.empty
