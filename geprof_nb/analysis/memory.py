@@ -1,17 +1,20 @@
-"""``task_memory`` records -> torch_npu's memory tables (``operator_memory.csv``,
+"""Static memory plans + the task log -> torch_npu's memory tables (``operator_memory.csv``,
 ``memory_record.csv``) and the peak of allocated memory.
 
-The records come from static models: every tensor has a fixed place in its
-model's pool, allocated when its producer task starts and released when its
-last reader ends.  There is no caching allocator in between, so torch_npu's
+A static model's plan is reported once (``static_op_mem``): every tensor has a
+fixed place in its model's pool, allocated when its producer task starts and
+released when its last reader's task ends (or at the end of the step).  Each
+step's events are those tasks' times in the HWTS log, so memory costs nothing
+per step to collect.  There is no caching allocator in between, so torch_npu's
 "Active" columns (memory still held by the caching allocator after a release)
 equal the plain ones here.  With several models on a device the totals are the
 device's: the sum over models of each model's latest totals (a model counts
-from its first record on).
+from its first event on).
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,18 +58,142 @@ class MemoryPeak:
         return self.timestamp_ns / 1000.0
 
 
+#: One memory event of a step: a tensor allocated or released, with its model's totals after it.
+EVENT_DTYPE = np.dtype(
+    [("timestamp", "<i8"), ("model_id", "<u4"), ("tensor", "<u8"), ("addr", "<u8"), ("size", "<u8"),
+     ("event", "<u1"), ("total_allocated", "<u8"), ("total_reserved", "<u8"), ("stream_id", "<u2")]
+)
+MEMORY_ALLOC = 0
+MEMORY_FREE = 1
+
+
 @dataclass(frozen=True)
 class _Events:
-    """A device's memory records in time order, with the device totals after each."""
+    """A device's memory events in time order, with the device totals after each."""
 
-    rec: np.ndarray
+    rec: np.ndarray  # EVENT_DTYPE
     allocated: np.ndarray  # int64 bytes
     reserved: np.ndarray  # int64 bytes
 
 
+def _join(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (i, j) with ``keys[i] == wanted[j]`` (a one-to-many join), as two index arrays."""
+    order = np.argsort(keys, kind="stable")
+    lo = np.searchsorted(keys[order], wanted, "left")
+    hi = np.searchsorted(keys[order], wanted, "right")
+    counts = hi - lo
+    j = np.repeat(np.arange(len(wanted)), counts)
+    first = np.repeat(lo - np.cumsum(counts) + counts, counts)
+    return order[np.arange(len(j)) + first], j
+
+
+def _step_events(run: RunDir, device_id: int) -> np.ndarray:
+    """Each planned tensor's alloc and free in every step whose tasks are in the task log.
+
+    Events at the same ns are ordered causally, as the device ran them: an alloc at the
+    start of task ``c`` ranks ``2c``, a free at the end of task ``c`` ``2c + 1`` (so a
+    kernel's released inputs come before the output the next kernel allocates in the
+    same place), a free held to the step's end last.
+    """
+    plan = run.load("static_op_mem", device_id)
+    hw = run.load("hwts", device_id)
+    if not len(plan) or not len(hw):
+        return np.empty(0, EVENT_DTYPE)
+    start = hw["start"].astype(np.int64)
+    end = start + hw["dur"].astype(np.int64)
+    iteration = hw["iteration"].astype(np.int64)
+    conn = hw["connection_id"].astype(np.int64)
+    # allocs: a task start per tensor it produces, in every step the task ran
+    a_tensor, a_task = _join(plan["alloc_conn"].astype(np.int64), conn)
+    # frees at a reader's end
+    reader = plan["free_conn"] != rawdata.HELD_TO_STEP_END
+    f_idx, f_task = _join(plan["free_conn"][reader].astype(np.int64), conn)
+    f_tensor = np.flatnonzero(reader)[f_idx]
+    # frees held to the step's end: the model's end of that step (step trace), else its last task's end
+    h_alloc = np.flatnonzero(~reader[a_tensor])
+    h_tensor = a_tensor[h_alloc]
+    h_model = plan["model_id"][h_tensor].astype(np.int64)
+    h_iter = iteration[a_task[h_alloc]]
+    h_ts = _step_ends(run, device_id, hw, h_model, h_iter)
+    rank_held = 2 * (int(conn.max()) + 1) + 1
+    tensor = np.concatenate([a_tensor, f_tensor, h_tensor])
+    ts = np.concatenate([start[a_task], end[f_task], h_ts])
+    rank = np.concatenate([2 * conn[a_task], 2 * conn[f_task] + 1, np.full(len(h_tensor), rank_held)])
+    it = np.concatenate([iteration[a_task], iteration[f_task], h_iter])
+    alloc = np.concatenate([np.ones(len(a_tensor), bool), np.zeros(len(f_tensor) + len(h_tensor), bool)])
+    model = plan["model_id"][tensor].astype(np.int64)
+    order = np.lexsort((rank, ts, it, model))  # each model's steps in order, events causally within a step
+    tensor, alloc, model, it = tensor[order], alloc[order], model[order], it[order]
+    size = plan["size"][tensor].astype(np.int64)
+    total = np.cumsum(np.where(alloc, size, -size))
+    new_step = np.ones(len(order), bool)
+    new_step[1:] = (model[1:] != model[:-1]) | (it[1:] != it[:-1])
+    step_first = np.flatnonzero(new_step)
+    before = total[step_first] - np.where(alloc[step_first], size[step_first], -size[step_first])
+    total -= np.repeat(before, np.diff(np.append(step_first, len(order))))  # each step counts from zero
+    rec = np.empty(len(order), EVENT_DTYPE)
+    rec["timestamp"] = ts[order]
+    rec["model_id"] = model
+    rec["tensor"] = plan["tensor"][tensor]
+    rec["addr"] = plan["addr"][tensor]
+    rec["size"] = size
+    rec["event"] = np.where(alloc, MEMORY_ALLOC, MEMORY_FREE)
+    rec["total_allocated"] = total
+    rec["total_reserved"] = plan["pool_size"][tensor]
+    rec["stream_id"] = plan["stream_id"][tensor]
+    return rec[np.argsort(rec["timestamp"], kind="stable")]
+
+
+def _step_ends(run: RunDir, device_id: int, hw: np.ndarray, model: np.ndarray, iteration: np.ndarray) -> np.ndarray:
+    """The end of step ``iteration`` of ``model``: the step trace's model end, else the end of the
+    step's last task of that model in the task log."""
+    out = np.full(len(model), -1, np.int64)
+    if not len(model):
+        return out
+    width = int(max(iteration.max(), hw["iteration"].max())) + 1
+    key = model * width + iteration
+    tr = run.load("step_trace", device_id)
+    tr = tr[tr["tag_id"] == rawdata.MODEL_END_TAG]
+    if len(tr):
+        known = tr["model_id"].astype(np.int64) * width + tr["index_id"].astype(np.int64)
+        pos = np.searchsorted(np.sort(known), key)
+        sorted_ts = tr["timestamp"].astype(np.int64)[np.argsort(known, kind="stable")]
+        hit = (pos < len(known)) & (np.sort(known)[np.minimum(pos, len(known) - 1)] == key)
+        out[hit] = sorted_ts[pos[hit]]
+    missing = out < 0
+    if missing.any():
+        track = run.load("task_track", device_id)
+        model_of_conn = np.full(int(max(hw["connection_id"].max(), track["connection_id"].max(initial=0))) + 1, -1,
+                                np.int64)
+        model_of_conn[track["connection_id"]] = track["model_id"]
+        hw_key = model_of_conn[hw["connection_id"]] * width + hw["iteration"].astype(np.int64)
+        hw_end = hw["start"].astype(np.int64) + hw["dur"].astype(np.int64)
+        keys, inverse = np.unique(hw_key, return_inverse=True)
+        last = np.full(len(keys), np.iinfo(np.int64).min)
+        np.maximum.at(last, inverse, hw_end)
+        pos = np.minimum(np.searchsorted(keys, key[missing]), len(keys) - 1)
+        out[missing] = np.where(keys[pos] == key[missing], last[pos], -1)
+    return out
+
+
+_EVENTS: "weakref.WeakKeyDictionary[RunDir, dict[int, _Events]]" = weakref.WeakKeyDictionary()
+
+
 def _events(run: RunDir, device_id: int) -> _Events:
-    rec = run.load("task_memory", device_id)
-    rec = rec[np.argsort(rec["timestamp"], kind="stable")]
+    """The device's events and totals, computed once per run directory (every memory table reads them)."""
+    cached = _EVENTS.setdefault(run, {})
+    if device_id not in cached:
+        cached[device_id] = _device_events(run, device_id)
+    return cached[device_id]
+
+
+def event_times(run: RunDir, device_id: int = 0) -> np.ndarray:
+    """Exact int ns of the memory events, in ``memory_record`` order."""
+    return _events(run, device_id).rec["timestamp"].astype(np.int64)
+
+
+def _device_events(run: RunDir, device_id: int) -> _Events:
+    rec = _step_events(run, device_id)
     allocated = np.zeros(len(rec), np.int64)
     reserved = np.zeros(len(rec), np.int64)
     models = rec["model_id"]
@@ -103,7 +230,7 @@ def operator_memory(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     n = len(rec)
     order = np.lexsort((np.arange(n), rec["addr"], rec["tensor"], rec["model_id"]))
     g = rec[order]
-    is_alloc = g["event"] == rawdata.MEMORY_ALLOC
+    is_alloc = g["event"] == MEMORY_ALLOC
     same_next = np.zeros(n, bool)
     if n > 1:
         same_next[:-1] = ((g["model_id"][1:] == g["model_id"][:-1]) & (g["tensor"][1:] == g["tensor"][:-1])
@@ -181,11 +308,11 @@ def tensor_lifetimes(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     n = len(rec)
     order = np.lexsort((np.arange(n), rec["addr"], rec["tensor"], rec["model_id"]))
     g = rec[order]
-    is_alloc = g["event"] == rawdata.MEMORY_ALLOC
+    is_alloc = g["event"] == MEMORY_ALLOC
     nxt = np.minimum(np.arange(n) + 1, max(n - 1, 0))
     pairs = (is_alloc & (np.arange(n) + 1 < n) & (g["model_id"][nxt] == g["model_id"])
              & (g["tensor"][nxt] == g["tensor"]) & (g["addr"][nxt] == g["addr"])
-             & (g["event"][nxt] != rawdata.MEMORY_ALLOC))
+             & (g["event"][nxt] != MEMORY_ALLOC))
     alloc_pos = order[is_alloc]
     release_pos = np.where(pairs[is_alloc], order[nxt[is_alloc]], -1)
     rows = np.argsort(alloc_pos, kind="stable")

@@ -343,10 +343,10 @@ class RunDirSource(Source):
             rec = run.load("hccl_task", dev)
             return [np.sort(rec["start"].astype(np.int64), kind="stable")]
         if table == "memory_record":
-            return [np.sort(run.load("task_memory", dev)["timestamp"].astype(np.int64), kind="stable")]
+            return [memory.event_times(run, dev)]
         positions = _timestamp_positions(table, frame)
         if table == "operator_memory":
-            stamps = run.load("task_memory", dev)["timestamp"]
+            stamps = memory.event_times(run, dev)
             return [_match_ns(frame.iloc[:, i].to_numpy(float), stamps) for i in positions]
         if table == "step_trace":
             tr = run.load("step_trace", dev)

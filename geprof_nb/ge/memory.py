@@ -10,8 +10,9 @@ already computes:
   as GE's block assigner does) and reports pool size, peak live bytes and the
   separate weight region;
 * :func:`find_conflicts` checks a plan: two tensors sharing bytes while both live;
-* :func:`memory_events` turns one executed step into ``TASK_MEMORY_DTYPE``
-  alloc/free records with the pool totals, without a Python loop per tensor.
+* :func:`static_op_mem` describes the plan for the profiler, once per load: each
+  tensor's place and the tasks that allocate and release it (the analysis reads
+  every step's times of those tasks from the task log).
 
 Lifetimes are counted in task positions of the launch order: a tensor is live
 from its producer's task to its last reader's task, both included.
@@ -26,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..prof.rawdata import MEMORY_ALLOC, MEMORY_FREE, TASK_MEMORY_DTYPE, RtTaskType
+from ..prof.rawdata import HELD_TO_STEP_END, STATIC_OP_MEM_DTYPE, RtTaskType
 from .compiler import CompiledModel, TaskTable
 from .graph import Graph
 
@@ -118,29 +119,6 @@ class MemoryPlan:
     def reuse_ratio(self) -> float:
         """Sum of tensor sizes over pool size: how many times each pool byte is used in a step."""
         return self.total_bytes / self.pool_size if self.pool_size else 0.0
-
-    # ----------------------------------------------------------- event template
-    @cached_property
-    def _event_template(self) -> dict[str, np.ndarray]:
-        """The 2n events of a step in tensor order (allocs, then frees), with their sort tie-breakers.
-
-        ``rank`` orders events at equal timestamps causally: an alloc at the start
-        of task ``j`` ranks ``2j``, a free at the end of task ``k`` ranks ``2k + 1``;
-        so a tensor's alloc precedes its own free, and the inputs a kernel released
-        come before the output the next kernel on the stream allocates (otherwise
-        two tensors sharing an address would both count as allocated).
-        """
-        n = len(self)
-        free_rank = np.where(self.until_end, 2 * self.n_tasks + 1, 2 * self.free_task + 1)
-        return {
-            "task": np.concatenate([self.alloc_task, self.free_task]),
-            "is_free": np.repeat([False, True], n),
-            "tensor": np.tile(np.arange(n), 2),
-            "rank": np.concatenate([2 * self.alloc_task, free_rank]),
-            "until_end": np.concatenate([np.zeros(n, bool), self.until_end]),
-            "delta": np.concatenate([self.size, -self.size]),
-            "event": np.repeat(np.array([MEMORY_ALLOC, MEMORY_FREE], np.uint8), n),
-        }
 
     def name_ids(self, name_hash: Callable[[str], int]) -> np.ndarray:
         """Hash id of every tensor name; computed once per plan and hash function."""
@@ -363,49 +341,18 @@ def find_conflicts(plan: MemoryPlan) -> list[MemoryConflict]:
     return sorted(found, key=lambda c: (c.first_index, c.second_index))
 
 
-# ------------------------------------------------------------------- events
-def _event_order(ts: np.ndarray, rank: np.ndarray, rank_limit: int) -> np.ndarray:
-    """The order of events by (timestamp, rank).
-
-    Both keys fit in one int64 whenever a step lasts less than ``2**63 / rank_limit``
-    ns (days for a model of 10,000 tasks); one stable argsort of that is several
-    times faster than a two-key lexsort.
-    """
-    rel = ts - ts.min(initial=np.iinfo(np.int64).max)
-    shift = rank_limit.bit_length()
-    if rel.max(initial=0) < 1 << (63 - shift):
-        return np.argsort((rel << shift) | rank, kind="stable")
-    return np.lexsort((rank, ts))
-
-
-def memory_events(plan: MemoryPlan, model_id: int, start_ns: np.ndarray, dur_ns: np.ndarray,
-                  stream_of_task: np.ndarray, name_hash: Callable[[str], int]) -> np.ndarray:
-    """The ``TASK_MEMORY_DTYPE`` records of one executed step of the plan's task table.
-
-    ``start_ns``/``dur_ns`` are the step's task times, aligned with the table
-    rows; ``stream_of_task`` the stream id each task ran on.  A tensor's ALLOC
-    is at the start of its producer's task, its FREE at the end of its last
-    reader's task, or at the end of the step when it is held there.  Records
-    are in time order (ties broken causally, see ``MemoryPlan._event_template``);
-    ``total_allocated`` is the sum of the live sizes after each record,
-    ``total_reserved`` the pool size: the plan is static, so the whole pool is
-    reserved when the model loads.
-    """
-    start = np.asarray(start_ns, np.int64)
-    end = start + np.asarray(dur_ns, np.int64)
-    tpl = plan._event_template
-    ts = np.where(tpl["is_free"], end[tpl["task"]], start[tpl["task"]])
-    ts[tpl["until_end"]] = end.max(initial=np.iinfo(np.int64).min)
-    order = _event_order(ts, tpl["rank"], 2 * plan.n_tasks + 2)
-    tensor = tpl["tensor"][order]
-    rec = np.empty(len(order), TASK_MEMORY_DTYPE)  # every field is set below
-    rec["timestamp"] = ts[order]
+# ------------------------------------------------------------------- profiling
+def static_op_mem(plan: MemoryPlan, model_id: int, connection_base: int,
+                  name_hash: Callable[[str], int]) -> np.ndarray:
+    """The plan as ``STATIC_OP_MEM_DTYPE`` records: one per tensor, tasks named by connection id
+    (``connection_base`` + the task's position in the launch order)."""
+    rec = np.empty(len(plan), STATIC_OP_MEM_DTYPE)
     rec["model_id"] = model_id
-    rec["tensor"] = plan.name_ids(name_hash)[tensor]
-    rec["addr"] = plan.offset[tensor]
-    rec["size"] = plan.size[tensor]
-    rec["event"] = tpl["event"][order]
-    rec["total_allocated"] = np.cumsum(tpl["delta"][order])
-    rec["total_reserved"] = plan.pool_size
-    rec["stream_id"] = np.asarray(stream_of_task)[plan.alloc_task][tensor]
+    rec["tensor"] = plan.name_ids(name_hash)
+    rec["addr"] = plan.offset
+    rec["size"] = plan.size
+    rec["alloc_conn"] = connection_base + plan.alloc_task
+    rec["free_conn"] = np.where(plan.until_end, HELD_TO_STEP_END, connection_base + plan.free_task)
+    rec["stream_id"] = plan.stream
+    rec["pool_size"] = plan.pool_size
     return rec

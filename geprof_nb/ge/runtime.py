@@ -37,8 +37,7 @@ from .device import CostModel, DevicePreset
 from . import hccl
 from .aicpu import aicpu_records
 from .graph import Graph, GraphBuildError
-from .memory import MemoryPlan, memory_events, plan_memory
-from .ops import op_cost
+from .memory import MemoryPlan, plan_memory, static_op_mem
 from .schedule import StepTimes, StreamSchedule
 from .serialize import concretize
 
@@ -464,6 +463,19 @@ class LoadedModel:
         rt.cann_profiler.on_execute_event(ExecutorEvent.kModelStart, info=self.task_info(v),
                                           connection_base=v.connection_base, pmu_events=rt.pmu_events,
                                           timestamp=clock.now_ns(), with_basic_info=bool(flags & BIT_DEVICE))
+        if flags & BIT_MEMORY:
+            self._report_memory_plan(v)
+
+    def _report_memory_plan(self, v: _Variant) -> None:
+        """The static memory plan, once per collection (the steps' times come from the task log)."""
+        if v.memory_plan is None:
+            v.memory_plan = plan_memory(v.compiled, v.table)
+        plan = v.memory_plan
+        msprof.lib.add_note(f"model {self.model_id} ({self.graph.name}): static memory pool "
+                            f"{plan.pool_size / 2**20:.1f} MiB for {len(plan)} tensors "
+                            f"(reuse {plan.reuse_ratio:.2f}x), weights {plan.weight_bytes / 2**20:.1f} MiB")
+        msprof.lib.report_block("static_op_mem", static_op_mem(plan, self.model_id, v.connection_base,
+                                                               msprof.MsprofGetHashId), self.runtime.device_id)
 
     def _report_steps(self, v: _Variant, flags: int, start: np.ndarray, dur: np.ndarray, cycles: np.ndarray,
                       iterations: np.ndarray) -> None:
@@ -499,16 +511,10 @@ class LoadedModel:
             rec["tag_id"][:, -1] = rawdata.MODEL_END_TAG
             for block in _step_blocks(rec.ravel(), n):
                 rt.device_collector.report_step_trace(block)
-        if flags & BIT_MEMORY:
-            if v.memory_plan is None:
-                v.memory_plan = plan_memory(v.compiled, t)
-                msprof.lib.add_note(f"model {self.model_id} ({self.graph.name}): static memory pool "
-                                    f"{v.memory_plan.pool_size / 2**20:.1f} MiB for {len(v.memory_plan)} tensors "
-                                    f"(reuse {v.memory_plan.reuse_ratio:.2f}x), weights "
-                                    f"{v.memory_plan.weight_bytes / 2**20:.1f} MiB")
-            rec = np.concatenate([memory_events(v.memory_plan, self.model_id, start[j], dur[j], t.stream,
-                                                msprof.MsprofGetHashId) for j in range(n)])
-            msprof.lib.report_block("task_memory", rec, rt.device_id)
+        if flags & BIT_MEMORY and not flags & BIT_TASK_TIME and v.reported_epoch != rt.epoch:
+            v.reported_epoch = rt.epoch
+            msprof.lib.add_note("task_memory needs task_trace on: memory events are timed by the task log, "
+                                "so none were recorded")
         switch = ProfilingProperties.instance().switch
         if switch & events.PROF_HCCL_TRACE_MASK:
             self._report_hccl(v, start, dur, iterations)
@@ -535,7 +541,6 @@ class LoadedModel:
         tasks = np.flatnonzero(t.rt_type == RtTaskType.KERNEL_AICPU)
         if not len(tasks):
             return
-        graph = v.compiled.graph
         parts = [aicpu_records(start[:, i], v.connection_base + int(i), iterations, dur[:, i],
                                v.compiled.costs[int(t.node[i])].bytes) for i in tasks]
         msprof.lib.report_block("aicpu", np.concatenate(parts), self.runtime.device_id)

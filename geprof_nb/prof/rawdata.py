@@ -249,14 +249,17 @@ STEP_TRACE_DTYPE = np.dtype(
     [("timestamp", "<i8"), ("model_id", "<u4"), ("index_id", "<u4"), ("tag_id", "<u4"),
      ("stream_id", "<u2"), ("task_id", "<u2")]
 )
-#: One memory event of a tensor of a static model (alloc when its producer task
-#: starts, free when its last consumer task ends), with the pool totals after it.
-TASK_MEMORY_DTYPE = np.dtype(
-    [("timestamp", "<i8"), ("model_id", "<u4"), ("tensor", "<u8"), ("addr", "<u8"), ("size", "<u8"),
-     ("event", "<u1"), ("total_allocated", "<u8"), ("total_reserved", "<u8"), ("stream_id", "<u2")]
+#: A model's static memory plan, reported once per load and collection (GE's node-level
+#: STATIC_OP_MEM info): each planned tensor's place in the pool and the tasks, by connection
+#: id, whose start allocates it and whose end releases it.  The tensors' allocation and
+#: release times in each step are those tasks' times in the HWTS log, so nothing about
+#: memory is reported per step.
+STATIC_OP_MEM_DTYPE = np.dtype(
+    [("model_id", "<u4"), ("tensor", "<u8"), ("addr", "<u8"), ("size", "<u8"), ("alloc_conn", "<u4"),
+     ("free_conn", "<u4"), ("stream_id", "<u2"), ("pool_size", "<u8")]
 )
-MEMORY_ALLOC = 0
-MEMORY_FREE = 1
+#: ``free_conn`` of a tensor held to the end of the step (a graph output, or read on another stream).
+HELD_TO_STEP_END = 0xFFFFFFFF
 
 
 class TransportType(IntEnum):
@@ -331,7 +334,7 @@ RECORD_KINDS: dict[str, RecordKind] = {
         RecordKind("hwts", HWTS_DTYPE, "device"),
         RecordKind("aicore_events", AICORE_EVENTS_DTYPE, "device", aging=False),
         RecordKind("step_trace", STEP_TRACE_DTYPE, "device"),
-        RecordKind("task_memory", TASK_MEMORY_DTYPE, "device"),
+        RecordKind("static_op_mem", STATIC_OP_MEM_DTYPE, "device", aging=False),
         RecordKind("hccl_task", HCCL_TASK_DTYPE, "device"),
         RecordKind("aicpu", AICPU_DTYPE, "device"),
         RecordKind("host_event", HOST_EVENT_DTYPE, "host"),

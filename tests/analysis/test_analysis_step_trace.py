@@ -13,7 +13,7 @@ from geprof_nb import ge
 from geprof_nb.analysis import columns as C
 from geprof_nb.prof import rawdata
 
-from geprof_testing import TS_TOL_US, build_tiny_graph, run_profiled_session
+from geprof_testing import TS_TOL_US, build_tiny_graph
 
 STEP_TRACE_HEADER = ("Device_id,Iteration ID,FP Start(us),BP End(us),Iteration End(us),Iteration Time(us),"
                      "FP to BP Time(us),Iteration Refresh(us),Data Aug Bound(us),Model ID").split(",")

@@ -7,12 +7,12 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 from geprof_testing import read_csv, run_profiled_session, small_resnet
 
 from geprof_nb import ge
 from geprof_nb.analysis.export.ascend_pt import KERNEL_RENAMES
+from geprof_nb.analysis import memory
 from geprof_nb.analysis.export.timeline import format_pid
 
 
@@ -114,7 +114,7 @@ def test_statistics_and_memory_tables(exported):
     assert header[0] == "Level" and len(rows) == len(profile.api_statistic)
     header, rows = read_csv(output(d) / "memory_record.csv")
     assert header == list(profile.memory_record.columns) and len(rows) == len(profile.memory_record)
-    stamps = np.sort(profile.run.load("task_memory")["timestamp"])
+    stamps = memory.event_times(profile.run)
     assert [r[1] for r in rows] == [f"{int(t) // 1000}.{int(t) % 1000:03d}\t" for t in stamps]
     header, rows = read_csv(output(d) / "operator_memory.csv")
     assert header == list(profile.operator_memory.columns) and len(rows) == len(profile.operator_memory)

@@ -1,8 +1,8 @@
-"""torch_npu-style memory tables (analysis.memory) from task_memory records in a run directory."""
+"""torch_npu-style memory tables (analysis.memory): a static plan (``static_op_mem``, once) timed by
+the task log (HWTS) and the step trace, in a run directory."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,54 +11,35 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geprof_nb.analysis.memory import (MEMORY_RECORD, OPERATOR_MEMORY, memory_peak, memory_record,
-                                       operator_memory)
+from geprof_nb.analysis.memory import (MEMORY_RECORD, OPERATOR_MEMORY, memory_peak,
+                                       memory_record, operator_memory, tensor_lifetimes)
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.prof import rawdata
+from memory_runs import HELD, write_memory_run
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 1024 * 1024
-NAMES = {11: "conv1:0", 22: "relu:0", 33: "out:0", 44: "left:0", 55: "other_model:0"}
-ALLOC, FREE = rawdata.MEMORY_ALLOC, rawdata.MEMORY_FREE
+
+#: Model 1 (pool 4096): (tensor, addr, size, alloc conn, free conn, stream). "out" is held to the step's end.
+PLAN = [(11, 0, 1024, 1, 3, 3), (22, 1024, 2048, 2, 5, 3), (33, 0, 1024, 4, HELD, 4), (44, 2048, 512, 6, 7, 3)]
+#: The task log: (connection id, iteration, start, duration).  Step 2 ran only some tasks, and the task
+#: that releases "left" is not in the log (a run cut short), so "left" is never released.
+TASKS = [(1, 1, 1000, 100), (2, 1, 1500, 100), (3, 1, 1900, 100), (4, 1, 2500, 100), (5, 1, 2900, 100),
+         (1, 2, 11000, 100), (3, 2, 11901, 100), (6, 2, 13000, 100)]
+STEP_ENDS = [(1, 1, 3500)]  # (model, iteration, model end of the step)
+#: The events the tables must show: (timestamp, tensor, alloc?, model's allocated total after it, stream).
+EVENTS = [(1000, 11, True, 1024, 3), (1500, 22, True, 3072, 3), (2000, 11, False, 2048, 3),
+          (2500, 33, True, 3072, 4), (3000, 22, False, 1024, 3), (3500, 33, False, 0, 4),
+          (11000, 11, True, 1024, 3), (12001, 11, False, 0, 3), (13000, 44, True, 512, 3)]
 
 
-def _write_run(path: Path, chunks: list[list[tuple]], names: dict[int, str] = NAMES) -> RunDir:
-    """A minimal run directory: info.json, the hash dictionary and task_memory chunks of device 0.
-
-    Rows: (timestamp, model_id, tensor, addr, size, event, total_allocated, total_reserved, stream_id).
-    """
-    path.mkdir(parents=True)
-    (path / rawdata.INFO_FILE).write_text(json.dumps({"geprof_raw_version": 1, "status": "complete",
-                                                      "devices": {"0": {}}}))
-    (path / rawdata.HASH_DICT_FILE).write_text("".join(json.dumps({"id": str(h), "s": s}) + "\n"
-                                                       for h, s in names.items()))
-    data = path / rawdata.device_dir(0)
-    data.mkdir(parents=True)
-    for seq, rows in enumerate(chunks):
-        np.save(data / rawdata.chunk_name("task_memory", seq), np.array(rows, rawdata.TASK_MEMORY_DTYPE),
-                allow_pickle=False)
-    return RunDir(path)
-
-
-#: One model (pool 4096 bytes), two steps and an allocation never released; written in two chunks.
-STEP1 = [
-    (1000, 1, 11, 0, 1024, ALLOC, 1024, 4096, 3),
-    (1500, 1, 22, 1024, 2048, ALLOC, 3072, 4096, 3),
-    (2000, 1, 11, 0, 1024, FREE, 2048, 4096, 3),
-    (2500, 1, 33, 0, 1024, ALLOC, 3072, 4096, 4),
-    (3000, 1, 22, 1024, 2048, FREE, 1024, 4096, 3),
-    (3500, 1, 33, 0, 1024, FREE, 0, 4096, 4),
-]
-STEP2 = [
-    (11000, 1, 11, 0, 1024, ALLOC, 1024, 4096, 3),
-    (12001, 1, 11, 0, 1024, FREE, 0, 4096, 3),
-    (13000, 1, 44, 2048, 512, ALLOC, 512, 4096, 3),
-]
+def _run(path: Path, plans=((1, 4096, PLAN),), tasks=TASKS, step_ends=STEP_ENDS, **kwargs) -> RunDir:
+    return write_memory_run(path, list(plans), tasks, step_ends, **kwargs)
 
 
 @pytest.fixture
 def run(tmp_path) -> RunDir:
-    return _write_run(tmp_path / "run", [STEP1, STEP2])
+    return _run(tmp_path / "run")
 
 
 def test_operator_memory_header_and_values(run):
@@ -97,14 +78,21 @@ def test_memory_record_header_and_values(run):
     assert list(df.columns) == MEMORY_RECORD == [
         "Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)",
         "Stream Ptr", "Device Type"]
-    rows = STEP1 + STEP2
-    assert len(df) == len(rows)
+    assert len(df) == len(EVENTS)
     assert (df["Component"] == "GE").all() and (df["Device Type"] == "NPU:0").all()
-    assert list(df["Timestamp(us)"]) == [r[0] / 1000 for r in rows]
-    assert list(df["Total Allocated(MB)"] * MB) == [r[6] for r in rows]
+    assert list(df["Timestamp(us)"]) == [e[0] / 1000 for e in EVENTS]
+    assert list(df["Total Allocated(MB)"] * MB) == [e[3] for e in EVENTS]
     assert list(df["Total Active(MB)"]) == list(df["Total Allocated(MB)"])
     assert (df["Total Reserved(MB)"] * MB == 4096).all()
-    assert list(df["Stream Ptr"]) == [r[8] for r in rows]
+    assert list(df["Stream Ptr"]) == [e[4] for e in EVENTS]
+
+
+def test_held_tensors_are_released_at_the_step_end_of_the_task_log_without_a_step_trace(tmp_path):
+    run = _run(tmp_path / "run", step_ends=[])
+    df = memory_record(run)
+    # "out" is released when the step's last task of model 1 ends (conn 5: 2900 + 100)
+    assert list(df["Timestamp(us)"] * 1000)[:6] == [1000, 1500, 2000, 2500, 3000, 3000]
+    assert list(df["Total Allocated(MB)"] * MB)[:6] == [1024, 3072, 2048, 3072, 1024, 0]
 
 
 def test_memory_peak(run):
@@ -116,12 +104,10 @@ def test_memory_peak(run):
 
 
 def test_two_models_add_up(tmp_path):
-    """Totals are the device's: each model's latest totals summed; a model counts from its first record."""
-    other = [
-        (1200, 2, 55, 0, 512, ALLOC, 512, 8192, 5),
-        (3200, 2, 55, 0, 512, FREE, 0, 8192, 5),
-    ]
-    run = _write_run(tmp_path / "run", [STEP1 + other])
+    """Totals are the device's: each model's latest totals summed; a model counts from its first event."""
+    other = (2, 8192, [(55, 0, 512, 8, 9, 5)])
+    tasks = TASKS[:5] + [(8, 1, 1200, 100), (9, 1, 3100, 100)]
+    run = _run(tmp_path / "run", plans=[(1, 4096, PLAN), other], tasks=tasks)
     df = memory_record(run)
     assert list(df["Timestamp(us)"] * 1000) == [1000, 1200, 1500, 2000, 2500, 3000, 3200, 3500]
     assert list(df["Total Allocated(MB)"] * MB) == [1024, 1536, 3584, 2560, 3584, 1536, 1024, 0]
@@ -135,20 +121,22 @@ def test_two_models_add_up(tmp_path):
 
 
 def test_unknown_names_and_empty_runs(tmp_path):
-    run = _write_run(tmp_path / "unknown", [STEP1], names={})
+    run = _run(tmp_path / "unknown", names={})
     assert operator_memory(run)["Name"][0] == f"<unknown 0x{11:016x}>"
-    empty = _write_run(tmp_path / "empty", [])
+    empty = _run(tmp_path / "empty", plans=[], tasks=[], step_ends=[])
     assert list(operator_memory(empty).columns) == OPERATOR_MEMORY and operator_memory(empty).empty
     assert list(memory_record(empty).columns) == MEMORY_RECORD and memory_record(empty).empty
     assert memory_peak(empty) is None
 
 
-def test_tables_from_a_real_plan(tmp_path):
-    """ResNet-50's plan -> two steps of memory_events -> run dir -> tables agree with the plan."""
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """ResNet-50's plan and two scheduled steps, written as a run: the static plan, the task log
+    (without the trace tasks, as the runtime reports it) and the step trace's model ends."""
     from geprof_nb import ge
     from geprof_nb.ge.compiler import CompiledModel
     from geprof_nb.ge.device import CostModel, get_device
-    from geprof_nb.ge.memory import memory_events, plan_memory
+    from geprof_nb.ge.memory import plan_memory, static_op_mem
     from geprof_nb.ge.schedule import StreamSchedule
     from geprof_nb.prof.msprof import hash_id
 
@@ -157,12 +145,27 @@ def test_tables_from_a_real_plan(tmp_path):
     table = cm.task_table(cm.profiling_points())
     plan = plan_memory(cm, table)
     times = StreamSchedule(table).steps(2, np.random.default_rng(0))
-    launch = [0, int(times.end[0]) + 1000]  # the second step starts after the first
-    ev = np.concatenate([memory_events(plan, 1, launch[k] + times.start[k], times.dur[k], table.stream, hash_id)
-                         for k in range(2)])
-    run = _write_run(tmp_path / "real", [ev[: len(ev) // 3], ev[len(ev) // 3:]],
+    launch = np.array([0, int(times.end[0]) + 1000])  # the second step starts after the first
+    start = launch[:, None] + times.start
+    end = start + times.dur
+    base = 100
+    keep = np.flatnonzero(table.rt_type != rawdata.RtTaskType.PROFILER_TRACE)
+    path = tmp_path_factory.mktemp("real") / "run"
+    _run(path, plans=[], tasks=[], step_ends=[(1, k + 1, int(end[k].max())) for k in range(2)],
                      names={hash_id(n): n for n in plan.names})
+    data = path / rawdata.device_dir(0)
+    np.save(data / rawdata.chunk_name("static_op_mem", 0), static_op_mem(plan, 1, base, hash_id), allow_pickle=False)
+    hw = np.zeros(2 * len(keep), rawdata.HWTS_DTYPE)
+    hw["start"] = start[:, keep].ravel()
+    hw["dur"] = times.dur[:, keep].ravel()
+    hw["connection_id"] = np.tile(base + keep, 2)
+    hw["iteration"] = np.repeat([1, 2], len(keep))
+    np.save(data / rawdata.chunk_name("hwts", 0), hw, allow_pickle=False)
+    return RunDir(path), plan, start, end
 
+
+def test_tables_from_a_real_plan(real):
+    run, plan, start, end = real
     om = operator_memory(run)
     assert len(om) == 2 * len(plan)
     assert not om["Release Time(us)"].isna().any()
@@ -173,16 +176,53 @@ def test_tables_from_a_real_plan(tmp_path):
     assert first["Allocation Time(us)"].max() < om.iloc[len(plan):]["Allocation Time(us)"].min()
     k = plan.index("gradients/HcomAllReduce_0:0")
     row = first[first["Name"] == plan.names[k]].iloc[0]
-    step_end = (times.start[0] + times.dur[0]).max()
-    assert row["Duration(us)"] == (step_end - times.start[0][plan.alloc_task[k]]) / 1000
+    assert row["Duration(us)"] == (end[0].max() - start[0][plan.alloc_task[k]]) / 1000
 
     rec = memory_record(run)
-    assert len(rec) == len(ev)
+    assert len(rec) == 4 * len(plan)
     assert rec["Total Allocated(MB)"].min() >= 0 and rec["Total Allocated(MB)"].iloc[-1] == 0
     assert (rec["Total Reserved(MB)"] * MB == plan.pool_size).all()
     peak = memory_peak(run)
-    assert peak.allocated_bytes == int(ev["total_allocated"].max()) <= plan.pool_size
+    assert peak.allocated_bytes == int(round(rec["Total Allocated(MB)"].max() * MB)) <= plan.pool_size
     assert peak.allocated_bytes == pytest.approx(plan.peak_live_bytes, rel=0.05)
+
+
+def test_every_event_is_its_task_time(real):
+    """An alloc at its producer task's start, a release at its last reader's end (or the step's end),
+    with the plan's address, size and stream."""
+    run, plan, start, end = real
+    tl = tensor_lifetimes(run)
+    idx = tl["Name"].map({n: i for i, n in enumerate(plan.names)}).to_numpy()
+    step = (tl["Allocation Time(us)"].to_numpy() * 1000 >= start[1].min()).astype(int)  # 0 or 1
+    assert (tl["Address"].to_numpy() == plan.offset[idx]).all()
+    assert (tl["Size(KB)"].to_numpy() * 1024 == plan.size[idx]).all()
+    assert (tl["Stream ID"].to_numpy() == plan.stream[idx]).all()
+    alloc_ns = start[step, plan.alloc_task[idx]]
+    free_ns = np.where(plan.until_end[idx], end.max(axis=1)[step], end[step, plan.free_task[idx]])
+    assert (tl["Allocation Time(us)"].to_numpy() == alloc_ns / 1000).all()
+    assert (tl["Release Time(us)"].to_numpy() == free_ns / 1000).all()
+
+
+def test_every_step_allocates_and_releases_each_tensor_once(real):
+    run, plan, _, _ = real
+    rec = memory_record(run)
+    allocated = (rec["Total Allocated(MB)"] * MB).round().astype(np.int64).to_numpy()
+    assert allocated.max() <= plan.pool_size
+    # the totals go back to zero exactly at the end of each step, and never below
+    assert (allocated >= 0).all() and (allocated == 0).sum() == 2
+
+
+def test_a_release_and_an_allocation_at_the_same_time_come_in_task_order(tmp_path):
+    """Tasks back to back on one stream: b (read by task 2) is released at the very time c (task 3's
+    output) is allocated at the same address; the release must come first or allocated would exceed the pool."""
+    plan = [(11, 0, 512, 1, 3, 0), (22, 512, 512, 1, 2, 0), (33, 512, 512, 3, 3, 0)]
+    tasks = [(1, 1, 0, 10), (2, 1, 10, 10), (3, 1, 20, 10)]
+    run = _run(tmp_path / "run", plans=[(1, 1024, plan)], tasks=tasks, step_ends=[(1, 1, 30)], chunks=1)
+    rec = memory_record(run)
+    assert list(rec["Total Allocated(MB)"] * MB) == [512, 1024, 512, 1024, 512, 0]
+    om = operator_memory(run)
+    assert list(om["Name"]) == ["conv1:0", "relu:0", "out:0"]
+    assert (om["Allocation Total Allocated(MB)"] * MB).max() <= 1024
 
 
 def test_analysis_memory_does_not_import_the_runtime():

@@ -1,8 +1,7 @@
-"""tensor_lifetimes: operator_memory's allocations with their pool addresses, from task_memory records."""
+"""tensor_lifetimes: operator_memory's allocations with their pool addresses, from the static plans."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -15,40 +14,30 @@ from geprof_nb.analysis.profile import Profile
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.analysis.source import Source
 from geprof_nb.ge.memory import plan_memory
-from geprof_nb.prof import rawdata
+from memory_runs import HELD, write_memory_run
 
-ALLOC, FREE = rawdata.MEMORY_ALLOC, rawdata.MEMORY_FREE
+#: Model 1 (pool 4096) and model 2 (pool 512, which starts at 0 too):
+#: (tensor, addr, size, alloc conn, free conn, stream).  "out" reuses conv1's bytes and is held to the
+#: step's end; "left" is allocated in step 2, whose releasing task is not in the log.
+PLANS = [(1, 4096, [(11, 0, 1024, 1, 3, 3), (22, 1024, 2048, 2, 5, 3), (33, 0, 1024, 4, HELD, 4),
+                    (44, 2048, 512, 6, 7, 3)]),
+         (2, 512, [(55, 0, 256, 8, 9, 7)])]
+#: (connection id, iteration, start, duration), written out of time order: the table must not
+#: depend on the order records arrive in.
+TASKS = [(1, 1, 1000, 100), (2, 1, 1500, 100), (8, 1, 1700, 100), (3, 1, 1900, 100), (4, 1, 2500, 100),
+         (5, 1, 2900, 100), (9, 1, 3500, 100), (6, 2, 13000, 100)][::-1]
+STEP_ENDS = [(1, 1, 3500)]
 NAMES = {11: "conv1:0", 22: "relu:0", 33: "out:0", 44: "left:0", 55: "other:0"}
-#: (timestamp ns, model, tensor, addr, size, event, total_allocated, total_reserved, stream)
-RECORDS = [
-    (1000, 1, 11, 0, 1024, ALLOC, 1024, 4096, 3),
-    (1500, 1, 22, 1024, 2048, ALLOC, 3072, 4096, 3),
-    (1700, 2, 55, 0, 256, ALLOC, 256, 512, 7),  # a second model's pool starts at 0 too
-    (2000, 1, 11, 0, 1024, FREE, 2048, 4096, 3),
-    (2500, 1, 33, 0, 1024, ALLOC, 3072, 4096, 4),  # reuses conv1's bytes
-    (3000, 1, 22, 1024, 2048, FREE, 1024, 4096, 3),
-    (3500, 1, 33, 0, 1024, FREE, 0, 4096, 4),
-    (3600, 2, 55, 0, 256, FREE, 0, 512, 7),
-    (13000, 1, 44, 2048, 512, ALLOC, 512, 4096, 3),  # never released
-]
 
 
-def write_run(path: Path, rows: list[tuple]) -> RunDir:
-    path.mkdir(parents=True)
-    (path / rawdata.INFO_FILE).write_text(json.dumps({"geprof_raw_version": 1, "status": "complete",
-                                                      "devices": {"0": {}}}))
-    (path / rawdata.HASH_DICT_FILE).write_text("".join(json.dumps({"id": str(h), "s": s}) + "\n"
-                                                       for h, s in NAMES.items()))
-    data = path / rawdata.device_dir(0)
-    data.mkdir(parents=True)
-    # written out of time order: the table must not depend on the order records arrive in
-    np.save(data / rawdata.chunk_name("task_memory", 0), np.array(rows[::-1], rawdata.TASK_MEMORY_DTYPE),
-            allow_pickle=False)
-    return RunDir(path)
+def write_run(path: Path, empty: bool = False) -> RunDir:
+    if empty:
+        return write_memory_run(path, [], [], [], NAMES)
+    return write_memory_run(path, PLANS, TASKS, STEP_ENDS, NAMES)
 
 
 def test_columns_and_values(tmp_path):
-    df = tensor_lifetimes(write_run(tmp_path / "run", RECORDS))
+    df = tensor_lifetimes(write_run(tmp_path / "run"))
     assert list(df.columns) == TENSOR_LIFETIMES == [
         "Name", "Model ID", "Address", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Duration(us)",
         "Stream ID"]
@@ -64,13 +53,13 @@ def test_columns_and_values(tmp_path):
 
 
 def test_same_rows_as_operator_memory(tmp_path):
-    run = write_run(tmp_path / "run", RECORDS)
+    run = write_run(tmp_path / "run")
     tl, om = tensor_lifetimes(run), operator_memory(run)
     assert_same_allocations(tl, om)
 
 
 def test_empty_run_has_the_columns(tmp_path):
-    df = tensor_lifetimes(write_run(tmp_path / "run", []))
+    df = tensor_lifetimes(write_run(tmp_path / "run", empty=True))
     assert list(df.columns) == TENSOR_LIFETIMES and df.empty
 
 

@@ -12,10 +12,10 @@ import pytest
 from geprof_nb import ge
 from geprof_nb.ge.compiler import CompiledModel
 from geprof_nb.ge.device import CostModel, get_device
-from geprof_nb.ge.memory import MemoryPlan, align_size, find_conflicts, memory_events, plan_memory
+from geprof_nb.ge.memory import MemoryPlan, align_size, find_conflicts, plan_memory, static_op_mem
 from geprof_nb.ge.schedule import StreamSchedule
 from geprof_nb.prof.msprof import hash_id
-from geprof_nb.prof.rawdata import MEMORY_ALLOC, MEMORY_FREE, TASK_MEMORY_DTYPE, RtTaskType
+from geprof_nb.prof.rawdata import HELD_TO_STEP_END, STATIC_OP_MEM_DTYPE, RtTaskType
 
 GRAPHS = {
     "resnet50-ws8": lambda: ge.models.resnet50(batch_size=2, image_size=64, world_size=8),
@@ -293,67 +293,20 @@ def test_find_conflicts_scales_to_10000_tensors():
     assert elapsed < 5.0
 
 
-# --------------------------------------------------------------------- events
-def _events(resnet, times, step=0):
-    t = resnet.table
-    return memory_events(resnet.plan, 7, times.start[step], times.dur[step], t.stream, hash_id)
-
-
-def test_memory_events_counts_and_totals(resnet, times):
+# ---------------------------------------------------------------- what the profiler gets
+def test_static_op_mem_describes_the_plan(resnet):
     plan = resnet.plan
-    ev = _events(resnet, times)
-    assert ev.dtype == TASK_MEMORY_DTYPE
-    assert len(ev) == 2 * len(plan)
-    assert (ev["event"] == MEMORY_ALLOC).sum() == (ev["event"] == MEMORY_FREE).sum() == len(plan)
-    signed = np.where(ev["event"] == MEMORY_ALLOC, 1, -1) * ev["size"].astype(np.int64)
-    running = np.cumsum(signed)
-    assert running.min() >= 0
-    assert running[-1] == 0  # back to where the step started
-    assert list(ev["total_allocated"].astype(np.int64)) == list(running)
-    assert ev["total_allocated"].max() <= plan.pool_size
-    assert (ev["total_reserved"] == plan.pool_size).all()
-    assert (ev["model_id"] == 7).all()
-    assert (np.diff(ev["timestamp"]) >= 0).all()
-
-
-def test_memory_events_times_are_task_times(resnet, times):
-    plan, t = resnet.plan, resnet.table
-    start, dur = times.start[0], times.dur[0]
-    end = start + dur
-    ev = _events(resnet, times)
-    ids = {hash_id(n): k for k, n in enumerate(plan.names)}
-    assert len(ids) == len(plan)
-    seen_alloc = set()
-    for rec in ev:
-        k = ids[int(rec["tensor"])]
-        assert rec["addr"] == plan.offset[k] and rec["size"] == plan.size[k]
-        assert rec["stream_id"] == t.stream[plan.alloc_task[k]]
-        if rec["event"] == MEMORY_ALLOC:
-            assert rec["timestamp"] == start[plan.alloc_task[k]]
-            seen_alloc.add(k)
-        else:
-            assert k in seen_alloc  # a tensor's release never precedes its allocation
-            expected = end.max() if plan.until_end[k] else end[plan.free_task[k]]
-            assert rec["timestamp"] == expected
-
-
-@pytest.mark.parametrize("last_dur", [10, 2**60])  # 2**60: too long for the one-key sort, two keys instead
-def test_memory_events_ties_release_before_the_next_kernel_allocates(last_dur):
-    """Tasks back to back on one stream: b (read by task 1) is released at the very time c (task 2's output)
-    is allocated at the same address; the release must come first or allocated would exceed the pool."""
-    size = np.full(3, 512)
-    plan = MemoryPlan(
-        names=("a:0", "b:0", "c:0"), node=np.arange(3), output_index=np.zeros(3), size=size,
-        offset=np.array([0, 512, 512]), alloc_task=np.array([0, 0, 2]), free_task=np.array([2, 1, 2]),
-        stream=np.zeros(3), until_end=np.zeros(3, bool), is_input=np.zeros(3, bool), n_tasks=3, weight_bytes=0,
-    )
-    assert find_conflicts(plan) == []
-    ev = memory_events(plan, 0, np.array([0, 10, 20]), np.array([10, 10, last_dur]), np.zeros(3, np.int32), hash_id)
-    order = [(int(e["event"]), int(e["tensor"])) for e in ev]
-    a, b, c = (hash_id(n) for n in plan.names)
-    assert order == [(MEMORY_ALLOC, a), (MEMORY_ALLOC, b), (MEMORY_FREE, b), (MEMORY_ALLOC, c),
-                     (MEMORY_FREE, a), (MEMORY_FREE, c)]
-    assert ev["total_allocated"].max() <= plan.pool_size == 1024
+    rec = static_op_mem(plan, 7, 1000, hash_id)
+    assert rec.dtype == STATIC_OP_MEM_DTYPE and len(rec) == len(plan)
+    assert (rec["model_id"] == 7).all() and (rec["pool_size"] == plan.pool_size).all()
+    assert list(rec["tensor"]) == [hash_id(n) for n in plan.names]
+    assert (rec["addr"] == plan.offset).all() and (rec["size"] == plan.size).all()
+    assert (rec["alloc_conn"] == 1000 + plan.alloc_task).all()
+    held = plan.until_end
+    assert held.any() and (~held).any()
+    assert (rec["free_conn"][held] == HELD_TO_STEP_END).all()
+    assert (rec["free_conn"][~held] == 1000 + plan.free_task[~held]).all()
+    assert (rec["stream_id"] == plan.stream).all()
 
 
 def test_no_address_is_shared_in_real_time(resnet):
@@ -373,14 +326,13 @@ def test_no_address_is_shared_in_real_time(resnet):
         assert not (shares & both_live).any()
 
 
-def test_name_hashes_are_computed_once(resnet, times):
+def test_name_hashes_are_computed_once(resnet):
     calls = []
 
     def counting_hash(s: str) -> int:
         calls.append(s)
         return hash_id(s)
 
-    t = resnet.table
-    for k in range(2):
-        memory_events(resnet.plan, 0, times.start[k], times.dur[k], t.stream, counting_hash)
+    for base in (0, 5000):  # two collections of the same model
+        static_op_mem(resnet.plan, 0, base, counting_hash)
     assert len(calls) == len(resnet.plan)
