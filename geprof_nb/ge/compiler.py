@@ -15,6 +15,7 @@ point set, so changing ``fp_point``/``bp_point`` re-places them without a rebuil
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,9 +32,8 @@ PROFILER_TRACE_NS = 20
 JITTER_SIGMA = {"kernel": 0.02, "aicpu": 0.05, "hccl": 0.03, "memcpy": 0.03, "fixed": 0.0}
 
 
-@dataclass(frozen=True)
-class TensorInfo:
-    """One tensor of a task, as MsprofTensorInfo carries it."""
+class TensorInfo(NamedTuple):
+    """One tensor of a task, as MsprofTensorInfo carries it (a tuple: the reporter takes it as is)."""
 
     kind: TensorType
     format: Format

@@ -444,7 +444,7 @@ class LoadedModel:
             types.append(node.type)
             ge_types.append(kernel.ge_task_type)
             blocks.append(kernel.block_dim)
-            tensors.append([(ti.kind, ti.format, ti.data_type, ti.shape) for ti in v.compiled.task_tensors(node)])
+            tensors.append(v.compiled.task_tensors(node))
             pmu.append((kernel.pmu_core, kernel.counters))
             mix.append(kernel.mix_block_dim)
             ctx.append(kernel.context_ids)

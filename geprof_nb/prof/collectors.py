@@ -47,25 +47,36 @@ class LoadedTaskInfo:
 
 def encode_tensor_info(connection_ids: list[int], op_name_ids: list[int],
                        tensors: list[list[tuple[int, int, int, tuple[int, ...]]]]) -> np.ndarray:
-    """MsprofTensorInfo records: 5 tensors per record, more tensors continue in the next record."""
+    """MsprofTensorInfo records: 5 tensors per record, more tensors continue in the next record.
+
+    One pass over the tensors collects flat columns; the records are then filled with array
+    assignments (element-wise writes into structured records cost microseconds each).
+    """
     per = rawdata.TENSORS_PER_RECORD
-    n = sum(max(1, -(-len(ts) // per)) for ts in tensors)
-    out = np.zeros(n, rawdata.TENSOR_INFO_DTYPE)
-    r = 0
-    for cid, name, ts in zip(connection_ids, op_name_ids, tensors):
-        for start in range(0, max(1, len(ts)), per):
-            chunk = ts[start:start + per]
-            rec = out[r]
-            rec["connection_id"] = cid
-            rec["op_name"] = name
-            rec["tensor_num"] = len(chunk)
-            for j, (kind, fmt, dtype, shape) in enumerate(chunk):
-                rec["tensor_type"][j] = kind
-                rec["format"][j] = fmt
-                rec["data_type"][j] = dtype
-                dims = list(shape)[: rawdata.SHAPE_LEN]
-                rec["shape"][j, : len(dims)] = dims
-            r += 1
+    records = np.asarray([max(1, -(-len(ts) // per)) for ts in tensors], np.int64)
+    out = np.zeros(int(records.sum()), rawdata.TENSOR_INFO_DTYPE)
+    first = np.cumsum(records) - records
+    out["connection_id"] = np.repeat(connection_ids, records)
+    out["op_name"] = np.repeat(op_name_ids, records)
+    counts = [len(ts) for ts in tensors]
+    flat = [t for ts in tensors for t in ts]
+    if flat:
+        slot = np.concatenate([np.arange(c) for c in counts])  # tensor index within its op
+        rec = np.repeat(first, counts) + slot // per
+        slot %= per
+        kinds, fmts, dtypes, shapes = zip(*flat)
+        out["tensor_type"][rec, slot] = kinds
+        out["format"][rec, slot] = fmts
+        out["data_type"][rec, slot] = dtypes
+        dims = np.zeros((len(flat), rawdata.SHAPE_LEN), out["shape"].dtype)
+        for k, shape in enumerate(shapes):
+            dims[k, : len(shape)] = shape[: rawdata.SHAPE_LEN]
+        out["shape"][rec, slot] = dims
+    full, rest = np.divmod(np.asarray(counts, np.int64), per)
+    num = np.full(len(out), per)
+    last = first + records - 1
+    num[last] = np.where(rest > 0, rest, np.where(full > 0, per, 0))
+    out["tensor_num"] = num
     return out
 
 
