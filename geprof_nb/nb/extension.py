@@ -16,13 +16,16 @@ from .magics import GeprofMagics
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%%geprof`` / ``%geprof``, put ``ge`` in the namespace, render Profiles.
 
+    ``display(profile)`` (and a Profile as a cell's value) shows the same mimebundle as
+    ``%%geprof``: the results explorer with its static HTML / PNG / text fallback.
+
     Figures from :mod:`.plots` are plain matplotlib Figures (no pyplot); if no
     backend has registered a PNG printer for them, register one so they show.
     """
     ipython.register_magics(GeprofMagics)
     ipython.push({"ge": ge})
     formatters = ipython.display_formatter.formatters
-    formatters["text/html"].for_type(Profile, nb_display.profile_html)
+    ipython.display_formatter.mimebundle_formatter.for_type(Profile, nb_display.profile_mimebundle)
     try:
         formatters["image/png"].lookup_by_type(Figure)
     except KeyError:
@@ -30,13 +33,15 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Remove the magics, the ``ge`` name and the formatters."""
+    """Remove the magics, the ``ge`` name and the formatters (only those this extension registered)."""
     ipython.magics_manager.magics["cell"].pop("geprof", None)
     ipython.magics_manager.magics["line"].pop("geprof", None)
     ipython.magics_manager.registry.pop(GeprofMagics.__name__, None)
     if ipython.user_ns.get("ge") is ge:
         del ipython.user_ns["ge"]
     formatters = ipython.display_formatter.formatters
-    formatters["text/html"].type_printers.pop(Profile, None)
+    mimebundle = ipython.display_formatter.mimebundle_formatter
+    if mimebundle.type_printers.get(Profile) is nb_display.profile_mimebundle:
+        del mimebundle.type_printers[Profile]
     if formatters["image/png"].type_printers.get(Figure) is plots.figure_png:
         del formatters["image/png"].type_printers[Figure]

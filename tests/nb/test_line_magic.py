@@ -33,7 +33,11 @@ def test_help_lists_commands_and_cell_flags(ip, capsys):
 def test_show_displays_the_report(profiled):
     with capture_output() as cap:
         profiled.run_line_magic("geprof", "show first")
-    assert "op_summary: top" in cap.outputs[0].data["text/html"]
+    (shown,) = [o.data for o in cap.outputs]
+    assert "application/vnd.jupyter.widget-view+json" in shown and "image/png" in shown
+    first = profiled.user_ns["first"]
+    assert f"Showing 20 of {len(first.ops())} op tasks" in shown["text/html"]
+    assert first.name in shown["text/plain"]
 
 
 def test_load_binds_the_profile(profiled):

@@ -9,6 +9,10 @@ from IPython.utils.capture import capture_output
 from geprof_nb import ge
 from geprof_nb.analysis import Profile
 from geprof_nb.analysis.rundir import RunDir
+from geprof_nb.nb.explorer import TAB_TITLES, WIDGET_VIEW_MIME
+
+#: What %%geprof shows: one display call with the explorer and its static fallback.
+EXPLORER_BUNDLE = {WIDGET_VIEW_MIME, "text/html", "image/png", "text/plain"}
 
 MLP_CELL = """
 sess = ge.Session()
@@ -52,14 +56,16 @@ for step in range(3):
     assert isinstance(prof, Profile) and ip.user_ns["r50"] is prof
     assert len(prof.step_trace) == 3
     assert "aic_mac_ratio" in prof.op_summary.columns
-    kinds = mimetypes(cap)
-    assert sum("text/html" in k for k in kinds) == 3  # summary + op_statistic + step_trace
-    assert any("image/png" in k for k in kinds)
-    first = cap.outputs[0].data
-    assert "op_summary: top 20 of" in first["text/html"]
-    assert "op_summary: top 20 of" in first["text/plain"]
-    png = [o.data["image/png"] for o in cap.outputs if "image/png" in o.data][0]
-    assert png[:4] == b"\x89PNG"
+    assert mimetypes(cap) == [EXPLORER_BUNDLE]  # one display call
+    shown = cap.outputs[0].data
+    n_ops = len(prof.ops())
+    assert f"Showing 20 of {n_ops} op tasks (all OP Types, iteration 3)" in shown["text/html"]
+    assert "aic_mac_ratio" in shown["text/html"]  # the PMU columns of the top ops
+    assert all(f"<h3>{t}</h3>" in shown["text/html"] for t in ("Summary", "Ops", "Steps", "Timeline", "AI Core"))
+    assert f"top 10 of {n_ops} op tasks of iteration 3" in shown["text/plain"]
+    assert f"{prof.step_trace['Iteration Time(us)'].mean():.3f} us" in shown["text/plain"]
+    assert shown["image/png"][:4] == b"\x89PNG"
+    assert shown[WIDGET_VIEW_MIME]["version_major"] == 2
 
 
 def test_no_display_shows_nothing(ip):
@@ -192,7 +198,7 @@ status = s.run_graph(1)
     html_out = cap.outputs[0].data["text/html"]
     assert "<script>" not in html_out
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;" in html_out
-    assert "<script>alert(1)</script>&" in cap.outputs[0].data["text/plain"]
+    assert "<script>alert(1)</script>&" in cap.outputs[0].data["text/plain"]  # plain text: as it is
 
 
 def test_running_collection_blocks_a_second_magic(ip, tmp_path):
@@ -211,7 +217,20 @@ def test_session_built_before_the_magic_is_profiled(ip):
     assert prof.step_trace["FP Start(us)"].notna().all()
 
 
-def test_display_profile_uses_summary_html(ip):
+def test_display_profile_shows_what_the_magic_shows(ip):
+    magic = run(ip, "--clock virtual").outputs[0].data
+    data, _ = ip.display_formatter.format(ip.user_ns["_geprof"])
+    assert set(data) == set(magic) == EXPLORER_BUNDLE
+    assert data[WIDGET_VIEW_MIME]["model_id"] != magic[WIDGET_VIEW_MIME]["model_id"]  # an explorer per display
+    for title in TAB_TITLES:
+        assert f"<h3>{title}</h3>" in data["text/html"]
+    assert data["text/plain"].splitlines()[0] == magic["text/plain"].splitlines()[0]
+
+
+def test_unload_removes_the_profile_formatter(ip):
     run(ip, "--no-display --clock virtual")
-    html_out = ip.display_formatter.format(ip.user_ns["_geprof"])[0]["text/html"]
-    assert "op_summary: top" in html_out
+    prof = ip.user_ns["_geprof"]
+    ip.run_line_magic("unload_ext", "geprof_nb")
+    assert Profile not in ip.display_formatter.mimebundle_formatter.type_printers
+    assert set(ip.display_formatter.format(prof)[0]) == {"text/plain"}
+    ip.run_line_magic("load_ext", "geprof_nb")  # the fixture unloads again

@@ -52,16 +52,49 @@ def test_notebook_runs_without_errors(path, executed):
     assert {"text/html", "image/png"} <= mimes
 
 
-def test_quickstart_profile_cell_shows_tables_and_timeline(executed):
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def explorer_outputs(cell: nbformat.NotebookNode) -> list[dict]:
+    """The data of a cell's outputs that show a geprof explorer (widget view + static fallback)."""
+    return [o["data"] for o in cell.outputs if WIDGET_VIEW in o.get("data", {})]
+
+
+def widget_state(nb: nbformat.NotebookNode) -> dict:
+    """The widget models nbclient stored in the notebook's metadata, by model id."""
+    return nb.metadata["widgets"][WIDGET_STATE]["state"]
+
+
+def test_quickstart_profile_cell_shows_the_explorer_and_its_static_fallback(executed):
     nb, workdir = executed("01_quickstart.ipynb")
     cell = cell_starting(nb, "%%geprof")
-    data = [o.get("data", {}) for o in cell.outputs]
-    html = [d["text/html"] for d in data if "text/html" in d]
-    assert len(html) == 3
-    assert "op_summary: top 20 of" in html[0] and "aic_mac_ratio" in html[0]
-    assert "op_statistic" in html[1] and "step_trace: 10 iterations" in html[2]
-    assert sum("image/png" in d for d in data) == 1
+    (shown,) = explorer_outputs(cell)
+    assert {WIDGET_VIEW, "text/html", "image/png", "text/plain"} <= set(shown)
+    assert [o for o in cell.outputs if o.get("output_type") == "display_data"] == cell.outputs  # one display call
+    html = shown["text/html"]
+    for title in ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice"):
+        assert f"<h3>{title}</h3>" in html
+    assert "Showing 20 of 790 op tasks (all OP Types, iteration 10)" in html and "aic_mac_ratio" in html
+    assert "step_trace (times in us): 10 rows" in html and "op_statistic" in html
+    assert "--task-memory on" in html  # the quickstart does not collect memory: the tab says how to
+    assert html.count('<img src="data:image/png;base64,') == 2  # step timeline + task Gantt
+    assert shown["image/png"].startswith("iVBOR")  # base64 PNG
+    assert "10 steps | mean step time" in shown["text/plain"]
+    # nbclient kept the live widgets' state: the explorer's root box and its tabs are there
+    state = widget_state(nb)
+    root = state[shown[WIDGET_VIEW]["model_id"]]
+    assert root["model_name"] == "VBoxModel" and "geprof-explorer" in root["state"]["_dom_classes"]
+    (tab,) = [state[ref.removeprefix("IPY_MODEL_")] for ref in root["state"]["children"]]
+    assert tab["model_name"] == "TabModel" and tab["state"]["titles"][6] == "API/Host"
     assert list(workdir.glob("geprof_output/PROF_*/info.json"))
+
+
+def test_every_displayed_geprof_cell_shows_the_explorer(executed):
+    nb, _ = executed("07_export_and_real_tools.ipynb")
+    (shown,) = explorer_outputs(cell_starting(nb, "%%geprof"))
+    assert shown[WIDGET_VIEW]["model_id"] in widget_state(nb)
+    assert "<h3>Memory</h3>" in shown["text/html"] and "Peak" in shown["text/html"]  # --task-memory on
 
 
 def test_export_notebook_reads_back_what_it_wrote(executed):

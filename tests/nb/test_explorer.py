@@ -1,0 +1,384 @@
+"""The results explorer (what %%geprof and display(profile) show): tabs, controls, lazy tabs,
+the static fallback bundle, escaping, and how long showing it takes."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from geprof_testing import run_profiled_session as _run_profiled_session
+from geprof_testing import small_resnet
+from ipywidgets.widgets.widget import _instances
+from IPython.utils.capture import capture_output
+
+import geprof_nb
+from geprof_nb import ge
+from geprof_nb.nb import explorer as X
+from geprof_nb.nb import plots
+from geprof_nb.nb.display import profile_mimebundle, show_profile
+from geprof_nb.prof.clock import clock
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+HOSTILE_ESCAPED = "&lt;img src=x onerror=alert(1)&gt;"
+BUNDLE_KEYS = {X.WIDGET_VIEW_MIME, "text/html", "image/png", "text/plain"}
+
+
+def run_profiled_session(*args, **kwargs):
+    """A profiled session on the virtual clock that leaves the clock as it found it
+    (GEFinalize keeps the geprof.clock of GEInitialize, and %%geprof without --clock uses it)."""
+    mode = clock.mode
+    try:
+        return _run_profiled_session(*args, **kwargs)
+    finally:
+        clock.set_mode(mode)
+
+
+def hostile_graph() -> ge.Graph:
+    g = ge.Graph("evil")
+    x = g.data("x", (8, 16))
+    w = g.variable("w", (16, 4), dtype="float16")
+    y = g.op("MatMulV2", [x, w], name=HOSTILE)
+    y = g.op("Relu", y, name=HOSTILE + "&relu")
+    g.output([y])
+    return g
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory) -> geprof_nb.Profile:
+    """ResNet-50 (small), 8 ranks, 3 steps, PipeUtilization, memory and runtime API on."""
+    return run_profiled_session(tmp_path_factory.mktemp("full"), small_resnet(8), 3, task_memory="on",
+                                runtime_api="on").profile
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> geprof_nb.Profile:
+    """A graph whose op names are HTML; nothing but the default layers."""
+    return run_profiled_session(tmp_path_factory.mktemp("hostile"), hostile_graph(), 3).profile
+
+
+@pytest.fixture(scope="module")
+def l0(tmp_path_factory) -> geprof_nb.Profile:
+    """task_trace l0: op times without names, types or PMU counters."""
+    return run_profiled_session(tmp_path_factory.mktemp("l0"), small_resnet(2), 2, task_trace="l0").profile
+
+
+@pytest.fixture(scope="module")
+def dynamic(tmp_path_factory) -> geprof_nb.Profile:
+    """A dynamic-shape MLP with GE host events and runtime API calls."""
+    g = ge.models.mlp(batch_size=4, in_features=16, hidden=(16,), dynamic=True)
+    return run_profiled_session(tmp_path_factory.mktemp("dyn"), g, 3, ge_api="l1", runtime_api="on").profile
+
+
+def widget_html(widget) -> str:
+    """Every HTML value under a widget (what the front end renders as HTML)."""
+    out = [widget.value] if hasattr(widget, "value") and isinstance(widget.value, str) else []
+    for child in getattr(widget, "children", ()):
+        out.append(widget_html(child))
+    return "".join(out)
+
+
+def images(widget) -> list:
+    """The visible Image widgets under a widget."""
+    if getattr(widget, "format", None) == "png" and hasattr(widget, "value"):
+        return [widget] if widget.value and widget.layout.display != "none" else []
+    return [i for c in getattr(widget, "children", ()) for i in images(c)]
+
+
+def body_rows(table_html: str) -> int:
+    return table_html.split("<tbody>", 1)[1].count("<tr")
+
+
+# ----------------------------------------------------------------------------- structure
+def test_tabs_are_titled_in_order_and_carry_their_css_classes(full):
+    ex = X.Explorer(full)
+    assert list(ex.tab.titles) == ["Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice"]
+    assert "geprof-explorer" in ex.widget._dom_classes and ex.tab in ex.widget.children
+    for frame in ex.tab.children:
+        ex.tab.selected_index = ex.tab.children.index(frame)
+    classes = [frame.children[0]._dom_classes for frame in ex.tab.children]
+    assert classes == [("geprof-tab-summary",), ("geprof-tab-ops",), ("geprof-tab-steps",), ("geprof-tab-timeline",),
+                       ("geprof-tab-ai-core",), ("geprof-tab-memory",), ("geprof-tab-api-host",), ("geprof-tab-advice",)]
+
+
+def test_only_the_summary_is_built_until_a_tab_is_selected(full):
+    ex = X.Explorer(full)
+    assert [p.built for p in ex.panes.values()] == [True] + [False] * 7
+    # an unbuilt tab shows a note (what a saved notebook without a kernel shows), not its content box
+    assert all(widget_html(ex.tab.children[i]) == X.message_html(X.PENDING) for i in range(1, 8))
+    assert ex.tab.children[0].children == (ex.summary.box,)
+    ex.tab.selected_index = 5  # what a click on "Memory" does
+    assert ex.memory.built and ex.tab.children[5].children == (ex.memory.box,)
+    assert "Peak" in widget_html(ex.memory.box)
+    assert not ex.ops.built and not ex.timeline.built
+
+
+def test_summary_shows_headline_split_top_ops_findings_and_notes(full):
+    ex = X.Explorer(full)
+    text = widget_html(ex.summary.box)
+    mean = full.step_trace["Iteration Time(us)"].mean()
+    assert f"3 steps" in text and f"mean step time {mean:.3f} us" in text
+    split = full.step_breakdown[["Computing", "Communication(Not Overlapped)", "Free"]].mean()
+    for part, value in split.items():
+        assert html_escape(part) in text and f"{value:.3f}" in text
+    top = full.ops().nlargest(1, "Task Duration(us)")["Op Name"].iloc[0]
+    assert top in text
+    findings = full.advise()
+    for rule in findings["Rule"].head(3):
+        assert html_escape(rule) in text
+    for note in full.notes:
+        assert html_escape(note) in text
+
+
+def html_escape(s: str) -> str:
+    import html
+
+    return html.escape(s)
+
+
+# ----------------------------------------------------------------------------- Ops
+def test_ops_filter_by_op_type_keeps_only_that_type_and_counts_them(full):
+    ops = X.Explorer(full).select("Ops")
+    last = full.ops()
+    ops.top_n.value = ops.top_n.max
+    ops.type_filter.value = "Conv2D"
+    assert set(ops.frame["OP Type"].astype(str)) == {"Conv2D"}
+    n = int((last["OP Type"] == "Conv2D").sum())
+    assert len(ops.frame) == n > 0
+    assert ops.count_label.value.startswith(f"Showing {n} of {n} op tasks (OP Type Conv2D, iteration 3)")
+    assert body_rows(ops.table.value) == n
+    ops.type_filter.value = X.ALL
+    assert len(ops.frame) == X.MAX_ROWS < len(last)
+    assert ops.count_label.value.startswith(f"Showing {X.MAX_ROWS} of {len(last)} op tasks (all OP Types")
+    assert ops.type_filter.options[0] == ("All", X.ALL)
+
+
+def test_ops_sort_by_a_column_is_descending_and_top_n_limits_rows(full):
+    ops = X.Explorer(full).select("Ops")
+    assert ops.sort_by.value == "Task Duration(us)"
+    assert "aic_mte2_ratio" in ops.sort_by.options and "Op Name" not in ops.sort_by.options
+    ops.sort_by.value = "aic_mte2_ratio"
+    values = ops.frame["aic_mte2_ratio"].to_numpy(dtype=float)
+    expected = full.ops()["aic_mte2_ratio"].dropna().sort_values(ascending=False).head(len(values)).to_numpy()
+    np.testing.assert_array_equal(values, expected)
+    assert (np.diff(values) <= 0).all()
+    ops.top_n.value = 5
+    assert len(ops.frame) == 5 and body_rows(ops.table.value) == 5
+    assert ops.count_label.value.startswith(f"Showing 5 of {len(full.ops())} op tasks")
+    assert "sorted by aic_mte2_ratio descending" in ops.count_label.value
+
+
+def test_ops_iteration_selector_and_column_groups(full):
+    ops = X.Explorer(full).select("Ops")
+    ops.top_n.value = ops.top_n.max
+    ops.iteration.value = 1
+    first = full.ops(1)
+    assert ops.count_label.value.startswith(f"Showing {X.MAX_ROWS} of {len(first)} op tasks (all OP Types, iteration 1)")
+    assert ops.frame.index.isin(first.index).all()
+    ops.iteration.value = X.ALL
+    assert f"of {len(full.op_summary)} op tasks (all OP Types, all iterations)" in ops.count_label.value
+    # default: basic + PMU; shapes/formats hidden so the table stays readable
+    assert "aic_mac_ratio" in ops.frame.columns and "Input Shapes" not in ops.frame.columns
+    ops.groups["PMU"].value = False
+    pmu = X._ops_column_groups(list(full.op_summary.columns))["PMU"]
+    assert pmu and not set(pmu) & set(ops.frame.columns)
+    assert "aic_mac_ratio" not in ops.table.value
+    ops.groups["shapes/formats"].value = True
+    assert "Input Shapes" in ops.frame.columns
+    ops.groups["basic"].value = False
+    assert list(ops.frame.columns) == ["Op Name", "OP Type", "Task Duration(us)", "Block Num", "Mix Block Num",
+                                       "HF32 Eligible", "Input Shapes", "Input Data Types", "Input Formats",
+                                       "Output Shapes", "Output Data Types", "Output Formats", "Context ID"]
+
+
+def test_ops_controls_rerender_only_their_tab(full):
+    ex = X.Explorer(full)
+    ops = ex.select("Ops")
+    table = ops.table
+    ops.type_filter.value = "Relu"
+    assert ops.table is table and "Relu" in table.value
+    assert [p.built for p in ex.panes.values()] == [True, True] + [False] * 6
+
+
+# ----------------------------------------------------------------------------- Steps, Timeline
+def test_steps_tab_shows_step_trace_and_breakdown(full):
+    text = widget_html(X.Explorer(full).select("Steps").box)
+    assert "step_trace (times in us): 3 rows" in text and "step_breakdown" in text
+    assert f"{full.step_breakdown['Free'].iloc[0]:.3f}" in text
+
+
+def test_step_selector_zooms_step_timeline_and_gantt_to_the_iteration(full):
+    tl = X.Explorer(full).select("Timeline")
+    assert tl.step.value == X.ALL and len(images(tl.box)) == 2
+    full_width = np.diff(tl.step_figure.axes[0].get_xlim())[0]
+    assert "iteration 3" in tl.gantt_figure.axes[0].get_title(loc="left")  # all steps: the Gantt shows the last one
+    ops, its = full.op_summary, full.iteration_of_ops.to_numpy()
+    for it in (1, 2):
+        tl.step.value = it
+        rows = ops[its == it]
+        span_ms = ((rows["Task Start Time(us)"] + rows["Task Duration(us)"]).max()
+                   - rows["Task Start Time(us)"].min()) / 1000
+        x0, x1 = tl.gantt_figure.axes[0].get_xlim()
+        assert x1 - x0 == pytest.approx(1.01 * span_ms, abs=1e-3)  # task_gantt pads 0.5% each side; 1 ns
+        assert f"iteration {it}" in tl.gantt_figure.axes[0].get_title(loc="left")
+        assert np.diff(tl.step_figure.axes[0].get_xlim())[0] < full_width / 2
+        assert len(images(tl.box)) == 2
+
+
+# ----------------------------------------------------------------------------- AI Core, Memory, API/Host
+def test_ai_core_tab_draws_pipe_ratios_and_the_pmu_table(full):
+    pane = X.Explorer(full).select("AI Core")
+    text = widget_html(pane.box)
+    assert 'class="dataframe geprof-table geprof-pmu-table"' in text
+    assert "aic_mac_ratio" in text and "aiv_vec_ratio" in text
+    assert len(images(pane.box)) == 1
+    table, total = pane.pmu_table()
+    top = full.ops()
+    top = top[top["Task Type"].astype(str) != "COMMUNICATION"].nlargest(1, "Task Duration(us)")
+    assert table["Op Name"].iloc[0] == top["Op Name"].iloc[0] and len(table) == 20
+
+
+def test_memory_tab_shows_lifetimes_peak_and_largest_tensors(full):
+    pane = X.Explorer(full).select("Memory")
+    text = widget_html(pane.box)
+    peak = full.memory_peak
+    assert f"{peak.allocated_bytes / 2**20:,.1f} MiB allocated" in text and html_escape(peak.tensor) in text
+    biggest = full.operator_memory.nlargest(1, "Size(KB)")["Name"].iloc[0]
+    assert html_escape(biggest) in text
+    assert len(images(pane.box)) == 1
+
+
+def test_api_host_tab_shows_api_statistic_host_scopes_and_events(dynamic):
+    pane = X.Explorer(dynamic).select("API/Host")
+    text = widget_html(pane.box)
+    assert "api_statistic" in text and "rtKernelLaunch" in text
+    assert f"host_events per event ({len(dynamic.host_events)} spans)" in text and "InferShape" in text
+    assert "--ge-api" not in text and "--runtime-api" not in text
+    assert len(images(pane.box)) == 1
+
+
+def test_empty_tabs_name_the_flag_that_fills_them(l0, hostile):
+    ex = X.Explorer(l0)
+    ai = widget_html(ex.select("AI Core").box)
+    assert "--aic-metrics" in ai and not images(ex.ai_core.box)
+    ex = X.Explorer(hostile)
+    assert "--task-memory on" in widget_html(ex.select("Memory").box)
+    api = widget_html(ex.select("API/Host").box)
+    assert "--ge-api l1" in api and "--runtime-api on" in api
+    static = ex.static_html()
+    assert "--task-memory on" in static and "--ge-api l1" in static and "--runtime-api on" in static
+
+
+def test_advice_tab_is_the_whole_advise_frame_coloured_by_priority(full):
+    findings = full.advise()
+    text = widget_html(X.Explorer(full).select("Advice").box)
+    assert text.count('<tr class="geprof-priority-') == len(findings) > 0
+    for f in findings.itertuples():
+        assert f'<tr class="geprof-priority-{f.Priority.lower()}" style="background:{X.PRIORITY_COLORS[f.Priority]}"' \
+            in text
+        assert html_escape(f.Suggestion) in text
+
+
+def test_a_missing_plot_function_leaves_a_message_in_its_tab(full, monkeypatch):
+    monkeypatch.delattr(plots, "pipe_ratios")
+    pane = X.Explorer(geprof_nb.load(full.path)).select("AI Core")  # a new Profile: nothing drawn yet
+    assert "has no pipe_ratios()" in widget_html(pane.box) and not images(pane.box)
+    assert "geprof-pmu-table" in widget_html(pane.box)  # the rest of the tab is still there
+
+
+# ----------------------------------------------------------------------------- static bundle
+def test_static_html_has_every_tab_and_escapes_op_names(hostile):
+    ex = X.Explorer(hostile)
+    bundle = ex.mimebundle()
+    page = bundle["text/html"]
+    for title in X.TAB_TITLES:
+        assert f"<h3>{html_escape(title)}</h3>" in page
+    assert HOSTILE_ESCAPED in page and HOSTILE_ESCAPED + "&amp;relu" in page
+    assert "<img src=x" not in page and "onerror=alert(1)>" not in page
+    assert page.count('<img src="data:image/png;base64,') == 2  # step timeline + Gantt
+    # the widget's own HTML is escaped the same way
+    for title in X.TAB_TITLES:
+        ex.select(title)
+    live = widget_html(ex.widget)
+    assert HOSTILE_ESCAPED in live and "<img src=x" not in live
+    assert HOSTILE in bundle["text/plain"]  # plain text is not HTML: the name as it is
+
+
+def test_static_html_names_the_figures_it_does_not_embed_and_embeds_all_on_request(full):
+    page = X.Explorer(full).static_html()
+    assert page.count("data:image/png;base64,") == 2
+    assert "plots.pipe_ratios(profile.ops())" in page and "plots.memory_lifetimes(profile, iteration=3)" in page
+    every = X.Explorer(full, static_figures="all").static_html()
+    assert every.count("data:image/png;base64,") == 5  # + op types, pipe ratios, memory lifetimes
+    assert "Figure not embedded" not in every
+
+
+def test_bundle_text_summary_numbers_are_the_profiles(full):
+    bundle = X.Explorer(full).mimebundle()
+    assert set(bundle) == BUNDLE_KEYS
+    text = bundle["text/plain"]
+    mean = full.step_trace["Iteration Time(us)"].mean()
+    assert f"mean step time {mean:.3f} us ({mean / 1000:.3f} ms)" in text
+    top = full.ops().sort_values("Task Duration(us)", ascending=False, kind="stable").iloc[0]
+    first_row = text.split("top 10 of", 1)[1].splitlines()[2]
+    assert first_row.split()[0] == top["Op Name"] and f"{top['Task Duration(us)']:.3f}" in first_row
+    split = full.step_breakdown["Computing"].mean()
+    assert f"Computing {split:.3f} us" in text
+    assert "[" + full.advise()["Priority"].iloc[0] + "] " + full.advise()["Rule"].iloc[0] in text
+    assert bundle["image/png"][:4] == b"\x89PNG"
+
+
+def test_showing_a_profile_again_reuses_its_figures(full):
+    first, second = X.Explorer(full), X.Explorer(full)
+    assert first.widget is not second.widget and first.report is second.report
+    assert first.report.step_timeline().picture is second.report.step_timeline().picture
+
+
+def test_widget_view_is_a_live_explorer(full):
+    bundle = profile_mimebundle(full)
+    view = bundle[X.WIDGET_VIEW_MIME]
+    assert (view["version_major"], view["version_minor"]) == (2, 0)
+    widget = _instances[view["model_id"]]
+    assert "geprof-explorer" in widget._dom_classes
+    assert [c.__class__.__name__ for c in widget.children] == ["Tab"]
+
+
+def test_show_profile_is_one_display_call_with_the_whole_bundle(ip, hostile):
+    with capture_output() as cap:
+        show_profile(hostile)
+    assert len(cap.outputs) == 1 and set(cap.outputs[0].data) == BUNDLE_KEYS
+    assert HOSTILE_ESCAPED in cap.outputs[0].data["text/html"]
+
+
+def test_display_profile_shows_the_same_bundle(ip, hostile):
+    data, _ = ip.display_formatter.format(hostile)
+    assert set(data) == BUNDLE_KEYS
+    assert data[X.WIDGET_VIEW_MIME]["model_id"] in _instances
+    ip.run_line_magic("unload_ext", "geprof_nb")
+    data, _ = ip.display_formatter.format(hostile)
+    assert set(data) == {"text/plain"} and data["text/plain"] == repr(hostile)
+    ip.run_line_magic("load_ext", "geprof_nb")  # the fixture unloads again
+
+
+def test_explorer_works_for_imported_output(full, tmp_path):
+    back = geprof_nb.load(full.export(tmp_path / "pq", format="parquet"))
+    bundle = X.Explorer(back).mimebundle()
+    assert set(bundle) == BUNDLE_KEYS and "<h3>Memory</h3>" in bundle["text/html"]
+
+
+# ----------------------------------------------------------------------------- speed
+def test_showing_resnet50_ten_steps_takes_well_under_a_second(tmp_path):
+    run = run_profiled_session(tmp_path, ge.models.resnet50(batch_size=32, training=True, world_size=8), 10)
+    p = run.profile
+    _ = p.op_summary, p.step_trace, p.op_statistic, p.step_breakdown  # what the run itself loads
+    assert 7000 < len(p.op_summary) < 9000
+    t0 = time.process_time()
+    bundle = X.Explorer(p).mimebundle()
+    took = time.process_time() - t0
+    assert set(bundle) == BUNDLE_KEYS
+    assert took < 1.0, f"building the explorer and its static bundle took {took:.2f} s of CPU"
+    rows = len(re.findall(r"<tr", bundle["text/html"]))
+    assert rows < 400  # bounded tables: top N with the count stated
+    assert "Showing 20 of 790 op tasks" in bundle["text/html"]
