@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..prof.rawdata import LinkType, TransportType
+from ..prof.rawdata import LinkType, RtTaskType, TransportType
 from .tables import NA, OpRows, op_rows
 from .rundir import RunDir
 
@@ -63,12 +63,21 @@ def _rows(run: RunDir, device_id: int, rows: OpRows | None) -> OpRows:
     return rows if rows is not None else op_rows(run, device_id)
 
 
-def _comm_ops(rows: OpRows, group: str) -> pd.DataFrame:
-    """One row per collective execution, in time order: name, node, type, iteration, connection, span (ns)."""
+def _comm_ops(run: RunDir, device_id: int, rows: OpRows, group: str) -> pd.DataFrame:
+    """One row per collective execution, in time order: name, node, type, iteration, connection, span (ns).
+
+    Collectives are the HCCL tasks of the task track, so they are found at ``task_trace`` l0 too,
+    where op_summary has no Task Type or OP Type; the type then comes from the node's name
+    (GE names collective nodes after their type, e.g. ``gradients/HcomAllReduce_0``).
+    """
     f = rows.frame
-    sel = (f["Task Type"] == "COMMUNICATION").to_numpy()
+    track = run.load("task_track", device_id)
+    hccl = track["connection_id"][track["task_type"] == RtTaskType.HCCL].astype(np.int64)
+    sel = np.isin(rows.connection_id, hccl) | (f["Task Type"] == "COMMUNICATION").to_numpy()
     conn = rows.connection_id[sel].astype(np.int64)
-    op_type = f["OP Type"][sel].astype(str).map(hccl_op_type).to_numpy(object)
+    known = f["OP Type"][sel].astype(str)
+    from_name = f["Op Name"][sel].astype(str).str.extract(r"(Hcom[A-Za-z]+)", expand=False).fillna("Hcom")
+    op_type = known.where(known != NA, from_name).map(hccl_op_type).to_numpy(object)
     index = pd.Series(np.arange(len(conn))).astype(str)
     execution = (pd.Series(conn).groupby(conn).cumcount() + 1).astype(str)
     name = pd.Series(op_type) + f"_{group[-3:]}_" + index + "_" + execution
@@ -90,7 +99,7 @@ class _Joined:
 
 
 def _join(run: RunDir, device_id: int, rows: OpRows | None, group: str) -> _Joined:
-    ops = _comm_ops(_rows(run, device_id, rows), group)
+    ops = _comm_ops(run, device_id, _rows(run, device_id, rows), group)
     rec = run.load("hccl_task", device_id)
     rec = rec[np.argsort(rec["start"], kind="stable")]
     op_key = (ops["conn"].to_numpy() << 32) | ops["iteration"].to_numpy()

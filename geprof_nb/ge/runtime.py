@@ -562,20 +562,21 @@ class LoadedModel:
                                         starts[steps, rows, cols] + durs[steps, rows, cols])
         launch_begin = starts[:, :, 4]
         launch_end = launch_begin + durs[:, :, 4]
-        if node_api and flags & BIT_TASK_TIME:
+        if node_api and flags & (BIT_TASK_TIME | BIT_CANN_HOST):
             hashes = np.asarray([msprof.lib.get_hash_id(nm) for nm in names], np.uint64)
+        if node_api and flags & BIT_TASK_TIME:
             types = np.asarray([int(_LAUNCH_TYPE.get(RtTaskType(int(t.rt_type[i])), LaunchType.LaunchKernelWithHandle))
                                 for i in timeline.tasks], np.int64)
             launches = {"level": ReportLevel.NODE, "types": np.tile(types[kernel], n),
                         "begins": launch_begin[:, kernel].ravel(), "ends": launch_end[:, kernel].ravel(),
                         "item_ids": np.tile(hashes[kernel], n)}
             self.runtime.cann_profiler.on_execute_event(ExecutorEvent.kExecuteEnd, **launches)
-            if flags & BIT_CANN_HOST:  # ge_api l0: the host scheduling (InferShape, Tiling) of each node
-                for col, api in ((0, GeProfInfoType.kInferShape), (1, GeProfInfoType.kTiling)):
-                    sel = kernel & (timeline.phase_dur[:, col] > 0)
-                    report_api_block(ReportLevel.NODE, np.full(n * int(sel.sum()), int(api)),
-                                     starts[:, sel, col].ravel(), (starts[:, sel, col] + durs[:, sel, col]).ravel(),
-                                     np.tile(hashes[sel], n))
+        if node_api and flags & BIT_CANN_HOST:  # ge_api l0: the host scheduling (InferShape, Tiling) of each node
+            for col, api in ((0, GeProfInfoType.kInferShape), (1, GeProfInfoType.kTiling)):
+                sel = kernel & (timeline.phase_dur[:, col] > 0)
+                report_api_block(ReportLevel.NODE, np.full(n * int(sel.sum()), int(api)),
+                                 starts[:, sel, col].ravel(), (starts[:, sel, col] + durs[:, sel, col]).ravel(),
+                                 np.tile(hashes[sel], n))
         if ProfilingProperties.instance().switch & events.PROF_RUNTIME_API_MASK:
             types = np.where(kernel, int(RuntimeApiType.rtKernelLaunch), int(RuntimeApiType.rtMemcpyAsync))
             report_api_block(ReportLevel.RUNTIME, np.tile(types, n), launch_begin.ravel(), launch_end.ravel(),

@@ -221,3 +221,17 @@ def test_empty_run(tmp_path):
     assert list(comm.hccl_tasks(run).columns) == comm.HCCL_TASKS and comm.hccl_tasks(run).empty
     assert list(comm.communication_time(run).columns) == comm.COMMUNICATION_TIME
     assert comm.communication_time(run).empty and comm.communication_statistic(run).empty
+
+
+def test_collectives_are_found_at_task_trace_l0(tmp_path):
+    """At l0 op_summary has no Task Type or OP Type; the collectives come from the task track and
+    their type from the node's name, so hccl_tasks and communication_time match an l1 run's."""
+    from geprof_testing import run_profiled_session, small_resnet
+
+    l1 = run_profiled_session(tmp_path / "l1", small_resnet(8), 2, hccl="on").profile
+    l0 = run_profiled_session(tmp_path / "l0", small_resnet(8), 2, hccl="on", task_trace="l0").profile
+    assert (l0.op_summary["Task Type"] == "N/A").all()
+    for table in ("hccl_tasks", "communication_time"):
+        ours, ref = getattr(l0, table), getattr(l1, table)
+        assert len(ours) == len(ref) > 0
+        pd.testing.assert_frame_equal(ours, ref, check_categorical=False)

@@ -328,8 +328,6 @@ def test_ge_api_levels_on_a_dynamic_graph(ip):
         assert "KernelLaunchPrepare" in l1.shown_html and "KernelLaunchPrepare" not in off.shown_html
 
 
-@pytest.mark.xfail(strict=True, reason="ge_api l0 node records (InferShape, Tiling) are reported only inside the "
-                                       "task-time branch of runtime._report_host, so --task-trace off drops them")
 def test_ge_api_l0_does_not_need_task_time(ip):
     p = run(ip, "--ge-api l0 --task-trace off", cell=DYNAMIC_CELL).profile
     assert {"InferShape", "Tiling"} <= set(api_names(p, "node"))
