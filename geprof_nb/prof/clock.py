@@ -7,7 +7,8 @@ The device is simulated, so when the host waits for it (a synchronous
 
 ``virtual`` mode makes host time advance only by modelled costs; it restarts
 from a fixed epoch at the start of each profiling run, so two runs are
-bit-for-bit identical.
+bit-for-bit identical.  Real mode restarts at wall time: within a run the
+clock never goes back, across runs it does not drift ahead.
 """
 
 from __future__ import annotations
@@ -45,10 +46,14 @@ class SimClock:
             self._mode = mode
 
     def restart(self) -> None:
-        """Virtual mode: go back to the fixed epoch (start of a reproducible run)."""
+        """At the start of a profiling run: virtual mode goes back to the fixed epoch (a reproducible
+        run); real mode drops the lead that simulated work built up over earlier runs (device waits
+        and modelled host costs move it ahead of the wall clock), so a run starts at wall time."""
         with self._lock:
             if self._mode == "virtual":
                 self._virtual = VIRTUAL_EPOCH_NS
+            else:
+                self._skew = 0
 
     def now_ns(self) -> int:
         if self._mode == "virtual":

@@ -538,7 +538,7 @@ def _dynamic_session() -> ge.Session:
     (D.kProfTaskTime, False, {"LaunchKernelWithHandle"}),
     (D.kProfTaskTime | D.kProfFwkScheduleL0, False, {"LaunchKernelWithHandle", "InferShape", "Tiling"}),
     (D.kProfTaskTime | D.kProfFwkScheduleL1, True, {"LaunchKernelWithHandle", "InferShape", "Tiling"}),
-    (D.kProfFwkScheduleL1, True, set()),
+    (D.kProfFwkScheduleL1, True, {"InferShape", "Tiling"}),  # launches need task time; scheduling does not
 ], ids=["task-time", "fwk-l0", "fwk-l1", "fwk-l1-only"])
 def test_framework_schedule_bits_reach_the_host_layers(sess, tmp_path, bits, host_events, node_apis):
     dyn = _dynamic_session()
