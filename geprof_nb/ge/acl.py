@@ -22,7 +22,7 @@ from .graph import Graph, GraphBuildError, TensorDesc, canonical_dtype
 from .runtime import SYNC_LATENCY_NS, LoadedModel
 from .runtime_v2 import ExecutorV2
 from .serialize import ModelFormatError, graph_from_bytes, graph_to_bytes
-from .session import _ensure_initialized, device_runtime, register_finalize_hook
+from .session import _ensure_initialized, _remember_graph, device_runtime, register_finalize_hook, step_hooks
 
 ACL_SUCCESS = 0
 # ACL error codes; named, so GEGetErrorMsg() and a printed return value say which error it is.
@@ -104,6 +104,7 @@ def _load(graph: Graph, api: AclProfType) -> tuple[int, int]:
             return 0, _error(ACL_ERROR_DESERIALIZE_MODEL, f"load: {exc}")
     with _state.lock:
         _state.models[model.model_id] = model
+    _remember_graph(graph)
     return model.model_id, ACL_SUCCESS
 
 
@@ -164,6 +165,12 @@ def aclmdlExecute(model_id: int, inputs: Sequence[Any] | None = None, outputs: S
 
     A dynamic-shape model (unknown input dims) takes inputs of any size in those dims.
     """
+    if step_hooks.hooks:  # a step: %%geprof's schedule and progress see it
+        return step_hooks.run("aclmdlExecute", _execute, model_id, inputs, outputs)
+    return _execute(model_id, inputs, outputs)
+
+
+def _execute(model_id: int, inputs: Sequence[Any] | None, outputs: Sequence[Any] | None) -> int:
     with AclProfilingReporter(AclProfType.AclmdlExecute, model_id):  # reported even when the call fails
         model = _state.models.get(model_id)
         if model is None:

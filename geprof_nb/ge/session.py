@@ -55,10 +55,100 @@ class _GEState:
         self.sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
         self.executor_override: str | None = None
         self.clock_override: str | None = None
+        self.device_override: str | None = None
         self.finalize_hooks: list = []
+        self.last_graph: "weakref.ref[Graph] | None" = None
 
 
 _state = _GEState()
+
+
+class StepInfo:
+    """What step hooks see of one step: the API that runs it, and afterwards whether it ran."""
+
+    __slots__ = ("api", "ran", "error")
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        #: True once the step executed on the device (the call returned success).
+        self.ran = False
+        #: The exception the step raised, if any (hooks see it in ``after_step``).
+        self.error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"<StepInfo {self.api} ran={self.ran} error={self.error!r}>"
+
+
+class StepHooks:
+    """Callbacks around every *step*: ``Session.run_graph``, ``run_graph_async`` and ``acl.aclmdlExecute``.
+
+    A hook is an object with ``before_step(info)`` and ``after_step(info)``
+    (:class:`StepInfo`).  ``before_step`` hooks run in the order they were added,
+    before the call does anything (so a hook may start or stop profiling for the
+    step); ``after_step`` hooks run in reverse order once the call is over,
+    also when it raised, but only for hooks whose ``before_step`` ran.  If a
+    hook raises, the step does not run (``before_step``) or the exception
+    propagates once every ``after_step`` has run.  With no hooks a step costs one
+    attribute test.  GE knows nothing of who registers (the notebook's
+    ``%%geprof`` schedule, its progress line, tests).
+    """
+
+    __slots__ = ("hooks",)
+
+    def __init__(self) -> None:
+        self.hooks: tuple = ()
+
+    def add(self, hook) -> None:
+        self.hooks = self.hooks + (hook,)
+
+    def remove(self, hook) -> None:
+        self.hooks = tuple(h for h in self.hooks if h is not hook)
+
+    def __len__(self) -> int:
+        return len(self.hooks)
+
+    def run(self, api: str, fn, *args, ok=None):
+        """Call ``fn(*args)`` as one step; ``ok(result)`` says whether it ran (default: result == 0)."""
+        info = StepInfo(api)
+        entered = []
+        try:
+            for hook in self.hooks:
+                hook.before_step(info)
+                entered.append(hook)
+            result = fn(*args)
+        except BaseException as exc:
+            info.error = exc
+            self._after(entered, info)
+            raise
+        info.ran = bool(ok(result)) if ok is not None else result == 0
+        self._after(entered, info)
+        return result
+
+    @staticmethod
+    def _after(entered: list, info: StepInfo) -> None:
+        first: BaseException | None = None
+        for hook in reversed(entered):
+            try:
+                hook.after_step(info)
+            except BaseException as exc:  # noqa: BLE001 - every hook runs; the first error propagates
+                if first is None:
+                    first = exc
+        if first is not None:
+            raise first
+
+
+#: The process-wide step hooks (see :class:`StepHooks`).
+step_hooks = StepHooks()
+
+
+def last_graph() -> Graph | None:
+    """The graph most recently added to a Session (or loaded through ACL), if it is still alive."""
+    ref = _state.last_graph
+    return None if ref is None else ref()
+
+
+def _remember_graph(graph: Graph) -> None:
+    _state.last_graph = weakref.ref(graph)
 
 
 def _check_settings(options: Mapping[str, Any]) -> str:
@@ -98,8 +188,8 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
         st.clear_error()
         if _state.clock_override is None:  # a %%geprof --clock in force wins over GE options
             clock.set_mode(options.get(OPTION_CLOCK, "real"))
-        runtime = DeviceRuntime(get_device(options.get(OPTION_DEVICE, DEFAULT_DEVICE)),
-                                seed=int(options.get(OPTION_SEED, DEFAULT_SEED)))
+        device = _state.device_override or options.get(OPTION_DEVICE, DEFAULT_DEVICE)  # %%geprof --device wins
+        runtime = DeviceRuntime(get_device(device), seed=int(options.get(OPTION_SEED, DEFAULT_SEED)))
         owns_profiling = False
         if prof_options is not None:
             if msprof.lib.running:
@@ -147,6 +237,8 @@ def GEFinalize() -> st.Status:  # noqa: N802
         msprof.lib.unregister_callback(msprof.MSPROF_MODULE_FRAMEWORK)
         _state.initialized = False
         _state.runtime = None
+        if _state.clock_override is None:  # geprof.clock lasts while GE is initialised; then the default again
+            clock.set_mode("real")
         return st.SUCCESS
 
 
@@ -165,21 +257,36 @@ def device_runtime() -> DeviceRuntime | None:
 
 
 @contextlib.contextmanager
-def simulation_settings(executor: str | None = None, clock_mode: str | None = None) -> Iterator[None]:
-    """Override the executor and clock for the duration of a block (the magic's ``--executor``/``--clock``)."""
-    problem = _check_settings({k: v for k, v in ((OPTION_EXECUTOR, executor), (OPTION_CLOCK, clock_mode)) if v})
+def simulation_settings(executor: str | None = None, clock_mode: str | None = None,
+                        device: str | None = None) -> Iterator[None]:
+    """Override the executor, clock and device preset for the duration of a block (the magic's
+    ``--executor`` / ``--clock`` / ``--device``).
+
+    A device preset is chosen when GE initialises: ``device`` applies to a
+    ``GEInitialize`` inside the block (it wins over the ``geprof.device``
+    option).  If GE is already initialised on another device this raises
+    ``ValueError`` (finalise GE first); on the same device it is a no-op.
+    """
+    problem = _check_settings({k: v for k, v in ((OPTION_EXECUTOR, executor), (OPTION_CLOCK, clock_mode),
+                                                 (OPTION_DEVICE, device)) if v})
     if problem:
         raise ValueError(problem)
-    saved = _state.executor_override, _state.clock_override, clock.mode
+    if device and _state.initialized and _state.runtime is not None and _state.runtime.preset.name != device:
+        raise ValueError(f"option {OPTION_DEVICE}={device!r}: GE is already initialised on "
+                         f"{_state.runtime.preset.name} (a device preset is chosen at GEInitialize); call "
+                         "ge.GEFinalize() first, or leave the device unset")
+    saved = _state.executor_override, _state.clock_override, _state.device_override, clock.mode
     if executor:
         _state.executor_override = executor
     if clock_mode:
         _state.clock_override = clock_mode
         clock.set_mode(clock_mode)
+    if device:
+        _state.device_override = device
     try:
         yield
     finally:
-        _state.executor_override, _state.clock_override, mode = saved
+        _state.executor_override, _state.clock_override, _state.device_override, mode = saved
         clock.set_mode(mode)
 
 
@@ -233,6 +340,7 @@ class Session:
             return st.set_error(st.GE_GRAPH_GRAPH_ALREADY_EXIST, f"AddGraph: graph id {graph_id} is already added "
                                 f"(graph {self._graphs[graph_id].name!r}); remove_graph it first or use another id")
         self._graphs[graph_id] = graph
+        _remember_graph(graph)
         st.clear_error()
         return st.SUCCESS
 
@@ -309,17 +417,28 @@ class Session:
 
     def run_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
         """Run one step of the graph (synchronously, like ``Session::RunGraph``)."""
+        if step_hooks.hooks:
+            return step_hooks.run("RunGraph", self._run_graph, graph_id, inputs)
+        return self._run_graph(graph_id, inputs)
+
+    def _run_graph(self, graph_id: int, inputs: Sequence[Any] | None) -> st.Status:
         with GraphProfilingReporter(GeProfInfoType.kRunGraph, graph_id):
             return self._run(graph_id, inputs, "RunGraph")
 
     def run_graph_async(self, graph_id: int, inputs: Sequence[Any] | None = None,
                         callback: Any = None) -> st.Status:
         """``Session::RunGraphAsync``: run one step, then call ``callback(status, outputs)`` if given."""
-        with GraphProfilingReporter(GeProfInfoType.kRunGraphAsync, graph_id):
-            status = self._run(graph_id, inputs, "RunGraphAsync")
+        if step_hooks.hooks:
+            status = step_hooks.run("RunGraphAsync", self._run_graph_async, graph_id, inputs)
+        else:
+            status = self._run_graph_async(graph_id, inputs)
         if callback is not None:
             callback(status, [])
         return status
+
+    def _run_graph_async(self, graph_id: int, inputs: Sequence[Any] | None) -> st.Status:
+        with GraphProfilingReporter(GeProfInfoType.kRunGraphAsync, graph_id):
+            return self._run(graph_id, inputs, "RunGraphAsync")
 
     def _run(self, graph_id: int, inputs: Sequence[Any] | None, api: str) -> st.Status:
         bad = self._fail_if_unusable()

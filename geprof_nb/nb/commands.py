@@ -1,4 +1,4 @@
-"""``%geprof <command>``: the line magic's commands (show, load, export, compare, advise, help).
+"""``%geprof <command>``: the line magic's commands (config, show, load, export, compare, advise, help).
 
 Each command is a small argparse sub-parser; a bad command line is a
 ``UsageError`` that shows the command's usage, never a traceback.
@@ -22,15 +22,28 @@ from . import display as nb_display
 DEFAULT_NAME = "_geprof"
 
 
+class _HelpShown(Exception):
+    """``-h`` printed a help text (argparse would sys.exit)."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse would sys.exit
         raise UsageError(f"{message}\n\n{self.format_usage()}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:  # after -h
+        if message:
+            print(message)
+        raise _HelpShown
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="%geprof", description="Work with geprof Profiles in the notebook "
                      "(%%geprof over a cell collects one).")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    p = sub.add_parser("config", help="the options panel: defaults of later %%%%geprof cells; with flags, set "
+                       "those defaults (e.g. config --aic-metrics Memory --active 3)")
+    p.add_argument("--reset", action="store_true", help="back to the built-in defaults (then apply any flags)")
+    p.add_argument("flags", nargs="*", metavar="FLAG", help="%%%%geprof flags to make the defaults")
     p = sub.add_parser("show", help="show a Profile's report (default: _geprof)")
     p.add_argument("name", nargs="?", default=DEFAULT_NAME)
     p = sub.add_parser("load", help="open a run, an output directory, real msprof or torch_npu output")
@@ -62,13 +75,54 @@ def _profile(shell: Any, name: str) -> Profile:
     return value
 
 
-def run(shell: Any, line: str, cell_magic_help: str) -> Any:
-    """Execute one ``%geprof`` command line; returns what the command shows, if anything."""
+def config_command(store: Any, rest: str) -> Any:
+    """``%geprof config [--reset] [FLAGS]``: show the options panel, reset or set the defaults."""
+    from . import panel
+
+    try:
+        tokens = shlex.split(rest)
+    except ValueError as exc:
+        raise UsageError(f"cannot parse the command line: {exc}") from None
+    if "-h" in tokens or "--help" in tokens:
+        try:
+            build_parser().parse_args(["config", "-h"])
+        except _HelpShown:
+            return None
+    reset = "--reset" in tokens
+    if reset:
+        rest = " ".join(shlex.quote(t) for t in tokens if t != "--reset")
+    if not rest.strip():
+        if reset:
+            store.reset()
+            print("%%geprof defaults reset to the built-in ones")
+            return None
+        display(panel.ConfigPanel(store))
+        return None
+    try:
+        ignored = store.set_line(rest, merge=not reset)
+    except panel.ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if ignored:
+        print(f"ignored (they belong to one cell): {', '.join(ignored)}")
+    print(f"%%geprof defaults: {store.line() or '(the built-in ones)'}")
+    return None
+
+
+def run(shell: Any, line: str, cell_magic_help: str, config: Any = None) -> Any:
+    """Execute one ``%geprof`` command line; returns what the command shows, if anything.
+
+    ``config`` is the :class:`~.magics.ConfigStore` that ``%geprof config`` shows and sets.
+    """
+    head, _, rest = line.strip().partition(" ")
+    if head == "config" and config is not None:
+        return config_command(config, rest)
     parser = build_parser()
     try:
         args = parser.parse_args(shlex.split(line))
     except ValueError as exc:  # unbalanced quotes
         raise UsageError(f"cannot parse the command line: {exc}") from None
+    except _HelpShown:
+        return None
     if args.command in (None, "help"):
         print(parser.format_help())
         print(cell_magic_help)

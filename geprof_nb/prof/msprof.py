@@ -135,6 +135,9 @@ class Msprof:
         self._chunks: list[tuple[Path, int, str, int]] = []  # (path, bytes, kind, records), oldest first
         self._stored_bytes = 0
         self._info: dict = {}
+        #: While True, reported records are counted and dropped (a step schedule's warmup window).
+        self.discarding = False
+        self._discarded = 0
 
     # ------------------------------------------------------------------ state
     @property
@@ -168,6 +171,8 @@ class Msprof:
             self._chunks = []
             self._stored_bytes = 0
             self._buffers.clear()
+            self.discarding = False
+            self._discarded = 0
             self._unsaved_hashes = list(self._hashes_items())
             self._info = {
                 "geprof_raw_version": rawdata.RAW_FORMAT_VERSION,
@@ -208,7 +213,10 @@ class Msprof:
                 self._info["options"] = self.options
             self.switch = int(switch)
             self.started = True
-            self._info["switch_history"].append({"start_ns": clock.now_ns(), "switch": self.switch})
+            window = {"start_ns": clock.now_ns(), "switch": self.switch}
+            if self.discarding:
+                window["discarded"] = True
+            self._info["switch_history"].append(window)
             handle = CommandHandle(CommandType.START, self.switch, tuple(dev_ids), self.options)
             callbacks = list(self._callbacks.values())
         for cb in callbacks:
@@ -241,6 +249,7 @@ class Msprof:
             if not self.running:
                 return None
             self.flush()
+            self.discarding = False
             self._info["status"] = status
             if note:
                 self._info["note"] = note
@@ -251,7 +260,46 @@ class Msprof:
             self.switch = 0
             return run_dir
 
+    # --------------------------------------------------------------- discarding
+    def begin_discard(self) -> None:
+        """From now on, count reported records and drop them (a step schedule's warmup window).
+
+        Everything a module reports until :meth:`end_discard` never reaches the
+        run directory: the collection runs (its start-up costs are paid) but its
+        data is thrown away.  Hash strings, notes and run metadata are kept.
+        """
+        with self._lock:
+            if self.running:
+                self.discarding = True
+
+    def end_discard(self) -> int:
+        """Stop discarding; returns how many records the window dropped (also counted in info.json)."""
+        with self._lock:
+            n, self._discarded = self._discarded, 0
+            self.discarding = False
+            if self.running and n:
+                self._info["discarded"] = self._info.get("discarded", 0) + n
+            return n
+
+    def _discard(self, n: int) -> None:
+        with self._lock:
+            self._discarded += n
+
+    @property
+    def records_reported(self) -> int:
+        """Records reported to the current (or last) run and kept, written or pending; cheap to read."""
+        return sum(b.written + b.pending for b in list(self._buffers.values()))
+
     # ---------------------------------------------------------------- metadata
+    def set_run_info(self, key: str, value) -> None:
+        """Record ``info.json[key] = value`` for this run (the notebook records its settings here)."""
+        with self._lock:
+            if self.running:
+                if key in ("status", "run", "options", "records", "switch_history", "geprof_raw_version"):
+                    raise ValueError(f"info.json key {key!r} is the library's own")
+                self._info[key] = value
+                self._write_info()
+
     def set_device_info(self, device_id: int, info: dict) -> None:
         """The runtime describes its device (msprof reads this from the driver)."""
         with self._lock:
@@ -310,7 +358,9 @@ class Msprof:
 
     def report_row(self, kind: str, row: tuple, device_id: int = 0) -> None:
         """Append one record (a tuple in the kind's field order)."""
-        if self.run_dir is None:
+        if self.run_dir is None or self.discarding:
+            if self.discarding:
+                self._discard(1)
             return
         buf = self._buffer(kind, device_id)
         with buf.lock:
@@ -323,6 +373,12 @@ class Msprof:
     def report_block(self, kind: str, records: np.ndarray, device_id: int = 0) -> None:
         """Append many records at once (a structured array of the kind's dtype)."""
         if self.run_dir is None or len(records) == 0:
+            return
+        if self.discarding:
+            if records.dtype != rawdata.RECORD_KINDS[kind].dtype:
+                raise TypeError(f"{kind} records must have dtype {rawdata.RECORD_KINDS[kind].dtype}, "
+                                f"got {records.dtype}")
+            self._discard(len(records))
             return
         buf = self._buffer(kind, device_id)
         if records.dtype != buf.kind.dtype:
