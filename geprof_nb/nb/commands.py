@@ -111,7 +111,7 @@ def config_command(store: Any, rest: str) -> Any:
 def run(shell: Any, line: str, cell_magic_help: str, config: Any = None) -> Any:
     """Execute one ``%geprof`` command line; returns what the command shows, if anything.
 
-    ``config`` is the :class:`~.magics.ConfigStore` that ``%geprof config`` shows and sets.
+    ``config`` is the :class:`~.config.ConfigStore` that ``%geprof config`` shows and sets.
     """
     head, _, rest = line.strip().partition(" ")
     if head == "config" and config is not None:

@@ -2,11 +2,11 @@
 defaults of later ``%%geprof`` cells.
 
 Every field a ``%%geprof`` flag sets is here: the profilingOptions fields
-(:data:`~.magics.PROFILING_FLAGS`), the simulation settings (executor, clock,
+(:data:`~.config.PROFILING_FLAGS`), the simulation settings (executor, clock,
 device preset) and the step schedule.  A change is validated at once
 (:func:`~geprof_nb.prof.options.validate_field` for profilingOptions, the
 schedule as a whole); a valid value goes into the magic's
-:class:`~.magics.ConfigStore`, an invalid one is shown in red next to its field,
+:class:`~.config.ConfigStore`, an invalid one is shown in red next to its field,
 saying what is accepted, and changes nothing.  A flag on a cell overrides the
 panel for that cell.
 
@@ -36,7 +36,7 @@ from ..ge.device import DEFAULT_DEVICE, PRESETS
 from ..ge.session import DEFAULT_EXECUTOR
 from ..prof.events import AIC_METRICS
 from ..prof.options import GE_API_LEVELS, ON_OFF, TASK_TRACE_LEVELS
-from .magics import (CONFIG_FIELDS, FLAG_OF, PROFILING_FLAGS, SCHEDULE_FIELD_NAMES, ConfigError, ConfigStore,
+from .config import (CONFIG_FIELDS, FLAG_OF, PROFILING_FLAGS, SCHEDULE_FIELD_NAMES, ConfigError, ConfigStore,
                      flag_line)
 
 __all__ = ["ConfigError", "ConfigPanel", "graph_op_names"]
@@ -80,7 +80,7 @@ def _message(text: str, ok: bool = False) -> str:
 
 
 class ConfigPanel:
-    """The ``%geprof config`` form over a :class:`~.magics.ConfigStore`.
+    """The ``%geprof config`` form over a :class:`~.config.ConfigStore`.
 
     ``fields[field]`` is the input widget of each field, ``messages[field]``
     the (HTML) message next to it, ``paste`` the flag-line box, ``widget`` the

@@ -25,7 +25,8 @@ import geprof_nb
 from geprof_nb.analysis import columns as C
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.ge.runtime import NODE_HOST_COSTS
-from geprof_nb.nb.magics import PROFILING_FLAGS, GeprofMagics
+from geprof_nb.nb.config import PROFILING_FLAGS
+from geprof_nb.nb.magics import GeprofMagics
 from geprof_nb.prof import msprof
 from geprof_nb.prof.events import AIC_METRICS
 from geprof_nb.prof.rawdata import ReportLevel

@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from geprof_nb.nb.magics import CONFIG_FIELDS, FLAG_OF
+from geprof_nb.nb.config import CONFIG_FIELDS, FLAG_OF
 
 
 def help_of(ip, text):

@@ -7,7 +7,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from geprof_nb import ge
-from geprof_nb.nb.magics import CONFIG_FIELDS, ConfigStore, builtin_defaults
+from geprof_nb.nb.config import CONFIG_FIELDS, ConfigStore, builtin_defaults
 from geprof_nb.nb.panel import ConfigPanel, graph_op_names
 
 CELL = """

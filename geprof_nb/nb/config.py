@@ -1,0 +1,361 @@
+"""The settings of a ``%%geprof`` cell: its flags, their checks, and the stored defaults.
+
+A cell runs with the built-in defaults (:data:`MAGIC_DEFAULTS` over GE's),
+overridden by what ``%geprof config`` (the options panel) stored in a
+:class:`ConfigStore`, overridden by the cell's own flags.  Every field has one
+flag and one validator, shared by the magic, the panel and ``%geprof config``,
+so a value is accepted or refused the same way everywhere and any set of values
+has a flag line (:func:`flag_line`) that reproduces it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, argument_group, magic_arguments, parse_argstring
+
+from ..ge.device import DEFAULT_DEVICE, PRESETS
+from ..ge.session import DEFAULT_EXECUTOR, EXECUTORS
+from ..prof.clock import CLOCK_MODES
+from ..prof.events import AIC_METRICS
+from ..prof.options import ProfilingOptions, ProfilingOptionsError, validate_field
+from ..prof.step_schedule import FIELDS as SCHEDULE_FIELDS
+from ..prof.step_schedule import StepSchedule, StepScheduleError
+
+#: Defaults of the magic where they differ from GE's: a notebook wants the step timeline.
+MAGIC_DEFAULTS = {
+    "output": "geprof_output",
+    "training_trace": "on",
+    "task_trace": "on",
+    "aic_metrics": "PipeUtilization",
+}
+
+
+def _field_type(field: str):
+    """An argparse ``type`` that validates a flag value as the profilingOptions field."""
+
+    def convert(value: str) -> str:
+        try:
+            return validate_field(field, value)
+        except ProfilingOptionsError as exc:
+            raise argparse.ArgumentTypeError(f"{value!r} is not valid; accepted: {exc.accepted}") from None
+
+    convert.__name__ = field
+    return convert
+
+
+def _count_type(flag: str):
+    """An argparse ``type`` for a schedule field: a whole number >= 0."""
+
+    def convert(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number; accepted: 0, 1, 2, ...") from None
+        if n < 0:
+            raise argparse.ArgumentTypeError(f"{n} is negative; accepted: 0, 1, 2, ...")
+        return n
+
+    convert.__name__ = flag.lstrip("-").replace("-", "_")
+    return convert
+
+
+#: (flag, profilingOptions field, metavar, help)
+PROFILING_FLAGS = [
+    ("--output", "output", "DIR", "directory for run directories (default: geprof_output)"),
+    ("--training-trace", "training_trace", "on|off", "FP/BP step trace (default: on)"),
+    ("--task-trace", "task_trace", "on|off|l0|l1", "task time: l1 with op info and PMU, l0 times only (default: on = l1)"),
+    ("--fp-point", "fp_point", "OP", "op that starts the forward pass (default: auto-detect)"),
+    ("--bp-point", "bp_point", "OP", "op that ends the backward pass (default: auto-detect)"),
+    ("--hccl", "hccl", "on|off", "collective communication data (default: off)"),
+    ("--aicpu", "aicpu", "on|off", "AI CPU data (default: off)"),
+    ("--aic-metrics", "aic_metrics", "GROUP", "AI Core PMU group: " + ", ".join(AIC_METRICS) + " (default: PipeUtilization)"),
+    ("--msproftx", "msproftx", "on|off", "msproftx / mstx ranges (default: off)"),
+    ("--ge-api", "ge_api", "off|l0|l1", "GE API and host scheduling of dynamic-shape ops (default: off)"),
+    ("--runtime-api", "runtime_api", "on|off", "runtime API calls (default: off)"),
+    ("--task-memory", "task_memory", "on|off", "static memory plan events (geprof extension; default: off)"),
+    ("--storage-limit", "storage_limit", "SIZE", "delete the oldest data past this size, e.g. 500MB (>= 200MB)"),
+]
+
+#: (flag, field, accepted values) of the simulation settings; "" means: as GE is initialised.
+SIMULATION_FLAGS = [
+    ("--executor", "executor", tuple(sorted(EXECUTORS))),
+    ("--clock", "clock", tuple(CLOCK_MODES)),
+    ("--device", "device", tuple(PRESETS)),
+]
+
+PROFILING_FIELDS = tuple(field for _, field, _, _ in PROFILING_FLAGS)
+SIMULATION_FIELDS = tuple(field for _, field, _ in SIMULATION_FLAGS)
+SCHEDULE_FIELD_NAMES = tuple(field for field, _ in SCHEDULE_FIELDS)
+#: Every field a flag line / the options panel sets, in flag-line order.
+CONFIG_FIELDS = PROFILING_FIELDS + SIMULATION_FIELDS + SCHEDULE_FIELD_NAMES
+FLAG_OF: dict[str, str] = {field: flag for flag, field, _, _ in PROFILING_FLAGS}
+FLAG_OF.update({field: flag for flag, field, _ in SIMULATION_FLAGS})
+FLAG_OF.update({field: flag for field, flag in SCHEDULE_FIELDS})
+#: Flags of a line that belong to one cell, not to the defaults.
+CELL_ONLY = {"name": "-o", "no_display": "--no-display"}
+
+
+def cell_flags(func: Callable) -> Callable:
+    """Give ``func`` every ``%%geprof`` flag (IPython ``magic_arguments``; apply ``magic_arguments()`` over it).
+
+    Flags default to ``None`` so that a cell's flags can be told apart from the
+    stored defaults they override (:func:`cell_settings`).
+    """
+    decorators = [argument_group("profilingOptions fields")]
+    decorators += [argument(flag, dest=field, type=_field_type(field), default=None, metavar=metavar, help=help_text)
+                   for flag, field, metavar, help_text in PROFILING_FLAGS]
+    decorators += [
+        argument_group("simulation (default: as GE is initialised)"),
+        argument("--executor", choices=sorted(EXECUTORS), default=None,
+                 help="GE executor: v2 (RT2) or v1 (hybrid); matters most for dynamic shapes "
+                      f"(default: {DEFAULT_EXECUTOR})"),
+        argument("--clock", choices=list(CLOCK_MODES), default=None,
+                 help="real: host time is wall time; virtual: fixed host costs, runs repeat exactly (default: real)"),
+        argument("--device", choices=list(PRESETS), default=None,
+                 help="device preset (GE option geprof.device) for a GE initialised in the cell "
+                      f"(default: {DEFAULT_DEVICE})"),
+        argument_group("step schedule (torch.profiler.schedule)"),
+        argument("--skip-first", dest="skip_first", type=_count_type("--skip-first"), default=None, metavar="N",
+                 help="steps not profiled at the start (default: 0)"),
+        argument("--wait", type=_count_type("--wait"), default=None, metavar="N",
+                 help="steps off at the start of each cycle (default: 0)"),
+        argument("--warmup", type=_count_type("--warmup"), default=None, metavar="N",
+                 help="steps collected then discarded before the active ones (default: 0)"),
+        argument("--active", type=_count_type("--active"), default=None, metavar="N",
+                 help="steps recorded per cycle; 0 (default) = no schedule, every step is recorded"),
+        argument("--repeat", type=_count_type("--repeat"), default=None, metavar="N",
+                 help="number of cycles; 0 (default) = until the cell ends"),
+        argument_group("the cell"),
+        argument("-o", dest="name", default=None, metavar="NAME",
+                 help="also bind the Profile to this variable (it is always bound to _geprof)"),
+        argument("--no-display", action="store_true",
+                 help="collect and bind the Profile, show nothing (no progress)"),
+    ]
+    for decorator in reversed(decorators):  # as if stacked top to bottom over ``func``
+        func = decorator(func)
+    return func
+
+
+@magic_arguments()
+@cell_flags
+def _flag_line_parser(line: str) -> None:
+    """The ``%%geprof`` flags alone, to read a flag line outside a cell (the panel, ``%geprof config``)."""
+
+
+_flag_line_parser.parser.prog = "%%geprof"
+
+
+def builtin_defaults() -> dict[str, Any]:
+    """The defaults of every flag-line field before ``%geprof config`` changes any."""
+    base = ProfilingOptions()
+    values: dict[str, Any] = {field: getattr(base, field) for field in PROFILING_FIELDS}
+    values.update(MAGIC_DEFAULTS)
+    values.update({field: "" for field in SIMULATION_FIELDS})
+    values.update({field: 0 for field in SCHEDULE_FIELD_NAMES})
+    return values
+
+
+def options_from_args(args: argparse.Namespace, defaults: dict[str, str] | None = None) -> ProfilingOptions:
+    """profilingOptions from parsed flags over ``defaults`` over :data:`MAGIC_DEFAULTS`."""
+    values = dict(MAGIC_DEFAULTS)
+    values.update({k: v for k, v in (defaults or {}).items() if k in PROFILING_FIELDS})
+    for _, field, _, _ in PROFILING_FLAGS:
+        v = getattr(args, field, None)
+        if v is not None:
+            values[field] = v
+    return ProfilingOptions.parse(values)
+
+
+class ConfigError(ValueError):
+    """A flag-line field has a bad value: ``field``, its ``flag`` and a message saying what is accepted."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.flag = FLAG_OF.get(field, field)
+        self.message = message
+        super().__init__(f"{self.flag}: {message}")
+
+
+def validate_config_field(field: str, value: Any) -> Any:
+    """The canonical value of one field, or :class:`ConfigError` saying what is accepted."""
+    if field in PROFILING_FIELDS:
+        try:
+            value = validate_field(field, value)
+        except ProfilingOptionsError as exc:
+            detail = str(exc).split(": ", 1)[-1]  # drop "profiling option 'x'" (the flag is named instead)
+            raise ConfigError(field, detail) from None
+        if any(c.isspace() or c in "'\"" for c in value):
+            # IPython's magic grammar (arg_split, not posix) keeps quotes: such a value has no flag-line form
+            raise ConfigError(field, f"{value!r} has a space or a quote; accepted: one word without spaces or "
+                                     "quotes (the %%geprof flag line cannot carry them)")
+        return value
+    if field in SIMULATION_FIELDS:
+        accepted = dict((f, a) for _, f, a in SIMULATION_FLAGS)[field]
+        if value in ("", None):
+            return ""
+        if value not in accepted:
+            raise ConfigError(field, f"{value!r} is not valid; accepted: {', '.join(accepted)} (or empty: "
+                                     "as GE is initialised)")
+        return value
+    if field in SCHEDULE_FIELD_NAMES:
+        try:
+            n = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(field, f"{value!r} is not a whole number; accepted: 0, 1, 2, ...") from None
+        if isinstance(value, bool) or (isinstance(value, float) and value != n):
+            raise ConfigError(field, f"{value!r} is not a whole number; accepted: 0, 1, 2, ...")
+        if n < 0:
+            raise ConfigError(field, f"{n} is negative; accepted: 0, 1, 2, ...")
+        return n
+    raise ConfigError(field, f"unknown field; known: {', '.join(CONFIG_FIELDS)}")
+
+
+def schedule_from(values: dict[str, Any]) -> StepSchedule | None:
+    """The step schedule of a set of field values (``None``: profile every step); ConfigError if invalid."""
+    try:
+        return StepSchedule.from_fields(**{f: int(values[f]) for f in SCHEDULE_FIELD_NAMES})
+    except StepScheduleError as exc:
+        raise ConfigError(exc.field, str(exc).split(": ", 1)[-1]) from None
+
+
+def flag_line(values: dict[str, Any], defaults: dict[str, Any] | None = None) -> str:
+    """The ``%%geprof`` flags of ``values`` that differ from ``defaults`` (the built-in ones by default)."""
+    defaults = builtin_defaults() if defaults is None else defaults
+    parts = []
+    for field in CONFIG_FIELDS:
+        value = values.get(field, defaults[field])
+        if value != defaults[field]:
+            parts.append(f"{FLAG_OF[field]} {value}")  # values are single words (validate_config_field)
+    return " ".join(parts)
+
+
+class ConfigStore:
+    """The defaults of later ``%%geprof`` cells: what the options panel and ``%geprof config`` set.
+
+    ``values`` holds every field of :data:`CONFIG_FIELDS` (profilingOptions
+    fields as strings, ``executor``/``clock``/``device`` as a choice or "" for
+    "as GE is initialised", schedule fields as ints).  Changes are validated as
+    a whole before any is stored: an invalid value never changes the defaults.
+    Flags on a cell override these values for that cell only.
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = builtin_defaults()
+        self._listeners: list[Callable[[], Callable[[str], None] | None]] = []
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return builtin_defaults()
+
+    def changed(self) -> dict[str, Any]:
+        """Fields whose value differs from the built-in default."""
+        base = builtin_defaults()
+        return {k: v for k, v in self.values.items() if v != base[k]}
+
+    def line(self) -> str:
+        """The current defaults as a ``%%geprof`` flag line (only non-default values)."""
+        return flag_line(self.values)
+
+    # ------------------------------------------------------------------ writing
+    def check(self, changes: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``base`` (default: the current values) with ``changes`` applied and validated; nothing is stored."""
+        values = dict(self.values if base is None else base)
+        for field, value in changes.items():
+            values[field] = validate_config_field(field, value)
+        schedule_from(values)
+        return values
+
+    def update(self, changes: dict[str, Any], base: dict[str, Any] | None = None) -> None:
+        """Validate and store ``changes`` (over ``base``); :class:`ConfigError` leaves the values as they were."""
+        values = self.check(changes, base)
+        if values != self.values:
+            self.values = values
+            self._notify("values")
+
+    def reset(self) -> None:
+        """Back to the built-in defaults."""
+        self.update({}, base=builtin_defaults())
+
+    def parse_line(self, line: str) -> tuple[dict[str, Any], list[str]]:
+        """The fields a ``%%geprof`` flag line sets, and the per-cell flags it had (which are ignored).
+
+        The line is parsed by the magic's own argparse parser (so the grammar is
+        the cell magic's); a leading ``%%geprof`` is allowed.  Errors are
+        ``UsageError`` with argparse's message naming the flag.
+        """
+        text = line.strip()
+        for prefix in ("%%geprof", "%geprof"):
+            if text.startswith(prefix):
+                text = text[len(prefix):]
+                break
+        args = parse_argstring(_flag_line_parser, text)
+        fields = {field: getattr(args, field) for field in CONFIG_FIELDS if getattr(args, field, None) is not None}
+        ignored = [flag for dest, flag in CELL_ONLY.items() if getattr(args, dest, None) not in (None, False)]
+        return fields, ignored
+
+    def set_line(self, line: str, merge: bool = False) -> list[str]:
+        """Set the defaults to a flag line: the line's values, every other field at its default
+        (``merge``: other fields keep their current value).  Returns the ignored per-cell flags."""
+        fields, ignored = self.parse_line(line)
+        self.update(fields, base=None if merge else builtin_defaults())
+        return ignored
+
+    # ---------------------------------------------------------------- listeners
+    def add_listener(self, callback: Callable[[str], None]) -> None:
+        """``callback(event)`` after a change (``"values"``) or a ``%%geprof`` cell (``"cell"``); held weakly
+        when it is a bound method."""
+        ref = weakref.WeakMethod(callback) if hasattr(callback, "__self__") else (lambda: callback)
+        self._listeners.append(ref)
+
+    def _notify(self, event: str) -> None:
+        alive = []
+        for ref in self._listeners:
+            cb = ref()
+            if cb is not None:
+                alive.append(ref)
+                cb(event)
+        self._listeners = alive
+
+    def cell_ran(self) -> None:
+        self._notify("cell")
+
+
+@dataclass
+class CellSettings:
+    """What one ``%%geprof`` cell runs with: the panel's defaults with the cell's flags over them."""
+
+    values: dict[str, Any]
+    options: ProfilingOptions
+    schedule: StepSchedule | None
+
+    @property
+    def line(self) -> str:
+        """The equivalent flag line (non-default values only)."""
+        return flag_line(self.values)
+
+    def simulation(self) -> dict[str, str | None]:
+        return {"executor": self.values["executor"] or None, "clock_mode": self.values["clock"] or None,
+                "device": self.values["device"] or None}
+
+
+def cell_settings(args: argparse.Namespace, store: ConfigStore | None) -> CellSettings:
+    """Merge the cell's flags over the stored defaults; ``UsageError`` naming the flag if invalid."""
+    values = dict(store.values if store is not None else builtin_defaults())
+    for field in CONFIG_FIELDS:
+        v = getattr(args, field, None)
+        if v is not None:
+            values[field] = v
+    try:
+        options = options_from_args(args, values)
+        schedule = schedule_from(values)
+    except ProfilingOptionsError as exc:
+        raise UsageError(str(exc)) from None
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    return CellSettings(values, options, schedule)
