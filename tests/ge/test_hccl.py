@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -290,13 +289,10 @@ def test_vectorised_over_executions():
     rng = np.random.default_rng(0)
     durs = (d * rng.uniform(0.9, 1.5, k)).astype(np.int64)
     starts = np.cumsum(durs + 1000)
-    t0 = time.perf_counter()
     sub = hccl.ring_subtasks("HcomAllReduce", nbytes, n, 2, L, starts, durs)
     rec = sub.records(0, np.arange(k), {s: i for i, s in enumerate(np.unique(sub.name[0]))}, 1)
-    elapsed = time.perf_counter() - t0
     _tiles(sub, starts, durs)
     assert len(rec) == k * 7 * (n - 1)  # 2(n-1) steps of record, wait, copy; n-1 reduces
-    assert elapsed < 2.0, f"{k} executions took {elapsed:.2f} s"
 
 
 # --------------------------------------------------------------------------- names

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import defaultdict
 
 import numpy as np
@@ -286,11 +285,8 @@ def test_find_conflicts_scales_to_10000_tensors():
     for victim, target in ((5, 205), (1234, 1834), (9999, 99)):  # same step, other lane
         offset[victim] = plan.offset[target]
     bad = dataclasses.replace(plan, offset=offset)
-    t0 = time.perf_counter()
     found = find_conflicts(bad)
-    elapsed = time.perf_counter() - t0
     assert {(c.first_index, c.second_index) for c in found} == {(5, 205), (1234, 1834), (99, 9999)}
-    assert elapsed < 5.0
 
 
 # ---------------------------------------------------------------- what the profiler gets
