@@ -64,11 +64,15 @@ def bounds_from_step_trace(step_trace: pd.DataFrame) -> pd.DataFrame:
 def step_windows(bounds: pd.DataFrame, rows: OpRows) -> pd.DataFrame:
     """(step, start ns, end ns) per iteration: from the previous iteration's end to this one's.
 
-    Without step bounds, each iteration spans its own tasks.
+    A step whose previous iteration was not collected (the first, or one after a
+    gap of a step schedule) starts at its own begin, so uncollected steps are not
+    counted as Free time.  Without step bounds, each iteration spans its own tasks.
     """
     if len(bounds):
-        end = bounds["end"].to_numpy(np.int64)
-        start = np.r_[bounds["begin"].to_numpy(np.int64)[:1], end[:-1]]
+        step = bounds["step"].to_numpy(np.int64)
+        begin, end = bounds["begin"].to_numpy(np.int64), bounds["end"].to_numpy(np.int64)
+        follows = np.r_[False, step[1:] == step[:-1] + 1]
+        start = np.where(follows, np.r_[0, end[:-1]], begin)
         return pd.DataFrame({"step": bounds["step"].to_numpy(np.int64), "start": start, "end": end})
     dur = np.rint(rows.frame["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
     out = [(int(i), int(rows.start_ns[rows.iteration == i].min()),

@@ -231,10 +231,12 @@ def step_trace(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     end = np.where(has_end, end, model_end)
     has_end = has_end | has_model_end
     begin, has_begin = tag(rawdata.MODEL_START_TAG)
-    # previous iteration end of the same model (keys are sorted by model, then iteration)
-    same_model = np.r_[False, keys[1:, 0] == keys[:-1, 0]]
+    # previous iteration end of the same model (keys are sorted by model, then iteration); only the iteration
+    # right before counts: after a gap (a step schedule, Start/Stop) the end of an older one would put every
+    # uncollected step into Data Aug Bound
+    follows = np.r_[False, (keys[1:, 0] == keys[:-1, 0]) & (keys[1:, 1] == keys[:-1, 1] + 1)]
     prev_end = np.r_[0, end[:-1]]
-    has_prev = same_model & np.r_[False, has_end[:-1]]
+    has_prev = follows & np.r_[False, has_end[:-1]]
 
     data = {
         "Device_id": np.full(len(keys), device_id, np.int64),

@@ -63,6 +63,23 @@ def test_schedule_collects_exactly_the_active_steps(ip):
     assert ip.user_ns["sess"].model(1).iterations == 12
 
 
+def test_steps_after_a_gap_do_not_count_the_uncollected_steps(ip):
+    """Iterations 4, 5, 8, 9: iteration 8's previous collected end is iteration 5's, three steps earlier.
+    Data Aug Bound and the step window start over after the gap instead of swallowing steps 5-7."""
+    run(ip, "--skip-first 1 --wait 1 --warmup 1 --active 2 --repeat 2 --clock virtual --no-display", steps_cell(12))
+    prof = ip.user_ns["_geprof"]
+    st = prof.step_trace.set_index("Iteration ID")
+    dab = st["Data Aug Bound(us)"]
+    assert dab[[4, 8]].isna().all() and dab[[5, 9]].notna().all()
+    assert dab[9] == pytest.approx(dab[5], abs=0.01)  # the virtual clock repeats a cycle exactly
+    bd = prof.step_breakdown.set_index("Step")
+    parts = ["Computing", "Communication(Not Overlapped)", "Free"]
+    # every step's window is about one iteration: its parts add up to at most the period of consecutive steps
+    period = st.loc[5, "Iteration End(us)"] - st.loc[4, "Iteration End(us)"]
+    assert (bd[parts].sum(axis=1) <= period * 1.01).all()
+    assert bd.loc[8, "Free"] == pytest.approx(bd.loc[4, "Free"], abs=0.01)
+
+
 def test_warmup_data_is_discarded_without_a_trace(ip):
     run(ip, "--warmup 2 --active 2 --repeat 1 --clock virtual --no-display -o warm", steps_cell(5))
     run(ip, "--skip-first 2 --active 2 --repeat 1 --clock virtual --no-display -o cold", steps_cell(5))
