@@ -127,3 +127,21 @@ def test_advisor_notebook_findings_and_comparisons(executed):
     same = text_of(cell_starting(nb, 'shutil.rmtree("exports"'))
     diffs = re.findall(r"\(([+-]\d+\.\d+)", same)
     assert diffs and all(float(d) == 0 for d in diffs)  # a run against its own msprof export
+
+
+def test_notebook_tools_schedule_explorer_plots_and_line_magic(executed):
+    nb, _ = executed("09_notebook_tools.ipynb")
+    assert WIDGET_VIEW in next(c for c in nb.cells if c.source == "%geprof config").outputs[0]["data"]
+    assert "--hccl on --task-memory on --clock virtual" in text_of(cell_starting(nb, "%geprof config --clock"))
+    schedule = text_of(cell_starting(nb, "for note in sched.notes"))
+    assert "4 of 12 steps recorded (steps 4-5, 8-9" in schedule and "warmup steps 3, 7" in schedule
+    assert re.findall(r"^\d+\s+(\d+)\s", schedule, re.M) == ["5", "6", "9", "10"]  # the Iteration IDs
+    explorer = explorer_outputs(cell_starting(nb, "sched"))
+    assert len(explorer) == 1 and "4 steps" in explorer[0]["text/plain"]
+    for prefix in ("plots.step_timeline", "plots.task_gantt", "plots.op_type_bars", "plots.pipe_ratios",
+                   "plots.memory_lifetimes"):
+        assert any("image/png" in o.get("data", {}) for o in cell_starting(nb, prefix).outputs), prefix
+    compare = text_of(cell_starting(nb, "%geprof compare sched bigger"))
+    mean = re.search(r"Computing\(us\) mean: ([\d,.]+) -> ([\d,.]+)", compare)
+    assert float(mean[2].replace(",", "")) > float(mean[1].replace(",", ""))  # twice the batch computes longer
+    assert "reset to the built-in ones" in text_of(cell_starting(nb, "%geprof config --reset"))
