@@ -179,30 +179,43 @@ def _readers(graph: Graph, compiled: CompiledModel, kernel_task: dict[int, int]
     return {key: resolve(key) for key in direct}
 
 
-def _first_fit(lo: np.ndarray, hi: np.ndarray, size: int) -> int:
-    """Lowest offset where ``size`` bytes overlap none of the blocked ranges ``[lo, hi)``."""
-    if len(lo) == 0:
-        return 0
-    order = np.argsort(lo, kind="stable")
-    lo, reach = lo[order], np.maximum.accumulate(hi[order])
-    before = np.concatenate([[0], reach[:-1]])  # end of everything that starts earlier
-    fits = np.flatnonzero(lo - before >= size)
-    return int(before[fits[0]]) if len(fits) else int(reach[-1])
-
-
 def _place(size: np.ndarray, alloc: np.ndarray, free: np.ndarray, stream: np.ndarray) -> np.ndarray:
-    """Offsets by greedy first fit, largest tensor first (earlier allocation first among equals)."""
+    """Offsets by greedy first fit, largest tensor first (earlier allocation first among equals).
+
+    Each tensor goes to the lowest offset where it overlaps none of the tensors
+    placed before it that block it (live at the same time, or on another
+    stream).  That lowest offset is 0 or the end of a blocked range: sorting the
+    blocked ranges by start, it is where the running maximum of their ends first
+    leaves a gap of ``size`` bytes before the next start.
+
+    Which tensor blocks which is one ``n x n`` matrix computed up front (1.2 M
+    booleans for a ResNet-50 training step), so the loop over tensors does a
+    handful of array operations each instead of recomputing the conflicts.
+    """
     n = len(size)
     order = np.lexsort((alloc, -size))
-    p_alloc, p_free, p_stream = alloc[order], free[order], stream[order]
-    p_lo = np.zeros(n, np.int64)
-    p_hi = np.zeros(n, np.int64)
-    for k, i in enumerate(order):
-        blocked = ((p_alloc[:k] <= free[i]) & (p_free[:k] >= alloc[i])) | (p_stream[:k] != stream[i])
-        p_lo[k] = _first_fit(p_lo[:k][blocked], p_hi[:k][blocked], int(size[i]))
-        p_hi[k] = p_lo[k] + size[i]
+    a, f, s, z = alloc[order], free[order], stream[order], size[order]
+    # blocked[k, j]: the k-th tensor placed may not share bytes with the j-th
+    blocked = ((a[None, :] <= f[:, None]) & (f[None, :] >= a[:, None])) | (s[None, :] != s[:, None])
+    lo = np.zeros(n, np.int64)
+    hi = z.astype(np.int64)  # placed at 0 until moved
+    running_max = np.maximum.accumulate
+    for k in range(1, n):
+        b = blocked[k, :k]
+        starts = lo[:k][b]
+        if not len(starts):
+            continue
+        by_start = starts.argsort(kind="stable")
+        starts = starts[by_start]
+        need = z[k]
+        if starts[0] >= need:
+            continue  # fits below every blocked range
+        reach = running_max(hi[:k][b][by_start])  # end of everything starting at or before each range
+        gaps = (starts[1:] - reach[:-1] >= need).nonzero()[0]
+        lo[k] = reach[gaps[0]] if len(gaps) else reach[-1]
+        hi[k] = lo[k] + need
     offset = np.empty(n, np.int64)
-    offset[order] = p_lo
+    offset[order] = lo
     return offset
 
 

@@ -276,7 +276,7 @@ class _Variant:
         self.reported_epoch = -1
         self.connection_base = 0
         self.timelines: dict[str, _HostTimeline] = {}
-        self.memory_plan: MemoryPlan | None = None  # for the current table, built when memory is profiled
+        self.memory_plan: MemoryPlan | None = None  # the static pool of the current table, planned at load
         self.pending: _Pending | None = None
         self.notes: list[str] = []
 
@@ -394,7 +394,8 @@ class LoadedModel:
             v.table = v.compiled.task_table(points)
             v.schedule = StreamSchedule(v.table)
             v.timelines = {}
-            v.memory_plan = None
+            # GE plans the static feature-map pool when it loads a model, profiled or not
+            v.memory_plan = plan_memory(v.compiled, v.table)
         v.batch = None
         v.batch_size = 8
         v.notes = points.notes
@@ -406,6 +407,11 @@ class LoadedModel:
     @property
     def table(self) -> TaskTable:
         return self._sync_epoch().table
+
+    @property
+    def memory_plan(self) -> MemoryPlan:
+        """The static feature-map pool of the current build: offsets and lifetimes of its tensors."""
+        return self._sync_epoch().memory_plan
 
     def _next_times(self, v: _Variant, timeline: _HostTimeline | None) -> tuple[StepTimes, int]:
         key = "" if timeline is None else str(timeline.total)
