@@ -108,8 +108,13 @@ class SubTasks:
         rec["dur"] = self.dur.ravel()
         rec["connection_id"] = np.broadcast_to(np.asarray(connection_id)[..., None], (k, s)).ravel()
         rec["iteration"] = np.repeat(np.asarray(iteration), s)
-        names, codes = np.unique(self.name.ravel(), return_inverse=True)
-        rec["name"] = np.asarray([name_ids[str(n)] for n in names], np.uint64)[codes.ravel()]
+        if k and self.name.strides[0] == 0:  # one plan's names broadcast over the executions
+            names, codes = np.unique(self.name[0], return_inverse=True)
+            ids = np.asarray([name_ids[str(n)] for n in names], np.uint64)[codes.ravel()]
+            rec["name"] = np.broadcast_to(ids, (k, s)).ravel()
+        else:
+            names, codes = np.unique(self.name.ravel(), return_inverse=True)
+            rec["name"] = np.asarray([name_ids[str(n)] for n in names], np.uint64)[codes.ravel()]
         for field, col in (("plane", self.plane), ("src_rank", self.src_rank), ("dst_rank", self.dst_rank),
                            ("transport", self.transport), ("link", self.link), ("size", self.size)):
             rec[field] = col.ravel()

@@ -239,8 +239,10 @@ def plan_memory(compiled: CompiledModel, table: TaskTable) -> MemoryPlan:
     """
     graph = compiled.graph
     last = len(table) - 1
-    kernel_task = {int(table.node[i]): i for i, k in enumerate(table.kernels) if k is not None}
-    copy_task = {int(table.node[i]): int(i) for i in np.flatnonzero(table.rt_type == RtTaskType.MEMCPY_ASYNC)}
+    task_node = table.node.tolist()
+    task_stream = table.stream.tolist()  # Python ints: looked up once per tensor and reader
+    kernel_task = {task_node[i]: i for i, k in enumerate(table.kernels) if k is not None}
+    copy_task = {task_node[i]: int(i) for i in np.flatnonzero(table.rt_type == RtTaskType.MEMCPY_ASYNC)}
     readers = _readers(graph, compiled, kernel_task)
 
     rows: list[tuple] = []  # (name, node, index, nbytes, alloc, free, stream, until_end, is_input)
@@ -257,10 +259,10 @@ def plan_memory(compiled: CompiledModel, table: TaskTable) -> MemoryPlan:
             alloc = copy_task[node.id]
         else:
             continue
-        stream = int(table.stream[alloc])
+        stream = task_stream[alloc]
         for i, desc in enumerate(node.outputs):
             tasks, to_end = readers.get((node.id, i), ([], False))
-            cross = bool(tasks) and bool((table.stream[tasks] != stream).any())
+            cross = any(task_stream[t] != stream for t in tasks)
             until_end = to_end or cross
             free = last if until_end else max(tasks, default=alloc)
             rows.append((f"{node.name}:{i}", node.id, i, desc.nbytes, alloc, free, stream, until_end,

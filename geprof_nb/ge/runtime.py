@@ -24,7 +24,7 @@ import numpy as np
 
 from ..prof import events, msprof, rawdata
 from ..prof.clock import clock
-from ..prof.collectors import CannProfilerV2, DeviceCollector, LoadedTaskInfo, report_api_block
+from ..prof.collectors import CannProfilerV2, DeviceCollector, LoadedTaskInfo, TensorColumns, report_api_block
 from ..prof.msprof import CommandHandle, CommandType
 from ..prof.options import ProfilingOptions
 from ..prof.api_types import ExecutorEvent, GeProfInfoType, LaunchType, RuntimeApiType, type_names
@@ -36,7 +36,7 @@ from .compiler import CompiledModel, TaskTable
 from .device import CostModel, DevicePreset
 from . import hccl
 from .aicpu import aicpu_records
-from .graph import Graph, GraphBuildError
+from .graph import DTYPES, FORMATS, Graph, GraphBuildError, TensorDesc
 from .memory import MemoryPlan, plan_memory, static_op_mem
 from .schedule import StepTimes, StreamSchedule
 from .serialize import concretize
@@ -52,6 +52,10 @@ HCCL_SUBTASK_NAMES = ("Notify_Record", "Notify_Wait", "Memcpy", "Reduce_Inline",
 #: The model id msprof shows for single-op execution (no model).
 SINGLE_OP_MODEL_ID = 0xFFFFFFFF
 DEFAULT_SEED = 0
+#: Codes of the tensor descriptions as MsprofTensorInfo carries them (plain ints: quick to encode).
+_FORMAT_CODES = {name: int(code) for name, code in FORMATS.items()}
+_DTYPE_CODES = {name: int(code) for name, (code, _) in DTYPES.items()}
+_INPUT, _OUTPUT = int(rawdata.TensorType.INPUT), int(rawdata.TensorType.OUTPUT)
 
 
 class DeviceRuntime:
@@ -427,38 +431,52 @@ class LoadedModel:
 
     # -------------------------------------------------------------- reporting
     def task_info(self, variant: _Variant | None = None) -> LoadedTaskInfo:
-        """Static description of every task (of ``variant``, default the current build), for the reporters."""
+        """Static description of every task (of ``variant``, default the current build), for the reporters.
+
+        One pass over the kernel tasks collects plain lists (tensors as flat columns), so
+        describing a model costs a few microseconds per task when a collection starts.
+        """
         v = variant or self._sync_epoch()
         t = v.table
-        g = v.compiled.graph
-        names, types, ge_types, blocks, tensors, pmu, flags, mix, ctx = [], [], [], [], [], [], [], [], []
-        base_flag = rawdata.OpFlag.DYNAMIC if self.dynamic else rawdata.OpFlag.STATIC
+        nodes = v.compiled.graph.nodes
+        n = len(t)
+        base_flag = int(rawdata.OpFlag.DYNAMIC if self.dynamic else rawdata.OpFlag.STATIC)
+        hf32_flag = base_flag | int(rawdata.OpFlag.HF32_ELIGIBLE)
+        names, types = [""] * n, [""] * n
+        ge_types, blocks, mix = [int(rawdata.GeTaskType.INVALID)] * n, [0] * n, [0] * n
+        pmu: list[tuple[str, dict[str, int]]] = [("", {})] * n
+        flags = [base_flag] * n
+        ctx: list[tuple[int, ...]] = [()] * n
+        counts = [0] * n
+        descs: list[TensorDesc] = []  # every kernel's inputs then outputs, in task order
+        kinds: list[int] = []
+        on_ai_core: dict[str, bool] = {}
+        task_node = t.node.tolist()
         for i, kernel in enumerate(t.kernels):
             if kernel is None:
-                names.append("")
-                types.append("")
-                ge_types.append(rawdata.GeTaskType.INVALID)
-                blocks.append(0)
-                tensors.append([])
-                pmu.append(("", {}))
-                flags.append(base_flag)
-                mix.append(0)
-                ctx.append(())
                 continue
-            node = g.nodes[int(t.node[i])]
-            names.append(node.name)
-            types.append(node.type)
-            ge_types.append(kernel.ge_task_type)
-            blocks.append(kernel.block_dim)
-            tensors.append(v.compiled.task_tensors(node))
-            pmu.append((kernel.pmu_core, kernel.counters))
-            mix.append(kernel.mix_block_dim)
-            ctx.append(kernel.context_ids)
-            hf32 = node.engine == "AI_CORE" and node.inputs and node.inputs[0].dtype == "float32"
-            flags.append(base_flag | (rawdata.OpFlag.HF32_ELIGIBLE if hf32 else 0))
-        return LoadedTaskInfo(self.model_id, self.graph_id, g.name, t.stream, t.task_id, t.rt_type,
-                              names, types, [int(x) for x in ge_types], blocks, tensors, pmu,
-                              [int(f) for f in flags], mix, ctx)
+            node = nodes[task_node[i]]
+            names[i] = node.name
+            types[i] = node.type
+            ge_types[i] = int(kernel.ge_task_type)
+            blocks[i] = kernel.block_dim
+            pmu[i] = (kernel.pmu_core, kernel.counters)
+            mix[i] = kernel.mix_block_dim
+            ctx[i] = kernel.context_ids
+            inputs = [x.desc for x in node.inputs]
+            descs += inputs
+            descs += node.outputs
+            counts[i] = len(inputs) + len(node.outputs)
+            kinds += [_INPUT] * len(inputs) + [_OUTPUT] * len(node.outputs)
+            ai_core = on_ai_core.get(node.type)
+            if ai_core is None:
+                ai_core = on_ai_core[node.type] = node.engine == "AI_CORE"
+            if ai_core and inputs and inputs[0].dtype == "float32":
+                flags[i] = hf32_flag
+        tensors = TensorColumns(counts, kinds, [_FORMAT_CODES[d.format] for d in descs],
+                                [_DTYPE_CODES[d.dtype] for d in descs], [d.shape for d in descs])
+        return LoadedTaskInfo(self.model_id, self.graph_id, v.compiled.graph.name, t.stream, t.task_id, t.rt_type,
+                              names, types, ge_types, blocks, tensors, pmu, flags, mix, ctx)
 
     def _report_static(self, v: _Variant, flags: int) -> None:
         rt = self.runtime

@@ -15,6 +15,7 @@ raw layouts of :mod:`prof.rawdata` and report through :mod:`prof.msprof`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -22,6 +23,28 @@ from . import msprof, rawdata
 from .api_types import ExecutorEvent
 from .rawdata import ModelInfoType, NodeInfoType, ReportLevel
 from .threads import native_thread_id
+
+
+@dataclass
+class TensorColumns:
+    """The tensors of a run of ops, flat: op ``i`` has ``counts[i]`` tensors, whose kinds, formats,
+    data types and shapes follow one another in these lists (an op's inputs, then its outputs).
+
+    Flat lists are what the encoder fills records from in a few array operations;
+    a list of tuples per op would need a Python step per tensor.
+    """
+
+    counts: list[int]
+    kinds: list[int]  # rawdata.TensorType
+    formats: list[int]  # rawdata.Format
+    data_types: list[int]  # rawdata.DataType
+    shapes: list[tuple[int, ...]]
+
+    @classmethod
+    def from_nested(cls, tensors: list[list[tuple[int, int, int, tuple[int, ...]]]]) -> "TensorColumns":
+        flat = [t for ts in tensors for t in ts]
+        kinds, formats, data_types, shapes = (list(c) for c in zip(*flat)) if flat else ([], [], [], [])
+        return cls([len(ts) for ts in tensors], kinds, formats, data_types, shapes)
 
 
 @dataclass
@@ -38,7 +61,7 @@ class LoadedTaskInfo:
     op_types: list[str]
     ge_task_types: list[int]
     block_dims: list[int]
-    tensors: list[list[tuple[int, int, int, tuple[int, ...]]]]  # (tensor type, format, data type, shape)
+    tensors: TensorColumns  # per task (no tensors for tasks that belong to no op)
     pmu: list[tuple[str, dict[str, int]]]  # ("aic"/"aiv"/"", per-block event counts)
     op_flags: list[int]  # rawdata.OpFlag bits
     mix_block_dims: list[int]  # vector blocks of MIX tasks (0 otherwise)
@@ -46,33 +69,41 @@ class LoadedTaskInfo:
 
 
 def encode_tensor_info(connection_ids: list[int], op_name_ids: list[int],
-                       tensors: list[list[tuple[int, int, int, tuple[int, ...]]]]) -> np.ndarray:
+                       tensors: list[list[tuple[int, int, int, tuple[int, ...]]]] | TensorColumns) -> np.ndarray:
     """MsprofTensorInfo records: 5 tensors per record, more tensors continue in the next record.
 
-    One pass over the tensors collects flat columns; the records are then filled with array
-    assignments (element-wise writes into structured records cost microseconds each).
+    ``tensors``: per op, its (tensor type, format, data type, shape) tuples, or the same as
+    :class:`TensorColumns`.  The records are filled with array assignments from flat columns
+    (element-wise writes into structured records cost microseconds each).
     """
+    cols = tensors if isinstance(tensors, TensorColumns) else TensorColumns.from_nested(tensors)
     per = rawdata.TENSORS_PER_RECORD
-    records = np.asarray([max(1, -(-len(ts) // per)) for ts in tensors], np.int64)
+    counts = np.asarray(cols.counts, np.int64)
+    records = np.maximum(1, -(-counts // per))
     out = np.zeros(int(records.sum()), rawdata.TENSOR_INFO_DTYPE)
     first = np.cumsum(records) - records
-    out["connection_id"] = np.repeat(connection_ids, records)
-    out["op_name"] = np.repeat(op_name_ids, records)
-    counts = [len(ts) for ts in tensors]
-    flat = [t for ts in tensors for t in ts]
-    if flat:
-        slot = np.concatenate([np.arange(c) for c in counts])  # tensor index within its op
+    out["connection_id"] = np.repeat(np.asarray(connection_ids, np.int64), records)
+    out["op_name"] = np.repeat(np.asarray(op_name_ids, np.uint64), records)
+    n_flat = len(cols.shapes)
+    if n_flat:
+        slot = np.arange(n_flat) - np.repeat(np.cumsum(counts) - counts, counts)  # tensor index within its op
         rec = np.repeat(first, counts) + slot // per
         slot %= per
-        kinds, fmts, dtypes, shapes = zip(*flat)
-        out["tensor_type"][rec, slot] = kinds
-        out["format"][rec, slot] = fmts
-        out["data_type"][rec, slot] = dtypes
-        dims = np.zeros((len(flat), rawdata.SHAPE_LEN), out["shape"].dtype)
-        for k, shape in enumerate(shapes):
-            dims[k, : len(shape)] = shape[: rawdata.SHAPE_LEN]
+        out["tensor_type"][rec, slot] = cols.kinds
+        out["format"][rec, slot] = cols.formats
+        out["data_type"][rec, slot] = cols.data_types
+        ndims = np.fromiter(map(len, cols.shapes), np.int64, n_flat)
+        if ndims.max(initial=0) > rawdata.SHAPE_LEN:
+            shapes = [s[: rawdata.SHAPE_LEN] for s in cols.shapes]
+            ndims = np.minimum(ndims, rawdata.SHAPE_LEN)
+        else:
+            shapes = cols.shapes
+        dims = np.zeros((n_flat, rawdata.SHAPE_LEN), out["shape"].dtype)
+        row = np.repeat(np.arange(n_flat), ndims)
+        dims[row, np.arange(len(row)) - np.repeat(np.cumsum(ndims) - ndims, ndims)] = \
+            np.fromiter(chain.from_iterable(shapes), np.int64, len(row))
         out["shape"][rec, slot] = dims
-    full, rest = np.divmod(np.asarray(counts, np.int64), per)
+    full, rest = np.divmod(counts, per)
     num = np.full(len(out), per)
     last = first + records - 1
     num[last] = np.where(rest > 0, rest, np.where(full > 0, per, 0))
@@ -106,22 +137,25 @@ class CannProfilerV2:
         msprof.MsprofReportAdditionalInfo(False, "model_info", model)
         if not with_basic_info:  # task_time l0: launch and execution time only
             return
-        ops = [i for i, name in enumerate(info.op_names) if name]
-        thread = native_thread_id()
+        op_list = [i for i, name in enumerate(info.op_names) if name]
+        ops = np.asarray(op_list, np.int64)
+        op_hashes = np.asarray(hashes, np.uint64)[ops]
+        op_types = [info.op_types[i] for i in op_list]
+        type_ids = {t: lib.get_hash_id(t) for t in dict.fromkeys(op_types)}  # hashed in first-use order
         basic = np.zeros(len(ops), rawdata.NODE_BASIC_INFO_DTYPE)
         basic["level"] = ReportLevel.NODE
         basic["type"] = NodeInfoType.BASIC_INFO
-        basic["thread_id"] = thread
+        basic["thread_id"] = native_thread_id()
         basic["timestamp"] = timestamp
         basic["connection_id"] = conn[ops]
-        basic["op_name"] = [hashes[i] for i in ops]
-        basic["task_type"] = [info.ge_task_types[i] for i in ops]
-        basic["op_type"] = [lib.get_hash_id(info.op_types[i]) for i in ops]
-        basic["block_dim"] = [info.block_dims[i] for i in ops]
-        basic["op_flag"] = [info.op_flags[i] for i in ops]
-        basic["mix_block_dim"] = [info.mix_block_dims[i] for i in ops]
+        basic["op_name"] = op_hashes
+        basic["task_type"] = np.asarray(info.ge_task_types, np.int64)[ops]
+        basic["op_type"] = np.asarray([type_ids[t] for t in op_types], np.uint64)
+        basic["block_dim"] = np.asarray(info.block_dims, np.int64)[ops]
+        basic["op_flag"] = np.asarray(info.op_flags, np.int64)[ops]
+        basic["mix_block_dim"] = np.asarray(info.mix_block_dims, np.int64)[ops]
         msprof.MsprofReportCompactInfo(False, basic)
-        ffts = [i for i in ops if info.context_ids[i]]
+        ffts = [i for i in op_list if info.context_ids[i]]
         if ffts:
             ctx = np.zeros(len(ffts), rawdata.CONTEXT_ID_INFO_DTYPE)
             for r, i in enumerate(ffts):
@@ -131,17 +165,22 @@ class CannProfilerV2:
                 ctx[r]["context_num"] = len(ids)
                 ctx[r]["context_ids"][: len(ids)] = ids
             lib.report_block("context_id_info", ctx)
-        tensors = encode_tensor_info([int(conn[i]) for i in ops], [hashes[i] for i in ops],
-                                     [info.tensors[i] for i in ops])
+        counts = np.asarray(info.tensors.counts, np.int64)
+        tensors = encode_tensor_info(conn[ops], op_hashes, TensorColumns(
+            counts[ops].tolist(), info.tensors.kinds, info.tensors.formats, info.tensors.data_types,
+            info.tensors.shapes))  # tasks of no op have no tensors, so the flat columns are the ops'
         msprof.MsprofReportAdditionalInfo(False, "tensor_info", tensors)
-        pmu_tasks = [i for i in ops if info.pmu[i][0] in pmu_events]
+        pmu_tasks = [i for i in op_list if info.pmu[i][0] in pmu_events]
         if pmu_tasks:
             ev = np.zeros(len(pmu_tasks), rawdata.AICORE_EVENTS_DTYPE)
             ev["connection_id"] = conn[pmu_tasks]
-            for r, i in enumerate(pmu_tasks):
-                core, counts = info.pmu[i]
-                ev["core"][r] = rawdata.PMU_CORE_AIC if core == "aic" else rawdata.PMU_CORE_AIV
-                ev["events"][r, : len(pmu_events[core])] = [counts.get(e, 0) for e in pmu_events[core]]
+            cores = [info.pmu[i][0] for i in pmu_tasks]
+            ev["core"] = [rawdata.PMU_CORE_AIC if core == "aic" else rawdata.PMU_CORE_AIV for core in cores]
+            for core, names in pmu_events.items():  # one block assignment per core type
+                rows = [r for r, c in enumerate(cores) if c == core]
+                if rows:
+                    ev["events"][rows, : len(names)] = [[info.pmu[pmu_tasks[r]][1].get(e, 0) for e in names]
+                                                         for r in rows]
             lib.report_block("aicore_events", ev, self.device_id)
 
     def report_model_execute(self, model_id: int, begin: int, end: int) -> None:
