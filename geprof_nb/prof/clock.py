@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 
+_perf_counter_ns = time.perf_counter_ns
 #: Start of virtual time: 2026-01-01T00:00:00Z in ns.
 VIRTUAL_EPOCH_NS = 1_767_225_600_000_000_000
 CLOCK_MODES = ("real", "virtual")
@@ -27,11 +28,20 @@ class SimClock:
     def __init__(self, mode: str = "real") -> None:
         self._lock = threading.Lock()
         self._mode = "real"
+        self._is_virtual = False
         self._wall0 = time.time_ns()
         self._perf0 = time.perf_counter_ns()
         self._skew = 0
+        #: ``now_ns() - perf_counter_ns()`` in real mode, kept up to date with ``_skew``: every
+        #: host record reads the clock, so a reading is one addition.
+        self._offset = self._wall0 - self._perf0
         self._virtual = VIRTUAL_EPOCH_NS
         self.set_mode(mode)
+
+    def _set_skew(self, skew: int) -> None:
+        """Change the real-mode lead (caller holds the lock)."""
+        self._skew = skew
+        self._offset = self._wall0 - self._perf0 + skew
 
     @property
     def mode(self) -> str:
@@ -44,6 +54,7 @@ class SimClock:
             if mode == "virtual" and self._mode != "virtual":
                 self._virtual = VIRTUAL_EPOCH_NS
             self._mode = mode
+            self._is_virtual = mode == "virtual"
 
     def restart(self) -> None:
         """At the start of a profiling run: virtual mode goes back to the fixed epoch (a reproducible
@@ -53,12 +64,12 @@ class SimClock:
             if self._mode == "virtual":
                 self._virtual = VIRTUAL_EPOCH_NS
             else:
-                self._skew = 0
+                self._set_skew(0)
 
     def now_ns(self) -> int:
-        if self._mode == "virtual":
+        if self._is_virtual:
             return self._virtual
-        return self._wall0 + (time.perf_counter_ns() - self._perf0) + self._skew
+        return _perf_counter_ns() + self._offset
 
     def spend(self, ns: int) -> int:
         """Account a modelled host cost of ``ns`` (GE's own host work); returns the new time.
@@ -70,7 +81,7 @@ class SimClock:
             if self._mode == "virtual":
                 self._virtual += int(ns)
                 return self._virtual
-            self._skew += int(ns)
+            self._set_skew(self._skew + int(ns))
         return self.now_ns()
 
     def wait_until(self, t_ns: int) -> int:
@@ -79,9 +90,9 @@ class SimClock:
             if self._mode == "virtual":
                 self._virtual = max(self._virtual, int(t_ns))
                 return self._virtual
-            now = self._wall0 + (time.perf_counter_ns() - self._perf0) + self._skew
+            now = _perf_counter_ns() + self._offset
             if t_ns > now:
-                self._skew += int(t_ns) - now
+                self._set_skew(self._skew + int(t_ns) - now)
                 now = int(t_ns)
             return now
 

@@ -144,13 +144,17 @@ class GlobalProfiler:
 
     def record_scope(self, element: str, event: int, start_ns: int, end_ns: int) -> None:
         """Record a Start and an End together (GE's ScopeProfiler records both on scope exit)."""
-        tid = native_thread_id()
-        with self._lock:
-            n = self._count
-            self._count = n + 2
-            if n + 2 <= self.capacity:
+        scope = (element, event, start_ns, end_ns, native_thread_id())
+        lock = self._lock
+        lock.acquire()  # not ``with``: on the per-scope path its protocol calls cost twice as much
+        try:
+            n = self._count + 2
+            self._count = n
+            if n <= self.capacity:
                 self._kept += 2
-                self._parts.append((element, event, start_ns, end_ns, tid))
+                self._parts.append(scope)
+        finally:
+            lock.release()
 
     def record_many(self, names: Sequence[str], element: np.ndarray, event_ids, starts, ends) -> None:
         """Record many scopes at once: scope ``i`` is ``names[element[i]]`` from ``starts[i]`` to ``ends[i]``
