@@ -50,17 +50,32 @@ def _categorical(per_conn: np.ndarray, conn: np.ndarray) -> pd.Categorical:
 
 
 def _tensor_strings(tensors: np.ndarray) -> dict[int, tuple[str, ...]]:
-    """connection id -> (input shapes, input types, input formats, output shapes, output types, output formats)."""
+    """connection id -> (input shapes, input types, input formats, output shapes, output types, output formats).
+
+    The records are flattened to one row per tensor with array operations; each distinct shape,
+    data type and format is turned into text once, and only the joining per op is a Python loop.
+    """
+    num = np.minimum(tensors["tensor_num"].astype(np.int64), rawdata.TENSORS_PER_RECORD)
+    rec = np.repeat(np.arange(len(tensors)), num)
+    slot = np.arange(len(rec)) - np.repeat(np.cumsum(num) - num, num)
+    output = tensors["tensor_type"][rec, slot] != rawdata.TensorType.INPUT
+    shapes, shape_of = np.unique(tensors["shape"][rec, slot], axis=0, return_inverse=True)
+    shape_text = [",".join(map(str, dims[: dims.index(0)] if 0 in dims else dims)) for dims in shapes.tolist()]
+    dtypes, dtype_of = np.unique(tensors["data_type"][rec, slot], return_inverse=True)
+    dtype_text = [_DTYPE_NAMES.get(int(d), "UNDEFINED") for d in dtypes]
+    formats, format_of = np.unique(tensors["format"][rec, slot], return_inverse=True)
+    format_text = [_FORMAT_NAMES.get(int(f), "RESERVED") for f in formats]
     parts: dict[int, list[list[str]]] = {}
-    for rec in tensors:
-        cols = parts.setdefault(int(rec["connection_id"]), [[], [], [], [], [], []])
-        for j in range(int(rec["tensor_num"])):
-            base = 0 if rec["tensor_type"][j] == rawdata.TensorType.INPUT else 3
-            dims = rec["shape"][j]
-            nonzero = dims[: np.argmax(dims == 0)] if (dims == 0).any() else dims
-            cols[base].append(",".join(str(int(d)) for d in nonzero))
-            cols[base + 1].append(_DTYPE_NAMES.get(int(rec["data_type"][j]), "UNDEFINED"))
-            cols[base + 2].append(_FORMAT_NAMES.get(int(rec["format"][j]), "RESERVED"))
+    for cid in tensors["connection_id"].tolist():  # in record order, ops without tensors too
+        if cid not in parts:
+            parts[cid] = [[], [], [], [], [], []]
+    for cid, out, s, d, f in zip(tensors["connection_id"][rec].tolist(), output.tolist(), shape_of.ravel().tolist(),
+                                 dtype_of.ravel().tolist(), format_of.ravel().tolist()):
+        cols = parts[cid]
+        base = 3 if out else 0
+        cols[base].append(shape_text[s])
+        cols[base + 1].append(dtype_text[d])
+        cols[base + 2].append(format_text[f])
     return {cid: tuple(";".join(c) for c in cols) for cid, cols in parts.items()}
 
 
