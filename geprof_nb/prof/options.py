@@ -16,6 +16,7 @@ fields only warn.  One deliberate difference from GE's own parser: it rejects
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -168,7 +169,12 @@ class ProfilingOptions:
     def parse(cls, data: str | Mapping[str, Any]) -> "ProfilingOptions":
         """Parse and validate a profilingOptions JSON string or dict."""
         if isinstance(data, (str, bytes)):
-            text = data.decode() if isinstance(data, bytes) else data
+            try:
+                text = data.decode("utf-8") if isinstance(data, bytes) else data
+            except UnicodeDecodeError as exc:
+                raise ProfilingOptionsError(
+                    "ge.exec.profilingOptions", f"is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                    "a JSON object in UTF-8") from None
             if not text.strip():
                 raise ProfilingOptionsError("ge.exec.profilingOptions", "is empty", "a JSON object")
             try:
@@ -180,7 +186,7 @@ class ProfilingOptions:
                 ) from None
         if not isinstance(data, Mapping):
             raise ProfilingOptionsError(
-                "ge.exec.profilingOptions", f"must be a JSON object, got a JSON {type(data).__name__}",
+                "ge.exec.profilingOptions", f"must be a JSON object, got a JSON {_json_type(data)}",
                 "a JSON object of option names to string values",
             )
         known = {f.name for f in fields(cls)}
@@ -196,7 +202,9 @@ class ProfilingOptions:
                     )
                 key = "task_trace"
             if key not in known:
-                warnings.warn(f"profiling option {key!r} is not known to GE and is ignored", stacklevel=3)
+                close = difflib.get_close_matches(str(key), sorted(known | {"task_time", "result_path"}), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                warnings.warn(f"profiling option {key!r} is not known to GE and is ignored{hint}", stacklevel=3)
                 continue
             values[key] = validate_field(key, value)
         return cls(**values)
@@ -235,22 +243,20 @@ def validate_field(key: str, value: Any) -> str:
     if key in FREQ_FIELDS:
         lo, hi = FREQ_FIELDS[key]
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ProfilingOptionsError(key, f"must be a number, got {type(value).__name__}", f"{lo}..{hi}")
-        try:
-            n = int(value)
-        except ValueError:
-            raise ProfilingOptionsError(key, f"{value!r} is not a number", f"{lo}..{hi}") from None
+            raise ProfilingOptionsError(key, f"must be a number, got JSON {_json_type(value)}", f"{lo}..{hi}")
+        if isinstance(value, str) and not _ASCII_INT.fullmatch(value):
+            # int() would also take "1_0" or Arabic-Indic digits, which GE's parser does not
+            raise ProfilingOptionsError(key, f"{value!r} is not a number", f"{lo}..{hi}")
+        n = int(value)
         if not lo <= n <= hi:
             raise ProfilingOptionsError(key, f"{n} is out of range", f"{lo}..{hi}")
         return str(n)
     if not isinstance(value, str):
-        raise ProfilingOptionsError(
-            key, f"must be a string, got JSON {type(value).__name__} {json.dumps(value)}",
-            _ACCEPTED.get(key, "a string"),
-        )
+        got = "null" if value is None else f"{_json_type(value)} {json.dumps(value, default=repr)}"
+        raise ProfilingOptionsError(key, f"must be a string, got JSON {got}", _ACCEPTED.get(key, "a string"))
     if key in ("output", "fp_point", "bp_point"):
-        if key == "output" and not value.strip():
-            raise ProfilingOptionsError(key, "is empty", "a directory path (absolute or relative)")
+        if key == "output":
+            _validate_output(value)
         return value
     if key == "storage_limit":
         return _validate_storage_limit(value)
@@ -269,8 +275,34 @@ def validate_field(key: str, value: Any) -> str:
     return value
 
 
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (``null`` rather than Python's ``NoneType``)."""
+    return "null" if value is None else type(value).__name__
+
+
+_ASCII_INT = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
+
+
+def _validate_output(value: str) -> None:
+    """A path the file system can take: not blank, no NUL byte, encodable for the OS.
+
+    Checked here so that a bad ``output`` is a :class:`ProfilingOptionsError` at
+    parse time, not a ``ValueError`` from ``mkdir`` inside ``GEInitialize``.
+    """
+    accepted = "a directory path (absolute or relative)"
+    if not value.strip():
+        raise ProfilingOptionsError("output", "is empty", accepted)
+    if "\0" in value:
+        raise ProfilingOptionsError("output", f"{value!r} contains a NUL byte", accepted + " without NUL bytes")
+    try:
+        os.fsencode(value)
+    except UnicodeError:
+        raise ProfilingOptionsError("output", f"{value!r} cannot be encoded as a file name",
+                                    accepted + " of valid Unicode characters") from None
+
+
 def _validate_storage_limit(value: str) -> str:
-    m = re.fullmatch(r"\s*(\d+)\s*MB\s*", value)
+    m = re.fullmatch(r"\s*([0-9]+)\s*MB\s*", value, re.ASCII)
     accepted = f"'<n>MB' with {STORAGE_LIMIT_MIN_MB} <= n <= {STORAGE_LIMIT_MAX_MB}, e.g. '200MB'"
     if not m:
         raise ProfilingOptionsError("storage_limit", f"{value!r} is not valid (the unit MB is required)", accepted)
@@ -289,10 +321,9 @@ def _validate_aic_metrics(value: str) -> str:
         if not 1 <= len(regs) <= 8:
             raise ProfilingOptionsError("aic_metrics", f"{value!r} names {len(regs)} events", accepted)
         for r in regs:
-            try:
-                n = int(r, 16)
-            except ValueError:
-                raise ProfilingOptionsError("aic_metrics", f"{r!r} is not a hex number", accepted) from None
+            if not re.fullmatch(r"(0[xX])?[0-9a-fA-F]+", r, re.ASCII):  # int(r, 16) also takes "1_0"
+                raise ProfilingOptionsError("aic_metrics", f"{r!r} is not a hex number", accepted)
+            n = int(r, 16)
             if not CUSTOM_EVENT_MIN <= n <= CUSTOM_EVENT_MAX:
                 raise ProfilingOptionsError("aic_metrics", f"event {r} is out of range", accepted)
         return "Custom:" + ",".join(f"0x{int(r, 16):x}" for r in regs)
