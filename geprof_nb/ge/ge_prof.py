@@ -15,6 +15,8 @@ between them, also when they are called in the middle of a training loop.
 
 from __future__ import annotations
 
+import numbers
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -76,8 +78,16 @@ def _fail(message: str, status: int = st.FAILED) -> st.Status:
 def aclgrphProfInit(profiler_path: str | None, length: int | None = None) -> st.Status:  # noqa: N802
     """Open a profiling run under ``profiler_path`` (collection starts with aclgrphProfStart)."""
     with _state.lock:
+        if isinstance(profiler_path, os.PathLike):  # a pathlib.Path stands for its text, as char* would
+            profiler_path = os.fspath(profiler_path)
         if profiler_path is None or profiler_path == "":
             return _fail("aclgrphProfInit: profiler_path is empty; accepted: a directory path")
+        if not isinstance(profiler_path, str):
+            return _fail(f"aclgrphProfInit: profiler_path must be a str or os.PathLike, got "
+                         f"{type(profiler_path).__name__}; accepted: a directory path")
+        if "\0" in profiler_path:
+            return _fail(f"aclgrphProfInit: profiler_path {profiler_path!r} contains a NUL byte; accepted: a "
+                         "directory path without NUL bytes")
         if length is not None and length != len(profiler_path):
             return _fail(f"aclgrphProfInit: length {length} differs from the path length {len(profiler_path)}")
         if len(profiler_path) > MAX_PATH_LENGTH:
@@ -92,8 +102,9 @@ def aclgrphProfInit(profiler_path: str | None, length: int | None = None) -> st.
                          f"(ACL_ERROR_PROF_ALREADY_RUN {msprof.ACL_ERROR_PROF_ALREADY_RUN})")
         try:
             msprof.lib.init(profiler_path, {"output": profiler_path}, mode="api")
-        except OSError as exc:
-            return _fail(f"aclgrphProfInit: cannot use {profiler_path!r}: {exc}")
+        except (OSError, UnicodeError) as exc:
+            return _fail(f"aclgrphProfInit: cannot use {profiler_path!r}: {exc}; accepted: a directory that can "
+                         "be created and written")
         _state.inited = True
         _state.path = profiler_path
         st.clear_error()
@@ -116,7 +127,12 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
     elif args:
         _fail(f"aclgrphProfCreateConfig: expected 3 or 5 arguments, got {1 + len(args)}")
         return None
-    ids = list(deviceid_list) if deviceid_list is not None else None
+    try:
+        ids = list(deviceid_list) if deviceid_list is not None else None
+    except TypeError:
+        _fail(f"aclgrphProfCreateConfig: deviceid_list must be a list of device ids, got "
+              f"{type(deviceid_list).__name__}")
+        return None
     runtime = device_runtime()
     device_count = 1 if runtime is None else runtime.device_count
     problem = ""
@@ -128,7 +144,9 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
         problem = f"{len(ids)} devices exceed the maximum of {MSVP_MAX_DEV_NUM}"
     elif len(ids) > device_count:
         problem = f"{len(ids)} devices requested but only {device_count} present"
-    elif any(not isinstance(d, int) or d < 0 or d >= device_count for d in ids):
+    elif any(isinstance(d, bool) or not isinstance(d, numbers.Integral) for d in ids):
+        problem = f"device ids {ids} must be integers (not bool, str or float) in 0..{device_count - 1}"
+    elif any(d < 0 or d >= device_count for d in ids):
         problem = f"device ids {ids} must be in 0..{device_count - 1}"
     elif len(set(ids)) != len(ids):
         problem = f"device ids {ids} contain duplicates"
@@ -138,7 +156,7 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
         problem = f"aicore_metrics {aicore_metrics!r} is not a ProfilingAicoreMetrics value (0..7)"
     elif AIC_METRICS_NAMES[ProfilingAicoreMetrics(aicore_metrics)] is None:
         problem = "kAicorePipelineExecuteUtilization is only available on Atlas 200I/500 A2"
-    elif not isinstance(data_type_config, int) or data_type_config < 0:
+    elif isinstance(data_type_config, bool) or not isinstance(data_type_config, int) or data_type_config < 0:
         problem = f"data_type_config must be a non-negative int of ProfDataTypeConfig bits, got {data_type_config!r}"
     if problem:
         _fail(f"aclgrphProfCreateConfig: {problem}")
@@ -147,11 +165,17 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
     bits = int(data_type_config)
     if bits & events.PROF_TASK_TIME_L1_MASK:
         bits |= events.PROF_TASK_TIME_MASK
-    return aclgrphProfConfig(tuple(ids), ProfilingAicoreMetrics(aicore_metrics), bits)
+    return aclgrphProfConfig(tuple(int(d) for d in ids), ProfilingAicoreMetrics(aicore_metrics), bits)
+
+
+def _usable(config: object) -> bool:
+    """A live config: not None (C's nullptr), not destroyed, and a config at all (a Python caller
+    may pass anything; it gets the null-config error, not an AttributeError)."""
+    return isinstance(config, aclgrphProfConfig) and not config.destroyed
 
 
 def aclgrphProfDestroyConfig(profiler_config: aclgrphProfConfig | None) -> st.Status:  # noqa: N802
-    if profiler_config is None or profiler_config.destroyed:
+    if not _usable(profiler_config):
         return _fail("aclgrphProfDestroyConfig: the config is null or already destroyed")
     profiler_config.destroyed = True
     return st.SUCCESS
@@ -177,7 +201,7 @@ def _options_for(config: aclgrphProfConfig) -> dict[str, str]:
 def aclgrphProfStart(profiler_config: aclgrphProfConfig | None) -> st.Status:  # noqa: N802
     """Start collecting what the config asks for, from now on."""
     with _state.lock:
-        if profiler_config is None or profiler_config.destroyed:
+        if not _usable(profiler_config):
             return _fail("aclgrphProfStart: the config is null or destroyed; create one with aclgrphProfCreateConfig")
         if not _state.inited:
             return _fail("aclgrphProfStart: Acl profiling api mode is not inited; call aclgrphProfInit first "
@@ -206,7 +230,7 @@ def aclgrphProfStart(profiler_config: aclgrphProfConfig | None) -> st.Status:  #
 def aclgrphProfStop(profiler_config: aclgrphProfConfig | None) -> st.Status:  # noqa: N802
     """Stop collecting; the config's data types must be the ones Start used."""
     with _state.lock:
-        if profiler_config is None or profiler_config.destroyed:
+        if not _usable(profiler_config):
             return _fail("aclgrphProfStop: the config is null or destroyed")
         if not _state.inited or _state.started is None:
             return _fail("aclgrphProfStop: profiling is not started; call aclgrphProfStart first")
