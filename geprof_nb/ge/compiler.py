@@ -81,6 +81,23 @@ class _Entry:
     records: list[int] = field(default_factory=list)
 
 
+def _check_edges(graph: Graph) -> None:
+    """Every edge must come from an earlier node of the same graph.
+
+    ``Graph`` adds nodes in topological order, so this holds for every graph built
+    through its API; a graph whose ``Node.inputs`` were edited by hand may have a
+    cycle, which would otherwise be scheduled silently in a wrong order.
+    """
+    nodes = graph.nodes
+    for node in nodes:
+        for src in [t.node for t in node.inputs] + node.control_inputs:
+            if not (0 <= src.id < node.id and nodes[src.id] is src):
+                kind = "a cycle" if src.id >= node.id else "an edge from another graph"
+                raise GraphBuildError(f"graph {graph.name!r} has {kind}: {node.type} {node.name!r} takes an input "
+                                      f"from {src.type} {src.name!r}, which is not an earlier node of the graph; "
+                                      "accepted: edges from earlier nodes (build graphs with Graph.op)")
+
+
 class CompiledModel:
     """A graph built for one device: kernel timings per node and task tables per trace-point set."""
 
@@ -89,6 +106,7 @@ class CompiledModel:
         if graph.net_output is None:
             raise GraphBuildError(f"graph {graph.name!r} has no outputs: call graph.output(...) (or "
                                   "ge.add_training) before adding it to a session")
+        _check_edges(graph)
         self.graph = graph
         self.cost_model = cost_model
         self.compute_stream = compute_stream

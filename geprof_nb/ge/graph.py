@@ -301,10 +301,13 @@ class Graph:
         """Add an op; returns its output tensor, or a tuple when it has several."""
         from .ops import get_op, known_op_types
 
+        if not isinstance(op_type, str):
+            raise GraphBuildError(f"op type must be a string such as 'MatMulV2', got {type(op_type).__name__} "
+                                  f"{op_type!r}")
         try:
             op_def = get_op(op_type)
         except KeyError:
-            close = difflib.get_close_matches(str(op_type), known_op_types(), n=3)
+            close = difflib.get_close_matches(op_type, known_op_types(), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; known types: {', '.join(known_op_types())}"
             raise GraphBuildError(f"unknown op type {op_type!r}{hint}") from None
         if op_type in ("Data", "Variable", "Const"):

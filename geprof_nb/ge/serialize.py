@@ -76,14 +76,34 @@ def graph_from_bytes(data: bytes) -> Graph:
         g = graph_from_dict(json.loads(data[len(MAGIC):].decode("utf-8")))
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, IndexError) as exc:
         raise ModelFormatError(f"damaged model buffer: {type(exc).__name__}: {exc}") from None
+    except ModelFormatError as exc:
+        raise ModelFormatError(f"model buffer holds an invalid graph: {exc}") from None
     except GraphBuildError as exc:
         raise ModelFormatError(f"model buffer holds an invalid graph: {exc}") from None
     return g
 
 
+def _earlier_node(g: Graph, spec: dict, ref: Any) -> Node:
+    """The node an edge of ``spec`` comes from: one added before it (a model lists its nodes in
+    topological order, so an edge from itself or a later node is a cycle or a damaged buffer)."""
+    n = len(g.nodes)
+    if isinstance(ref, bool) or not isinstance(ref, int) or not 0 <= ref < n:
+        what = "itself" if ref == n else f"node id {ref!r}"
+        raise ModelFormatError(
+            f"node {n} ({spec.get('name')!r}, {spec.get('type')}) takes an input from {what}, which is not an "
+            f"earlier node: the graph has a cycle or the buffer is damaged; accepted: edges from nodes 0..{n - 1}")
+    return g.nodes[ref]
+
+
 def _add_node(g: Graph, spec: dict, input_shapes: dict[str, tuple[int, ...]]) -> None:
-    inputs = [g.nodes[i].output(k) for i, k in spec["inputs"]]
-    control = [g.nodes[i] for i in spec["control_inputs"]]
+    inputs = []
+    for i, k in spec["inputs"]:
+        src = _earlier_node(g, spec, i)
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(src.outputs):
+            raise ModelFormatError(f"node {len(g.nodes)} ({spec.get('name')!r}) reads output {k!r} of {src.name!r}, "
+                                   f"which has {len(src.outputs)} outputs")
+        inputs.append(src.output(k))
+    control = [_earlier_node(g, spec, i) for i in spec["control_inputs"]]
     attrs = dict(spec["attrs"])
     kind = spec["type"]
     if kind == "Data":
