@@ -1,12 +1,14 @@
 """Read a geprof run directory: ``info.json``, the hash dictionary and the raw
 record chunks (``.npy``, loaded with ``allow_pickle=False``: nothing read from
 disk can execute code).  A damaged chunk is skipped and listed in ``damaged``;
-everything intact still loads.
+records whose chunk files are gone are counted in ``missing``; everything intact
+still loads.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import warnings
 from functools import cached_property
@@ -46,6 +48,26 @@ def newest_run(path: Path) -> Path | None:
     return max(runs, key=created)
 
 
+def _chunk_rows(path: Path, dtype: np.dtype) -> int:
+    """Records in an intact chunk of ``dtype`` from its ``.npy`` header; 0 if it is damaged or short."""
+    try:
+        with open(path, "rb") as f:
+            major, _ = np.lib.format.read_magic(f)
+            read_header = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}[major]
+            shape, _, found = read_header(f)
+            rows = int(np.prod(shape))
+            if found != dtype or os.fstat(f.fileno()).st_size < f.tell() + rows * found.itemsize:
+                return 0
+            return rows
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def _dict(value: object) -> dict:
+    """``value`` if it is a dict, else ``{}`` (info.json is read from disk: any field may be damaged)."""
+    return value if isinstance(value, dict) else {}
+
+
 class RunDir:
     """The raw content of one run directory."""
 
@@ -76,6 +98,33 @@ class RunDir:
         ids |= {int(p.name.split("_")[1]) for p in self.path.glob("device_*") if p.name.split("_")[1].isdigit()}
         return sorted(ids) or [0]
 
+    @cached_property
+    def missing(self) -> list[str]:
+        """What info.json says was written but no intact chunk holds, one line per record kind.
+
+        Counted from the chunks' ``.npy`` headers (nothing is loaded), so a deleted,
+        truncated or never-copied chunk is reported even before its table is built.
+        Chunks that ``storage_limit`` aged out are not missing, and a killed run (whose
+        info.json counts lag behind its chunks) reports nothing here.
+        """
+        recorded = _dict(self.info.get("records"))
+        aged = _dict(_dict(self.info.get("aged_out")).get("records"))
+        out = []
+        for key, written in recorded.items():
+            kind, _, device = str(key).partition("@")
+            spec = rawdata.RECORD_KINDS.get(kind)
+            if spec is None or not isinstance(written, int) or not (device.isdigit() or not device):
+                continue
+            directory = self.path / spec.directory(int(device or 0))
+            present = sum(_chunk_rows(c, spec.dtype) for c in directory.glob(f"{kind}.*.npy"))
+            aged_out = aged.get(kind, 0)
+            lost = written - (aged_out if isinstance(aged_out, int) else 0) - present
+            if lost > 0:
+                where = f" on device {device}" if device else ""
+                out.append(f"{kind}{where}: {lost} of {written} written records are missing (chunk files deleted, "
+                           "truncated or not copied)")
+        return out
+
     def device_info(self, device_id: int = 0) -> dict:
         return (self.info.get("devices") or {}).get(str(device_id), {})
 
@@ -85,9 +134,13 @@ class RunDir:
         out: dict[int, str] = {}
         path = self.path / rawdata.HASH_DICT_FILE
         if not path.exists():
+            if self.info.get("records"):  # records name strings by hash: without the dictionary they are unknown
+                self.damaged.append(f"{rawdata.HASH_DICT_FILE} (missing: names show as <unknown 0x...>)")
             return out
         with open(path, encoding="utf-8", errors="replace") as f:
             for lineno, line in enumerate(f, 1):
+                if not line.strip():  # the writer ends a line a failed write cut off with an empty one
+                    continue
                 try:
                     entry = json.loads(line)
                     out[int(entry["id"])] = str(entry["s"])

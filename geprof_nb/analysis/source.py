@@ -248,13 +248,19 @@ class RunDirSource(Source):
                          f"({size}: {recs} records) were deleted; early iterations are missing")
         for kind, n in (info.get("dropped") or {}).items():
             notes.append(f"{n} {kind} records were dropped (buffer full)")
+        for kind, n in (info.get("write_failed") or {}).items():
+            notes.append(f"{n} {kind} records could not be written to the run directory (disk full or not writable)")
         notes.extend(info.get("notes") or [])
+        self.run.hashes  # noqa: B018 - reading the dictionary lists its damaged lines
         if self.run.damaged:
             notes.append(f"damaged files skipped: {', '.join(self.run.damaged)}")
+        notes.extend(self.run.missing)
         return notes
 
     def dropped(self) -> dict[str, int]:
         out = dict(self.info.get("dropped") or {})
+        for kind, n in (self.info.get("write_failed") or {}).items():
+            out[f"{kind} (not written)"] = n
         for kind, n in ((self.info.get("aged_out") or {}).get("records") or {}).items():
             out[f"{kind} (aged out)"] = n
         return out

@@ -90,7 +90,9 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     hw = run.load("hwts", device_id)
     track = run.load("task_track", device_id)
     basic = run.load("node_basic_info")
-    n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)))
+    # host records (basic info) may name connections the device data no longer has (a lost chunk)
+    n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)),
+                     int(basic["connection_id"].max(initial=0)))
     kernel_name = scatter(n_conn, track["connection_id"], track["kernel_name"], 0, np.uint64)
     keep = kernel_name[hw["connection_id"]] != 0
     has_basic = scatter(n_conn, basic["connection_id"], True, False, bool)
