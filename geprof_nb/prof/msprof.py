@@ -14,6 +14,7 @@ Collection is switched on and off by *commands* sent to registered modules
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -104,6 +105,11 @@ class _Buffer:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
+
+
 def _run_dir_name(seq: int) -> str:
     stamp = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
     tag = "".join(random.choices(string.ascii_uppercase, k=16))
@@ -138,6 +144,7 @@ class Msprof:
         #: While True, reported records are counted and dropped (a step schedule's warmup window).
         self.discarding = False
         self._discarded = 0
+        self._hash_line_open = False  # a failed hash-dictionary write left a partial line
 
     # ------------------------------------------------------------------ state
     @property
@@ -192,7 +199,15 @@ class Msprof:
                 "type_info": {},
                 "aged_out": {"chunks": 0, "bytes": 0, "records": {}},
             }
-            self._write_info()
+            self._hash_line_open = False
+            try:
+                self._write_info(strict=True)
+            except OSError:  # the directory cannot take even info.json: no run is open
+                self.run_dir = None
+                _remove(run_dir / (rawdata.INFO_FILE + ".tmp"))
+                with contextlib.suppress(OSError):
+                    run_dir.rmdir()
+                raise
             return self.run_dir
 
     def _hashes_items(self):
@@ -331,11 +346,34 @@ class Msprof:
         with self._lock:
             self._info.setdefault("type_info", {}).setdefault(str(int(level)), {})[str(int(type_id))] = name
 
-    def _write_info(self) -> None:
+    def _write_info(self, strict: bool = False) -> None:
+        """Replace info.json atomically (caller holds the lock).
+
+        A failed write (a full disk) keeps the last complete info.json and is
+        noted; only ``init`` (``strict``) raises: profiling must never stop the
+        job it profiles because its own files cannot be written.
+        """
         assert self.run_dir is not None
         tmp = self.run_dir / (rawdata.INFO_FILE + ".tmp")
-        tmp.write_text(json.dumps(self._info, indent=1, default=str))
-        os.replace(tmp, self.run_dir / rawdata.INFO_FILE)
+        try:
+            tmp.write_text(json.dumps(self._info, indent=1, default=str))
+            os.replace(tmp, self.run_dir / rawdata.INFO_FILE)
+        except OSError as exc:
+            if strict:
+                raise
+            _remove(tmp)
+            self._write_failed(rawdata.INFO_FILE, exc)
+
+    def _write_failed(self, what: str, exc: OSError, kind: str | None = None, records: int = 0) -> None:
+        """A write into the run directory failed: count the records it held in info.json
+        ``write_failed`` (never silent) and note why; collection goes on."""
+        with self._lock:
+            if kind is not None:
+                failed = self._info.setdefault("write_failed", {})
+                failed[kind] = failed.get(kind, 0) + int(records)
+            reason = exc.strerror or str(exc)
+            self.add_note(f"writing into the run directory failed ({reason}, first at {what}): data that could "
+                          "not be written is counted in Profile.dropped")
 
     # ------------------------------------------------------------------ hashes
     def get_hash_id(self, text: str) -> int:
@@ -401,32 +439,52 @@ class Msprof:
         with self._lock:
             if not self._unsaved_hashes or self.run_dir is None:
                 return
-            lines = "".join(json.dumps({"id": str(h), "s": s}) + "\n" for h, s in self._unsaved_hashes)
+            pending = self._unsaved_hashes
+            lines = "".join(json.dumps({"id": str(h), "s": s}) + "\n" for h, s in pending)
+            if self._hash_line_open:  # end the line a failed write cut off, so only that line is damaged
+                lines = "\n" + lines
             self._unsaved_hashes = []
-            with open(self.run_dir / rawdata.HASH_DICT_FILE, "a", encoding="utf-8") as f:
-                f.write(lines)
+            try:
+                with open(self.run_dir / rawdata.HASH_DICT_FILE, "a", encoding="utf-8") as f:
+                    f.write(lines)
+                self._hash_line_open = False
+            except OSError as exc:  # kept for the next flush
+                self._unsaved_hashes = pending + self._unsaved_hashes
+                self._hash_line_open = True
+                self._write_failed(rawdata.HASH_DICT_FILE, exc)
 
     def _flush_buffer(self, buf: _Buffer, device_id: int) -> None:
         run_dir = self.run_dir
         if run_dir is None:
             return
         self._flush_hashes()  # ids in a chunk must be resolvable once the chunk exists
+        error: OSError | None = None
         with buf.lock:
             data = buf.take()
             if data is None:
                 return
             seq = buf.seq
             buf.seq += 1
-            buf.written += len(data)
             directory = run_dir / buf.kind.directory(device_id)
-            directory.mkdir(parents=True, exist_ok=True)
             path = directory / rawdata.chunk_name(buf.kind.name, seq)
             tmp = path.with_suffix(".tmp")
-            with open(tmp, "wb") as f:
-                np.save(f, data, allow_pickle=False)
-            os.replace(tmp, path)
-            key = buf.kind.name if device_id == 0 or buf.kind.side == "host" else f"{buf.kind.name}@{device_id}"
-            self._info["records"][key] = buf.written
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                with open(tmp, "wb") as f:
+                    np.save(f, data, allow_pickle=False)
+                os.replace(tmp, path)
+            except OSError as exc:  # a full disk must not stop the profiled job: count what was lost
+                _remove(tmp)
+                error = exc
+            else:
+                buf.written += len(data)
+            written = buf.written
+        if error is not None:
+            self._write_failed(str(path.relative_to(run_dir)), error, buf.kind.name, len(data))
+            return
+        key = buf.kind.name if device_id == 0 or buf.kind.side == "host" else f"{buf.kind.name}@{device_id}"
+        with self._lock:  # info.json is written under this lock: another thread may be dumping it
+            self._info["records"][key] = max(self._info["records"].get(key, 0), written)
         self._account(path, buf.kind, len(data))
 
     def _account(self, path: Path, kind: rawdata.RecordKind, records: int) -> None:
