@@ -11,6 +11,7 @@ has a flag line (:func:`flag_line`) that reproduces it.
 from __future__ import annotations
 
 import argparse
+import difflib
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -39,6 +40,9 @@ def _field_type(field: str):
     """An argparse ``type`` that validates a flag value as the profilingOptions field."""
 
     def convert(value: str) -> str:
+        if any(c in "'\"" for c in value):  # IPython splits flag lines without shell quoting: quotes stay
+            raise argparse.ArgumentTypeError(f"{value!r} has a quote; accepted: the value as one word without "
+                                             "quotes (the %%geprof flag line keeps quotes as characters)")
         try:
             return validate_field(field, value)
         except ProfilingOptionsError as exc:
@@ -46,6 +50,22 @@ def _field_type(field: str):
 
     convert.__name__ = field
     return convert
+
+
+class _SetOnce(argparse.Action):
+    """Store a flag's value; the same flag again with another value is an error, not "last one wins".
+
+    ``--aic-metrics Memory ... --aic-metrics L2Cache`` is a conflict the person did
+    not mean to make (often a flag line pasted over another); repeating the same
+    value is harmless and accepted.
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        old = getattr(namespace, self.dest, None)
+        if old is not None and old != values:
+            raise argparse.ArgumentError(self, f"given twice with different values ({old!r}, {values!r}); "
+                                               "accepted: one value per flag")
+        setattr(namespace, self.dest, values)
 
 
 def _count_type(flag: str):
@@ -107,31 +127,32 @@ def cell_flags(func: Callable) -> Callable:
     stored defaults they override (:func:`cell_settings`).
     """
     decorators = [argument_group("profilingOptions fields")]
-    decorators += [argument(flag, dest=field, type=_field_type(field), default=None, metavar=metavar, help=help_text)
-                   for flag, field, metavar, help_text in PROFILING_FLAGS]
+    decorators += [argument(flag, dest=field, type=_field_type(field), default=None, metavar=metavar, help=help_text,
+                            action=_SetOnce) for flag, field, metavar, help_text in PROFILING_FLAGS]
     decorators += [
         argument_group("simulation (default: as GE is initialised)"),
-        argument("--executor", choices=sorted(EXECUTORS), default=None,
+        argument("--executor", choices=sorted(EXECUTORS), default=None, action=_SetOnce,
                  help="GE executor: v2 (RT2) or v1 (hybrid); matters most for dynamic shapes "
                       f"(default: {DEFAULT_EXECUTOR})"),
-        argument("--clock", choices=list(CLOCK_MODES), default=None,
+        argument("--clock", choices=list(CLOCK_MODES), default=None, action=_SetOnce,
                  help="real: host time is wall time; virtual: fixed host costs, runs repeat exactly (default: real)"),
-        argument("--device", choices=list(PRESETS), default=None,
+        argument("--device", choices=list(PRESETS), default=None, action=_SetOnce,
                  help="device preset (GE option geprof.device) for a GE initialised in the cell "
                       f"(default: {DEFAULT_DEVICE})"),
         argument_group("step schedule (torch.profiler.schedule)"),
-        argument("--skip-first", dest="skip_first", type=_count_type("--skip-first"), default=None, metavar="N",
+        argument("--skip-first", dest="skip_first", type=_count_type("--skip-first"), default=None, action=_SetOnce,
+                 metavar="N",
                  help="steps not profiled at the start (default: 0)"),
-        argument("--wait", type=_count_type("--wait"), default=None, metavar="N",
+        argument("--wait", type=_count_type("--wait"), default=None, action=_SetOnce, metavar="N",
                  help="steps off at the start of each cycle (default: 0)"),
-        argument("--warmup", type=_count_type("--warmup"), default=None, metavar="N",
+        argument("--warmup", type=_count_type("--warmup"), default=None, action=_SetOnce, metavar="N",
                  help="steps collected then discarded before the active ones (default: 0)"),
-        argument("--active", type=_count_type("--active"), default=None, metavar="N",
+        argument("--active", type=_count_type("--active"), default=None, action=_SetOnce, metavar="N",
                  help="steps recorded per cycle; 0 (default) = no schedule, every step is recorded"),
-        argument("--repeat", type=_count_type("--repeat"), default=None, metavar="N",
+        argument("--repeat", type=_count_type("--repeat"), default=None, action=_SetOnce, metavar="N",
                  help="number of cycles; 0 (default) = until the cell ends"),
         argument_group("the cell"),
-        argument("-o", dest="name", default=None, metavar="NAME",
+        argument("-o", dest="name", default=None, metavar="NAME", action=_SetOnce,
                  help="also bind the Profile to this variable (it is always bound to _geprof)"),
         argument("--no-display", action="store_true",
                  help="collect and bind the Profile, show nothing (no progress)"),
@@ -148,6 +169,22 @@ def _flag_line_parser(line: str) -> None:
 
 
 _flag_line_parser.parser.prog = "%%geprof"
+
+
+def parse_flags(func: Callable, line: str) -> argparse.Namespace:
+    """``parse_argstring(func, line)``, where an unknown flag is answered with the closest known
+    one and the list of flags (argparse alone says only "unrecognized arguments")."""
+    try:
+        return parse_argstring(func, line)
+    except UsageError as exc:
+        text = str(exc)
+        if not text.startswith("unrecognized arguments:"):
+            raise
+        known = sorted({o for a in func.parser._actions for o in a.option_strings if o not in ("-h", "--help")})
+        words = [w.split("=", 1)[0] for w in text.split(":", 1)[1].split() if w.startswith("-")]
+        close = difflib.get_close_matches(words[0], known, n=1) if words else []
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise UsageError(f"{text}{hint}; accepted flags: {', '.join(known)} (%%geprof? explains them)") from None
 
 
 def builtin_defaults() -> dict[str, Any]:
@@ -294,7 +331,7 @@ class ConfigStore:
             if text.startswith(prefix):
                 text = text[len(prefix):]
                 break
-        args = parse_argstring(_flag_line_parser, text)
+        args = parse_flags(_flag_line_parser, text)
         fields = {field: getattr(args, field) for field in CONFIG_FIELDS if getattr(args, field, None) is not None}
         ignored = [flag for dest, flag in CELL_ONLY.items() if getattr(args, dest, None) not in (None, False)]
         return fields, ignored
@@ -357,5 +394,10 @@ def cell_settings(args: argparse.Namespace, store: ConfigStore | None) -> CellSe
     except ProfilingOptionsError as exc:
         raise UsageError(str(exc)) from None
     except ConfigError as exc:
-        raise UsageError(str(exc)) from None
+        message = str(exc)
+        if store is not None and getattr(args, exc.field, None) is None and exc.field in store.changed():
+            # the conflict is between this cell's flags and a stored default: say where that value is from
+            message += (f" ({exc.flag} {values[exc.field]} is a %geprof config default: change it there, or "
+                        "set it on this cell)")
+        raise UsageError(message) from None
     return CellSettings(values, options, schedule)

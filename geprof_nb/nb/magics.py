@@ -27,7 +27,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import kwds, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import kwds, magic_arguments
 from IPython.display import display
 
 from .. import ge
@@ -39,7 +39,7 @@ from ..prof.step_schedule import NONE, WARMUP, ScheduledCollection
 from . import commands
 from . import display as nb_display
 from . import progress as nb_progress
-from .config import CellSettings, ConfigStore, cell_flags, cell_settings
+from .config import CellSettings, ConfigStore, cell_flags, cell_settings, parse_flags
 
 _PHASE = {NONE: "not profiled", WARMUP: "warmup (collected, discarded)", "record": "recording",
           "record_and_save": "recording"}
@@ -164,7 +164,7 @@ class GeprofMagics(Magics):
         host_events, msprof_tx, communication_statistic, aicpu, operator_memory.
         """
         __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
-        args = parse_argstring(self.geprof, line)
+        args = parse_flags(self.geprof, line)
         if args.name is not None and not args.name.isidentifier():
             raise UsageError(f"-o NAME must be a Python identifier, got {args.name!r}")
         settings = cell_settings(args, self.cell_defaults)
@@ -199,7 +199,11 @@ class GeprofMagics(Magics):
         options = settings.options
         switch = options.data_type_config()
         schedule = settings.schedule
-        msprof.lib.init(options.output, options.to_dict(), mode="magic")
+        try:
+            msprof.lib.init(options.output, options.to_dict(), mode="magic")
+        except OSError as exc:  # before the cell runs: a usage error naming the flag, not a traceback
+            raise UsageError(f"--output {options.output}: cannot be used ({exc}); accepted: a directory that can "
+                             "be created and written") from None
         magic_info = {"line": settings.line, "executor": settings.values["executor"] or None,
                       "clock": clock.mode, "device": settings.values["device"] or None}
         error: BaseException | None = None
