@@ -96,13 +96,35 @@ class _Buffer:
 
     def take(self) -> np.ndarray | None:
         """Remove and return everything pending as one array (caller holds the lock)."""
+        parts = self.take_parts()
+        if parts is None:
+            return None
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def take_parts(self) -> list[np.ndarray] | None:
+        """Remove and return everything pending as the blocks it came in, in order (caller holds the lock)."""
         if not self.pending:
             return None
         parts = list(self.blocks)
         if self.rows:
             parts.append(np.array(self.rows, dtype=self.kind.dtype))
         self.rows, self.blocks, self.pending = [], [], 0
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return parts
+
+
+def _save_parts(f, parts: list[np.ndarray], dtype: np.dtype) -> int:
+    """Write ``parts`` as one ``.npy`` array, byte for byte what ``np.save`` writes for their
+    concatenation, without making the concatenation (a chunk of task records is megabytes: the
+    copy and its fresh pages cost more than the write).  Returns the number of records."""
+    n = sum(len(p) for p in parts)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)}
+    try:
+        np.lib.format.write_array_header_1_0(f, header)
+    except ValueError:  # a header too long for format 1.0: np.save moves to 2.0 too
+        np.lib.format.write_array_header_2_0(f, header)
+    for p in parts:
+        p.tofile(f)
+    return n
 
 
 def _remove(path: Path) -> None:
@@ -460,9 +482,10 @@ class Msprof:
         self._flush_hashes()  # ids in a chunk must be resolvable once the chunk exists
         error: OSError | None = None
         with buf.lock:
-            data = buf.take()
-            if data is None:
+            parts = buf.take_parts()
+            if parts is None:
                 return
+            n = sum(len(p) for p in parts)
             seq = buf.seq
             buf.seq += 1
             directory = run_dir / buf.kind.directory(device_id)
@@ -471,21 +494,21 @@ class Msprof:
             try:
                 directory.mkdir(parents=True, exist_ok=True)
                 with open(tmp, "wb") as f:
-                    np.save(f, data, allow_pickle=False)
+                    _save_parts(f, parts, buf.kind.dtype)
                 os.replace(tmp, path)
             except OSError as exc:  # a full disk must not stop the profiled job: count what was lost
                 _remove(tmp)
                 error = exc
             else:
-                buf.written += len(data)
+                buf.written += n
             written = buf.written
         if error is not None:
-            self._write_failed(str(path.relative_to(run_dir)), error, buf.kind.name, len(data))
+            self._write_failed(str(path.relative_to(run_dir)), error, buf.kind.name, n)
             return
         key = buf.kind.name if device_id == 0 or buf.kind.side == "host" else f"{buf.kind.name}@{device_id}"
         with self._lock:  # info.json is written under this lock: another thread may be dumping it
             self._info["records"][key] = max(self._info["records"].get(key, 0), written)
-        self._account(path, buf.kind, len(data))
+        self._account(path, buf.kind, n)
 
     def _account(self, path: Path, kind: rawdata.RecordKind, records: int) -> None:
         """Track stored bytes; past ``storage_limit``, delete the oldest aging chunks (msprof's aging)."""
