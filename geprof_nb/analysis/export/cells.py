@@ -11,7 +11,12 @@ view parsers; reference §3.3, §4):
   decimals) on every other row;
 * a table of more than 1,000,000 rows goes into slices
   ``<name>_slice_<i>_<timestamp>.csv``, each with the header (msprof
-  ``CsvWriter::GetSliceFileName``); a smaller one into ``<name>_<timestamp>.csv``.
+  ``CsvWriter::GetSliceFileName``); a smaller one into ``<name>_<timestamp>.csv``;
+* a *text* cell that a spreadsheet would run as a formula (it starts with ``=``,
+  ``+``, ``-``, ``@``, TAB or CR and is not a number) gets a leading ``'``
+  (:func:`neutralised`), the usual defence against CSV formula injection; numbers,
+  negative ones included, stay numbers.  The importers remove that one ``'`` again
+  (``importers.csvfiles.unneutralised``), so export -> import gives the names back.
 
 Cells are formatted column by column with numpy, so a million-row op_summary
 takes seconds, not minutes.
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -62,8 +68,34 @@ def wait_cells(wait_us: np.ndarray) -> np.ndarray:
     return out
 
 
-def column_cells(series: pd.Series, decimals: int | None = 3) -> np.ndarray:
-    """Any other column: integers as integers, floats by :func:`float_cells`, text as is; missing -> N/A."""
+#: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def neutralised(text: str) -> str:
+    """``text`` as a CSV cell no spreadsheet runs: ``'`` before a would-be formula.
+
+    A cell already starting with quotes before such a character gets one more, so
+    removing exactly one ``'`` on import always gives the original text back.
+    """
+    if text.lstrip("'")[:1] in FORMULA_START and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def _neutralised_cells(cells: np.ndarray) -> np.ndarray:
+    risky = [i for i, c in enumerate(cells.tolist()) if c[:1] in FORMULA_START or c[:1] == "'"]
+    if risky:
+        cells = cells.copy()
+        for i in risky:
+            cells[i] = neutralised(cells[i])
+    return cells
+
+
+def column_cells(series: pd.Series, decimals: int | None = 3, neutralise: bool = True) -> np.ndarray:
+    """Any other column: integers as integers, floats by :func:`float_cells`, text as is (:func:`neutralised`
+    unless ``neutralise`` is False); missing -> N/A."""
     if pd.api.types.is_integer_dtype(series.dtype):
         values = pd.array(series, dtype="Int64")
         missing = np.asarray(values.isna())
@@ -73,12 +105,16 @@ def column_cells(series: pd.Series, decimals: int | None = 3) -> np.ndarray:
     if pd.api.types.is_float_dtype(series.dtype):
         return float_cells(series.to_numpy(float), decimals)
     if isinstance(series.dtype, pd.CategoricalDtype):  # format each category once
-        texts = np.array([NA if pd.isna(c) else str(c) for c in series.cat.categories] + [NA], dtype=object)
+        safe = neutralised if neutralise else str
+        texts = np.array([NA if pd.isna(c) else safe(str(c)) for c in series.cat.categories] + [NA], dtype=object)
         return texts[series.cat.codes.to_numpy()]
     values = series.astype(object).to_numpy()
     missing = pd.isna(values)
     out = np.where(missing, NA, values).astype(object)
-    return np.array([str(v) for v in out], dtype=object) if len(out) else out
+    if not len(out):
+        return out
+    cells = np.array([str(v) for v in out], dtype=object)
+    return _neutralised_cells(cells) if neutralise else cells
 
 
 def quoted(cells: np.ndarray) -> np.ndarray:
@@ -104,8 +140,8 @@ def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decim
             next_ts += 1
         elif name == "Task Wait Time(us)":
             cells = wait_cells(series.to_numpy(float))
-        else:
-            cells = column_cells(series, decimals)
+        else:  # a quoted cell starts with '"': no spreadsheet runs it, and it must read back as written
+            cells = column_cells(series, decimals, neutralise=name not in quote)
         cols.append(quoted(cells) if name in quote else cells)
     return cols
 

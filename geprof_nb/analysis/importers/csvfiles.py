@@ -184,17 +184,26 @@ class CsvTable:
         """Text as a categorical with object categories, ``N/A`` kept as text (as in op_summary)."""
         encoded = pc.dictionary_encode(self.cells.column(self._pos(column))).combine_chunks()
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        names = encoded.dictionary.to_pylist()
+        names = [unneutralised(s) for s in encoded.dictionary.to_pylist()]
         if unquote:
             names = [unquoted(s) for s in names]
-            if len(set(names)) < len(names):  # "a" and '"a"' in one column
-                first: dict[str, int] = {}
-                codes = np.asarray([first.setdefault(n, len(first)) for n in names], np.int64)[codes]
-                names = list(first)
+        if len(set(names)) < len(names):  # "a" and '"a"' (or "=a" and "'=a") in one column
+            first: dict[str, int] = {}
+            codes = np.asarray([first.setdefault(n, len(first)) for n in names], np.int64)[codes]
+            names = list(first)
         return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object))
 
     def strings(self, column: str | int) -> pd.Series:
-        return pd.Series(self.cells.column(self._pos(column)).to_numpy(zero_copy_only=False), dtype="str")
+        values = self.cells.column(self._pos(column)).to_numpy(zero_copy_only=False)
+        return pd.Series([unneutralised(v) for v in values], dtype="str")
+
+
+def unneutralised(cell: str) -> str:
+    """A text cell without the ``'`` an export put before a would-be spreadsheet formula
+    (``export.cells.neutralised``): ``'=SUM(A1)`` -> ``=SUM(A1)``, ``''=x`` -> ``'=x``."""
+    if cell[:1] == "'" and cell.lstrip("'")[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return cell[1:]
+    return cell
 
 
 def unquoted(cell: str) -> str:
@@ -231,6 +240,11 @@ def _check_last_line(path: Path, n_columns: int) -> None:
     if 0 < len(fields) < n_columns:
         raise ImportFormatError(f"{path}: truncated: the last line has {len(fields)} of the header's {n_columns} "
                                 f"fields")
+    if size and not tail.endswith(b"\n"):
+        # msprof and torch_npu end every row with a line break: a file cut off inside its last
+        # value has the right number of fields but no final line break
+        raise ImportFormatError(f"{path}: truncated: the last line has no line break at its end (cut off while "
+                                "being written?); accepted: a CSV file whose every line ends with a line break")
 
 
 def read_csv(files: list[Path]) -> CsvTable:
