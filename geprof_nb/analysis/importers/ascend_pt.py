@@ -110,7 +110,8 @@ class AscendPtSource(FileSource):
     def info(self) -> dict:
         config = ((self._profiler_info.get("config") or {}).get("experimental_config") or {})
         metrics = AIC_METRICS.get(str(config.get("_aic_metrics", ""))) or aic_metrics_of(self._header)
-        device = {"chip_family": chip_family(self._header), **device_infos(self._path).get(str(self.device_id), {})}
+        facts = device_infos(self._path, self._notes).get(str(self.device_id), {})
+        device = {"chip_family": chip_family(self._header), **facts}
         return {
             "format": "ascend_pt", "path": str(self._path), "rank": self.rank,
             "profiler_level": config.get("_profiler_level"),
@@ -121,6 +122,7 @@ class AscendPtSource(FileSource):
 
     def notes(self) -> list[str]:
         self.op_rows()  # step assignment adds its notes
+        self.info  # noqa: B018 - and reading the device facts notes a damaged info.json.<n>
         return list(self._notes)
 
     @cached_property

@@ -117,9 +117,12 @@ def find_sets(directory: Path, kinds: tuple[str, ...] = KINDS) -> tuple[dict[str
     return found, notes
 
 
-def device_infos(root: Path) -> dict[str, dict]:
+def device_infos(root: Path, notes: list[str] | None = None) -> dict[str, dict]:
     """Device facts from msprof's ``device_<n>/info.json.<n>`` files of the ``PROF_*`` directory ``root``
-    (or of the ``PROF_*`` directories in it, as in an ``*_ascend_pt`` directory): cores, frequency."""
+    (or of the ``PROF_*`` directories in it, as in an ``*_ascend_pt`` directory): cores, frequency.
+
+    The facts are optional (the tables do not need them), so a damaged file is skipped, and
+    said in ``notes`` when given: nothing read from disk is dropped silently."""
     out: dict[str, dict] = {}
     paths = sorted([*root.glob("device_*/info.json.*"), *root.glob("PROF_*/device_*/info.json.*")])
     for path in paths:
@@ -127,7 +130,9 @@ def device_infos(root: Path) -> dict[str, dict]:
             continue
         try:
             content = read_json(path)
-        except ImportFormatError:
+        except ImportFormatError as exc:
+            if notes is not None:
+                notes.append(f"{exc}; the device facts it holds (cores, frequencies) are unknown")
             continue
         for dev in (content.get("DeviceInfo") or []) if isinstance(content, dict) else []:
             if not isinstance(dev, dict):
@@ -218,7 +223,7 @@ class MsprofSource(FileSource):
         self.device_id = device_id
         self._mine = devices == device_id
         prof_dir = self.output.parent if self._path == self.output else self._path
-        self._devices = device_infos(prof_dir) if prof_dir.name.startswith("PROF_") else {}
+        self._devices = device_infos(prof_dir, self._notes) if prof_dir.name.startswith("PROF_") else {}
 
     @property
     def path(self) -> Path:
