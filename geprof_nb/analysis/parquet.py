@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from . import tables
+from .export.naming import safe_component
 from .importers.csvfiles import ImportFormatError, read_json
 from .importers.filesource import FileSource
 from .memory import MemoryPeak
@@ -88,7 +89,7 @@ def export_parquet(profile, path: Path, *, compression: str | None = "snappy", o
     directory.  ``compression``: any codec pyarrow knows (``snappy``, ``zstd``, ``gzip``, None).
     The directory is built beside its final name and renamed into place, so a failed export
     leaves nothing half-written; an existing export is replaced only with ``overwrite=True``."""
-    out = Path(path) / f"{profile.name}{SUFFIX}"
+    out = Path(path) / f"{safe_component(profile.name)}{SUFFIX}"  # a name read from a manifest is data
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists (export_parquet(..., overwrite=True) replaces it)")
     if out.exists() and not is_parquet_export(out):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .naming import safe_component
 from .timeline import Timeline
 from .tracejson import chrome_events, write_json
 
@@ -18,7 +19,7 @@ from .tracejson import chrome_events, write_json
 def export_chrome(profile, path: Path) -> Path:
     """Write ``path`` if it names a ``.json`` file, else ``<path>/<run name>.json``; returns the file."""
     path = Path(path)
-    target = path if path.suffix == ".json" else path / f"{profile.name}.json"
+    target = path if path.suffix == ".json" else path / f"{safe_component(profile.name)}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     events = Timeline(profile).events()
     base = min((e["ts"] for e in events if "ts" in e), default=0)

@@ -3,6 +3,11 @@
 Timestamps come from the run's start (local time, as msprof and torch_npu
 print theirs), so exporting the same run twice gives the same names; a
 profile that does not know its start uses the time of the export.
+
+Every part of a name that comes from data (a run name read from a Parquet
+manifest, the host name in info.json, a worker name) goes through
+:func:`safe_component`, so no export can write outside the directory it was
+given (``../``, absolute paths, NUL bytes).
 """
 
 from __future__ import annotations
@@ -13,6 +18,19 @@ import socket
 import time
 
 PROF_NAME = re.compile(r"PROF_\d{6}_\d{17}_[A-Za-z]+")
+#: Characters that may not appear in one file name component here (separators, NUL, control
+#: characters, and what Windows file systems refuse).
+_UNSAFE = re.compile(r'[\x00-\x1f\x7f/\\:*?"<>|]')
+_MAX_COMPONENT = 120
+
+
+def safe_component(text: object, fallback: str = "run") -> str:
+    """``text`` as one file name component: separators, NUL and control characters become
+    ``_``, ``.``/``..`` and empty names become ``fallback``, long names are cut."""
+    name = _UNSAFE.sub("_", str(text)).strip()[:_MAX_COMPONENT]
+    if name.strip(".") == "":
+        return fallback
+    return name
 
 
 def _start_seconds(profile) -> float:
@@ -45,5 +63,9 @@ def ascend_pt_dir_name(profile, worker: str | None, rank: int) -> str:
     """``<worker>_<pid>_<17 digits>_ascend_pt``.  The default worker is ``<host>-rank<rank>``,
     so the ranks of one run exported side by side get a directory each."""
     host = profile.info.get("hostname") or socket.gethostname()
-    worker = worker or f"{host}-rank{rank}"
-    return f"{worker}_{int(profile.info.get('pid') or 0)}_{stamp17(profile)}_ascend_pt"
+    worker = safe_component(worker or f"{host}-rank{int(rank)}", "worker")
+    try:
+        pid = int(profile.info.get("pid") or 0)
+    except (TypeError, ValueError):
+        pid = 0
+    return f"{worker}_{pid}_{stamp17(profile)}_ascend_pt"
