@@ -276,6 +276,9 @@ class Report:
         parts = [p.name]
         if not p.complete:
             parts.append("INCOMPLETE run (not finalised): tables hold what was flushed")
+        lost = sum(p.dropped.values())
+        if lost:  # full ring buffers, storage_limit aging, failed writes: never silent (Notes say which)
+            parts.append(f"{lost} records LOST (dropped or not written; see Notes)")
         steps = len(p.step_trace)
         if steps:
             parts.append(f"{steps} steps")
