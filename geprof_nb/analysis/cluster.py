@@ -1,35 +1,167 @@
-"""``ClusterProfile``: the ranks of one distributed run, one :class:`~.profile.Profile` each.
+"""``ClusterProfile``: the ranks of one distributed run, one :class:`~.profile.Profile` each,
+and the tables that compare them.
 
 Made by :func:`geprof_nb.load` from a directory of ``*_ascend_pt`` runs (rank from
-``profiler_info_<rank>.json``) or of ``rank<N>`` run directories.  The per-step
-table across ranks is what msprof-analyze's ``cluster_step_trace_time.csv``
-compares: the slow rank shows as a larger Computing or Free.
+``profiler_info_<rank>.json``), of ``rank<N>`` / ``rank_<N>`` run directories (a simulated
+cluster's ``CLUSTER_*`` root) or of such directories holding Parquet exports.
+
+The cross-rank questions (which card is slow, which link is slow, how long ranks wait for
+each other) are answered by the tables of :mod:`.cluster_tables`, computed by an engine:
+
+* ``pandas`` (the default) stacks the ranks' Profile tables in this process;
+* ``dask`` (:mod:`.dask_engine`) reads every rank's tables from Parquet lazily and reduces the
+  large ones (the HCCL sub-tasks) on a Dask cluster, for clusters whose profiles do not fit
+  one machine's memory.
+
+Both give equal frames.  Findings for the whole cluster come from :meth:`ClusterProfile.advise`
+(:mod:`.cluster_advisor`).
 """
 
 from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from . import cluster_tables as T
+
 if TYPE_CHECKING:
     from .profile import Profile
 
+ENGINES = ("pandas", "dask")
+#: The stacked per-rank tables the cross-rank analysis reads.
+INPUT_TABLES = ("step_breakdown", "communication_time", "hccl_tasks")
+
+
+class PandasInputs:
+    """The ranks' tables stacked in memory, ``Rank`` first (the pandas engine's inputs)."""
+
+    engine = "pandas"
+
+    def __init__(self, ranks: dict[int, Profile]) -> None:
+        self.ranks = ranks
+
+    def stacked(self, table: str, columns: list[str] | None = None) -> pd.DataFrame:
+        """Every rank's ``table`` (only ``columns`` if given) with a ``Rank`` column in front."""
+        parts = []
+        for r, p in self.ranks.items():
+            frame = getattr(p, table)
+            frame = frame[columns] if columns is not None else frame
+            parts.append(frame.assign(Rank=np.int64(r))[["Rank", *frame.columns]])
+        if not parts:
+            return pd.DataFrame(columns=["Rank", *(columns or [])])
+        return pd.concat(parts, ignore_index=True)
+
+    def compute(self, frame: pd.DataFrame) -> pd.DataFrame:
+        return frame
+
+
+class ClusterTables:
+    """The cross-rank tables of one engine's inputs, each computed once when first read.
+
+    ``inputs`` provides ``stacked(table, columns)`` (pandas or Dask frames) and ``compute(frame)``
+    (a pandas frame); the reductions of :mod:`.cluster_tables` run on the stacked frames, the
+    finishing steps on the computed results.
+    """
+
+    def __init__(self, inputs: Any, slow_rank_threshold: float = T.SLOW_RANK_THRESHOLD,
+                 slow_link_threshold: float = T.SLOW_LINK_THRESHOLD) -> None:
+        self.inputs = inputs
+        self.slow_rank_threshold = slow_rank_threshold
+        self.slow_link_threshold = slow_link_threshold
+
+    @property
+    def engine(self) -> str:
+        return self.inputs.engine
+
+    @cached_property
+    def cluster_step_trace_time(self) -> pd.DataFrame:
+        """msprof-analyze's ``cluster_step_trace_time.csv``: Step, Type, Index, Computing, ... per rank and step."""
+        return T.cluster_step_trace_time(self.inputs.compute(self.inputs.stacked("step_breakdown")))
+
+    @cached_property
+    def communication_time(self) -> pd.DataFrame:
+        """Every rank's collectives: elapse, transit, wait, synchronization (ms), ``Rank`` first."""
+        return T.cluster_communication_time(self.inputs.compute(self.inputs.stacked("communication_time")))
+
+    @cached_property
+    def rank_step_wait(self) -> pd.DataFrame:
+        """Per rank and step: collectives and their elapse / transit / wait / synchronization time (us)."""
+        stacked = self.inputs.stacked("communication_time", ["Iteration ID", *T._MS])
+        return T.rank_step_wait(self.inputs.compute(T.rank_step_wait_totals(stacked)))
+
+    @cached_property
+    def stragglers(self) -> pd.DataFrame:
+        """Per collective execution: the rank that arrived last, and by how much."""
+        return T.stragglers(self.communication_time)
+
+    @cached_property
+    def slow_ranks(self) -> pd.DataFrame:
+        """Ranks by busy time (step time minus collective wait), slowest first, with ratios to the median."""
+        return T.slow_ranks(self.cluster_step_trace_time, self.rank_step_wait, self.stragglers,
+                            self.slow_rank_threshold)
+
+    @cached_property
+    def communication_matrix(self) -> pd.DataFrame:
+        """Per (src rank, dst rank, link type, transport): transit tasks, bytes, time, bandwidth."""
+        stacked = self.inputs.stacked("hccl_tasks", T.HCCL_COLUMNS)
+        return T.communication_matrix(self.inputs.compute(T.link_totals(stacked)))
+
+    @cached_property
+    def slow_links(self) -> pd.DataFrame:
+        """Links whose bandwidth is well below the median of their link type, slowest first."""
+        return T.slow_links(self.communication_matrix, self.slow_link_threshold)
+
+    def rank_step(self, metric: str = "Stage") -> pd.DataFrame:
+        """A rank x step matrix of ``metric``: a cluster_step_trace_time column (``Stage`` = step time,
+        ``Computing``, ``Free``, ...) or a rank_step_wait one (``Wait Time(us)``, ...)."""
+        if metric in T.RANK_STEP_WAIT:
+            return T.rank_step(self.cluster_step_trace_time, self.rank_step_wait, metric)
+        return T.rank_step(self.cluster_step_trace_time, T.rank_step_wait(pd.DataFrame()), metric)
+
+    #: the tables, in the order a report shows them
+    NAMES = ("cluster_step_trace_time", "slow_ranks", "stragglers", "rank_step_wait", "communication_time",
+             "communication_matrix", "slow_links")
+
+    def all(self) -> dict[str, pd.DataFrame]:
+        """Every table by name (computes what has not been)."""
+        return {name: getattr(self, name) for name in self.NAMES}
+
 
 class ClusterProfile:
-    """Several ranks of one run."""
+    """Several ranks of one run: ``ranks`` (rank -> Profile) and the tables across them.
 
-    def __init__(self, path: Path, ranks: dict[int, Profile], notes: list[str] | None = None) -> None:
+    ``engine``: ``"pandas"`` (default) or ``"dask"``; ``scheduler`` (Dask only): a
+    ``distributed.Client``, a scheduler address such as ``"tcp://host:8786"``, or a local
+    scheduler name (``"threads"``, ``"sync"``); None uses Dask's default (the active Client if
+    there is one).  ``parquet_dir`` (Dask only): where the ranks' Parquet tables are written when
+    they are not Parquet exports already (default: a temporary directory; workers on other
+    machines need a shared path).
+    """
+
+    def __init__(self, path: Path, ranks: dict[int, Profile], notes: list[str] | None = None, *,
+                 engine: str = "pandas", scheduler: Any = None, parquet_dir: str | Path | None = None) -> None:
         self.path = Path(path)
         self.ranks = dict(sorted(ranks.items()))
         self.notes = list(notes or [])
+        self.engine = _check_engine(engine)
+        self.scheduler = scheduler
+        self.parquet_dir = parquet_dir
+        self._tables: dict[tuple, ClusterTables] = {}
 
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def world_size(self) -> int:
+        """The ranks of the job: the size the runs recorded (simulated clusters), else the ranks found."""
+        sizes = [(p.info.get("cluster") or {}).get("world_size") for p in self.ranks.values()]
+        known = [int(s) for s in sizes if isinstance(s, (int, np.integer))]
+        return max(known) if known else len(self.ranks)
 
     def rank(self, i: int) -> Profile:
         """The Profile of rank ``i``."""
@@ -41,12 +173,101 @@ class ClusterProfile:
     @cached_property
     def step_breakdown(self) -> pd.DataFrame:
         """Every rank's step_breakdown, with a ``Rank`` column in front."""
-        parts = []
-        for r, p in self.ranks.items():
-            part = p.step_breakdown.copy()
-            part.insert(0, "Rank", np.full(len(part), r, np.int64))
-            parts.append(part)
-        return pd.concat(parts, ignore_index=True)
+        return PandasInputs(self.ranks).stacked("step_breakdown")
+
+    # ------------------------------------------------------------ cross-rank tables
+    def tables(self, engine: str | None = None, scheduler: Any = None) -> ClusterTables:
+        """The cross-rank tables computed by ``engine`` (default: this cluster's), cached per engine
+        and scheduler.  ``cluster.tables("dask").all()`` computes every table on Dask."""
+        engine = _check_engine(engine or self.engine)
+        scheduler = scheduler if scheduler is not None else (self.scheduler if engine == self.engine else None)
+        key = (engine, id(scheduler) if scheduler is not None and not isinstance(scheduler, str) else scheduler)
+        if key not in self._tables:
+            if engine == "pandas":
+                inputs: Any = PandasInputs(self.ranks)
+            else:
+                from .dask_engine import DaskInputs
+
+                inputs = DaskInputs.of(self, scheduler=scheduler, parquet_dir=self.parquet_dir)
+            self._tables[key] = ClusterTables(inputs)
+        return self._tables[key]
+
+    @property
+    def cluster_step_trace_time(self) -> pd.DataFrame:
+        """msprof-analyze's ``cluster_step_trace_time.csv`` (Step, Type, Index, Computing, ...)."""
+        return self.tables().cluster_step_trace_time
+
+    @property
+    def slow_ranks(self) -> pd.DataFrame:
+        """Ranks by busy time (step time minus collective wait), slowest first."""
+        return self.tables().slow_ranks
+
+    @property
+    def communication_matrix(self) -> pd.DataFrame:
+        """Transit bytes, time and bandwidth per (src rank, dst rank, link type, transport)."""
+        return self.tables().communication_matrix
+
+    @property
+    def slow_links(self) -> pd.DataFrame:
+        """Links well below their link type's median bandwidth."""
+        return self.tables().slow_links
+
+    @property
+    def communication_time(self) -> pd.DataFrame:
+        """Wait / transit / synchronization time per collective execution and rank."""
+        return self.tables().communication_time
+
+    @property
+    def rank_step_wait(self) -> pd.DataFrame:
+        """Collective time per rank and step (us): elapse, transit, wait, synchronization."""
+        return self.tables().rank_step_wait
+
+    @property
+    def stragglers(self) -> pd.DataFrame:
+        """Per collective execution: which rank arrived last and by how much."""
+        return self.tables().stragglers
+
+    def rank_step(self, metric: str = "Stage") -> pd.DataFrame:
+        """A rank x step matrix of a step column (``Stage`` = step time) or ``Wait Time(us)``."""
+        return self.tables().rank_step(metric)
+
+    # ------------------------------------------------------------------ actions
+    def advise(self) -> pd.DataFrame:
+        """Cluster findings (slow rank, slow link, high wait, stragglers) ranked High/Medium/Low,
+        with evidence and a suggestion (the columns of :meth:`Profile.advise`)."""
+        from .cluster_advisor import advise
+
+        return advise(self)
+
+    def export(self, path: str | Path, format: str = "ascend_pt", **options: Any) -> Path:  # noqa: A002
+        """Write every rank under ``path`` and return ``path``: ``ascend_pt`` (one
+        ``*_ascend_pt`` directory per rank, what ``msprof-analyze cluster`` and ``advisor`` read as
+        one cluster) or ``parquet`` (``rank_<r>/<run>.geprof_parquet``, what ``geprof_nb.load``
+        and the Dask engine read)."""
+        from .cluster_export import export_cluster
+
+        return export_cluster(self, Path(path), format, **options)
+
+    def close(self) -> None:
+        """Release what the Dask engine opened (a Client it connected to, its temporary Parquet)."""
+        for tables in self._tables.values():
+            closer = getattr(tables.inputs, "close", None)
+            if closer is not None:
+                closer()
+        self._tables.clear()
 
     def __repr__(self) -> str:
-        return f"<geprof ClusterProfile {self.name}: ranks {list(self.ranks)}>"
+        return f"<geprof ClusterProfile {self.name}: ranks {_span(list(self.ranks))}>"
+
+
+def _check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; accepted: {', '.join(ENGINES)}")
+    return engine
+
+
+def _span(ranks: list[int]) -> str:
+    """``[0, 1, 2]`` or ``0..1023`` for a contiguous range of many ranks."""
+    if len(ranks) > 8 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}..{ranks[-1]}"
+    return str(ranks)

@@ -51,8 +51,11 @@ ACL_AIC_METRICS = {"PipeUtilization": "ACL_AICORE_PIPE_UTILIZATION",
                    "L2Cache": "ACL_AICORE_L2_CACHE", "MemoryAccess": "ACL_AICORE_MEMORY_ACCESS"}
 
 
-def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = None) -> Path:
-    """Write the directory of one rank; returns it."""
+def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = None,
+                     world_size: int | None = None) -> Path:
+    """Write the directory of one rank; returns it.  ``world_size``: the run is rank ``rank`` of a
+    cluster of that size whose HCCL sub-tasks name global ranks (a simulated cluster's), kept as
+    they are; without it the profiled device is relabelled ``rank`` (:class:`~.hccl.RankMap`)."""
     root = Path(path) / ascend_pt_dir_name(profile, worker, rank)
     out = root / OUTPUT_DIR
     out.mkdir(parents=True, exist_ok=True)
@@ -72,7 +75,8 @@ def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = No
                       table_cells(frame, profile.source.times_ns(name, frame), decimals=None))
     ops, tasks = profile.communication_time, profile.hccl_tasks
     write_json(out / "communication.json", communication_json(ops, tasks))
-    write_json(out / "communication_matrix.json", communication_matrix_json(ops, tasks, RankMap.of(tasks, rank)))
+    ranks = RankMap(rank, rank, int(world_size)) if world_size else RankMap.of(tasks, rank)
+    write_json(out / "communication_matrix.json", communication_matrix_json(ops, tasks, ranks))
     timeline = Timeline(profile, torch_npu=True)
     write_json(out / "trace_view.json", msprof_events(framework_layer(timeline) + timeline.events()))
     return root

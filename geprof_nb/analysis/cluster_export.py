@@ -1,0 +1,46 @@
+"""Every rank of a :class:`~.cluster.ClusterProfile` written in one go.
+
+* ``ascend_pt``: one torch_npu ``<worker>-rank<r>_<pid>_<ts>_ascend_pt`` directory per rank,
+  side by side under ``path``: what ``msprof-analyze cluster -d path`` and ``advisor all -d path``
+  read as one cluster (rank ids from ``profiler_info_<r>.json``; every rank names its
+  collectives ``<op>@hccl_world_group`` identically, so msprof-analyze groups them).  The HCCL
+  sub-tasks of a cluster name global ranks, so the communication matrix keeps them
+  (``world_size``) instead of relabelling the profiled device.
+* ``parquet``: ``path/rank_<r>/<run>.geprof_parquet`` per rank, which ``geprof_nb.load(path)``
+  reads back as a cluster and the Dask engine reads table by table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cluster import ClusterProfile
+
+FORMATS = ("ascend_pt", "parquet")
+
+
+def rank_dir(path: Path, rank: int) -> Path:
+    """Where the Parquet export of ``rank`` goes (a ``rank_<r>`` directory, as a simulated cluster's)."""
+    return Path(path) / f"rank_{int(rank)}"
+
+
+def export_cluster(cluster: ClusterProfile, path: Path, format: str = "ascend_pt",  # noqa: A002
+                   **options: Any) -> Path:
+    """Write every rank of ``cluster`` under ``path``; returns ``path``."""
+    path = Path(path)
+    if format == "ascend_pt":
+        from .export.ascend_pt import export_ascend_pt
+
+        world_size = options.pop("world_size", cluster.world_size)
+        for r, profile in cluster.ranks.items():
+            export_ascend_pt(profile, path, rank=r, world_size=world_size, **options)
+        return path
+    if format == "parquet":
+        from .parquet import export_parquet
+
+        for r, profile in cluster.ranks.items():
+            export_parquet(profile, rank_dir(path, r), **options)
+        return path
+    raise ValueError(f"unknown cluster export format {format!r}: accepted formats are {', '.join(FORMATS)}")
