@@ -156,6 +156,12 @@ class ClusterProfile:
     def name(self) -> str:
         return self.path.name
 
+    def with_engine(self, engine: str = "pandas", scheduler: Any = None,
+                    parquet_dir: str | Path | None = None) -> ClusterProfile:
+        """The same ranks with another engine (the Profiles are shared, the tables are not)."""
+        return ClusterProfile(self.path, self.ranks, self.notes, engine=engine, scheduler=scheduler,
+                              parquet_dir=parquet_dir)
+
     @property
     def world_size(self) -> int:
         """The ranks of the job: the size the runs recorded (simulated clusters), else the ranks found."""
