@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -227,6 +227,90 @@ def ring_subtasks(op_type: str, nbytes: int, rank_size: int, rank: int, links: L
 
     return SubTasks(start, dur, grid(plan.name), grid(np.zeros(s, np.int64)), grid(plan.src), grid(plan.dst),
                     grid(plan.transport), grid(plan.link), grid(plan.size))
+
+
+class SubTaskLayout:
+    """The sub-tasks of several collectives side by side, one plan after the other ([S] in all).
+
+    A model's collectives are reported together every batch of steps: laid out
+    once, the sub-tasks of K executions of all of them take a few array
+    operations (the same arithmetic :func:`ring_subtasks` does for each one),
+    instead of a few dozen per collective.
+    """
+
+    def __init__(self, collectives: Sequence[tuple[str, int, int, int, int]], links: Links) -> None:
+        """``collectives``: (op type, nbytes, rank size, rank, root rank) of each collective."""
+        plans = [_plan(op, int(nbytes), int(n), int(rank), int(root), links)
+                 for op, nbytes, n, rank, root in collectives]
+        self.sizes = np.asarray([len(p.dur) for p in plans], np.int64)
+        self.first = np.cumsum(self.sizes) - self.sizes
+        self.seg = np.repeat(np.arange(len(plans)), self.sizes)  # collective of each sub-task
+        self.dur = np.concatenate([p.dur for p in plans]) if plans else np.zeros(0, np.int64)
+        self.cum = np.concatenate([np.cumsum(p.dur) for p in plans]) if plans else np.zeros(0, np.int64)
+        self.ideal = np.asarray([int(p.dur.sum()) for p in plans], np.int64)
+        self.wait = self.first + np.asarray([p.wait for p in plans], np.int64)
+        self.columns = {k: (np.concatenate([getattr(p, k) for p in plans]) if plans else np.zeros(0, np.int64))
+                        for k in ("name", "src", "dst", "transport", "link", "size")}
+        self._orders: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def times(self, op_start_ns: np.ndarray, op_dur_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Start and duration [K, S] of every sub-task of K executions (``op_*_ns`` [K, collectives])."""
+        total = np.asarray(op_dur_ns, np.int64)
+        k = len(total)
+        dur = np.broadcast_to(self.dur, (k, len(self.dur))).copy()
+        short = (total < self.ideal)[:, self.seg]
+        if short.any():  # scale the sub-task boundaries, so each duration is within 1 ns of its share
+            ratio = (total / np.maximum(self.ideal, 1))[:, self.seg]
+            ends = np.floor(self.cum * ratio).astype(np.int64)
+            scaled = np.diff(ends, axis=1, prepend=0)
+            scaled[:, self.first] = ends[:, self.first]  # a plan's first sub-task starts from 0
+            np.copyto(dur, scaled, where=short)
+        sums = np.add.reduceat(dur, self.first, axis=1) if len(self.first) else np.zeros((k, 0), np.int64)
+        dur[:, self.wait] += total - sums
+        ends = np.cumsum(dur, axis=1)
+        before = ends[:, self.first] - dur[:, self.first]  # what earlier plans add to the running sum
+        start = np.asarray(op_start_ns, np.int64)[:, self.seg] + ends - before[:, self.seg] - dur
+        return start, dur
+
+    def _order(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For K executions: the positions in the [K, S] grid listed collective by collective, execution
+        by execution (the order the records go out in), and their execution and sub-task indices."""
+        cached = self._orders.get(k)
+        if cached is None:
+            s = len(self.seg)
+            order = np.concatenate([(np.arange(k)[:, None] * s + np.arange(lo, lo + n)).ravel()
+                                    for lo, n in zip(self.first.tolist(), self.sizes.tolist())]) \
+                if s else np.zeros(0, np.int64)
+            cached = self._orders[k] = (order, order // max(s, 1), order % max(s, 1))
+        return cached
+
+    def records(self, op_start_ns: np.ndarray, op_dur_ns: np.ndarray, connection_ids: np.ndarray,
+                iteration: np.ndarray, name_ids: Mapping[str, int], stream_ids: np.ndarray) -> list[np.ndarray]:
+        """Per collective, what :meth:`SubTasks.records` gives for it: ``HCCL_TASK_DTYPE`` records of
+        its K executions, execution by execution (``connection_ids``/``stream_ids`` per collective).
+
+        The records are filled field by field from plain arrays already in output order: copying
+        the packed 50-byte records themselves (reshaping, taking) is several times slower.
+        """
+        start, dur = self.times(op_start_ns, op_dur_ns)
+        k = len(start)
+        order, row, sub = self._order(k)
+        names, codes = np.unique(self.columns["name"], return_inverse=True)
+        per_sub = {
+            "connection_id": np.asarray(connection_ids)[self.seg],
+            "name": np.asarray([name_ids[str(n)] for n in names], np.uint64)[codes.ravel()],
+            "src_rank": self.columns["src"], "dst_rank": self.columns["dst"],
+            "transport": self.columns["transport"], "link": self.columns["link"], "size": self.columns["size"],
+            "stream_id": np.asarray(stream_ids)[self.seg],
+        }
+        rec = np.empty(len(order), HCCL_TASK_DTYPE)
+        rec["start"] = start.ravel()[order]
+        rec["dur"] = dur.ravel()[order]
+        rec["iteration"] = np.asarray(iteration)[row]
+        rec["plane"] = 0
+        for field, col in per_sub.items():
+            rec[field] = col[sub]
+        return [rec[lo * k:(lo + n) * k] for lo, n in zip(self.first.tolist(), self.sizes.tolist())]
 
 
 def hccl_op_name(op_type: str, index: int, execution: int = 1, group: str = DEFAULT_GROUP) -> str:
