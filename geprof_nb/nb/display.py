@@ -17,7 +17,7 @@ import html
 import pandas as pd
 from IPython.display import display
 
-from ..analysis import Profile
+from ..analysis import ClusterProfile, Profile
 
 #: Rows a table shows in the static report (and by default in the explorer): the count is stated.
 TOP_OPS = 20
@@ -72,14 +72,19 @@ def list_html(items: list[str], classes: str = "") -> str:
     return f'<ul class="{classes}">' + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"
 
 
-def profile_mimebundle(profile: Profile) -> dict[str, object]:
-    """The raw bundle of a Profile: widget view, static HTML report, step timeline PNG, text summary."""
+def profile_mimebundle(profile: Profile | ClusterProfile) -> dict[str, object]:
+    """The raw bundle of a Profile: widget view, static HTML report, step timeline PNG, text summary
+    (for a ClusterProfile: the cluster explorer's, :mod:`.cluster_explorer`)."""
+    if isinstance(profile, ClusterProfile):
+        from .cluster_explorer import ClusterExplorer
+
+        return ClusterExplorer(profile).mimebundle()
     from .explorer import Explorer  # ipywidgets is imported when something is first shown
 
     return Explorer(profile).mimebundle()
 
 
-def show_profile(profile: Profile) -> None:
+def show_profile(profile: Profile | ClusterProfile) -> None:
     """Show a Profile's explorer (with its static fallback) in one display call:
     what ``%%geprof``, ``%geprof show`` and ``display(profile)`` show."""
     display(profile_mimebundle(profile), raw=True)

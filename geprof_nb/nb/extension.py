@@ -7,7 +7,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from .. import ge
-from ..analysis import Profile
+from ..analysis import ClusterProfile, Profile
 from . import display as nb_display
 from . import plots
 from .magics import GeprofMagics
@@ -17,7 +17,8 @@ def load_ipython_extension(ipython: Any) -> None:
     """Register ``%%geprof`` / ``%geprof``, put ``ge`` in the namespace, render Profiles.
 
     ``display(profile)`` (and a Profile as a cell's value) shows the same mimebundle as
-    ``%%geprof``: the results explorer with its static HTML / PNG / text fallback.
+    ``%%geprof``: the results explorer with its static HTML / PNG / text fallback; a
+    ClusterProfile shows the cluster explorer (Cluster and Ranks tabs).
 
     Figures from :mod:`.plots` are plain matplotlib Figures (no pyplot); if no
     backend has registered a PNG printer for them, register one so they show.
@@ -26,6 +27,7 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.push({"ge": ge})
     formatters = ipython.display_formatter.formatters
     ipython.display_formatter.mimebundle_formatter.for_type(Profile, nb_display.profile_mimebundle)
+    ipython.display_formatter.mimebundle_formatter.for_type(ClusterProfile, nb_display.profile_mimebundle)
     try:
         formatters["image/png"].lookup_by_type(Figure)
     except KeyError:
@@ -41,7 +43,8 @@ def unload_ipython_extension(ipython: Any) -> None:
         del ipython.user_ns["ge"]
     formatters = ipython.display_formatter.formatters
     mimebundle = ipython.display_formatter.mimebundle_formatter
-    if mimebundle.type_printers.get(Profile) is nb_display.profile_mimebundle:
-        del mimebundle.type_printers[Profile]
+    for kind in (Profile, ClusterProfile):
+        if mimebundle.type_printers.get(kind) is nb_display.profile_mimebundle:
+            del mimebundle.type_printers[kind]
     if formatters["image/png"].type_printers.get(Figure) is plots.figure_png:
         del formatters["image/png"].type_printers[Figure]

@@ -1,0 +1,306 @@
+"""The explorer of a cluster: what ``display(cluster)`` shows for a :class:`ClusterProfile`.
+
+Two tabs, in the single-run explorer's style (:mod:`.explorer`, whose pieces it reuses):
+
+* **Cluster**: the headline (ranks, steps, step time, slow ranks and links), the cluster
+  findings (``ClusterProfile.advise``), rank x step heatmaps of step time and of collective
+  wait time, the communication matrix heatmap (:mod:`.cluster_plots`: binned beyond 64 ranks),
+  and the slow_ranks, slow_links, stragglers and cluster_step_trace_time tables (top rows,
+  the count stated);
+* **Ranks**: a rank dropdown; choosing a rank shows that rank's full single-run explorer
+  (built when first chosen, then kept).
+
+Layout (CSS classes for browser tests and styling)::
+
+    VBox .geprof-explorer .geprof-cluster-explorer
+      Tab
+        VBox .geprof-tab-cluster     headline, findings, heatmaps, tables
+        VBox .geprof-tab-ranks       Dropdown .geprof-rank-select, the chosen rank's explorer
+
+Like the single-run explorer, the same display call carries a static twin: escaped HTML of the
+Cluster tab with its figures, the step time heatmap PNG, and a text summary.  Every string
+from the data (rank run names, op names, findings) is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import traceback
+from functools import cached_property
+from typing import Any, Callable
+
+import ipywidgets as widgets
+import pandas as pd
+
+from ..analysis import ClusterProfile
+from . import cluster_plots
+from .display import list_html, message_html, table_html, table_text
+from .explorer import (PENDING, WIDGET_VIEW_MIME, Explorer, Picture, PictureView, _figure_png, advice_html,
+                       tab_class)
+
+TAB_TITLES = ("Cluster", "Ranks")
+#: Rows of each table the Cluster tab shows (the count is stated).
+TABLE_ROWS = 20
+#: Findings in the text summary.
+TOP_FINDINGS = 5
+MSG_NO_STEPS = "No per-rank step data: profile with --training-trace on and --task-trace on."
+MSG_NO_MATRIX = ("No communication between ranks: profile with --hccl on for the HCCL sub-tasks "
+                 "(the communication matrix and slow links come from their transfers).")
+MSG_NO_FINDINGS = "No cluster findings: no rank, link or collective crossed the advisor's thresholds."
+MSG_NO_SLOW_LINKS = "No slow links: every link is within {:.0%} of its link type's median bandwidth."
+
+
+def _picture(alt: str, make: Callable[[], Any]) -> Picture:
+    """A figure from :mod:`.cluster_plots` as PNG; a failing plot is a message, not a traceback."""
+    try:
+        fig = make()
+        return Picture(alt, png=_figure_png(fig), figure=fig)
+    except Exception as exc:  # noqa: BLE001 - a figure must not take the whole report down
+        return Picture(alt, message=f"could not draw the {alt}: {type(exc).__name__}: {exc}")
+
+
+def _bounded(df: pd.DataFrame, what: str, n: int = TABLE_ROWS) -> tuple[pd.DataFrame, str]:
+    return (df, f"{what}: {len(df)} rows") if len(df) <= n else (df.head(n), f"{what}: first {n} of {len(df)} rows")
+
+
+class ClusterReport:
+    """What the Cluster tab, the static report and the text summary show, computed once."""
+
+    def __init__(self, cluster: ClusterProfile) -> None:
+        self.cluster = cluster
+
+    @cached_property
+    def findings(self) -> pd.DataFrame:
+        return self.cluster.advise()
+
+    @cached_property
+    def steps(self) -> int:
+        cstt = self.cluster.cluster_step_trace_time
+        return int(cstt["Step"].nunique()) if len(cstt) else 0
+
+    @cached_property
+    def headline(self) -> str:
+        c = self.cluster
+        parts = [c.name, f"{len(c.ranks)} ranks"]
+        if c.world_size != len(c.ranks):
+            parts[-1] += f" of {c.world_size}"
+        sr = c.slow_ranks
+        if len(sr):
+            parts.append(f"{self.steps} steps, median step {sr['Step Time(us)'].median():,.1f} us")
+            slow = sr[sr["Slow"]]["Rank"].tolist()
+            parts.append(f"slow ranks: {', '.join(map(str, slow[:8]))}{' ...' if len(slow) > 8 else ''}"
+                         if slow else "no slow rank")
+        links = c.slow_links
+        if len(links):
+            parts.append(f"{len(links)} slow link{'s' if len(links) > 1 else ''}")
+        return " | ".join(parts)
+
+    @cached_property
+    def step_heatmap(self) -> Picture:
+        return _picture("step time heatmap", lambda: cluster_plots.rank_step_heatmap(
+            self.cluster.rank_step("Stage"), title="Step time per rank and step", value="step time"))
+
+    @cached_property
+    def wait_heatmap(self) -> Picture:
+        return _picture("wait time heatmap", lambda: cluster_plots.rank_step_heatmap(
+            self.cluster.rank_step("Wait Time(us)"), title="Collective wait time (Notify_Wait) per rank and step",
+            value="wait time", cmap="magma"))
+
+    @cached_property
+    def matrix_heatmap(self) -> Picture:
+        return _picture("communication matrix", lambda: cluster_plots.communication_heatmap(
+            self.cluster.communication_matrix))
+
+
+class ClusterPane:
+    """The Cluster tab: built when first shown; the same blocks make the static report."""
+
+    title = "Cluster"
+
+    def __init__(self, report: ClusterReport) -> None:
+        self.report = report
+        self.box = widgets.VBox(layout=widgets.Layout(width="100%"))
+        self.box.add_class(tab_class(self.title))
+        self.slot = widgets.VBox([widgets.HTML(message_html(PENDING))], layout=widgets.Layout(width="100%"))
+        self.built = False
+
+    @cached_property
+    def content(self) -> list:
+        """HTML strings and Pictures, in order."""
+        r, c = self.report, self.report.cluster
+        out: list = [f'<p class="geprof-headline"><b>geprof</b> {html.escape(r.headline)}<br>'
+                     f"<small>cluster directory: {html.escape(str(c.path))}</small></p>"]
+        findings = r.findings
+        if len(findings):
+            out += [f"<h4>Findings ({len(findings)}, highest priority first)</h4>", advice_html(findings)]
+        else:
+            out.append(message_html(MSG_NO_FINDINGS))
+        if not len(c.cluster_step_trace_time):
+            out.append(message_html(MSG_NO_STEPS))
+        else:
+            out += [r.step_heatmap, r.wait_heatmap]
+        out.append(r.matrix_heatmap if len(c.communication_matrix) else message_html(MSG_NO_MATRIX))
+        sr = c.slow_ranks
+        if len(sr):
+            t, title = _bounded(sr, "slow_ranks: ranks by own time (Computing + Free) per step, slowest first (us)")
+            out.append(table_html(t, title, "geprof-slow-ranks"))
+        links = c.slow_links
+        if len(links):
+            t, title = _bounded(links, "slow_links: links below their link type's median bandwidth")
+            out.append(table_html(t, title, "geprof-slow-links"))
+        elif len(c.communication_matrix):
+            out.append(message_html(MSG_NO_SLOW_LINKS.format(c.tables().slow_link_threshold)))
+        st = c.stragglers
+        if len(st):
+            late = st.sort_values("Late By(us)", ascending=False, kind="stable")
+            t, title = _bounded(late, "stragglers: the last rank at each collective, latest first")
+            out.append(table_html(t, title, "geprof-stragglers"))
+        cstt = c.cluster_step_trace_time
+        if len(cstt):
+            t, title = _bounded(cstt, "cluster_step_trace_time (msprof-analyze columns, us)")
+            out.append(table_html(t, title))
+        if c.notes:
+            out.append("<h4>Notes</h4>" + list_html(c.notes, "geprof-notes"))
+        return out
+
+    def build(self) -> ClusterPane:
+        if not self.built:
+            self.built = True
+            try:
+                self.box.children = [PictureView(b).box if isinstance(b, Picture) else widgets.HTML(b)
+                                     for b in self.content]
+            except Exception:  # noqa: BLE001 - an error shows in the tab rather than vanishing in a callback
+                self.box.children = [widgets.HTML(f"<pre>{html.escape(traceback.format_exc())}</pre>")]
+            self.slot.children = [self.box]
+        return self
+
+    def static_html(self) -> str:
+        try:
+            body = "".join(b.html() if isinstance(b, Picture) else b for b in self.content)
+        except Exception:  # noqa: BLE001
+            body = f"<pre>{html.escape(traceback.format_exc())}</pre>"
+        return f'<section class="geprof-static-cluster"><h3>Cluster</h3>{body}</section>'
+
+
+class RanksPane:
+    """The Ranks tab: a dropdown of ranks and the chosen rank's single-run explorer."""
+
+    title = "Ranks"
+
+    def __init__(self, cluster: ClusterProfile) -> None:
+        self.cluster = cluster
+        self.explorers: dict[int, Explorer] = {}
+        self.select = widgets.Dropdown(options=[(f"rank {r}", r) for r in cluster.ranks], description="Rank",
+                                       value=None)
+        self.select.add_class("geprof-rank-select")
+        self.view = widgets.VBox(layout=widgets.Layout(width="100%"))
+        self.box = widgets.VBox([self.select, self.view], layout=widgets.Layout(width="100%"))
+        self.box.add_class(tab_class(self.title))
+        self.slot = widgets.VBox([widgets.HTML(message_html(PENDING))], layout=widgets.Layout(width="100%"))
+        self.built = False
+        self.select.observe(self._on_select, "value")
+
+    def build(self) -> RanksPane:
+        if not self.built:
+            self.built = True
+            self.slot.children = [self.box]
+            if self.cluster.ranks:
+                self.select.value = next(iter(self.cluster.ranks))
+        return self
+
+    def show(self, rank: int) -> Explorer:
+        """Show (building once) the explorer of ``rank``; returns it."""
+        self.build()
+        self.select.value = rank
+        return self.explorers[rank]
+
+    def _on_select(self, change: dict) -> None:
+        rank = change["new"]
+        if rank is None:
+            return
+        try:
+            if rank not in self.explorers:
+                self.explorers[rank] = Explorer(self.cluster.rank(rank))
+            self.view.children = [self.explorers[rank].widget]
+        except Exception:  # noqa: BLE001
+            self.view.children = [widgets.HTML(f"<pre>{html.escape(traceback.format_exc())}</pre>")]
+
+    def static_html(self) -> str:
+        """The ranks and their run directories (a static report does not embed every rank's report)."""
+        rows = pd.DataFrame({"Rank": list(self.cluster.ranks),
+                             "Run": [p.name for p in self.cluster.ranks.values()],
+                             "Path": [str(p.path) for p in self.cluster.ranks.values()]})
+        t, title = _bounded(rows, "ranks (each rank's explorer: display(cluster.rank(r)))", 64)
+        return f'<section class="geprof-static-ranks"><h3>Ranks</h3>{table_html(t, title)}</section>'
+
+
+class ClusterExplorer:
+    """The tabbed explorer of a ClusterProfile; ``mimebundle()`` is what a notebook shows."""
+
+    def __init__(self, cluster: ClusterProfile) -> None:
+        self.cluster = cluster
+        self.report = ClusterReport(cluster)
+        self.cluster_pane = ClusterPane(self.report)
+        self.ranks = RanksPane(cluster)
+        self.panes = {"Cluster": self.cluster_pane, "Ranks": self.ranks}
+        self.tab = widgets.Tab(children=[p.slot for p in self.panes.values()], titles=list(TAB_TITLES))
+        self.tab.observe(self._on_select, "selected_index")
+        self.widget = widgets.VBox([self.tab], layout=widgets.Layout(width="100%"))
+        self.widget.add_class("geprof-explorer")
+        self.widget.add_class("geprof-cluster-explorer")
+        self.panes[TAB_TITLES[self.tab.selected_index or 0]].build()
+
+    def _on_select(self, change: dict) -> None:
+        if change["new"] is not None:
+            self.panes[TAB_TITLES[change["new"]]].build()
+
+    def select(self, title: str):
+        """Select a tab by title (building it if it is new) and return its pane."""
+        self.tab.selected_index = TAB_TITLES.index(title)
+        return self.panes[title].build()
+
+    def static_html(self) -> str:
+        return (f'<div class="geprof-report geprof-cluster-report">{self.cluster_pane.static_html()}'
+                f"{self.ranks.static_html()}</div>")
+
+    def text_summary(self) -> str:
+        r, c = self.report, self.cluster
+        lines = [f"geprof {r.headline}", f"cluster directory: {c.path}"]
+        sr = c.slow_ranks
+        if len(sr):
+            cols = ["Rank", "Step Time(us)", "Computing(us)", "Free(us)", "Wait Time(us)", "Own Time Ratio", "Slow"]
+            lines += ["", table_text(sr.head(5)[cols], f"slowest ranks (5 of {len(sr)}; cluster.slow_ranks)")]
+        if len(c.slow_links):
+            cols = ["Src Rank", "Dst Rank", "Link Type", "Bandwidth(GB/s)", "Median Bandwidth(GB/s)"]
+            lines += ["", table_text(c.slow_links.head(5)[cols], "slow links (cluster.slow_links)")]
+        findings = r.findings
+        if len(findings):
+            lines += ["", "findings:"]
+            lines += [f"  [{f.Priority}] {f.Rule}: {f.Finding}" for f in findings.head(TOP_FINDINGS).itertuples()]
+        lines += ["", "(the explorer's Cluster tab has the heatmaps; its Ranks tab each rank's explorer)"]
+        return "\n".join(lines)
+
+    def widget_view(self) -> dict[str, Any]:
+        return {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
+
+    def mimebundle(self) -> dict[str, object]:
+        """Widget view, static HTML, the step time heatmap PNG and a text summary, for one display call."""
+        bundle: dict[str, object] = {WIDGET_VIEW_MIME: self.widget_view(), "text/html": self.static_html()}
+        heatmap = self.report.step_heatmap
+        if heatmap.png is not None:
+            bundle["image/png"] = heatmap.png
+        bundle["text/plain"] = self.text_summary()
+        return bundle
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, object]:
+        return self.mimebundle()
+
+
+def cluster_mimebundle(cluster: ClusterProfile) -> dict[str, object]:
+    """The raw bundle of a ClusterProfile (what ``display(cluster)`` shows once the extension is loaded)."""
+    return ClusterExplorer(cluster).mimebundle()
+
+
+def explore_cluster(cluster: ClusterProfile) -> ClusterExplorer:
+    """A ClusterExplorer of ``cluster``; display it (or its ``.widget``) in a notebook."""
+    return ClusterExplorer(cluster)
