@@ -198,17 +198,22 @@ class Profile:
         return f"<geprof Profile {self.name}{state}: {len(self.op_summary)} op tasks, {len(self.iterations)} iterations>"
 
 
-def load(path: str | Path, device_id: int = 0):
+def load(path: str | Path, device_id: int | None = None):
     """Open a geprof run directory (or the newest run in an output directory), a Parquet
-    export, real msprof output, a torch_npu ``*_ascend_pt`` directory or a cluster of them."""
+    export, real msprof output, a torch_npu ``*_ascend_pt`` directory or a cluster of them.
+
+    ``device_id`` picks a device of a run; by default its first (a rank of a
+    cluster runs on its server's device ``rank % 8``)."""
     p = Path(path).expanduser().resolve()
     if not p.exists():
         raise FileNotFoundError(f"{p} does not exist")
     if is_run_dir(p):
-        return Profile(RunDir(p), device_id)
+        run = RunDir(p)
+        return Profile(run, run.device_ids[0] if device_id is None else device_id)
     newest = newest_run(p)
-    if newest is not None:
-        return Profile(RunDir(newest), device_id)
+    if newest is not None and is_run_dir(newest):
+        run = RunDir(newest)
+        return Profile(run, run.device_ids[0] if device_id is None else device_id)
     from .importers import load_path
 
-    return load_path(p, device_id)
+    return load_path(newest or p, device_id)

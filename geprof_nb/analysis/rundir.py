@@ -28,22 +28,27 @@ def is_run_dir(path: Path) -> bool:
 
 
 _RUN_NAME = re.compile(r"PROF_(\d{6})_(\d{17})_\w+")
+#: A simulated cluster's root: ``rank_<r>/`` output directories (see ``geprof_nb.ge.cluster``).
+CLUSTER_NAME = re.compile(r"CLUSTER_(\d{17})_\w+")
 
 
 def newest_run(path: Path) -> Path | None:
-    """The newest run directory directly under ``path``.
+    """The newest run directory (or simulated cluster root) directly under ``path``.
 
     Ordered by the creation time and sequence number in the ``PROF_<seq>_<time>_<tag>``
-    name (wall-clock, even for virtual-clock runs), not by mtime, which any later
-    write into an old run would change.
+    (``CLUSTER_<time>_<tag>``) name (wall-clock, even for virtual-clock runs), not
+    by mtime, which any later write into an old run would change.
     """
-    runs = [p for p in path.iterdir() if p.is_dir() and is_run_dir(p)] if path.is_dir() else []
+    runs = [p for p in path.iterdir() if p.is_dir() and (is_run_dir(p) or CLUSTER_NAME.fullmatch(p.name))
+            ] if path.is_dir() else []
     if not runs:
         return None
 
     def created(p: Path) -> tuple:
-        m = _RUN_NAME.fullmatch(p.name)
-        return (m.group(2), int(m.group(1))) if m else ("", 0)
+        if m := _RUN_NAME.fullmatch(p.name):
+            return (m.group(2), int(m.group(1)))
+        m = CLUSTER_NAME.fullmatch(p.name)
+        return (m.group(1), 0) if m else ("", 0)
 
     return max(runs, key=created)
 

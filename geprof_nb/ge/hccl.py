@@ -9,6 +9,14 @@ Algorithms (one flat ring over ``rank_size`` ranks; ``chunk = ceil(nbytes / n)``
   (``c`` minimises ``(n-2+c) * (latency + nbytes/c/bandwidth)``), ``n-2+c`` steps;
 * one rank: a local copy.
 
+AllReduce over several servers (``rank_size`` a multiple of ``ranks_per_node``
+and larger) is *hierarchical*, as HCCL does it: a reduce-scatter on the ring
+inside the server (HCCS), an AllReduce of each rank's 1/8 share on the ring of
+the ranks with the same local index on every server (RoCE), then an all-gather
+inside the server.  Other collectives keep the flat ring, whose steps then take
+the slower (RoCE) link.  A *slow link* (``Links.slow_links``) slows every step
+of each ring it is on: a ring moves at the pace of its slowest link.
+
 Every step of a rank's plane is ``Notify_Record`` (signal the next rank),
 ``Notify_Wait`` (wait for the previous rank's signal), the transfer to the next
 rank (``Memcpy`` over SDMA/HCCS inside a server, ``RDMASend`` over RoCE to
@@ -68,6 +76,20 @@ class Links:
     local_bandwidth: float = 1.6e12
     reduce_bandwidth: float = 200e9
     notify_record_ns: int = 500
+    #: Degraded links for what-if studies: ``((src rank, dst rank, bandwidth factor), ...)``, factor in (0, 1].
+    slow_links: tuple[tuple[int, int, float], ...] = ()
+
+    def factor(self, src: int, dst: int) -> float:
+        """The bandwidth factor of the link ``src -> dst`` (1.0 unless it is a slow link)."""
+        for a, b, f in self.slow_links:
+            if a == src and b == dst:
+                return f
+        return 1.0
+
+    def ring_factor(self, ring: list[int]) -> float:
+        """The slowest link factor of a ring (each rank sends to the next): every step waits for it."""
+        pairs = set(zip(ring, ring[1:] + ring[:1]))
+        return min((f for a, b, f in self.slow_links if (a, b) in pairs), default=1.0)
 
 
 @dataclass(frozen=True)
@@ -141,7 +163,7 @@ def _broadcast_pieces(nbytes: int, n: int, bandwidth: float, latency_ns: int) ->
     return max(1, min(MAX_BROADCAST_PIECES, round(best)))
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=16384)
 def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: Links) -> _Plan:
     _check(op_type, nbytes, n, rank, root_rank)
     cols: dict[str, list] = {k: [] for k in ("dur", "name", "src", "dst", "transport", "link", "size")}
@@ -156,15 +178,20 @@ def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: L
         return _finish(cols, 0)
 
     multi_node = n > links.ranks_per_node
-    bandwidth = min(links.hccs_bandwidth, links.roce_bandwidth) if multi_node else links.hccs_bandwidth
-    latency = max(links.hccs_latency_ns, links.roce_latency_ns) if multi_node else links.hccs_latency_ns
-    nxt, prev = (rank + 1) % n, (rank - 1) % n
 
     def remote(peer: int) -> bool:
         return rank // links.ranks_per_node != peer // links.ranks_per_node
 
     def wire(peer: int) -> tuple[TransportType, LinkType]:
         return (TransportType.RDMA, LinkType.ROCE) if remote(peer) else (TransportType.SDMA, LinkType.HCCS)
+
+    if op_type == "HcomAllReduce" and multi_node and n % links.ranks_per_node == 0:
+        _hierarchical_allreduce(nbytes, n, rank, links, add, remote, wire)
+        return _finish(cols, 1)
+    bandwidth = min(links.hccs_bandwidth, links.roce_bandwidth) if multi_node else links.hccs_bandwidth
+    bandwidth *= links.ring_factor(list(range(n)))
+    latency = max(links.hccs_latency_ns, links.roce_latency_ns) if multi_node else links.hccs_latency_ns
+    nxt, prev = (rank + 1) % n, (rank - 1) % n
 
     if op_type == "HcomBroadcast":
         pieces = _broadcast_pieces(nbytes, n, bandwidth, latency)
@@ -177,7 +204,7 @@ def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: L
         total = 2 * (n - 1) if op_type == "HcomAllReduce" else n - 1
         steps = [(True, s < reduce_steps) for s in range(total)]
     move_ns = _ns(chunk, bandwidth)
-    own_move_ns = _ns(chunk, links.roce_bandwidth if remote(nxt) else links.hccs_bandwidth)
+    own_move_ns = _ns(chunk, (links.roce_bandwidth if remote(nxt) else links.hccs_bandwidth) * links.factor(rank, nxt))
     reduce_ns = _ns(chunk, links.reduce_bandwidth)
     record_ns = min(links.notify_record_ns, latency)
     for sends, reduces in steps:
@@ -190,6 +217,36 @@ def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: L
         if reduces:
             add("Reduce_Inline", reduce_ns, rank, rank, TransportType.LOCAL, LinkType.ON_CHIP, chunk)
     return _finish(cols, 1)  # the first step's Notify_Wait
+
+
+def _hierarchical_allreduce(nbytes: int, n: int, rank: int, links: Links, add, remote, wire) -> None:
+    """The sub-tasks of a hierarchical AllReduce on ``rank``'s plane (see the module docstring)."""
+    per_node = links.ranks_per_node
+    nodes = n // per_node
+    node, local = divmod(rank, per_node)
+    intra = [node * per_node + i for i in range(per_node)]  # the ring inside this server
+    inter = [m * per_node + local for m in range(nodes)]  # the ring across servers, same local index
+    intra_chunk = -(-nbytes // per_node)
+    inter_chunk = -(-intra_chunk // nodes)
+    record_ns = links.notify_record_ns
+    phases = [  # (ring, position of this rank, steps, chunk, reduces, bandwidth, latency)
+        (intra, local, per_node - 1, intra_chunk, True, links.hccs_bandwidth, links.hccs_latency_ns),
+        (inter, node, nodes - 1, inter_chunk, True, links.roce_bandwidth, links.roce_latency_ns),
+        (inter, node, nodes - 1, inter_chunk, False, links.roce_bandwidth, links.roce_latency_ns),
+        (intra, local, per_node - 1, intra_chunk, False, links.hccs_bandwidth, links.hccs_latency_ns),
+    ]
+    for ring, pos, steps, chunk, reduces, bandwidth, latency in phases:
+        nxt, prev = ring[(pos + 1) % len(ring)], ring[pos - 1]
+        move_ns = _ns(chunk, bandwidth * links.ring_factor(ring))
+        own_move_ns = _ns(chunk, bandwidth * links.factor(rank, nxt))
+        reduce_ns = _ns(chunk, links.reduce_bandwidth) if reduces else 0
+        step_ns = latency + move_ns + reduce_ns
+        for _ in range(steps):
+            add("Notify_Record", record_ns, rank, nxt, *wire(nxt), 0)
+            add("Notify_Wait", step_ns - record_ns - own_move_ns - reduce_ns, prev, rank, *wire(prev), 0)
+            add("RDMASend" if remote(nxt) else "Memcpy", own_move_ns, rank, nxt, *wire(nxt), chunk)
+            if reduces:
+                add("Reduce_Inline", reduce_ns, rank, rank, TransportType.LOCAL, LinkType.ON_CHIP, chunk)
 
 
 def _finish(cols: dict[str, list], wait: int) -> _Plan:

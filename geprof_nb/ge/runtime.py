@@ -19,6 +19,7 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +40,9 @@ from .aicpu import aicpu_records
 from .graph import DTYPES, FORMATS, Graph, GraphBuildError, TensorDesc
 from .memory import MemoryPlan, plan_memory, static_op_mem
 from .schedule import StepTimes, StreamSchedule
+
+if TYPE_CHECKING:
+    from .cluster import RankGroup
 from .serialize import concretize
 
 #: Host launch to device start of a model's first task.
@@ -273,6 +277,8 @@ class _Variant:
         self.points_key: tuple | None = None
         self.table_epoch = -1
         self.table: TaskTable | None = None
+        #: (rank, links) -> (the table it lays out, its HCCL tasks, their sub-tasks side by side)
+        self.hccl_layouts: dict[tuple, tuple[TaskTable, np.ndarray, hccl.SubTaskLayout]] = {}
         self.schedule: StreamSchedule | None = None
         self.batch: _Batch | None = None
         self.batch_key: str = ""
@@ -283,6 +289,7 @@ class _Variant:
         self.memory_plan: MemoryPlan | None = None  # the static pool of the current table, planned at load
         self.pending: _Pending | None = None
         self.notes: list[str] = []
+        self.task_info: tuple[TaskTable, LoadedTaskInfo] | None = None  # (the table it describes, description)
 
 
 class LoadedModel:
@@ -317,6 +324,10 @@ class LoadedModel:
         self.iterations = 0
         self._variants: dict[tuple, _Variant] = {}
         self._current: _Variant | None = None
+        #: The other ranks when this model runs on a simulated cluster (see :mod:`.cluster`).
+        self.cluster: RankGroup | None = None
+        #: The interconnect its collectives use (a cluster's has its size per server and slow links).
+        self.links = runtime.preset.links
         try:
             defaults = self.default_input_shapes() if self.dynamic else {}
             if defaults is not None:  # a dynamic graph without default shapes is built at its first inputs
@@ -437,6 +448,8 @@ class LoadedModel:
         describing a model costs a few microseconds per task when a collection starts.
         """
         v = variant or self._sync_epoch()
+        if v.task_info is not None and v.task_info[0] is v.table:
+            return v.task_info[1]
         t = v.table
         nodes = v.compiled.graph.nodes
         n = len(t)
@@ -475,8 +488,10 @@ class LoadedModel:
                 flags[i] = hf32_flag
         tensors = TensorColumns(counts, kinds, [_FORMAT_CODES[d.format] for d in descs],
                                 [_DTYPE_CODES[d.dtype] for d in descs], [d.shape for d in descs])
-        return LoadedTaskInfo(self.model_id, self.graph_id, v.compiled.graph.name, t.stream, t.task_id, t.rt_type,
+        info = LoadedTaskInfo(self.model_id, self.graph_id, v.compiled.graph.name, t.stream, t.task_id, t.rt_type,
                               names, types, ge_types, blocks, tensors, pmu, flags, mix, ctx)
+        v.task_info = (t, info)  # a replica (another rank) of this build describes it the same way
+        return info
 
     def _report_static(self, v: _Variant, flags: int) -> None:
         rt = self.runtime
@@ -550,14 +565,22 @@ class LoadedModel:
         t = v.table
         lib = msprof.lib
         name_ids = {n: lib.get_hash_id(n) for n in HCCL_SUBTASK_NAMES}
-        links = self.runtime.preset.links
-        for i in np.flatnonzero(t.rt_type == RtTaskType.HCCL):
-            node = v.compiled.graph.nodes[int(t.node[i])]
-            sub = hccl.ring_subtasks(node.type, v.compiled.costs[node.id].comm_bytes,
-                                     int(node.attrs.get("rank_size", 1)), self.runtime.rank, links, start[:, i],
-                                     dur[:, i], root_rank=int(node.attrs.get("root_rank", 0)))
-            lib.report_block("hccl_task", sub.records(v.connection_base + int(i), iterations, name_ids,
-                                                      int(t.stream[i])), self.runtime.device_id)
+        links = self.links
+        key = (self.runtime.rank, links)
+        laid_out = v.hccl_layouts.get(key)
+        if laid_out is None or laid_out[0] is not t:
+            tasks = np.flatnonzero(t.rt_type == RtTaskType.HCCL)
+            nodes = [v.compiled.graph.nodes[int(t.node[i])] for i in tasks]
+            layout = hccl.SubTaskLayout([(node.type, v.compiled.costs[node.id].comm_bytes,
+                                          int(node.attrs.get("rank_size", 1)), self.runtime.rank,
+                                          int(node.attrs.get("root_rank", 0))) for node in nodes], links)
+            laid_out = v.hccl_layouts[key] = (t, tasks, layout)
+        _, tasks, layout = laid_out
+        if not len(tasks):
+            return
+        for block in layout.records(start[:, tasks], dur[:, tasks], v.connection_base + tasks, iterations, name_ids,
+                                    t.stream[tasks]):  # one block per collective, as msprof gets them
+            lib.report_block("hccl_task", block, self.runtime.device_id)
 
     def _report_aicpu(self, v: _Variant, start: np.ndarray, dur: np.ndarray, iterations: np.ndarray) -> None:
         """AI CPU kernel details (compute / memcpy / dispatch split) of the steps."""
@@ -617,6 +640,8 @@ class LoadedModel:
         start = np.asarray(p.t0, np.int64)[:, None] + times.start[ks]
         iterations = np.asarray(p.iteration, np.int64)
         self._report_steps(v, p.flags, start, times.dur[ks], times.block_cycles[ks], iterations)
+        if self.cluster is not None:
+            self.cluster.report(v, p, ks, np.asarray(p.t0, np.int64), iterations)
         if p.timeline is not None:
             self._report_host(v, p.timeline, np.asarray(p.t0, np.int64) - LAUNCH_LATENCY_NS, p.flags, p.node_api)
 
@@ -625,6 +650,27 @@ class LoadedModel:
         for v in self._variants.values():
             self._flush(v)
         self.runtime.pending_models.discard(self)
+
+    def replica(self, runtime: DeviceRuntime) -> "LoadedModel":
+        """This model as another rank loads it on ``runtime``: the same builds (shared, read-only),
+        its own reporting state.  Only reports: the steps' times come from the :class:`RankGroup`."""
+        twin = object.__new__(LoadedModel)
+        twin.runtime, twin.graph, twin.graph_id = runtime, self.graph, self.graph_id
+        twin.single_op, twin.dynamic, twin.model_id, twin.streams = False, False, self.model_id, self.streams
+        twin._unload = weakref.finalize(twin, lambda: None)
+        twin.iterations, twin.cluster, twin.links = 0, None, self.links
+        twin._variants, twin._current = {}, None
+        return twin
+
+    def replica_variant(self, v: _Variant) -> _Variant:
+        """The replica's view of rank 0's build ``v`` (same task table and memory plan)."""
+        twin = self._variants.get(id(v))
+        if twin is None or twin.table is not v.table:
+            twin = self._variants[id(v)] = _Variant(v.compiled)
+            twin.table, twin.points_key, twin.memory_plan = v.table, v.points_key, v.memory_plan
+            twin.task_info = v.task_info
+            twin.table_epoch = self.runtime.epoch
+        return twin
 
     def unload(self) -> None:
         """Report what is pending, then free the model's ids (also happens at garbage collection)."""
@@ -646,8 +692,11 @@ class LoadedModel:
             timeline = v.timelines.get(host_costs.executor)
             if timeline is None:
                 timeline = v.timelines[host_costs.executor] = host_timeline(v.table, host_costs)
-        times, k = self._next_times(v, timeline)
         t0 = max(launch_ns + LAUNCH_LATENCY_NS, rt.free_at)
+        if self.cluster is not None:
+            times, k = self.cluster.next_times(v, t0)
+        else:
+            times, k = self._next_times(v, timeline)
         end = t0 + int(times.end[k])
         rt.free_at = end
         self.iterations += 1

@@ -26,6 +26,7 @@ from ..prof.options import ProfilingOptions, ProfilingOptionsError
 from ..prof.properties import BIT_GE_HOST, ProfilingProperties
 from ..prof.scope import GraphProfilingReporter
 from . import status as st
+from .cluster import MAX_RANKS, OPTION_FAULTS, OPTION_RANK_SIZE, OPTION_RANKS_PER_NODE, ClusterOptionError, ClusterSpec, RankGroup
 from .device import DEFAULT_DEVICE, PRESETS, get_device
 from .graph import DTYPE_ALIASES, DTYPES, Graph, GraphBuildError
 from .runtime import DEFAULT_SEED, GE_PROFILING_TO_STD_OUT, DeviceRuntime, LoadedModel, flush_host_profiler
@@ -56,6 +57,7 @@ class _GEState:
         self.executor_override: str | None = None
         self.clock_override: str | None = None
         self.device_override: str | None = None
+        self.ranks_override: int | None = None
         self.finalize_hooks: list = []
         self.last_graph: "weakref.ref[Graph] | None" = None
 
@@ -153,10 +155,14 @@ def _remember_graph(graph: Graph) -> None:
 
 def _check_settings(options: Mapping[str, Any]) -> str:
     """Validate the geprof.* options; return an error message ("" if fine)."""
+    known = (OPTION_CLOCK, OPTION_DEVICE, OPTION_EXECUTOR, OPTION_SEED, OPTION_RANKS_PER_NODE, OPTION_FAULTS)
     for key in options:
-        if key.startswith("geprof.") and key not in (OPTION_CLOCK, OPTION_DEVICE, OPTION_EXECUTOR, OPTION_SEED):
-            return (f"unknown option {key!r}; geprof options are {OPTION_CLOCK}, {OPTION_DEVICE}, "
-                    f"{OPTION_EXECUTOR}, {OPTION_SEED}")
+        if key.startswith("geprof.") and key not in known:
+            return f"unknown option {key!r}; geprof options are {', '.join(known)}"
+    try:
+        ClusterSpec.from_options(options, PRESETS[DEFAULT_DEVICE])
+    except ClusterOptionError as exc:
+        return f"option {exc}"
     if OPTION_CLOCK in options and options[OPTION_CLOCK] not in CLOCK_MODES:
         return f"option {OPTION_CLOCK}={options[OPTION_CLOCK]!r} is not valid; accepted: {', '.join(CLOCK_MODES)}"
     if OPTION_DEVICE in options and options[OPTION_DEVICE] not in PRESETS:
@@ -258,7 +264,7 @@ def device_runtime() -> DeviceRuntime | None:
 
 @contextlib.contextmanager
 def simulation_settings(executor: str | None = None, clock_mode: str | None = None,
-                        device: str | None = None) -> Iterator[None]:
+                        device: str | None = None, ranks: int | None = None) -> Iterator[None]:
     """Override the executor, clock and device preset for the duration of a block (the magic's
     ``--executor`` / ``--clock`` / ``--device``).
 
@@ -266,6 +272,8 @@ def simulation_settings(executor: str | None = None, clock_mode: str | None = No
     ``GEInitialize`` inside the block (it wins over the ``geprof.device``
     option).  If GE is already initialised on another device this raises
     ``ValueError`` (finalise GE first); on the same device it is a no-op.
+    ``ranks`` (the magic's ``--ranks``) is the ``ge.exec.rankSize`` of models
+    loaded inside the block (it wins over the session's option).
     """
     problem = _check_settings({k: v for k, v in ((OPTION_EXECUTOR, executor), (OPTION_CLOCK, clock_mode),
                                                  (OPTION_DEVICE, device)) if v})
@@ -275,7 +283,10 @@ def simulation_settings(executor: str | None = None, clock_mode: str | None = No
         raise ValueError(f"option {OPTION_DEVICE}={device!r}: GE is already initialised on "
                          f"{_state.runtime.preset.name} (a device preset is chosen at GEInitialize); call "
                          "ge.GEFinalize() first, or leave the device unset")
-    saved = _state.executor_override, _state.clock_override, _state.device_override, clock.mode
+    if ranks is not None and not (isinstance(ranks, int) and 1 <= ranks <= MAX_RANKS):
+        raise ValueError(f"{OPTION_RANK_SIZE}={ranks!r} is not valid; accepted: an integer in [1, {MAX_RANKS}]")
+    saved = (_state.executor_override, _state.clock_override, _state.device_override, _state.ranks_override,
+             clock.mode)
     if executor:
         _state.executor_override = executor
     if clock_mode:
@@ -283,10 +294,12 @@ def simulation_settings(executor: str | None = None, clock_mode: str | None = No
         clock.set_mode(clock_mode)
     if device:
         _state.device_override = device
+    if ranks is not None:
+        _state.ranks_override = ranks
     try:
         yield
     finally:
-        _state.executor_override, _state.clock_override, _state.device_override, mode = saved
+        _state.executor_override, _state.clock_override, _state.device_override, _state.ranks_override, mode = saved
         clock.set_mode(mode)
 
 
@@ -385,10 +398,33 @@ class Session:
             return st.SUCCESS, model
         try:
             model = LoadedModel(_state.runtime, self._graphs[graph_id], graph_id)
+            problem = self._join_cluster(model)
         except GraphBuildError as exc:
             return st.set_error(st.GE_GRAPH_INFERSHAPE_FAILED, f"BuildGraph {graph_id}: {exc}"), None
+        if problem:
+            model.unload()
+            return st.set_error(st.PARAM_INVALID, f"BuildGraph {graph_id}: {problem}"), None
         self._models[graph_id] = model
         return st.SUCCESS, model
+
+    def _join_cluster(self, model: LoadedModel) -> str:
+        """Run ``model`` on every rank of the cluster the options describe; an error message if it cannot."""
+        options = {**_state.options, **self.options}
+        if _state.ranks_override is not None:
+            options[OPTION_RANK_SIZE] = str(_state.ranks_override)
+        spec = ClusterSpec.from_options(options, model.runtime.preset)
+        if spec is None:
+            return ""
+        if model.dynamic:
+            return (f"{OPTION_RANK_SIZE}={spec.world_size}: the multi-rank simulation runs static graphs; "
+                    f"graph {model.graph.name!r} has dynamic shapes")
+        sizes = {int(n.attrs.get("rank_size", 1)) for n in model.graph.nodes if n.type.startswith("Hcom")}
+        if sizes - {spec.world_size}:
+            return (f"{OPTION_RANK_SIZE}={spec.world_size}, but graph {model.graph.name!r} was built for "
+                    f"world_size {sorted(sizes)[0]}; build it with world_size={spec.world_size}")
+        model.cluster = RankGroup(model, spec)
+        model.links = spec.links
+        return ""
 
     def _select_inputs(self, model: LoadedModel, inputs: list[Any], api: str) -> st.Status:
         """Check ``inputs`` against the graph's Data nodes; pick the build for their shapes."""

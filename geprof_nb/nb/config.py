@@ -19,6 +19,7 @@ from typing import Any, Callable
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments, parse_argstring
 
+from ..ge.cluster import MAX_RANKS
 from ..ge.device import DEFAULT_DEVICE, PRESETS
 from ..ge.session import DEFAULT_EXECUTOR, EXECUTORS
 from ..prof.clock import CLOCK_MODES
@@ -111,11 +112,14 @@ SIMULATION_FLAGS = [
 PROFILING_FIELDS = tuple(field for _, field, _, _ in PROFILING_FLAGS)
 SIMULATION_FIELDS = tuple(field for _, field, _ in SIMULATION_FLAGS)
 SCHEDULE_FIELD_NAMES = tuple(field for field, _ in SCHEDULE_FIELDS)
+#: Ranks simulated together (``ge.exec.rankSize``); 0: as the session's options say.
+RANKS_FIELD = "ranks"
 #: Every field a flag line / the options panel sets, in flag-line order.
-CONFIG_FIELDS = PROFILING_FIELDS + SIMULATION_FIELDS + SCHEDULE_FIELD_NAMES
+CONFIG_FIELDS = PROFILING_FIELDS + SIMULATION_FIELDS + (RANKS_FIELD,) + SCHEDULE_FIELD_NAMES
 FLAG_OF: dict[str, str] = {field: flag for flag, field, _, _ in PROFILING_FLAGS}
 FLAG_OF.update({field: flag for flag, field, _ in SIMULATION_FLAGS})
 FLAG_OF.update({field: flag for field, flag in SCHEDULE_FIELDS})
+FLAG_OF[RANKS_FIELD] = "--ranks"
 #: Flags of a line that belong to one cell, not to the defaults.
 CELL_ONLY = {"name": "-o", "no_display": "--no-display"}
 
@@ -139,6 +143,10 @@ def cell_flags(func: Callable) -> Callable:
         argument("--device", choices=list(PRESETS), default=None, action=_SetOnce,
                  help="device preset (GE option geprof.device) for a GE initialised in the cell "
                       f"(default: {DEFAULT_DEVICE})"),
+        argument("--ranks", type=_count_type("--ranks"), default=None, action=_SetOnce, metavar="N",
+                 help="simulate N ranks together (GE option ge.exec.rankSize), one run directory each under "
+                      "CLUSTER_*/rank_<r>/; the graph must be built with world_size=N (default: 0 = as the "
+                      "session's options say)"),
         argument_group("step schedule (torch.profiler.schedule)"),
         argument("--skip-first", dest="skip_first", type=_count_type("--skip-first"), default=None, action=_SetOnce,
                  metavar="N",
@@ -176,6 +184,9 @@ def parse_flags(func: Callable, line: str) -> argparse.Namespace:
     one and the list of flags (argparse alone says only "unrecognized arguments")."""
     try:
         return parse_argstring(func, line)
+    except ValueError as exc:  # IPython's arg_split (shlex) on an unmatched quote
+        raise UsageError(f"the flag line cannot be split into words ({exc}); accepted: flags and values without "
+                         "quotes") from None
     except UsageError as exc:
         text = str(exc)
         if not text.startswith("unrecognized arguments:"):
@@ -194,6 +205,7 @@ def builtin_defaults() -> dict[str, Any]:
     values.update(MAGIC_DEFAULTS)
     values.update({field: "" for field in SIMULATION_FIELDS})
     values.update({field: 0 for field in SCHEDULE_FIELD_NAMES})
+    values[RANKS_FIELD] = 0
     return values
 
 
@@ -239,7 +251,7 @@ def validate_config_field(field: str, value: Any) -> Any:
             raise ConfigError(field, f"{value!r} is not valid; accepted: {', '.join(accepted)} (or empty: "
                                      "as GE is initialised)")
         return value
-    if field in SCHEDULE_FIELD_NAMES:
+    if field in SCHEDULE_FIELD_NAMES or field == RANKS_FIELD:
         try:
             n = int(value)
         except (TypeError, ValueError):
@@ -248,6 +260,8 @@ def validate_config_field(field: str, value: Any) -> Any:
             raise ConfigError(field, f"{value!r} is not a whole number; accepted: 0, 1, 2, ...")
         if n < 0:
             raise ConfigError(field, f"{n} is negative; accepted: 0, 1, 2, ...")
+        if field == RANKS_FIELD and n > MAX_RANKS:
+            raise ConfigError(field, f"{n} is too many; accepted: 0 (as the session says) to {MAX_RANKS}")
         return n
     raise ConfigError(field, f"unknown field; known: {', '.join(CONFIG_FIELDS)}")
 
@@ -378,7 +392,7 @@ class CellSettings:
 
     def simulation(self) -> dict[str, str | None]:
         return {"executor": self.values["executor"] or None, "clock_mode": self.values["clock"] or None,
-                "device": self.values["device"] or None}
+                "device": self.values["device"] or None, "ranks": self.values[RANKS_FIELD] or None}
 
 
 def cell_settings(args: argparse.Namespace, store: ConfigStore | None) -> CellSettings:

@@ -48,6 +48,7 @@ HELP.update({
     "executor": f"GE executor (default: as GE is initialised, {DEFAULT_EXECUTOR})",
     "clock": "real: host time is wall time; virtual: runs repeat exactly (default: as GE is initialised, real)",
     "device": f"device preset for a GE initialised in the cell (default: {DEFAULT_DEVICE})",
+    "ranks": "ranks simulated together, one run directory each (0: as the session's options say)",
     "skip_first": "steps not profiled at the start",
     "wait": "steps off at the start of each cycle",
     "warmup": "steps collected and discarded before the active ones",
@@ -58,7 +59,7 @@ SECTIONS = (
     ("What to collect", ("task_trace", "aic_metrics", "training_trace", "fp_point", "bp_point")),
     ("More layers", ("hccl", "aicpu", "msproftx", "runtime_api", "task_memory", "ge_api")),
     ("Where", ("output", "storage_limit")),
-    ("Simulation", ("executor", "clock", "device")),
+    ("Simulation", ("executor", "clock", "device", "ranks")),
     ("Step schedule (torch.profiler.schedule; a step is one run_graph / aclmdlExecute)", SCHEDULE_FIELD_NAMES),
 )
 assert sorted(f for _, fs in SECTIONS for f in fs) == sorted(CONFIG_FIELDS)
@@ -139,7 +140,7 @@ class ConfigPanel:
         if field == "device":
             return widgets.Dropdown(options=[("as initialised", "")] + [(name, name) for name in PRESETS],
                                     value=value, layout=widgets.Layout(width="22em"))
-        if field in SCHEDULE_FIELD_NAMES:
+        if field in SCHEDULE_FIELD_NAMES or field == "ranks":
             return widgets.IntText(value=value, continuous_update=False, layout=widgets.Layout(width="7em"))
         raise KeyError(field)
 

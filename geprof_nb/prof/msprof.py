@@ -15,6 +15,7 @@ Collection is switched on and off by *commands* sent to registered modules
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -26,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -143,6 +144,15 @@ def hash_id(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
 
+_cached_hash_id = functools.lru_cache(maxsize=1 << 16)(hash_id)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _hash_line(text: str) -> str:
+    """The hash dictionary's line of a string; the ranks of a simulated cluster write the same ones."""
+    return json.dumps({"id": str(hash_id(text)), "s": text}) + "\n"
+
+
 class Msprof:
     """One msprof instance per process: run directory, buffers, hash dictionary, control."""
 
@@ -167,6 +177,9 @@ class Msprof:
         self.discarding = False
         self._discarded = 0
         self._hash_line_open = False  # a failed hash-dictionary write left a partial line
+        self._finalize_hooks: list[Callable[[Path, str, str], Path | None]] = []
+        self._info_deferred = False
+        self._info_dirty = False
 
     # ------------------------------------------------------------------ state
     @property
@@ -174,8 +187,13 @@ class Msprof:
         """A run directory is open (between init and finalize)."""
         return self.run_dir is not None
 
-    def init(self, output: str | os.PathLike, options: dict | None = None, mode: str = "ge_options") -> Path:
-        """Open a new run directory under ``output``; collection starts with :meth:`start`."""
+    def init(self, output: str | os.PathLike, options: dict | None = None, mode: str = "ge_options",
+             restart_clock: bool = True) -> Path:
+        """Open a new run directory under ``output``; collection starts with :meth:`start`.
+
+        ``restart_clock=False`` keeps the process clock running: the other ranks of a
+        simulated cluster open their runs mid-way and share rank 0's clock.
+        """
         with self._lock:
             if self.running:
                 raise RuntimeError(f"msprof is already collecting into {self.run_dir}")
@@ -191,7 +209,8 @@ class Msprof:
                     break
                 except FileExistsError:
                     seq += 1
-            clock.restart()
+            if restart_clock:
+                clock.restart()
             self.run_serial += 1
             self.run_dir = run_dir.resolve()
             self.options = dict(options or {})
@@ -293,9 +312,34 @@ class Msprof:
             self._info["end_ns"] = clock.now_ns()
             self._write_info()
             run_dir, self.run_dir = self.run_dir, None
+            hooks, self._finalize_hooks = self._finalize_hooks, []
+        for hook in hooks:  # e.g. a simulated cluster closes its other ranks and files this one under rank_0/
+            run_dir = hook(run_dir, status, note) or run_dir
+        with self._lock:
             self.last_run_dir = run_dir
             self.switch = 0
             return run_dir
+
+    @contextlib.contextmanager
+    def info_batch(self) -> Iterator[None]:
+        """Write info.json once for all the metadata set inside the block (a simulated cluster
+        describes a thousand ranks' runs; one write each instead of ten)."""
+        with self._lock:
+            self._info_deferred = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._info_deferred = False
+                if self._info_dirty and self.running:
+                    self._info_dirty = False
+                    self._write_info()
+
+    def on_finalize(self, hook: Callable[[Path, str, str], Path | None]) -> None:
+        """Call ``hook(run_dir, status, note)`` once this run is finalised; it may move the run
+        directory and return where it now is (what :meth:`finalize` then returns)."""
+        with self._lock:
+            self._finalize_hooks.append(hook)
 
     # --------------------------------------------------------------- discarding
     def begin_discard(self) -> None:
@@ -376,6 +420,9 @@ class Msprof:
         job it profiles because its own files cannot be written.
         """
         assert self.run_dir is not None
+        if self._info_deferred and not strict:
+            self._info_dirty = True
+            return
         tmp = self.run_dir / (rawdata.INFO_FILE + ".tmp")
         try:
             tmp.write_text(json.dumps(self._info, indent=1, default=str))
@@ -401,7 +448,7 @@ class Msprof:
     def get_hash_id(self, text: str) -> int:
         h = self._hashes.get(text)
         if h is None:
-            h = hash_id(text)
+            h = _cached_hash_id(text)
             with self._lock:
                 self._hashes[text] = h
                 self._unsaved_hashes.append((h, text))
@@ -462,7 +509,7 @@ class Msprof:
             if not self._unsaved_hashes or self.run_dir is None:
                 return
             pending = self._unsaved_hashes
-            lines = "".join(json.dumps({"id": str(h), "s": s}) + "\n" for h, s in pending)
+            lines = "".join(_hash_line(s) for _, s in pending)
             if self._hash_line_open:  # end the line a failed write cut off, so only that line is damaged
                 lines = "\n" + lines
             self._unsaved_hashes = []
@@ -545,6 +592,22 @@ class Msprof:
 
 #: The process-wide msprof library.
 lib = Msprof()
+
+
+@contextlib.contextmanager
+def reporting_to(instance: Msprof) -> Iterator[Msprof]:
+    """Make ``instance`` the process's msprof library (``msprof.lib``) for a block.
+
+    The collectors report through ``msprof.lib``; a simulated cluster points it
+    at one rank's library while that rank's device records are reported.  The
+    main thread only: other threads reporting meanwhile would land in that rank.
+    """
+    global lib
+    saved, lib = lib, instance
+    try:
+        yield instance
+    finally:
+        lib = saved
 
 
 # ------------------------------------------------------- C-named entry points

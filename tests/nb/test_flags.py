@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 import geprof_nb
@@ -108,7 +109,7 @@ def api_names(profile, level: str | None = None) -> dict[str, int]:
 PROFILING = {"--output", "--training-trace", "--task-trace", "--fp-point", "--bp-point", "--hccl", "--aicpu",
              "--aic-metrics", "--msproftx", "--ge-api", "--runtime-api", "--task-memory", "--storage-limit"}
 #: ... and the magic's own flags tested here.
-MAGIC = {"--executor", "--clock", "-o", "--no-display"}
+MAGIC = {"--executor", "--clock", "--ranks", "-o", "--no-display"}
 
 
 def test_every_profiling_option_flag_is_tested_here():
@@ -468,3 +469,19 @@ def test_no_display_shows_nothing_but_still_binds(ip):
     assert "Op Name" in shown.shown_html and "loss/xentropy" in shown.shown
     assert hidden.outputs == []
     assert ip.user_ns["quiet"] is hidden.profile and len(hidden.profile.op_summary) > 0
+
+
+# -------------------------------------------------------------------------------------- --ranks
+def test_ranks_simulates_every_rank_with_a_run_directory_each(ip, tmp_path):
+    cell = CELL.replace("world_size=2", "world_size=4")
+    run4 = run(ip, f"--ranks 4 --hccl on --output {tmp_path / 'c'}", cell=cell)
+    cluster = run4.profile
+    assert list(cluster.ranks) == [0, 1, 2, 3] and cluster.path.name.startswith("CLUSTER_")
+    assert cluster.path.parent == (tmp_path / "c").resolve()
+    for r, p in cluster.ranks.items():
+        assert p.info["cluster"]["rank"] == r and len(p.step_trace) == STEPS
+        assert set(p.hccl_tasks["Src Rank"]) | set(p.hccl_tasks["Dst Rank"]) <= {0, 1, 2, 3}
+    single = run(ip, f"--hccl on --output {tmp_path / 's'}", cell=CELL).profile
+    assert single.path.name.startswith("PROF_")  # without --ranks, one device as before
+    with pytest.raises(UsageError, match="is not a whole number"):
+        run(ip, "--ranks x", cell=cell)

@@ -62,7 +62,7 @@ def _newest(runs: list[Path]) -> Path:
     return max(runs, key=key)
 
 
-def _cluster(path: Path, device_id: int) -> ClusterProfile | None:
+def _cluster(path: Path, device_id: int | None) -> ClusterProfile | None:
     """Several ranks under ``path``: ``*_ascend_pt`` dirs with distinct ranks, or ``rank<N>`` dirs."""
     children = sorted(c for c in path.iterdir() if c.is_dir())
     by_rank: dict[int, list[Path]] = {}
@@ -76,22 +76,23 @@ def _cluster(path: Path, device_id: int) -> ClusterProfile | None:
             chosen[r] = _newest(dirs)
             if len(dirs) > 1:
                 notes.append(f"rank {r}: {len(dirs)} runs; read the newest, {chosen[r].name}")
-        return ClusterProfile(path, {r: _open(d, "ascend_pt", device_id) for r, d in chosen.items()}, notes)
+        return ClusterProfile(path, {r: _open(d, "ascend_pt", device_id or 0) for r, d in chosen.items()}, notes)
     ranks = {int(m.group(1)): c for c in children if (m := _RANK_DIR.fullmatch(c.name))}
     if len(ranks) >= 2:
         return ClusterProfile(path, {r: load(d, device_id) for r, d in sorted(ranks.items())}, notes)
     return None
 
 
-def load_path(path: Path, device_id: int = 0) -> Profile | ClusterProfile:
-    """The Profile (or ClusterProfile) of a directory in a known foreign layout."""
+def load_path(path: Path, device_id: int | None = None) -> Profile | ClusterProfile:
+    """The Profile (or ClusterProfile) of a directory in a known foreign layout (``device_id``:
+    default 0; a cluster's ranks each default to their own device)."""
     path = Path(path)
     if not path.is_dir():
         raise ImportFormatError(f"{path}: not a directory; pass a run directory (PROF_*, *_ascend_pt, "
                                 "mindstudio_profiler_output, a .geprof_parquet export or a directory of them)")
     layout = _layout(path)
     if layout is not None:
-        return _open(path, layout, device_id)
+        return _open(path, layout, device_id or 0)
     cluster = _cluster(path, device_id)
     if cluster is not None:
         return cluster
@@ -103,4 +104,4 @@ def load_path(path: Path, device_id: int = 0) -> Profile | ClusterProfile:
             f"{ASCEND_OUTPUT}/ (torch_npu), a .geprof_parquet export, or a directory of those")
     newest = _newest([c for c, _ in runs])
     notes = [f"{path} holds {len(runs)} runs; this is the newest, {newest.name}"] if len(runs) > 1 else []
-    return _open(newest, dict(runs)[newest], device_id, notes)
+    return _open(newest, dict(runs)[newest], device_id or 0, notes)

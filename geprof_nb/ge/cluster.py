@@ -1,0 +1,420 @@
+"""Several ranks of a data-parallel job simulated together, one run directory per rank.
+
+A session with ``ge.exec.rankSize`` > 1 (or ``%%geprof --ranks N``) runs every
+static model on all ranks at once.  The ranks share the process's clock and
+the model's task list; each has its own device timeline:
+
+* compute tasks of a rank take their own (jittered) time, times the rank's
+  slow-card factor;
+* a collective starts on each rank when that rank gets to it, and ends on every
+  rank at the same moment: the slowest rank's arrival plus the transfer time of
+  the algorithm (:mod:`.hccl`: a ring inside a server, hierarchical across
+  servers of ``ranks_per_node``).  An early rank's extra time is the leading
+  ``Notify_Wait`` of its HCCL sub-tasks, which is what msprof-analyze reports as
+  wait time;
+* a rank starts a step when the host launches it and its device is free, plus
+  its injected delays (host launch jitter, a data loader stall every k steps).
+
+Steps are computed for all ranks with numpy (rows are ranks), one step at a
+time because each step starts where the previous one left every rank.  Rank 0 is
+the process's own device: its host layers (API, GE host, mstx) and device data
+go through ``msprof.lib`` as for a single device.  Every other rank reports its
+device data (task log, step trace, static task info, memory, HCCL, AI CPU) to a
+library of its own, under ``<output>/CLUSTER_<time>_<tag>/rank_<r>/PROF_*``; at
+finalize rank 0's run joins them as ``rank_0/``, so the cluster root is what
+``geprof_nb.load`` reads as a ``ClusterProfile``.
+
+Faults for what-if studies (:class:`Faults`, GE option ``geprof.faults`` as JSON):
+``{"slow_ranks": {"3": 1.3}, "slow_links": {"0-1": 0.5}, "host_jitter_us": {"5": 300},
+"loader_stall": {"every": 10, "us": 5000, "ranks": [2]}}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import shutil
+import string
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from ..prof import msprof
+from ..prof.msprof import Msprof
+from ..prof.rawdata import RtTaskType
+from . import hccl
+from .compiler import EVENT_WAIT_MIN_NS, TaskTable
+from .device import DevicePreset
+from .schedule import JITTER_CLIP, StepTimes, StreamSchedule
+
+if TYPE_CHECKING:
+    from .runtime import DeviceRuntime, LoadedModel, _Pending, _Variant
+
+OPTION_RANK_SIZE = "ge.exec.rankSize"
+OPTION_RANKS_PER_NODE = "geprof.ranksPerNode"
+OPTION_FAULTS = "geprof.faults"
+DEFAULT_RANKS_PER_NODE = 8
+MAX_RANKS = 65_536
+#: Task times kept per batch of steps ([steps, ranks, tasks] int64 x 3): bounds memory at large rank counts.
+BATCH_ELEMENTS = 1 << 21
+_COMPUTE_TYPES = (RtTaskType.KERNEL_AICORE, RtTaskType.KERNEL_AIVEC, RtTaskType.KERNEL_MIX_AIC, RtTaskType.KERNEL_MIX_AIV,
+                  RtTaskType.KERNEL_AICPU)
+
+
+class ClusterOptionError(ValueError):
+    """A cluster option has a bad value: the message names the field and what is accepted."""
+
+
+def _rank(value: Any, field: str, world_size: int) -> int:
+    try:
+        r = int(value)
+    except (TypeError, ValueError):
+        raise ClusterOptionError(f"{field}: rank {value!r} is not an integer; accepted: 0 .. {world_size - 1}") from None
+    if not 0 <= r < world_size:
+        raise ClusterOptionError(f"{field}: rank {r} is out of range; accepted: 0 .. {world_size - 1}")
+    return r
+
+
+def _number(value: Any, field: str, low: float, high: float, what: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ClusterOptionError(f"{field}: {value!r} is not a number; accepted: {what}") from None
+    if not (low <= x <= high) or x != x:
+        raise ClusterOptionError(f"{field}: {x:g} is out of range; accepted: {what}")
+    return x
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Injected faults of a simulated cluster (all optional)."""
+
+    #: rank -> compute time factor (1.3: its kernels take 30% longer).
+    slow_ranks: tuple[tuple[int, float], ...] = ()
+    #: (src rank, dst rank, bandwidth factor in (0, 1]): a degraded link.
+    slow_links: tuple[tuple[int, int, float], ...] = ()
+    #: rank -> standard deviation of an extra host launch delay per step (us, half-normal).
+    host_jitter_us: tuple[tuple[int, float], ...] = ()
+    #: every ``loader_every`` steps the data loader stalls ``loader_stall_us`` on ``loader_ranks`` (all if empty).
+    loader_every: int = 0
+    loader_stall_us: float = 0.0
+    loader_ranks: tuple[int, ...] = ()
+
+    @classmethod
+    def parse(cls, value: "str | Mapping[str, Any] | Faults | None", world_size: int) -> "Faults":
+        """Faults from the ``geprof.faults`` option (JSON text or a dict); ClusterOptionError names the field."""
+        if value is None or value == "":
+            return cls()
+        if isinstance(value, Faults):
+            spec = value.to_dict()
+        elif isinstance(value, str):
+            try:
+                spec = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ClusterOptionError(f"{OPTION_FAULTS}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                                         'accepted: e.g. {"slow_ranks": {"3": 1.3}}') from None
+        else:
+            spec = value
+        if not isinstance(spec, Mapping):
+            raise ClusterOptionError(f"{OPTION_FAULTS}: expected a JSON object, got {type(spec).__name__}")
+        known = ("slow_ranks", "slow_links", "host_jitter_us", "loader_stall")
+        unknown = [k for k in spec if k not in known]
+        if unknown:
+            raise ClusterOptionError(f"{OPTION_FAULTS}: unknown field {unknown[0]!r}; accepted: {', '.join(known)}")
+
+        def mapping(field: str) -> Mapping:
+            m = spec.get(field) or {}
+            if not isinstance(m, Mapping):
+                raise ClusterOptionError(f"{OPTION_FAULTS}.{field}: expected an object {{rank: value}}, "
+                                         f"got {type(m).__name__}")
+            return m
+
+        slow = tuple(sorted((_rank(r, f"{OPTION_FAULTS}.slow_ranks", world_size),
+                             _number(f, f"{OPTION_FAULTS}.slow_ranks[{r}]", 0.1, 100.0, "a factor in [0.1, 100]"))
+                            for r, f in mapping("slow_ranks").items()))
+        jitter = tuple(sorted((_rank(r, f"{OPTION_FAULTS}.host_jitter_us", world_size),
+                               _number(us, f"{OPTION_FAULTS}.host_jitter_us[{r}]", 0.0, 1e7, "microseconds >= 0"))
+                              for r, us in mapping("host_jitter_us").items()))
+        links = []
+        raw_links = spec.get("slow_links") or {}
+        items = raw_links.items() if isinstance(raw_links, Mapping) else (
+            (f"{e[0]}-{e[1]}", e[2]) if isinstance(e, (list, tuple)) and len(e) == 3 else (e, None) for e in raw_links)
+        for key, factor in items:
+            field = f"{OPTION_FAULTS}.slow_links[{key!r}]"
+            parts = str(key).split("-")
+            if len(parts) != 2:
+                raise ClusterOptionError(f"{field}: expected 'src-dst' ranks (or [src, dst, factor])")
+            src, dst = (_rank(p, field, world_size) for p in parts)
+            links.append((src, dst, _number(factor, field, 1e-3, 1.0, "a bandwidth factor in (0, 1]")))
+        stall = spec.get("loader_stall") or {}
+        if not isinstance(stall, Mapping):
+            raise ClusterOptionError(f"{OPTION_FAULTS}.loader_stall: expected an object "
+                                     '{"every": k, "us": t, "ranks": [..]}')
+        every = int(_number(stall.get("every", 0), f"{OPTION_FAULTS}.loader_stall.every", 0, 1e9, "steps >= 0"))
+        stall_us = _number(stall.get("us", 0), f"{OPTION_FAULTS}.loader_stall.us", 0.0, 1e8, "microseconds >= 0")
+        ranks = tuple(sorted(_rank(r, f"{OPTION_FAULTS}.loader_stall.ranks", world_size)
+                             for r in stall.get("ranks", ())))
+        return cls(slow, tuple(sorted(links)), jitter, every, stall_us, ranks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (what ``parse`` reads and ``info.json`` records)."""
+        out: dict[str, Any] = {}
+        if self.slow_ranks:
+            out["slow_ranks"] = {str(r): f for r, f in self.slow_ranks}
+        if self.slow_links:
+            out["slow_links"] = {f"{a}-{b}": f for a, b, f in self.slow_links}
+        if self.host_jitter_us:
+            out["host_jitter_us"] = {str(r): us for r, us in self.host_jitter_us}
+        if self.loader_every:
+            out["loader_stall"] = {"every": self.loader_every, "us": self.loader_stall_us,
+                                   "ranks": list(self.loader_ranks)}
+        return out
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """How many ranks, how they are grouped into servers, the interconnect and the faults."""
+
+    world_size: int
+    ranks_per_node: int
+    links: hccl.Links
+    faults: Faults
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], preset: DevicePreset) -> "ClusterSpec | None":
+        """The cluster of a session's (or GE's) options; ``None`` for one rank."""
+        raw = options.get(OPTION_RANK_SIZE)
+        if raw in (None, "", 1, "1"):
+            return None
+        world = int(_number(raw, OPTION_RANK_SIZE, 1, MAX_RANKS, f"an integer in [1, {MAX_RANKS}]"))
+        if world != float(raw):
+            raise ClusterOptionError(f"{OPTION_RANK_SIZE}: {raw!r} is not an integer; accepted: 1 .. {MAX_RANKS}")
+        if world == 1:
+            return None
+        per_node = int(_number(options.get(OPTION_RANKS_PER_NODE, DEFAULT_RANKS_PER_NODE), OPTION_RANKS_PER_NODE,
+                               1, 64, "an integer in [1, 64]"))
+        faults = Faults.parse(options.get(OPTION_FAULTS), world)
+        links = dataclasses.replace(preset.links, ranks_per_node=per_node, slow_links=faults.slow_links)
+        return cls(world, per_node, links, faults)
+
+    def info(self) -> dict[str, Any]:
+        return {"world_size": self.world_size, "ranks_per_node": self.ranks_per_node,
+                "faults": self.faults.to_dict()}
+
+
+class RankSchedule:
+    """Times of one step of a task table on every rank, collectives synchronised (rows are ranks)."""
+
+    def __init__(self, table: TaskTable, spec: ClusterSpec, transfer_ns: np.ndarray) -> None:
+        self.table = table
+        self.spec = spec
+        self.segments = StreamSchedule._segments(table)
+        self.jittered = table.sigma > 0
+        self.sync = table.rt_type == RtTaskType.HCCL
+        self.transfer_ns = transfer_ns  # [T], the algorithm's time of each collective (0 elsewhere)
+        self.compute = np.isin(table.rt_type, _COMPUTE_TYPES)
+        slow = np.ones(spec.world_size)
+        for r, f in spec.faults.slow_ranks:
+            slow[r] = f
+        self.slow = slow
+
+    def step(self, offsets: np.ndarray, rng: np.random.Generator) -> StepTimes:
+        """Task times of one step on every rank, relative to the step's launch; ``offsets`` [R] is when
+        each rank can start (its device busy, its injected delays)."""
+        t = self.table
+        ranks, n = len(offsets), len(t)
+        factor = np.ones((ranks, n))
+        m = int(self.jittered.sum())
+        if m:
+            noise = np.exp(rng.standard_normal((ranks, m)) * t.sigma[self.jittered])
+            factor[:, self.jittered] = np.clip(noise, *JITTER_CLIP)
+        factor[:, self.compute] *= self.slow[:, None]
+        dur = t.base_ns + np.rint(t.var_ns * factor).astype(np.int64)
+        cycles = np.rint(t.block_cycles * np.minimum(factor, JITTER_CLIP[1])).astype(np.int64)
+        start = np.empty((ranks, n), np.int64)
+        free: dict[int, np.ndarray] = {}
+        event_time: dict[int, np.ndarray] = {}
+        for seg in self.segments:
+            base = free.get(seg.stream, offsets)
+            d = dur[:, seg.tasks]
+            if seg.wait_event >= 0:
+                d[:, 0] = np.maximum(event_time[seg.wait_event] - base, 0) + EVENT_WAIT_MIN_NS
+            ends = np.empty_like(d)
+            cuts = np.flatnonzero(self.sync[seg.tasks])
+            begin, prev = 0, base
+            for cut in [*cuts.tolist(), len(seg.tasks)]:
+                if cut > begin:  # plain tasks: a cumulative sum from where the rank is
+                    ends[:, begin:cut] = prev[:, None] + np.cumsum(d[:, begin:cut], axis=1)
+                    prev = ends[:, cut - 1]
+                if cut < len(seg.tasks):  # a collective: everyone ends at the last arrival + transfer
+                    finish = prev.max() + int(self.transfer_ns[seg.tasks[cut]])
+                    d[:, cut] = finish - prev
+                    ends[:, cut] = finish
+                    prev = ends[:, cut]
+                    begin = cut + 1
+            dur[:, seg.tasks] = d
+            start[:, seg.tasks] = ends - d
+            for pos, ev in seg.records:
+                event_time[ev] = ends[:, pos]
+            free[seg.stream] = ends[:, -1]
+        end = np.max(np.stack(list(free.values())), axis=0) if free else offsets.copy()
+        return StepTimes(start, dur, cycles, end)
+
+
+class _RankRun:
+    """One rank's msprof library and device for the current run directory."""
+
+    def __init__(self, lib: Msprof, runtime: "DeviceRuntime") -> None:
+        self.lib = lib
+        self.runtime = runtime
+        self.models: dict[int, "LoadedModel"] = {}  # id(rank 0's model) -> this rank's replica
+
+
+class RankGroup:
+    """The other ranks of one loaded model: their step times and their reporting."""
+
+    def __init__(self, model: "LoadedModel", spec: ClusterSpec) -> None:
+        self.model = model
+        self.spec = spec
+        self.rng = np.random.default_rng(model.runtime.seed + 7919)
+        self.schedules: dict[int, RankSchedule] = {}  # id(table) -> schedule
+        self.times: StepTimes | None = None  # [K, R, T] of the current batch
+        self.prev_end_abs: np.ndarray | None = None  # [R] when each rank's device was last busy until
+
+    # ------------------------------------------------------------------ times
+    def _schedule(self, v: "_Variant") -> RankSchedule:
+        table = v.table
+        sched = self.schedules.get(id(table))
+        if sched is None or sched.table is not table:
+            nodes = v.compiled.graph.nodes
+            transfer = np.zeros(len(table), np.int64)
+            for i in np.flatnonzero(table.rt_type == RtTaskType.HCCL):
+                node = nodes[int(table.node[i])]
+                transfer[i] = hccl.collective_duration_ns(node.type, v.compiled.costs[node.id].comm_bytes,
+                                                          self.spec.world_size, self.spec.links)
+            sched = self.schedules[id(table)] = RankSchedule(table, self.spec, transfer)
+        return sched
+
+    def _delays(self, iteration: int) -> np.ndarray:
+        """Each rank's injected delay (ns) before it starts step ``iteration`` (from 1)."""
+        f = self.spec.faults
+        delay = np.zeros(self.spec.world_size)
+        for r, sd in f.host_jitter_us:
+            delay[r] += abs(self.rng.standard_normal()) * sd * 1e3
+        if f.loader_every and iteration % f.loader_every == 0:
+            delay[list(f.loader_ranks) if f.loader_ranks else slice(None)] += f.loader_stall_us * 1e3
+        return np.rint(delay).astype(np.int64)
+
+    def next_times(self, v: "_Variant", t0: int) -> tuple[StepTimes, int]:
+        """Compute the next step on every rank; returns rank 0's batch and the step's index in it
+        (the model's ``_next_times`` contract)."""
+        from .runtime import _Batch
+
+        model = self.model
+        ranks, n = self.spec.world_size, len(v.table)
+        b = v.batch
+        if b is None or b.next >= len(b.times.end) or self.times is None or self.times.start.shape[2] != n:
+            model._flush(v)
+            k = max(1, min(64, BATCH_ELEMENTS // max(1, ranks * n)))
+            self.times = StepTimes(np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks, n), np.int64),
+                                   np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks), np.int64))
+            tt = self.times
+            b = v.batch = _Batch(StepTimes(tt.start[:, 0], tt.dur[:, 0], tt.block_cycles[:, 0], tt.end[:, 0]))
+        k = b.next
+        busy = np.zeros(ranks, np.int64) if self.prev_end_abs is None else np.maximum(self.prev_end_abs - t0, 0)
+        step = self._schedule(v).step(busy + self._delays(model.iterations + 1), self.rng)
+        tt = self.times
+        tt.start[k], tt.dur[k], tt.block_cycles[k], tt.end[k] = step.start, step.dur, step.block_cycles, step.end
+        self.prev_end_abs = t0 + step.end
+        b.next += 1
+        return b.times, k
+
+    # -------------------------------------------------------------- reporting
+    def report(self, v: "_Variant", pending: "_Pending", ks: np.ndarray, t0: np.ndarray,
+               iterations: np.ndarray) -> None:
+        """Report the pending steps of every rank but 0 (rank 0 reported them as the process's device)."""
+        assert self.times is not None
+        if msprof.lib.discarding:  # a step schedule's warmup window: no rank keeps it
+            return
+        switch = msprof.lib.switch
+        runs = cluster_runs.ranks(self.spec, self.model.runtime)
+        tt = self.times
+        for r, run in runs.items():
+            replica = run.models.get(id(self.model))
+            if replica is None:
+                replica = run.models[id(self.model)] = self.model.replica(run.runtime)
+            rv = replica.replica_variant(v)
+            with msprof.reporting_to(run.lib), run.lib.info_batch():
+                if not run.lib.started:
+                    run.lib.start(switch)
+                replica._report_steps(rv, pending.flags, t0[:, None] + tt.start[ks, r], tt.dur[ks, r],
+                                      tt.block_cycles[ks, r], iterations)
+            run.lib.flush()  # a thousand ranks' buffers would not fit in memory until the end
+
+
+def _cluster_dir_name() -> str:
+    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
+    return f"CLUSTER_{stamp}_{''.join(random.choices(string.ascii_uppercase, k=8))}"
+
+
+class ClusterRuns:
+    """The other ranks' run directories of the current msprof run (one set per run of rank 0)."""
+
+    def __init__(self) -> None:
+        self.serial = -1
+        self.root: Path | None = None
+        self.spec: ClusterSpec | None = None
+        self.runs: dict[int, _RankRun] = {}
+
+    def ranks(self, spec: ClusterSpec, runtime: "DeviceRuntime") -> dict[int, _RankRun]:
+        """Open (once per run of rank 0) a library and a device per rank, under the cluster root."""
+        lib0 = msprof.lib
+        if self.serial == lib0.run_serial and self.spec == spec:
+            return self.runs
+        if self.serial == lib0.run_serial and self.spec is not None:
+            raise ClusterOptionError(f"one profiling run holds one cluster: this run already simulates "
+                                     f"{self.spec.world_size} ranks; finish it before running {spec.world_size}")
+        from .runtime import DeviceRuntime
+
+        assert lib0.run_dir is not None
+        self.serial, self.spec, self.runs = lib0.run_serial, spec, {}
+        self.root = lib0.run_dir.parent / _cluster_dir_name()
+        self.root.mkdir()
+        info = spec.info()
+        lib0.set_run_info("cluster", {"rank": 0, **info, "root": str(self.root)})
+        for r in range(1, spec.world_size):
+            lib = Msprof()
+            lib.init(self.root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
+            rt = DeviceRuntime(runtime.preset, device_id=r % spec.ranks_per_node, seed=runtime.seed + r)
+            rt.rank, rt.device_count, rt.epoch = r, spec.world_size, 1
+            rt.pmu_events = dict(runtime.pmu_events)
+            with lib.info_batch():
+                lib.set_run_info("cluster", {"rank": r, **info, "root": str(self.root)})
+                lib.set_device_info(rt.device_id, runtime.preset.info())
+                for core, names in runtime.pmu_events.items():
+                    lib.set_pmu_events(core, names)
+                lib.start(lib0.switch)
+            self.runs[r] = _RankRun(lib, rt)
+        lib0.on_finalize(self._finalize)
+        return self.runs
+
+    def _finalize(self, run_dir: Path, status: str, note: str) -> Path:
+        """Rank 0's run is over: close every rank's run and file rank 0's under ``rank_0/``."""
+        for run in self.runs.values():  # rank 0's pending steps reached every rank when it stopped
+            run.lib.finalize(status, note)
+        root = self.root
+        assert root is not None
+        target = root / "rank_0"
+        target.mkdir(exist_ok=True)
+        shutil.move(os.fspath(run_dir), os.fspath(target / run_dir.name))
+        self.runs, self.spec, self.root = {}, None, None
+        return root
+
+
+#: The process's cluster run directories (like ``msprof.lib``, one per process).
+cluster_runs = ClusterRuns()

@@ -1,0 +1,210 @@
+"""Several ranks simulated together: layout, synchronised collectives, hierarchical AllReduce, faults, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import geprof_nb
+from geprof_nb import ge
+from geprof_nb.analysis.cluster import ClusterProfile
+from geprof_nb.ge import hccl
+from geprof_nb.ge.cluster import ClusterOptionError, Faults
+
+STEPS = 3
+
+
+def run_cluster(tmp_path, ranks: int, steps: int = STEPS, faults: dict | None = None, per_node: int | None = None,
+                hccl_on: str = "on", graph=None) -> ClusterProfile:
+    opts = {"output": str(tmp_path), "training_trace": "on", "task_trace": "on", "hccl": hccl_on}
+    assert ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts),
+                            "geprof.clock": "virtual"}) == ge.SUCCESS
+    options = {"ge.exec.rankSize": str(ranks)}
+    if faults:
+        options["geprof.faults"] = json.dumps(faults)
+    if per_node:
+        options["geprof.ranksPerNode"] = str(per_node)
+    s = ge.Session(options=options)
+    graph = graph or ge.models.mlp(batch_size=16, in_features=256, hidden=(512, 512), world_size=ranks)
+    assert s.add_graph(1, graph) == ge.SUCCESS
+    for _ in range(steps):
+        assert s.run_graph(1) == ge.SUCCESS, ge.GEGetErrorMsg()
+    ge.GEFinalize()
+    c = geprof_nb.load(tmp_path)
+    assert isinstance(c, ClusterProfile)
+    return c
+
+
+def collectives(c: ClusterProfile) -> pd.DataFrame:
+    """Every collective execution on every rank: start and end (ns)."""
+    rows = []
+    for r, p in c.ranks.items():
+        op_rows = p._op_rows  # exact ns starts (op_summary's float us cannot hold ns at epoch scale)
+        sel = (op_rows.frame["OP Type"] == "HcomAllReduce").to_numpy()
+        start = op_rows.start_ns[sel]
+        end = start + (op_rows.frame["Task Duration(us)"][sel] * 1000).round().astype(np.int64).to_numpy()
+        rows.append(pd.DataFrame({"rank": r, "k": np.arange(len(start)), "start": start, "end": end}))
+    return pd.concat(rows, ignore_index=True)
+
+
+# ------------------------------------------------------------------------------------- layout
+def test_one_run_directory_per_rank_under_a_cluster_root(tmp_path):
+    c = run_cluster(tmp_path, 4)
+    assert [p.name for p in tmp_path.iterdir()] == [c.path.name] and c.path.name.startswith("CLUSTER_")
+    assert sorted(p.name for p in c.path.iterdir()) == ["rank_0", "rank_1", "rank_2", "rank_3"]
+    assert list(c.ranks) == [0, 1, 2, 3]
+    for r, p in c.ranks.items():
+        assert p.path.parent.name == f"rank_{r}" and p.path.name.startswith("PROF_")
+        info = p.info["cluster"]
+        assert info["rank"] == r and info["world_size"] == 4 and info["ranks_per_node"] == 8
+        assert p.device_id == r  # device r % 8 of its server
+        assert list(p.step_trace["Iteration ID"]) == [1, 2, 3]
+        assert p.complete
+    kernels = {r: len(p.op_summary) for r, p in c.ranks.items()}
+    assert len(set(kernels.values())) == 1 and kernels[0] > 0
+    assert not c.rank(0).api_statistic.empty  # the process's host layers are rank 0's
+
+
+def test_collectives_end_together_at_the_last_arrival_plus_the_transfer(tmp_path):
+    c = run_cluster(tmp_path, 4, faults={"slow_ranks": {"2": 1.5}})
+    ops = collectives(c)
+    per = ops.groupby("k")
+    assert (per["end"].nunique() == 1).all()  # every rank's copy of an execution ends at the same ns
+    last = ops.loc[per["start"].idxmax()]
+    assert set(last["rank"]) == {2}  # the slowed rank arrives last at every collective
+    graph = ge.models.mlp(batch_size=16, in_features=256, hidden=(512, 512), world_size=4)
+    sizes = sorted({int(n.attrs["rank_size"]) for n in graph.nodes if n.type == "HcomAllReduce"})
+    assert sizes == [4]
+    transfer = (per["end"].first() - per["start"].max()).to_numpy()
+    assert (transfer > 0).all() and np.ptp(transfer) < transfer.max() * 0.5
+
+
+def test_early_ranks_wait_as_notify_wait_and_the_slow_rank_computes_longer(tmp_path):
+    fast = run_cluster(tmp_path / "even", 4)
+    slow = run_cluster(tmp_path / "slow", 4, faults={"slow_ranks": {"3": 1.3}})
+    comp = {r: p.step_breakdown["Computing"].mean() for r, p in slow.ranks.items()}
+    assert comp[3] > 1.1 * max(comp[r] for r in (0, 1, 2))
+    assert comp[0] == pytest.approx(fast.rank(0).step_breakdown["Computing"].mean(), rel=0.05)
+
+    def wait(p) -> float:
+        h = p.hccl_tasks
+        return float(h.loc[h["Task Name"] == "Notify_Wait", "Duration(us)"].sum())
+
+    waits = {r: wait(p) for r, p in slow.ranks.items()}
+    extra = waits[0] - wait(fast.rank(0))
+    assert extra > 0 and waits[3] < min(waits[r] for r in (0, 1, 2))
+    # the fast ranks' extra wait is about the slow rank's extra compute before the collectives
+    before = slow.rank(3).step_trace["FP to BP Time(us)"].sum() - slow.rank(0).step_trace["FP to BP Time(us)"].sum()
+    assert extra == pytest.approx(before, rel=0.5)
+
+
+def test_one_rank_option_is_a_plain_single_device_run(tmp_path):
+    opts = {"output": str(tmp_path), "task_trace": "on"}
+    ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts)})
+    s = ge.Session(options={"ge.exec.rankSize": "1"})
+    s.add_graph(1, ge.models.mlp(batch_size=4))
+    s.run_graph(1)
+    ge.GEFinalize()
+    assert [p.name[:5] for p in tmp_path.iterdir()] == ["PROF_"]
+
+
+# ------------------------------------------------------------------------------- algorithm
+def test_hierarchical_allreduce_across_servers(tmp_path):
+    c = run_cluster(tmp_path, 8, steps=1, per_node=4)
+    h = c.rank(1).hccl_tasks
+    moves = h[h["Task Name"].isin(["Memcpy", "RDMASend"])]
+    first = moves[moves["Op Name"] == moves["Op Name"].iloc[0]]
+    # rank 1 (server 0, local 1): 3 reduce-scatter + 3 all-gather copies to rank 2 over HCCS inside its server,
+    # 2 x (2 - 1) sends to rank 5 over RoCE (the ring of local index 1 across the two servers)
+    links = first.groupby(["Dst Rank", "Link Type", "Task Name"]).size().to_dict()
+    assert links == {(2, "HCCS", "Memcpy"): 6, (5, "ROCE", "RDMASend"): 2}
+    links0 = hccl.Links(ranks_per_node=4)
+    nbytes = 1 << 20
+    n = 8
+    ideal = hccl.collective_duration_ns("HcomAllReduce", nbytes, n, links0)
+    intra, inter = math.ceil(nbytes / 4), math.ceil(math.ceil(nbytes / 4) / 2)
+    by_hand = (3 * (links0.hccs_latency_ns + math.ceil(intra * 1e9 / links0.hccs_bandwidth)
+                    + math.ceil(intra * 1e9 / links0.reduce_bandwidth))
+               + 1 * (links0.roce_latency_ns + math.ceil(inter * 1e9 / links0.roce_bandwidth)
+                      + math.ceil(inter * 1e9 / links0.reduce_bandwidth))
+               + 1 * (links0.roce_latency_ns + math.ceil(inter * 1e9 / links0.roce_bandwidth))
+               + 3 * (links0.hccs_latency_ns + math.ceil(intra * 1e9 / links0.hccs_bandwidth)))
+    assert ideal == by_hand
+    flat = hccl.collective_duration_ns("HcomAllReduce", nbytes, n, hccl.Links(ranks_per_node=8))
+    assert flat != ideal
+
+
+def test_a_slow_link_slows_its_rings_and_its_own_copies(tmp_path):
+    even = hccl.Links()
+    slow = hccl.Links(slow_links=((0, 1, 0.25),))
+    nbytes = 8 << 20
+    assert hccl.collective_duration_ns("HcomAllReduce", nbytes, 8, slow) > \
+        1.5 * hccl.collective_duration_ns("HcomAllReduce", nbytes, 8, even)
+    c = run_cluster(tmp_path, 4, steps=1, faults={"slow_links": {"0-1": 0.25}})
+    h0, h1 = c.rank(0).hccl_tasks, c.rank(1).hccl_tasks
+    bw0 = h0.loc[(h0["Task Name"] == "Memcpy") & (h0["Dst Rank"] == 1), "Bandwidth(GB/s)"].median()
+    bw1 = h1.loc[(h1["Task Name"] == "Memcpy") & (h1["Dst Rank"] == 2), "Bandwidth(GB/s)"].median()
+    assert bw0 == pytest.approx(bw1 * 0.25, rel=0.05)
+
+
+def test_host_jitter_and_loader_stalls_delay_their_ranks(tmp_path):
+    base = run_cluster(tmp_path / "base", 4, steps=4)
+    c = run_cluster(tmp_path / "stall", 4, steps=4,
+                    faults={"loader_stall": {"every": 2, "us": 2000, "ranks": [1]}, "host_jitter_us": {"2": 500}})
+    fp = {r: p.step_trace.set_index("Iteration ID")["FP Start(us)"] for r, p in c.ranks.items()}
+    lag = fp[1] - fp[0]
+    assert (lag[[2, 4]] > 1900).all() and (lag[[1, 3]].abs() < 1900).all()  # rank 1 stalls on steps 2 and 4
+    it = {r: p.step_trace["Iteration Time(us)"].sum() for r, p in c.ranks.items()}
+    assert it[0] > base.rank(0).step_trace["Iteration Time(us)"].sum() + 3000  # everyone waits for rank 1
+    assert (fp[2] - fp[0]).iloc[1:].abs().max() > 0  # rank 2's launches jitter
+
+
+# ------------------------------------------------------------------------------------ errors
+@pytest.mark.parametrize("faults, message", [
+    ("{not json", "geprof.faults: not valid JSON"),
+    ('["slow_ranks"]', "expected a JSON object"),
+    ('{"slow_cards": {}}', "unknown field 'slow_cards'; accepted: slow_ranks, slow_links"),
+    ('{"slow_ranks": {"9": 1.3}}', "rank 9 is out of range; accepted: 0 .. 3"),
+    ('{"slow_ranks": {"1": "fast"}}', "'fast' is not a number"),
+    ('{"slow_links": {"0-1": 2}}', "accepted: a bandwidth factor in (0, 1]"),
+    ('{"slow_links": {"0_1": 0.5}}', "expected 'src-dst' ranks"),
+    ('{"loader_stall": 5}', "loader_stall: expected an object"),
+])
+def test_bad_faults_name_the_field(faults, message):
+    with pytest.raises(ClusterOptionError) as err:
+        Faults.parse(faults, 4)
+    assert message in str(err.value)
+    ge.GEInitialize({})
+    with pytest.raises(ValueError, match="geprof.faults"):
+        ge.Session(options={"ge.exec.rankSize": "4", "geprof.faults": faults})
+
+
+def test_faults_round_trip_through_json():
+    f = Faults.parse({"slow_ranks": {"3": 1.3}, "slow_links": [[0, 1, 0.5]], "host_jitter_us": {"2": 100},
+                      "loader_stall": {"every": 5, "us": 300}}, 8)
+    assert Faults.parse(json.dumps(f.to_dict()), 8) == f
+    assert f.slow_links == ((0, 1, 0.5),) and f.loader_ranks == ()
+
+
+@pytest.mark.parametrize("rank_size, message", [("0", "accepted: an integer in [1, 65536]"),
+                                                ("two", "is not a number"), ("2.5", "is not an integer")])
+def test_bad_rank_size_is_refused(rank_size, message):
+    ge.GEInitialize({})
+    with pytest.raises(ValueError, match=r"ge\.exec\.rankSize") as err:
+        ge.Session(options={"ge.exec.rankSize": rank_size})
+    assert message in str(err.value)
+
+
+def test_graph_built_for_another_world_size_is_refused_at_build(tmp_path):
+    ge.GEInitialize({})
+    s = ge.Session(options={"ge.exec.rankSize": "4"})
+    s.add_graph(1, ge.models.mlp(batch_size=4, world_size=8))
+    assert s.run_graph(1) == ge.PARAM_INVALID
+    assert "built for world_size 8; build it with world_size=4" in ge.GEGetErrorMsg()
+    s.add_graph(2, ge.models.mlp(batch_size=4, world_size=4, dynamic=True))
+    assert s.run_graph(2) == ge.PARAM_INVALID
+    assert "runs static graphs" in ge.GEGetErrorMsg()
