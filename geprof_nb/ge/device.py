@@ -38,7 +38,7 @@ L2 line size, L0/L1 path widths and the L2 speed-up are modelling choices
 from __future__ import annotations
 
 import zlib
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from ..prof.rawdata import GeTaskType, RtTaskType
 from .graph import DTYPES
@@ -165,13 +165,39 @@ PRESETS: dict[str, DevicePreset] = {
 DEFAULT_DEVICE = "Ascend910B"
 
 
+#: Fields of a preset a custom spec may change (``Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12``).
+CUSTOM_FIELDS = tuple(f.name for f in fields(DevicePreset) if f.type in ("int", "float"))
+DEVICE_ACCEPTED = (f"{', '.join(PRESETS)}, or a preset with changes for a what-if, e.g. "
+                   "'Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12'")
+
+
 def get_device(name: str | DevicePreset) -> DevicePreset:
+    """A preset by name, or ``PRESET:field=value,...``: that preset with some numbers changed
+    (what-if studies of the hardware: fewer cores, slower HBM, a faster interconnect)."""
     if isinstance(name, DevicePreset):
         return name
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise ValueError(f"unknown device {name!r}; accepted: {', '.join(PRESETS)}") from None
+    base, _, spec = str(name).partition(":")
+    preset = PRESETS.get(base.strip())
+    if preset is None:
+        raise ValueError(f"unknown device {name!r}; accepted: {DEVICE_ACCEPTED}")
+    if not spec.strip():
+        return preset
+    changes: dict[str, int | float] = {}
+    for item in spec.split(","):
+        key, eq, text = (part.strip() for part in item.partition("="))
+        if key not in CUSTOM_FIELDS or not eq:
+            raise ValueError(f"device {name!r}: {key or item!r} is not a device field; accepted: "
+                             f"{', '.join(CUSTOM_FIELDS)} (as field=value)")
+        kind = int if DevicePreset.__dataclass_fields__[key].type == "int" else float
+        try:
+            value = kind(float(text)) if kind is int and float(text).is_integer() else kind(text)
+        except ValueError:
+            raise ValueError(f"device {name!r}: {key}={text!r} is not a number; accepted: a positive "
+                             f"{'integer' if kind is int else 'number'}") from None
+        if not (value > 0 or (value == 0 and key == "vector_core_num")):  # 0 vector cores: a 910A-like chip
+            raise ValueError(f"device {name!r}: {key}={text!r} must be positive")
+        changes[key] = value
+    return replace(preset, name=str(name), **changes)
 
 
 @dataclass(frozen=True)

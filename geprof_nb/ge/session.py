@@ -165,8 +165,11 @@ def _check_settings(options: Mapping[str, Any]) -> str:
         return f"option {exc}"
     if OPTION_CLOCK in options and options[OPTION_CLOCK] not in CLOCK_MODES:
         return f"option {OPTION_CLOCK}={options[OPTION_CLOCK]!r} is not valid; accepted: {', '.join(CLOCK_MODES)}"
-    if OPTION_DEVICE in options and options[OPTION_DEVICE] not in PRESETS:
-        return f"option {OPTION_DEVICE}={options[OPTION_DEVICE]!r} is not valid; accepted: {', '.join(PRESETS)}"
+    if OPTION_DEVICE in options:
+        try:
+            get_device(options[OPTION_DEVICE])
+        except ValueError as exc:
+            return f"option {OPTION_DEVICE}: {exc}"
     if OPTION_EXECUTOR in options and options[OPTION_EXECUTOR] not in EXECUTORS:
         return f"option {OPTION_EXECUTOR}={options[OPTION_EXECUTOR]!r} is not valid; accepted: {', '.join(EXECUTORS)}"
     if OPTION_SEED in options:

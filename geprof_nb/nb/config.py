@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments, parse_argstring
 
 from ..ge.cluster import MAX_RANKS
-from ..ge.device import DEFAULT_DEVICE, PRESETS
+from ..ge.device import DEFAULT_DEVICE, PRESETS, get_device
 from ..ge.session import DEFAULT_EXECUTOR, EXECUTORS
 from ..prof.clock import CLOCK_MODES
 from ..prof.events import AIC_METRICS
@@ -67,6 +67,15 @@ class _SetOnce(argparse.Action):
             raise argparse.ArgumentError(self, f"given twice with different values ({old!r}, {values!r}); "
                                                "accepted: one value per flag")
         setattr(namespace, self.dest, values)
+
+
+def _device_type(value: str) -> str:
+    """An argparse ``type`` for ``--device``: a preset, or a preset with changed fields."""
+    try:
+        get_device(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def _count_type(flag: str):
@@ -140,8 +149,9 @@ def cell_flags(func: Callable) -> Callable:
                       f"(default: {DEFAULT_EXECUTOR})"),
         argument("--clock", choices=list(CLOCK_MODES), default=None, action=_SetOnce,
                  help="real: host time is wall time; virtual: fixed host costs, runs repeat exactly (default: real)"),
-        argument("--device", choices=list(PRESETS), default=None, action=_SetOnce,
-                 help="device preset (GE option geprof.device) for a GE initialised in the cell "
+        argument("--device", type=_device_type, default=None, action=_SetOnce, metavar="PRESET[:field=value,...]",
+                 help=f"device preset (GE option geprof.device) for a GE initialised in the cell: {', '.join(PRESETS)}, "
+                      "or a what-if such as Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 "
                       f"(default: {DEFAULT_DEVICE})"),
         argument("--ranks", type=_count_type("--ranks"), default=None, action=_SetOnce, metavar="N",
                  help="simulate N ranks together (GE option ge.exec.rankSize), one run directory each under "
@@ -247,6 +257,15 @@ def validate_config_field(field: str, value: Any) -> Any:
         accepted = dict((f, a) for _, f, a in SIMULATION_FLAGS)[field]
         if value in ("", None):
             return ""
+        if field == "device":
+            try:
+                get_device(value)
+            except ValueError as exc:
+                raise ConfigError(field, str(exc)) from None
+            if any(c.isspace() or c in "'\"" for c in value):
+                raise ConfigError(field, f"{value!r} has a space or a quote; accepted: one word, e.g. "
+                                         "Ascend910B:ai_core_num=20")
+            return value
         if value not in accepted:
             raise ConfigError(field, f"{value!r} is not valid; accepted: {', '.join(accepted)} (or empty: "
                                      "as GE is initialised)")

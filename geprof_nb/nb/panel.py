@@ -138,7 +138,8 @@ class ConfigPanel:
             return widgets.ToggleButtons(options=[("as initialised", ""), ("real", "real"), ("virtual", "virtual")],
                                          value=value)
         if field == "device":
-            return widgets.Dropdown(options=[("as initialised", "")] + [(name, name) for name in PRESETS],
+            custom = [] if value in ("", *PRESETS) else [(value, value)]  # a what-if spec set by a flag line
+            return widgets.Dropdown(options=[("as initialised", "")] + [(name, name) for name in PRESETS] + custom,
                                     value=value, layout=widgets.Layout(width="22em"))
         if field in SCHEDULE_FIELD_NAMES or field == "ranks":
             return widgets.IntText(value=value, continuous_update=False, layout=widgets.Layout(width="7em"))
@@ -231,6 +232,8 @@ class ConfigPanel:
                 if force or values[field] != self._shown[field]:
                     if field == "aic_metrics" and values[field] not in w.options:
                         w.options = [*AIC_METRICS, values[field]]
+                    if field == "device" and values[field] not in [v for _, v in w.options]:
+                        w.options = [*w.options, (values[field], values[field])]  # a what-if spec
                     w.value = values[field]
                     self.messages[field].value = ""
         finally:

@@ -254,3 +254,16 @@ def test_defaults_are_per_loaded_extension(ip):
     ip.run_line_magic("unload_ext", "geprof_nb")
     ip.run_line_magic("load_ext", "geprof_nb")
     assert store_of(ip).values == builtin_defaults()
+
+
+def test_a_what_if_device_spec_round_trips_through_the_panel():
+    panel = ConfigPanel(ConfigStore())
+    panel.apply_line("--device Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 --ranks 16")
+    assert panel.fields["device"].value == "Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12"
+    assert panel.fields["ranks"].value == 16
+    assert panel.line == "--device Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 --ranks 16"
+    panel.fields["device"].value = "Ascend910A"
+    assert panel.store.values["device"] == "Ascend910A"
+    before = dict(panel.store.values)
+    msg = panel.apply_line("--device Ascend910B:cores=3")
+    assert "'cores' is not a device field; accepted: ai_core_num" in msg and panel.store.values == before
