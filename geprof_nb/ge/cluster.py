@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from ..prof import msprof
+from ..prof.clock import clock
 from ..prof.msprof import Msprof
 from ..prof.rawdata import RtTaskType
 from . import hccl
@@ -295,8 +296,8 @@ class RankGroup:
             transfer = np.zeros(len(table), np.int64)
             for i in np.flatnonzero(table.rt_type == RtTaskType.HCCL):
                 node = nodes[int(table.node[i])]
-                transfer[i] = hccl.collective_duration_ns(node.type, v.compiled.costs[node.id].comm_bytes,
-                                                          self.spec.world_size, self.spec.links)
+                transfer[i] = hccl.cluster_duration_ns(node.type, v.compiled.costs[node.id].comm_bytes,
+                                                       self.spec.world_size, self.spec.links)
             sched = self.schedules[id(table)] = RankSchedule(table, self.spec, transfer)
         return sched
 
@@ -319,7 +320,8 @@ class RankGroup:
         ranks, n = self.spec.world_size, len(v.table)
         b = v.batch
         if b is None or b.next >= len(b.times.end) or self.times is None or self.times.start.shape[2] != n:
-            model._flush(v)
+            with clock.paused():
+                model._flush(v)
             k = max(1, min(64, BATCH_ELEMENTS // max(1, ranks * n)))
             self.times = StepTimes(np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks, n), np.int64),
                                    np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks), np.int64))
@@ -327,7 +329,8 @@ class RankGroup:
             b = v.batch = _Batch(StepTimes(tt.start[:, 0], tt.dur[:, 0], tt.block_cycles[:, 0], tt.end[:, 0]))
         k = b.next
         busy = np.zeros(ranks, np.int64) if self.prev_end_abs is None else np.maximum(self.prev_end_abs - t0, 0)
-        step = self._schedule(v).step(busy + self._delays(model.iterations + 1), self.rng)
+        with clock.paused():  # the other ranks' devices are not the host's work
+            step = self._schedule(v).step(busy + self._delays(model.iterations + 1), self.rng)
         tt = self.times
         tt.start[k], tt.dur[k], tt.block_cycles[k], tt.end[k] = step.start, step.dur, step.block_cycles, step.end
         self.prev_end_abs = t0 + step.end
@@ -341,6 +344,11 @@ class RankGroup:
         assert self.times is not None
         if msprof.lib.discarding:  # a step schedule's warmup window: no rank keeps it
             return
+        with clock.paused():  # the other ranks' reporting is not the host's work either
+            self._report_ranks(v, pending, ks, t0, iterations)
+
+    def _report_ranks(self, v: "_Variant", pending: "_Pending", ks: np.ndarray, t0: np.ndarray,
+                      iterations: np.ndarray) -> None:
         switch = msprof.lib.switch
         runs = cluster_runs.ranks(self.spec, self.model.runtime)
         tt = self.times

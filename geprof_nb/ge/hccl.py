@@ -257,9 +257,17 @@ def _finish(cols: dict[str, list], wait: int) -> _Plan:
     return plan
 
 
-def collective_duration_ns(op_type: str, nbytes: int, rank_size: int, links: Links = Links()) -> int:
-    """Ideal duration of one execution of a collective moving ``nbytes`` (the op's ``comm_bytes``)."""
-    return int(_plan(op_type, int(nbytes), int(rank_size), 0, 0, links).dur.sum())
+def collective_duration_ns(op_type: str, nbytes: int, rank_size: int, links: Links = Links(), rank: int = 0) -> int:
+    """Ideal duration of one execution of a collective moving ``nbytes`` (the op's ``comm_bytes``), as
+    ``rank``'s rings see it (they differ only when a slow link is on some rings and not on others)."""
+    return int(_plan(op_type, int(nbytes), int(rank_size), int(rank), 0, links).dur.sum())
+
+
+def cluster_duration_ns(op_type: str, nbytes: int, rank_size: int, links: Links = Links()) -> int:
+    """How long a collective takes for the whole group: its slowest ring's time.  Only the ranks at a
+    slow link's ends can be on a slower ring than rank 0's, so those are the ones to ask."""
+    ranks = {0} | {r for a, b, _ in links.slow_links for r in (a, b) if r < rank_size}
+    return max(collective_duration_ns(op_type, nbytes, rank_size, links, r) for r in ranks)
 
 
 def ring_subtasks(op_type: str, nbytes: int, rank_size: int, rank: int, links: Links, op_start_ns: np.ndarray,

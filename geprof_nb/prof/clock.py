@@ -13,8 +13,10 @@ clock never goes back, across runs it does not drift ahead.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from typing import Iterator
 
 _perf_counter_ns = time.perf_counter_ns
 #: Start of virtual time: 2026-01-01T00:00:00Z in ns.
@@ -95,6 +97,21 @@ class SimClock:
                 self._set_skew(self._skew + int(t_ns) - now)
                 now = int(t_ns)
             return now
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Work of the simulator that the simulated host does not do (computing and reporting the
+        other ranks of a cluster): in real mode its wall time does not advance the clock, so it does
+        not show as device idle time."""
+        if self._is_virtual:
+            yield
+            return
+        t = _perf_counter_ns()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._set_skew(self._skew - (_perf_counter_ns() - t))
 
 
 #: The process-wide clock.

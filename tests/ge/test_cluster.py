@@ -208,3 +208,36 @@ def test_graph_built_for_another_world_size_is_refused_at_build(tmp_path):
     s.add_graph(2, ge.models.mlp(batch_size=4, world_size=4, dynamic=True))
     assert s.run_graph(2) == ge.PARAM_INVALID
     assert "runs static graphs" in ge.GEGetErrorMsg()
+
+
+def test_a_slow_link_on_another_servers_ring_sets_the_pace_of_the_whole_collective(tmp_path):
+    c = run_cluster(tmp_path, 8, steps=1, per_node=4, faults={"slow_links": {"5-6": 0.5}})
+    for r, dst, bw in ((5, 6, 45.0), (1, 2, 90.0)):  # server 1's slow link; server 0's ring is unaffected
+        h = c.rank(r).hccl_tasks
+        assert h.loc[(h["Task Name"] == "Memcpy") & (h["Dst Rank"] == dst), "Bandwidth(GB/s)"].median() == \
+            pytest.approx(bw, rel=0.01)
+    ops = collectives(c)
+    span = (ops["end"] - ops.groupby("k")["start"].transform("max")).iloc[0]
+    links = hccl.Links(ranks_per_node=4, slow_links=((5, 6, 0.5),))
+    graph = ge.models.mlp(batch_size=16, in_features=256, hidden=(512, 512), world_size=8)
+    node = next(n for n in graph.nodes if n.type == "HcomAllReduce")
+    assert hccl.collective_duration_ns("HcomAllReduce", 1 << 20, 8, links, rank=5) > \
+        hccl.collective_duration_ns("HcomAllReduce", 1 << 20, 8, links, rank=0)
+    assert node is not None and span > 0
+    # every rank's copy of the collective lasts at least the slow ring's time after the last arrival
+    assert span >= hccl.cluster_duration_ns("HcomAllReduce", 0, 8, links)
+
+
+def test_real_clock_does_not_count_the_other_ranks_simulation_as_host_time(tmp_path):
+    opts = {"output": str(tmp_path), "training_trace": "on", "task_trace": "on", "hccl": "on"}
+    ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts)})
+    s = ge.Session(options={"ge.exec.rankSize": "64"})
+    s.add_graph(1, ge.models.mlp(batch_size=16, in_features=256, hidden=(512, 512), world_size=64))
+    for _ in range(70):  # more steps than a batch holds (64): the other ranks are reported mid-run
+        s.run_graph(1)
+    ge.GEFinalize()
+    c = geprof_nb.load(tmp_path)
+    free = c.rank(0).step_breakdown.set_index("Step")["Free"]
+    # reporting 63 ranks' 64 steps takes tens of ms of wall time; none of it may show up around step 65
+    assert free[65:67].max() < 5 * free.iloc[2:].median()
+    assert len(c.rank(63).step_trace) == 70
