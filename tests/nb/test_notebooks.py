@@ -145,3 +145,17 @@ def test_notebook_tools_schedule_explorer_plots_and_line_magic(executed):
     mean = re.search(r"Computing\(us\) mean: ([\d,.]+) -> ([\d,.]+)", compare)
     assert float(mean[2].replace(",", "")) > float(mean[1].replace(",", ""))  # twice the batch computes longer
     assert "reset to the built-in ones" in text_of(cell_starting(nb, "%geprof config --reset"))
+
+
+def test_cluster_notebook_finds_the_injected_slow_rank_and_slow_link(executed):
+    nb, _ = executed("10_cluster.ipynb")
+    ranks = text_of(cell_starting(nb, "cluster.slow_ranks"))
+    assert re.search(r"^0\s+3\s", ranks, re.M)  # rank 3 ranks first
+    links = text_of(cell_starting(nb, "cluster.slow_links"))
+    assert re.search(r"^0\s+9\s+10\s+HCCS", links, re.M) and "0.5000" in links
+    advice = text_of(cell_starting(nb, "cluster.advise()"))
+    assert "Slow link" in advice and "Slow rank" in advice
+    shown = next(c for c in nb.cells if c.cell_type == "code" and c.source == "cluster")
+    assert len(explorer_outputs(shown)) == 1
+    export = text_of(cell_starting(nb, 'out = cluster.export("cluster_export")'))
+    assert "16 rank directories" in export and "kernel_details.csv" in export
