@@ -31,12 +31,14 @@ pytestmark = [pytest.mark.interop, pytest.mark.skipif(MSPROF_ANALYZE is None,
                                                       reason="msprof-analyze is not installed (the interop extra)")]
 
 
-def analyze(cwd: Path, *args: str) -> str:
+def analyze(cwd: Path, *args: str, allow: tuple[str, ...] = ()) -> str:
     """Run msprof-analyze in ``cwd`` (the advisor leaves a tuning file in its working directory);
-    returns stdout + stderr after checking that no line reports an error."""
+    returns stdout + stderr after checking that no line reports an error (but those matching a
+    regular expression of ``allow``: known, explained gaps of the input)."""
     done = subprocess.run([MSPROF_ANALYZE, *args], capture_output=True, text=True, timeout=600, cwd=cwd)
     output = done.stdout + done.stderr
-    errors = [line for line in output.splitlines() if "[ERROR]" in line or " ERROR " in line]
+    errors = [line for line in output.splitlines() if ("[ERROR]" in line or " ERROR " in line)
+              and not any(re.search(pattern, line) for pattern in allow)]
     assert not errors, "\n".join(errors)
     assert done.returncode == 0, output
     return output

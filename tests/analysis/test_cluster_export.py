@@ -1,0 +1,69 @@
+"""ClusterProfile.export: every rank as Parquet (read back as the same cluster) and as torch_npu
+ascend_pt directories (msprof-analyze's cluster input; tests/interop runs the tool on them)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, simulate_cluster
+
+import geprof_nb
+from geprof_nb.analysis import ClusterProfile
+from geprof_nb.analysis.cluster import ClusterTables
+from geprof_nb.analysis.parquet import ParquetSource
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory):
+    return simulate_cluster(tmp_path_factory.mktemp("faulty"), FAULTS)
+
+
+@pytest.fixture(scope="module")
+def exported(faulty, tmp_path_factory):
+    """The faulty cluster as ascend_pt directories (written once: ~0.2 s a rank)."""
+    return faulty.export(tmp_path_factory.mktemp("apt"))
+
+
+def test_parquet_export_reads_back_as_the_same_cluster(faulty, tmp_path):
+    root = faulty.export(tmp_path / "pq", format="parquet")
+    assert sorted(p.name for p in root.iterdir()) == [f"rank_{r}" for r in range(8)]
+    back = geprof_nb.load(root)
+    assert isinstance(back, ClusterProfile) and list(back.ranks) == list(range(8))
+    assert all(isinstance(p.source, ParquetSource) for p in back.ranks.values())
+    assert back.world_size == 8  # from the ranks' recorded info
+    for name in ClusterTables.NAMES:
+        pd.testing.assert_frame_equal(getattr(back, name), getattr(faulty, name), obj=name)
+
+
+def test_ascend_pt_export_is_one_directory_per_rank_with_global_links(exported):
+    root = exported
+    dirs = sorted(root.iterdir())
+    assert len(dirs) == 8 and all(d.name.endswith("_ascend_pt") for d in dirs)
+    ranks = {}
+    for d in dirs:
+        (info,) = d.glob("profiler_info_*.json")
+        ranks[int(info.stem.rsplit("_", 1)[1])] = d
+    assert sorted(ranks) == list(range(8))
+    src, dst = SLOW_LINK
+    matrix = json.loads((ranks[src] / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json").read_text())
+    op = next(iter(matrix["step1"]["collective"].values()))
+    # the sub-tasks' ranks are global: rank 5's ring send goes to rank 6, its own link is 5-5
+    assert set(op) == {f"{src}-{dst}", f"{src}-{src}"}
+    assert op[f"{src}-{dst}"]["Transport Type"] == "HCCS" and op[f"{src}-{src}"]["Transport Type"] == "LOCAL"
+    assert op[f"{src}-{dst}"]["Bandwidth(GB/s)"] == pytest.approx(45.0, rel=0.01)
+
+
+def test_the_ascend_pt_export_reads_back_with_the_same_slow_rank(faulty, exported):
+    back = geprof_nb.load(exported)
+    assert isinstance(back, ClusterProfile) and list(back.ranks) == list(range(8))
+    pd.testing.assert_frame_equal(back.cluster_step_trace_time, faulty.cluster_step_trace_time, atol=1e-3)
+    assert back.slow_ranks["Rank"].iloc[0] == SLOW_RANK and back.slow_ranks["Slow"].sum() == 1
+    ours = faulty.rank_step_wait
+    pd.testing.assert_frame_equal(back.rank_step_wait, ours, atol=1e-2)
+
+
+def test_unknown_export_format_names_the_accepted_ones(faulty, tmp_path):
+    with pytest.raises(ValueError, match="accepted formats are ascend_pt, parquet"):
+        faulty.export(tmp_path, format="chrome")
