@@ -686,17 +686,21 @@ class LoadedModel:
         """
         rt = self.runtime
         flags = GlobalProfilingWrapper.enable_flags
-        v = self._sync_epoch()
-        timeline = None
-        if host_costs is not None:
-            timeline = v.timelines.get(host_costs.executor)
-            if timeline is None:
-                timeline = v.timelines[host_costs.executor] = host_timeline(v.table, host_costs)
-        t0 = max(launch_ns + LAUNCH_LATENCY_NS, rt.free_at)
-        if self.cluster is not None:
-            times, k = self.cluster.next_times(v, t0)
-        else:
-            times, k = self._next_times(v, timeline)
+        # Simulating the device (placing the trace tasks, replaying a batch of steps, handing
+        # finished batches to msprof) is not work the host does: in real-clock mode it must not
+        # show up as host time, i.e. as the device idling before the next step.
+        with clock.paused():
+            v = self._sync_epoch()
+            timeline = None
+            if host_costs is not None:
+                timeline = v.timelines.get(host_costs.executor)
+                if timeline is None:
+                    timeline = v.timelines[host_costs.executor] = host_timeline(v.table, host_costs)
+            t0 = max(launch_ns + LAUNCH_LATENCY_NS, rt.free_at)
+            if self.cluster is not None:
+                times, k = self.cluster.next_times(v, t0)
+            else:
+                times, k = self._next_times(v, timeline)
         end = t0 + int(times.end[k])
         rt.free_at = end
         self.iterations += 1
