@@ -44,6 +44,7 @@ TABLE_ROWS = 20
 #: Findings in the text summary.
 TOP_FINDINGS = 5
 MSG_NO_STEPS = "No per-rank step data: profile with --training-trace on and --task-trace on."
+MSG_NO_COLLECTIVES = "No collectives in these runs, so no wait time (a job of one rank, or no AllReduce in the graph)."
 MSG_NO_MATRIX = ("No communication between ranks: profile with --hccl on for the HCCL sub-tasks "
                  "(the communication matrix and slow links come from their transfers).")
 MSG_NO_FINDINGS = "No cluster findings: no rank, link or collective crossed the advisor's thresholds."
@@ -138,7 +139,8 @@ class ClusterPane:
         if not len(c.cluster_step_trace_time):
             out.append(message_html(MSG_NO_STEPS))
         else:
-            out += [r.step_heatmap, r.wait_heatmap]
+            out.append(r.step_heatmap)
+            out.append(r.wait_heatmap if len(c.rank_step_wait) else message_html(MSG_NO_COLLECTIVES))
         out.append(r.matrix_heatmap if len(c.communication_matrix) else message_html(MSG_NO_MATRIX))
         sr = c.slow_ranks
         if len(sr):

@@ -13,6 +13,7 @@ import pytest
 from cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, simulate_cluster
 
 import geprof_nb
+from geprof_nb import ge
 from geprof_nb.nb import cluster_explorer as CX
 from geprof_nb.nb import cluster_plots
 from geprof_nb.nb.display import profile_mimebundle, show_profile
@@ -143,3 +144,11 @@ def test_a_thousand_rank_matrix_shows_its_slow_link_among_link_types():
     others = np.ma.compressed(cells).tolist()
     others.remove(pytest.approx(0.5))
     assert others == pytest.approx([1.0] * len(others))
+
+
+def test_a_cluster_without_collectives_says_there_is_no_wait(tmp_path):
+    c = simulate_cluster(tmp_path, None, ranks=2, steps=2, graph=ge.models.mlp(batch_size=8, hidden=(32,)))
+    assert c.communication_time.empty and c.communication_matrix.empty
+    page = CX.ClusterExplorer(c).static_html()
+    assert html.escape(CX.MSG_NO_COLLECTIVES) in page and html.escape(CX.MSG_NO_MATRIX) in page
+    assert page.count('<img src="data:image/png;base64,') == 1  # the step time heatmap only
