@@ -27,7 +27,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -38,9 +38,31 @@ NA = "N/A"
 CSV_LIMIT = 1_000_000
 
 
+class SafeCells(np.ndarray):
+    """Formatted cells that hold no character a CSV writer quotes (numbers, ``N/A``, vetted text).
+
+    A plain object array of cells otherwise; the writer joins these as they are and looks
+    into the other columns for commas and quotes.
+    """
+
+
+def _safe(cells: np.ndarray) -> np.ndarray:
+    return cells.view(SafeCells)
+
+
+#: ".000" .. ".999" and the same with msprof's trailing TAB.
+_FRAC3 = np.array([f".{i:03d}" for i in range(1000)], dtype=object)
+_FRAC3_TAB = np.array([f".{i:03d}\t" for i in range(1000)], dtype=object)
+
+
+def _us_strings(ns: np.ndarray, frac: np.ndarray) -> list[str]:
+    q, f = np.divmod(np.asarray(ns, dtype=np.int64), 1000)  # floor division, as Python's // and %
+    return [a + b for a, b in zip(map(str, q.tolist()), frac[f].tolist())]
+
+
 def us_text(ns: np.ndarray) -> np.ndarray:
     """Exact int ns -> ``"<us>.<ns % 1000 as 3 digits>"`` (msprof ``DivideByPowersOfTenWithPrecision``)."""
-    return np.array([f"{n // 1000}.{n % 1000:03d}" for n in np.asarray(ns, dtype=np.int64).tolist()], dtype=object)
+    return np.array(_us_strings(ns, _FRAC3), dtype=object)
 
 
 def timestamp_cells(ns: pd.Series | np.ndarray) -> np.ndarray:
@@ -49,23 +71,44 @@ def timestamp_cells(ns: pd.Series | np.ndarray) -> np.ndarray:
     missing = np.asarray(values.isna())
     out = np.full(len(values), NA, dtype=object)
     if (~missing).any():
-        out[~missing] = us_text(values[~missing].to_numpy(np.int64)) + "\t"
-    return out
+        out[~missing] = _us_strings(values[~missing].to_numpy(np.int64), _FRAC3_TAB)
+    return _safe(out)
+
+
+def _by_value(keys: np.ndarray, texts_of: Callable[[np.ndarray], list[str]]) -> np.ndarray:
+    """Cells of a column formatted once per distinct value: ``texts_of(unique keys)`` gathered by row.
+
+    Table columns repeat their values (an op's block dim, its PMU times, a stream id), so a
+    million-row column usually holds a few thousand distinct values.
+    """
+    codes, uniques = pd.factorize(keys)
+    table = np.empty(len(uniques) + 1, dtype=object)
+    table[:-1] = texts_of(uniques)
+    table[-1] = NA  # code -1: missing
+    return table[codes]
 
 
 def float_cells(values: np.ndarray, decimals: int | None = 3) -> np.ndarray:
-    """Floats with ``decimals`` decimals (``None``: Python's shortest repr); NaN -> ``N/A``."""
+    """Floats with ``decimals`` decimals (``None``: Python's shortest repr); NaN -> ``N/A``.
+
+    Formatted once per distinct bit pattern (so -0.0 keeps its sign), as Python prints them.
+    """
     fmt = repr if decimals is None else f"{{:.{decimals}f}}".format
-    return np.array([NA if v != v else fmt(v) for v in np.asarray(values, dtype=float).tolist()], dtype=object)
+    v = np.ascontiguousarray(values, dtype=float)
+
+    def texts(bits: np.ndarray) -> list[str]:
+        return [NA if x != x else fmt(x) for x in bits.view(np.float64).tolist()]
+
+    return _safe(_by_value(v.view(np.int64), texts))
 
 
 def wait_cells(wait_us: np.ndarray) -> np.ndarray:
     """``Task Wait Time(us)``: ``0`` on the first row, ``std::to_string`` (6 decimals) on the others."""
     ns = np.rint(np.nan_to_num(np.asarray(wait_us, dtype=float)) * 1000).astype(np.int64)
-    out = us_text(ns) + "000"
+    out = _by_value(ns, lambda u: [t + "000" for t in _us_strings(u, _FRAC3)])
     if len(out):
         out[0] = "0"
-    return out
+    return _safe(out)
 
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
@@ -96,18 +139,15 @@ def _neutralised_cells(cells: np.ndarray) -> np.ndarray:
 def column_cells(series: pd.Series, decimals: int | None = 3, neutralise: bool = True) -> np.ndarray:
     """Any other column: integers as integers, floats by :func:`float_cells`, text as is (:func:`neutralised`
     unless ``neutralise`` is False); missing -> N/A."""
-    if pd.api.types.is_integer_dtype(series.dtype):
-        values = pd.array(series, dtype="Int64")
-        missing = np.asarray(values.isna())
-        out = np.full(len(values), NA, dtype=object)
-        out[~missing] = values[~missing].to_numpy(np.int64).astype(str).astype(object)
-        return out
+    if pd.api.types.is_integer_dtype(series.dtype):  # each distinct value once; missing (code -1) -> N/A
+        return _safe(_by_value(pd.array(series, dtype="Int64"), lambda u: [str(int(x)) for x in u]))
     if pd.api.types.is_float_dtype(series.dtype):
         return float_cells(series.to_numpy(float), decimals)
     if isinstance(series.dtype, pd.CategoricalDtype):  # format each category once
         safe = neutralised if neutralise else str
         texts = np.array([NA if pd.isna(c) else safe(str(c)) for c in series.cat.categories] + [NA], dtype=object)
-        return texts[series.cat.codes.to_numpy()]
+        cells = texts[series.cat.codes.to_numpy()]
+        return _safe(cells) if not any(_needs_quotes(t) for t in texts.tolist()) else cells
     values = series.astype(object).to_numpy()
     missing = pd.isna(values)
     out = np.where(missing, NA, values).astype(object)
@@ -120,7 +160,9 @@ def column_cells(series: pd.Series, decimals: int | None = 3, neutralise: bool =
 def quoted(cells: np.ndarray) -> np.ndarray:
     """Cells wrapped in literal double quotes (shape columns; ``N/A`` stays bare), as msprof and
     torch_npu print them: the CSV quoting then shows ``\"\"\"2,3;3\"\"\"`` in the file."""
-    return np.array([c if c == NA else f'"{c}"' for c in cells], dtype=object)
+    codes, uniques = pd.factorize(np.asarray(cells, dtype=object))
+    table = np.array([c if c == NA else f'"{c}"' for c in uniques.tolist()] + [NA], dtype=object)
+    return table[codes]
 
 
 def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decimals: int | None = 3,
@@ -146,12 +188,60 @@ def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decim
     return cols
 
 
-def _csv_text(header: Sequence[str], cols: list[np.ndarray], start: int, stop: int) -> str:
+def _needs_quotes(cell: str) -> bool:
+    """Whether the csv module (minimal quoting, ``\\n`` line ends) would quote this cell."""
+    return "," in cell or '"' in cell or "\n" in cell or "\r" in cell
+
+
+def _csv_field(cell: str) -> str:
+    """One cell as ``csv.writer`` writes it in a row of several (quoted when it needs it)."""
+    if not _needs_quotes(cell):
+        return cell
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(zip(*(c[start:stop] for c in cols)))
-    return buf.getvalue()
+    csv.writer(buf, lineterminator="\n").writerow([cell, ""])
+    return buf.getvalue()[:-2]  # without the empty second cell's comma and the line end
+
+
+def _csv_column(cells: np.ndarray) -> list[str]:
+    """A column's cells as written in a row: as they are when known safe, else each distinct cell
+    checked (and quoted, as csv.writer quotes) once."""
+    if isinstance(cells, SafeCells):
+        return cells.tolist()
+    codes, uniques = pd.factorize(np.asarray(cells, dtype=object))
+    table = np.array([_csv_field(str(c)) for c in uniques.tolist()], dtype=object)
+    return table[codes].tolist()
+
+
+#: Rows formatted into text at a time (bounds the memory the row strings take).
+_ROWS_PER_BLOCK = 200_000
+
+
+def _csv_blocks(header: Sequence[str], cols: list[np.ndarray], start: int, stop: int) -> Iterator[str]:
+    """The CSV text in blocks: what ``csv.writer(lineterminator="\\n")`` writes, row by row, built
+    by joining each row's cells (a table of several columns: the csv module's only special case, a
+    row of one empty cell, needs one column)."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(header)
+    yield buf.getvalue()
+    if len(cols) < 2:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(zip(*(c[start:stop] for c in cols)))
+        yield buf.getvalue()
+        return
+    for lo in range(start, stop, _ROWS_PER_BLOCK):
+        hi = min(lo + _ROWS_PER_BLOCK, stop)
+        rows = map(",".join, zip(*(_csv_column(c[lo:hi]) for c in cols)))
+        yield "\n".join(rows) + "\n"
+
+
+def _csv_text(header: Sequence[str], cols: list[np.ndarray], start: int, stop: int) -> str:
+    return "".join(_csv_blocks(header, cols, start, stop))
+
+
+def _write_csv_file(path: Path, header: Sequence[str], cols: list[np.ndarray], start: int, stop: int) -> None:
+    with open(path, "w", encoding="utf-8") as f:  # as Path.write_text: newlines translated like it
+        for block in _csv_blocks(header, cols, start, stop):
+            f.write(block)
 
 
 def write_table(directory: Path, name: str, stamp: str, header: Sequence[str], cols: list[np.ndarray],
@@ -164,12 +254,12 @@ def write_table(directory: Path, name: str, stamp: str, header: Sequence[str], c
         targets = [(directory / f"{name}_slice_{i}_{stamp}.csv", start, min(start + slice_rows, n))
                    for i, start in enumerate(range(0, n, slice_rows))]
     for path, start, stop in targets:
-        path.write_text(_csv_text(header, cols, start, stop), encoding="utf-8")
+        _write_csv_file(path, header, cols, start, stop)
     return [p for p, _, _ in targets]
 
 
 def write_csv(path: Path, header: Sequence[str], cols: list[np.ndarray]) -> Path:
     """One CSV file (torch_npu's views are never sliced)."""
     n = len(cols[0]) if cols else 0
-    path.write_text(_csv_text(header, cols, 0, n), encoding="utf-8")
+    _write_csv_file(path, header, cols, 0, n)
     return path
