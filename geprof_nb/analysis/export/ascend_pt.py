@@ -34,8 +34,8 @@ from ..breakdown import step_windows
 from .cells import table_cells, write_csv
 from .hccl import RankMap, communication_json, communication_matrix_json
 from .naming import ascend_pt_dir_name, prof_dir_name
-from .timeline import Timeline, flow_pair, process_meta, slice_event, thread_meta
-from .tracejson import msprof_events, write_json
+from .timeline import Timeline, process_meta, slice_event, thread_meta
+from .tracejson import EventBlock, const, ints, strs, ts_ns, write_events, write_json
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 #: op_summary -> kernel_details header renames (reference §5; block dims: see the module docstring).
@@ -78,7 +78,7 @@ def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = No
     ranks = RankMap(rank, rank, int(world_size)) if world_size else RankMap.of(tasks, rank)
     write_json(out / "communication_matrix.json", communication_matrix_json(ops, tasks, ranks))
     timeline = Timeline(profile, torch_npu=True)
-    write_json(out / "trace_view.json", msprof_events(framework_layer(timeline) + timeline.events()))
+    write_events(out / "trace_view.json", framework_layer(timeline) + timeline.items())
     return root
 
 
@@ -151,7 +151,7 @@ def profiler_steps(timeline: Timeline) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["step", "begin", "end", "thread"])
 
 
-def framework_layer(timeline: Timeline) -> list[dict]:
+def framework_layer(timeline: Timeline) -> list[dict | EventBlock]:
     """The ``Python`` process: ProfilerStep and launch cpu_ops, and a ``torch_to_npu`` flow into every op task."""
     pid = timeline.real_pid
     steps = profiler_steps(timeline)
@@ -174,12 +174,30 @@ def framework_layer(timeline: Timeline) -> list[dict]:
             ("model", int(row.model_id), int(row.iteration))
         sources[key] = (pid, int(row.thread), int(row.begin))
     tasks = timeline.tasks
-    hw_pid = timeline.pid("Ascend Hardware")
     first_id = len(tasks)  # after the HostToDevice flow ids (task rows), so no two flows share an id
-    columns = [tasks[c].to_numpy(np.int64) for c in ("connection_id", "iteration", "model_id", "stream_id", "start")]
-    for r in np.flatnonzero(tasks["op"].to_numpy(bool)):
-        conn, it, model, stream, start = (int(c[r]) for c in columns)
-        source = sources.get(("task", conn, it)) or sources.get(("model", model, it)) or sources.get(("step", it))
-        if source is not None:
-            out += flow_pair("torch_to_npu", "async_npu", str(first_id + r), source, (hw_pid, stream, start))
+    rows = np.flatnonzero(tasks["op"].to_numpy(bool))
+    conn, it, model, stream, start = (tasks[c].to_numpy(np.int64)[rows]
+                                      for c in ("connection_id", "iteration", "model_id", "stream_id", "start"))
+    # each op task's launching call: its node launch, else its model's execution, else its step
+    source = np.full((len(rows), 3), -1, np.int64)
+    found = np.zeros(len(rows), bool)
+    for kind, keys in (("task", (conn, it)), ("model", (model, it)), ("step", (it,))):
+        table = {k[1:]: v for k, v in sources.items() if k[0] == kind}
+        if not table or found.all():
+            continue
+        index = pd.MultiIndex.from_tuples(list(table), names=None) if len(keys) > 1 else pd.Index([k[0] for k in table])
+        query = pd.MultiIndex.from_arrays([k[~found] for k in keys]) if len(keys) > 1 else pd.Index(keys[0][~found])
+        at = index.get_indexer(query)
+        hit = np.flatnonzero(~found)[at >= 0]
+        source[hit] = np.asarray(list(table.values()), np.int64)[at[at >= 0]]
+        found[hit] = True
+    keep = np.flatnonzero(found)
+    if len(keep):
+        ids = strs([str(first_id + r) for r in rows[keep].tolist()])
+        out.append(EventBlock(len(keep), [
+            ("name", const("torch_to_npu")), ("pid", ints(source[keep, 0])), ("tid", ints(source[keep, 1])),
+            ("ph", const("s")), ("cat", const("async_npu")), ("id", ids), ("ts", ts_ns(source[keep, 2]))],
+            pairs=[("name", const("torch_to_npu")), ("pid", const(timeline.pid("Ascend Hardware"))),
+                   ("tid", ints(stream[keep])), ("ph", const("f")), ("cat", const("async_npu")), ("id", ids),
+                   ("ts", ts_ns(start[keep])), ("bp", const("e"))]))
     return out

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .naming import safe_component
 from .timeline import Timeline
-from .tracejson import chrome_events, write_json
+from .tracejson import CHROME, EventBlock, write_events
 
 
 def export_chrome(profile, path: Path) -> Path:
@@ -21,7 +21,8 @@ def export_chrome(profile, path: Path) -> Path:
     path = Path(path)
     target = path if path.suffix == ".json" else path / f"{safe_component(profile.name)}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
-    events = Timeline(profile).events()
-    base = min((e["ts"] for e in events if "ts" in e), default=0)
-    return write_json(target, {"traceEvents": chrome_events(events, base), "displayTimeUnit": "ns",
-                               "otherData": {"run": profile.name, "time_base_ns": base}})
+    items = Timeline(profile).items()
+    starts = [e.min_ts() if isinstance(e, EventBlock) else e.get("ts") for e in items]
+    base = min((t for t in starts if t is not None), default=0)
+    return write_events(target, items, CHROME, base, wrapper={
+        "traceEvents": None, "displayTimeUnit": "ns", "otherData": {"run": profile.name, "time_base_ns": base}})

@@ -15,7 +15,7 @@ from pathlib import Path
 from .cells import CSV_LIMIT, table_cells, write_table
 from .naming import prof_dir_name, stamp14
 from .timeline import Timeline
-from .tracejson import msprof_events, write_json
+from .tracejson import msprof_events, write_events, write_json
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 #: The summaries, named as the Profile tables they print.
@@ -38,7 +38,7 @@ def export_msprof(profile, path: Path, slice_rows: int = CSV_LIMIT) -> Path:
         cols = table_cells(frame, profile.source.times_ns(name, frame), quote=SHAPE_COLUMNS)
         write_table(out, name, stamp, list(frame.columns), cols, slice_rows)
     timeline = Timeline(profile)
-    write_json(out / f"msprof_{stamp}.json", msprof_events(timeline.events()))
+    write_events(out / f"msprof_{stamp}.json", timeline.items())
     steps = timeline.step_trace(with_process=True)
     if steps:
         write_json(out / f"step_trace_{stamp}.json", msprof_events(steps))

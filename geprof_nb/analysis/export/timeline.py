@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..communication import DEFAULT_GROUP
 from . import overlap
-from .tracejson import us_string
+from .tracejson import EventBlock, const, dur_ns, expand, floats, ints, nested, strs, ts_ns, us_string
 
 HOST_DEVICE = 31
 #: Process sort indexes of msprof's layers (``ProcessSortIndex`` in json_trace/meta_data_event.h).
@@ -109,6 +109,11 @@ class Timeline:
 
     def events(self) -> list[dict]:
         """Every layer, metadata first within each."""
+        return expand(self.items())
+
+    def items(self) -> list[dict | EventBlock]:
+        """:meth:`events` as the layers give them: the big ones as :class:`EventBlock` columns
+        (what the JSON writers take without a dict per event)."""
         return (self.tx() + self.cann() + self.hardware() + self.step_trace() + self.communication()
                 + self.memory() + self.overlap() + self.host_to_device())
 
@@ -145,21 +150,24 @@ class Timeline:
                 "item_id": row.item, "connection_id": int(row.connection_id)}))
         return out
 
-    def hardware(self) -> list[dict]:
+    def hardware(self) -> list[dict | EventBlock]:
+        """Every device task as a slice on its stream's thread (one :class:`EventBlock`)."""
         tasks = self.tasks
         if tasks.empty:
             return []
         pid = self.pid("Ascend Hardware")
-        out = self._process("Ascend Hardware")
+        out: list[dict | EventBlock] = self._process("Ascend Hardware")
         for stream in sorted(set(tasks["stream_id"].astype(int))):
             out += thread_meta(pid, stream, f"Stream {stream}")
-        for t in tasks.itertuples(index=False):
-            args = {"Model Id": int(t.model_id), "Task Type": t.task_type, "Physic Stream Id": int(t.stream_id),
-                    "Task Id": int(t.task_id), "Batch Id": 0, "Subtask Id": UINT32_MAX,
-                    "connection_id": int(t.connection_id)}
-            if self.torch_npu:
-                args["Stream Id"] = int(t.stream_id)
-            out.append(slice_event(t.name, pid, int(t.stream_id), t.start, t.dur, args))
+        stream = tasks["stream_id"].to_numpy(np.int64)
+        args = [("Model Id", ints(tasks["model_id"])), ("Task Type", strs(tasks["task_type"].to_numpy(object))),
+                ("Physic Stream Id", ints(stream)), ("Task Id", ints(tasks["task_id"])), ("Batch Id", const(0)),
+                ("Subtask Id", const(UINT32_MAX)), ("connection_id", ints(tasks["connection_id"]))]
+        if self.torch_npu:
+            args.append(("Stream Id", ints(stream)))
+        out.append(EventBlock(len(tasks), [("name", strs(tasks["name"].to_numpy(object))), ("pid", const(pid)),
+                                           ("tid", ints(stream)), ("ts", ts_ns(tasks["start"])),
+                                           ("dur", dur_ns(tasks["dur"])), ("ph", const("X")), ("args", nested(args))]))
         return out
 
     def step_trace(self, with_process: bool = False) -> list[dict]:
@@ -222,7 +230,7 @@ class Timeline:
             "model": pd.to_numeric(f["Model ID"][sel]).to_numpy(np.int64),
             "conn": rows.connection_id[sel].astype(np.int64)})
 
-    def communication(self) -> list[dict]:
+    def communication(self) -> list[dict | EventBlock]:
         ops, sub = self._collectives(), self.profile.hccl_tasks
         if ops.empty and sub.empty:
             return []
@@ -231,34 +239,38 @@ class Timeline:
         out = self._process("Communication") + thread_meta(pid, 0, f"Group {DEFAULT_GROUP} Communication")
         for p in planes:
             out += thread_meta(pid, p + 1, f"Plane {p}")
-        for op in ops.itertuples(index=False):
-            out.append(slice_event(op.name, pid, 0, op.start, op.dur, {
-                "connection_id": int(op.conn), "model id": int(op.model)}))
+        if len(ops):
+            out.append(EventBlock(len(ops), [
+                ("name", strs(ops["name"].to_numpy(object))), ("pid", const(pid)), ("tid", const(0)),
+                ("ts", ts_ns(ops["start"])), ("dur", dur_ns(ops["dur"])), ("ph", const("X")),
+                ("args", nested([("connection_id", ints(ops["conn"])), ("model id", ints(ops["model"]))]))]))
         if len(sub):
             start = self.source.times_ns("hccl_tasks", sub).iloc[:, 0].to_numpy(np.int64)
             dur = np.rint(sub["Duration(us)"].to_numpy(float) * 1000).astype(np.int64)
-            cols = {c: sub[c].to_numpy() for c in ("Task Name", "Plane ID", "Stream ID", "Src Rank", "Dst Rank",
-                                                   "Transport Type", "Size(Byte)", "Link Type", "Bandwidth(GB/s)")}
-            for r in range(len(sub)):
-                name, plane = str(cols["Task Name"][r]), int(cols["Plane ID"][r])
-                out.append(slice_event(name, pid, plane + 1, start[r], dur[r], {
-                    "stream id": int(cols["Stream ID"][r]), "task type": name,
-                    "src rank": int(cols["Src Rank"][r]), "dst rank": int(cols["Dst Rank"][r]),
-                    "transport type": str(cols["Transport Type"][r]), "size(Byte)": int(cols["Size(Byte)"][r]),
-                    "link type": str(cols["Link Type"][r]), "bandwidth(GB/s)": float(cols["Bandwidth(GB/s)"][r])}))
+            name = strs([str(x) for x in sub["Task Name"].tolist()])
+            text = {c: strs([str(x) for x in sub[c].tolist()]) for c in ("Transport Type", "Link Type")}
+            out.append(EventBlock(len(sub), [
+                ("name", name), ("pid", const(pid)), ("tid", ints(sub["Plane ID"].to_numpy(np.int64) + 1)),
+                ("ts", ts_ns(start)), ("dur", dur_ns(dur)), ("ph", const("X")),
+                ("args", nested([
+                    ("stream id", ints(sub["Stream ID"])), ("task type", name),
+                    ("src rank", ints(sub["Src Rank"])), ("dst rank", ints(sub["Dst Rank"])),
+                    ("transport type", text["Transport Type"]), ("size(Byte)", ints(sub["Size(Byte)"])),
+                    ("link type", text["Link Type"]), ("bandwidth(GB/s)", floats(sub["Bandwidth(GB/s)"]))]))]))
         return out
 
-    def memory(self) -> list[dict]:
+    def memory(self) -> list[dict | EventBlock]:
         frame = self.profile.memory_record
         if frame.empty:
             return []
         pid = self.pid("NPU MEM")
         ts = self.source.times_ns("memory_record", frame).iloc[:, 0].to_numpy(np.int64)
         out = self._process("NPU MEM")
-        allocated, reserved = frame["Total Allocated(MB)"].to_numpy(float), frame["Total Reserved(MB)"].to_numpy(float)
-        for r in range(len(frame)):
-            out.append({"name": str(frame["Component"].iloc[r]), "pid": pid, "tid": 0, "ts": int(ts[r]), "ph": "C",
-                        "args": {"Total Allocated(MB)": float(allocated[r]), "Total Reserved(MB)": float(reserved[r])}})
+        out.append(EventBlock(len(frame), [
+            ("name", strs([str(c) for c in frame["Component"].tolist()])), ("pid", const(pid)), ("tid", const(0)),
+            ("ts", ts_ns(ts)), ("ph", const("C")),
+            ("args", nested([("Total Allocated(MB)", floats(frame["Total Allocated(MB)"])),
+                             ("Total Reserved(MB)", floats(frame["Total Reserved(MB)"]))]))]))
         return out
 
     def overlap(self) -> list[dict]:

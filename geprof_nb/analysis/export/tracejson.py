@@ -4,12 +4,26 @@ msprof and torch_npu write ``ts`` as a string of µs with 3 decimals (exact to
 the ns) and ``dur`` as a number of µs.  A Chrome trace needs a numeric ``ts``;
 a float of µs since 1970 only resolves 0.25 µs, so the Chrome file counts
 from the run's first event (``otherData.time_base_ns`` says from when).
+
+A layer with many events of one shape (a task per device task, a counter per
+allocation) hands them over as an :class:`EventBlock`: columns instead of a
+dict per event.  The writer turns a block into JSON text with one string
+format per event and each distinct name, number and timestamp formatted once,
+byte for byte what ``json.dumps`` writes for the dicts (:meth:`EventBlock.dicts`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+MSPROF = "msprof"
+CHROME = "chrome"
 
 
 def us_string(ns: int) -> str:
@@ -43,4 +57,245 @@ def chrome_events(events: list[dict], base_ns: int) -> list[dict]:
 
 def write_json(path: Path, data) -> Path:
     path.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    return path
+
+
+# ----------------------------------------------------------------- event blocks
+@dataclass(frozen=True)
+class Column:
+    """The values one key takes over a block's events.
+
+    ``kind``: ``const`` (one JSON value for all), ``int``, ``float``, ``str`` (arrays or
+    lists of n values), ``obj`` (any JSON values, formatted one by one), ``ts`` / ``dur``
+    (exact int ns: msprof and Chrome write them as µs), ``dict`` (a nested object:
+    ``values`` is a list of (key, Column)).
+    """
+
+    kind: str
+    values: object
+
+
+def const(value) -> Column:
+    return Column("const", value)
+
+
+def ints(values) -> Column:
+    return Column("int", np.asarray(values, dtype=np.int64))
+
+
+def floats(values) -> Column:
+    return Column("float", np.asarray(values, dtype=float))
+
+
+def strs(values) -> Column:
+    return Column("str", values)
+
+
+def obj(values) -> Column:
+    return Column("obj", list(values))
+
+
+def ts_ns(values) -> Column:
+    return Column("ts", np.asarray(values, dtype=np.int64))
+
+
+def dur_ns(values) -> Column:
+    return Column("dur", np.asarray(values, dtype=np.int64))
+
+
+def nested(fields: Sequence[tuple[str, Column]]) -> Column:
+    return Column("dict", list(fields))
+
+
+class EventBlock:
+    """``n`` trace events with the same keys in the same order, column by column.
+
+    ``fields``: (key, :class:`Column`) in the order the keys appear in each event.
+    ``pairs``: a second shape; then event ``i`` of the block is two events, one of each
+    shape, one after the other (a flow's ``s`` and ``f``).
+    """
+
+    def __init__(self, n: int, fields: Sequence[tuple[str, Column]],
+                 pairs: Sequence[tuple[str, Column]] | None = None) -> None:
+        self.n = int(n)
+        self.shapes = [list(fields)] + ([list(pairs)] if pairs is not None else [])
+
+    def __len__(self) -> int:
+        return self.n * len(self.shapes)
+
+    # ------------------------------------------------------------- as dicts
+    def dicts(self) -> list[dict]:
+        """The events as the dicts a layer would have built (ts/dur as exact int ns)."""
+        per_shape = [[self._dict_values(col) for _, col in fields] for fields in self.shapes]
+        out: list[dict] = []
+        for i in range(self.n):
+            for fields, values in zip(self.shapes, per_shape):
+                out.append(self._event(fields, values, i))
+        return out
+
+    @classmethod
+    def _event(cls, fields, values, i: int) -> dict:
+        event = {}
+        for (key, col), vals in zip(fields, values):
+            event[key] = cls._event(col.values, vals, i) if col.kind == "dict" else (
+                vals if col.kind == "const" else vals[i])
+        return event
+
+    @classmethod
+    def _dict_values(cls, col: Column):
+        if col.kind == "const":
+            return col.values
+        if col.kind == "dict":
+            return [cls._dict_values(c) for _, c in col.values]
+        if col.kind in ("int", "ts", "dur"):
+            return np.asarray(col.values, dtype=np.int64).tolist()
+        if col.kind == "float":
+            return np.asarray(col.values, dtype=float).tolist()
+        return list(col.values)
+
+    # --------------------------------------------------------------- as JSON
+    def json_texts(self, mode: str, base_ns: int = 0) -> list[str]:
+        """Each event's JSON text (``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` of
+        its dict after :func:`msprof_events` / :func:`chrome_events`); a pair is one text of two."""
+        texts = [self._shape_texts(fields, mode, base_ns) for fields in self.shapes]
+        if len(texts) == 1:
+            return texts[0]
+        return [a + "," + b for a, b in zip(*texts)]
+
+    def _shape_texts(self, fields, mode: str, base_ns: int) -> list[str]:
+        fmt, columns = _template(fields, mode, base_ns, self.n, has_ts=any(k == "ts" for k, _ in fields))
+        if not columns:
+            return [fmt.format()] * self.n
+        return list(map(fmt.format, *columns))
+
+    def min_ts(self) -> int | None:
+        """The earliest ``ts`` of the block (``None`` without one)."""
+        found = [int(np.min(c.values)) for fields in self.shapes for k, c in fields
+                 if k == "ts" and c.kind == "ts" and self.n]
+        return min(found) if found else None
+
+
+def _template(fields, mode: str, base_ns: int, n: int, has_ts: bool) -> tuple[str, list[list[str]]]:
+    """A ``str.format`` template of one event with its constant parts written in, and the text
+    of every varying part (one list per ``{}``)."""
+    parts: list[str] = []
+    columns: list[list[str]] = []
+    for i, (key, col) in enumerate(fields):
+        head = ("{{" if i == 0 else ",") + _escape_braces(json.dumps(key, ensure_ascii=False)) + ":"
+        parts.append(head)
+        if col.kind == "dict":
+            inner, cols = _template(col.values, mode, base_ns, n, has_ts)
+            parts.append(inner if col.values else "{{}}")
+            columns += cols
+            continue
+        texts = _value_texts(col, mode, base_ns, has_ts)
+        if isinstance(texts, str):
+            parts.append(_escape_braces(texts))
+        else:
+            parts.append("{}")
+            columns.append(texts)
+    parts.append("}}" if fields else "{{}}")
+    return "".join(parts), columns
+
+
+def _escape_braces(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _by_value(keys: np.ndarray, texts_of) -> list[str]:
+    """``texts_of(unique keys)`` gathered by row: each distinct value is turned into text once."""
+    codes, uniques = pd.factorize(keys)
+    table = np.asarray(texts_of(uniques), dtype=object)
+    return table[codes].tolist()
+
+
+_FRAC3 = np.array([f".{i:03d}" for i in range(1000)], dtype=object)
+
+
+def _value_texts(col: Column, mode: str, base_ns: int, has_ts: bool) -> str | list[str]:
+    kind, values = col.kind, col.values
+    if kind == "const":
+        return _dumps(values)
+    if kind == "int":
+        return _by_value(np.asarray(values, dtype=np.int64), lambda u: list(map(str, u.tolist())))
+    if kind == "float":
+        v = np.ascontiguousarray(values, dtype=float)
+        return _by_value(v.view(np.int64), lambda u: [_dumps(x) for x in u.view(np.float64).tolist()])
+    if kind == "str":
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+        if (codes < 0).any():  # a missing value is no str: format those one by one
+            return [_dumps(v) for v in values]
+        return np.asarray([_dumps(u) for u in uniques.tolist()], dtype=object)[codes].tolist()
+    if kind == "obj":
+        return [_dumps(v) for v in values]
+    ns = np.asarray(values, dtype=np.int64)
+    if kind == "ts":
+        if mode == MSPROF:  # '"<us>.<3 digits>"'
+            q, f = np.divmod(ns, 1000)
+            return [f'"{a}{b}"' for a, b in zip(q.tolist(), _FRAC3[f].tolist())]
+        return _by_value(ns - base_ns, lambda u: [_dumps(x / 1000) for x in u.tolist()])
+    if kind == "dur":
+        if not has_ts:  # msprof_events / chrome_events convert dur only in events with a ts
+            return _by_value(ns, lambda u: list(map(str, u.tolist())))
+        return _by_value(ns, lambda u: [_dumps(x / 1000) for x in u.tolist()])
+    raise ValueError(f"unknown column kind {kind!r}")
+
+
+def event_count(items: Iterable[dict | EventBlock]) -> int:
+    return sum(len(e) if isinstance(e, EventBlock) else 1 for e in items)
+
+
+def expand(items: Iterable[dict | EventBlock]) -> list[dict]:
+    """Blocks turned into their dicts, in order."""
+    out: list[dict] = []
+    for e in items:
+        if isinstance(e, EventBlock):
+            out += e.dicts()
+        else:
+            out.append(e)
+    return out
+
+
+def _event_texts(items: Iterable[dict | EventBlock], mode: str, base_ns: int) -> Iterator[str]:
+    convert = msprof_events if mode == MSPROF else (lambda evs: chrome_events(evs, base_ns))
+    singles: list[dict] = []
+    for item in items:
+        if isinstance(item, EventBlock):
+            if singles:
+                yield ",".join(_dumps(e) for e in convert(singles))
+                singles = []
+            if item.n:
+                yield ",".join(item.json_texts(mode, base_ns))
+        else:
+            singles.append(item)
+    if singles:
+        yield ",".join(_dumps(e) for e in convert(singles))
+
+
+def write_events(path: Path, items: Sequence[dict | EventBlock], mode: str = MSPROF, base_ns: int = 0,
+                 wrapper: dict | None = None) -> Path:
+    """Write ``items`` as ``write_json`` writes the converted event list (msprof or Chrome form),
+    streaming block by block; ``wrapper``: a dict whose ``traceEvents`` key is the list (its
+    other keys after it, as ``json.dumps`` orders them)."""
+    head, tail = "[", "]"
+    if wrapper is not None:
+        keys = list(wrapper)
+        at = keys.index("traceEvents")
+        before = _dumps({k: wrapper[k] for k in keys[:at]})[:-1]
+        after = _dumps({k: wrapper[k] for k in keys[at + 1:]})[1:]
+        head = (before + "," if at else "{") + '"traceEvents":['
+        tail = "]" + ("," + after if len(keys) > at + 1 else "}")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(head)
+        first = True
+        for text in _event_texts(items, mode, base_ns):
+            if not text:
+                continue
+            f.write(text if first else "," + text)
+            first = False
+        f.write(tail)
     return path
