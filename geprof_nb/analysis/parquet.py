@@ -160,6 +160,13 @@ def _empty(spec, where: str) -> pd.Series:
     return pd.Series([], dtype=_pandas_dtype(spec, where))
 
 
+#: Optional manifest fields and their types: (key, type(s), what the error says is expected).
+_MANIFEST_FIELDS = (("run", str, "a run name"), ("info", dict, "an object"), ("options", dict, "an object"),
+                    ("device", dict, "an object"), ("notes", list, "a list of strings"),
+                    ("dropped", dict, "an object of counts"), ("complete", bool, "true or false"),
+                    ("device_id", int, "a device id"))
+
+
 class ParquetSource(FileSource):
     """A ``.geprof_parquet`` export: every table as it was exported, timestamps exact."""
 
@@ -176,8 +183,14 @@ class ParquetSource(FileSource):
                                     f"reads version {VERSION}")
         if not isinstance(manifest.get("tables"), dict) or "op_summary" not in manifest["tables"]:
             raise ImportFormatError(f"{manifest_path}: no 'tables' entry for op_summary")
+        for key, kind, what in _MANIFEST_FIELDS:  # read from disk: any field may be damaged
+            if key in manifest and manifest[key] is not None and not isinstance(manifest[key], kind):
+                raise ImportFormatError(f"{manifest_path}: field {key!r} is {type(manifest[key]).__name__} "
+                                        f"{json.dumps(manifest[key])[:80]}; expected {what}")
+        if not all(isinstance(n, str) for n in manifest.get("notes") or []):
+            raise ImportFormatError(f"{manifest_path}: field 'notes' holds a non-string; expected a list of strings")
         self.manifest = manifest
-        self.device_id = int(manifest.get("device_id", 0))
+        self.device_id = int(manifest.get("device_id", 0) or 0)
 
     @property
     def path(self) -> Path:
@@ -215,7 +228,13 @@ class ParquetSource(FileSource):
         if entry is None:
             return None
         where = f"{self._path / MANIFEST} (table {name})"
+        if not isinstance(entry, dict):
+            raise ImportFormatError(f"{where}: the entry is {type(entry).__name__}; expected an object")
         columns, dtypes = entry.get("columns") or [], entry.get("dtypes") or []
+        if not isinstance(columns, list) or not isinstance(dtypes, list) \
+                or not isinstance(entry.get("file"), str | None) or not isinstance(entry.get("rows", 0), int):
+            raise ImportFormatError(f"{where}: 'columns' and 'dtypes' must be lists, 'file' a file name, 'rows' a "
+                                    "count")
         if len(columns) != len(dtypes):
             raise ImportFormatError(f"{where}: {len(columns)} columns but {len(dtypes)} dtypes")
         if entry.get("file") is None:

@@ -20,8 +20,8 @@ import pandas as pd
 from .. import api, breakdown, communication, memory, tables
 from .csvfiles import CsvTable, ImportFormatError, Kinds, read_csv, read_json
 from .filesource import FileSource
-from .msprof import (API_STATISTIC_KINDS, OP_STATISTIC_KINDS, OP_SUMMARY_KINDS, aic_metrics_of, chip_family,
-                     device_infos, start_times)
+from .msprof import (API_STATISTIC_KINDS, DEVICE_ID, OP_STATISTIC_KINDS, OP_SUMMARY_KINDS, aic_metrics_of,
+                     chip_family, device_infos, start_times)
 from .trace_view import TraceView, read_trace_view
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -81,7 +81,7 @@ class AscendPtSource(FileSource):
         self._kernels = read_csv([kernel_path])
         self._kernels.require(KERNEL_REQUIRED, "torch_npu kernel_details")
         if self._kernels.has("Device_id"):
-            ids = np.unique(self._kernels.integers("Device_id", nullable=False))
+            ids = np.unique(self._kernels.integers("Device_id", nullable=False, required=DEVICE_ID))
             self.device_id = int(ids[0]) if len(ids) else device_id
         else:
             trace = self._trace
@@ -238,11 +238,14 @@ class AscendPtSource(FileSource):
             m = re.fullmatch(r"step(\d+)", str(step_key))
             if not m or not isinstance(kinds, dict):
                 raise ImportFormatError(f"{path}: key {step_key!r}: expected step<N> holding collective/p2p ops")
-            for ops in kinds.values():
+            for kind, ops in kinds.items():
+                if not isinstance(ops, dict | None):
+                    raise ImportFormatError(f"{path}: {step_key}/{kind}: expected an object of ops, got "
+                                            f"{type(ops).__name__}")
                 for key, op in (ops or {}).items():
                     if key.startswith("Total"):
                         continue
-                    t = (op or {}).get("Communication Time Info")
+                    t = op.get("Communication Time Info") if isinstance(op, dict) else None
                     if not isinstance(t, dict):
                         raise ImportFormatError(f"{path}: {step_key}/{key}: missing 'Communication Time Info'")
                     name = key.rsplit("@", 1)[0]

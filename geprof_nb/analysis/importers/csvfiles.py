@@ -165,10 +165,17 @@ class CsvTable:
             raise self.bad_value(pos, int(np.argmax(bad & ~missing)), "a number (or N/A)")
         return out
 
-    def integers(self, column: str | int, nullable: bool) -> pd.api.extensions.ExtensionArray | np.ndarray:
-        """int64 values (``Int64`` with <NA> where N/A if ``nullable`` or if any cell is N/A)."""
+    def integers(self, column: str | int, nullable: bool,
+                 required: str | None = None) -> pd.api.extensions.ExtensionArray | np.ndarray:
+        """int64 values (``Int64`` with <NA> where N/A if ``nullable`` or if any cell is N/A).
+
+        ``required`` (what the column must hold, e.g. "a device id on every row"): an N/A or
+        empty cell is an error naming its line, instead of a missing value.
+        """
         pos = self._pos(column)
         values, missing = _without_na(_trimmed(self.cells.column(pos)))
+        if required and missing.any():
+            raise self.bad_value(pos, int(np.argmax(missing)), required)
         try:
             ints = pc.cast(values, pa.int64())
         except pa.ArrowInvalid:
@@ -222,7 +229,16 @@ def _read_header(path: Path) -> list[str]:
         raise ImportFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start} of the header)") from None
     if not text.strip():
         raise ImportFormatError(f"{path}: empty file (expected a CSV header line)")
-    return next(csv.reader([text.rstrip("\r\n")]))
+    return _fields(path, text.rstrip("\r\n"), "header")
+
+
+def _fields(path: Path, line: str, which: str) -> list[str]:
+    """The cells of one CSV line (a stray CR or NUL inside it is an ImportFormatError, not csv.Error)."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error as exc:
+        raise ImportFormatError(f"{path}: the {which} line is not CSV ({exc}); accepted: comma-separated cells, "
+                                "one row per line") from None
 
 
 def _check_last_line(path: Path, n_columns: int) -> None:
@@ -236,7 +252,7 @@ def _check_last_line(path: Path, n_columns: int) -> None:
     if len(lines) < 2 and size > 65536:
         return
     last = lines[-1].decode("utf-8", errors="replace") if lines else ""
-    fields = next(csv.reader([last]), [])
+    fields = _fields(path, last, "last")
     if 0 < len(fields) < n_columns:
         raise ImportFormatError(f"{path}: truncated: the last line has {len(fields)} of the header's {n_columns} "
                                 f"fields")

@@ -23,6 +23,9 @@ import pandas as pd
 from .. import api, columns as C, communication, tables, tx
 from ..aicpu import AICPU
 from .csvfiles import CsvTable, ImportFormatError, Kinds, read_csv, read_json
+
+#: What a Device_id cell must hold (the rows are split by device before anything else).
+DEVICE_ID = "a device id (an integer) on every row"
 from .filesource import FileSource
 
 OUTPUT_DIR = "mindstudio_profiler_output"
@@ -210,7 +213,7 @@ class MsprofSource(FileSource):
                                     "task_time on); nothing to import")
         self._summary = read_csv(list(self.sets["op_summary"].files))
         self._summary.require(OP_SUMMARY_REQUIRED, "msprof op_summary")
-        devices = self._summary.integers("Device_id", nullable=False)
+        devices = self._summary.integers("Device_id", nullable=False, required=DEVICE_ID)
         present = sorted({int(d) for d in np.unique(devices)})
         if present and device_id not in present:
             if len(present) > 1:
@@ -261,7 +264,8 @@ class MsprofSource(FileSource):
         if table is None:
             return pd.DataFrame(columns=empty)
         if table.has("Device_id") and kind not in ("api_statistic", "msprof_tx"):
-            table = table.select(table.integers("Device_id", nullable=False) == self.device_id)
+            devices = table.integers("Device_id", nullable=False, required=DEVICE_ID)
+            table = table.select(devices == self.device_id)
         return self._typed(kind, table, _KINDS[kind])
 
     @cached_property
@@ -291,14 +295,16 @@ class MsprofSource(FileSource):
         if table is None:
             return pd.DataFrame(columns=C.STEP_TRACE), windows
         if table.has("Device_id"):
-            table = table.select(table.integers("Device_id", nullable=False) == self.device_id)
+            devices = table.integers("Device_id", nullable=False, required=DEVICE_ID)
+            table = table.select(devices == self.device_id)
         frame = self._typed("step_trace", table, STEP_TRACE_KINDS)
         end, has_end = table.ns("Iteration End(us)")
         length, has_length = table.ns("Iteration Time(us)")
         keep = has_end
         windows = pd.DataFrame({
-            "model": table.integers("Model ID", nullable=False)[keep],
-            "iteration": table.integers("Iteration ID", nullable=False)[keep],
+            "model": table.integers("Model ID", nullable=False, required="a model id on every row")[keep],
+            "iteration": table.integers("Iteration ID", nullable=False,
+                                        required="an iteration id on every row")[keep],
             "begin": np.where(has_length, end - length, end)[keep], "end": end[keep]})
         return frame, windows
 
