@@ -53,19 +53,69 @@ def newest_run(path: Path) -> Path | None:
     return max(runs, key=created)
 
 
+def _chunk_header(path: Path) -> tuple[int, np.dtype]:
+    """(records, dtype) of a chunk from its ``.npy`` header, checked against the file's size.
+
+    Read before ``np.load``: a damaged header that claims billions of records must not
+    make numpy allocate them.  Raises ValueError for anything but a whole 1-D array.
+    """
+    with open(path, "rb") as f:
+        try:
+            major, _ = np.lib.format.read_magic(f)
+            read_header = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}[major]
+            shape, _, dtype = read_header(f)
+        except Exception as exc:  # noqa: BLE001 - damaged bytes: numpy's header parser raises all sorts
+            raise ValueError(f"unreadable .npy header ({type(exc).__name__}: {exc})") from None
+        if len(shape) != 1:
+            raise ValueError(f"records are a 1-D array, the header says shape {shape}")
+        size = os.fstat(f.fileno()).st_size
+        if size < f.tell() + shape[0] * dtype.itemsize:
+            raise ValueError(f"the header says {shape[0]} records but the file holds "
+                             f"{max(0, size - f.tell()) // max(dtype.itemsize, 1)}")
+        return shape[0], dtype
+
+
 def _chunk_rows(path: Path, dtype: np.dtype) -> int:
     """Records in an intact chunk of ``dtype`` from its ``.npy`` header; 0 if it is damaged or short."""
     try:
-        with open(path, "rb") as f:
-            major, _ = np.lib.format.read_magic(f)
-            read_header = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}[major]
-            shape, _, found = read_header(f)
-            rows = int(np.prod(shape))
-            if found != dtype or os.fstat(f.fileno()).st_size < f.tell() + rows * found.itemsize:
-                return 0
-            return rows
-    except (OSError, ValueError, KeyError, TypeError):
+        rows, found = _chunk_header(path)
+    except (OSError, ValueError):
         return 0
+    return rows if found == dtype else 0
+
+
+#: The fields of info.json the tables read, and their shapes: (field, check, what is accepted).
+_INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
+    ("status", lambda v: isinstance(v, str), "a string"),
+    ("options", lambda v: isinstance(v, dict), "an object of profiling options"),
+    ("devices", lambda v: isinstance(v, dict) and all(str(k).isdigit() and isinstance(d, dict) for k, d in v.items()),
+     "an object of device id -> device description"),
+    ("records", lambda v: isinstance(v, dict), "an object of record counts"),
+    ("aged_out", lambda v: isinstance(v, dict) and isinstance(v.get("records", {}), dict)
+     and all(isinstance(v.get(k, 0), int) for k in ("chunks", "bytes")), "an object with chunks, bytes, records"),
+    ("dropped", lambda v: isinstance(v, dict) and all(isinstance(n, int) for n in v.values()), "an object of counts"),
+    ("write_failed", lambda v: isinstance(v, dict) and all(isinstance(n, int) for n in v.values()),
+     "an object of counts"),
+    ("notes", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of strings"),
+    ("note", lambda v: isinstance(v, str), "a string"),
+    ("pmu_events", lambda v: isinstance(v, dict) and all(isinstance(e, list) for e in v.values()),
+     "an object of core -> event names"),
+    ("type_info", lambda v: isinstance(v, dict) and all(isinstance(t, dict) for t in v.values()),
+     "an object of level -> type names"),
+    ("start_ns", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer (ns)"),
+    ("end_ns", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer (ns)"),
+    ("pid", lambda v: isinstance(v, int) and not isinstance(v, bool), "a process id"),
+    ("hostname", lambda v: isinstance(v, str), "a host name"),
+)
+
+
+def _check_info(info: dict, path: Path) -> None:
+    """info.json is read from disk: a field the tables read with another shape is a RunDirError
+    naming it and what it should hold, not an AttributeError deep in a table."""
+    for field, check, accepted in _INFO_FIELDS:
+        value = info.get(field)
+        if value is not None and not check(value):
+            raise RunDirError(f"{path}: field {field!r} is {json.dumps(value, default=str)[:60]}; accepted: {accepted}")
 
 
 def _dict(value: object) -> dict:
@@ -87,6 +137,7 @@ class RunDir:
             raise RunDirError(f"{info_path}: cannot be read as JSON ({exc})") from None
         if not isinstance(self.info, dict) or "geprof_raw_version" not in self.info:
             raise RunDirError(f"{info_path}: not a geprof run description (no 'geprof_raw_version' field)")
+        _check_info(self.info, info_path)
         self.damaged: list[str] = []
 
     @property
@@ -160,8 +211,9 @@ class RunDir:
         parts = []
         for chunk in sorted(directory.glob(f"{kind}.*.npy")):
             try:
+                _chunk_header(chunk)
                 arr = np.load(chunk, allow_pickle=False)
-            except (OSError, ValueError, EOFError) as exc:
+            except Exception as exc:  # noqa: BLE001 - damaged bytes make numpy raise all sorts
                 self.damaged.append(str(chunk.relative_to(self.path)))
                 warnings.warn(f"{chunk}: damaged chunk skipped ({exc})", stacklevel=2)
                 continue
