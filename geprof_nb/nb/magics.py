@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import os
+import types
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -141,6 +143,34 @@ settings and the step schedule) with examples.
 """
 
 
+def users_traceback(error: BaseException, cell_filename: str | None) -> BaseException:
+    """``error`` with a traceback that starts at the cell's own code.
+
+    The frames above it (``_profile_cell``, ``_run_cell``) are the magic's, not the
+    user's: the person should see the traceback their cell would raise without
+    ``%%geprof``.  A Ctrl-C that the step guard raises at the end of a step also loses
+    the guard's frames (this package's ``nb/``) at its end.  An error raised before
+    the cell's code ran keeps its whole traceback.
+    """
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    start = next((i for i, t in enumerate(frames) if t.tb_frame.f_code.co_filename == cell_filename), None)
+    if start is None:
+        return error
+    keep = frames[start:]
+    if isinstance(error, KeyboardInterrupt):
+        ours = os.path.dirname(os.path.abspath(__file__))
+        while len(keep) > 1 and os.path.dirname(os.path.abspath(keep[-1].tb_frame.f_code.co_filename)) == ours:
+            keep.pop()
+    new = None
+    for t in reversed(keep):
+        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return error.with_traceback(new)
+
+
 @magics_class
 class GeprofMagics(Magics):
     """The ``%%geprof`` cell magic and the ``%geprof`` line magic."""
@@ -148,6 +178,7 @@ class GeprofMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.last_profile: Profile | None = None
+        self._cell_filename: str | None = None  # the code object file name of the cell being run
         #: Defaults of later cells (``%geprof config``); one store per loaded extension.
         self.cell_defaults = ConfigStore()
 
@@ -196,6 +227,7 @@ class GeprofMagics(Magics):
 
     def _profile_cell(self, cell: str, settings: CellSettings, progress_mode: str):
         """Collect while the cell runs; returns the finalised run directory and the cell's exception."""
+        self._cell_filename = None
         options = settings.options
         switch = options.data_type_config()
         schedule = settings.schedule
@@ -219,7 +251,7 @@ class GeprofMagics(Magics):
             step_hooks.add(hook)
             self._run_cell(cell)
         except BaseException as exc:  # noqa: BLE001 - finalise and show, then re-raise in geprof()
-            error = exc
+            error = users_traceback(exc, self._cell_filename)
         finally:
             guard.enter()  # a Ctrl-C while the run is finalised waits until it is on disk
             try:
@@ -265,7 +297,7 @@ class GeprofMagics(Magics):
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
-        filename = self.shell.compile.cache(code)
+        filename = self._cell_filename = self.shell.compile.cache(code)
         ns = self.shell.user_ns
         exec(self.shell.compile(tree, filename, "exec"), ns)  # noqa: S102 - the user's own cell
         if last is not None:
