@@ -1,0 +1,54 @@
+"""Exports of a long run: the torch_npu ``ascend_pt`` directory and msprof's summary CSVs (target 8)."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from collections.abc import Callable
+
+from harness import Result, times
+from workloads import disk_bytes, resnet_run, scratch_dir, task_records
+
+import geprof_nb
+
+FULL_TASKS = 1_000_000
+#: --quick sizes: ascend_pt writes ~1.9 KB per task, so its quick run is smaller.
+QUICK_TASKS = {"ascend_pt": 20_000, "msprof": 100_000}
+
+
+def _export(quick: bool, fmt: str, target_s: float, label: str, **options) -> Result:
+    tasks_wanted = QUICK_TASKS[fmt] if quick else FULL_TASKS
+    run = resnet_run(tasks_wanted)
+    tasks = task_records(run)
+    target = target_s * tasks_wanted / FULL_TASKS
+    found: dict[str, int] = {}
+
+    def export() -> Callable[[], None]:
+        profile = geprof_nb.load(run)  # a fresh Profile: the tables are read and built as part of the export
+        out = scratch_dir()
+        profile.export(out / "x", format=fmt, **options)
+        found["bytes"] = disk_bytes(out)
+        return lambda: shutil.rmtree(out, ignore_errors=True)
+
+    t = times(export)
+    median = statistics.median(t)
+    scaled = "" if not quick else f" ({target_s:g} s at {FULL_TASKS:,})"
+    return Result(f"{label}, {tasks:,} tasks", median, "s", f"<= {target:g} s{scaled}", median <= target,
+                  {"tasks": tasks, "runs_s": t, "output_mb": found["bytes"] / 2**20})
+
+
+def ascend_pt_export(quick: bool) -> Result:
+    """``Profile.export(format="ascend_pt")`` from a fresh Profile of the run: kernel_details, memory and
+    step CSVs, communication JSONs and trace_view.json (target: <= 15 s at 1,000,000 tasks; ``--quick``:
+    20,000 tasks against the target scaled to 0.3 s)."""
+    return _export(quick, "ascend_pt", 15.0, "export ascend_pt")
+
+
+def msprof_csv_export(quick: bool) -> Result:
+    """msprof's summary CSVs (op_summary, op_statistic, api_statistic, task_time, step_trace, ...) from a
+    fresh Profile of the run, ``export(format="msprof", timeline=False)`` (target: <= 10 s at 1,000,000
+    tasks; ``--quick``: 100,000 tasks against 1 s)."""
+    return _export(quick, "msprof", 10.0, "export msprof CSV set", timeline=False)
+
+
+BENCHMARKS = [ascend_pt_export, msprof_csv_export]
