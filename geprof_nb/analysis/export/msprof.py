@@ -25,8 +25,9 @@ SUMMARIES = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_t
 SHAPE_COLUMNS = ("Input Shapes", "Output Shapes")
 
 
-def export_msprof(profile, path: Path, slice_rows: int = CSV_LIMIT) -> Path:
-    """Write the summaries and timelines; returns the ``PROF_*`` directory."""
+def export_msprof(profile, path: Path, slice_rows: int = CSV_LIMIT, timeline: bool = True) -> Path:
+    """Write the summaries and timelines; returns the ``PROF_*`` directory.  ``timeline=False``
+    writes the summary CSVs only (the timeline JSON of a long run is hundreds of MB)."""
     prof_dir = Path(path) / prof_dir_name(profile)
     out = prof_dir / OUTPUT_DIR
     out.mkdir(parents=True, exist_ok=True)
@@ -37,9 +38,11 @@ def export_msprof(profile, path: Path, slice_rows: int = CSV_LIMIT) -> Path:
             continue
         cols = table_cells(frame, profile.source.times_ns(name, frame), quote=SHAPE_COLUMNS)
         write_table(out, name, stamp, list(frame.columns), cols, slice_rows)
-    timeline = Timeline(profile)
-    write_events(out / f"msprof_{stamp}.json", timeline.items())
-    steps = timeline.step_trace(with_process=True)
+    if not timeline:
+        return prof_dir
+    layers = Timeline(profile)
+    write_events(out / f"msprof_{stamp}.json", layers.items())
+    steps = layers.step_trace(with_process=True)
     if steps:
         write_json(out / f"step_trace_{stamp}.json", msprof_events(steps))
     return prof_dir
