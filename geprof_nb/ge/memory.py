@@ -191,8 +191,13 @@ def _place(size: np.ndarray, alloc: np.ndarray, free: np.ndarray, stream: np.nda
     Which tensor blocks which is one ``n x n`` matrix computed up front (1.2 M
     booleans for a ResNet-50 training step), so the loop over tensors does a
     handful of array operations each instead of recomputing the conflicts.
+    Past :data:`MATRIX_MAX_TENSORS` tensors that matrix does not fit in memory
+    (a 100,000-node graph would need 10 GB per temporary): :func:`_place_windowed`
+    finds the same blocking tensors by lifetime windows and gives the same offsets.
     """
     n = len(size)
+    if n > MATRIX_MAX_TENSORS:
+        return _place_windowed(size, alloc, free, stream)
     order = np.lexsort((alloc, -size))
     a, f, s, z = alloc[order], free[order], stream[order], size[order]
     # blocked[k, j]: the k-th tensor placed may not share bytes with the j-th
@@ -211,6 +216,61 @@ def _place(size: np.ndarray, alloc: np.ndarray, free: np.ndarray, stream: np.nda
         if starts[0] >= need:
             continue  # fits below every blocked range
         reach = running_max(hi[:k][b][by_start])  # end of everything starting at or before each range
+        gaps = (starts[1:] - reach[:-1] >= need).nonzero()[0]
+        lo[k] = reach[gaps[0]] if len(gaps) else reach[-1]
+        hi[k] = lo[k] + need
+    offset = np.empty(n, np.int64)
+    offset[order] = lo
+    return offset
+
+
+#: Largest tensor count :func:`_place` plans with its n x n conflict matrix (64 MB of booleans).
+MATRIX_MAX_TENSORS = 8192
+
+
+def _place_windowed(size: np.ndarray, alloc: np.ndarray, free: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """:func:`_place` for many tensors: the same first fit, without the n x n matrix.
+
+    The tensors that block the k-th one are found among candidates only: tensors on
+    another stream, long-lived tensors, and short-lived ones whose allocation falls in
+    the window where a short tensor can overlap it (found by binary search on the
+    allocation times).  Candidates are taken in placement order, so ties resolve as
+    in the matrix version and the offsets are identical (``tests/reliability``
+    compares the two).  Memory is O(n); time is O(n x candidates).
+    """
+    n = len(size)
+    order = np.lexsort((alloc, -size))
+    a, f, s, z = (np.asarray(x, np.int64)[order] for x in (alloc, free, stream, size))
+    life = f - a
+    window = int(max(64, np.quantile(life, 0.99))) if n else 0
+    long_lived = np.flatnonzero(life > window)  # in placement order
+    by_alloc = np.argsort(a, kind="stable")
+    a_sorted = a[by_alloc]
+    streams = np.unique(s)
+    of_stream = {int(x): np.flatnonzero(s == x) for x in streams}  # placement order
+    lo = np.zeros(n, np.int64)
+    hi = z.copy()
+    running_max = np.maximum.accumulate
+    for k in range(1, n):
+        i0 = np.searchsorted(a_sorted, a[k] - window, side="left")
+        i1 = np.searchsorted(a_sorted, f[k], side="right")
+        parts = [by_alloc[i0:i1], long_lived[:np.searchsorted(long_lived, k)]]
+        if len(streams) > 1:
+            for x, members in of_stream.items():
+                if x != s[k]:
+                    parts.append(members[:np.searchsorted(members, k)])
+        cand = np.unique(np.concatenate(parts))  # sorted: placement order
+        cand = cand[cand < k]
+        b = cand[((a[cand] <= f[k]) & (f[cand] >= a[k])) | (s[cand] != s[k])]
+        if not len(b):
+            continue
+        starts = lo[b]
+        by_start = starts.argsort(kind="stable")
+        starts = starts[by_start]
+        need = z[k]
+        if starts[0] >= need:
+            continue
+        reach = running_max(hi[b][by_start])
         gaps = (starts[1:] - reach[:-1] >= need).nonzero()[0]
         lo[k] = reach[gaps[0]] if len(gaps) else reach[-1]
         hi[k] = lo[k] + need
