@@ -224,7 +224,31 @@ class RunDir:
             parts.append(arr)
         if not parts:
             return np.zeros(0, spec.dtype)
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        out = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if "connection_id" in spec.dtype.names:
+            out = self._plausible_connections(out, kind)
+        return out
+
+    @cached_property
+    def _connection_limit(self) -> int:
+        """No connection id of this run can reach this: they are handed out densely, one per loaded task
+        (task_track record), so four times their count leaves room for the gaps of discarded windows."""
+        tracks = sum(_chunk_rows(c, rawdata.TASK_TRACK_DTYPE) for c in self.path.glob("device_*/data/task_track.*.npy"))
+        return 4 * tracks + 65536
+
+    def _plausible_connections(self, records: np.ndarray, kind: str) -> np.ndarray:
+        """``records`` without those whose connection id a damaged chunk made impossible.
+
+        The tables index dense arrays by connection id: one flipped byte could make them
+        allocate gigabytes.  Such records are dropped, listed in ``damaged`` and warned about.
+        """
+        bad = records["connection_id"] >= self._connection_limit
+        if not bad.any():
+            return records
+        self.damaged.append(f"{kind}: {int(bad.sum())} records with impossible connection ids")
+        warnings.warn(f"{self.path}: {int(bad.sum())} {kind} records have connection ids past "
+                      f"{self._connection_limit} (damaged chunk?); dropped", stacklevel=3)
+        return records[~bad]
 
     def __repr__(self) -> str:
         return f"<RunDir {self.path.name} {self.info.get('status')}>"
