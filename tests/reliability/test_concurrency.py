@@ -1,0 +1,178 @@
+"""Concurrency: eight threads report while the main thread runs graphs; two notebooks share an
+output directory.
+
+Every record a thread reports is there exactly once (counts match to the record), and no
+record is torn: each one's fields belong together (its thread id is the thread that made
+it, its message names that thread, its start is not after its end).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+import geprof_nb
+from geprof_nb import ge
+from geprof_nb.ge import acl
+from geprof_nb.prof import msprof, rawdata
+from geprof_nb.prof.api_types import AclProfType
+from geprof_nb.prof.host_profiler import ProfilingEvent
+from geprof_nb.prof.scope import profiling_scope
+from reliability_helpers import n_kernels, profiled_ge, tiny_mlp
+
+ROOT = Path(__file__).resolve().parents[2]
+THREADS = 8
+ITERATIONS = 40  # per thread
+MAIN_STEPS = 12
+THREAD_STEPS = 5  # real aclmdlExecute runs per thread, each on its own loaded model
+
+
+def _small_model(t: int) -> ge.Graph:
+    g = ge.Graph(f"thread_model_{t}")
+    x = g.data("x", (4, 8))
+    g.output([g.op("Relu", g.op("MatMulV2", [x, g.variable("w", (8, 8), dtype="float16")], name=f"mm_{t}"),
+                   name=f"relu_{t}")])
+    return g
+
+
+def test_eight_threads_report_while_the_main_thread_runs_graphs(tmp_path, monkeypatch):
+    monkeypatch.setattr(msprof.lib, "chunk_records", 64)  # many chunks, flushed by whichever thread fills one
+    profiled_ge(tmp_path / "out", msproftx="on", ge_api="l1")
+    sess = ge.Session()
+    sess.add_graph(1, tiny_mlp())
+    model_ids = []
+    for t in range(THREADS):
+        model_id, ret = acl.aclmdlLoadFromMem(ge.aclgrphBuildModel(_small_model(t))[0])
+        assert ret == acl.ACL_SUCCESS
+        model_ids.append(model_id)
+    native: dict[int, int] = {}
+    start = threading.Barrier(THREADS + 1)
+    errors: list[BaseException] = []
+
+    def worker(t: int) -> None:
+        try:
+            native[t] = threading.get_native_id()
+            start.wait()
+            for i in range(ITERATIONS):
+                # an ACL call that fails (no such model) is still reported, with its item id
+                assert acl.aclmdlExecute(10_000 + t) == acl.ACL_ERROR_INVALID_MODEL_ID
+                with profiling_scope(f"worker_{t}", ProfilingEvent.kOpExecute):
+                    rid = ge.mstx.range_start(f"range t{t} i{i}")
+                    ge.mstx.mark(f"mark t{t} i{i}")
+                    ge.mstx.range_end(rid)
+                if i % (ITERATIONS // THREAD_STEPS) == 0:
+                    assert acl.aclmdlExecute(model_ids[t]) == acl.ACL_SUCCESS
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+    for th in threads:
+        th.start()
+    start.wait()
+    for _ in range(MAIN_STEPS):
+        assert sess.run_graph(1) == ge.SUCCESS, ge.GEGetErrorMsg()
+    for th in threads:
+        th.join(timeout=120)
+    assert not errors, errors
+    kernels = n_kernels(sess)
+    ge.GEFinalize()
+
+    p = geprof_nb.load(tmp_path / "out")
+    assert p.complete and p.dropped == {} and p.run.damaged == [] and p.run.missing == []
+
+    # ACL API records: exactly ITERATIONS failed calls per thread, each from its own thread
+    api = p.run.load("api")
+    failed = api[(api["type"] == int(AclProfType.AclmdlExecute)) & (api["item_id"] >= 10_000)]
+    assert Counter(failed["item_id"].tolist()) == {10_000 + t: ITERATIONS for t in range(THREADS)}
+    for t in range(THREADS):
+        mine = failed[failed["item_id"] == 10_000 + t]
+        assert set(mine["thread_id"].tolist()) == {native[t]} and (mine["begin"] <= mine["end"]).all()
+    executed = api[(api["type"] == int(AclProfType.AclmdlExecute)) & (api["item_id"] < 10_000)]
+    assert Counter(executed["item_id"].tolist()) == {m: THREAD_STEPS for m in model_ids}
+
+    # host scopes: ITERATIONS spans per worker, on its own thread
+    he = p.host_events
+    workers = he[he["Element"].astype(str).str.startswith("worker_")]
+    assert Counter(workers["Element"].astype(str)) == {f"worker_{t}": ITERATIONS for t in range(THREADS)}
+    for t in range(THREADS):
+        mine = workers[workers["Element"].astype(str) == f"worker_{t}"]
+        assert set(mine["Thread ID"].tolist()) == {native[t]}
+    assert (workers["Start(us)"] <= workers["End(us)"]).all() and set(workers["Event"].astype(str)) == {"OpExecute"}
+
+    # mstx: every range and mark exactly once, each on the thread its message names
+    tx = p.msprof_tx
+    assert len(tx) == 2 * THREADS * ITERATIONS
+    messages = Counter(tx["message"].astype(str))
+    assert messages == {f"{kind} t{t} i{i}": 1 for kind in ("range", "mark") for t in range(THREADS)
+                        for i in range(ITERATIONS)}
+    for row in tx.itertuples(index=False):
+        t = int(row.message.split()[1][1:])
+        assert row.tid == native[t] and row._7 <= row._8  # Start_time(us) <= End_time(us)
+
+    # the main thread's graph: every step, every op, nothing extra
+    main = p.step_trace[p.step_trace["Model ID"] == sess_model_id(p, "mlp")]
+    assert list(main["Iteration ID"]) == list(range(1, MAIN_STEPS + 1))
+    ops = p.op_summary
+    assert (ops["Model ID"] == sess_model_id(p, "mlp")).sum() == MAIN_STEPS * kernels
+    for t in range(THREADS):  # and each thread's model: its steps, its two ops each
+        assert (ops["Op Name"].astype(str) == f"mm_{t}").sum() == THREAD_STEPS
+        assert (ops["Op Name"].astype(str) == f"relu_{t}").sum() == THREAD_STEPS
+    hw = p.run.load("hwts")
+    assert len(np.unique(hw[["connection_id", "iteration"]])) == len(hw)  # no record twice
+
+
+def sess_model_id(p, graph_name: str) -> int:
+    """The model id of a graph from the run's GRAPH_ID_MAP records (model_info)."""
+    info = p.run.load("model_info")
+    names = {int(r["model_id"]): p.run.hashes.get(int(r["model_name"])) for r in info}
+    return next(m for m, n in names.items() if n == graph_name)
+
+
+# ------------------------------------------------------------- two notebooks, one output directory
+NOTEBOOK = """
+import json, sys, time
+from pathlib import Path
+from geprof_nb import ge
+from geprof_nb.prof import msprof
+
+out, go, steps = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+# both processes compute the same run directory name: only mkdir's atomicity keeps them apart
+msprof._run_dir_name = lambda seq: f"PROF_{seq:06d}_20260101000000000_SAMESAMESAMESAME"
+while not go.exists():
+    time.sleep(0.001)
+opts = {"output": out, "training_trace": "on"}
+assert ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts),
+                        "geprof.clock": "virtual"}) == ge.SUCCESS
+run_dir = str(msprof.lib.run_dir)
+sess = ge.Session()
+sess.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,)))
+for _ in range(steps):
+    assert sess.run_graph(1) == ge.SUCCESS
+ge.GEFinalize()
+print(run_dir)
+"""
+
+
+def test_two_notebooks_profiling_into_one_output_directory_get_a_run_directory_each(tmp_path):
+    out, go = tmp_path / "shared", tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", NOTEBOOK, str(out), str(go), str(steps)], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for steps in (3, 5)]
+    go.touch()  # both start at once
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [r[1] for r in results]
+    run_dirs = [Path(r[0].strip()) for r in results]
+    assert run_dirs[0] != run_dirs[1] and {d.parent for d in run_dirs} == {out}
+    assert sorted(d.name for d in out.iterdir()) == sorted(d.name for d in run_dirs)
+    assert {d.name[:11] for d in run_dirs} == {"PROF_000001", "PROF_000002"}
+    for run_dir, steps in zip(run_dirs, (3, 5)):
+        p = geprof_nb.load(run_dir)
+        assert p.complete and p.info["run"] == run_dir.name
+        assert list(p.step_trace["Iteration ID"]) == list(range(1, steps + 1))
+        info = json.loads((run_dir / rawdata.INFO_FILE).read_text())
+        assert info["records"]["hwts"] == len(p.run.load("hwts"))
