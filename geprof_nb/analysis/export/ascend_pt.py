@@ -180,6 +180,7 @@ def framework_layer(timeline: Timeline) -> list[dict | EventBlock]:
                                       for c in ("connection_id", "iteration", "model_id", "stream_id", "start"))
     # each op task's launching call: its node launch, else its model's execution, else its step
     source = np.full((len(rows), 3), -1, np.int64)
+    source_row = np.full(len(rows), -1, np.int64)  # which call (a number per kind and call)
     found = np.zeros(len(rows), bool)
     for kind, keys in (("task", (conn, it)), ("model", (model, it)), ("step", (it,))):
         table = {k[1:]: v for k, v in sources.items() if k[0] == kind}
@@ -190,6 +191,7 @@ def framework_layer(timeline: Timeline) -> list[dict | EventBlock]:
         at = index.get_indexer(query)
         hit = np.flatnonzero(~found)[at >= 0]
         source[hit] = np.asarray(list(table.values()), np.int64)[at[at >= 0]]
+        source_row[hit] = at[at >= 0] + ({"task": 0, "model": 1, "step": 2}[kind] << 40)
         found[hit] = True
     keep = np.flatnonzero(found)
     if len(keep):
@@ -199,5 +201,6 @@ def framework_layer(timeline: Timeline) -> list[dict | EventBlock]:
             ("ph", const("s")), ("cat", const("async_npu")), ("id", ids), ("ts", ts_ns(source[keep, 2]))],
             pairs=[("name", const("torch_to_npu")), ("pid", const(timeline.pid("Ascend Hardware"))),
                    ("tid", ints(stream[keep])), ("ph", const("f")), ("cat", const("async_npu")), ("id", ids),
-                   ("ts", ts_ns(start[keep])), ("bp", const("e"))]))
+                   ("ts", ts_ns(start[keep])), ("bp", const("e"))],
+            key=source_row[keep], pair_key=conn[keep]))  # a flow's start is its call's, its end's stream its task's
     return out

@@ -167,7 +167,8 @@ class Timeline:
             args.append(("Stream Id", ints(stream)))
         out.append(EventBlock(len(tasks), [("name", strs(tasks["name"].to_numpy(object))), ("pid", const(pid)),
                                            ("tid", ints(stream)), ("ts", ts_ns(tasks["start"])),
-                                           ("dur", dur_ns(tasks["dur"])), ("ph", const("X")), ("args", nested(args))]))
+                                           ("dur", dur_ns(tasks["dur"])), ("ph", const("X")), ("args", nested(args))],
+                              key=tasks["connection_id"].to_numpy(np.int64)))  # a task's name, ids, type: its connection's
         return out
 
     def step_trace(self, with_process: bool = False) -> list[dict]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from json.encoder import encode_basestring
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,12 +114,16 @@ class EventBlock:
     ``fields``: (key, :class:`Column`) in the order the keys appear in each event.
     ``pairs``: a second shape; then event ``i`` of the block is two events, one of each
     shape, one after the other (a flow's ``s`` and ``f``).
+    ``key`` / ``pair_key``: per event, what most of a shape's values depend on (a task's
+    connection id, a flow's launching call).  Columns that hold one value per key are
+    written into one text per key instead of being formatted event by event.
     """
 
     def __init__(self, n: int, fields: Sequence[tuple[str, Column]],
-                 pairs: Sequence[tuple[str, Column]] | None = None) -> None:
+                 pairs: Sequence[tuple[str, Column]] | None = None, key=None, pair_key=None) -> None:
         self.n = int(n)
         self.shapes = [list(fields)] + ([list(pairs)] if pairs is not None else [])
+        self.keys = [key] + ([pair_key] if pairs is not None else [])
 
     def __len__(self) -> int:
         return self.n * len(self.shapes)
@@ -157,16 +162,25 @@ class EventBlock:
     def json_texts(self, mode: str, base_ns: int = 0) -> list[str]:
         """Each event's JSON text (``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` of
         its dict after :func:`msprof_events` / :func:`chrome_events`); a pair is one text of two."""
-        texts = [self._shape_texts(fields, mode, base_ns) for fields in self.shapes]
+        texts = [self._shape_texts(fields, key, mode, base_ns) for fields, key in zip(self.shapes, self.keys)]
         if len(texts) == 1:
             return texts[0]
         return [a + "," + b for a, b in zip(*texts)]
 
-    def _shape_texts(self, fields, mode: str, base_ns: int) -> list[str]:
-        fmt, columns = _template(fields, mode, base_ns, self.n, has_ts=any(k == "ts" for k, _ in fields))
-        if not columns:
-            return [fmt.format()] * self.n
-        return list(map(fmt.format, *columns))
+    def _shape_texts(self, fields, key, mode: str, base_ns: int) -> list[str]:
+        group = _Group.of(key) if key is not None and self.n else None
+        parts = _merged(_parts(fields, mode, base_ns, any(k == "ts" for k, _ in fields), group))
+        fmt, args = [], []
+        for part in parts:
+            if part[0] == "c":
+                fmt.append(_escape_braces(part[1]))
+            else:
+                fmt.append("{}")
+                args.append(part[1] if part[0] == "e" else np.asarray(part[2], dtype=object)[part[1]].tolist())
+        template = "".join(fmt)
+        if not args:
+            return [template.format()] * self.n
+        return list(map(template.format, *args))
 
     def min_ts(self) -> int | None:
         """The earliest ``ts`` of the block (``None`` without one)."""
@@ -175,27 +189,59 @@ class EventBlock:
         return min(found) if found else None
 
 
-def _template(fields, mode: str, base_ns: int, n: int, has_ts: bool) -> tuple[str, list[list[str]]]:
-    """A ``str.format`` template of one event with its constant parts written in, and the text
-    of every varying part (one list per ``{}``)."""
-    parts: list[str] = []
-    columns: list[list[str]] = []
+class _Group:
+    """Events grouped by a key: each event's group and the first event of each group."""
+
+    def __init__(self, codes: np.ndarray, first: np.ndarray) -> None:
+        self.codes = codes
+        self.first = first
+
+    @classmethod
+    def of(cls, key) -> "_Group":
+        codes, uniques = pd.factorize(np.asarray(key))
+        first = np.full(len(uniques), -1, np.int64)
+        first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the lowest event index of each group
+        return cls(codes, first)
+
+    def per_group(self, keys: np.ndarray) -> bool:
+        """Whether ``keys`` (one per event, comparable with ==) hold one value per group."""
+        keys = np.asarray(keys)
+        return bool((keys == keys[self.first][self.codes]).all())
+
+
+def _parts(fields, mode: str, base_ns: int, has_ts: bool, group: _Group | None) -> list[tuple]:
+    """One event's text as parts: ("c", text) constant, ("e", texts) one per event, ("g", codes, texts)
+    one per group of events."""
+    parts: list[tuple] = []
     for i, (key, col) in enumerate(fields):
-        head = ("{{" if i == 0 else ",") + _escape_braces(json.dumps(key, ensure_ascii=False)) + ":"
-        parts.append(head)
+        parts.append(("c", ("{" if i == 0 else ",") + json.dumps(key, ensure_ascii=False) + ":"))
         if col.kind == "dict":
-            inner, cols = _template(col.values, mode, base_ns, n, has_ts)
-            parts.append(inner if col.values else "{{}}")
-            columns += cols
+            parts += _parts(col.values, mode, base_ns, has_ts, group) if col.values else [("c", "{}")]
             continue
-        texts = _value_texts(col, mode, base_ns, has_ts)
-        if isinstance(texts, str):
-            parts.append(_escape_braces(texts))
-        else:
-            parts.append("{}")
-            columns.append(texts)
-    parts.append("}}" if fields else "{{}}")
-    return "".join(parts), columns
+        parts.append(_value_part(col, mode, base_ns, has_ts, group))
+    parts.append(("c", "}" if fields else "{}"))
+    return parts
+
+
+def _merged(parts: list[tuple]) -> list[tuple]:
+    """Adjacent constant and per-group parts joined into one part, so an event is a few pieces."""
+    out: list[tuple] = []
+    for part in parts:
+        prev = out[-1] if out else None
+        if prev is not None and part[0] != "e" and prev[0] != "e":
+            if prev[0] == "c" and part[0] == "c":
+                out[-1] = ("c", prev[1] + part[1])
+                continue
+            codes = part[1] if part[0] == "g" else prev[1]
+            if prev[0] == "g" and part[0] == "g" and prev[1] is not part[1]:
+                out.append(part)
+                continue
+            left = [prev[1]] * len(part[2]) if prev[0] == "c" else prev[2]
+            right = [part[1]] * len(left) if part[0] == "c" else part[2]
+            out[-1] = ("g", codes, [a + b for a, b in zip(left, right)])
+            continue
+        out.append(part)
+    return out
 
 
 def _escape_braces(text: str) -> str:
@@ -204,6 +250,11 @@ def _escape_braces(text: str) -> str:
 
 def _dumps(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _str_text(value) -> str:
+    """JSON text of one value of a str column (the C string encoder for str, as json.dumps uses)."""
+    return encode_basestring(value) if type(value) is str else _dumps(value)
 
 
 def _by_value(keys: np.ndarray, texts_of) -> list[str]:
@@ -216,10 +267,28 @@ def _by_value(keys: np.ndarray, texts_of) -> list[str]:
 _FRAC3 = np.array([f".{i:03d}" for i in range(1000)], dtype=object)
 
 
-def _value_texts(col: Column, mode: str, base_ns: int, has_ts: bool) -> str | list[str]:
+def _value_part(col: Column, mode: str, base_ns: int, has_ts: bool, group: _Group | None) -> tuple:
+    """The part one column's values make: constant, per group (when ``group`` holds one value per
+    group), else per event."""
     kind, values = col.kind, col.values
     if kind == "const":
-        return _dumps(values)
+        return ("c", _dumps(values))
+    if group is not None and kind in ("int", "float", "str", "ts", "dur"):
+        if kind == "str":
+            codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+            if (codes >= 0).all() and group.per_group(codes):
+                texts = [_str_text(u) for u in uniques.tolist()]
+                return ("g", group.codes, np.asarray(texts, dtype=object)[codes[group.first]].tolist())
+        else:
+            arr = np.asarray(values, dtype=float if kind == "float" else np.int64)
+            bits = arr.view(np.int64)
+            if group.per_group(bits):
+                return ("g", group.codes, _value_texts(Column(kind, arr[group.first]), mode, base_ns, has_ts))
+    return ("e", _value_texts(col, mode, base_ns, has_ts))
+
+
+def _value_texts(col: Column, mode: str, base_ns: int, has_ts: bool) -> list[str]:
+    kind, values = col.kind, col.values
     if kind == "int":
         return _by_value(np.asarray(values, dtype=np.int64), lambda u: list(map(str, u.tolist())))
     if kind == "float":
@@ -229,7 +298,7 @@ def _value_texts(col: Column, mode: str, base_ns: int, has_ts: bool) -> str | li
         codes, uniques = pd.factorize(np.asarray(values, dtype=object))
         if (codes < 0).any():  # a missing value is no str: format those one by one
             return [_dumps(v) for v in values]
-        return np.asarray([_dumps(u) for u in uniques.tolist()], dtype=object)[codes].tolist()
+        return np.asarray([_str_text(u) for u in uniques.tolist()], dtype=object)[codes].tolist()
     if kind == "obj":
         return [_dumps(v) for v in values]
     ns = np.asarray(values, dtype=np.int64)
