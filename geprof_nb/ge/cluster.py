@@ -45,12 +45,16 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from ..prof import msprof
+from ..prof.api_types import type_names
 from ..prof.clock import clock
+from ..prof.collectors import report_api_block
 from ..prof.msprof import Msprof
-from ..prof.rawdata import RtTaskType
+from ..prof.properties import BIT_TASK_TIME
+from ..prof.rawdata import ModelInfoType, ReportLevel, RtTaskType
 from . import hccl
 from .compiler import EVENT_WAIT_MIN_NS, TaskTable
 from .device import DevicePreset
+from .runtime import LAUNCH_LATENCY_NS, SYNC_LATENCY_NS
 from .schedule import JITTER_CLIP, StepTimes, StreamSchedule
 
 if TYPE_CHECKING:
@@ -362,6 +366,10 @@ class RankGroup:
                     run.lib.start(switch)
                 replica._report_steps(rv, pending.flags, t0[:, None] + tt.start[ks, r], tt.dur[ks, r],
                                       tt.block_cycles[ks, r], iterations)
+                if pending.flags & BIT_TASK_TIME:  # each rank's own host launched its model (ModelExecute)
+                    report_api_block(ReportLevel.MODEL, np.full(len(ks), int(ModelInfoType.EXECUTE)),
+                                     t0 - LAUNCH_LATENCY_NS, t0 + tt.end[ks, r] + SYNC_LATENCY_NS,
+                                     np.full(len(ks), self.model.model_id))
             run.lib.flush()  # a thousand ranks' buffers would not fit in memory until the end
 
 
@@ -406,6 +414,9 @@ class ClusterRuns:
                 lib.set_device_info(rt.device_id, runtime.preset.info())
                 for core, names in runtime.pmu_events.items():
                     lib.set_pmu_events(core, names)
+                for level, types in type_names().items():  # the API names of this rank's host records
+                    for type_id, type_name in types.items():
+                        lib.register_type_info(level, type_id, type_name)
                 lib.start(lib0.switch)
             self.runs[r] = _RankRun(lib, rt)
         lib0.on_finalize(self._finalize)
