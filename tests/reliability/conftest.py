@@ -38,7 +38,8 @@ def earlier_run(_earlier_run_template: EarlierRun, tmp_path: Path) -> EarlierRun
 def ip(tmp_path, monkeypatch):
     """An IPython shell with geprof_nb loaded, working in a temporary directory."""
     monkeypatch.chdir(tmp_path)
-    shell = InteractiveShell.instance()
+    shell = InteractiveShell.instance()  # one per process: other suites' cells ran in it too
+    shell.user_ns.pop("_geprof", None)
     shell.run_line_magic("load_ext", "geprof_nb")
     yield shell
     shell.run_line_magic("unload_ext", "geprof_nb")
