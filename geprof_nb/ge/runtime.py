@@ -133,11 +133,12 @@ class DeviceRuntime:
                     self.next_connection_id = 0
                 self.rng = np.random.default_rng(self.seed)
                 self.free_at = 0
-            self._program_pmu(props.aic_metrics)
-            msprof.lib.set_device_info(self.device_id, self.preset.info())
-            for level, names in type_names().items():
-                for type_id, name in names.items():
-                    msprof.MsprofRegTypeInfo(level, type_id, name)
+            with msprof.lib.info_batch():  # info.json written once for the device, PMU and type metadata
+                self._program_pmu(props.aic_metrics)
+                msprof.lib.set_device_info(self.device_id, self.preset.info())
+                for level, names in type_names().items():
+                    for type_id, name in names.items():
+                        msprof.MsprofRegTypeInfo(level, type_id, name)
         elif handle.type in (CommandType.STOP, CommandType.FINALIZE):
             self.flush()
             flush_host_profiler()
