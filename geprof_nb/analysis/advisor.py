@@ -587,10 +587,15 @@ def advise(profile: Profile) -> pd.DataFrame:
     ops = _ops_with_times(profile)
     steps = max(1, int(ops["_it"].nunique())) if len(ops) else 1
     run = _Run(profile, ops, steps, _step_us(profile))
-    findings = [f for f in (rule(run) for rule in RULES) if f is not None]
-    rows = [{"Priority": _priority(run.share(f.at_stake_us)), "Rule": f.rule, "Finding": f.finding,
+    return findings_table([f for f in (rule(run) for rule in RULES) if f is not None], run.share)
+
+
+def findings_table(findings: list[Finding], share: Callable[[float], float]) -> pd.DataFrame:
+    """Findings as rows of :data:`COLUMNS`, ranked High, Medium, Low, then by time at stake;
+    ``share(us)`` is the part of a step that ``us`` per step is (the cluster advisor shares this)."""
+    rows = [{"Priority": _priority(share(f.at_stake_us)), "Rule": f.rule, "Finding": f.finding,
              "Evidence": f.evidence, "Suggestion": f.suggestion, "Time at stake (us)": round(f.at_stake_us, 3),
-             "Share of step (%)": round(100 * run.share(f.at_stake_us), 2)} for f in findings]
+             "Share of step (%)": round(100 * share(f.at_stake_us), 2)} for f in findings]
     frame = pd.DataFrame(rows, columns=COLUMNS)
     if frame.empty:
         return frame

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pandas as pd
 
-from .advisor import COLUMNS, PRIORITIES, Finding, _priority, _us
+from .advisor import Finding, _us, findings_table
 
 if TYPE_CHECKING:
     from .cluster import ClusterProfile, ClusterTables
@@ -208,13 +208,4 @@ def advise(cluster: ClusterProfile) -> pd.DataFrame:
     def share(us: float) -> float:
         return us / step_us if step_us > 0 else 0.0
 
-    findings = [f for rule in RULES for f in rule(t)]
-    rows = [{"Priority": _priority(share(f.at_stake_us)), "Rule": f.rule, "Finding": f.finding,
-             "Evidence": f.evidence, "Suggestion": f.suggestion, "Time at stake (us)": round(f.at_stake_us, 3),
-             "Share of step (%)": round(100 * share(f.at_stake_us), 2)} for f in findings]
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    if frame.empty:
-        return frame
-    frame["_rank"] = frame["Priority"].map(PRIORITIES.index)
-    frame = frame.sort_values(["_rank", "Time at stake (us)"], ascending=[True, False], kind="stable")
-    return frame.drop(columns="_rank").reset_index(drop=True)
+    return findings_table([f for rule in RULES for f in rule(t)], share)

@@ -179,6 +179,21 @@ def _readers(graph: Graph, compiled: CompiledModel, kernel_task: dict[int, int]
     return {key: resolve(key) for key in direct}
 
 
+def _first_fit(starts: np.ndarray, ends: np.ndarray, need: int) -> int:
+    """The lowest offset where ``need`` bytes overlap none of the blocked ranges ``[starts, ends)``:
+    0, or the end of a range where the running maximum of the ends (ranges sorted by start) first
+    leaves a gap of ``need`` before the next start."""
+    if not len(starts):
+        return 0
+    by_start = starts.argsort(kind="stable")
+    starts = starts[by_start]
+    if starts[0] >= need:
+        return 0  # fits below every blocked range
+    reach = np.maximum.accumulate(ends[by_start])  # end of everything starting at or before each range
+    gaps = (starts[1:] - reach[:-1] >= need).nonzero()[0]
+    return int(reach[gaps[0]] if len(gaps) else reach[-1])
+
+
 def _place(size: np.ndarray, alloc: np.ndarray, free: np.ndarray, stream: np.ndarray) -> np.ndarray:
     """Offsets by greedy first fit, largest tensor first (earlier allocation first among equals).
 
@@ -204,21 +219,10 @@ def _place(size: np.ndarray, alloc: np.ndarray, free: np.ndarray, stream: np.nda
     blocked = ((a[None, :] <= f[:, None]) & (f[None, :] >= a[:, None])) | (s[None, :] != s[:, None])
     lo = np.zeros(n, np.int64)
     hi = z.astype(np.int64)  # placed at 0 until moved
-    running_max = np.maximum.accumulate
     for k in range(1, n):
         b = blocked[k, :k]
-        starts = lo[:k][b]
-        if not len(starts):
-            continue
-        by_start = starts.argsort(kind="stable")
-        starts = starts[by_start]
-        need = z[k]
-        if starts[0] >= need:
-            continue  # fits below every blocked range
-        reach = running_max(hi[:k][b][by_start])  # end of everything starting at or before each range
-        gaps = (starts[1:] - reach[:-1] >= need).nonzero()[0]
-        lo[k] = reach[gaps[0]] if len(gaps) else reach[-1]
-        hi[k] = lo[k] + need
+        lo[k] = _first_fit(lo[:k][b], hi[:k][b], z[k])
+        hi[k] = lo[k] + z[k]
     offset = np.empty(n, np.int64)
     offset[order] = lo
     return offset
@@ -250,7 +254,6 @@ def _place_windowed(size: np.ndarray, alloc: np.ndarray, free: np.ndarray, strea
     of_stream = {int(x): np.flatnonzero(s == x) for x in streams}  # placement order
     lo = np.zeros(n, np.int64)
     hi = z.copy()
-    running_max = np.maximum.accumulate
     for k in range(1, n):
         i0 = np.searchsorted(a_sorted, a[k] - window, side="left")
         i1 = np.searchsorted(a_sorted, f[k], side="right")
@@ -262,18 +265,8 @@ def _place_windowed(size: np.ndarray, alloc: np.ndarray, free: np.ndarray, strea
         cand = np.unique(np.concatenate(parts))  # sorted: placement order
         cand = cand[cand < k]
         b = cand[((a[cand] <= f[k]) & (f[cand] >= a[k])) | (s[cand] != s[k])]
-        if not len(b):
-            continue
-        starts = lo[b]
-        by_start = starts.argsort(kind="stable")
-        starts = starts[by_start]
-        need = z[k]
-        if starts[0] >= need:
-            continue
-        reach = running_max(hi[b][by_start])
-        gaps = (starts[1:] - reach[:-1] >= need).nonzero()[0]
-        lo[k] = reach[gaps[0]] if len(gaps) else reach[-1]
-        hi[k] = lo[k] + need
+        lo[k] = _first_fit(lo[b], hi[b], z[k])
+        hi[k] = lo[k] + z[k]
     offset = np.empty(n, np.int64)
     offset[order] = lo
     return offset
