@@ -23,16 +23,21 @@ KINDS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
-    """Disjoint, sorted, non-empty intervals covering the given ones."""
-    out: Intervals = []
-    for s, e in sorted(zip(starts.tolist(), ends.tolist())):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append((s, e))
-    return out
+    """Disjoint, sorted, non-empty intervals covering the given ones (touching ones merge).
+
+    Sorted by start, an interval opens a new one where it starts after every earlier end;
+    each merged interval ends at the largest end of its members.
+    """
+    s, e = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if not len(s):
+        return []
+    order = np.lexsort((e, s))
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    first = np.flatnonzero(np.r_[True, s[1:] > reach[:-1]])
+    return list(zip(s[first].tolist(), np.maximum.reduceat(e, first).tolist()))
 
 
 def subtract(a: Intervals, b: Intervals) -> Intervals:
@@ -64,8 +69,11 @@ def overlap_slices(rows: OpRows, bounds) -> Iterator[tuple[int, str, int, int]]:
     start = rows.start_ns.astype(np.int64)
     end = start + np.rint(f["Task Duration(us)"].to_numpy(float) * 1000).astype(np.int64)
     comm = (f["Task Type"] == "COMMUNICATION").to_numpy()
+    # each iteration's rows as a slice of one stable sort (not a comparison of every row per step)
+    order = np.argsort(rows.iteration, kind="stable")
+    iters = rows.iteration[order]
     for step, w0, w1 in step_windows(bounds, rows).itertuples(index=False):
-        inside = rows.iteration == step
+        inside = order[np.searchsorted(iters, step, "left"):np.searchsorted(iters, step, "right")]
         s, e, c = np.clip(start[inside], w0, w1), np.clip(end[inside], w0, w1), comm[inside]
         computing = union(s[~c], e[~c])
         communication = union(s[c], e[c])

@@ -291,6 +291,8 @@ class Timeline:
         if calls.empty or t.empty:
             return []
         launches = calls[(calls["level"] == "node") & (calls["connection_id"] >= 0)]
+        if launches.empty:  # a static graph's tasks have no node launch: no per-task table to build
+            return []
         task_of = {key: r for r, key in enumerate(zip(t["connection_id"].tolist(), t["iteration"].tolist()))}
         stream, start = t["stream_id"].to_numpy(np.int64), t["start"].to_numpy(np.int64)
         cann, hw = self.pid("CANN"), self.pid("Ascend Hardware")
