@@ -23,7 +23,7 @@ def static_throughput(quick: bool) -> Result:
     Timed from GEInitialize to GEFinalize: compile and load, simulate the steps,
     report every layer, flush the run directory to disk.
     """
-    steps = 300 if quick else 1000
+    steps = 1000
     graph = resnet50_training()
     found: dict[str, int] = {}
 
@@ -78,7 +78,7 @@ def raw_bytes_per_task(quick: bool) -> Result:
     the static description (names, shapes, PMU counters, memory plan) and the hash
     dictionary; a long run shows what a task really costs.
     """
-    steps = 300 if quick else 1000
+    steps = 1000
     out = scratch_dir()
     run_dir = run_session(resnet50_training(), steps, ALL_LAYERS, out)
     tasks = task_records(run_dir)
