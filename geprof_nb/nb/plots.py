@@ -401,6 +401,26 @@ def _draw_spans(ax, row: np.ndarray, start: np.ndarray, end: np.ndarray, kind: n
 _EDGE_MIN_COLUMNS = 4
 
 
+def _span_chart(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, kind: np.ndarray, kinds: list[str],
+                labels: list[str], width_px: int, row_inches: float, fontsize: int, xlabel: str):
+    """A figure of labelled rows of coloured spans (ms from 0), as the task Gantt and the host scopes
+    draw them; returns the figure, its axes and the right end of the time axis."""
+    x1 = max(float(hi.max()), 1e-3)
+    n_rows = len(labels)
+    fig = Figure(figsize=(width_px / 100, min(1.6 + row_inches * n_rows, 9.0)), layout="constrained")
+    ax = fig.add_subplot()
+    _draw_spans(ax, row, lo, hi, kind, kinds, [color_of(k) for k in kinds], 0.0, x1, width_px)
+    ax.set_xlim(-0.005 * x1, 1.005 * x1)
+    ax.set_ylim(n_rows - 0.5, -0.5)
+    ax.set_yticks(range(n_rows), labels, fontsize=fontsize)
+    ax.tick_params(axis="y", length=0)
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", color="0.9", linewidth=0.6)
+    ax.set_axisbelow(True)
+    _tidy(ax)
+    return fig, ax, x1
+
+
 def _factorize(values: pd.Series, missing: str = "N/A") -> tuple[np.ndarray, list[str]]:
     """Codes and names of a text column (categorical, object or string; N/A for missing)."""
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
@@ -466,20 +486,10 @@ def task_gantt(op_summary: pd.DataFrame, iteration: int | None = None, iteration
     t0 = start_us.min()  # subtract in µs first: absolute µs leave little precision after scaling
     lo = (start_us - t0) / 1000.0
     hi = lo + np.maximum(dur_us, 0.0) / 1000.0
-    x1 = max(float(hi.max()), 1e-3)
     n_rows = len(row_labels)
-    fig = Figure(figsize=(width_px / 100, min(1.6 + 0.42 * n_rows, 9.0)), layout="constrained")
-    ax = fig.add_subplot()
-    _draw_spans(ax, row, lo, hi, kind, kinds, [color_of(k) for k in kinds], 0.0, x1, width_px)
-    ax.set_xlim(-0.005 * x1, 1.005 * x1)
-    ax.set_ylim(n_rows - 0.5, -0.5)
-    ax.set_yticks(range(n_rows), row_labels, fontsize=10 if n_rows <= 12 else 8)
-    ax.tick_params(axis="y", length=0)
-    ax.set_xlabel("time since the first task shown (ms)")
+    fig, ax, x1 = _span_chart(row, lo, hi, kind, kinds, row_labels, width_px, 0.42,
+                              10 if n_rows <= 12 else 8, "time since the first task shown (ms)")
     ax.ticklabel_format(axis="x", useOffset=False)
-    ax.grid(axis="x", color="0.9", linewidth=0.6)
-    ax.set_axisbelow(True)
-    _tidy(ax)
     fig.legend([Patch(facecolor=color_of(k), label=k) for k in kinds], kinds, loc="outside right upper",
                frameon=False, fontsize=9, title="Task Type", title_fontsize=9)
     heading = title or "Tasks per stream"
@@ -879,19 +889,9 @@ def host_scopes(host_events: pd.DataFrame, api_calls: pd.DataFrame | None = None
         labels = [f"thread {t} · {level_names[src]}" + (f" ({ln + 1})" if ln else "") for t, src, ln in rows_used]
         n_api_rows = 0
 
-    x1 = max(float(hi.max()), 1e-3)
     n_rows = len(labels)
-    fig = Figure(figsize=(width_px / 100, min(1.6 + 0.34 * n_rows, 9.0)), layout="constrained")
-    ax = fig.add_subplot()
-    _draw_spans(ax, row, lo, hi, kind, kinds, [color_of(k) for k in kinds], 0.0, x1, width_px)
-    ax.set_xlim(-0.005 * x1, 1.005 * x1)
-    ax.set_ylim(n_rows - 0.5, -0.5)
-    ax.set_yticks(range(n_rows), labels, fontsize=9)
-    ax.tick_params(axis="y", length=0)
-    ax.set_xlabel("time since the first host scope (ms)")
-    ax.grid(axis="x", color="0.9", linewidth=0.6)
-    ax.set_axisbelow(True)
-    _tidy(ax)
+    fig, ax, x1 = _span_chart(row, lo, hi, kind, kinds, labels, width_px, 0.34, 9,
+                              "time since the first host scope (ms)")
     if 0 < n_api_rows < n_rows:
         ax.axhline(n_api_rows - 0.5, color="0.6", linewidth=0.8)
     if by == "thread":
