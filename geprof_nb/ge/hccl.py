@@ -350,9 +350,11 @@ class SubTaskLayout:
         return cached
 
     def records(self, op_start_ns: np.ndarray, op_dur_ns: np.ndarray, connection_ids: np.ndarray,
-                iteration: np.ndarray, name_ids: Mapping[str, int], stream_ids: np.ndarray) -> list[np.ndarray]:
-        """Per collective, what :meth:`SubTasks.records` gives for it: ``HCCL_TASK_DTYPE`` records of
-        its K executions, execution by execution (``connection_ids``/``stream_ids`` per collective).
+                iteration: np.ndarray, name_ids: Mapping[str, int], stream_ids: np.ndarray) -> np.ndarray:
+        """Collective after collective, what :meth:`SubTasks.records` gives for it: ``HCCL_TASK_DTYPE``
+        records of its K executions, execution by execution (``connection_ids``/``stream_ids`` per
+        collective).  Collective ``c`` is ``records[first[c] * K:(first[c] + sizes[c]) * K]``; one
+        array, so msprof takes one block per batch instead of one per collective.
 
         The records are filled field by field from plain arrays already in output order: copying
         the packed 50-byte records themselves (reshaping, taking) is several times slower.
@@ -375,7 +377,7 @@ class SubTaskLayout:
         rec["plane"] = 0
         for field, col in per_sub.items():
             rec[field] = col[sub]
-        return [rec[lo * k:(lo + n) * k] for lo, n in zip(self.first.tolist(), self.sizes.tolist())]
+        return rec
 
 
 def hccl_op_name(op_type: str, index: int, execution: int = 1, group: str = DEFAULT_GROUP) -> str:

@@ -133,12 +133,11 @@ class DeviceRuntime:
                     self.next_connection_id = 0
                 self.rng = np.random.default_rng(self.seed)
                 self.free_at = 0
-            with msprof.lib.info_batch():  # info.json written once for the device, PMU and type metadata
-                self._program_pmu(props.aic_metrics)
-                msprof.lib.set_device_info(self.device_id, self.preset.info())
-                for level, names in type_names().items():
-                    for type_id, name in names.items():
-                        msprof.MsprofRegTypeInfo(level, type_id, name)
+            self._program_pmu(props.aic_metrics)
+            msprof.lib.set_device_info(self.device_id, self.preset.info())
+            for level, names in type_names().items():
+                for type_id, name in names.items():
+                    msprof.MsprofRegTypeInfo(level, type_id, name)
         elif handle.type in (CommandType.STOP, CommandType.FINALIZE):
             self.flush()
             flush_host_profiler()
@@ -579,9 +578,8 @@ class LoadedModel:
         _, tasks, layout = laid_out
         if not len(tasks):
             return
-        for block in layout.records(start[:, tasks], dur[:, tasks], v.connection_base + tasks, iterations, name_ids,
-                                    t.stream[tasks]):  # one block per collective, as msprof gets them
-            lib.report_block("hccl_task", block, self.runtime.device_id)
+        lib.report_block("hccl_task", layout.records(start[:, tasks], dur[:, tasks], v.connection_base + tasks,
+                                                     iterations, name_ids, t.stream[tasks]), self.runtime.device_id)
 
     def _report_aicpu(self, v: _Variant, start: np.ndarray, dur: np.ndarray, iterations: np.ndarray) -> None:
         """AI CPU kernel details (compute / memcpy / dispatch split) of the steps."""
