@@ -361,7 +361,7 @@ class RankGroup:
             if replica is None:
                 replica = run.models[id(self.model)] = self.model.replica(run.runtime)
             rv = replica.replica_variant(v)
-            with msprof.reporting_to(run.lib), run.lib.info_batch():
+            with msprof.reporting_to(run.lib):
                 if not run.lib.started:
                     run.lib.start(switch)
                 replica._report_steps(rv, pending.flags, t0[:, None] + tt.start[ks, r], tt.dur[ks, r],
@@ -409,15 +409,14 @@ class ClusterRuns:
             rt = DeviceRuntime(runtime.preset, device_id=r % spec.ranks_per_node, seed=runtime.seed + r)
             rt.rank, rt.device_count, rt.epoch = r, spec.world_size, 1
             rt.pmu_events = dict(runtime.pmu_events)
-            with lib.info_batch():
-                lib.set_run_info("cluster", {"rank": r, **info, "root": str(self.root)})
-                lib.set_device_info(rt.device_id, runtime.preset.info())
-                for core, names in runtime.pmu_events.items():
-                    lib.set_pmu_events(core, names)
-                for level, types in type_names().items():  # the API names of this rank's host records
-                    for type_id, type_name in types.items():
-                        lib.register_type_info(level, type_id, type_name)
-                lib.start(lib0.switch)
+            lib.set_run_info("cluster", {"rank": r, **info, "root": str(self.root)})
+            lib.set_device_info(rt.device_id, runtime.preset.info())
+            for core, names in runtime.pmu_events.items():
+                lib.set_pmu_events(core, names)
+            for level, types in type_names().items():  # the API names of this rank's host records
+                for type_id, type_name in types.items():
+                    lib.register_type_info(level, type_id, type_name)
+            lib.start(lib0.switch)
             self.runs[r] = _RankRun(lib, rt)
         lib0.on_finalize(self._finalize)
         return self.runs

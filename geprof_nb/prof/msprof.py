@@ -178,7 +178,8 @@ class Msprof:
         self._discarded = 0
         self._hash_line_open = False  # a failed hash-dictionary write left a partial line
         self._finalize_hooks: list[Callable[[Path, str, str], Path | None]] = []
-        self._info_deferred = False
+        #: Metadata set since info.json was last written: written before the next chunk and at finalize
+        #: (a step's metadata arrives in a dozen calls; each write is an open, a dump and a rename).
         self._info_dirty = False
 
     # ------------------------------------------------------------------ state
@@ -273,10 +274,14 @@ class Msprof:
             if self.discarding:
                 window["discarded"] = True
             self._info["switch_history"].append(window)
+            self._info_dirty = True
             handle = CommandHandle(CommandType.START, self.switch, tuple(dev_ids), self.options)
             callbacks = list(self._callbacks.values())
         for cb in callbacks:
             cb(handle)
+        with self._lock:  # what the modules described when they started (devices, PMU events), in one write
+            if self._info_dirty and self.running:
+                self._write_info()
         return MSPROF_ERROR_NONE
 
     def stop(self) -> int:
@@ -319,21 +324,6 @@ class Msprof:
             self.last_run_dir = run_dir
             self.switch = 0
             return run_dir
-
-    @contextlib.contextmanager
-    def info_batch(self) -> Iterator[None]:
-        """Write info.json once for all the metadata set inside the block (a simulated cluster
-        describes a thousand ranks' runs; one write each instead of ten)."""
-        with self._lock:
-            self._info_deferred = True
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._info_deferred = False
-                if self._info_dirty and self.running:
-                    self._info_dirty = False
-                    self._write_info()
 
     def on_finalize(self, hook: Callable[[Path, str, str], Path | None]) -> None:
         """Call ``hook(run_dir, status, note)`` once this run is finalised; it may move the run
@@ -379,21 +369,21 @@ class Msprof:
                 if key in ("status", "run", "options", "records", "switch_history", "geprof_raw_version"):
                     raise ValueError(f"info.json key {key!r} is the library's own")
                 self._info[key] = value
-                self._write_info()
+                self._info_dirty = True
 
     def set_device_info(self, device_id: int, info: dict) -> None:
         """The runtime describes its device (msprof reads this from the driver)."""
         with self._lock:
             if self.running:
                 self._info["devices"][str(device_id)] = info
-                self._write_info()
+                self._info_dirty = True
 
     def set_pmu_events(self, core: str, events: list[str]) -> None:
         """Record which 8 PMU events the AI Core counters were programmed with."""
         with self._lock:
             if self.running:
                 self._info["pmu_events"][core] = list(events)
-                self._write_info()
+                self._info_dirty = True
 
     def add_note(self, text: str) -> None:
         """Something a reader of this run should know (kept once, in order)."""
@@ -411,6 +401,7 @@ class Msprof:
         """``MsprofRegTypeInfo``: the name msprof shows for a (level, type) of api/event records."""
         with self._lock:
             self._info.setdefault("type_info", {}).setdefault(str(int(level)), {})[str(int(type_id))] = name
+            self._info_dirty = True
 
     def _write_info(self, strict: bool = False) -> None:
         """Replace info.json atomically (caller holds the lock).
@@ -420,9 +411,7 @@ class Msprof:
         job it profiles because its own files cannot be written.
         """
         assert self.run_dir is not None
-        if self._info_deferred and not strict:
-            self._info_dirty = True
-            return
+        self._info_dirty = False
         tmp = self.run_dir / (rawdata.INFO_FILE + ".tmp")
         try:
             tmp.write_text(json.dumps(self._info, indent=1, default=str))
@@ -431,6 +420,7 @@ class Msprof:
             if strict:
                 raise
             _remove(tmp)
+            self._info_dirty = True  # tried again with the next chunk
             self._write_failed(rawdata.INFO_FILE, exc)
 
     def _write_failed(self, what: str, exc: OSError, kind: str | None = None, records: int = 0) -> None:
@@ -503,6 +493,9 @@ class Msprof:
             buffers = list(self._buffers.items())
         for (_, device_id), buf in buffers:
             self._flush_buffer(buf, device_id)
+        with self._lock:
+            if self._info_dirty and self.run_dir is not None:
+                self._write_info()
 
     def _flush_hashes(self) -> None:
         with self._lock:
@@ -527,6 +520,9 @@ class Msprof:
         if run_dir is None:
             return
         self._flush_hashes()  # ids in a chunk must be resolvable once the chunk exists
+        with self._lock:  # and the metadata that reads it (devices, PMU events)
+            if self._info_dirty and self.run_dir is not None:
+                self._write_info()
         error: OSError | None = None
         with buf.lock:
             parts = buf.take_parts()
