@@ -116,7 +116,7 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
     """The static task records of a loaded model (timestamps and thread ids are filled at report time)."""
     n = len(info.stream)
     conn = np.arange(connection_base, connection_base + n, dtype=np.uint32)
-    names = {s: msprof.hash_id(s) for s in dict.fromkeys(info.op_names) if s}
+    names = {s: msprof.lib.get_hash_id(s) for s in dict.fromkeys(info.op_names) if s}
     hashes = [names[s] if s else 0 for s in info.op_names]
     track = np.zeros(n, rawdata.TASK_TRACK_DTYPE)
     track["connection_id"] = conn
@@ -126,7 +126,7 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
     track["task_type"] = info.rt_type
     track["kernel_name"] = hashes
     model = np.zeros(1, rawdata.MODEL_INFO_DTYPE)
-    model[0] = (info.model_id, info.graph_id, msprof.hash_id(info.model_name), 0)
+    model[0] = (info.model_id, info.graph_id, msprof.lib.get_hash_id(info.model_name), 0)
     blocks = {"task_track": track, "model_info": model}
     if not with_basic_info:
         return blocks
@@ -134,7 +134,7 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
     ops = np.asarray(op_list, np.int64)
     op_hashes = np.asarray(hashes, np.uint64)[ops]
     op_types = [info.op_types[i] for i in op_list]
-    type_ids = {t: msprof.hash_id(t) for t in dict.fromkeys(op_types)}
+    type_ids = {t: msprof.lib.get_hash_id(t) for t in dict.fromkeys(op_types)}
     basic = np.zeros(len(ops), rawdata.NODE_BASIC_INFO_DTYPE)
     basic["level"] = ReportLevel.NODE
     basic["type"] = NodeInfoType.BASIC_INFO
@@ -169,7 +169,8 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
         for core, names_ in pmu_events.items():  # one block assignment per core type
             rows = [r for r, c in enumerate(cores) if c == core]
             if rows:
-                ev["events"][rows, : len(names_)] = [[info.pmu[pmu_tasks[r]][1].get(e, 0) for e in names_]
+                zeros = [0] * len(names_)  # map(dict.get, names, defaults): a row in one C-level pass
+                ev["events"][rows, : len(names_)] = [list(map(info.pmu[pmu_tasks[r]][1].get, names_, zeros))
                                                       for r in rows]
         blocks["aicore_events"] = ev
     return blocks
