@@ -317,6 +317,7 @@ class SubTaskLayout:
         self.columns = {k: (np.concatenate([getattr(p, k) for p in plans]) if plans else np.zeros(0, np.int64))
                         for k in ("name", "src", "dst", "transport", "link", "size")}
         self._orders: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.names, self.name_codes = np.unique(self.columns["name"], return_inverse=True)
 
     def times(self, op_start_ns: np.ndarray, op_dur_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Start and duration [K, S] of every sub-task of K executions (``op_*_ns`` [K, collectives])."""
@@ -362,10 +363,9 @@ class SubTaskLayout:
         start, dur = self.times(op_start_ns, op_dur_ns)
         k = len(start)
         order, row, sub = self._order(k)
-        names, codes = np.unique(self.columns["name"], return_inverse=True)
         per_sub = {
             "connection_id": np.asarray(connection_ids)[self.seg],
-            "name": np.asarray([name_ids[str(n)] for n in names], np.uint64)[codes.ravel()],
+            "name": np.asarray([name_ids[str(n)] for n in self.names], np.uint64)[self.name_codes.ravel()],
             "src_rank": self.columns["src"], "dst_rank": self.columns["dst"],
             "transport": self.columns["transport"], "link": self.columns["link"], "size": self.columns["size"],
             "stream_id": np.asarray(stream_ids)[self.seg],
