@@ -19,6 +19,7 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -60,6 +61,7 @@ DEFAULT_SEED = 0
 _FORMAT_CODES = {name: int(code) for name, code in FORMATS.items()}
 _DTYPE_CODES = {name: int(code) for name, (code, _) in DTYPES.items()}
 _INPUT, _OUTPUT = int(rawdata.TensorType.INPUT), int(rawdata.TensorType.OUTPUT)
+_FORMAT_OF, _DTYPE_OF, _SHAPE_OF = attrgetter("format"), attrgetter("dtype"), attrgetter("shape")
 
 
 class DeviceRuntime:
@@ -476,7 +478,7 @@ class LoadedModel:
             pmu[i] = (kernel.pmu_core, kernel.counters)
             mix[i] = kernel.mix_block_dim
             ctx[i] = kernel.context_ids
-            inputs = [x.desc for x in node.inputs]
+            inputs = [x.node.outputs[x.index] for x in node.inputs]
             descs += inputs
             descs += node.outputs
             counts[i] = len(inputs) + len(node.outputs)
@@ -486,8 +488,8 @@ class LoadedModel:
                 ai_core = on_ai_core[node.type] = node.engine == "AI_CORE"
             if ai_core and inputs and inputs[0].dtype == "float32":
                 flags[i] = hf32_flag
-        tensors = TensorColumns(counts, kinds, [_FORMAT_CODES[d.format] for d in descs],
-                                [_DTYPE_CODES[d.dtype] for d in descs], [d.shape for d in descs])
+        tensors = TensorColumns(counts, kinds, list(map(_FORMAT_CODES.__getitem__, map(_FORMAT_OF, descs))),
+                                list(map(_DTYPE_CODES.__getitem__, map(_DTYPE_OF, descs))), list(map(_SHAPE_OF, descs)))
         info = LoadedTaskInfo(self.model_id, self.graph_id, v.compiled.graph.name, t.stream, t.task_id, t.rt_type,
                               names, types, ge_types, blocks, tensors, pmu, flags, mix, ctx)
         v.task_info = (t, info)  # a replica (another rank) of this build describes it the same way
