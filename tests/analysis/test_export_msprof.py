@@ -125,7 +125,7 @@ def test_op_summary_wait_time_and_shapes(resnet):
     assert rows[0][i] == "0"
     assert all(re.fullmatch(r"\d+\.\d{6}", r[i]) for r in rows[1:])
     assert [float(r[i]) for r in rows] == pytest.approx(list(waits), abs=1e-9)
-    assert list(wait_cells(np.array([0.0, 20.0, 0.02]))) == ["0", "20.000000", "0.020000"]
+    assert wait_cells(np.array([0.0, 20.0, 0.02])).tolist() == ["0", "20.000000", "0.020000"]
     # shapes carry literal quotes (the CSV file shows them tripled), other cells are bare
     shapes = [r[header.index("Input Shapes")] for r in rows if r[header.index("Input Shapes")] != "N/A"]
     assert shapes and all(s.startswith('"') and s.endswith('"') for s in shapes)

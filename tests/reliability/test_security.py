@@ -211,19 +211,19 @@ raise ValueError({IMG!r})
 def test_text_cells_are_neutralised_and_numbers_stay_numbers():
     text = pd.Series(["=1+1", "+cmd", "-2+3", "@SUM(A1)", "\t=x", "\r=x", "'=x", "''+x", "-1.5", "+2", "1e-3",
                       "plain", "N/A", "-", "=", None], dtype=object)
-    got = list(cells.column_cells(text))
+    got = cells.column_cells(text).tolist()
     assert got == ["'=1+1", "'+cmd", "'-2+3", "'@SUM(A1)", "'\t=x", "'\r=x", "''=x", "'''+x", "-1.5", "+2", "1e-3",
                    "plain", "N/A", "'-", "'=", "N/A"]
     assert [unneutralised(c) for c in got] == ["=1+1", "+cmd", "-2+3", "@SUM(A1)", "\t=x", "\r=x", "'=x", "''+x",
                                                "-1.5", "+2", "1e-3", "plain", "N/A", "-", "=", "N/A"]
     category = pd.Series(["=cat", "-1.5", "ok"], dtype="category")
-    assert list(cells.column_cells(category)) == ["'=cat", "-1.5", "ok"]
+    assert cells.column_cells(category).tolist() == ["'=cat", "-1.5", "ok"]
     numbers = pd.Series([-1.5, 2.25, np.nan])
-    assert list(cells.column_cells(numbers)) == ["-1.500", "2.250", "N/A"]
+    assert cells.column_cells(numbers).tolist() == ["-1.500", "2.250", "N/A"]
     ints = pd.Series([-3, 4], dtype="Int64")
-    assert list(cells.column_cells(ints)) == ["-3", "4"]
+    assert cells.column_cells(ints).tolist() == ["-3", "4"]
     shapes = cells.table_cells(pd.DataFrame({"Input Shapes": ["-1,16"]}), quote=["Input Shapes"])
-    assert list(shapes[0]) == ['"-1,16"']  # a quoted cell starts with '"': left as it is
+    assert shapes[0].tolist() == ['"-1,16"']  # a quoted cell starts with '"': left as it is
 
 
 @pytest.mark.parametrize("fmt", ["msprof", "ascend_pt"])

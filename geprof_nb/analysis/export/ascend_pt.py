@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..breakdown import step_windows
-from .cells import table_cells, write_csv
+from .cells import column_cells, table_cells, write_csv
 from .hccl import RankMap, communication_json, communication_matrix_json
 from .naming import ascend_pt_dir_name, prof_dir_name
 from .timeline import Timeline, process_meta, slice_event, thread_meta
@@ -122,7 +122,7 @@ def _kernel_details(profile, path: Path) -> Path:
     """op_summary with ``Step Id`` first and torch_npu's renamed headers."""
     frame = profile.op_summary
     cols = table_cells(frame, profile.source.times_ns("op_summary", frame), quote=SHAPE_COLUMNS)
-    steps = profile.iteration_of_ops.to_numpy(np.int64).astype(str).astype(object)
+    steps = column_cells(profile.iteration_of_ops.astype(np.int64))
     header = ["Step Id"] + [KERNEL_RENAMES.get(c, c) for c in frame.columns]
     return write_csv(path, header, [steps] + cols)
 

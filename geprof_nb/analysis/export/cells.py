@@ -18,8 +18,9 @@ view parsers; reference §3.3, §4):
   negative ones included, stay numbers.  The importers remove that one ``'`` again
   (``importers.csvfiles.unneutralised``), so export -> import gives the names back.
 
-Cells are formatted column by column with numpy, so a million-row op_summary
-takes seconds, not minutes.
+A column's cells are :class:`~.pieces.Coded`: each distinct value formatted (and
+quoted) once, the rows' bytes gathered by :func:`~.pieces.row_bytes`.  Files are
+written as bytes with ``\n`` line ends, as msprof writes them.
 """
 
 from __future__ import annotations
@@ -27,68 +28,41 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .pieces import Coded, by_value, row_bytes, texts, us_texts
 
 NA = "N/A"
 #: msprof's ``CSV_LIMIT``: rows per CSV file.
 CSV_LIMIT = 1_000_000
 
 
-class SafeCells(np.ndarray):
-    """Formatted cells that hold no character a CSV writer quotes (numbers, ``N/A``, vetted text).
-
-    A plain object array of cells otherwise; the writer joins these as they are and looks
-    into the other columns for commas and quotes.
-    """
-
-
-def _safe(cells: np.ndarray) -> np.ndarray:
-    return cells.view(SafeCells)
-
-
-#: ".000" .. ".999" and the same with msprof's trailing TAB.
-_FRAC3 = np.array([f".{i:03d}" for i in range(1000)], dtype=object)
-_FRAC3_TAB = np.array([f".{i:03d}\t" for i in range(1000)], dtype=object)
-
-
-def _us_strings(ns: np.ndarray, frac: np.ndarray) -> list[str]:
-    q, f = np.divmod(np.asarray(ns, dtype=np.int64), 1000)  # floor division, as Python's // and %
-    return [a + b for a, b in zip(map(str, q.tolist()), frac[f].tolist())]
-
-
-def us_text(ns: np.ndarray) -> np.ndarray:
-    """Exact int ns -> ``"<us>.<ns % 1000 as 3 digits>"`` (msprof ``DivideByPowersOfTenWithPrecision``)."""
-    return np.array(_us_strings(ns, _FRAC3), dtype=object)
-
-
-def timestamp_cells(ns: pd.Series | np.ndarray) -> np.ndarray:
-    """Exact nullable int ns -> ``"<us>.<3 digits>\\t"``, ``N/A`` where missing."""
+def timestamp_cells(ns: pd.Series | np.ndarray) -> Coded:
+    """Exact nullable int ns -> ``"<us>.<3 digits>\t"``, ``N/A`` where missing."""
     values = pd.array(ns, dtype="Int64")
     missing = np.asarray(values.isna())
-    out = np.full(len(values), NA, dtype=object)
-    if (~missing).any():
-        out[~missing] = _us_strings(values[~missing].to_numpy(np.int64), _FRAC3_TAB)
-    return _safe(out)
+    present = values[~missing].to_numpy(np.int64)
+    codes = np.full(len(values), len(present), np.int64)
+    codes[~missing] = np.arange(len(present))
+    return Coded(codes, pa.concat_arrays([us_texts(present, after="\t"), texts([NA])]))
 
 
-def _by_value(keys: np.ndarray, texts_of: Callable[[np.ndarray], list[str]]) -> np.ndarray:
-    """Cells of a column formatted once per distinct value: ``texts_of(unique keys)`` gathered by row.
+def _by_value(keys, texts_of: Callable[[np.ndarray], list[str]]) -> Coded:
+    """Cells of a column formatted once per distinct value (``N/A`` where missing).
 
     Table columns repeat their values (an op's block dim, its PMU times, a stream id), so a
     million-row column usually holds a few thousand distinct values.
     """
-    codes, uniques = pd.factorize(keys)
-    table = np.empty(len(uniques) + 1, dtype=object)
-    table[:-1] = texts_of(uniques)
-    table[-1] = NA  # code -1: missing
-    return table[codes]
+    return by_value(keys, texts_of, missing=NA)
 
 
-def float_cells(values: np.ndarray, decimals: int | None = 3) -> np.ndarray:
+def float_cells(values: np.ndarray, decimals: int | None = 3) -> Coded:
     """Floats with ``decimals`` decimals (``None``: Python's shortest repr); NaN -> ``N/A``.
 
     Formatted once per distinct bit pattern (so -0.0 keeps its sign), as Python prints them.
@@ -96,19 +70,17 @@ def float_cells(values: np.ndarray, decimals: int | None = 3) -> np.ndarray:
     fmt = repr if decimals is None else f"{{:.{decimals}f}}".format
     v = np.ascontiguousarray(values, dtype=float)
 
-    def texts(bits: np.ndarray) -> list[str]:
+    def texts_of(bits: np.ndarray) -> list[str]:
         return [NA if x != x else fmt(x) for x in bits.view(np.float64).tolist()]
 
-    return _safe(_by_value(v.view(np.int64), texts))
+    return _by_value(v.view(np.int64), texts_of)
 
 
-def wait_cells(wait_us: np.ndarray) -> np.ndarray:
+def wait_cells(wait_us: np.ndarray) -> Coded:
     """``Task Wait Time(us)``: ``0`` on the first row, ``std::to_string`` (6 decimals) on the others."""
     ns = np.rint(np.nan_to_num(np.asarray(wait_us, dtype=float)) * 1000).astype(np.int64)
-    out = _by_value(ns, lambda u: [t + "000" for t in _us_strings(u, _FRAC3)])
-    if len(out):
-        out[0] = "0"
-    return _safe(out)
+    out = _by_value(ns, lambda u: us_texts(u, after="000").to_pylist())
+    return out.set(0, "0") if len(out) else out
 
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
@@ -127,46 +99,33 @@ def neutralised(text: str) -> str:
     return text
 
 
-def _neutralised_cells(cells: np.ndarray) -> np.ndarray:
-    risky = [i for i, c in enumerate(cells.tolist()) if c[:1] in FORMULA_START or c[:1] == "'"]
-    if risky:
-        cells = cells.copy()
-        for i in risky:
-            cells[i] = neutralised(cells[i])
-    return cells
-
-
-def column_cells(series: pd.Series, decimals: int | None = 3, neutralise: bool = True) -> np.ndarray:
+def column_cells(series: pd.Series, decimals: int | None = 3, neutralise: bool = True) -> Coded:
     """Any other column: integers as integers, floats by :func:`float_cells`, text as is (:func:`neutralised`
     unless ``neutralise`` is False); missing -> N/A."""
-    if pd.api.types.is_integer_dtype(series.dtype):  # each distinct value once; missing (code -1) -> N/A
-        return _safe(_by_value(pd.array(series, dtype="Int64"), lambda u: [str(int(x)) for x in u]))
+    if pd.api.types.is_integer_dtype(series.dtype):  # each distinct value once
+        return _by_value(pd.array(series, dtype="Int64"), lambda u: [str(int(x)) for x in u])
     if pd.api.types.is_float_dtype(series.dtype):
         return float_cells(series.to_numpy(float), decimals)
+    safe = neutralised if neutralise else str
     if isinstance(series.dtype, pd.CategoricalDtype):  # format each category once
-        safe = neutralised if neutralise else str
-        texts = np.array([NA if pd.isna(c) else safe(str(c)) for c in series.cat.categories] + [NA], dtype=object)
-        cells = texts[series.cat.codes.to_numpy()]
-        return _safe(cells) if not any(_needs_quotes(t) for t in texts.tolist()) else cells
+        codes = series.cat.codes.to_numpy().astype(np.int64)
+        categories = [safe(str(c)) for c in series.cat.categories] + [NA]
+        codes[codes < 0] = len(categories) - 1
+        return Coded(codes, texts(categories))
     values = series.astype(object).to_numpy()
-    missing = pd.isna(values)
-    out = np.where(missing, NA, values).astype(object)
-    if not len(out):
-        return out
-    cells = np.array([str(v) for v in out], dtype=object)
-    return _neutralised_cells(cells) if neutralise else cells
+    missing = pd.isna(values).tolist()
+    cells = np.array([NA if m else str(v) for v, m in zip(values.tolist(), missing)], dtype=object)
+    return _by_value(cells, lambda u: [safe(c) for c in u])
 
 
-def quoted(cells: np.ndarray) -> np.ndarray:
+def quoted(cells: Coded) -> Coded:
     """Cells wrapped in literal double quotes (shape columns; ``N/A`` stays bare), as msprof and
     torch_npu print them: the CSV quoting then shows ``\"\"\"2,3;3\"\"\"`` in the file."""
-    codes, uniques = pd.factorize(np.asarray(cells, dtype=object))
-    table = np.array([c if c == NA else f'"{c}"' for c in uniques.tolist()] + [NA], dtype=object)
-    return table[codes]
+    return cells.map(lambda c: c if c == NA else f'"{c}"')
 
 
 def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decimals: int | None = 3,
-                quote: Sequence[str] = ()) -> list[np.ndarray]:
+                quote: Sequence[str] = ()) -> list[Coded]:
     """Every column of ``frame`` as formatted cells, by position (duplicate names allowed).
 
     ``exact_ns`` (from :meth:`Source.times_ns`) holds the timestamp columns, in order of
@@ -175,7 +134,7 @@ def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decim
     ts_names = list(exact_ns.columns) if exact_ns is not None else []
     next_ts = 0
     cols = []
-    recent: list[tuple[str, pd.Series, np.ndarray]] = []  # the last columns formatted: (how, values, cells)
+    recent: list[tuple[str, pd.Series, Coded]] = []  # the last columns formatted: (how, values, cells)
     for i, name in enumerate(frame.columns):
         series = frame.iloc[:, i]
         if next_ts < len(ts_names) and name == ts_names[next_ts]:
@@ -198,7 +157,7 @@ def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decim
     return cols
 
 
-def _same_as_recent(recent: list[tuple[str, pd.Series, np.ndarray]], how: str, values: pd.Series) -> np.ndarray | None:
+def _same_as_recent(recent: list[tuple[str, pd.Series, Coded]], how: str, values: pd.Series) -> Coded | None:
     """The cells of one of the last columns formatted the same way with the same values (tables repeat
     columns: torch_npu's ``Active`` totals are the allocated ones), else ``None``."""
     for prev_how, prev, cells in recent:
@@ -208,63 +167,40 @@ def _same_as_recent(recent: list[tuple[str, pd.Series, np.ndarray]], how: str, v
     return None
 
 
-def _needs_quotes(cell: str) -> bool:
-    """Whether the csv module (minimal quoting, ``\\n`` line ends) would quote this cell."""
-    return "," in cell or '"' in cell or "\n" in cell or "\r" in cell
-
-
 def _csv_field(cell: str) -> str:
     """One cell as ``csv.writer`` writes it in a row of several (quoted when it needs it)."""
-    if not _needs_quotes(cell):
-        return cell
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerow([cell, ""])
     return buf.getvalue()[:-2]  # without the empty second cell's comma and the line end
 
 
-def _csv_column(cells: np.ndarray) -> list[str]:
-    """A column's cells as written in a row: as they are when known safe, else each distinct cell
-    checked (and quoted, as csv.writer quotes) once."""
-    if isinstance(cells, SafeCells):
-        return cells.tolist()
-    codes, uniques = pd.factorize(np.asarray(cells, dtype=object))
-    table = np.array([_csv_field(str(c)) for c in uniques.tolist()], dtype=object)
-    return table[codes].tolist()
+def _csv_column(cells: Coded, end: str, alone: bool) -> Coded:
+    """A column's cells as written in a row, followed by ``end``: the distinct cells the csv module
+    quotes (minimal quoting, ``\n`` line ends) quoted as it quotes them; ``alone``: the only column,
+    where it writes an empty cell as ``""``."""
+    risky = pc.match_substring_regex(cells.texts, '[,"\r\n]')
+    if alone:
+        risky = pc.or_(risky, pc.equal(cells.texts, ""))
+    if pc.any(risky).as_py():
+        fields = cells.texts.to_pylist()
+        for i in np.flatnonzero(risky.to_numpy(zero_copy_only=False)).tolist():
+            fields[i] = '""' if alone and not fields[i] else _csv_field(fields[i])
+        cells = Coded(cells.codes, texts(fields))
+    return cells.joined(end)
 
 
-#: Rows formatted into text at a time (bounds the memory the row strings take).
-_ROWS_PER_BLOCK = 200_000
-
-
-def _csv_blocks(header: Sequence[str], cols: list[np.ndarray], start: int, stop: int) -> Iterator[str]:
-    """The CSV text in blocks: what ``csv.writer(lineterminator="\\n")`` writes, row by row, built
-    by joining each row's cells (a table of several columns: the csv module's only special case, a
-    row of one empty cell, needs one column)."""
+def _write_csv_file(path: Path, header: Sequence[str], cols: list[Coded], start: int, stop: int) -> None:
+    """What ``csv.writer(lineterminator="\n")`` writes for the header and rows ``start`` .. ``stop - 1``."""
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerow(header)
-    yield buf.getvalue()
-    if len(cols) < 2:
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows(zip(*(c[start:stop] for c in cols)))
-        yield buf.getvalue()
-        return
-    for lo in range(start, stop, _ROWS_PER_BLOCK):
-        hi = min(lo + _ROWS_PER_BLOCK, stop)
-        rows = map(",".join, zip(*(_csv_column(c[lo:hi]) for c in cols)))
-        yield "\n".join(rows) + "\n"
+    pieces = [_csv_column(c, "\n" if k == len(cols) - 1 else ",", len(cols) == 1) for k, c in enumerate(cols)]
+    with open(path, "wb") as f:
+        f.write(buf.getvalue().encode("utf-8"))
+        for chunk in row_bytes(pieces, start, stop) if pieces else ():
+            f.write(chunk)
 
 
-def _csv_text(header: Sequence[str], cols: list[np.ndarray], start: int, stop: int) -> str:
-    return "".join(_csv_blocks(header, cols, start, stop))
-
-
-def _write_csv_file(path: Path, header: Sequence[str], cols: list[np.ndarray], start: int, stop: int) -> None:
-    with open(path, "w", encoding="utf-8") as f:  # as Path.write_text: newlines translated like it
-        for block in _csv_blocks(header, cols, start, stop):
-            f.write(block)
-
-
-def write_table(directory: Path, name: str, stamp: str, header: Sequence[str], cols: list[np.ndarray],
+def write_table(directory: Path, name: str, stamp: str, header: Sequence[str], cols: list[Coded],
                 slice_rows: int = CSV_LIMIT) -> list[Path]:
     """``<name>_<stamp>.csv``, or ``<name>_slice_<i>_<stamp>.csv`` slices of ``slice_rows`` rows."""
     n = len(cols[0]) if cols else 0
@@ -278,7 +214,7 @@ def write_table(directory: Path, name: str, stamp: str, header: Sequence[str], c
     return [p for p, _, _ in targets]
 
 
-def write_csv(path: Path, header: Sequence[str], cols: list[np.ndarray]) -> Path:
+def write_csv(path: Path, header: Sequence[str], cols: list[Coded]) -> Path:
     """One CSV file (torch_npu's views are never sliced)."""
     n = len(cols[0]) if cols else 0
     _write_csv_file(path, header, cols, 0, n)
