@@ -7,8 +7,8 @@ from the run's first event (``otherData.time_base_ns`` says from when).
 
 A layer with many events of one shape (a task per device task, a counter per
 allocation) hands them over as an :class:`EventBlock`: columns instead of a
-dict per event.  The writer turns a block into JSON text with one string
-format per event and each distinct name, number and timestamp formatted once,
+dict per event.  The writer turns a block into the pieces of an event's JSON
+text (:mod:`.pieces`), each distinct name, number and timestamp formatted once,
 byte for byte what ``json.dumps`` writes for the dicts (:meth:`EventBlock.dicts`).
 """
 
@@ -22,6 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .pieces import TEXT, Coded, by_value, per_row, row_bytes, texts, us_texts
 
 MSPROF = "msprof"
 CHROME = "chrome"
@@ -159,28 +163,16 @@ class EventBlock:
         return list(col.values)
 
     # --------------------------------------------------------------- as JSON
-    def json_texts(self, mode: str, base_ns: int = 0) -> list[str]:
-        """Each event's JSON text (``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` of
-        its dict after :func:`msprof_events` / :func:`chrome_events`); a pair is one text of two."""
-        texts = [self._shape_texts(fields, key, mode, base_ns) for fields, key in zip(self.shapes, self.keys)]
-        if len(texts) == 1:
-            return texts[0]
-        return [a + "," + b for a, b in zip(*texts)]
+    def json_pieces(self, mode: str, base_ns: int = 0) -> list[Coded | str]:
+        """The pieces of each event's JSON text (``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``
+        of its dict after :func:`msprof_events` / :func:`chrome_events`); a pair is one text of two."""
+        shapes = [[p[1] for p in self._shape_parts(fields, key, mode, base_ns)]
+                  for fields, key in zip(self.shapes, self.keys)]
+        return shapes[0] if len(shapes) == 1 else shapes[0] + [","] + shapes[1]
 
-    def _shape_texts(self, fields, key, mode: str, base_ns: int) -> list[str]:
+    def _shape_parts(self, fields, key, mode: str, base_ns: int) -> list[tuple]:
         group = _Group.of(key) if key is not None and self.n else None
-        parts = _merged(_parts(fields, mode, base_ns, any(k == "ts" for k, _ in fields), group))
-        fmt, args = [], []
-        for part in parts:
-            if part[0] == "c":
-                fmt.append(_escape_braces(part[1]))
-            else:
-                fmt.append("{}")
-                args.append(part[1] if part[0] == "e" else np.asarray(part[2], dtype=object)[part[1]].tolist())
-        template = "".join(fmt)
-        if not args:
-            return [template.format()] * self.n
-        return list(map(template.format, *args))
+        return _merged(_parts(fields, mode, base_ns, any(k == "ts" for k, _ in fields), group))
 
     def min_ts(self) -> int | None:
         """The earliest ``ts`` of the block (``None`` without one)."""
@@ -210,8 +202,8 @@ class _Group:
 
 
 def _parts(fields, mode: str, base_ns: int, has_ts: bool, group: _Group | None) -> list[tuple]:
-    """One event's text as parts: ("c", text) constant, ("e", texts) one per event, ("g", codes, texts)
-    one per group of events."""
+    """One event's text as parts: ("c", text) constant, ("e", Coded) one per event, ("g", Coded) one per
+    group of events (coded by the group)."""
     parts: list[tuple] = []
     for i, (key, col) in enumerate(fields):
         parts.append(("c", ("{" if i == 0 else ",") + json.dumps(key, ensure_ascii=False) + ":"))
@@ -232,20 +224,15 @@ def _merged(parts: list[tuple]) -> list[tuple]:
             if prev[0] == "c" and part[0] == "c":
                 out[-1] = ("c", prev[1] + part[1])
                 continue
-            codes = part[1] if part[0] == "g" else prev[1]
-            if prev[0] == "g" and part[0] == "g" and prev[1] is not part[1]:
+            if prev[0] == "g" and part[0] == "g" and prev[1].codes is not part[1].codes:
                 out.append(part)
                 continue
-            left = [prev[1]] * len(part[2]) if prev[0] == "c" else prev[2]
-            right = [part[1]] * len(left) if part[0] == "c" else part[2]
-            out[-1] = ("g", codes, [a + b for a, b in zip(left, right)])
+            grouped = part[1] if part[0] == "g" else prev[1]
+            left, right = (p[1].texts if p[0] == "g" else pa.scalar(p[1], TEXT) for p in (prev, part))
+            out[-1] = ("g", Coded(grouped.codes, pc.binary_join_element_wise(left, right, pa.scalar("", TEXT))))
             continue
         out.append(part)
     return out
-
-
-def _escape_braces(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _dumps(value) -> str:
@@ -255,16 +242,6 @@ def _dumps(value) -> str:
 def _str_text(value) -> str:
     """JSON text of one value of a str column (the C string encoder for str, as json.dumps uses)."""
     return encode_basestring(value) if type(value) is str else _dumps(value)
-
-
-def _by_value(keys: np.ndarray, texts_of) -> list[str]:
-    """``texts_of(unique keys)`` gathered by row: each distinct value is turned into text once."""
-    codes, uniques = pd.factorize(keys)
-    table = np.asarray(texts_of(uniques), dtype=object)
-    return table[codes].tolist()
-
-
-_FRAC3 = np.array([f".{i:03d}" for i in range(1000)], dtype=object)
 
 
 def _value_part(col: Column, mode: str, base_ns: int, has_ts: bool, group: _Group | None) -> tuple:
@@ -277,40 +254,40 @@ def _value_part(col: Column, mode: str, base_ns: int, has_ts: bool, group: _Grou
         if kind == "str":
             codes, uniques = pd.factorize(np.asarray(values, dtype=object))
             if (codes >= 0).all() and group.per_group(codes):
-                texts = [_str_text(u) for u in uniques.tolist()]
-                return ("g", group.codes, np.asarray(texts, dtype=object)[codes[group.first]].tolist())
+                found = texts([_str_text(u) for u in uniques.tolist()])
+                return ("g", Coded(group.codes, found.take(pa.array(codes[group.first]))))
         else:
             arr = np.asarray(values, dtype=float if kind == "float" else np.int64)
             bits = arr.view(np.int64)
             if group.per_group(bits):
-                return ("g", group.codes, _value_texts(Column(kind, arr[group.first]), mode, base_ns, has_ts))
+                found = _value_texts(Column(kind, arr[group.first]), mode, base_ns, has_ts)
+                return ("g", Coded(group.codes, found.texts.take(pa.array(found.codes))))
     return ("e", _value_texts(col, mode, base_ns, has_ts))
 
 
-def _value_texts(col: Column, mode: str, base_ns: int, has_ts: bool) -> list[str]:
+def _value_texts(col: Column, mode: str, base_ns: int, has_ts: bool) -> Coded:
     kind, values = col.kind, col.values
     if kind == "int":
-        return _by_value(np.asarray(values, dtype=np.int64), lambda u: list(map(str, u.tolist())))
+        return by_value(np.asarray(values, dtype=np.int64), lambda u: list(map(str, u.tolist())))
     if kind == "float":
         v = np.ascontiguousarray(values, dtype=float)
-        return _by_value(v.view(np.int64), lambda u: [_dumps(x) for x in u.view(np.float64).tolist()])
+        return by_value(v.view(np.int64), lambda u: [_dumps(x) for x in u.view(np.float64).tolist()])
     if kind == "str":
         codes, uniques = pd.factorize(np.asarray(values, dtype=object))
         if (codes < 0).any():  # a missing value is no str: format those one by one
-            return [_dumps(v) for v in values]
-        return np.asarray([_str_text(u) for u in uniques.tolist()], dtype=object)[codes].tolist()
+            return per_row(texts([_dumps(v) for v in values]))
+        return Coded(codes.astype(np.int64), texts([_str_text(u) for u in uniques.tolist()]))
     if kind == "obj":
-        return [_dumps(v) for v in values]
+        return per_row(texts([_dumps(v) for v in values]))
     ns = np.asarray(values, dtype=np.int64)
     if kind == "ts":
         if mode == MSPROF:  # '"<us>.<3 digits>"'
-            q, f = np.divmod(ns, 1000)
-            return [f'"{a}{b}"' for a, b in zip(q.tolist(), _FRAC3[f].tolist())]
-        return _by_value(ns - base_ns, lambda u: [_dumps(x / 1000) for x in u.tolist()])
+            return per_row(us_texts(ns, '"', '"'))
+        return by_value(ns - base_ns, lambda u: [_dumps(x / 1000) for x in u.tolist()])
     if kind == "dur":
         if not has_ts:  # msprof_events / chrome_events convert dur only in events with a ts
-            return _by_value(ns, lambda u: list(map(str, u.tolist())))
-        return _by_value(ns, lambda u: [_dumps(x / 1000) for x in u.tolist()])
+            return by_value(ns, lambda u: list(map(str, u.tolist())))
+        return by_value(ns, lambda u: [_dumps(x / 1000) for x in u.tolist()])
     raise ValueError(f"unknown column kind {kind!r}")
 
 
@@ -329,20 +306,21 @@ def expand(items: Iterable[dict | EventBlock]) -> list[dict]:
     return out
 
 
-def _event_texts(items: Iterable[dict | EventBlock], mode: str, base_ns: int) -> Iterator[str]:
+def _event_bytes(items: Iterable[dict | EventBlock], mode: str, base_ns: int) -> Iterator[bytes | pa.Buffer]:
+    """The events' UTF-8 JSON text in chunks, each event preceded by a comma."""
     convert = msprof_events if mode == MSPROF else (lambda evs: chrome_events(evs, base_ns))
     singles: list[dict] = []
     for item in items:
         if isinstance(item, EventBlock):
             if singles:
-                yield ",".join(_dumps(e) for e in convert(singles))
+                yield "".join("," + _dumps(e) for e in convert(singles)).encode("utf-8")
                 singles = []
             if item.n:
-                yield ",".join(item.json_texts(mode, base_ns))
+                yield from row_bytes([","] + item.json_pieces(mode, base_ns), 0, item.n)
         else:
             singles.append(item)
     if singles:
-        yield ",".join(_dumps(e) for e in convert(singles))
+        yield "".join("," + _dumps(e) for e in convert(singles)).encode("utf-8")
 
 
 def write_events(path: Path, items: Sequence[dict | EventBlock], mode: str = MSPROF, base_ns: int = 0,
@@ -358,13 +336,13 @@ def write_events(path: Path, items: Sequence[dict | EventBlock], mode: str = MSP
         after = _dumps({k: wrapper[k] for k in keys[at + 1:]})[1:]
         head = (before + "," if at else "{") + '"traceEvents":['
         tail = "]" + ("," + after if len(keys) > at + 1 else "}")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(head)
+    with open(path, "wb") as f:
+        f.write(head.encode("utf-8"))
         first = True
-        for text in _event_texts(items, mode, base_ns):
-            if not text:
-                continue
-            f.write(text if first else "," + text)
-            first = False
-        f.write(tail)
+        for chunk in _event_bytes(items, mode, base_ns):
+            if first and len(chunk):
+                chunk = memoryview(chunk)[1:]  # the first event's comma
+                first = False
+            f.write(chunk)
+        f.write(tail.encode("utf-8"))
     return path
