@@ -316,7 +316,6 @@ class SubTaskLayout:
         self.wait = self.first + np.asarray([p.wait for p in plans], np.int64)
         self.columns = {k: (np.concatenate([getattr(p, k) for p in plans]) if plans else np.zeros(0, np.int64))
                         for k in ("name", "src", "dst", "transport", "link", "size")}
-        self._orders: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.names, self.name_codes = np.unique(self.columns["name"], return_inverse=True)
 
     def times(self, op_start_ns: np.ndarray, op_dur_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -338,46 +337,28 @@ class SubTaskLayout:
         start = np.asarray(op_start_ns, np.int64)[:, self.seg] + ends - before[:, self.seg] - dur
         return start, dur
 
-    def _order(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For K executions: the positions in the [K, S] grid listed collective by collective, execution
-        by execution (the order the records go out in), and their execution and sub-task indices."""
-        cached = self._orders.get(k)
-        if cached is None:
-            s = len(self.seg)
-            order = np.concatenate([(np.arange(k)[:, None] * s + np.arange(lo, lo + n)).ravel()
-                                    for lo, n in zip(self.first.tolist(), self.sizes.tolist())]) \
-                if s else np.zeros(0, np.int64)
-            cached = self._orders[k] = (order, order // max(s, 1), order % max(s, 1))
-        return cached
-
     def records(self, op_start_ns: np.ndarray, op_dur_ns: np.ndarray, connection_ids: np.ndarray,
                 iteration: np.ndarray, name_ids: Mapping[str, int], stream_ids: np.ndarray) -> np.ndarray:
-        """Collective after collective, what :meth:`SubTasks.records` gives for it: ``HCCL_TASK_DTYPE``
-        records of its K executions, execution by execution (``connection_ids``/``stream_ids`` per
-        collective).  Collective ``c`` is ``records[first[c] * K:(first[c] + sizes[c]) * K]``; one
-        array, so msprof takes one block per batch instead of one per collective.
+        """``HCCL_TASK_DTYPE`` records of K executions of every collective, execution after execution
+        (within one, collective after collective, each as :meth:`SubTasks.records` gives it;
+        ``connection_ids``/``stream_ids`` per collective): the order they run in.
 
-        The records are filled field by field from plain arrays already in output order: copying
-        the packed 50-byte records themselves (reshaping, taking) is several times slower.
+        The records are a [K, S] grid filled field by field: the per-sub-task columns broadcast
+        over the executions, the times as :meth:`times` computes them.
         """
         start, dur = self.times(op_start_ns, op_dur_ns)
-        k = len(start)
-        order, row, sub = self._order(k)
-        per_sub = {
-            "connection_id": np.asarray(connection_ids)[self.seg],
-            "name": np.asarray([name_ids[str(n)] for n in self.names], np.uint64)[self.name_codes.ravel()],
-            "src_rank": self.columns["src"], "dst_rank": self.columns["dst"],
-            "transport": self.columns["transport"], "link": self.columns["link"], "size": self.columns["size"],
-            "stream_id": np.asarray(stream_ids)[self.seg],
-        }
-        rec = np.empty(len(order), HCCL_TASK_DTYPE)
-        rec["start"] = start.ravel()[order]
-        rec["dur"] = dur.ravel()[order]
-        rec["iteration"] = np.asarray(iteration)[row]
+        rec = np.empty(start.shape, HCCL_TASK_DTYPE)
+        rec["start"] = start
+        rec["dur"] = dur
+        rec["iteration"] = np.asarray(iteration)[:, None]
         rec["plane"] = 0
-        for field, col in per_sub.items():
-            rec[field] = col[sub]
-        return rec
+        rec["connection_id"] = np.asarray(connection_ids)[self.seg]
+        rec["name"] = np.asarray([name_ids[str(n)] for n in self.names], np.uint64)[self.name_codes.ravel()]
+        for field, column in (("src_rank", "src"), ("dst_rank", "dst"), ("transport", "transport"),
+                              ("link", "link"), ("size", "size")):
+            rec[field] = self.columns[column]
+        rec["stream_id"] = np.asarray(stream_ids)[self.seg]
+        return rec.ravel()
 
 
 def hccl_op_name(op_type: str, index: int, execution: int = 1, group: str = DEFAULT_GROUP) -> str:

@@ -24,9 +24,9 @@ def test_layout_matches_ring_subtasks_collective_by_collective(k):
     iteration = np.arange(1, k + 1)
     conn = np.arange(40, 40 + len(COLLECTIVES))
     streams = np.arange(2, 2 + len(COLLECTIVES))
-    rec = layout.records(start, dur, conn, iteration, NAME_IDS, streams)
-    assert len(rec) == k * layout.sizes.sum()
-    blocks = [rec[lo * k:(lo + n) * k] for lo, n in zip(layout.first, layout.sizes)]
+    rec = layout.records(start, dur, conn, iteration, NAME_IDS, streams).reshape(k, -1)  # execution by execution
+    assert rec.shape == (k, layout.sizes.sum())
+    blocks = [rec[:, lo:lo + n].ravel() for lo, n in zip(layout.first, layout.sizes)]
     for i, (op, nb, n, r, root) in enumerate(COLLECTIVES):
         sub = hccl.ring_subtasks(op, nb, n, r, links, start[:, i], dur[:, i], root_rank=root)
         want = sub.records(int(conn[i]), iteration, NAME_IDS, int(streams[i]))
