@@ -527,14 +527,13 @@ class LoadedModel:
         if flags & BIT_TASK_TIME:
             self._report_static(v, flags)
             keep = np.flatnonzero(t.rt_type != RtTaskType.PROFILER_TRACE)
-            rec = np.zeros(n * len(keep), rawdata.HWTS_DTYPE)
-            rec["start"] = start[:, keep].ravel()
-            rec["dur"] = dur[:, keep].ravel()
-            rec["connection_id"] = np.tile(keep + v.connection_base, n)
-            rec["iteration"] = np.repeat(iterations, len(keep))
-            if rt.pmu_events:
-                rec["block_cycles"] = np.minimum(cycles[:, keep], np.iinfo(np.uint32).max).ravel()
-            for block in _step_blocks(rec, n):
+            rec = np.empty((n, len(keep)), rawdata.HWTS_DTYPE)  # every field is set: no zero fill
+            rec["start"] = start[:, keep]
+            rec["dur"] = dur[:, keep]
+            rec["connection_id"] = keep + v.connection_base
+            rec["iteration"] = iterations[:, None]
+            rec["block_cycles"] = np.minimum(cycles[:, keep], np.iinfo(np.uint32).max) if rt.pmu_events else 0
+            for block in _step_blocks(rec.ravel(), n):
                 rt.device_collector.report_tasks(block)
         if flags & (BIT_TASK_TIME | BIT_TRAINING_TRACE) and not self.single_op:
             traces = np.flatnonzero(t.logid >= 0) if flags & BIT_TRAINING_TRACE else np.empty(0, np.int64)
