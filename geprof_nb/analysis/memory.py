@@ -74,6 +74,22 @@ class _Events:
     rec: np.ndarray  # EVENT_DTYPE
     allocated: np.ndarray  # int64 bytes
     reserved: np.ndarray  # int64 bytes
+    slot: np.ndarray  # int64: the event's tensor (model, name, address), numbered from 0
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each allocation's event and its release's (-1 if none), in allocation order: an allocation
+        pairs with the next event of the same slot when that event is a release."""
+        n = len(self.rec)
+        small = np.min_scalar_type(int(self.slot.max(initial=0)))  # 16 bits or less: numpy's radix sort
+        order = np.argsort(self.slot.astype(small), kind="stable")
+        slot = self.slot[order]
+        is_alloc = self.rec["event"][order] == MEMORY_ALLOC
+        same_next = np.zeros(n, bool)
+        same_next[:-1] = (slot[1:] == slot[:-1]) & ~is_alloc[1:]
+        alloc_pos = order[is_alloc]
+        release_pos = np.where(same_next[is_alloc], order[np.minimum(np.flatnonzero(is_alloc) + 1, n - 1)], -1)
+        rows = np.argsort(alloc_pos, kind="stable")
+        return alloc_pos[rows], release_pos[rows]
 
 
 def _join(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -87,8 +103,9 @@ def _join(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return order[np.arange(len(j)) + first], j
 
 
-def _step_events(run: RunDir, device_id: int) -> np.ndarray:
-    """Each planned tensor's alloc and free in every step whose tasks are in the task log.
+def _step_events(run: RunDir, device_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each planned tensor's alloc and free in every step whose tasks are in the task log, in time
+    order, and each event's tensor slot (its model, name and address, numbered).
 
     Events at the same ns are ordered causally, as the device ran them: an alloc at the
     start of task ``c`` ranks ``2c``, a free at the end of task ``c`` ``2c + 1`` (so a
@@ -98,7 +115,7 @@ def _step_events(run: RunDir, device_id: int) -> np.ndarray:
     plan = run.load("static_op_mem", device_id)
     hw = run.load("hwts", device_id)
     if not len(plan) or not len(hw):
-        return np.empty(0, EVENT_DTYPE)
+        return np.empty(0, EVENT_DTYPE), np.empty(0, np.int64)
     start = hw["start"].astype(np.int64)
     end = start + hw["dur"].astype(np.int64)
     iteration = hw["iteration"].astype(np.int64)
@@ -123,7 +140,7 @@ def _step_events(run: RunDir, device_id: int) -> np.ndarray:
     alloc = np.concatenate([np.ones(len(a_tensor), bool), np.zeros(len(f_tensor) + len(h_tensor), bool)])
     model = plan["model_id"][tensor].astype(np.int64)
     order = np.lexsort((rank, ts, it, model))  # each model's steps in order, events causally within a step
-    tensor, alloc, model, it = tensor[order], alloc[order], model[order], it[order]
+    tensor, alloc, model, it, ts = tensor[order], alloc[order], model[order], it[order], ts[order]
     size = plan["size"][tensor].astype(np.int64)
     total = np.cumsum(np.where(alloc, size, -size))
     new_step = np.ones(len(order), bool)
@@ -131,17 +148,21 @@ def _step_events(run: RunDir, device_id: int) -> np.ndarray:
     step_first = np.flatnonzero(new_step)
     before = total[step_first] - np.where(alloc[step_first], size[step_first], -size[step_first])
     total -= np.repeat(before, np.diff(np.append(step_first, len(order))))  # each step counts from zero
+    by_time = np.argsort(ts, kind="stable")  # the events by time, from the columns (a record array sorts slowly)
+    tensor, alloc = tensor[by_time], alloc[by_time]
     rec = np.empty(len(order), EVENT_DTYPE)
-    rec["timestamp"] = ts[order]
-    rec["model_id"] = model
+    rec["timestamp"] = ts[by_time]
+    rec["model_id"] = model[by_time]
     rec["tensor"] = plan["tensor"][tensor]
     rec["addr"] = plan["addr"][tensor]
-    rec["size"] = size
+    rec["size"] = size[by_time]
     rec["event"] = np.where(alloc, MEMORY_ALLOC, MEMORY_FREE)
-    rec["total_allocated"] = total
+    rec["total_allocated"] = total[by_time]
     rec["total_reserved"] = plan["pool_size"][tensor]
     rec["stream_id"] = plan["stream_id"][tensor]
-    return rec[np.argsort(rec["timestamp"], kind="stable")]
+    slots = np.unique(np.stack([plan["model_id"], plan["tensor"], plan["addr"]], axis=1).astype(np.uint64), axis=0,
+                      return_inverse=True)[1].reshape(-1)
+    return rec, slots[tensor]
 
 
 def _step_ends(run: RunDir, device_id: int, hw: np.ndarray, model: np.ndarray, iteration: np.ndarray) -> np.ndarray:
@@ -193,7 +214,7 @@ def event_times(run: RunDir, device_id: int = 0) -> np.ndarray:
 
 
 def _device_events(run: RunDir, device_id: int) -> _Events:
-    rec = _step_events(run, device_id)
+    rec, slot = _step_events(run, device_id)
     allocated = np.zeros(len(rec), np.int64)
     reserved = np.zeros(len(rec), np.int64)
     models = rec["model_id"]
@@ -204,7 +225,7 @@ def _device_events(run: RunDir, device_id: int) -> _Events:
         at = np.flatnonzero(mine)[latest[seen]]
         allocated[seen] += rec["total_allocated"][at].astype(np.int64)
         reserved[seen] += rec["total_reserved"][at].astype(np.int64)
-    return _Events(rec, allocated, reserved)
+    return _Events(rec, allocated, reserved, slot)
 
 
 def _names(run: RunDir, ids: np.ndarray) -> pd.Categorical:
@@ -214,8 +235,13 @@ def _names(run: RunDir, ids: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(text, dtype=object))
 
 
+def _repeated(text: str, n: int) -> pd.Categorical:
+    """``n`` times ``text`` (from codes: a list of a million strs takes 0.2 s to categorise)."""
+    return pd.Categorical.from_codes(np.zeros(n, np.int8), [text]) if n else pd.Categorical([])
+
+
 def _device_type(device_id: int, n: int) -> pd.Categorical:
-    return pd.Categorical([f"NPU:{device_id}"] * n)
+    return _repeated(f"NPU:{device_id}", n)
 
 
 def operator_memory(run: RunDir, device_id: int = 0) -> pd.DataFrame:
@@ -227,18 +253,7 @@ def operator_memory(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     """
     ev = _events(run, device_id)
     rec = ev.rec
-    n = len(rec)
-    order = np.lexsort((np.arange(n), rec["addr"], rec["tensor"], rec["model_id"]))
-    g = rec[order]
-    is_alloc = g["event"] == MEMORY_ALLOC
-    same_next = np.zeros(n, bool)
-    if n > 1:
-        same_next[:-1] = ((g["model_id"][1:] == g["model_id"][:-1]) & (g["tensor"][1:] == g["tensor"][:-1])
-                          & (g["addr"][1:] == g["addr"][:-1]) & ~is_alloc[1:])
-    alloc_pos = order[is_alloc]
-    release_pos = np.where(same_next[is_alloc], order[np.minimum(np.flatnonzero(is_alloc) + 1, n - 1)], -1)
-    rows = np.argsort(alloc_pos, kind="stable")
-    alloc_pos, release_pos = alloc_pos[rows], release_pos[rows]
+    alloc_pos, release_pos = ev.pairs()
     released = release_pos >= 0
     rel = np.where(released, release_pos, 0)
 
@@ -275,7 +290,7 @@ def memory_record(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     ev = _events(run, device_id)
     n = len(ev.rec)
     data = {
-        "Component": pd.Categorical([COMPONENT_GE] * n),
+        "Component": _repeated(COMPONENT_GE, n),
         "Timestamp(us)": ev.rec["timestamp"].astype(np.int64) / 1000.0,
         "Total Allocated(MB)": ev.allocated / MB,
         "Total Reserved(MB)": ev.reserved / MB,
@@ -304,19 +319,9 @@ def tensor_lifetimes(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     Paired as in :func:`operator_memory`: an allocation with the next record of the same
     model, tensor and address when that record is a release (NaN release otherwise).
     """
-    rec = _events(run, device_id).rec
-    n = len(rec)
-    order = np.lexsort((np.arange(n), rec["addr"], rec["tensor"], rec["model_id"]))
-    g = rec[order]
-    is_alloc = g["event"] == MEMORY_ALLOC
-    nxt = np.minimum(np.arange(n) + 1, max(n - 1, 0))
-    pairs = (is_alloc & (np.arange(n) + 1 < n) & (g["model_id"][nxt] == g["model_id"])
-             & (g["tensor"][nxt] == g["tensor"]) & (g["addr"][nxt] == g["addr"])
-             & (g["event"][nxt] != MEMORY_ALLOC))
-    alloc_pos = order[is_alloc]
-    release_pos = np.where(pairs[is_alloc], order[nxt[is_alloc]], -1)
-    rows = np.argsort(alloc_pos, kind="stable")
-    alloc_pos, release_pos = alloc_pos[rows], release_pos[rows]
+    ev = _events(run, device_id)
+    rec = ev.rec
+    alloc_pos, release_pos = ev.pairs()
     released = release_pos >= 0
     a_ts = rec["timestamp"][alloc_pos].astype(np.int64)
     r_ts = rec["timestamp"][np.where(released, release_pos, 0)].astype(np.int64)
