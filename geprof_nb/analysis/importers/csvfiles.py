@@ -12,13 +12,19 @@ conversion error names the file, the line, the column and what was expected.
 
 from __future__ import annotations
 
+import codecs
 import csv
+import gc
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,9 +42,44 @@ class ImportFormatError(RunDirError):
     """A file is not in the layout or format the importer expects (the message names the file)."""
 
 
-def read_json(path: Path, exact_floats: bool = False):
-    """A JSON file's content, or an ImportFormatError naming the file.  ``exact_floats`` keeps
-    numbers with a fraction as their decimal text (for exact ns timestamps)."""
+class NumberText(str):
+    """A JSON number with a fraction or an exponent, as written (``read_json(exact_floats=True)``):
+    text, so no digit is lost, and not a ``str``, so a reader can tell it from a JSON string."""
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Parsing builds millions of acyclic containers: the collector's passes over them (and over
+    the rest of the heap) cost about as much as the parse itself."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def read_json(path: Path, exact_floats: bool = False) -> Any:
+    """A JSON file's content, or an ImportFormatError naming the file.
+
+    Parsed with orjson (traces and communication.json run to hundreds of MB); the stdlib parser
+    reads what orjson refuses (NaN/Infinity, lone surrogates, nesting past 1024) and words the
+    errors.  orjson gives integers past 64 bits as (correctly rounded) floats: trace_view checks
+    every number it uses, communication.json and the info.json facts are read as floats anyway,
+    and such a value in profiler_info.json would show as a float.  ``exact_floats``: the stdlib
+    parser, numbers with a fraction or an exponent as :class:`NumberText` (exact ns timestamps).
+    """
+    if not exact_floats:
+        data = path.read_bytes()
+        bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0  # which orjson refuses
+        body = memoryview(data)[bom:] if bom else data
+        try:
+            with gc_paused():
+                return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -46,7 +87,8 @@ def read_json(path: Path, exact_floats: bool = False):
     if not text.strip():
         raise ImportFormatError(f"{path}: empty file (expected a JSON document)")
     try:
-        return json.loads(text, parse_float=str if exact_floats else float)
+        with gc_paused():
+            return json.loads(text, parse_float=NumberText if exact_floats else float)
     except json.JSONDecodeError as exc:
         raise ImportFormatError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}; "
                                 "truncated file?)") from None

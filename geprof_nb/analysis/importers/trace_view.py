@@ -5,33 +5,81 @@ The file is a JSON list of events (reference §4.6, msprof_analyze_inputs §3);
 the framework steps (``ProfilerStep#<n>`` spans), the ``torch_to_npu`` flows
 (their end ``ts`` equals the kernel's start, their start is the launching
 op), and the device id from a ``process_labels`` ``NPU <n>`` entry.
+
+The file is parsed with orjson, which gives JSON numbers as floats: a float
+is taken only where it fixes the exact ns (a step's ``dur`` of some ms does;
+an epoch µs ``ts`` written as a number does not), else the file is read again
+by the stdlib parser with numbers as written, so the result does not depend
+on the parser.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .csvfiles import ImportFormatError, decimal_ns, read_json
+from .csvfiles import ImportFormatError, NumberText, decimal_ns, gc_paused, read_json
 
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 _DECIMAL = re.compile(r"(\d+)(?:\.(\d*))?")
+_HALF = Fraction(1, 2)
+_HALF_NS_US = Decimal("0.0005")
+_INT64_NS_US = Decimal(2**63) / 1000
+
+
+class _Inexact(Exception):
+    """A number read here came as a float that does not fix its exact ns, or is quoted in an error
+    or compared as an id: the file is to be read with numbers as written."""
 
 
 def ns_of(value: object) -> int | None:
-    """Exact ns of a µs value written as a decimal string or JSON number (None if it is not one)."""
-    if isinstance(value, bool):
+    """Exact ns of a µs value written as a decimal string or a JSON number (None if it is neither,
+    or negative); digits past the ns are rounded half up.
+
+    A finite float comes from orjson: see :func:`_float_ns`.  A number in exponent notation is
+    read by its value, as orjson's float of it is, whichever parser read the file.
+    """
+    if type(value) is float:
+        return _float_ns(value) if math.isfinite(value) else None  # NaN/Infinity (stdlib reading)
+    if type(value) is int:
+        return value * 1000 if value >= 0 else None
+    if not isinstance(value, str):
         return None
-    m = _DECIMAL.fullmatch(str(value).strip())
+    m = _DECIMAL.fullmatch(value.strip())
     if not m:
-        return None
+        return _exponent_ns(value) if type(value) is NumberText else None
     frac = (m.group(2) or "").ljust(4, "0")[:4]
     return int(m.group(1)) * 1000 + int(frac) // 10 + (int(frac[3]) >= 5)
+
+
+def _float_ns(value: float) -> int:
+    """The ns of a float if every decimal within an ulp of it (whatever the file wrote) gives the
+    same: a step's ``dur`` of some ms does, an epoch µs ``ts`` does not.  Else, and if negative,
+    :class:`_Inexact` (the reading with numbers as written decides, and words the error)."""
+    if math.copysign(1.0, value) < 0:
+        raise _Inexact
+    exact, ulp = Fraction(value), Fraction(math.ulp(value))
+    ns, low, high = (math.floor(v * 1000 + _HALF) for v in (exact, exact - ulp, exact + ulp))
+    if not low == ns == high:
+        raise _Inexact
+    return ns
+
+
+def _exponent_ns(text: NumberText) -> int | None:
+    """A number such as ``1.5e3`` by its value; None if negative or past int64 ns (bounds first:
+    ``1e-999999`` or ``1e999999`` would make a huge Fraction)."""
+    value = Decimal(text)
+    if value.is_signed() or value >= _INT64_NS_US:
+        return None
+    return math.floor(Fraction(value) * 1000 + _HALF) if value >= _HALF_NS_US else 0
 
 
 @dataclass
@@ -53,21 +101,28 @@ class TraceView:
         return np.where(pos >= 0, s["step"].to_numpy(np.int64)[np.maximum(pos, 0)], 0)
 
 
-def _flow_times(flows: list[dict]) -> tuple[dict[object, int], dict[object, int]]:
+def _flow_times(flows: list[dict], exact: bool) -> tuple[dict[object, int], dict[object, int]]:
     """Flow id -> ns of the starts and of the ends of ``torch_to_npu`` flow events (the last one of an
-    id wins; a ``ts`` that is no µs decimal is skipped).  The timestamps are parsed together, as
-    :func:`ns_of` would one by one."""
+    id wins; a ``ts`` that is no µs value is skipped).  The decimal texts are parsed together, as
+    :func:`ns_of` would one by one; other values one by one.  Unless the numbers are as written
+    (``exact``), a float id raises :class:`_Inexact`."""
     if not flows:
         return {}, {}
-    texts = pa.chunked_array([pa.array([v if type(v) is str else ("" if isinstance(v, bool) else str(v))
-                                        for v in (ev.get("ts") for ev in flows)], pa.string())])
-    ns, ok, _ = decimal_ns(texts)
+    ts = [ev.get("ts") for ev in flows]
+    ns, ok, _ = decimal_ns(pa.chunked_array([pa.array([v if isinstance(v, str) else "" for v in ts], pa.string())]))
     ns_list = ns.tolist()
+    for k in np.flatnonzero(~ok).tolist():
+        if type(ts[k]) is not str:  # a number (a NumberText in exponent notation), null, ...
+            ns_list[k] = ns_of(ts[k])
+            ok[k] = ns_list[k] is not None
+    ids = [ev.get("id") for ev in flows]
+    if not exact and float in set(map(type, ids)):
+        raise _Inexact  # distinct decimals may give one float: pair the ids as written
     starts = np.fromiter((ev["ph"] == "s" for ev in flows), bool, len(flows))
     out = []
     for side in (starts & ok, ~starts & ok):
         keep = np.flatnonzero(side).tolist()
-        out.append(dict(zip([flows[k].get("id") for k in keep], [ns_list[k] for k in keep])))
+        out.append(dict(zip([ids[k] for k in keep], [ns_list[k] for k in keep])))
     return out[0], out[1]
 
 
@@ -79,11 +134,22 @@ def _not_objects(path: Path, events: list) -> ImportFormatError:
 def read_trace_view(path: Path) -> TraceView:
     """Parse ``path`` (a list of events, or ``{"traceEvents": [...]}``).
 
-    Most events are kernels and flows the tables take from the CSVs: the events read here are
-    picked out with comprehensions over the list, one pass per kind, instead of one branchy
-    Python loop over every event.
+    Read with orjson; if a number read here came as a float that does not fix its exact ns, or a
+    flow id is a float, read again with numbers as written (the stdlib parser, far slower).  The
+    collector stays paused until the events, acyclic, are dropped: its passes over them would
+    cost a third of the reading.
     """
-    content = read_json(path, exact_floats=True)
+    with gc_paused():
+        try:
+            return _trace_view(path, read_json(path), exact=False)
+        except _Inexact:
+            return _trace_view(path, read_json(path, exact_floats=True), exact=True)
+
+
+def _trace_view(path: Path, content: object, exact: bool) -> TraceView:
+    """Most events are kernels and flows the tables take from the CSVs: the events read here are
+    picked out with comprehensions over the list, one pass per kind, instead of one branchy
+    Python loop over every event."""
     events = content.get("traceEvents") if isinstance(content, dict) else content
     if not isinstance(events, list):
         raise ImportFormatError(f"{path}: expected a JSON list of trace events (Chrome trace format), "
@@ -99,6 +165,8 @@ def read_trace_view(path: Path) -> TraceView:
         if isinstance(name, str) and name.startswith("ProfilerStep#") and (m := _STEP.fullmatch(name)):
             ts, dur = ns_of(ev.get("ts")), ns_of(ev.get("dur"))
             if ts is None or dur is None:
+                if not exact and float in (type(ev.get("ts")), type(ev.get("dur"))):
+                    raise _Inexact  # the error quotes the numbers as written
                 raise ImportFormatError(f"{path}: event {i} ({name}): 'ts' {ev.get('ts')!r} / 'dur' "
                                         f"{ev.get('dur')!r} are not µs decimals")
             steps.append((int(m.group(1)), ts, ts + dur))
@@ -110,7 +178,7 @@ def read_trace_view(path: Path) -> TraceView:
         if m:
             device_id = int(m.group(1))
             break
-    flow_start, flow_end = _flow_times(flows)
+    flow_start, flow_end = _flow_times(flows, exact)
     frame = pd.DataFrame(steps, columns=["step", "begin", "end"]).astype(np.int64)
     launch_of = {end: flow_start[key] for key, end in flow_end.items() if key in flow_start}
     return TraceView(frame.sort_values("step", kind="stable").reset_index(drop=True), launch_of, device_id)
