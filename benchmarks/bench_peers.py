@@ -124,9 +124,12 @@ def hta_vs_importer(quick: bool) -> Result:
     ``trace_view.json`` of our ascend_pt export with the same events (target: <= 0.5x).
 
     HTA wants numeric timestamps and a rank: its copy of the file has ``ts`` as numbers and
-    ``distributedInfo`` added (made before timing); the event list is the same.
+    ``distributedInfo`` added (made before timing); the event list is the same.  Each side parses
+    with its default: ours orjson, HTA its default backend (stdlib json; ijson is opt-in), named
+    in the detail.
     """
     try:
+        from hta.common.trace_parser import get_default_trace_parsing_backend
         from hta.trace_analysis import TraceAnalysis
     except ImportError:
         return skipped("trace_view.json import / HTA TraceAnalysis", "x", "<= 0.5", "HolisticTraceAnalysis")
@@ -153,7 +156,8 @@ def hta_vs_importer(quick: bool) -> Result:
     c = compare(ours, hta)
     return Result(f"trace_view.json import / HTA TraceAnalysis, {len(events):,} events", c.ratio, "x", "<= 0.5",
                   c.ratio <= 0.5, {**c.detail("ours", "hta"), "events": len(events),
-                                   "trace_mb": trace.stat().st_size / 2**20})
+                                   "trace_mb": trace.stat().st_size / 2**20, "ours_parser": "orjson",
+                                   "hta_parser": get_default_trace_parsing_backend().value})
 
 
 @contextlib.contextmanager
