@@ -174,29 +174,31 @@ def _csv_field(cell: str) -> str:
     return buf.getvalue()[:-2]  # without the empty second cell's comma and the line end
 
 
-def _csv_column(cells: Coded, end: str, alone: bool) -> Coded:
-    """A column's cells as written in a row, followed by ``end``: the distinct cells the csv module
-    quotes (minimal quoting, ``\n`` line ends) quoted as it quotes them; ``alone``: the only column,
-    where it writes an empty cell as ``""``."""
+def _csv_column(cells: Coded, alone: bool) -> Coded:
+    """A column's cells as written in a row: the distinct cells the csv module quotes (minimal
+    quoting, ``\n`` line ends) quoted as it quotes them; ``alone``: the only column, where it
+    writes an empty cell as ``""``."""
     risky = pc.match_substring_regex(cells.texts, '[,"\r\n]')
     if alone:
         risky = pc.or_(risky, pc.equal(cells.texts, ""))
-    if pc.any(risky).as_py():
-        fields = cells.texts.to_pylist()
-        for i in np.flatnonzero(risky.to_numpy(zero_copy_only=False)).tolist():
-            fields[i] = '""' if alone and not fields[i] else _csv_field(fields[i])
-        cells = Coded(cells.codes, texts(fields))
-    return cells.joined(end)
+    if not pc.any(risky).as_py():
+        return cells
+    fields = cells.texts.to_pylist()
+    for i in np.flatnonzero(risky.to_numpy(zero_copy_only=False)).tolist():
+        fields[i] = '""' if alone and not fields[i] else _csv_field(fields[i])
+    return Coded(cells.codes, texts(fields))
 
 
 def _write_csv_file(path: Path, header: Sequence[str], cols: list[Coded], start: int, stop: int) -> None:
     """What ``csv.writer(lineterminator="\n")`` writes for the header and rows ``start`` .. ``stop - 1``."""
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerow(header)
-    pieces = [_csv_column(c, "\n" if k == len(cols) - 1 else ",", len(cols) == 1) for k, c in enumerate(cols)]
+    pieces: list[Coded | str] = []
+    for k, c in enumerate(cols):
+        pieces += [_csv_column(c, len(cols) == 1), "\n" if k == len(cols) - 1 else ","]
     with open(path, "wb") as f:
         f.write(buf.getvalue().encode("utf-8"))
-        for chunk in row_bytes(pieces, start, stop) if pieces else ():
+        for chunk in row_bytes(pieces, start, stop) if cols else ():
             f.write(chunk)
 
 

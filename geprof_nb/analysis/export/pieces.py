@@ -19,12 +19,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 TEXT = pa.large_string()  # 64-bit offsets: a chunk of rows may pass 2 GB of text
-#: Pieces taken at a time (bounds the memory of the index and of the taken text).
-_PIECES_PER_CHUNK = 1 << 21
+#: Pieces taken at a time: small enough that the allocator reuses the memory of the last chunk
+#: (fresh memory costs page faults: 2**21 pieces a chunk made the takes 5x slower).
+_PIECES_PER_CHUNK = 1 << 18
+#: A constant next to a column with at most one distinct text per this many rows is joined into
+#: that column's texts (cheaper than taking it as a piece of every row).
+_ROWS_PER_TEXT_TO_JOIN = 8
 
 
 def texts(values: Sequence[str] | np.ndarray) -> pa.Array:
     return pa.array(values, TEXT)
+
+
+def concat(*parts: pa.Array | str) -> pa.Array:
+    """Element-wise concatenation (str parts: the same text for all)."""
+    return pc.binary_join_element_wise(*(pa.scalar(p, TEXT) if isinstance(p, str) else p for p in parts),
+                                       pa.scalar("", TEXT))
 
 
 @dataclass(frozen=True)
@@ -44,9 +54,9 @@ class Coded:
         """``f`` applied to each distinct text."""
         return Coded(self.codes, texts([f(t) for t in self.texts.to_pylist()]))
 
-    def joined(self, suffix: str) -> Coded:
-        """Every text followed by ``suffix``."""
-        return Coded(self.codes, pc.binary_join_element_wise(self.texts, pa.scalar(suffix, TEXT), pa.scalar("", TEXT)))
+    def joined(self, before: str = "", after: str = "") -> Coded:
+        """Every text between ``before`` and ``after``."""
+        return Coded(self.codes, concat(before, self.texts, after))
 
     def set(self, row: int, text: str) -> Coded:
         """Row ``row``'s text replaced by ``text``."""
@@ -72,37 +82,56 @@ def by_value(keys, texts_of: Callable[[object], list[str]], missing: str = "") -
     return Coded(codes, texts(found))
 
 
-_FRAC3 = texts([f".{i:03d}" for i in range(1000)])
+_FRACTIONS = concat(".", texts([f"{i:03d}" for i in range(1000)]))
 
 
 def us_texts(ns: np.ndarray, before: str = "", after: str = "") -> pa.Array:
     """Exact int ns -> ``before + "<us>.<ns % 1000 as 3 digits>" + after`` per value (msprof's µs text)."""
     q, f = np.divmod(np.asarray(ns, dtype=np.int64), 1000)  # floor division, as Python's // and %
-    parts = [pc.cast(pa.array(q), TEXT), _FRAC3.take(pa.array(f))]
-    if before:
-        parts.insert(0, pa.scalar(before, TEXT))
-    if after:
-        parts.append(pa.scalar(after, TEXT))
-    return pc.binary_join_element_wise(*parts, pa.scalar("", TEXT))
+    return concat(before, pc.cast(pa.array(q), TEXT), _FRACTIONS.take(pa.array(f)), after)
+
+
+def _is_small(col: Coded | str, rows: int) -> bool:
+    return isinstance(col, Coded) and len(col.texts) * _ROWS_PER_TEXT_TO_JOIN <= rows
+
+
+def _merged(columns: Sequence[Coded | str], rows: int) -> list[Coded | str]:
+    """The pieces with adjacent constants as one, a column of one text as a constant and constants
+    joined into the texts of a neighbouring column with few of them."""
+    out: list[Coded | str] = []
+    for col in columns:
+        if isinstance(col, Coded) and len(col.texts) == 1:
+            col = col.texts[0].as_py()
+        if isinstance(col, str):
+            if not col:
+                continue
+            if out and isinstance(out[-1], str):
+                out[-1] += col
+            elif out and _is_small(out[-1], rows):
+                out[-1] = out[-1].joined(after=col)
+            else:
+                out.append(col)
+        elif out and isinstance(out[-1], str) and _is_small(col, rows):
+            out[-1] = col.joined(before=out[-1])
+        else:
+            out.append(col)
+    return out
 
 
 def row_bytes(columns: Sequence[Coded | str], start: int, stop: int) -> Iterator[pa.Buffer]:
     """Rows ``start`` .. ``stop - 1`` of ``columns`` (a str: the same piece in every row), each the
     concatenation of its pieces, as UTF-8 bytes in chunks."""
-    merged: list[Coded | str] = []
-    for col in columns:  # adjacent constants as one piece
-        if isinstance(col, str) and merged and isinstance(merged[-1], str):
-            merged[-1] += col
-        else:
-            merged.append(col)
+    merged = _merged(columns, stop - start)
     bases, tables, size = [], [], 0
     for col in merged:
         table = texts([col]) if isinstance(col, str) else col.texts
         bases.append(size)
         tables.append(table)
         size += len(table)
+    if not merged:
+        return
     dictionary = pa.concat_arrays(tables)
-    rows = max(1, _PIECES_PER_CHUNK // max(len(merged), 1))
+    rows = max(1, _PIECES_PER_CHUNK // len(merged))
     for lo in range(start, stop, rows):
         hi = min(lo + rows, stop)
         index = np.empty((hi - lo, len(merged)), np.int32 if size < 2**31 else np.int64)
