@@ -4,6 +4,8 @@ as dicts, in msprof and Chrome form, with and without per-key grouping of the co
 import json
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pytest
 
 from geprof_nb.analysis.export import tracejson as tj
@@ -28,8 +30,15 @@ def _items(n=300, seed=1):
     not_per_key = tj.EventBlock(n, [("name", tj.strs(names[::-1].copy())), ("ts", tj.ts_ns(conn)),
                                     ("dur", tj.dur_ns(conn[::-1].copy()))], key=conn)
     no_ts = tj.EventBlock(3, [("name", tj.const("k")), ("dur", tj.dur_ns([5, 6, 7]))])
+    # str columns given as pandas and pyarrow values (escaped or not, missing values, repeated dictionary texts)
+    text_kinds = tj.EventBlock(n, [
+        ("category", tj.strs(pd.Categorical(names))), ("arrow", tj.strs(pa.array(names.tolist()))),
+        ("plain_arrow", tj.strs(pa.array([f"id{i}" for i in range(n)]))),
+        ("dictionary", tj.strs(pa.DictionaryArray.from_arrays(conn % 3, ["a", "b", "a"]))),
+        ("series", tj.strs(pd.Series(names))), ("missing", tj.strs(pd.Series(np.where(conn % 4, names, None))))],
+        key=conn)
     return [{"name": "process_name", "ph": "M", "args": {"name": "x"}}, tasks, {"name": "c", "ts": 5, "dur": 7, "ph": "X"},
-            flows, tj.EventBlock(0, [("a", tj.const(1))]), not_per_key, no_ts]
+            flows, tj.EventBlock(0, [("a", tj.const(1))]), not_per_key, no_ts, text_kinds]
 
 
 @pytest.mark.parametrize("mode", [tj.MSPROF, tj.CHROME])

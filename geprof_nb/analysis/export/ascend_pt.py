@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..breakdown import step_windows
 from .cells import column_cells, table_cells, write_csv
@@ -195,7 +197,7 @@ def framework_layer(timeline: Timeline) -> list[dict | EventBlock]:
         found[hit] = True
     keep = np.flatnonzero(found)
     if len(keep):
-        ids = strs([str(first_id + r) for r in rows[keep].tolist()])
+        ids = strs(pc.cast(pa.array(first_id + rows[keep]), pa.string()))
         out.append(EventBlock(len(keep), [
             ("name", const("torch_to_npu")), ("pid", ints(source[keep, 0])), ("tid", ints(source[keep, 1])),
             ("ph", const("s")), ("cat", const("async_npu")), ("id", ids), ("ts", ts_ns(source[keep, 2]))],

@@ -28,6 +28,7 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..communication import DEFAULT_GROUP
 from . import overlap
@@ -43,6 +44,12 @@ STEP_TRACE_TID = 70000
 LEVEL_PREFIX = {"acl": "AscendCL", "model": "Model", "node": "Node", "communication": "Communication",
                 "runtime": "Runtime"}
 UINT32_MAX = 4294967295
+
+
+def _str_values(values: pd.Series) -> pa.DictionaryArray:
+    """``str()`` of each value (``"nan"`` where missing), made once per distinct value."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    return pa.DictionaryArray.from_arrays(codes, [str(u) for u in uniques])
 
 
 def format_pid(pid: int, sort_index: int, device_id: int) -> int:
@@ -160,12 +167,12 @@ class Timeline:
         for stream in sorted(set(tasks["stream_id"].astype(int))):
             out += thread_meta(pid, stream, f"Stream {stream}")
         stream = tasks["stream_id"].to_numpy(np.int64)
-        args = [("Model Id", ints(tasks["model_id"])), ("Task Type", strs(tasks["task_type"].to_numpy(object))),
+        args = [("Model Id", ints(tasks["model_id"])), ("Task Type", strs(tasks["task_type"])),
                 ("Physic Stream Id", ints(stream)), ("Task Id", ints(tasks["task_id"])), ("Batch Id", const(0)),
                 ("Subtask Id", const(UINT32_MAX)), ("connection_id", ints(tasks["connection_id"]))]
         if self.torch_npu:
             args.append(("Stream Id", ints(stream)))
-        out.append(EventBlock(len(tasks), [("name", strs(tasks["name"].to_numpy(object))), ("pid", const(pid)),
+        out.append(EventBlock(len(tasks), [("name", strs(tasks["name"])), ("pid", const(pid)),
                                            ("tid", ints(stream)), ("ts", ts_ns(tasks["start"])),
                                            ("dur", dur_ns(tasks["dur"])), ("ph", const("X")), ("args", nested(args))],
                               key=tasks["connection_id"].to_numpy(np.int64)))  # a task's name, ids, type: its connection's
@@ -248,8 +255,8 @@ class Timeline:
         if len(sub):
             start = self.source.times_ns("hccl_tasks", sub).iloc[:, 0].to_numpy(np.int64)
             dur = np.rint(sub["Duration(us)"].to_numpy(float) * 1000).astype(np.int64)
-            name = strs([str(x) for x in sub["Task Name"].tolist()])
-            text = {c: strs([str(x) for x in sub[c].tolist()]) for c in ("Transport Type", "Link Type")}
+            name = strs(_str_values(sub["Task Name"]))
+            text = {c: strs(_str_values(sub[c])) for c in ("Transport Type", "Link Type")}
             out.append(EventBlock(len(sub), [
                 ("name", name), ("pid", const(pid)), ("tid", ints(sub["Plane ID"].to_numpy(np.int64) + 1)),
                 ("ts", ts_ns(start)), ("dur", dur_ns(dur)), ("ph", const("X")),
@@ -268,7 +275,7 @@ class Timeline:
         ts = self.source.times_ns("memory_record", frame).iloc[:, 0].to_numpy(np.int64)
         out = self._process("NPU MEM")
         out.append(EventBlock(len(frame), [
-            ("name", strs([str(c) for c in frame["Component"].tolist()])), ("pid", const(pid)), ("tid", const(0)),
+            ("name", strs(_str_values(frame["Component"]))), ("pid", const(pid)), ("tid", const(0)),
             ("ts", ts_ns(ts)), ("ph", const("C")),
             ("args", nested([("Total Allocated(MB)", floats(frame["Total Allocated(MB)"])),
                              ("Total Reserved(MB)", floats(frame["Total Reserved(MB)"]))]))]))

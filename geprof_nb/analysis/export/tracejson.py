@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .pieces import TEXT, Coded, by_value, per_row, row_bytes, texts, us_texts
+from .pieces import TEXT, Coded, by_value, concat, per_row, row_bytes, texts, us_texts
 
 MSPROF = "msprof"
 CHROME = "chrome"
@@ -93,6 +93,8 @@ def floats(values) -> Column:
 
 
 def strs(values) -> Column:
+    """Values of str (any JSON value is written as it is): a sequence, a pandas column or a pyarrow
+    text array (a dictionary array: its dictionary may repeat a text)."""
     return Column("str", values)
 
 
@@ -160,7 +162,7 @@ class EventBlock:
             return np.asarray(col.values, dtype=np.int64).tolist()
         if col.kind == "float":
             return np.asarray(col.values, dtype=float).tolist()
-        return list(col.values)
+        return _dict_list(col.values)
 
     # --------------------------------------------------------------- as JSON
     def json_pieces(self, mode: str, base_ns: int = 0) -> list[Coded | str]:
@@ -228,20 +230,50 @@ def _merged(parts: list[tuple]) -> list[tuple]:
                 out.append(part)
                 continue
             grouped = part[1] if part[0] == "g" else prev[1]
-            left, right = (p[1].texts if p[0] == "g" else pa.scalar(p[1], TEXT) for p in (prev, part))
-            out[-1] = ("g", Coded(grouped.codes, pc.binary_join_element_wise(left, right, pa.scalar("", TEXT))))
+            out[-1] = ("g", Coded(grouped.codes, concat(*(p[1].texts if p[0] == "g" else p[1] for p in (prev, part)))))
             continue
         out.append(part)
     return out
+
+
+def _dict_list(values) -> list:
+    return values.to_pylist() if isinstance(values, pa.Array) else list(values)
 
 
 def _dumps(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _float_text(value: float) -> str:
+    """``json.dumps`` of a float: its repr, or NaN / Infinity / -Infinity."""
+    return repr(value) if value - value == 0 else _dumps(value)
+
+
 def _str_text(value) -> str:
     """JSON text of one value of a str column (the C string encoder for str, as json.dumps uses)."""
     return encode_basestring(value) if type(value) is str else _dumps(value)
+
+
+def _str_codes(values) -> tuple[np.ndarray, object]:
+    """A str column's code per event (-1: missing) and its texts: a pyarrow array's rows or dictionary,
+    else distinct values (pandas columns encoded their own way, a categorical by its codes)."""
+    if isinstance(values, pa.DictionaryArray):
+        return pc.fill_null(values.indices, -1).to_numpy().astype(np.int64), values.dictionary
+    if isinstance(values, pa.Array):  # texts made in pyarrow (ids): as they are, not hashed
+        return np.where(values.is_null().to_numpy(zero_copy_only=False), -1, np.arange(len(values))), values
+    codes, uniques = pd.factorize(values if isinstance(values, (pd.Series, pd.Categorical)) else
+                                  np.asarray(values, dtype=object))
+    return codes.astype(np.int64), uniques
+
+
+def _str_texts(uniques) -> pa.Array:
+    """JSON text of distinct str values: of text arrays in one go when none needs escaping."""
+    if isinstance(uniques, pa.Array) or isinstance(getattr(uniques, "dtype", None), pd.StringDtype):
+        arrow = pa.array(uniques).cast(TEXT)
+        if not pc.any(pc.match_substring_regex(arrow, r'[\x00-\x1f"\\]')).as_py():
+            return concat('"', arrow, '"')
+        uniques = arrow.to_pylist()
+    return texts([_str_text(u) for u in list(uniques)])
 
 
 def _value_part(col: Column, mode: str, base_ns: int, has_ts: bool, group: _Group | None) -> tuple:
@@ -252,10 +284,9 @@ def _value_part(col: Column, mode: str, base_ns: int, has_ts: bool, group: _Grou
         return ("c", _dumps(values))
     if group is not None and kind in ("int", "float", "str", "ts", "dur"):
         if kind == "str":
-            codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+            codes, uniques = _str_codes(values)
             if (codes >= 0).all() and group.per_group(codes):
-                found = texts([_str_text(u) for u in uniques.tolist()])
-                return ("g", Coded(group.codes, found.take(pa.array(codes[group.first]))))
+                return ("g", Coded(group.codes, _str_texts(uniques).take(pa.array(codes[group.first]))))
         else:
             arr = np.asarray(values, dtype=float if kind == "float" else np.int64)
             bits = arr.view(np.int64)
@@ -271,23 +302,23 @@ def _value_texts(col: Column, mode: str, base_ns: int, has_ts: bool) -> Coded:
         return by_value(np.asarray(values, dtype=np.int64), lambda u: list(map(str, u.tolist())))
     if kind == "float":
         v = np.ascontiguousarray(values, dtype=float)
-        return by_value(v.view(np.int64), lambda u: [_dumps(x) for x in u.view(np.float64).tolist()])
+        return by_value(v.view(np.int64), lambda u: [_float_text(x) for x in u.view(np.float64).tolist()])
     if kind == "str":
-        codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+        codes, uniques = _str_codes(values)
         if (codes < 0).any():  # a missing value is no str: format those one by one
-            return per_row(texts([_dumps(v) for v in values]))
-        return Coded(codes.astype(np.int64), texts([_str_text(u) for u in uniques.tolist()]))
+            return per_row(texts([_dumps(v) for v in _dict_list(values)]))
+        return Coded(codes, _str_texts(uniques))
     if kind == "obj":
         return per_row(texts([_dumps(v) for v in values]))
     ns = np.asarray(values, dtype=np.int64)
     if kind == "ts":
         if mode == MSPROF:  # '"<us>.<3 digits>"'
             return per_row(us_texts(ns, '"', '"'))
-        return by_value(ns - base_ns, lambda u: [_dumps(x / 1000) for x in u.tolist()])
+        return by_value(ns - base_ns, lambda u: [_float_text(x / 1000) for x in u.tolist()])
     if kind == "dur":
         if not has_ts:  # msprof_events / chrome_events convert dur only in events with a ts
             return by_value(ns, lambda u: list(map(str, u.tolist())))
-        return by_value(ns, lambda u: [_dumps(x / 1000) for x in u.tolist()])
+        return by_value(ns, lambda u: [_float_text(x / 1000) for x in u.tolist()])
     raise ValueError(f"unknown column kind {kind!r}")
 
 
