@@ -78,43 +78,25 @@ def _transit(tasks: pd.DataFrame) -> pd.DataFrame:
                          "mb": t["Size(Byte)"].to_numpy(float) / 1e6, "ms": t["Duration(us)"].to_numpy(float) / 1e3})
 
 
-def _bandwidth_entry(mb: np.ndarray, ms: np.ndarray, threshold: float) -> dict:
+def _bandwidth_entry(mb: np.ndarray, ms: np.ndarray, sizes: list[str], threshold: float) -> dict:
+    """One type's bandwidth of some transit sub-tasks (``sizes``: their MB as the distribution names them)."""
+    if not len(mb):
+        return {"Transit Size(MB)": 0.0, "Transit Time(ms)": 0.0, "Bandwidth(GB/s)": 0.0, "Large Packet Ratio": 0.0,
+                "Size Distribution": {}}
     size, time = float(mb.sum()), float(ms.sum())
+    mbs = mb.tolist()
     dist: dict[str, list] = {}
-    for m, t in zip(mb.tolist(), ms.tolist()):
-        entry = dist.setdefault(str(round(m, 6)), [0, 0.0])
+    for key, t in zip(sizes, ms.tolist()):
+        entry = dist.setdefault(key, [0, 0.0])
         entry[0] += 1
         entry[1] = round(entry[1] + t, 6)
     return {"Transit Size(MB)": round(size, 6), "Transit Time(ms)": round(time, 6),
             "Bandwidth(GB/s)": round(size / time, 4) if time > 0 else 0.0,
-            "Large Packet Ratio": round(float((mb > threshold).mean()), 4) if len(mb) else 0.0,
-            "Size Distribution": dist}
-
-
-def bandwidth_info(transit: pd.DataFrame) -> dict:
-    """"Communication Bandwidth Info" of some transit sub-tasks."""
-    out = {}
-    for kind in BANDWIDTH_TYPES:
-        sel = transit["type"].isin(SDMA_LINKS) if kind == "SDMA" else transit["type"] == kind
-        out[kind] = _bandwidth_entry(transit["mb"].to_numpy()[sel], transit["ms"].to_numpy()[sel],
-                                     LARGE_PACKET_MB[kind])
-    return out
+            "Large Packet Ratio": round(sum(m > threshold for m in mbs) / len(mbs), 4), "Size Distribution": dist}
 
 
 def _ratio(a: float, b: float) -> float:
     return round(a / (a + b), 4) if a + b > 0 else 0.0
-
-
-def _time_info(rows: pd.DataFrame) -> dict:
-    """"Communication Time Info" of one op (one row) or their total (ratios recomputed)."""
-    values = {k: round(float(np.nan_to_num(rows[k].to_numpy(float)).sum()), 6) for k in TIME_INFO[1:6]}
-    info = {"Start Timestamp(us)": float(rows["Start Timestamp(us)"].min()), **values}
-    info["Wait Time Ratio"] = _ratio(values["Wait Time(ms)"], values["Transit Time(ms)"])
-    info["Synchronization Time Ratio"] = _ratio(values["Synchronization Time(ms)"], values["Transit Time(ms)"])
-    if len(rows) == 1:
-        for k in ("Wait Time Ratio", "Synchronization Time Ratio"):
-            info[k] = float(np.nan_to_num(rows[k].iloc[0]))
-    return info
 
 
 def _kind(op_type: str) -> str:
@@ -138,36 +120,51 @@ class _Groups:
         return self.order[a:b]
 
 
-def _bandwidth_info_of(types: np.ndarray, mb: np.ndarray, ms: np.ndarray) -> dict:
-    """:func:`bandwidth_info` of transit sub-tasks given as columns (type, MB, ms), in their order."""
-    out = {}
-    for kind in BANDWIDTH_TYPES:
-        sel = np.isin(types, SDMA_LINKS) if kind == "SDMA" else types == kind
-        out[kind] = _bandwidth_entry(mb[sel], ms[sel], LARGE_PACKET_MB[kind])
-    return out
+class _Transit:
+    """The transit sub-tasks (type, MB, ms) grouped by op, with the rows of each bandwidth type marked."""
+
+    def __init__(self, tasks: pd.DataFrame) -> None:
+        transit = _transit(tasks)
+        types = transit["type"].to_numpy()
+        self.mb, self.ms = transit["mb"].to_numpy(), transit["ms"].to_numpy()
+        self.sizes = np.array([str(round(m, 6)) for m in self.mb.tolist()], dtype=object)
+        self.by_op = _Groups(transit["op"].to_numpy(object))
+        self.of_type = {kind: np.isin(types, SDMA_LINKS) if kind == "SDMA" else types == kind
+                        for kind in BANDWIDTH_TYPES}
+
+    def bandwidth_info(self, rows: np.ndarray) -> dict:
+        """"Communication Bandwidth Info" of transit ``rows``, summed in their order."""
+        out = {}
+        for kind in BANDWIDTH_TYPES:
+            mine = rows[self.of_type[kind][rows]]
+            out[kind] = _bandwidth_entry(self.mb[mine], self.ms[mine], self.sizes[mine].tolist(), LARGE_PACKET_MB[kind])
+        return out
 
 
-def _time_info_one(row: dict) -> dict:
-    """:func:`_time_info` of one op (``row``: its TIME_INFO values)."""
-    values = {k: round(float(np.nan_to_num(row[k])), 6) for k in TIME_INFO[1:6]}
-    info = {"Start Timestamp(us)": float(row["Start Timestamp(us)"]), **values}
-    for k in ("Wait Time Ratio", "Synchronization Time Ratio"):
-        info[k] = float(np.nan_to_num(row[k]))
-    return info
+class _TimeInfo:
+    """"Communication Time Info" of the ops (rows of communication_time): of one op, or the total
+    of several (ratios recomputed)."""
 
+    def __init__(self, ops: pd.DataFrame) -> None:
+        self.cols = {k: np.nan_to_num(ops[k].to_numpy(float)) for k in TIME_INFO[1:]}
+        self.starts = ops["Start Timestamp(us)"].to_numpy(float)
+        self.rounded = {k: [round(x, 6) for x in self.cols[k].tolist()] for k in TIME_INFO[1:6]}
+        self.ratios = {k: self.cols[k].tolist() for k in TIME_INFO[6:]}
 
-def _time_info_of(cols: dict[str, np.ndarray], rows: np.ndarray) -> dict:
-    """:func:`_time_info` of several ops (``rows`` of the TIME_INFO columns ``cols``), summed in their order."""
-    values = {k: round(float(np.nan_to_num(cols[k][rows]).sum()), 6) for k in TIME_INFO[1:6]}
-    starts = cols["Start Timestamp(us)"][rows]
-    starts = starts[~np.isnan(starts)]
-    info = {"Start Timestamp(us)": float(starts.min()) if len(starts) else float("nan"), **values}
-    info["Wait Time Ratio"] = _ratio(values["Wait Time(ms)"], values["Transit Time(ms)"])
-    info["Synchronization Time Ratio"] = _ratio(values["Synchronization Time(ms)"], values["Transit Time(ms)"])
-    if len(rows) == 1:
-        for k in ("Wait Time Ratio", "Synchronization Time Ratio"):
-            info[k] = float(np.nan_to_num(cols[k][rows[0]]))
-    return info
+    def one(self, r: int) -> dict:
+        return {"Start Timestamp(us)": float(self.starts[r]), **{k: v[r] for k, v in self.rounded.items()},
+                **{k: v[r] for k, v in self.ratios.items()}}
+
+    def total(self, rows: np.ndarray) -> dict:
+        if len(rows) == 1:
+            return self.one(int(rows[0]))
+        values = {k: round(float(self.cols[k][rows].sum()), 6) for k in TIME_INFO[1:6]}
+        starts = self.starts[rows]
+        starts = starts[~np.isnan(starts)]
+        info = {"Start Timestamp(us)": float(starts.min()) if len(starts) else float("nan"), **values}
+        info["Wait Time Ratio"] = _ratio(values["Wait Time(ms)"], values["Transit Time(ms)"])
+        info["Synchronization Time Ratio"] = _ratio(values["Synchronization Time(ms)"], values["Transit Time(ms)"])
+        return info
 
 
 def communication_json(ops: pd.DataFrame, tasks: pd.DataFrame, group: str = DEFAULT_GROUP) -> dict:
@@ -176,13 +173,11 @@ def communication_json(ops: pd.DataFrame, tasks: pd.DataFrame, group: str = DEFA
     Every number is summed over the same sub-tasks in the same order as a groupby per op would
     (group rows as slices of one stable sort), so the file is the same as op by op, only faster.
     """
-    transit = _transit(tasks)
-    t_type, t_mb, t_ms = transit["type"].to_numpy(), transit["mb"].to_numpy(), transit["ms"].to_numpy()
-    by_op = _Groups(transit["op"].to_numpy(object))
+    transit = _Transit(tasks)
+    times = _TimeInfo(ops)
     names = ops["Op Name"].astype(str).to_numpy(object)
     kinds = np.array([_kind(t) for t in ops["OP Type"].astype(str).tolist()], dtype=object)
     steps = ops["Iteration ID"].to_numpy()
-    time_cols = {k: ops[k].to_numpy(float) for k in TIME_INFO}
     out: dict = {}
     for it in np.unique(steps).tolist():  # steps in order, ops in their order within a step
         step = out.setdefault(f"step{int(it)}", {"collective": {}, "p2p": {}})
@@ -193,14 +188,13 @@ def communication_json(ops: pd.DataFrame, tasks: pd.DataFrame, group: str = DEFA
                 continue
             for r in mine.tolist():
                 name = str(names[r])
-                rows = by_op.rows(name)
-                step[kind][f"{name}@{group}"] = {
-                    "Communication Time Info": _time_info_one({k: v[r] for k, v in time_cols.items()}),
-                    "Communication Bandwidth Info": _bandwidth_info_of(t_type[rows], t_mb[rows], t_ms[rows])}
+                step[kind][f"{name}@{group}"] = {"Communication Time Info": times.one(r),
+                                                 "Communication Bandwidth Info":
+                                                     transit.bandwidth_info(transit.by_op.rows(name))}
             # the step's transit rows of these ops, in their order
-            rows = np.sort(np.concatenate([by_op.rows(n) for n in set(names[mine].tolist())]))
-            step[kind][TOTAL] = {"Communication Time Info": _time_info_of(time_cols, mine),
-                                 "Communication Bandwidth Info": _bandwidth_info_of(t_type[rows], t_mb[rows], t_ms[rows])}
+            rows = np.sort(np.concatenate([transit.by_op.rows(n) for n in set(names[mine].tolist())]))
+            step[kind][TOTAL] = {"Communication Time Info": times.total(mine),
+                                 "Communication Bandwidth Info": transit.bandwidth_info(rows)}
     return out
 
 
@@ -217,25 +211,27 @@ def communication_matrix_json(ops: pd.DataFrame, tasks: pd.DataFrame, ranks: Ran
     mb, ms = sized["Size(Byte)"].to_numpy(float) / 1e6, sized["Duration(us)"].to_numpy(float) / 1e3
     by_op = _Groups(sized["Op Name"].to_numpy(object))
     local = f"{ranks.rank}-{ranks.rank}"
+    names, op_types = ops["Op Name"].astype(str).tolist(), ops["OP Type"].astype(str).tolist()
+    steps = ops["Iteration ID"].to_numpy()
     out: dict = {}
-    for it, step_ops in ops.groupby("Iteration ID", sort=True):
-        step = out.setdefault(f"step{int(it)}", {"collective": {}, "p2p": {}})
-        for name, op_type in zip(step_ops["Op Name"].astype(str), step_ops["OP Type"].astype(str)):
-            entry = {}
-            rows = by_op.rows(name)
-            if len(rows):
-                keys = list(zip(src[rows].tolist(), dst[rows].tolist(), types[rows].tolist()))
-                links: dict[tuple, list[int]] = {}
-                for k, r in zip(keys, rows.tolist()):
-                    links.setdefault(k, []).append(r)
-                for (s, d, kind) in sorted(links):
-                    g = np.asarray(links[(s, d, kind)])
-                    link_mb, link_ms = float(mb[g].sum()), float(ms[g].sum())
-                    entry[f"{s}-{d}"] = {"Transport Type": kind, "Transit Size(MB)": round(link_mb, 6),
-                                         "Transit Time(ms)": round(link_ms, 6),
-                                         "Bandwidth(GB/s)": round(link_mb / link_ms, 4) if link_ms > 0 else 0.0,
-                                         "Op Name": name}
-            entry.setdefault(local, {"Transport Type": "LOCAL", "Transit Size(MB)": 0.0, "Transit Time(ms)": 0.0,
-                                     "Bandwidth(GB/s)": 0.0, "Op Name": name})
-            step[_kind(op_type)][f"{name}@{group}"] = entry
+    for r in np.argsort(steps, kind="stable").tolist():  # steps in order, ops in their order within a step
+        step = out.setdefault(f"step{int(steps[r])}", {"collective": {}, "p2p": {}})
+        name, op_type = names[r], op_types[r]
+        entry = {}
+        rows = by_op.rows(name)
+        if len(rows):
+            keys = list(zip(src[rows].tolist(), dst[rows].tolist(), types[rows].tolist()))
+            links: dict[tuple, list[int]] = {}
+            for k, row in zip(keys, rows.tolist()):
+                links.setdefault(k, []).append(row)
+            for (s, d, kind) in sorted(links):
+                g = np.asarray(links[(s, d, kind)])
+                link_mb, link_ms = float(mb[g].sum()), float(ms[g].sum())
+                entry[f"{s}-{d}"] = {"Transport Type": kind, "Transit Size(MB)": round(link_mb, 6),
+                                     "Transit Time(ms)": round(link_ms, 6),
+                                     "Bandwidth(GB/s)": round(link_mb / link_ms, 4) if link_ms > 0 else 0.0,
+                                     "Op Name": name}
+        entry.setdefault(local, {"Transport Type": "LOCAL", "Transit Size(MB)": 0.0, "Transit Time(ms)": 0.0,
+                                 "Bandwidth(GB/s)": 0.0, "Op Name": name})
+        step[_kind(op_type)][f"{name}@{group}"] = entry
     return out
