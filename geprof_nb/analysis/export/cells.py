@@ -50,16 +50,16 @@ def timestamp_cells(ns: pd.Series | np.ndarray) -> Coded:
     present = values[~missing].to_numpy(np.int64)
     codes = np.full(len(values), len(present), np.int64)
     codes[~missing] = np.arange(len(present))
-    return Coded(codes, pa.concat_arrays([us_texts(present, after="\t"), texts([NA])]))
+    return Coded(codes, pa.concat_arrays([us_texts(present, after="\t"), texts([NA])]), plain=True)
 
 
-def _by_value(keys, texts_of: Callable[[np.ndarray], list[str]]) -> Coded:
+def _by_value(keys, texts_of: Callable[[np.ndarray], list[str]], plain: bool = False) -> Coded:
     """Cells of a column formatted once per distinct value (``N/A`` where missing).
 
     Table columns repeat their values (an op's block dim, its PMU times, a stream id), so a
     million-row column usually holds a few thousand distinct values.
     """
-    return by_value(keys, texts_of, missing=NA)
+    return by_value(keys, texts_of, missing=NA, plain=plain)
 
 
 def float_cells(values: np.ndarray, decimals: int | None = 3) -> Coded:
@@ -73,13 +73,13 @@ def float_cells(values: np.ndarray, decimals: int | None = 3) -> Coded:
     def texts_of(bits: np.ndarray) -> list[str]:
         return [NA if x != x else fmt(x) for x in bits.view(np.float64).tolist()]
 
-    return _by_value(v.view(np.int64), texts_of)
+    return _by_value(v.view(np.int64), texts_of, plain=True)
 
 
 def wait_cells(wait_us: np.ndarray) -> Coded:
     """``Task Wait Time(us)``: ``0`` on the first row, ``std::to_string`` (6 decimals) on the others."""
     ns = np.rint(np.nan_to_num(np.asarray(wait_us, dtype=float)) * 1000).astype(np.int64)
-    out = _by_value(ns, lambda u: us_texts(u, after="000").to_pylist())
+    out = _by_value(ns, lambda u: us_texts(u, after="000").to_pylist(), plain=True)
     return out.set(0, "0") if len(out) else out
 
 
@@ -103,7 +103,7 @@ def column_cells(series: pd.Series, decimals: int | None = 3, neutralise: bool =
     """Any other column: integers as integers, floats by :func:`float_cells`, text as is (:func:`neutralised`
     unless ``neutralise`` is False); missing -> N/A."""
     if pd.api.types.is_integer_dtype(series.dtype):  # each distinct value once
-        return _by_value(pd.array(series, dtype="Int64"), lambda u: [str(int(x)) for x in u])
+        return _by_value(pd.array(series, dtype="Int64"), lambda u: [str(int(x)) for x in u], plain=True)
     if pd.api.types.is_float_dtype(series.dtype):
         return float_cells(series.to_numpy(float), decimals)
     safe = neutralised if neutralise else str
@@ -178,6 +178,8 @@ def _csv_column(cells: Coded, alone: bool) -> Coded:
     """A column's cells as written in a row: the distinct cells the csv module quotes (minimal
     quoting, ``\n`` line ends) quoted as it quotes them; ``alone``: the only column, where it
     writes an empty cell as ``""``."""
+    if cells.plain:
+        return cells
     risky = pc.match_substring_regex(cells.texts, '[,"\r\n]')
     if alone:
         risky = pc.or_(risky, pc.equal(cells.texts, ""))

@@ -39,10 +39,12 @@ def concat(*parts: pa.Array | str) -> pa.Array:
 
 @dataclass(frozen=True)
 class Coded:
-    """Row ``i``'s text is ``texts[codes[i]]``."""
+    """Row ``i``'s text is ``texts[codes[i]]``; ``plain``: texts no CSV or JSON writer quotes or
+    escapes (numbers, ``N/A``), so nobody needs to look into them."""
 
     codes: np.ndarray  # int64
     texts: pa.Array  # large_string, no nulls
+    plain: bool = False
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -59,10 +61,10 @@ class Coded:
         return Coded(self.codes, concat(before, self.texts, after))
 
     def set(self, row: int, text: str) -> Coded:
-        """Row ``row``'s text replaced by ``text``."""
+        """Row ``row``'s text replaced by ``text`` (as plain as the others)."""
         codes = self.codes.copy()
         codes[row] = len(self.texts)
-        return Coded(codes, pa.concat_arrays([self.texts, texts([text])]))
+        return Coded(codes, pa.concat_arrays([self.texts, texts([text])]), self.plain)
 
 
 def per_row(values: pa.Array) -> Coded:
@@ -70,7 +72,7 @@ def per_row(values: pa.Array) -> Coded:
     return Coded(np.arange(len(values), dtype=np.int64), values.cast(TEXT))
 
 
-def by_value(keys, texts_of: Callable[[object], list[str]], missing: str = "") -> Coded:
+def by_value(keys, texts_of: Callable[[object], list[str]], missing: str = "", plain: bool = False) -> Coded:
     """A column of ``keys`` formatted once per distinct key: ``texts_of(pd.factorize's uniques)``;
     a missing key's text is ``missing``."""
     codes, uniques = pd.factorize(keys)
@@ -79,16 +81,46 @@ def by_value(keys, texts_of: Callable[[object], list[str]], missing: str = "") -
     if (codes < 0).any():
         codes[codes < 0] = len(found)
         found.append(missing)
-    return Coded(codes, texts(found))
+    return Coded(codes, texts(found), plain)
 
 
 _FRACTIONS = concat(".", texts([f"{i:03d}" for i in range(1000)]))
+#: ``"0000"`` .. ``"9999"`` and ``".000"`` .. ``".999"``, each as one 4-byte word.
+_DIGITS4 = np.frombuffer("".join(f"{i:04d}" for i in range(10**4)).encode(), "<u4")
+_FRACTION_WORDS = np.frombuffer("".join(f".{i:03d}" for i in range(1000)).encode(), "<u4")
+
+
+def _at(rows: np.ndarray, offset: int, dtype) -> np.ndarray:
+    """The bytes at ``offset`` of each row of a byte matrix, as one ``dtype`` value per row (a view)."""
+    return np.ndarray((rows.shape[0],), dtype, rows, offset, (rows.shape[1],))
 
 
 def us_texts(ns: np.ndarray, before: str = "", after: str = "") -> pa.Array:
-    """Exact int ns -> ``before + "<us>.<ns % 1000 as 3 digits>" + after`` per value (msprof's µs text)."""
+    """Exact int ns -> ``before + "<us>.<ns % 1000 as 3 digits>" + after`` per value (msprof's µs text).
+
+    When every value has as many µs digits (timestamps of one run), the texts are written into
+    one byte matrix of fixed width, four digits at a time (twice as fast as pyarrow's int cast).
+    """
     q, f = np.divmod(np.asarray(ns, dtype=np.int64), 1000)  # floor division, as Python's // and %
-    return concat(before, pc.cast(pa.array(q), TEXT), _FRACTIONS.take(pa.array(f)), after)
+    width = len(str(int(q.max()))) if len(q) else 0
+    if not len(q) or q.min() < (10 ** (width - 1) if width > 1 else 0):
+        return concat(before, pc.cast(pa.array(q), TEXT), _FRACTIONS.take(pa.array(f)), after)
+    lead, end = np.frombuffer(before.encode(), np.uint8), np.frombuffer(after.encode(), np.uint8)
+    at = len(lead) + width  # where the µs digits end
+    out = np.empty((len(q), at + 4 + len(end)), np.uint8)
+    out[:, :len(lead)] = lead
+    rest, stop = q, at
+    while stop - len(lead) >= 4:  # the µs digits from the right, four at a time, then one by one
+        rest, group = np.divmod(rest, 10**4)
+        _at(out, stop - 4, "<u4")[:] = _DIGITS4[group]
+        stop -= 4
+    for j in range(stop - 1, len(lead) - 1, -1):
+        rest, digit = np.divmod(rest, 10)
+        _at(out, j, np.uint8)[:] = digit + ord("0")
+    _at(out, at, "<u4")[:] = _FRACTION_WORDS[f]
+    out[:, at + 4:] = end
+    offsets = np.arange(0, out.size + 1, out.shape[1], dtype=np.int64)
+    return pa.LargeStringArray.from_buffers(len(q), pa.py_buffer(offsets), pa.py_buffer(out))
 
 
 def _is_small(col: Coded | str, rows: int) -> bool:

@@ -1,0 +1,43 @@
+"""export.pieces: rows of text gathered from dictionary-encoded pieces, and msprof's µs texts."""
+
+import numpy as np
+import pytest
+
+from geprof_nb.analysis.export import pieces
+
+
+def _us(ns, before="", after=""):
+    return [f"{before}{x // 1000}.{x % 1000:03d}{after}" for x in ns.tolist()]
+
+
+@pytest.mark.parametrize("before, after", [("", ""), ('"', '"'), ("", "\t"), ("ü", "000")])
+def test_us_texts_are_pythons_floor_division_texts(before, after):
+    rng = np.random.default_rng(3)
+    cases = [np.array([0, 5, 999, 1000, 9999]), np.array([-5, 3, -1001]), np.array([], np.int64),
+             np.array([2**63 - 1]), rng.integers(0, 10**4, 100), rng.integers(10**18, 2 * 10**18, 300)]
+    cases += [rng.integers(10 ** (w + 2), 10 ** (w + 3), 40) for w in range(1, 16)]  # every digit count
+    for ns in cases:
+        assert pieces.us_texts(ns, before, after).to_pylist() == _us(ns, before, after)
+
+
+def test_rows_are_their_pieces_concatenated_in_chunks(monkeypatch):
+    monkeypatch.setattr(pieces, "_PIECES_PER_CHUNK", 7)  # several chunks
+    n = 50
+    rng = np.random.default_rng(1)
+    small = pieces.Coded(rng.integers(0, 3, n), pieces.texts(["a", "bb", "é"]))
+    big = pieces.per_row(pieces.texts([f"r{i}" for i in range(n)]))
+    one = pieces.Coded(np.zeros(n, np.int64), pieces.texts(["only"]))
+    cols = ["<", small, ",", big, "", one, ">", big, "\n"]
+    want = "".join(f"<{s},{b}only>{b}\n" for s, b in zip(small.tolist(), big.tolist()))
+    got = b"".join(bytes(c) for c in pieces.row_bytes(cols, 0, n)).decode()
+    assert got == want
+    part = b"".join(bytes(c) for c in pieces.row_bytes(cols, 10, 23)).decode()
+    assert part == "".join(want.splitlines(keepends=True)[10:23])
+    assert list(pieces.row_bytes(["x"], 0, 0)) == []
+
+
+def test_coded_helpers():
+    col = pieces.by_value(np.array([3.0, np.nan, 3.0, 1.5]), lambda u: [f"{x:g}" for x in u], missing="N/A")
+    assert col.tolist() == ["3", "N/A", "3", "1.5"]
+    assert col.set(0, "0").tolist() == ["0", "N/A", "3", "1.5"]
+    assert col.map(str.lower).joined("[", "]").tolist() == ["[3]", "[n/a]", "[3]", "[1.5]"]
