@@ -37,22 +37,6 @@ def _length(starts: np.ndarray, ends: np.ndarray) -> int:
     return int((ends - starts).sum())
 
 
-def _intersection(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
-    """Total length covered by both unions of disjoint intervals."""
-    (s1, e1), (s2, e2) = a, b
-    total = 0
-    i = j = 0
-    while i < len(s1) and j < len(s2):
-        lo, hi = max(s1[i], s2[j]), min(e1[i], e2[j])
-        if hi > lo:
-            total += hi - lo
-        if e1[i] < e2[j]:
-            i += 1
-        else:
-            j += 1
-    return int(total)
-
-
 def bounds_from_step_trace(step_trace: pd.DataFrame) -> pd.DataFrame:
     """(step, begin ns, end ns) per iteration from step_trace's float columns (imported data)."""
     st = step_trace.dropna(subset=["Iteration End(us)"])
@@ -91,16 +75,20 @@ def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0) -> pd
     start = rows.start_ns.astype(np.int64)
     end = start + np.rint(f["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
     comm = (f["Task Type"] == "COMMUNICATION").to_numpy()
+    windows = step_windows(bounds, rows)
+    order = np.argsort(rows.iteration, kind="stable")  # each step's rows: a slice, in their order
+    steps = rows.iteration[order]
+    first_row = np.searchsorted(steps, windows["step"].to_numpy(), "left")
+    last_row = np.searchsorted(steps, windows["step"].to_numpy(), "right")
     out = []
-    for step, w0, w1 in step_windows(bounds, rows).itertuples(index=False):
-        inside = rows.iteration == step
+    for (step, w0, w1), a, b in zip(windows.itertuples(index=False), first_row.tolist(), last_row.tolist()):
+        inside = order[a:b]
         s, e = np.clip(start[inside], w0, w1), np.clip(end[inside], w0, w1)
         c = comm[inside]
-        compute_u, comm_u = _union(s[~c], e[~c]), _union(s[c], e[c])
-        computing, communication = _length(*compute_u), _length(*comm_u)
-        overlapped = _intersection(compute_u, comm_u)
+        computing, communication = _length(*_union(s[~c], e[~c])), _length(*_union(s[c], e[c]))
+        busy = _length(*_union(s, e))
+        overlapped = computing + communication - busy  # both unions are disjoint intervals
         not_overlapped = communication - overlapped
-        busy = computing + communication - overlapped
         e2e = w1 - w0
         first = int(s.min()) if len(s) else w1
         out.append((device_id, step, computing, not_overlapped, overlapped, communication, e2e - busy, e2e, 0,
