@@ -190,14 +190,17 @@ class Timeline:
         for model in sorted(set(frame["Model ID"].astype(int))):
             out += thread_meta(pid, STEP_TRACE_TID + model, f"Step Trace(Model ID:{model})")
         reduce_cols = [i for i, c in enumerate(frame.columns) if c == "Reduce Start(us)"]
+        column = {i: frame.iloc[:, i].array for i in range(frame.shape[1])}  # the values iloc gives, by position
+        at = {c: i for i, c in reversed(list(enumerate(frame.columns)))}  # a name's first position
+        exact = [times.iloc[:, k].array for k in range(times.shape[1])]
 
         def dur_ns(r: int, col: int | str) -> int | None:
-            v = frame.iloc[r, col] if isinstance(col, int) else frame[col].iloc[r]
+            v = column[col if isinstance(col, int) else at[col]][r]
             return None if pd.isna(v) else int(round(float(v) * 1000))
 
         for r in range(len(frame)):
-            it, tid = int(frame["Iteration ID"].iloc[r]), STEP_TRACE_TID + int(frame["Model ID"].iloc[r])
-            fp, bp, end = (times.iloc[r, k] for k in range(3))
+            it, tid = int(column[at["Iteration ID"]][r]), STEP_TRACE_TID + int(column[at["Model ID"]][r])
+            fp, bp, end = (exact[k][r] for k in range(3))
             if pd.isna(end):
                 continue
             text = {k: "N/A" if pd.isna(v) else us_string(int(v))
@@ -217,7 +220,7 @@ class Timeline:
                     out.append(slice_event(f"Data_aug Bound {it}", pid, tid, fp - aug, aug, {
                         "Iteration ID": it, "Data_aug Bound(us)": aug / 1000}, "Data_aug Bound"))
             for k, i in enumerate(reduce_cols):
-                start, dur = times.iloc[r, 3 + k], dur_ns(r, i + 1)
+                start, dur = exact[3 + k][r], dur_ns(r, i + 1)
                 if pd.isna(start) or dur is None:
                     continue
                 out.append(slice_event(f"Reduce_{it}_{k}", pid, tid, start, dur, {
