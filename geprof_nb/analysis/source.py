@@ -454,11 +454,16 @@ class RunDirSource(Source):
         task_type = np.array([rawdata.GE_TASK_TYPE_NAMES.get(int(g), r) if g >= 0 else r
                               for g, r in zip(ge_type, rt_name)], dtype=object)
         op = (kernel != 0) & ~np.isin(ge_type, [int(rawdata.GeTaskType.WRITE_BACK), int(rawdata.GeTaskType.INVALID)])
+
+        def per_task(texts: np.ndarray) -> pd.Categorical:  # a text per connection: a category per text
+            codes, categories = pd.factorize(texts)
+            return pd.Categorical.from_codes(codes[conn], categories)
+
         return pd.DataFrame({
             "start": hw["start"].astype(np.int64), "dur": hw["dur"].astype(np.int64),
             "stream_id": scatter(n_conn, track["connection_id"], track["stream_id"], -1, np.int64)[conn],
             "task_id": scatter(n_conn, track["connection_id"], track["task_id"], -1, np.int64)[conn],
             "model_id": scatter(n_conn, track["connection_id"], track["model_id"], -1, np.int64)[conn],
-            "name": name[conn], "task_type": task_type[conn], "connection_id": conn,
+            "name": per_task(name), "task_type": per_task(task_type), "connection_id": conn,
             "iteration": hw["iteration"].astype(np.int64), "op": op[conn],
         })[DEVICE_TASKS]

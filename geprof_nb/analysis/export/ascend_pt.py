@@ -141,16 +141,16 @@ def profiler_steps(timeline: Timeline) -> pd.DataFrame:
     profile, calls = timeline.profile, timeline.calls
     windows = step_windows(profile.source.step_bounds(), profile.source.op_rows())
     execs = calls[(calls["api"] == "ModelExecute") & (calls["model_id"] == _main_model(profile))]
-    execs = execs.drop_duplicates("iteration").set_index("iteration")
+    execs = execs.drop_duplicates("iteration")
     default_thread = int(calls["thread"].mode().iloc[0]) if len(calls) else timeline.real_pid
-    out = []
-    for step, start, end in windows.itertuples(index=False):
-        if step in execs.index:
-            call = execs.loc[step]
-            out.append((int(step), int(call["begin"]), int(call["end"]), int(call["thread"])))
-        else:
-            out.append((int(step), int(start), int(end), default_thread))
-    return pd.DataFrame(out, columns=["step", "begin", "end", "thread"])
+    at = pd.Index(execs["iteration"]).get_indexer(windows["step"])  # -1: the step has no ModelExecute
+
+    def pick(column: str, otherwise) -> np.ndarray:
+        values = np.append(execs[column].to_numpy(np.int64), 0)  # (the 0 at -1 is never picked)
+        return np.where(at >= 0, values[at], otherwise)
+
+    return pd.DataFrame({"step": windows["step"].to_numpy(np.int64), "begin": pick("begin", windows["start"]),
+                         "end": pick("end", windows["end"]), "thread": pick("thread", default_thread)})
 
 
 def framework_layer(timeline: Timeline) -> list[dict | EventBlock]:
