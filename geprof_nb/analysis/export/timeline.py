@@ -284,15 +284,20 @@ class Timeline:
                              ("Total Reserved(MB)", floats(frame["Total Reserved(MB)"]))]))]))
         return out
 
-    def overlap(self) -> list[dict]:
+    def overlap(self) -> list[dict | EventBlock]:
         slices = list(overlap.overlap_slices(self.source.op_rows(), self.source.step_bounds()))
         if not slices:
             return []
         pid = self.pid("Overlap Analysis")
-        out = self._process("Overlap Analysis")
+        out: list[dict | EventBlock] = self._process("Overlap Analysis")
         for tid, kind in enumerate(overlap.KINDS):
             out += thread_meta(pid, tid, kind)
-        out += [slice_event(kind, pid, overlap.KINDS.index(kind), a, b - a, {}) for _, kind, a, b in slices]
+        _, kinds, start, end = zip(*slices)
+        names = pd.Categorical(kinds, categories=overlap.KINDS)  # a kind's thread: its place in KINDS
+        start, end = np.array(start, np.int64), np.array(end, np.int64)
+        out.append(EventBlock(len(slices), [
+            ("name", strs(names)), ("pid", const(pid)), ("tid", ints(names.codes)),
+            ("ts", ts_ns(start)), ("dur", dur_ns(end - start)), ("ph", const("X")), ("args", nested([]))]))
         return out
 
     def host_to_device(self) -> list[dict]:
