@@ -58,32 +58,37 @@ class MemoryPeak:
         return self.timestamp_ns / 1000.0
 
 
-#: One memory event of a step: a tensor allocated or released, with its model's totals after it.
-EVENT_DTYPE = np.dtype(
-    [("timestamp", "<i8"), ("model_id", "<u4"), ("tensor", "<u8"), ("addr", "<u8"), ("size", "<u8"),
-     ("event", "<u1"), ("total_allocated", "<u8"), ("total_reserved", "<u8"), ("stream_id", "<u2")]
-)
-MEMORY_ALLOC = 0
-MEMORY_FREE = 1
-
-
 @dataclass(frozen=True)
 class _Events:
-    """A device's memory events in time order, with the device totals after each."""
+    """A device's memory events in time order: each event's tensor (its row of the static plan),
+    whether it allocates, its time and the device totals after it (columns: a record array of
+    them was slow to fill and to sort)."""
 
-    rec: np.ndarray  # EVENT_DTYPE
+    plan: np.ndarray  # STATIC_OP_MEM records
+    row: np.ndarray  # int64: the event's tensor, a plan row
+    alloc: np.ndarray  # bool: an allocation, else a release
+    timestamp: np.ndarray  # int64 ns
     allocated: np.ndarray  # int64 bytes
     reserved: np.ndarray  # int64 bytes
-    slot: np.ndarray  # int64: the event's tensor (model, name, address), numbered from 0
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    def of(self, field: str, events: np.ndarray) -> np.ndarray:
+        """The plan's ``field`` of the tensors of ``events``."""
+        return self.plan[field][self.row[events]]
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Each allocation's event and its release's (-1 if none), in allocation order: an allocation
-        pairs with the next event of the same slot when that event is a release."""
-        n = len(self.rec)
-        small = np.min_scalar_type(int(self.slot.max(initial=0)))  # 16 bits or less: numpy's radix sort
-        order = np.argsort(self.slot.astype(small), kind="stable")
-        slot = self.slot[order]
-        is_alloc = self.rec["event"][order] == MEMORY_ALLOC
+        pairs with the next event of the same tensor (model, name and address) when that event is a
+        release."""
+        n = len(self.row)
+        places = np.stack([self.plan["model_id"], self.plan["tensor"], self.plan["addr"]], axis=1).astype(np.uint64)
+        slot = np.unique(places, axis=0, return_inverse=True)[1].reshape(-1)[self.row]  # a number per tensor
+        small = np.min_scalar_type(int(slot.max(initial=0)))  # 16 bits or less: numpy's radix sort
+        order = np.argsort(slot.astype(small), kind="stable")
+        slot = slot[order]
+        is_alloc = self.alloc[order]
         same_next = np.zeros(n, bool)
         same_next[:-1] = (slot[1:] == slot[:-1]) & ~is_alloc[1:]
         alloc_pos = order[is_alloc]
@@ -103,9 +108,10 @@ def _join(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return order[np.arange(len(j)) + first], j
 
 
-def _step_events(run: RunDir, device_id: int) -> tuple[np.ndarray, np.ndarray]:
+def _step_events(run: RunDir, device_id: int) -> tuple[np.ndarray, ...]:
     """Each planned tensor's alloc and free in every step whose tasks are in the task log, in time
-    order, and each event's tensor slot (its model, name and address, numbered).
+    order: the plan, each event's plan row, whether it allocates, its time and its model's allocated
+    total after it.
 
     Events at the same ns are ordered causally, as the device ran them: an alloc at the
     start of task ``c`` ranks ``2c``, a free at the end of task ``c`` ``2c + 1`` (so a
@@ -115,7 +121,7 @@ def _step_events(run: RunDir, device_id: int) -> tuple[np.ndarray, np.ndarray]:
     plan = run.load("static_op_mem", device_id)
     hw = run.load("hwts", device_id)
     if not len(plan) or not len(hw):
-        return np.empty(0, EVENT_DTYPE), np.empty(0, np.int64)
+        return plan, np.empty(0, np.int64), np.empty(0, bool), np.empty(0, np.int64), np.empty(0, np.int64)
     start = hw["start"].astype(np.int64)
     end = start + hw["dur"].astype(np.int64)
     iteration = hw["iteration"].astype(np.int64)
@@ -148,21 +154,8 @@ def _step_events(run: RunDir, device_id: int) -> tuple[np.ndarray, np.ndarray]:
     step_first = np.flatnonzero(new_step)
     before = total[step_first] - np.where(alloc[step_first], size[step_first], -size[step_first])
     total -= np.repeat(before, np.diff(np.append(step_first, len(order))))  # each step counts from zero
-    by_time = np.argsort(ts, kind="stable")  # the events by time, from the columns (a record array sorts slowly)
-    tensor, alloc = tensor[by_time], alloc[by_time]
-    rec = np.empty(len(order), EVENT_DTYPE)
-    rec["timestamp"] = ts[by_time]
-    rec["model_id"] = model[by_time]
-    rec["tensor"] = plan["tensor"][tensor]
-    rec["addr"] = plan["addr"][tensor]
-    rec["size"] = size[by_time]
-    rec["event"] = np.where(alloc, MEMORY_ALLOC, MEMORY_FREE)
-    rec["total_allocated"] = total[by_time]
-    rec["total_reserved"] = plan["pool_size"][tensor]
-    rec["stream_id"] = plan["stream_id"][tensor]
-    slots = np.unique(np.stack([plan["model_id"], plan["tensor"], plan["addr"]], axis=1).astype(np.uint64), axis=0,
-                      return_inverse=True)[1].reshape(-1)
-    return rec, slots[tensor]
+    by_time = np.argsort(ts, kind="stable")
+    return plan, tensor[by_time], alloc[by_time], ts[by_time], total[by_time]
 
 
 def _step_ends(run: RunDir, device_id: int, hw: np.ndarray, model: np.ndarray, iteration: np.ndarray) -> np.ndarray:
@@ -210,22 +203,23 @@ def _events(run: RunDir, device_id: int) -> _Events:
 
 def event_times(run: RunDir, device_id: int = 0) -> np.ndarray:
     """Exact int ns of the memory events, in ``memory_record`` order."""
-    return _events(run, device_id).rec["timestamp"].astype(np.int64)
+    return _events(run, device_id).timestamp
 
 
 def _device_events(run: RunDir, device_id: int) -> _Events:
-    rec, slot = _step_events(run, device_id)
-    allocated = np.zeros(len(rec), np.int64)
-    reserved = np.zeros(len(rec), np.int64)
-    models = rec["model_id"]
+    plan, row, alloc, timestamp, total = _step_events(run, device_id)
+    allocated = np.zeros(len(row), np.int64)
+    reserved = np.zeros(len(row), np.int64)
+    models = plan["model_id"][row]
+    pool = plan["pool_size"][row].astype(np.int64)
     for m in np.unique(models):
         mine = models == m
         latest = np.cumsum(mine) - 1  # index of the model's latest record at each position, -1 before its first
         seen = latest >= 0
         at = np.flatnonzero(mine)[latest[seen]]
-        allocated[seen] += rec["total_allocated"][at].astype(np.int64)
-        reserved[seen] += rec["total_reserved"][at].astype(np.int64)
-    return _Events(rec, allocated, reserved, slot)
+        allocated[seen] += total[at]
+        reserved[seen] += pool[at]
+    return _Events(plan, row, alloc, timestamp, allocated, reserved)
 
 
 def _names(run: RunDir, ids: np.ndarray) -> pd.Categorical:
@@ -252,13 +246,12 @@ def operator_memory(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     differences of integer ns, so they are exact.
     """
     ev = _events(run, device_id)
-    rec = ev.rec
     alloc_pos, release_pos = ev.pairs()
     released = release_pos >= 0
     rel = np.where(released, release_pos, 0)
 
-    a_ts = rec["timestamp"][alloc_pos].astype(np.int64)
-    r_ts = rec["timestamp"][rel].astype(np.int64)
+    a_ts = ev.timestamp[alloc_pos]
+    r_ts = ev.timestamp[rel]
     release_us = np.where(released, r_ts / 1000.0, np.nan)
     duration_us = np.where(released, (r_ts - a_ts) / 1000.0, np.nan)
 
@@ -266,8 +259,8 @@ def operator_memory(run: RunDir, device_id: int = 0) -> pd.DataFrame:
         return np.where(released, values[rel] / MB, np.nan)
 
     data = {
-        "Name": _names(run, rec["tensor"][alloc_pos]),
-        "Size(KB)": rec["size"][alloc_pos] / 1024.0,
+        "Name": _names(run, ev.of("tensor", alloc_pos)),
+        "Size(KB)": ev.of("size", alloc_pos) / 1024.0,
         "Allocation Time(us)": a_ts / 1000.0,
         "Release Time(us)": release_us,
         "Active Release Time(us)": release_us,
@@ -279,7 +272,7 @@ def operator_memory(run: RunDir, device_id: int = 0) -> pd.DataFrame:
         "Release Total Allocated(MB)": mb_at_release(ev.allocated),
         "Release Total Reserved(MB)": mb_at_release(ev.reserved),
         "Release Total Active(MB)": mb_at_release(ev.allocated),
-        "Stream Ptr": rec["stream_id"][alloc_pos].astype(np.int64),
+        "Stream Ptr": ev.of("stream_id", alloc_pos).astype(np.int64),
         "Device Type": _device_type(device_id, len(alloc_pos)),
     }
     return pd.DataFrame(data, columns=OPERATOR_MEMORY)
@@ -288,14 +281,14 @@ def operator_memory(run: RunDir, device_id: int = 0) -> pd.DataFrame:
 def memory_record(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     """The device totals after every allocation and release, in time order."""
     ev = _events(run, device_id)
-    n = len(ev.rec)
+    n = len(ev)
     data = {
         "Component": _repeated(COMPONENT_GE, n),
-        "Timestamp(us)": ev.rec["timestamp"].astype(np.int64) / 1000.0,
+        "Timestamp(us)": ev.timestamp / 1000.0,
         "Total Allocated(MB)": ev.allocated / MB,
         "Total Reserved(MB)": ev.reserved / MB,
         "Total Active(MB)": ev.allocated / MB,
-        "Stream Ptr": ev.rec["stream_id"].astype(np.int64),
+        "Stream Ptr": ev.plan["stream_id"][ev.row].astype(np.int64),
         "Device Type": _device_type(device_id, n),
     }
     return pd.DataFrame(data, columns=MEMORY_RECORD)
@@ -304,12 +297,12 @@ def memory_record(run: RunDir, device_id: int = 0) -> pd.DataFrame:
 def memory_peak(run: RunDir, device_id: int = 0) -> MemoryPeak | None:
     """The first moment the device's allocated memory was highest (``None`` without memory records)."""
     ev = _events(run, device_id)
-    if len(ev.rec) == 0:
+    if len(ev) == 0:
         return None
     i = int(np.argmax(ev.allocated))
-    h = int(ev.rec["tensor"][i])
-    return MemoryPeak(int(ev.allocated[i]), int(ev.reserved[i]), int(ev.rec["timestamp"][i]),
-                      run.hashes.get(h, f"<unknown 0x{h:016x}>"), int(ev.rec["model_id"][i]))
+    h = int(ev.of("tensor", i))
+    return MemoryPeak(int(ev.allocated[i]), int(ev.reserved[i]), int(ev.timestamp[i]),
+                      run.hashes.get(h, f"<unknown 0x{h:016x}>"), int(ev.of("model_id", i)))
 
 
 def tensor_lifetimes(run: RunDir, device_id: int = 0) -> pd.DataFrame:
@@ -320,19 +313,18 @@ def tensor_lifetimes(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     model, tensor and address when that record is a release (NaN release otherwise).
     """
     ev = _events(run, device_id)
-    rec = ev.rec
     alloc_pos, release_pos = ev.pairs()
     released = release_pos >= 0
-    a_ts = rec["timestamp"][alloc_pos].astype(np.int64)
-    r_ts = rec["timestamp"][np.where(released, release_pos, 0)].astype(np.int64)
+    a_ts = ev.timestamp[alloc_pos]
+    r_ts = ev.timestamp[np.where(released, release_pos, 0)]
     data = {
-        "Name": _names(run, rec["tensor"][alloc_pos]),
-        "Model ID": rec["model_id"][alloc_pos].astype(np.int64),
-        "Address": rec["addr"][alloc_pos].astype(np.int64),
-        "Size(KB)": rec["size"][alloc_pos] / 1024.0,
+        "Name": _names(run, ev.of("tensor", alloc_pos)),
+        "Model ID": ev.of("model_id", alloc_pos).astype(np.int64),
+        "Address": ev.of("addr", alloc_pos).astype(np.int64),
+        "Size(KB)": ev.of("size", alloc_pos) / 1024.0,
         "Allocation Time(us)": a_ts / 1000.0,
         "Release Time(us)": np.where(released, r_ts / 1000.0, np.nan),
         "Duration(us)": np.where(released, (r_ts - a_ts) / 1000.0, np.nan),
-        "Stream ID": rec["stream_id"][alloc_pos].astype(np.int64),
+        "Stream ID": ev.of("stream_id", alloc_pos).astype(np.int64),
     }
     return pd.DataFrame(data, columns=TENSOR_LIFETIMES)
