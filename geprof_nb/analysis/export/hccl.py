@@ -133,11 +133,16 @@ class _Transit:
                         for kind in BANDWIDTH_TYPES}
 
     def bandwidth_info(self, rows: np.ndarray) -> dict:
-        """"Communication Bandwidth Info" of transit ``rows``, summed in their order."""
-        out = {}
+        """"Communication Bandwidth Info" of transit ``rows``, summed in their order (SDMA of a
+        single link: that link's entry again)."""
+        out, done = {}, {}
         for kind in BANDWIDTH_TYPES:
             mine = rows[self.of_type[kind][rows]]
-            out[kind] = _bandwidth_entry(self.mb[mine], self.ms[mine], self.sizes[mine].tolist(), LARGE_PACKET_MB[kind])
+            key = (mine.tobytes(), LARGE_PACKET_MB[kind])
+            if key not in done:
+                done[key] = _bandwidth_entry(self.mb[mine], self.ms[mine], self.sizes[mine].tolist(),
+                                             LARGE_PACKET_MB[kind])
+            out[kind] = done[key]
         return out
 
 
@@ -178,12 +183,14 @@ def communication_json(ops: pd.DataFrame, tasks: pd.DataFrame, group: str = DEFA
     names = ops["Op Name"].astype(str).to_numpy(object)
     kinds = np.array([_kind(t) for t in ops["OP Type"].astype(str).tolist()], dtype=object)
     steps = ops["Iteration ID"].to_numpy()
+    order = np.argsort(steps, kind="stable")
     out: dict = {}
-    for it in np.unique(steps).tolist():  # steps in order, ops in their order within a step
-        step = out.setdefault(f"step{int(it)}", {"collective": {}, "p2p": {}})
-        in_step = steps == it
+    for in_step in np.split(order, np.flatnonzero(np.diff(steps[order])) + 1):  # steps in order, their ops in order
+        if not len(in_step):
+            continue
+        step = out.setdefault(f"step{int(steps[in_step[0]])}", {"collective": {}, "p2p": {}})
         for kind in ("collective", "p2p"):
-            mine = np.flatnonzero(in_step & (kinds == kind))
+            mine = in_step[kinds[in_step] == kind]
             if not len(mine):
                 continue
             for r in mine.tolist():
