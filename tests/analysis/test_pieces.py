@@ -27,8 +27,11 @@ def test_rows_are_their_pieces_concatenated_in_chunks(monkeypatch):
     small = pieces.Coded(rng.integers(0, 3, n), pieces.texts(["a", "bb", "é"]))
     big = pieces.per_row(pieces.texts([f"r{i}" for i in range(n)]))
     one = pieces.Coded(np.zeros(n, np.int64), pieces.texts(["only"]))
-    cols = ["<", small, ",", big, "", one, ">", big, "\n"]
-    want = "".join(f"<{s},{b}only>{b}\n" for s, b in zip(small.tolist(), big.tolist()))
+    other = pieces.Coded(rng.integers(0, 2, n), pieces.texts(["x", "yz"]))
+    # constants, a column of one text, a column repeated side by side, small columns side by side
+    cols = ["<", small, ",", big, "", one, ">", big, big, ";", small, other, "\n"]
+    want = "".join(f"<{s},{b}only>{b}{b};{s}{o}\n" for s, b, o in zip(small.tolist(), big.tolist(), other.tolist()))
+    assert len(pieces._merged(cols, n)) == 5  # "<" small ",": 1, big, "only>", big big: 1, ";" small other "\n": 1
     got = b"".join(bytes(c) for c in pieces.row_bytes(cols, 0, n)).decode()
     assert got == want
     part = b"".join(bytes(c) for c in pieces.row_bytes(cols, 10, 23)).decode()

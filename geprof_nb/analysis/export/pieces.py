@@ -127,9 +127,22 @@ def _is_small(col: Coded | str, rows: int) -> bool:
     return isinstance(col, Coded) and len(col.texts) * _ROWS_PER_TEXT_TO_JOIN <= rows
 
 
+def _joined_columns(a: Coded, b: Coded, rows: int) -> Coded | None:
+    """One column for two adjacent ones when that is cheap: the same codes (a column repeated), or
+    few pairs of texts (each pair's text made once); else ``None``."""
+    if a.codes is b.codes and len(a.texts) == len(b.texts):
+        return Coded(a.codes, concat(a.texts, b.texts))
+    na, nb = len(a.texts), len(b.texts)
+    if na * nb * _ROWS_PER_TEXT_TO_JOIN > rows:
+        return None
+    pairs = np.arange(na * nb)
+    return Coded(a.codes * nb + b.codes, concat(a.texts.take(pa.array(pairs // nb)), b.texts.take(pa.array(pairs % nb))))
+
+
 def _merged(columns: Sequence[Coded | str], rows: int) -> list[Coded | str]:
-    """The pieces with adjacent constants as one, a column of one text as a constant and constants
-    joined into the texts of a neighbouring column with few of them."""
+    """The pieces with adjacent constants as one, a column of one text as a constant, constants
+    joined into the texts of a neighbouring column with few of them, and neighbouring columns joined
+    where :func:`_joined_columns` finds it cheap: every piece costs a take per row."""
     out: list[Coded | str] = []
     for col in columns:
         if isinstance(col, Coded) and len(col.texts) == 1:
@@ -143,8 +156,12 @@ def _merged(columns: Sequence[Coded | str], rows: int) -> list[Coded | str]:
                 out[-1] = out[-1].joined(after=col)
             else:
                 out.append(col)
-        elif out and isinstance(out[-1], str) and _is_small(col, rows):
-            out[-1] = col.joined(before=out[-1])
+            continue
+        if out and isinstance(out[-1], str) and _is_small(col, rows):
+            col = col.joined(before=out.pop())
+        both = _joined_columns(out[-1], col, rows) if out and isinstance(out[-1], Coded) else None
+        if both is not None:
+            out[-1] = both
         else:
             out.append(col)
     return out
