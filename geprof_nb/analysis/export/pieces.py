@@ -22,8 +22,9 @@ TEXT = pa.large_string()  # 64-bit offsets: a chunk of rows may pass 2 GB of tex
 #: Pieces taken at a time: small enough that the allocator reuses the memory of the last chunk
 #: (fresh memory costs page faults: 2**21 pieces a chunk made the takes 5x slower).
 _PIECES_PER_CHUNK = 1 << 18
-#: A constant next to a column with at most one distinct text per this many rows is joined into
-#: that column's texts (cheaper than taking it as a piece of every row).
+#: A constant next to a column with at most one text per this many rows is joined into its texts,
+#: and two neighbouring columns with at most one pair of texts per this many rows become one
+#: (cheaper than taking a piece of every row).
 _ROWS_PER_TEXT_TO_JOIN = 8
 
 
@@ -136,7 +137,8 @@ def _joined_columns(a: Coded, b: Coded, rows: int) -> Coded | None:
     if na * nb * _ROWS_PER_TEXT_TO_JOIN > rows:
         return None
     pairs = np.arange(na * nb)
-    return Coded(a.codes * nb + b.codes, concat(a.texts.take(pa.array(pairs // nb)), b.texts.take(pa.array(pairs % nb))))
+    both = concat(a.texts.take(pa.array(pairs // nb)), b.texts.take(pa.array(pairs % nb)))
+    return Coded(a.codes * nb + b.codes, both)
 
 
 def _merged(columns: Sequence[Coded | str], rows: int) -> list[Coded | str]:
