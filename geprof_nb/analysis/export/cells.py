@@ -134,9 +134,8 @@ def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decim
     ts_names = list(exact_ns.columns) if exact_ns is not None else []
     next_ts = 0
     cols = []
-    recent: list[tuple[str, pd.Series, Coded]] = []  # the last columns formatted: (how, values, cells)
-    for i, name in enumerate(frame.columns):
-        series = frame.iloc[:, i]
+    recent: list[tuple[str, object, Coded]] = []  # the last columns formatted: (how, values' array, cells)
+    for name, series in frame.items():  # by position: duplicate names are separate columns
         if next_ts < len(ts_names) and name == ts_names[next_ts]:
             how, values = "timestamp", exact_ns.iloc[:, next_ts]
             next_ts += 1
@@ -144,7 +143,7 @@ def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decim
             how, values = "wait", series
         else:  # a quoted cell starts with '"': no spreadsheet runs it, and it must read back as written
             how, values = f"plain {name not in quote}", series
-        cells = _same_as_recent(recent, how, values)
+        cells = _same_as_recent(recent, how, values.array)
         if cells is None:
             if how == "timestamp":
                 cells = timestamp_cells(values)
@@ -152,17 +151,17 @@ def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decim
                 cells = wait_cells(values.to_numpy(float))
             else:
                 cells = column_cells(values, decimals, neutralise=name not in quote)
-            recent = [(how, values, cells)] + recent[:2]
+            recent = [(how, values.array, cells)] + recent[:2]
         cols.append(quoted(cells) if name in quote else cells)
     return cols
 
 
-def _same_as_recent(recent: list[tuple[str, pd.Series, Coded]], how: str, values: pd.Series) -> Coded | None:
+def _same_as_recent(recent: list[tuple[str, object, Coded]], how: str, values) -> Coded | None:
     """The cells of one of the last columns formatted the same way with the same values (tables repeat
-    columns: torch_npu's ``Active`` totals are the allocated ones), else ``None``."""
+    columns: torch_npu's ``Active`` totals are the allocated ones), else ``None``; ``values``: a
+    column's pandas array."""
     for prev_how, prev, cells in recent:
-        if prev_how == how and prev.dtype == values.dtype and len(prev) == len(values) \
-                and prev.iloc[:8].equals(values.iloc[:8]) and prev.reset_index(drop=True).equals(values.reset_index(drop=True)):
+        if prev_how == how and prev.dtype == values.dtype and len(prev) == len(values) and prev.equals(values):
             return cells
     return None
 
