@@ -1,9 +1,11 @@
-"""export.pieces: rows of text gathered from dictionary-encoded pieces, and msprof's µs texts."""
+"""export.pieces: rows of text gathered from dictionary-encoded pieces, msprof's µs texts, and CSV
+cells formatted once per key."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from geprof_nb.analysis.export import pieces
+from geprof_nb.analysis.export import cells, pieces
 
 
 def _us(ns, before="", after=""):
@@ -44,3 +46,18 @@ def test_coded_helpers():
     assert col.tolist() == ["3", "N/A", "3", "1.5"]
     assert col.set(0, "0").tolist() == ["0", "N/A", "3", "1.5"]
     assert col.map(str.lower).joined("[", "]").tolist() == ["[3]", "[n/a]", "[3]", "[1.5]"]
+
+
+def test_table_cells_formatted_per_key_are_the_cells_formatted_per_row():
+    rng = np.random.default_rng(5)
+    key = rng.integers(0, 6, 200)
+    per_key = np.array([0.5, np.nan, -0.0, 2.25, 1e-7, 3.0])[key]
+    frame = pd.DataFrame({
+        "name": pd.Categorical(np.array(["a", "=b", "c,d", "e", "f", "g"], dtype=object)[key]),
+        "Input Shapes": pd.Categorical(np.array(["1,2", "N/A", "3", "4", "5", "6"], dtype=object)[key]),
+        "per key": per_key, "per row": rng.random(200), "ints": pd.array(np.where(key == 2, None, key * 7), "Int64"),
+        "per key again": per_key, "varies": np.where(rng.random(200) < 0.5, per_key, 1.0)})
+    by_key = cells.table_cells(frame, quote=["Input Shapes"], key=key)
+    by_row = cells.table_cells(frame, quote=["Input Shapes"])
+    assert [c.tolist() for c in by_key] == [c.tolist() for c in by_row]
+    assert by_key[2].codes is by_key[0].codes  # per-key columns share the key's codes (one piece when side by side)

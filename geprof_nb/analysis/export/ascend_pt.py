@@ -123,7 +123,8 @@ def _device_info(profile, root: Path) -> None:
 def _kernel_details(profile, path: Path) -> Path:
     """op_summary with ``Step Id`` first and torch_npu's renamed headers."""
     frame = profile.op_summary
-    cols = table_cells(frame, profile.source.times_ns("op_summary", frame), quote=SHAPE_COLUMNS)
+    cols = table_cells(frame, profile.source.times_ns("op_summary", frame), quote=SHAPE_COLUMNS,
+                       key=profile.source.op_rows().connection_id)  # an op's name, shapes, PMU times: its task's
     steps = column_cells(profile.iteration_of_ops.astype(np.int64))
     header = ["Step Id"] + [KERNEL_RENAMES.get(c, c) for c in frame.columns]
     return write_csv(path, header, [steps] + cols)

@@ -36,7 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .pieces import Coded, by_value, row_bytes, texts, us_texts
+from .pieces import Coded, Groups, by_value, row_bytes, texts, us_texts
 
 NA = "N/A"
 #: msprof's ``CSV_LIMIT``: rows per CSV file.
@@ -53,7 +53,7 @@ def timestamp_cells(ns: pd.Series | np.ndarray) -> Coded:
     return Coded(codes, pa.concat_arrays([us_texts(present, after="\t"), texts([NA])]), plain=True)
 
 
-def _by_value(keys, texts_of: Callable[[np.ndarray], list[str]], plain: bool = False) -> Coded:
+def _by_value(keys, texts_of: Callable[[np.ndarray], Sequence[str] | pa.Array], plain: bool = False) -> Coded:
     """Cells of a column formatted once per distinct value (``N/A`` where missing).
 
     Table columns repeat their values (an op's block dim, its PMU times, a stream id), so a
@@ -79,7 +79,7 @@ def float_cells(values: np.ndarray, decimals: int | None = 3) -> Coded:
 def wait_cells(wait_us: np.ndarray) -> Coded:
     """``Task Wait Time(us)``: ``0`` on the first row, ``std::to_string`` (6 decimals) on the others."""
     ns = np.rint(np.nan_to_num(np.asarray(wait_us, dtype=float)) * 1000).astype(np.int64)
-    out = _by_value(ns, lambda u: us_texts(u, after="000").to_pylist(), plain=True)
+    out = _by_value(ns, lambda u: us_texts(u, after="000"), plain=True)
     return out.set(0, "0") if len(out) else out
 
 
@@ -103,7 +103,8 @@ def column_cells(series: pd.Series, decimals: int | None = 3, neutralise: bool =
     """Any other column: integers as integers, floats by :func:`float_cells`, text as is (:func:`neutralised`
     unless ``neutralise`` is False); missing -> N/A."""
     if pd.api.types.is_integer_dtype(series.dtype):  # each distinct value once
-        return _by_value(pd.array(series, dtype="Int64"), lambda u: [str(int(x)) for x in u], plain=True)
+        ints = pd.array(series, dtype="Int64")
+        return _by_value(ints, lambda u: pc.cast(pa.array(u.to_numpy(np.int64)), pa.string()), plain=True)
     if pd.api.types.is_float_dtype(series.dtype):
         return float_cells(series.to_numpy(float), decimals)
     safe = neutralised if neutralise else str
@@ -125,12 +126,15 @@ def quoted(cells: Coded) -> Coded:
 
 
 def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decimals: int | None = 3,
-                quote: Sequence[str] = ()) -> list[Coded]:
+                quote: Sequence[str] = (), key=None) -> list[Coded]:
     """Every column of ``frame`` as formatted cells, by position (duplicate names allowed).
 
     ``exact_ns`` (from :meth:`Source.times_ns`) holds the timestamp columns, in order of
-    their positions in ``frame``; ``Task Wait Time(us)`` follows msprof's rule.
+    their positions in ``frame``; ``Task Wait Time(us)`` follows msprof's rule.  ``key``: per
+    row, what most columns hold one value for (a task's connection id); a number or categorical
+    column that does is formatted from each key's first row.
     """
+    group = Groups.of(key) if key is not None and len(frame) else None
     ts_names = list(exact_ns.columns) if exact_ns is not None else []
     next_ts = 0
     cols = []
@@ -149,11 +153,25 @@ def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decim
                 cells = timestamp_cells(values)
             elif how == "wait":
                 cells = wait_cells(values.to_numpy(float))
+            elif group is not None and _one_per_group(group, values):
+                cells = group.spread(column_cells(values.iloc[group.first], decimals, neutralise=name not in quote))
             else:
                 cells = column_cells(values, decimals, neutralise=name not in quote)
             recent = [(how, values.array, cells)] + recent[:2]
         cols.append(quoted(cells) if name in quote else cells)
     return cols
+
+
+def _one_per_group(group: Groups, values: pd.Series) -> bool:
+    """Whether a number or categorical column holds one value per group (floats by their bits)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return group.holds_one(values.cat.codes.to_numpy())
+    if pd.api.types.is_float_dtype(values.dtype):
+        return group.holds_one(values.to_numpy(float).view(np.int64))
+    if pd.api.types.is_integer_dtype(values.dtype):
+        missing = values.isna().to_numpy()
+        return group.holds_one(missing) and group.holds_one(values.to_numpy(np.int64, na_value=0))
+    return False
 
 
 def _same_as_recent(recent: list[tuple[str, object, Coded]], how: str, values) -> Coded | None:

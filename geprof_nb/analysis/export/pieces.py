@@ -68,21 +68,49 @@ class Coded:
         return Coded(codes, pa.concat_arrays([self.texts, texts([text])]), self.plain)
 
 
+class Groups:
+    """Rows grouped by a key (a task's connection id): each row's group and the first row of each
+    group.  Columns with one value per group are formatted once per group, and all of them share
+    :attr:`codes`, so neighbouring ones become one piece."""
+
+    def __init__(self, codes: np.ndarray, first: np.ndarray) -> None:
+        self.codes = codes
+        self.first = first
+
+    @classmethod
+    def of(cls, key) -> Groups:
+        codes, uniques = pd.factorize(np.asarray(key))
+        first = np.full(len(uniques), -1, np.int64)
+        first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the lowest row of each group
+        return cls(codes.astype(np.int64), first)
+
+    def holds_one(self, keys: np.ndarray) -> bool:
+        """Whether ``keys`` (one per row, comparable with ==) hold one value per group."""
+        keys = np.asarray(keys)
+        return bool((keys == keys[self.first][self.codes]).all())
+
+    def spread(self, cells: Coded) -> Coded:
+        """A column from the cells of each group's first row."""
+        return Coded(self.codes, cells.texts.take(pa.array(cells.codes)), cells.plain)
+
+
 def per_row(values: pa.Array) -> Coded:
     """A column whose texts are its rows."""
     return Coded(np.arange(len(values), dtype=np.int64), values.cast(TEXT))
 
 
-def by_value(keys, texts_of: Callable[[object], list[str]], missing: str = "", plain: bool = False) -> Coded:
+def by_value(keys, texts_of: Callable[[object], Sequence[str] | pa.Array], missing: str = "",
+             plain: bool = False) -> Coded:
     """A column of ``keys`` formatted once per distinct key: ``texts_of(pd.factorize's uniques)``;
     a missing key's text is ``missing``."""
     codes, uniques = pd.factorize(keys)
     codes = codes.astype(np.int64)
-    found = list(texts_of(uniques))
+    found = texts_of(uniques)
+    found = found.cast(TEXT) if isinstance(found, pa.Array) else texts(list(found))
     if (codes < 0).any():
         codes[codes < 0] = len(found)
-        found.append(missing)
-    return Coded(codes, texts(found), plain)
+        found = pa.concat_arrays([found, texts([missing])])
+    return Coded(codes, found, plain)
 
 
 _FRACTIONS = concat(".", texts([f"{i:03d}" for i in range(1000)]))

@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .pieces import TEXT, Coded, by_value, concat, per_row, row_bytes, texts, us_texts
+from .pieces import TEXT, Coded, Groups, by_value, concat, per_row, row_bytes, texts, us_texts
 
 MSPROF = "msprof"
 CHROME = "chrome"
@@ -173,7 +173,7 @@ class EventBlock:
         return shapes[0] if len(shapes) == 1 else shapes[0] + [","] + shapes[1]
 
     def _shape_parts(self, fields, key, mode: str, base_ns: int) -> list[tuple]:
-        group = _Group.of(key) if key is not None and self.n else None
+        group = Groups.of(key) if key is not None and self.n else None
         return _merged(_parts(fields, mode, base_ns, any(k == "ts" for k, _ in fields), group))
 
     def min_ts(self) -> int | None:
@@ -183,27 +183,7 @@ class EventBlock:
         return min(found) if found else None
 
 
-class _Group:
-    """Events grouped by a key: each event's group and the first event of each group."""
-
-    def __init__(self, codes: np.ndarray, first: np.ndarray) -> None:
-        self.codes = codes
-        self.first = first
-
-    @classmethod
-    def of(cls, key) -> "_Group":
-        codes, uniques = pd.factorize(np.asarray(key))
-        first = np.full(len(uniques), -1, np.int64)
-        first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the lowest event index of each group
-        return cls(codes, first)
-
-    def per_group(self, keys: np.ndarray) -> bool:
-        """Whether ``keys`` (one per event, comparable with ==) hold one value per group."""
-        keys = np.asarray(keys)
-        return bool((keys == keys[self.first][self.codes]).all())
-
-
-def _parts(fields, mode: str, base_ns: int, has_ts: bool, group: _Group | None) -> list[tuple]:
+def _parts(fields, mode: str, base_ns: int, has_ts: bool, group: Groups | None) -> list[tuple]:
     """One event's text as parts: ("c", text) constant, ("e", Coded) one per event, ("g", Coded) one per
     group of events (coded by the group)."""
     parts: list[tuple] = []
@@ -276,7 +256,7 @@ def _str_texts(uniques) -> pa.Array:
     return texts([_str_text(u) for u in list(uniques)])
 
 
-def _value_part(col: Column, mode: str, base_ns: int, has_ts: bool, group: _Group | None) -> tuple:
+def _value_part(col: Column, mode: str, base_ns: int, has_ts: bool, group: Groups | None) -> tuple:
     """The part one column's values make: constant, per group (when ``group`` holds one value per
     group), else per event."""
     kind, values = col.kind, col.values
@@ -285,14 +265,13 @@ def _value_part(col: Column, mode: str, base_ns: int, has_ts: bool, group: _Grou
     if group is not None and kind in ("int", "float", "str", "ts", "dur"):
         if kind == "str":
             codes, uniques = _str_codes(values)
-            if (codes >= 0).all() and group.per_group(codes):
-                return ("g", Coded(group.codes, _str_texts(uniques).take(pa.array(codes[group.first]))))
+            if (codes >= 0).all() and group.holds_one(codes):
+                return ("g", group.spread(Coded(codes[group.first], _str_texts(uniques))))
         else:
             arr = np.asarray(values, dtype=float if kind == "float" else np.int64)
             bits = arr.view(np.int64)
-            if group.per_group(bits):
-                found = _value_texts(Column(kind, arr[group.first]), mode, base_ns, has_ts)
-                return ("g", Coded(group.codes, found.texts.take(pa.array(found.codes))))
+            if group.holds_one(bits):
+                return ("g", group.spread(_value_texts(Column(kind, arr[group.first]), mode, base_ns, has_ts)))
     return ("e", _value_texts(col, mode, base_ns, has_ts))
 
 
