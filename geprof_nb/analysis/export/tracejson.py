@@ -168,13 +168,11 @@ class EventBlock:
     def json_pieces(self, mode: str, base_ns: int = 0) -> list[Coded | str]:
         """The pieces of each event's JSON text (``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``
         of its dict after :func:`msprof_events` / :func:`chrome_events`); a pair is one text of two."""
-        shapes = [[p[1] for p in self._shape_parts(fields, key, mode, base_ns)]
+        made: dict[tuple, Coded] = {}  # per-event texts of a column both shapes hold (a flow's id): made once
+        shapes = [_parts(fields, mode, base_ns, any(k == "ts" for k, _ in fields),
+                         Groups.of(key) if key is not None and self.n else None, made)
                   for fields, key in zip(self.shapes, self.keys)]
         return shapes[0] if len(shapes) == 1 else shapes[0] + [","] + shapes[1]
-
-    def _shape_parts(self, fields, key, mode: str, base_ns: int) -> list[tuple]:
-        group = Groups.of(key) if key is not None and self.n else None
-        return _merged(_parts(fields, mode, base_ns, any(k == "ts" for k, _ in fields), group))
 
     def min_ts(self) -> int | None:
         """The earliest ``ts`` of the block (``None`` without one)."""
@@ -183,37 +181,18 @@ class EventBlock:
         return min(found) if found else None
 
 
-def _parts(fields, mode: str, base_ns: int, has_ts: bool, group: Groups | None) -> list[tuple]:
-    """One event's text as parts: ("c", text) constant, ("e", Coded) one per event, ("g", Coded) one per
-    group of events (coded by the group)."""
-    parts: list[tuple] = []
+def _parts(fields, mode: str, base_ns: int, has_ts: bool, group: Groups | None, made: dict) -> list[Coded | str]:
+    """One event's text as pieces: constants, columns per group of events (coded by the group) and
+    columns per event (:func:`.pieces.row_bytes` joins what it can)."""
+    parts: list[Coded | str] = []
     for i, (key, col) in enumerate(fields):
-        parts.append(("c", ("{" if i == 0 else ",") + json.dumps(key, ensure_ascii=False) + ":"))
+        parts.append(("{" if i == 0 else ",") + json.dumps(key, ensure_ascii=False) + ":")
         if col.kind == "dict":
-            parts += _parts(col.values, mode, base_ns, has_ts, group) if col.values else [("c", "{}")]
+            parts += _parts(col.values, mode, base_ns, has_ts, group, made) if col.values else ["{}"]
             continue
-        parts.append(_value_part(col, mode, base_ns, has_ts, group))
-    parts.append(("c", "}" if fields else "{}"))
+        parts.append(_value_part(col, mode, base_ns, has_ts, group, made))
+    parts.append("}" if fields else "{}")
     return parts
-
-
-def _merged(parts: list[tuple]) -> list[tuple]:
-    """Adjacent constant and per-group parts joined into one part, so an event is a few pieces."""
-    out: list[tuple] = []
-    for part in parts:
-        prev = out[-1] if out else None
-        if prev is not None and part[0] != "e" and prev[0] != "e":
-            if prev[0] == "c" and part[0] == "c":
-                out[-1] = ("c", prev[1] + part[1])
-                continue
-            if prev[0] == "g" and part[0] == "g" and prev[1].codes is not part[1].codes:
-                out.append(part)
-                continue
-            grouped = part[1] if part[0] == "g" else prev[1]
-            out[-1] = ("g", Coded(grouped.codes, concat(*(p[1].texts if p[0] == "g" else p[1] for p in (prev, part)))))
-            continue
-        out.append(part)
-    return out
 
 
 def _dict_list(values) -> list:
@@ -256,23 +235,25 @@ def _str_texts(uniques) -> pa.Array:
     return texts([_str_text(u) for u in list(uniques)])
 
 
-def _value_part(col: Column, mode: str, base_ns: int, has_ts: bool, group: Groups | None) -> tuple:
-    """The part one column's values make: constant, per group (when ``group`` holds one value per
+def _value_part(col: Column, mode: str, base_ns: int, has_ts: bool, group: Groups | None, made: dict) -> Coded | str:
+    """The piece one column's values make: constant, per group (when ``group`` holds one value per
     group), else per event."""
     kind, values = col.kind, col.values
     if kind == "const":
-        return ("c", _dumps(values))
+        return _dumps(values)
     if group is not None and kind in ("int", "float", "str", "ts", "dur"):
         if kind == "str":
             codes, uniques = _str_codes(values)
             if (codes >= 0).all() and group.holds_one(codes):
-                return ("g", group.spread(Coded(codes[group.first], _str_texts(uniques))))
+                return group.spread(Coded(codes[group.first], _str_texts(uniques)))
         else:
             arr = np.asarray(values, dtype=float if kind == "float" else np.int64)
             bits = arr.view(np.int64)
             if group.holds_one(bits):
-                return ("g", group.spread(_value_texts(Column(kind, arr[group.first]), mode, base_ns, has_ts)))
-    return ("e", _value_texts(col, mode, base_ns, has_ts))
+                return group.spread(_value_texts(Column(kind, arr[group.first]), mode, base_ns, has_ts))
+    if (id(col), has_ts) not in made:
+        made[id(col), has_ts] = _value_texts(col, mode, base_ns, has_ts)
+    return made[id(col), has_ts]
 
 
 def _value_texts(col: Column, mode: str, base_ns: int, has_ts: bool) -> Coded:
