@@ -13,7 +13,8 @@ def _us(ns, before="", after=""):
 
 
 @pytest.mark.parametrize("before, after", [("", ""), ('"', '"'), ("", "\t"), ("ü", "000")])
-def test_us_texts_are_pythons_floor_division_texts(before, after):
+def test_us_texts_are_pythons_floor_division_texts(before, after, monkeypatch):
+    monkeypatch.setattr(pieces, "_ROWS_PER_BLOCK", 7)  # several blocks of rows
     rng = np.random.default_rng(3)
     cases = [np.array([0, 5, 999, 1000, 9999]), np.array([-5, 3, -1001]), np.array([], np.int64),
              np.array([2**63 - 1]), rng.integers(0, 10**4, 100), rng.integers(10**18, 2 * 10**18, 300)]

@@ -119,6 +119,10 @@ _DIGITS4 = np.frombuffer("".join(f"{i:04d}" for i in range(10**4)).encode(), "<u
 _FRACTION_WORDS = np.frombuffer("".join(f".{i:03d}" for i in range(1000)).encode(), "<u4")
 
 
+#: Rows of µs texts written at a time (a block of them stays in the cache while each column is written).
+_ROWS_PER_BLOCK = 1 << 16
+
+
 def _at(rows: np.ndarray, offset: int, dtype) -> np.ndarray:
     """The bytes at ``offset`` of each row of a byte matrix, as one ``dtype`` value per row (a view)."""
     return np.ndarray((rows.shape[0],), dtype, rows, offset, (rows.shape[1],))
@@ -128,26 +132,31 @@ def us_texts(ns: np.ndarray, before: str = "", after: str = "") -> pa.Array:
     """Exact int ns -> ``before + "<us>.<ns % 1000 as 3 digits>" + after`` per value (msprof's µs text).
 
     When every value has as many µs digits (timestamps of one run), the texts are written into
-    one byte matrix of fixed width, four digits at a time (twice as fast as pyarrow's int cast).
+    one byte matrix of fixed width, four digits at a time, a block of rows at a time (each column
+    written into a block that stays in the cache): ~4x faster than pyarrow's int cast.
     """
-    q, f = np.divmod(np.asarray(ns, dtype=np.int64), 1000)  # floor division, as Python's // and %
+    ns = np.asarray(ns, dtype=np.int64)
+    q = ns // 1000  # floor division, as Python's // and %
     width = len(str(int(q.max()))) if len(q) else 0
     if not len(q) or q.min() < (10 ** (width - 1) if width > 1 else 0):
-        return concat(before, pc.cast(pa.array(q), TEXT), _FRACTIONS.take(pa.array(f)), after)
+        return concat(before, pc.cast(pa.array(q), TEXT), _FRACTIONS.take(pa.array(ns - q * 1000)), after)
     lead, end = np.frombuffer(before.encode(), np.uint8), np.frombuffer(after.encode(), np.uint8)
     at = len(lead) + width  # where the µs digits end
     out = np.empty((len(q), at + 4 + len(end)), np.uint8)
-    out[:, :len(lead)] = lead
-    rest, stop = q, at
-    while stop - len(lead) >= 4:  # the µs digits from the right, four at a time, then one by one
-        rest, group = np.divmod(rest, 10**4)
-        _at(out, stop - 4, "<u4")[:] = _DIGITS4[group]
-        stop -= 4
-    for j in range(stop - 1, len(lead) - 1, -1):
-        rest, digit = np.divmod(rest, 10)
-        _at(out, j, np.uint8)[:] = digit + ord("0")
-    _at(out, at, "<u4")[:] = _FRACTION_WORDS[f]
-    out[:, at + 4:] = end
+    for lo in range(0, len(q), _ROWS_PER_BLOCK):
+        block, rest = out[lo:lo + _ROWS_PER_BLOCK], q[lo:lo + _ROWS_PER_BLOCK]
+        block[:, :len(lead)] = lead
+        _at(block, at, "<u4")[:] = _FRACTION_WORDS[ns[lo:lo + _ROWS_PER_BLOCK] - rest * 1000]
+        block[:, at + 4:] = end
+        stop = at
+        while stop - len(lead) >= 4:  # the µs digits from the right, four at a time, then one by one
+            higher = rest // 10**4
+            _at(block, stop - 4, "<u4")[:] = _DIGITS4[rest - higher * 10**4]
+            rest, stop = higher, stop - 4
+        for j in range(stop - 1, len(lead) - 1, -1):
+            higher = rest // 10
+            _at(block, j, np.uint8)[:] = rest - higher * 10 + ord("0")
+            rest = higher
     offsets = np.arange(0, out.size + 1, out.shape[1], dtype=np.int64)
     return pa.LargeStringArray.from_buffers(len(q), pa.py_buffer(offsets), pa.py_buffer(out))
 
