@@ -36,6 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .background import BackgroundFile
 from .pieces import Coded, Groups, by_value, row_bytes, texts, us_texts
 
 NA = "N/A"
@@ -215,7 +216,7 @@ def _write_csv_file(path: Path, header: Sequence[str], cols: list[Coded], start:
     pieces: list[Coded | str] = []
     for k, c in enumerate(cols):
         pieces += [_csv_column(c, len(cols) == 1), "\n" if k == len(cols) - 1 else ","]
-    with open(path, "wb") as f:
+    with BackgroundFile(path) as f:
         f.write(buf.getvalue().encode("utf-8"))
         for chunk in row_bytes(pieces, start, stop) if cols else ():
             f.write(chunk)

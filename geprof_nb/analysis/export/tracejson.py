@@ -25,6 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .background import BackgroundFile
 from .pieces import TEXT, Coded, Groups, by_value, concat, per_row, row_bytes, texts, us_texts
 
 MSPROF = "msprof"
@@ -327,7 +328,7 @@ def write_events(path: Path, items: Sequence[dict | EventBlock], mode: str = MSP
         after = _dumps({k: wrapper[k] for k in keys[at + 1:]})[1:]
         head = (before + "," if at else "{") + '"traceEvents":['
         tail = "]" + ("," + after if len(keys) > at + 1 else "}")
-    with open(path, "wb") as f:
+    with BackgroundFile(path) as f:
         f.write(head.encode("utf-8"))
         first = True
         for chunk in _event_bytes(items, mode, base_ns):
