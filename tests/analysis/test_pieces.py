@@ -62,3 +62,14 @@ def test_table_cells_formatted_per_key_are_the_cells_formatted_per_row():
     by_row = cells.table_cells(frame, quote=["Input Shapes"])
     assert [c.tolist() for c in by_key] == [c.tolist() for c in by_row]
     assert by_key[2].codes is by_key[0].codes  # per-key columns share the key's codes (one piece when side by side)
+
+
+def test_float_cells_are_pythons_fixed_point_texts():
+    rng = np.random.default_rng(11)
+    values = np.concatenate([rng.random(3000) * 10.0 ** rng.integers(-6, 18, 3000),  # every magnitude
+                             rng.integers(-10**6, 10**6, 3000) / 2000.0,  # exact halves of the last digit
+                             rng.integers(0, 10**7, 3000) / 1000.0,
+                             [0.0, -0.0, -1e-9, np.nan, np.inf, -np.inf, 0.0625, 2.0**52 + 0.5, 1e300, 5e-324]])
+    want = ["N/A" if x != x else f"{x:.3f}" for x in values.tolist()]
+    assert cells.float_cells(values).tolist() == want
+    assert cells.float_cells(np.abs(values)).tolist() == ["N/A" if x != x else f"{x:.3f}" for x in np.abs(values).tolist()]

@@ -29,6 +29,7 @@ import csv
 import io
 import re
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .background import BackgroundFile
-from .pieces import Coded, Groups, by_value, row_bytes, texts, us_texts
+from .pieces import TEXT, Coded, Groups, by_value, concat, row_bytes, texts, us_texts
 
 NA = "N/A"
 #: msprof's ``CSV_LIMIT``: rows per CSV file.
@@ -71,10 +72,40 @@ def float_cells(values: np.ndarray, decimals: int | None = 3) -> Coded:
     fmt = repr if decimals is None else f"{{:.{decimals}f}}".format
     v = np.ascontiguousarray(values, dtype=float)
 
-    def texts_of(bits: np.ndarray) -> list[str]:
+    def texts_of(bits: np.ndarray) -> list[str] | pa.Array:
+        if decimals is not None:
+            return _fixed_texts(bits.view(np.float64), decimals)
         return [NA if x != x else fmt(x) for x in bits.view(np.float64).tolist()]
 
     return _by_value(v.view(np.int64), texts_of, plain=True)
+
+
+@cache
+def _fractions(decimals: int) -> pa.Array:
+    """``"." + i`` with ``decimals`` digits, for every i below ``10**decimals``."""
+    return texts([f".{i:0{decimals}d}" for i in range(10**decimals)] if decimals else [""])
+
+
+def _fixed_texts(values: np.ndarray, decimals: int) -> pa.Array:
+    """``f"{v:.{decimals}f}"`` of each float (NaN -> ``N/A``), from the integer nearest to
+    ``|v| * 10**decimals`` where the float product cannot be on the other side of a half than the
+    exact one (it is within half an ulp of it), by Python for the others (NaN, inf, near halves)."""
+    scale = 10**decimals
+    with np.errstate(invalid="ignore", over="ignore"):
+        product = np.abs(values) * scale
+        certain = np.abs(product - np.floor(product) - 0.5) > np.spacing(product)
+        whole = np.where(certain, np.rint(product), 0).astype(np.int64)
+    negative = np.signbit(values)
+    signs = [pa.array(np.where(negative, "-", ""), TEXT)] if negative.any() else []
+    made = concat(*signs, pc.cast(pa.array(whole // scale), TEXT), _fractions(decimals).take(pa.array(whole % scale)))
+    rest = np.flatnonzero(~certain)
+    if not len(rest):
+        return made
+    fmt = f"{{:.{decimals}f}}".format
+    others = texts([NA if x != x else fmt(x) for x in values[rest].tolist()])
+    at = np.arange(len(values))
+    at[rest] = len(values) + np.arange(len(rest))
+    return pa.concat_arrays([made, others]).take(pa.array(at))
 
 
 def wait_cells(wait_us: np.ndarray) -> Coded:
