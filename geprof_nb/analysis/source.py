@@ -54,12 +54,20 @@ def _timestamp_positions(table: str, frame: pd.DataFrame) -> list[int]:
     return [i for i, c in enumerate(frame.columns) if c in names]
 
 
-def _rounded_ns(values_us: pd.Series) -> pd.arrays.IntegerArray:
-    """float us -> nullable int ns (NaN -> <NA>)."""
-    v = pd.to_numeric(values_us, errors="coerce").to_numpy(float)
-    missing = np.isnan(v)
-    out = pd.array(np.rint(np.where(missing, 0.0, v) * 1000).astype(np.int64), dtype="Int64")
-    out[missing] = pd.NA
+def _times_frame(frame: pd.DataFrame, positions: list[int], exact: list[np.ndarray]) -> pd.DataFrame:
+    """The columns of ``frame`` at ``positions`` (float us) as nullable int ns: ``exact[k]`` (raw ns,
+    -1: unknown) where it reproduces the float (``ns / 1000.0``), else the float rounded (NaN -> <NA>)."""
+    cols = {}
+    for k, i in enumerate(positions):
+        shown = pd.to_numeric(frame.iloc[:, i], errors="coerce").to_numpy(float)
+        missing = np.isnan(shown)
+        values = np.rint(np.where(missing, 0.0, shown) * 1000).astype(np.int64)
+        if k < len(exact) and len(exact[k]) == len(shown):
+            good = (exact[k] >= 0) & (exact[k] / 1000.0 == shown)
+            values[good], missing[good] = exact[k][good], False
+        cols[k] = pd.arrays.IntegerArray(values, missing)
+    out = pd.DataFrame(cols, index=frame.index)
+    out.columns = [frame.columns[i] for i in positions]
     return out
 
 
@@ -185,10 +193,7 @@ class Source(abc.ABC):
         ``frame`` is the source's ``table``.  Here the floats are rounded: imported data holds
         no more than its files printed.
         """
-        positions = _timestamp_positions(table, frame)
-        out = pd.DataFrame({k: _rounded_ns(frame.iloc[:, i]) for k, i in enumerate(positions)}, index=frame.index)
-        out.columns = [frame.columns[i] for i in positions]
-        return out
+        return _times_frame(frame, _timestamp_positions(table, frame), [])
 
     def api_calls(self) -> pd.DataFrame:
         """Every host API record (:data:`API_CALLS`); only raw runs have them."""
@@ -325,18 +330,7 @@ class RunDirSource(Source):
         Each value is kept only where it reproduces the table's float (``ns / 1000.0``), so a
         table built differently from the raw order falls back to rounding instead of lying.
         """
-        out = super().times_ns(table, frame)
-        positions = _timestamp_positions(table, frame)
-        for k, ns in enumerate(self._raw_times(table, frame)):
-            shown = pd.to_numeric(frame.iloc[:, positions[k]], errors="coerce").to_numpy(float)
-            if len(ns) != len(shown):
-                continue
-            good = (ns >= 0) & (ns / 1000.0 == shown)
-            col = out.iloc[:, k]
-            values, missing = col.to_numpy(np.int64, na_value=0).copy(), col.isna().to_numpy().copy()
-            values[good], missing[good] = ns[good], False
-            out.isetitem(k, pd.arrays.IntegerArray(values, missing))
-        return out
+        return _times_frame(frame, _timestamp_positions(table, frame), self._raw_times(table, frame))
 
     def _raw_times(self, table: str, frame: pd.DataFrame) -> list[np.ndarray]:
         """int ns per timestamp column of ``table``, in the table's row order (-1: unknown)."""
