@@ -91,6 +91,24 @@ def _match_ns(values_us: np.ndarray, cand: np.ndarray) -> np.ndarray:
     return np.where(keys[at] == values_us, cand[at], -1)
 
 
+def _kth_matches(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (i, j) where ``a[i]`` is the k-th occurrence of its value in ``a`` and ``b[j]`` the
+    k-th occurrence of the same value in ``b``, for every k (a groupby cumcount and a merge, in arrays)."""
+    if not len(a) or not len(b):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    codes = np.unique(np.concatenate([a, b]), return_inverse=True)[1].reshape(-1)
+
+    def numbered(c: np.ndarray) -> np.ndarray:  # value code and occurrence number as one int
+        order = np.argsort(c, kind="stable")
+        k = np.empty(len(c), np.int64)
+        k[order] = np.arange(len(c)) - np.searchsorted(c[order], c[order], "left")
+        return c * (len(a) + len(b)) + k
+
+    _, i, j = np.intersect1d(numbered(codes[:len(a)]), numbered(codes[len(a):]), assume_unique=True,
+                             return_indices=True)
+    return i, j
+
+
 class Source(abc.ABC):
     """The tables of one device of one profiling run."""
 
@@ -406,26 +424,20 @@ class RunDirSource(Source):
         # node launches -> (connection, iteration): k-th launch of an op <-> k-th execution of its tasks
         launch = np.flatnonzero(node & np.isin(api_name, LAUNCH_TYPE_NAMES))
         op_of_conn = scatter(n_conn, basic["connection_id"], basic["op_name"], 0, np.uint64)
-        execs = pd.DataFrame({"key": op_of_conn[hw["connection_id"]], "conn": hw["connection_id"].astype(np.int64),
-                              "iteration": hw["iteration"].astype(np.int64)})
-        execs = execs[execs["key"] != 0]
-        execs["k"] = execs.groupby("key").cumcount()
-        launches = pd.DataFrame({"row": launch, "key": item_id[launch]})
-        launches["k"] = launches.groupby("key").cumcount()
-        linked = launches.merge(execs, on=["key", "k"])
-        connection[linked["row"].to_numpy()] = linked["conn"].to_numpy()
-        iteration[linked["row"].to_numpy()] = linked["iteration"].to_numpy()
+        op = op_of_conn[hw["connection_id"]]
+        execs = np.flatnonzero(op != 0)
+        at, hit = _kth_matches(item_id[launch], op[execs])
+        connection[launch[at]] = hw["connection_id"][execs[hit]]
+        iteration[launch[at]] = hw["iteration"][execs[hit]]
         # model executions -> (model, iteration): k-th ModelExecute <-> k-th iteration seen on the device
         execute = np.flatnonzero((level == rawdata.ReportLevel.MODEL) & (api_name == "ModelExecute"))
         model_of_conn = scatter(n_conn, track["connection_id"], track["model_id"], -1, np.int64)
-        ran = pd.DataFrame({"model": model_of_conn[hw["connection_id"]],
-                            "iteration": hw["iteration"].astype(np.int64)}).drop_duplicates()
-        ran["k"] = ran.groupby("model").cumcount()
-        runs = pd.DataFrame({"row": execute, "model": item_id[execute].astype(np.int64)})
-        runs["k"] = runs.groupby("model").cumcount()
-        model_id[execute] = runs["model"].to_numpy()
-        linked = runs.merge(ran, on=["model", "k"])
-        iteration[linked["row"].to_numpy()] = linked["iteration"].to_numpy()
+        ran_model, ran_iteration = model_of_conn[hw["connection_id"]], hw["iteration"].astype(np.int64)
+        ran = (ran_model + 1) * (int(ran_iteration.max(initial=0)) + 1) + ran_iteration  # (model >= -1, iteration)
+        first = np.sort(np.unique(ran, return_index=True)[1])
+        model_id[execute] = item_id[execute].astype(np.int64)
+        at, hit = _kth_matches(model_id[execute], ran_model[first])  # each (model, iteration) once, as first seen
+        iteration[execute[at]] = ran_iteration[first[hit]]
 
         return pd.DataFrame({
             "level": [rawdata.LEVEL_NAMES.get(int(lv), str(lv)) for lv in level], "api": api_name, "item": item,

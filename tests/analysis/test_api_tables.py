@@ -15,6 +15,7 @@ from rawrun_helpers import records, write_run
 
 import geprof_nb
 from geprof_nb import ge
+from geprof_nb.analysis.source import _kth_matches
 from geprof_nb.ge import status as st
 from geprof_nb.prof.api_types import AclProfType, GeProfInfoType
 from geprof_nb.prof import events, scope
@@ -287,3 +288,14 @@ def test_reporters_are_the_shared_disabled_object_when_their_switch_is_off(monke
     monkeypatch.setattr(props, "switch", events.PROF_ACL_API_MASK)
     assert scope.GraphProfilingReporter(GeProfInfoType.kAddGraph) is not scope.DISABLED
     assert scope.AclProfilingReporter(AclProfType.AclmdlExecute) is not scope.DISABLED
+
+
+def test_kth_matches_pair_each_values_kth_occurrences_as_a_groupby_merge_does():
+    rng = np.random.default_rng(2)
+    a, b = rng.integers(0, 9, 300).astype(np.uint64), rng.integers(3, 12, 200).astype(np.uint64)
+    left, right = pd.DataFrame({"key": a}), pd.DataFrame({"key": b})
+    left["k"], right["k"] = left.groupby("key").cumcount(), right.groupby("key").cumcount()
+    want = left.reset_index().merge(right.reset_index(), on=["key", "k"])
+    i, j = _kth_matches(a, b)
+    assert sorted(zip(i.tolist(), j.tolist())) == sorted(zip(want["index_x"], want["index_y"]))
+    assert [len(x) for x in _kth_matches(a, b[:0])] == [0, 0]
