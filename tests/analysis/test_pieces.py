@@ -71,5 +71,7 @@ def test_float_cells_are_pythons_fixed_point_texts():
                              rng.integers(0, 10**7, 3000) / 1000.0,
                              [0.0, -0.0, -1e-9, np.nan, np.inf, -np.inf, 0.0625, 2.0**52 + 0.5, 1e300, 5e-324]])
     want = ["N/A" if x != x else f"{x:.3f}" for x in values.tolist()]
+    assert len(values) >= cells._FIXED_IN_ARRAYS  # formatted in arrays
     assert cells.float_cells(values).tolist() == want
+    assert cells.float_cells(values[:100]).tolist() == want[:100]  # one by one
     assert cells.float_cells(np.abs(values)).tolist() == ["N/A" if x != x else f"{x:.3f}" for x in np.abs(values).tolist()]

@@ -73,11 +73,15 @@ def float_cells(values: np.ndarray, decimals: int | None = 3) -> Coded:
     v = np.ascontiguousarray(values, dtype=float)
 
     def texts_of(bits: np.ndarray) -> list[str] | pa.Array:
-        if decimals is not None:
+        if decimals is not None and len(bits) >= _FIXED_IN_ARRAYS:
             return _fixed_texts(bits.view(np.float64), decimals)
         return [NA if x != x else fmt(x) for x in bits.view(np.float64).tolist()]
 
     return _by_value(v.view(np.int64), texts_of, plain=True)
+
+
+#: Distinct floats from which :func:`_fixed_texts` is quicker than Python's format one by one.
+_FIXED_IN_ARRAYS = 1000
 
 
 @cache
