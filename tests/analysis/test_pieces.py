@@ -74,4 +74,5 @@ def test_float_cells_are_pythons_fixed_point_texts():
     assert len(values) >= cells._FIXED_IN_ARRAYS  # formatted in arrays
     assert cells.float_cells(values).tolist() == want
     assert cells.float_cells(values[:100]).tolist() == want[:100]  # one by one
-    assert cells.float_cells(np.abs(values)).tolist() == ["N/A" if x != x else f"{x:.3f}" for x in np.abs(values).tolist()]
+    positive = np.abs(values)
+    assert cells.float_cells(positive).tolist() == ["N/A" if x != x else f"{x:.3f}" for x in positive.tolist()]

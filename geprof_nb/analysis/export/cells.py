@@ -20,7 +20,7 @@ view parsers; reference §3.3, §4):
 
 A column's cells are :class:`~.pieces.Coded`: each distinct value formatted (and
 quoted) once, the rows' bytes gathered by :func:`~.pieces.row_bytes`.  Files are
-written as bytes with ``\n`` line ends, as msprof writes them.
+written as bytes with ``\\n`` line ends, as msprof writes them.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ CSV_LIMIT = 1_000_000
 
 
 def timestamp_cells(ns: pd.Series | np.ndarray) -> Coded:
-    """Exact nullable int ns -> ``"<us>.<3 digits>\t"``, ``N/A`` where missing."""
+    """Exact nullable int ns -> ``"<us>.<3 digits>\\t"``, ``N/A`` where missing."""
     values = pd.array(ns, dtype="Int64")
     missing = np.asarray(values.isna())
     present = values[~missing].to_numpy(np.int64)
@@ -229,7 +229,7 @@ def _csv_field(cell: str) -> str:
 
 def _csv_column(cells: Coded, alone: bool) -> Coded:
     """A column's cells as written in a row: the distinct cells the csv module quotes (minimal
-    quoting, ``\n`` line ends) quoted as it quotes them; ``alone``: the only column, where it
+    quoting, ``\\n`` line ends) quoted as it quotes them; ``alone``: the only column, where it
     writes an empty cell as ``""``."""
     if cells.plain:
         return cells
@@ -245,7 +245,7 @@ def _csv_column(cells: Coded, alone: bool) -> Coded:
 
 
 def _write_csv_file(path: Path, header: Sequence[str], cols: list[Coded], start: int, stop: int) -> None:
-    """What ``csv.writer(lineterminator="\n")`` writes for the header and rows ``start`` .. ``stop - 1``."""
+    """What ``csv.writer(lineterminator="\\n")`` writes for the header and rows ``start`` .. ``stop - 1``."""
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerow(header)
     pieces: list[Coded | str] = []
