@@ -93,7 +93,5 @@ def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0) -> pd
         first = int(s.min()) if len(s) else w1
         out.append((device_id, step, computing, not_overlapped, overlapped, communication, e2e - busy, e2e, 0,
                     not_overlapped, first - w0))
-    frame = pd.DataFrame(out, columns=STEP_TRACE_TIME)
-    for col in STEP_TRACE_TIME[2:]:
-        frame[col] = frame[col] / 1000.0
-    return frame
+    ns = np.array(out, dtype=np.int64).reshape(-1, len(STEP_TRACE_TIME))
+    return pd.DataFrame({c: ns[:, k] if k < 2 else ns[:, k] / 1000.0 for k, c in enumerate(STEP_TRACE_TIME)})
