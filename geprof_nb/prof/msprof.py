@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
+import orjson
 
 from . import rawdata
 from .clock import clock
@@ -55,6 +56,8 @@ MSPROF_MODULE_FRAMEWORK = 3  # GE
 MSPROF_MODULE_RUNTIME = 4
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
+#: info.json is indented for people reading it; keys that are not strings are written as strings.
+_INFO_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
 
 
 class CommandType(IntEnum):
@@ -148,9 +151,9 @@ _cached_hash_id = functools.lru_cache(maxsize=1 << 16)(hash_id)
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _hash_line(text: str) -> str:
+def _hash_line(text: str) -> bytes:
     """The hash dictionary's line of a string; the ranks of a simulated cluster write the same ones."""
-    return json.dumps({"id": str(hash_id(text)), "s": text}) + "\n"
+    return (json.dumps({"id": str(hash_id(text)), "s": text}) + "\n").encode("utf-8")
 
 
 class Msprof:
@@ -160,7 +163,10 @@ class Msprof:
         self._lock = threading.RLock()
         self._callbacks: dict[int, ControlCallback] = {}
         self._hashes: dict[str, int] = {}
-        self._unsaved_hashes: list[tuple[int, str]] = []
+        #: The dictionary line of every string in ``_hashes``, in the order they were learned: each
+        #: run's hash_dict.jsonl holds them all, the first ``_hash_lines_saved`` already written.
+        self._hash_lines: list[bytes] = []
+        self._hash_lines_saved = 0
         self._buffers: dict[tuple[str, int], _Buffer] = {}
         self.run_dir: Path | None = None
         self.last_run_dir: Path | None = None
@@ -177,6 +183,7 @@ class Msprof:
         self.discarding = False
         self._discarded = 0
         self._hash_line_open = False  # a failed hash-dictionary write left a partial line
+        self._made_dirs: set[Path] = set()  # chunk directories of this run that exist
         self._finalize_hooks: list[Callable[[Path, str, str], Path | None]] = []
         #: Metadata set since info.json was last written: written before the next chunk and at finalize
         #: (a step's metadata arrives in a dozen calls; each write is an open, a dump and a rename).
@@ -222,7 +229,8 @@ class Msprof:
             self._buffers.clear()
             self.discarding = False
             self._discarded = 0
-            self._unsaved_hashes = list(self._hashes_items())
+            self._hash_lines_saved = 0
+            self._made_dirs = set()
             self._info = {
                 "geprof_raw_version": rawdata.RAW_FORMAT_VERSION,
                 "run": run_dir.name,
@@ -251,9 +259,6 @@ class Msprof:
                     run_dir.rmdir()
                 raise
             return self.run_dir
-
-    def _hashes_items(self):
-        return ((v, k) for k, v in self._hashes.items())
 
     def start(self, switch: int, dev_ids: tuple[int, ...] = (0,), options: dict | None = None) -> int:
         """Tell every registered module to start collecting the data types in ``switch``.
@@ -414,7 +419,7 @@ class Msprof:
         self._info_dirty = False
         tmp = self.run_dir / (rawdata.INFO_FILE + ".tmp")
         try:
-            tmp.write_text(json.dumps(self._info, indent=1, default=str))
+            tmp.write_bytes(orjson.dumps(self._info, default=str, option=_INFO_JSON_OPTIONS))
             os.replace(tmp, self.run_dir / rawdata.INFO_FILE)
         except OSError as exc:
             if strict:
@@ -440,8 +445,9 @@ class Msprof:
         if h is None:
             h = _cached_hash_id(text)
             with self._lock:
-                self._hashes[text] = h
-                self._unsaved_hashes.append((h, text))
+                if text not in self._hashes:
+                    self._hashes[text] = h
+                    self._hash_lines.append(_hash_line(text))
         return h
 
     # --------------------------------------------------------------- reporting
@@ -499,19 +505,18 @@ class Msprof:
 
     def _flush_hashes(self) -> None:
         with self._lock:
-            if not self._unsaved_hashes or self.run_dir is None:
+            known = len(self._hash_lines)
+            if self._hash_lines_saved == known or self.run_dir is None:
                 return
-            pending = self._unsaved_hashes
-            lines = "".join(_hash_line(s) for _, s in pending)
+            lines = b"".join(self._hash_lines[self._hash_lines_saved:known])
             if self._hash_line_open:  # end the line a failed write cut off, so only that line is damaged
-                lines = "\n" + lines
-            self._unsaved_hashes = []
+                lines = b"\n" + lines
             try:
-                with open(self.run_dir / rawdata.HASH_DICT_FILE, "a", encoding="utf-8") as f:
+                with open(self.run_dir / rawdata.HASH_DICT_FILE, "ab") as f:
                     f.write(lines)
+                self._hash_lines_saved = known
                 self._hash_line_open = False
-            except OSError as exc:  # kept for the next flush
-                self._unsaved_hashes = pending + self._unsaved_hashes
+            except OSError as exc:  # written again with the next flush
                 self._hash_line_open = True
                 self._write_failed(rawdata.HASH_DICT_FILE, exc)
 
@@ -535,7 +540,9 @@ class Msprof:
             path = directory / rawdata.chunk_name(buf.kind.name, seq)
             tmp = path.with_suffix(".tmp")
             try:
-                directory.mkdir(parents=True, exist_ok=True)
+                if directory not in self._made_dirs:
+                    directory.mkdir(parents=True, exist_ok=True)
+                    self._made_dirs.add(directory)
                 with open(tmp, "wb") as f:
                     _save_parts(f, parts, buf.kind.dtype)
                 os.replace(tmp, path)

@@ -92,7 +92,9 @@ def test_real_clock_skips_ahead_on_wait():
     assert c.now_ns() > time.time_ns() + 10 ** 12  # simulated work moved it ahead of the wall clock
     before = time.time_ns()
     c.restart()  # a new run starts at wall time again: no drift across runs
-    assert before <= c.now_ns() <= time.time_ns()
+    # within 0.1 s of the wall clock (not the 1,000 s lead): a VM's wall clock is slewed against
+    # perf_counter, which the real clock follows between restarts
+    assert before - 10 ** 8 <= c.now_ns() <= time.time_ns() + 10 ** 8
 
 
 def test_clock_modes():
