@@ -117,8 +117,7 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
     """The static task records of a loaded model (timestamps and thread ids are filled at report time)."""
     n = len(info.stream)
     conn = np.arange(connection_base, connection_base + n, dtype=np.uint32)
-    names = {s: msprof.lib.get_hash_id(s) for s in dict.fromkeys(info.op_names) if s}
-    hashes = [names[s] if s else 0 for s in info.op_names]
+    hashes = msprof.lib.get_hash_ids(info.op_names)
     track = np.zeros(n, rawdata.TASK_TRACK_DTYPE)
     track["connection_id"] = conn
     track["model_id"] = info.model_id
@@ -135,14 +134,13 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
     ops = np.asarray(op_list, np.int64)
     op_hashes = np.asarray(hashes, np.uint64)[ops]
     op_types = [info.op_types[i] for i in op_list]
-    type_ids = {t: msprof.lib.get_hash_id(t) for t in dict.fromkeys(op_types)}
     basic = np.zeros(len(ops), rawdata.NODE_BASIC_INFO_DTYPE)
     basic["level"] = ReportLevel.NODE
     basic["type"] = NodeInfoType.BASIC_INFO
     basic["connection_id"] = conn[ops]
     basic["op_name"] = op_hashes
     basic["task_type"] = np.asarray(info.ge_task_types, np.int64)[ops]
-    basic["op_type"] = np.asarray([type_ids[t] for t in op_types], np.uint64)
+    basic["op_type"] = np.asarray(msprof.lib.get_hash_ids(op_types), np.uint64)
     basic["block_dim"] = np.asarray(info.block_dims, np.int64)[ops]
     basic["op_flag"] = np.asarray(info.op_flags, np.int64)[ops]
     basic["mix_block_dim"] = np.asarray(info.mix_block_dims, np.int64)[ops]
@@ -209,10 +207,11 @@ class CannProfilerV2:
         else:
             blocks = _encode_model_load(info, connection_base, pmu_events, with_basic_info)
             _LAST_MODEL_LOAD[0] = (info, key, blocks)
-        types = (t for name, t in zip(info.op_names, info.op_types) if name) if with_basic_info else ()
-        for text in (*dict.fromkeys(info.op_names), info.model_name, *dict.fromkeys(types)):
-            if text:
-                lib.get_hash_id(text)  # the order the hash dictionary always had
+        lib.get_hash_ids(info.op_names)  # in the order the hash dictionary always had
+        if info.model_name:
+            lib.get_hash_id(info.model_name)
+        if with_basic_info:
+            lib.get_hash_ids([t for name, t in zip(info.op_names, info.op_types) if name])
         lib.report_block("task_track", blocks["task_track"], self.device_id)
         model = blocks["model_info"].copy()
         model["timestamp"] = timestamp

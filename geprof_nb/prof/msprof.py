@@ -450,6 +450,17 @@ class Msprof:
                     self._hash_lines.append(_hash_line(text))
         return h
 
+    def get_hash_ids(self, texts: list[str]) -> list[int]:
+        """The ids of many strings at once, 0 for an empty string (the name of a task of no op).
+
+        Strings new to the process are learned in the order given; the known ones
+        (every name of a graph profiled before) cost one dictionary lookup each.
+        """
+        ids = list(map(self._hashes.get, texts))
+        if None in ids:
+            ids = [(self.get_hash_id(text) if text else 0) if h is None else h for text, h in zip(texts, ids)]
+        return ids
+
     # --------------------------------------------------------------- reporting
     def _buffer(self, kind: str, device_id: int = 0) -> _Buffer:
         key = (kind, device_id)
