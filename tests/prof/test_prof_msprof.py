@@ -169,6 +169,20 @@ def test_report_rows_blocks_and_hashes(tmp_path):
     assert rd.info["records"] == {"api": 1, "event": 1, "hwts": 3}
 
 
+def test_get_hash_ids_learns_new_strings_in_order_once(tmp_path):
+    run_dir = lib.init(tmp_path)
+    known = lib.get_hash_id("fc1/MatMul")
+    names = ["fc1/MatMul", "", "hash_ids_test/a", "hash_ids_test/b", "hash_ids_test/a", ""]
+    ids = lib.get_hash_ids(names)
+    assert ids == [known, 0, msprof.hash_id("hash_ids_test/a"), msprof.hash_id("hash_ids_test/b"),
+                   msprof.hash_id("hash_ids_test/a"), 0]
+    assert lib.get_hash_ids(names) == ids  # all known now: the lookup path
+    lib.finalize()
+    lines = [json.loads(line)["s"] for line in (run_dir / rawdata.HASH_DICT_FILE).read_text().splitlines()]
+    assert lines.count("hash_ids_test/a") == 1 and lines.count("hash_ids_test/b") == 1 and "" not in lines
+    assert lines.index("hash_ids_test/a") < lines.index("hash_ids_test/b")
+
+
 def test_reports_without_a_run_are_dropped(tmp_path):
     assert not lib.running
     lib.report_row("api", (1, 1, 1, 1, 1, 1))
