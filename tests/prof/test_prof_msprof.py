@@ -177,6 +177,7 @@ def test_get_hash_ids_learns_new_strings_in_order_once(tmp_path):
     assert ids == [known, 0, msprof.hash_id("hash_ids_test/a"), msprof.hash_id("hash_ids_test/b"),
                    msprof.hash_id("hash_ids_test/a"), 0]
     assert lib.get_hash_ids(names) == ids  # all known now: the lookup path
+    lib.report_block("hwts", np.zeros(1, rawdata.HWTS_DTYPE))  # the dictionary is written with a chunk
     lib.finalize()
     lines = [json.loads(line)["s"] for line in (run_dir / rawdata.HASH_DICT_FILE).read_text().splitlines()]
     assert lines.count("hash_ids_test/a") == 1 and lines.count("hash_ids_test/b") == 1 and "" not in lines
