@@ -143,7 +143,8 @@ def _remove(path: Path) -> None:
 
 
 def _run_dir_name(seq: int) -> str:
-    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
+    now = time.time()  # one reading: seconds and milliseconds read apart could name a run ~1 s early
+    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(now)) + f"{int(now * 1000) % 1000:03d}"
     tag = "".join(random.choices(string.ascii_uppercase, k=16))
     return f"PROF_{seq:06d}_{stamp}_{tag}"
 

@@ -62,6 +62,17 @@ def test_new_run_directory_per_run(tmp_path):
         assert geprof_nb.load(p).complete and len(geprof_nb.load(p).step_trace) == 1
 
 
+def test_run_directory_name_reads_the_time_once(monkeypatch):
+    # a second boundary between two clock readings once named a run 1 s early: newest_run then
+    # opened the run before it
+    readings = iter([1_767_225_600.9995, 1_767_225_601.0004])
+    monkeypatch.setattr(msprof.time, "time", lambda: next(readings))
+    name = msprof._run_dir_name(7)
+    monkeypatch.undo()
+    stamp = msprof.time.strftime("%Y%m%d%H%M%S", msprof.time.localtime(1_767_225_600))
+    assert name.startswith(f"PROF_000007_{stamp}999_")
+
+
 def test_info_json_lifecycle(tmp_path):
     opts = {"ge.exec.profilingMode": "1", "geprof.clock": "virtual",
             "ge.exec.profilingOptions": json.dumps({"output": str(tmp_path), "training_trace": "on"})}
