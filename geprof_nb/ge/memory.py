@@ -120,14 +120,6 @@ class MemoryPlan:
         """Sum of tensor sizes over pool size: how many times each pool byte is used in a step."""
         return self.total_bytes / self.pool_size if self.pool_size else 0.0
 
-    def name_ids(self, name_hash: Callable[[str], int]) -> np.ndarray:
-        """Hash id of every tensor name; computed once per plan and hash function."""
-        cached = self.__dict__.get("_name_ids")
-        if cached is None or cached[0] != name_hash:
-            cached = (name_hash, np.array([name_hash(n) for n in self.names], np.uint64))
-            self.__dict__["_name_ids"] = cached
-        return cached[1]
-
 
 @dataclass(frozen=True)
 class MemoryConflict:
@@ -411,12 +403,16 @@ def find_conflicts(plan: MemoryPlan) -> list[MemoryConflict]:
 
 # ------------------------------------------------------------------- profiling
 def static_op_mem(plan: MemoryPlan, model_id: int, connection_base: int,
-                  name_hash: Callable[[str], int]) -> np.ndarray:
+                  name_ids: Callable[[list[str]], list[int]]) -> np.ndarray:
     """The plan as ``STATIC_OP_MEM_DTYPE`` records: one per tensor, tasks named by connection id
-    (``connection_base`` + the task's position in the launch order)."""
+    (``connection_base`` + the task's position in the launch order).
+
+    ``name_ids`` is the reporting library's ``get_hash_ids``: called for every report, so each
+    library (each rank of a simulated cluster) learns the tensor names its records use.
+    """
     rec = np.empty(len(plan), STATIC_OP_MEM_DTYPE)
     rec["model_id"] = model_id
-    rec["tensor"] = plan.name_ids(name_hash)
+    rec["tensor"] = name_ids(list(plan.names))
     rec["addr"] = plan.offset
     rec["size"] = plan.size
     rec["alloc_conn"] = connection_base + plan.alloc_task

@@ -517,7 +517,7 @@ class LoadedModel:
                             f"{plan.pool_size / 2**20:.1f} MiB for {len(plan)} tensors "
                             f"(reuse {plan.reuse_ratio:.2f}x), weights {plan.weight_bytes / 2**20:.1f} MiB")
         msprof.lib.report_block("static_op_mem", static_op_mem(plan, self.model_id, v.connection_base,
-                                                               msprof.MsprofGetHashId), self.runtime.device_id)
+                                                               msprof.lib.get_hash_ids), self.runtime.device_id)
 
     def _report_steps(self, v: _Variant, flags: int, start: np.ndarray, dur: np.ndarray, cycles: np.ndarray,
                       iterations: np.ndarray) -> None:

@@ -154,7 +154,7 @@ def real(tmp_path_factory):
     _run(path, plans=[], tasks=[], step_ends=[(1, k + 1, int(end[k].max())) for k in range(2)],
                      names={hash_id(n): n for n in plan.names})
     data = path / rawdata.device_dir(0)
-    np.save(data / rawdata.chunk_name("static_op_mem", 0), static_op_mem(plan, 1, base, hash_id), allow_pickle=False)
+    np.save(data / rawdata.chunk_name("static_op_mem", 0), static_op_mem(plan, 1, base, lambda names: [hash_id(n) for n in names]), allow_pickle=False)
     hw = np.zeros(2 * len(keep), rawdata.HWTS_DTYPE)
     hw["start"] = start[:, keep].ravel()
     hw["dur"] = times.dur[:, keep].ravel()

@@ -241,3 +241,21 @@ def test_real_clock_does_not_count_the_other_ranks_simulation_as_host_time(tmp_p
     # reporting 63 ranks' 64 steps takes tens of ms of wall time; none of it may show up around step 65
     assert free[65:67].max() < 5 * free.iloc[2:].median()
     assert len(c.rank(63).step_trace) == 70
+
+
+def test_every_rank_names_its_memory_tensors(tmp_path):
+    # the plan's tensor ids were once cached across ranks, so only rank 0's hash dictionary named them
+    opts = {"output": str(tmp_path), "task_trace": "on", "task_memory": "on"}
+    assert ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts),
+                            "geprof.clock": "virtual"}) == ge.SUCCESS
+    s = ge.Session(options={"ge.exec.rankSize": "4"})
+    assert s.add_graph(1, ge.models.mlp(batch_size=16, in_features=256, hidden=(512, 512), world_size=4)) == ge.SUCCESS
+    for _ in range(2):
+        assert s.run_graph(1) == ge.SUCCESS
+    ge.GEFinalize()
+    c = geprof_nb.load(tmp_path)
+    names = {r: set(p.operator_memory["Name"]) for r, p in c.ranks.items()}
+    assert len(names) == 4 and len(names[0]) > 10
+    for r, found in names.items():
+        assert not [n for n in found if n.startswith("<unknown")], r
+        assert found == names[0], r

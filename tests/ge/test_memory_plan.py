@@ -292,7 +292,7 @@ def test_find_conflicts_scales_to_10000_tensors():
 # ---------------------------------------------------------------- what the profiler gets
 def test_static_op_mem_describes_the_plan(resnet):
     plan = resnet.plan
-    rec = static_op_mem(plan, 7, 1000, hash_id)
+    rec = static_op_mem(plan, 7, 1000, lambda names: [hash_id(n) for n in names])
     assert rec.dtype == STATIC_OP_MEM_DTYPE and len(rec) == len(plan)
     assert (rec["model_id"] == 7).all() and (rec["pool_size"] == plan.pool_size).all()
     assert list(rec["tensor"]) == [hash_id(n) for n in plan.names]
@@ -322,13 +322,14 @@ def test_no_address_is_shared_in_real_time(resnet):
         assert not (shares & both_live).any()
 
 
-def test_name_hashes_are_computed_once(resnet):
+def test_every_report_asks_its_library_for_the_names(resnet):
+    # one call with every name per report: each library (each rank's) must learn the names it uses
     calls = []
 
-    def counting_hash(s: str) -> int:
-        calls.append(s)
-        return hash_id(s)
+    def name_ids(names: list[str]) -> list[int]:
+        calls.append(names)
+        return [hash_id(n) for n in names]
 
     for base in (0, 5000):  # two collections of the same model
-        static_op_mem(resnet.plan, 0, base, counting_hash)
-    assert len(calls) == len(resnet.plan)
+        static_op_mem(resnet.plan, 0, base, name_ids)
+    assert calls == [list(resnet.plan.names)] * 2
