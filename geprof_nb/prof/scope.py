@@ -38,9 +38,12 @@ class _Disabled:
 DISABLED = _Disabled()
 
 
-# Bound once: an enabled scope is on GE's per-node host path, so each lookup saved counts.
+# Bound once: an enabled scope is on GE's per-node host path, and a disabled ACL reporter is on every
+# ACL call, so each lookup saved counts.
 _now_ns = clock.now_ns
 _record_scope = global_profiler.record_scope
+_props = ProfilingProperties.instance()
+_ACL_API_MASK = events.PROF_ACL_API_MASK
 
 
 class _HostScope:
@@ -83,7 +86,7 @@ class _ApiScope:
 
 def AclProfilingReporter(api_id: int, item_id: int = 0) -> Any:  # noqa: N802 - GE's class name
     """Time an ACL API call (its ``AclProfType``) when msprof collects acl api data."""
-    if not ProfilingProperties.instance().switch & events.PROF_ACL_API_MASK:
+    if not _props.switch & _ACL_API_MASK:
         return DISABLED
     return _ApiScope(int(api_id), item_id)
 
