@@ -88,10 +88,12 @@ def aclgrphProfInit(profiler_path: str | None, length: int | None = None) -> st.
         if "\0" in profiler_path:
             return _fail(f"aclgrphProfInit: profiler_path {profiler_path!r} contains a NUL byte; accepted: a "
                          "directory path without NUL bytes")
-        if length is not None and length != len(profiler_path):
-            return _fail(f"aclgrphProfInit: length {length} differs from the path length {len(profiler_path)}")
-        if len(profiler_path) > MAX_PATH_LENGTH:
-            return _fail(f"aclgrphProfInit: the path is longer than {MAX_PATH_LENGTH} characters")
+        path_bytes = len(profiler_path.encode("utf-8"))  # what strlen() counts in the C API
+        if length is not None and length != path_bytes:
+            return _fail(f"aclgrphProfInit: length {length} differs from the path length {path_bytes} "
+                         "(strlen: UTF-8 bytes, not characters)")
+        if path_bytes > MAX_PATH_LENGTH:
+            return _fail(f"aclgrphProfInit: the path is longer than {MAX_PATH_LENGTH} bytes")
         if not is_initialized():
             return _fail("aclgrphProfInit: GE is not initialised; call ge.GEInitialize(options) first")
         if _state.inited:

@@ -112,6 +112,14 @@ def test_full_sequence_collects_data(sess, tmp_path):
     assert switch & events.PROF_OP_DETAIL_MASK and switch & BITS == BITS
 
 
+def test_init_length_is_the_paths_utf8_byte_count(sess, tmp_path):
+    """strlen(profiler_path): a non-ASCII path is passed with its byte length, as a C caller would."""
+    out = str(tmp_path / "prof_éè")
+    assert len(out.encode("utf-8")) == len(out) + 2
+    assert ge.aclgrphProfInit(out, len(out.encode("utf-8"))) == ge.SUCCESS, ge.GEGetErrorMsg()
+    assert ge.aclgrphProfFinalize() == ge.SUCCESS
+
+
 def test_finalize_before_destroy_config_also_works_and_each_cycle_gets_a_new_run(sess, tmp_path):
     out = tmp_path / "prof"
     dirs = []
@@ -311,6 +319,10 @@ OUT_OF_ORDER: list[tuple[str, str, Bad, int, str]] = [
     ("init-empty-path", "fresh", lambda f, t: ge.aclgrphProfInit(""), FAILED, "profiler_path is empty"),
     ("init-null-path", "fresh", lambda f, t: ge.aclgrphProfInit(None), FAILED, "profiler_path is empty"),
     ("init-path-too-long", "fresh", lambda f, t: ge.aclgrphProfInit("p" * 4097), FAILED, "longer than 4096"),
+    ("init-path-too-long-in-bytes", "fresh", lambda f, t: ge.aclgrphProfInit("é" * 2049), FAILED,
+     "longer than 4096 bytes"),
+    ("init-length-counts-characters", "fresh", lambda f, t: ge.aclgrphProfInit(str(t / "é"), len(str(t / "é"))),
+     FAILED, "(strlen: UTF-8 bytes, not characters)"),
     ("init-path-is-a-file", "fresh", lambda f, t: ge.aclgrphProfInit(_file(t)), FAILED, "cannot use"),
 ]
 
