@@ -33,6 +33,8 @@ OPTION_BP_POINT = "ge.exec.profilingBpPointOptions"
 
 ENV_MODE_NAMES = ("PROFILING_MODE", "GE_PROFILING_MODE")
 ENV_OPTIONS_NAMES = ("PROFILING_OPTIONS", "GE_PROFILING_OPTIONS")
+#: The output root when the options name none (an ``output`` field overrides it).
+ENV_WORK_PATH = "ASCEND_WORK_PATH"
 
 #: Used when the environment switches profiling on with empty options (GE profiling_init.cc).
 DEFAULT_ENV_OPTIONS = (
@@ -167,7 +169,11 @@ class ProfilingOptions:
     # ------------------------------------------------------------------ parsing
     @classmethod
     def parse(cls, data: str | Mapping[str, Any]) -> "ProfilingOptions":
-        """Parse and validate a profilingOptions JSON string or dict."""
+        """Parse and validate a profilingOptions JSON string or dict.
+
+        Without an ``output`` field the run goes under ``$ASCEND_WORK_PATH`` when
+        that is set, else ``./`` (GE's order of precedence).
+        """
         if isinstance(data, (str, bytes)):
             try:
                 text = data.decode("utf-8") if isinstance(data, bytes) else data
@@ -207,6 +213,10 @@ class ProfilingOptions:
                 warnings.warn(f"profiling option {key!r} is not known to GE and is ignored{hint}", stacklevel=3)
                 continue
             values[key] = validate_field(key, value)
+        work_path = os.environ.get(ENV_WORK_PATH, "")
+        if "output" not in values and work_path:
+            _validate_output(work_path, ENV_WORK_PATH)
+            values["output"] = work_path
         return cls(**values)
 
     @classmethod
@@ -283,7 +293,7 @@ def _json_type(value: Any) -> str:
 _ASCII_INT = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
 
 
-def _validate_output(value: str) -> None:
+def _validate_output(value: str, field: str = "output") -> None:
     """A path the file system can take: not blank, no NUL byte, encodable for the OS.
 
     Checked here so that a bad ``output`` is a :class:`ProfilingOptionsError` at
@@ -291,13 +301,13 @@ def _validate_output(value: str) -> None:
     """
     accepted = "a directory path (absolute or relative)"
     if not value.strip():
-        raise ProfilingOptionsError("output", "is empty", accepted)
+        raise ProfilingOptionsError(field, "is empty", accepted)
     if "\0" in value:
-        raise ProfilingOptionsError("output", f"{value!r} contains a NUL byte", accepted + " without NUL bytes")
+        raise ProfilingOptionsError(field, f"{value!r} contains a NUL byte", accepted + " without NUL bytes")
     try:
         os.fsencode(value)
     except UnicodeError:
-        raise ProfilingOptionsError("output", f"{value!r} cannot be encoded as a file name",
+        raise ProfilingOptionsError(field, f"{value!r} cannot be encoded as a file name",
                                     accepted + " of valid Unicode characters") from None
 
 

@@ -17,7 +17,7 @@ from geprof_nb.prof.options import DEFAULT_ENV_OPTIONS, ProfilingOptions
 from geprof_nb.prof.properties import (BIT_DEVICE, BIT_TASK_TIME, BIT_TRAINING_TRACE, GlobalProfilingWrapper,
                                        ProfilingProperties)
 
-ENV_NAMES = ("PROFILING_MODE", "PROFILING_OPTIONS", "GE_PROFILING_MODE", "GE_PROFILING_OPTIONS")
+ENV_NAMES = ("PROFILING_MODE", "PROFILING_OPTIONS", "GE_PROFILING_MODE", "GE_PROFILING_OPTIONS", "ASCEND_WORK_PATH")
 
 
 @pytest.fixture(autouse=True)
@@ -56,6 +56,35 @@ def test_ge_options_win_over_the_environment(tmp_path, clean_env):
     assert not (tmp_path / "env").exists()
     p = geprof_nb.load(tmp_path / "ge")
     assert p.info["mode"] == "ge_options" and p.info["pmu_events"]["metrics"] == ["MemoryUB"]
+
+
+def test_ascend_work_path_is_the_output_root_when_the_options_name_none(tmp_path, clean_env, monkeypatch):
+    clean_env.setenv("ASCEND_WORK_PATH", str(tmp_path / "work"))
+    monkeypatch.chdir(tmp_path)
+    opts = {"geprof.clock": "virtual", "ge.exec.profilingMode": "1",
+            "ge.exec.profilingOptions": json.dumps({"training_trace": "on"})}
+    assert ge.GEInitialize(opts) == ge.SUCCESS
+    assert msprof.lib.run_dir.parent == (tmp_path / "work").resolve()
+    run_steps(2)
+    ge.GEFinalize()
+    assert list(geprof_nb.load(tmp_path / "work").step_trace["Iteration ID"]) == [1, 2]
+    assert not list(tmp_path.glob("PROF_*"))  # nothing in the working directory
+
+
+def test_an_output_field_overrides_ascend_work_path(tmp_path, clean_env):
+    clean_env.setenv("ASCEND_WORK_PATH", str(tmp_path / "work"))
+    assert ge.GEInitialize(ge_options(tmp_path / "out")) == ge.SUCCESS
+    assert msprof.lib.run_dir.parent == (tmp_path / "out").resolve()
+    ge.GEFinalize()
+    assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("value, output", [("", "./"), ("/data/prof", "/data/prof"), ("rel/dir", "rel/dir")])
+def test_parse_takes_ascend_work_path_as_the_default_output(clean_env, value, output):
+    clean_env.setenv("ASCEND_WORK_PATH", value)
+    assert ProfilingOptions.parse({"training_trace": "on"}).output == output
+    assert ProfilingOptions.parse({"output": "mine"}).output == "mine"
+    assert ProfilingOptions.parse({"result_path": "legacy"}).output == "legacy"
 
 
 @pytest.mark.parametrize("mode_name, options_name", [("PROFILING_MODE", "PROFILING_OPTIONS"),

@@ -17,7 +17,8 @@ ALL_METRICS = ("ArithmeticUtilization", "PipeUtilization", "Memory", "MemoryL0",
                "ResourceConflictRatio", "L2Cache", "MemoryAccess")
 
 
-def test_defaults_are_ges():
+def test_defaults_are_ges(monkeypatch):
+    monkeypatch.delenv("ASCEND_WORK_PATH", raising=False)
     o = ProfilingOptions()
     assert (o.output, o.training_trace, o.task_trace, o.aic_metrics, o.fp_point, o.bp_point) == (
         "./", "off", "on", "PipeUtilization", "", "")
