@@ -123,9 +123,13 @@ def test_op_summary_wait_time_and_shapes(resnet):
     i = header.index("Task Wait Time(us)")
     waits = profile.op_summary["Task Wait Time(us)"].to_numpy()
     assert rows[0][i] == "0"
-    assert all(re.fullmatch(r"\d+\.\d{6}", r[i]) for r in rows[1:])
+    kind = header.index("Task Type")
+    comm = [r for r in rows[1:] if r[kind] == "COMMUNICATION"]
+    assert comm and all(r[i] == "0" for r in comm)  # msprof's literal 0 for communication rows
+    assert all(re.fullmatch(r"\d+\.\d{6}", r[i]) for r in rows[1:] if r[kind] != "COMMUNICATION")
     assert [float(r[i]) for r in rows] == pytest.approx(list(waits), abs=1e-9)
     assert wait_cells(np.array([0.0, 20.0, 0.02])).tolist() == ["0", "20.000000", "0.020000"]
+    assert wait_cells(np.array([0.0, 20.0, 0.0, 3.5]), np.array([2])).tolist() == ["0", "20.000000", "0", "3.500000"]
     # shapes carry literal quotes (the CSV file shows them tripled), other cells are bare
     shapes = [r[header.index("Input Shapes")] for r in rows if r[header.index("Input Shapes")] != "N/A"]
     assert shapes and all(s.startswith('"') and s.endswith('"') for s in shapes)

@@ -112,11 +112,23 @@ def _fixed_texts(values: np.ndarray, decimals: int) -> pa.Array:
     return pa.concat_arrays([made, others]).take(pa.array(at))
 
 
-def wait_cells(wait_us: np.ndarray) -> Coded:
-    """``Task Wait Time(us)``: ``0`` on the first row, ``std::to_string`` (6 decimals) on the others."""
+def wait_cells(wait_us: np.ndarray, zero_rows: np.ndarray | None = None) -> Coded:
+    """``Task Wait Time(us)``: ``0`` on the first row and on ``zero_rows`` (communication tasks, which
+    msprof gives a literal ``0``), ``std::to_string`` (6 decimals) on the others."""
     ns = np.rint(np.nan_to_num(np.asarray(wait_us, dtype=float)) * 1000).astype(np.int64)
     out = _by_value(ns, lambda u: us_texts(u, after="000"), plain=True)
-    return out.set(0, "0") if len(out) else out
+    if not len(out):
+        return out
+    rows = np.zeros(1, np.int64) if zero_rows is None else np.union1d(0, zero_rows)
+    return out.set(rows, "0")
+
+
+def communication_rows(frame: pd.DataFrame) -> np.ndarray:
+    """The rows of an op_summary table whose ``Task Type`` is ``COMMUNICATION``."""
+    names = list(frame.columns)
+    if "Task Type" not in names:
+        return np.empty(0, np.int64)
+    return np.flatnonzero((frame.iloc[:, names.index("Task Type")] == "COMMUNICATION").to_numpy())
 
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
@@ -188,7 +200,7 @@ def table_cells(frame: pd.DataFrame, exact_ns: pd.DataFrame | None = None, decim
             if how == "timestamp":
                 cells = timestamp_cells(values)
             elif how == "wait":
-                cells = wait_cells(values.to_numpy(float))
+                cells = wait_cells(values.to_numpy(float), communication_rows(frame))
             elif group is not None and _one_per_group(group, values):
                 cells = group.spread(column_cells(values.iloc[group.first], decimals, neutralise=name not in quote))
             else:

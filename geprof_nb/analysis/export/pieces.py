@@ -61,10 +61,10 @@ class Coded:
         """Every text between ``before`` and ``after``."""
         return Coded(self.codes, concat(before, self.texts, after))
 
-    def set(self, row: int, text: str) -> Coded:
-        """Row ``row``'s text replaced by ``text`` (as plain as the others)."""
+    def set(self, rows: int | np.ndarray, text: str) -> Coded:
+        """The text of row(s) ``rows`` replaced by ``text`` (as plain as the others)."""
         codes = self.codes.copy()
-        codes[row] = len(self.texts)
+        codes[rows] = len(self.texts)
         return Coded(codes, pa.concat_arrays([self.texts, texts([text])]), self.plain)
 
 
