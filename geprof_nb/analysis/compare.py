@@ -31,6 +31,8 @@ DIFF_COLUMNS = ["Count/step A", "Count/step B", "Time/step A(us)", "Time/step B(
                 "Count/step Diff", "Time/step Diff(us)", "Time/step Diff(%)", "Avg Diff(us)", "In"]
 STEP_COLUMNS = ["A", "B", "Diff", "Diff(%)"]
 PMU_COLUMNS = ["OP Type", "Metric", "A", "B", "Diff"]
+#: Step metrics that are counts: shown as whole numbers, not with 3 decimals.
+COUNT_METRICS = ("Steps",)
 
 
 @dataclass
@@ -51,7 +53,8 @@ class Comparison:
         lines = [f"geprof comparison: A = {self.a_name}, B = {self.b_name}"]
         for metric, r in self.step.iterrows():
             pct = f", {r['Diff(%)']:+.1f}%" if pd.notna(r["Diff(%)"]) else ""
-            lines.append(f"  {metric}: {r['A']:,.3f} -> {r['B']:,.3f} ({r['Diff']:+,.3f}{pct})")
+            a, b, diff = _step_value(metric, r["A"]), _step_value(metric, r["B"]), _step_value(metric, r["Diff"], "+")
+            lines.append(f"  {metric}: {a} -> {b} ({diff}{pct})")
         for title, frame in (("regressions", self.regressions), ("improvements", self.improvements)):
             if len(frame):
                 lines.append(f"Top {title} (time per step):")
@@ -72,13 +75,30 @@ class Comparison:
     def _repr_html_(self) -> str:
         """Notebook view; every name is escaped (op names come from the profiled graph)."""
         parts = [f"<h4>geprof comparison: A = {html.escape(self.a_name)}, B = {html.escape(self.b_name)}</h4>"]
-        for title, frame in (("Step", self.step), ("Regressions", self.regressions),
+        for title, frame in (("Step", _step_cells(self.step)), ("Regressions", self.regressions),
                              ("Improvements", self.improvements), ("OP types", self.op_types.head(20)),
                              ("PMU changes", self.pmu.head(20))):
             if len(frame):
                 parts.append(f"<h5>{title}</h5>" + frame.to_html(escape=True, float_format=lambda v: f"{v:,.3f}",
                                                                  na_rep="-"))
         return "\n".join(parts)
+
+
+def _step_value(metric: str, value: float, sign: str = "") -> str:
+    """A step-table value as text: counts (:data:`COUNT_METRICS`) whole, others with 3 decimals;
+    ``sign="+"`` shows the sign of a difference."""
+    if pd.isna(value):
+        return "-"
+    return format(value, f"{sign},.{0 if metric in COUNT_METRICS else 3}f")
+
+
+def _step_cells(step: pd.DataFrame) -> pd.DataFrame:
+    """The step table as text for HTML (one float format per row, so counts stay whole)."""
+    out = step.astype(object)
+    for metric in step.index:
+        for col in ("A", "B", "Diff"):
+            out.at[metric, col] = _step_value(metric, step.at[metric, col], "+" if col == "Diff" else "")
+    return out
 
 
 def _steps(profile: Profile) -> int:

@@ -65,6 +65,15 @@ def test_step_diffs_are_the_differences_of_the_step_tables(batches):
     assert c.step.loc["Steps", "Diff"] == 0 and c.step.loc[f"{it} mean", "Diff"] > 0  # batch 512 is slower
 
 
+def test_step_count_is_shown_as_a_whole_number(batches):
+    a, b = batches
+    c = compare(a, b)
+    assert "  Steps: 3 -> 3 (+0, +0.0%)" in c.summary().splitlines()
+    mean = c.step.loc["Iteration Time(us) mean"]
+    assert f"  Iteration Time(us) mean: {mean['A']:,.3f} -> {mean['B']:,.3f}" in c.summary()
+    assert "<td>3</td>" in c._repr_html_() and "3.000" not in c._repr_html_().split("Regressions")[0]
+
+
 def test_op_type_and_op_diffs_are_the_differences_of_op_summary(batches):
     a, b = batches
     c = compare(a, b)
