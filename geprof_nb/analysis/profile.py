@@ -195,7 +195,9 @@ class Profile:
 
     def __repr__(self) -> str:
         state = "" if self.complete else " (incomplete)"
-        return f"<geprof Profile {self.name}{state}: {len(self.op_summary)} op tasks, {len(self.iterations)} iterations>"
+        # without task data (task_trace off) the steps are the step trace's rows
+        steps = len(self.iterations) or len(self.step_trace)
+        return f"<geprof Profile {self.name}{state}: {len(self.op_summary)} op tasks, {steps} iterations>"
 
 
 def load(path: str | Path, device_id: int | None = None):

@@ -60,6 +60,12 @@ def test_profile_identity(chunked_run):
     assert p.run.damaged == []
 
 
+def test_repr_counts_the_step_trace_iterations_without_task_data(tmp_path):
+    p = run_profiled_session(tmp_path / "out", build_tiny_graph(world_size=2)[0], 4, task_trace="off").profile
+    assert p.op_summary.empty and len(p.step_trace) == 4
+    assert repr(p) == f"<geprof Profile {p.name}: 0 op tasks, 4 iterations>"
+
+
 def test_damaged_chunk_is_skipped(chunked_run):
     p = chunked_run.profile
     chunks = sorted((p.path / "device_0" / "data").glob("hwts.*.npy"))
