@@ -126,14 +126,12 @@ PMU_GROUPS: dict[str, dict[str, dict[str, list[PmuMetric]]]] = {
         "A2": {"aic": [], "aiv": _CONFLICTS},
         "910A": {"aic": _CONFLICTS},
     },
-    # L2Cache and MemoryAccess are A2/A3 groups on real hardware; the 910A sets are this simulator's
+    # L2Cache and MemoryAccess exist on A2-class chips only (reference §1.3, §4.1)
     "L2Cache": {
         "A2": {"aic": _L2, "aiv": _L2},
-        "910A": {"aic": _L2},
     },
     "MemoryAccess": {
         "A2": {"aic": _ACCESS, "aiv": _ACCESS},
-        "910A": {"aic": _ACCESS},
     },
 }
 

@@ -40,6 +40,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import asdict, dataclass, field, fields, replace
 
+from ..prof import events
+from ..prof.options import ProfilingOptionsError
 from ..prof.rawdata import GeTaskType, RtTaskType
 from .graph import DTYPES
 from . import hccl
@@ -141,6 +143,16 @@ class DevicePreset:
     @property
     def chip_family(self) -> str:
         return "A2" if self.stars else "910A"
+
+    def check_aic_metrics(self, aic_metrics: str) -> None:
+        """``ProfilingOptionsError`` if this chip's AI Core counters have no ``aic_metrics`` group
+        (L2Cache and MemoryAccess need an A2-class chip); a Custom group is checked by the options."""
+        if not aic_metrics or aic_metrics.startswith("Custom:"):
+            return
+        groups = events.aic_metrics_on(self.chip_family)
+        if aic_metrics not in groups:
+            raise ProfilingOptionsError("aic_metrics", f"{aic_metrics!r} is not available on {self.name}",
+                                        ", ".join(groups))
 
     def info(self) -> dict:
         """What msprof records about the device (``info.json`` DeviceInfo)."""

@@ -158,6 +158,8 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
         problem = f"aicore_metrics {aicore_metrics!r} is not a ProfilingAicoreMetrics value (0..7)"
     elif AIC_METRICS_NAMES[ProfilingAicoreMetrics(aicore_metrics)] is None:
         problem = "kAicorePipelineExecuteUtilization is only available on Atlas 200I/500 A2"
+    elif runtime is not None and (chip_problem := _chip_problem(runtime.preset, aicore_metrics)):
+        problem = chip_problem
     elif isinstance(data_type_config, bool) or not isinstance(data_type_config, int) or data_type_config < 0:
         problem = f"data_type_config must be a non-negative int of ProfDataTypeConfig bits, got {data_type_config!r}"
     if problem:
@@ -168,6 +170,16 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
     if bits & events.PROF_TASK_TIME_L1_MASK:
         bits |= events.PROF_TASK_TIME_MASK
     return aclgrphProfConfig(tuple(int(d) for d in ids), ProfilingAicoreMetrics(aicore_metrics), bits)
+
+
+def _chip_problem(preset, aicore_metrics: int) -> str:
+    """Why the device's AI Core counters cannot take ``aicore_metrics`` ("" if they can)."""
+    groups = events.aic_metrics_on(preset.chip_family)
+    metric = ProfilingAicoreMetrics(aicore_metrics)
+    if AIC_METRICS_NAMES[metric] in groups:
+        return ""
+    return (f"{metric.name} is not available on {preset.name}; accepted: "
+            + ", ".join(m.name for m, name in AIC_METRICS_NAMES.items() if name in groups))
 
 
 def _usable(config: object) -> bool:

@@ -158,9 +158,13 @@ class DeviceRuntime:
         if not aic_metrics:
             return
         group = events.PMU_EVENTS.get(aic_metrics, {}).get(self.preset.chip_family)
-        if group is None:
-            warnings.warn(f"aic_metrics {aic_metrics!r} is not simulated on {self.preset.name}; "
-                          "no AI Core PMU data is collected", stacklevel=2)
+        if group is None:  # a run started before this device existed (a %%geprof cell, the C API) gets here
+            why = ("Custom event groups are not simulated" if aic_metrics.startswith("Custom:") else
+                   f"{self.preset.name} has no such counter group (it has: "
+                   f"{', '.join(events.aic_metrics_on(self.preset.chip_family))})")
+            text = f"aic_metrics {aic_metrics!r}: {why}; no AI Core PMU data is collected"
+            warnings.warn(text, stacklevel=2)
+            msprof.lib.add_note(text)
             return
         self.pmu_events = {core: list(names) for core, names in group.items()}
         for core, names in self.pmu_events.items():

@@ -206,6 +206,10 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
                              msprof.lib.run_dir)
             else:
                 try:
+                    runtime.preset.check_aic_metrics(prof_options.aic_metrics)
+                except ProfilingOptionsError as exc:
+                    return st.set_error(st.PARAM_INVALID, f"E10001: {exc}")
+                try:
                     msprof.lib.init(prof_options.output, prof_options.to_dict())
                 except OSError as exc:
                     return st.set_error(st.PARAM_INVALID, f"E10001: profiling option 'output' "

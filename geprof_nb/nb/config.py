@@ -414,6 +414,22 @@ class CellSettings:
                 "device": self.values["device"] or None, "ranks": self.values[RANKS_FIELD] or None}
 
 
+def _check_device_counters(options: ProfilingOptions, device: str) -> None:
+    """ConfigError if ``--device``'s AI Core counters have no ``--aic-metrics`` group (L2Cache and
+    MemoryAccess need an A2-class chip); without ``--device`` GE checks it when the cell initialises."""
+    if not device:
+        return
+    try:
+        preset = get_device(device)
+    except ValueError:  # a bad --device is named where the simulation settings are applied
+        return
+    try:
+        preset.check_aic_metrics(options.aic_metrics)
+    except ProfilingOptionsError as exc:
+        raise ConfigError("aic_metrics", f"{options.aic_metrics!r} is not available on --device {device}; "
+                                         f"accepted there: {exc.accepted}") from None
+
+
 def cell_settings(args: argparse.Namespace, store: ConfigStore | None) -> CellSettings:
     """Merge the cell's flags over the stored defaults; ``UsageError`` naming the flag if invalid."""
     values = dict(store.values if store is not None else builtin_defaults())
@@ -424,6 +440,7 @@ def cell_settings(args: argparse.Namespace, store: ConfigStore | None) -> CellSe
     try:
         options = options_from_args(args, values)
         schedule = schedule_from(values)
+        _check_device_counters(options, values["device"])
     except ProfilingOptionsError as exc:
         raise UsageError(str(exc)) from None
     except ConfigError as exc:

@@ -151,12 +151,16 @@ PMU_EVENTS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
         "A2": {"aic": _CONFLICT_EVENTS, "aiv": _CONFLICT_EVENTS},
         "910A": {"aic": _CONFLICT_EVENTS},
     },
+    # L2Cache and MemoryAccess exist on A2-class chips only (Atlas training 910A has neither)
     "L2Cache": {
         "A2": {"aic": _L2_EVENTS, "aiv": _L2_EVENTS},
-        "910A": {"aic": _L2_EVENTS},
     },
     "MemoryAccess": {
         "A2": {"aic": _ACCESS_EVENTS, "aiv": _ACCESS_EVENTS},
-        "910A": {"aic": _ACCESS_EVENTS},
     },
 }
+
+
+def aic_metrics_on(chip_family: str) -> tuple[str, ...]:
+    """The aic_metrics groups the AI Core counters of a chip family can be programmed with."""
+    return tuple(name for name, chips in PMU_EVENTS.items() if chip_family in chips)

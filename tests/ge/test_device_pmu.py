@@ -12,11 +12,17 @@ import math
 
 import pytest
 
+import json
+
+import geprof_nb
+from geprof_nb import ge
 from geprof_nb.ge import device as D
 from geprof_nb.ge.device import COUNTERS, PRESETS, CostModel
 from geprof_nb.ge.ops import OpCost
 from geprof_nb.ge.schedule import JITTER_CLIP
-from geprof_nb.prof.events import PMU_EVENTS
+from geprof_nb.prof import msprof
+from geprof_nb.prof.events import PMU_EVENTS, aic_metrics_on
+from geprof_nb.prof.options import ProfilingOptions, ProfilingOptionsError
 from geprof_nb.prof.rawdata import PMU_EVENTS_PER_TASK
 
 MiB = 1 << 20
@@ -68,8 +74,10 @@ def test_kernels_off_the_ai_core_count_nothing():
 
 @pytest.mark.parametrize("group", sorted(PMU_EVENTS))
 def test_pmu_event_sets_are_counters_within_the_hardware_limit(group):
-    assert set(PMU_EVENTS[group]) == {"A2", "910A"}
-    assert set(PMU_EVENTS[group]["A2"]) == {"aic", "aiv"} and set(PMU_EVENTS[group]["910A"]) == {"aic"}
+    a2_only = group in ("L2Cache", "MemoryAccess")  # reference §1.3: A2-class chips only
+    assert set(PMU_EVENTS[group]) == ({"A2"} if a2_only else {"A2", "910A"})
+    assert set(PMU_EVENTS[group]["A2"]) == {"aic", "aiv"}
+    assert a2_only or set(PMU_EVENTS[group]["910A"]) == {"aic"}
     for cores in PMU_EVENTS[group].values():
         for names in cores.values():
             assert 1 <= len(names) <= PMU_EVENTS_PER_TASK == 8
@@ -241,3 +249,55 @@ def test_vector_conflicts_are_a_share_of_the_vector_stalls(device, name, engine,
     if c["vec_cycles"] == 0:  # ... and an idle vector unit never
         assert conflicts == 0
     assert k.block_cycles - max(c[p] for p in RATIO_COUNTERS) >= conflicts  # the stalls fit in the duration
+
+
+# ------------------------------------------------------------------ groups a chip lacks
+A910_GROUPS = ("ArithmeticUtilization, PipeUtilization, Memory, MemoryL0, MemoryUB, ResourceConflictRatio")
+
+
+@pytest.mark.parametrize("group", ["L2Cache", "MemoryAccess"])
+def test_910a_rejects_the_a2_only_groups(group, tmp_path):
+    assert aic_metrics_on("910A") == tuple(A910_GROUPS.split(", "))
+    assert set(aic_metrics_on("A2")) == set(PMU_EVENTS)
+    with pytest.raises(ProfilingOptionsError, match=f"'{group}' is not available on Ascend910A; accepted: "
+                                                    f"{A910_GROUPS}$"):
+        PRESETS["Ascend910A"].check_aic_metrics(group)
+    PRESETS["Ascend910B"].check_aic_metrics(group)
+    PRESETS["Ascend910A"].check_aic_metrics("Custom:0x49")  # Custom groups are the options' business
+    # GE options: PARAM_INVALID before any run directory exists
+    opts = {"geprof.device": "Ascend910A", "ge.exec.profilingMode": "1",
+            "ge.exec.profilingOptions": json.dumps({"output": str(tmp_path), "aic_metrics": group})}
+    assert ge.GEInitialize(opts) == ge.PARAM_INVALID
+    assert f"E10001: profiling option 'aic_metrics': '{group}' is not available on Ascend910A" in ge.GEGetErrorMsg()
+    assert not list(tmp_path.iterdir()) and not msprof.lib.running
+    # the C API: aclgrphProfCreateConfig returns nullptr
+    assert ge.GEInitialize({"geprof.device": "Ascend910A"}) == ge.SUCCESS
+    metric = {"L2Cache": ge.ProfilingAicoreMetrics.kAicoreL2Cache,
+              "MemoryAccess": None}[group]
+    if metric is not None:  # MemoryAccess has no ProfilingAicoreMetrics value
+        assert ge.aclgrphProfCreateConfig([0], metric, 2) is None
+        assert ge.GEGetErrorMsg().endswith(
+            "kAicoreL2Cache is not available on Ascend910A; accepted: kAicoreArithmeticUtilization, "
+            "kAicorePipeUtilization, kAicoreMemory, kAicoreMemoryL0, kAicoreResourceConflictRatio, kAicoreMemoryUB")
+    assert ge.aclgrphProfCreateConfig([0], ge.ProfilingAicoreMetrics.kAicoreMemory, 2) is not None
+    ge.GEFinalize()
+
+
+def test_a_run_started_before_a_910a_device_notes_why_it_has_no_pmu_data(tmp_path):
+    """msprof started first (as a %%geprof cell does), then GE brings up a 910A: warned and noted, data kept."""
+    msprof.lib.init(tmp_path, {"output": str(tmp_path), "aic_metrics": "L2Cache"})
+    msprof.lib.start(ProfilingOptions.parse({"aic_metrics": "L2Cache"}).data_type_config())
+    with pytest.warns(UserWarning, match=r"aic_metrics 'L2Cache': Ascend910A has no such counter group \(it has: "
+                                         r"ArithmeticUtilization, .*ResourceConflictRatio\); no AI Core PMU data"):
+        assert ge.GEInitialize({"geprof.device": "Ascend910A", "geprof.clock": "virtual"}) == ge.SUCCESS
+    sess = ge.Session()
+    sess.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,)))
+    for _ in range(2):
+        assert sess.run_graph(1) == ge.SUCCESS
+    kernels = sum(k is not None for k in sess.model(1).table.kernels)
+    ge.GEFinalize()
+    profile = geprof_nb.load(msprof.lib.finalize())
+    assert any("Ascend910A has no such counter group" in n for n in profile.info["notes"])
+    assert list(profile.step_trace["Iteration ID"]) == [1, 2]
+    assert len(profile.op_summary) == 2 * kernels
+    assert "aicore_time(us)" not in profile.op_summary.columns

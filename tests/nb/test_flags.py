@@ -485,3 +485,14 @@ def test_ranks_simulates_every_rank_with_a_run_directory_each(ip, tmp_path):
     assert single.path.name.startswith("PROF_")  # without --ranks, one device as before
     with pytest.raises(UsageError, match="is not a whole number"):
         run(ip, "--ranks x", cell=cell)
+
+
+@pytest.mark.parametrize("group", ["L2Cache", "MemoryAccess"])
+def test_an_aic_metrics_group_the_device_lacks_is_a_usage_error_before_any_run(ip, tmp_path, group):
+    with pytest.raises(UsageError, match=f"--aic-metrics: '{group}' is not available on --device Ascend910A; "
+                                         "accepted there: ArithmeticUtilization, PipeUtilization, Memory, MemoryL0, "
+                                         "MemoryUB, ResourceConflictRatio$"):
+        ip.run_cell_magic("geprof", f"--device Ascend910A --aic-metrics {group} --output out --no-display", "x = 1")
+    assert not (tmp_path / "out").exists() and not msprof.lib.running
+    ip.run_cell_magic("geprof", f"--device Ascend910B --aic-metrics {group} --output out --no-display", "x = 1")
+    assert msprof.lib.last_run_dir.parent == (tmp_path / "out").resolve()
