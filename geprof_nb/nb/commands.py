@@ -15,11 +15,15 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from .. import compare as compare_profiles
-from ..analysis import Profile, load
+from ..analysis import ClusterProfile, Profile, RunDirError, load
+from ..analysis.cluster_export import FORMATS as CLUSTER_EXPORT_FORMATS
 from ..analysis.export import FORMATS as EXPORT_FORMATS
 from . import display as nb_display
 
 DEFAULT_NAME = "_geprof"
+#: What ``%geprof load`` and a path given as a name accept.
+LOADABLE = ("a run directory (PROF_*), an output directory (its newest run), a CLUSTER_* directory, real msprof "
+            "(mindstudio_profiler_output) or torch_npu (*_ascend_pt) output, or a .geprof_parquet export")
 
 
 class _HelpShown(Exception):
@@ -51,9 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", dest="bind", default=None, metavar="NAME", help="also bind it to NAME")
     p = sub.add_parser("export", help="write a Profile in a real tool's format")
     p.add_argument("name", nargs="?", default=DEFAULT_NAME, help="a Profile variable or a path to load")
-    p.add_argument("--format", choices=EXPORT_FORMATS, default="msprof")
+    p.add_argument("--format", choices=EXPORT_FORMATS, default=None,
+                   help="default: msprof (a ClusterProfile: ascend_pt, one directory per rank)")
     p.add_argument("--to", default="geprof_export", metavar="DIR", help="directory to write into")
-    p.add_argument("--rank", type=int, default=0, help="ascend_pt: the rank this run is exported as")
+    p.add_argument("--rank", type=int, default=None,
+                   help="ascend_pt: the rank this run is exported as (default 0; a ClusterProfile's ranks keep theirs)")
     p = sub.add_parser("compare", help="how profile B differs from profile A (variables or paths)")
     p.add_argument("a")
     p.add_argument("b")
@@ -63,16 +69,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _profile(shell: Any, name: str) -> Profile:
-    """The Profile bound to ``name`` in the notebook, or else the run at path ``name``."""
+def _load(path: str) -> Profile | ClusterProfile:
+    """``load(path)``; a missing or unreadable path is a UsageError naming it and what is accepted."""
+    try:
+        return load(Path(path).expanduser())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: the path does not exist; accepted: {LOADABLE}") from None
+    except RunDirError as exc:  # the loader's message names the path and the layouts it knows
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror or exc}); accepted: {LOADABLE}") from None
+
+
+def _profile(shell: Any, name: str, command: str) -> Profile | ClusterProfile:
+    """The Profile (or ClusterProfile) bound to ``name`` in the notebook, or else the run at path
+    ``name``.  Only ``show``, ``advise`` and ``export`` take a ClusterProfile."""
     value = shell.user_ns.get(name)
-    if value is None and Path(name).expanduser().exists():
-        value = load(Path(name).expanduser())
-    if not isinstance(value, Profile):
-        found = sorted(k for k, v in shell.user_ns.items() if isinstance(v, Profile) and not k.startswith("__"))
+    if value is None and (Path(name).expanduser().exists() or not name.isidentifier()):
+        value = _load(name)  # a name that cannot be a variable is a path
+    if isinstance(value, ClusterProfile) and command not in ("show", "advise", "export"):
+        one_rank = f"bind one rank first, e.g. r0 = {name}.rank(0)" if name in shell.user_ns else \
+            "give one rank's run directory (rank_<r>/PROF_*)"
+        raise UsageError(f"{name!r} is a ClusterProfile (ranks {list(value.ranks)}): %geprof {command} takes one "
+                         f"run; {one_rank}")
+    if not isinstance(value, (Profile, ClusterProfile)):
+        found = sorted(k for k, v in shell.user_ns.items()
+                       if isinstance(v, (Profile, ClusterProfile)) and not k.startswith("__"))
         hint = f"; Profiles here: {', '.join(found)}" if found else "; run a %%geprof cell or %geprof load first"
         raise UsageError(f"{name!r} is not a geprof Profile{hint}")
     return value
+
+
+def export_command(profile: Profile | ClusterProfile, name: str, fmt: str | None, to: str, rank: int | None) -> None:
+    """``%geprof export``: one run in any format; a ClusterProfile in the formats that keep its ranks."""
+    if isinstance(profile, ClusterProfile):
+        fmt = fmt or "ascend_pt"
+        if fmt not in CLUSTER_EXPORT_FORMATS:
+            raise UsageError(f"--format {fmt}: {name!r} is a ClusterProfile; accepted for a cluster: "
+                             f"{', '.join(CLUSTER_EXPORT_FORMATS)} (for {fmt}, export one rank, e.g. "
+                             f"{name}.rank(0).export({to!r}, format={fmt!r}))")
+        if rank is not None:
+            raise UsageError(f"--rank {rank}: {name!r} is a ClusterProfile, whose ranks are exported as their own "
+                             "ranks; accepted: --rank for one run only")
+        written = profile.export(Path(to).expanduser(), format=fmt)
+    else:
+        fmt = fmt or "msprof"
+        options = {"rank": rank or 0} if fmt == "ascend_pt" else {}
+        written = profile.export(Path(to).expanduser(), format=fmt, **options)
+    print(f"{fmt} export written to {written}")
 
 
 def config_command(store: Any, rest: str) -> Any:
@@ -128,20 +172,19 @@ def run(shell: Any, line: str, cell_magic_help: str, config: Any = None) -> Any:
         print(cell_magic_help)
         return None
     if args.command == "show":
-        nb_display.show_profile(_profile(shell, args.name))
+        nb_display.show_profile(_profile(shell, args.name, "show"))
     elif args.command == "load":
-        profile = load(Path(args.path).expanduser())
+        profile = _load(args.path)
         shell.user_ns[DEFAULT_NAME] = profile
         if args.bind:
             shell.user_ns[args.bind] = profile
         display(profile)
     elif args.command == "export":
-        options = {"rank": args.rank} if args.format == "ascend_pt" else {}
-        written = _profile(shell, args.name).export(Path(args.to).expanduser(), format=args.format, **options)
-        print(f"{args.format} export written to {written}")
+        export_command(_profile(shell, args.name, "export"), args.name, args.format, args.to, args.rank)
         return None
     elif args.command == "compare":
-        return compare_profiles(_profile(shell, args.a), _profile(shell, args.b), names=(args.a, args.b))
+        return compare_profiles(_profile(shell, args.a, "compare"), _profile(shell, args.b, "compare"),
+                                names=(args.a, args.b))
     elif args.command == "advise":
-        return _profile(shell, args.name).advise()
+        return _profile(shell, args.name, "advise").advise()
     return None

@@ -137,7 +137,8 @@ Commands, with an example each::
   %geprof advise run1                # findings ranked High/Medium/Low with evidence
   %geprof help                       # this list, and the %%geprof flags
 
-Names are Profile variables of the notebook or paths to load.  ``%%geprof?``
+Names are Profile variables of the notebook or paths to load; show, advise and export
+also take a ClusterProfile (``%%geprof --ranks N``), compare takes one rank.  ``%%geprof?``
 explains the cell magic's flags (every profilingOptions field, the simulation
 settings and the step schedule) with examples.
 """

@@ -1,11 +1,12 @@
 """%geprof <command>: show, load, export, compare, advise, help; clear usage errors."""
 
+import re
 import pandas as pd
 import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
-from geprof_nb.analysis import Profile
+from geprof_nb.analysis import ClusterProfile, Profile
 
 CELL = """
 sess = ge.Session()
@@ -97,3 +98,54 @@ def test_advise_returns_ranked_findings(profiled):
     assert len(findings) > 0 and set(findings["Priority"]) <= {"High", "Medium", "Low"}
     with pytest.raises(UsageError, match="'nowhere' is not a geprof Profile"):
         profiled.run_line_magic("geprof", "advise nowhere")
+
+
+@pytest.fixture
+def clustered(ip):
+    """A ``%%geprof --ranks 2`` cell, bound to ``clus`` (and ``_geprof``)."""
+    with capture_output():
+        ip.run_cell_magic("geprof", "--ranks 2 --hccl on --clock virtual --no-display -o clus", CELL)
+    return ip
+
+
+def test_show_advise_export_take_a_cluster_profile(clustered, tmp_path, capsys):
+    clus = clustered.user_ns["clus"]
+    assert isinstance(clus, ClusterProfile) and clustered.user_ns["_geprof"] is clus
+    with capture_output() as cap:
+        clustered.run_line_magic("geprof", "show")
+    (shown,) = [o.data for o in cap.outputs]
+    assert shown["text/plain"].startswith(f"geprof {clus.name} | 2 ranks")
+    findings = clustered.run_line_magic("geprof", "advise clus")
+    pd.testing.assert_frame_equal(findings, clus.advise())
+    clustered.run_line_magic("geprof", f"export clus --to {tmp_path / 'pt'}")  # a cluster's default: ascend_pt
+    assert f"ascend_pt export written to {tmp_path / 'pt'}" in capsys.readouterr().out
+    infos = sorted(p.name for p in (tmp_path / "pt").glob("*_ascend_pt/profiler_info_*.json"))
+    assert infos == ["profiler_info_0.json", "profiler_info_1.json"]
+    clustered.run_line_magic("geprof", f"export {clus.path} --format parquet --to {tmp_path / 'pq'}")
+    assert sorted(p.name for p in (tmp_path / "pq").iterdir()) == ["rank_0", "rank_1"]
+
+
+def test_what_a_cluster_profile_cannot_do_is_named(clustered, tmp_path):
+    with pytest.raises(UsageError, match=r"^--format chrome: 'clus' is a ClusterProfile; accepted for a cluster: "
+                                         r"ascend_pt, parquet \(for chrome, export one rank, e\.g\. clus\.rank\(0\)"):
+        clustered.run_line_magic("geprof", f"export clus --format chrome --to {tmp_path / 'c'}")
+    with pytest.raises(UsageError, match=r"^--rank 1: 'clus' is a ClusterProfile, whose ranks are exported as"):
+        clustered.run_line_magic("geprof", f"export clus --format ascend_pt --rank 1 --to {tmp_path / 'c'}")
+    assert not (tmp_path / "c").exists()
+    with pytest.raises(UsageError, match=r"^'clus' is a ClusterProfile \(ranks \[0, 1\]\): %geprof compare takes one "
+                                         r"run; bind one rank first, e\.g\. r0 = clus\.rank\(0\)$"):
+        clustered.run_line_magic("geprof", "compare clus clus")
+
+
+def test_load_and_compare_name_a_missing_or_unreadable_path(profiled, tmp_path):
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(tmp_path / 'missing'))}: the path does not exist; accepted: a run "
+                                         r"directory \(PROF_\*\)"):
+        profiled.run_line_magic("geprof", f"load {tmp_path / 'missing'}")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(tmp_path / 'empty'))} holds no geprof run directory .* expected a "
+                                         r"PROF_\* directory"):
+        profiled.run_line_magic("geprof", f"load {tmp_path / 'empty'}")
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(tmp_path / 'missing'))}: the path does not exist"):
+        profiled.run_line_magic("geprof", f"compare _geprof {tmp_path / 'missing'}")
+    with pytest.raises(UsageError, match=r"^'nope' is not a geprof Profile; Profiles here: .*first"):
+        profiled.run_line_magic("geprof", "compare first nope")
