@@ -49,7 +49,7 @@ from ..prof.api_types import type_names
 from ..prof.clock import clock
 from ..prof.collectors import report_api_block
 from ..prof.msprof import Msprof
-from ..prof.properties import BIT_TASK_TIME
+from ..prof.properties import BIT_TASK_TIME, ProfilingProperties
 from ..prof.rawdata import ModelInfoType, ReportLevel, RtTaskType
 from . import hccl
 from .compiler import EVENT_WAIT_MIN_NS, TaskTable
@@ -408,11 +408,10 @@ class ClusterRuns:
             lib.init(self.root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
             rt = DeviceRuntime(runtime.preset, device_id=r % spec.ranks_per_node, seed=runtime.seed + r)
             rt.rank, rt.device_count, rt.epoch = r, spec.world_size, 1
-            rt.pmu_events = dict(runtime.pmu_events)
             lib.set_run_info("cluster", {"rank": r, **info, "root": str(self.root)})
             lib.set_device_info(rt.device_id, runtime.preset.info())
-            for core, names in runtime.pmu_events.items():
-                lib.set_pmu_events(core, names)
+            with msprof.reporting_to(lib):  # counters programmed, and described in info.json, as rank 0's
+                rt._program_pmu(ProfilingProperties.instance().aic_metrics)
             for level, types in type_names().items():  # the API names of this rank's host records
                 for type_id, type_name in types.items():
                     lib.register_type_info(level, type_id, type_name)

@@ -19,8 +19,8 @@ STEPS = 3
 
 
 def run_cluster(tmp_path, ranks: int, steps: int = STEPS, faults: dict | None = None, per_node: int | None = None,
-                hccl_on: str = "on", graph=None) -> ClusterProfile:
-    opts = {"output": str(tmp_path), "training_trace": "on", "task_trace": "on", "hccl": hccl_on}
+                hccl_on: str = "on", graph=None, **profiling: str) -> ClusterProfile:
+    opts = {"output": str(tmp_path), "training_trace": "on", "task_trace": "on", "hccl": hccl_on, **profiling}
     assert ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts),
                             "geprof.clock": "virtual"}) == ge.SUCCESS
     options = {"ge.exec.rankSize": str(ranks)}
@@ -100,6 +100,28 @@ def test_early_ranks_wait_as_notify_wait_and_the_slow_rank_computes_longer(tmp_p
     # the fast ranks' extra wait is about the slow rank's extra compute before the collectives
     before = slow.rank(3).step_trace["FP to BP Time(us)"].sum() - slow.rank(0).step_trace["FP to BP Time(us)"].sum()
     assert extra == pytest.approx(before, rel=0.5)
+
+
+def test_every_rank_records_rank_0s_pmu_description_and_values(tmp_path):
+    # only rank 0's info.json named the aic_metrics group, so ranks 1.. had no PMU columns
+    c = run_cluster(tmp_path, 4, steps=2, faults={"slow_ranks": {"2": 1.3}}, aic_metrics="PipeUtilization")
+    described = {r: p.info["pmu_events"] for r, p in c.ranks.items()}
+    assert described[0]["metrics"] == ["PipeUtilization"] and set(described[0]) == {"aic", "aiv", "metrics"}
+    assert all(d == described[0] for d in described.values())
+    columns = list(c.rank(0).op_summary.columns)
+    assert {"aicore_time(us)", "aic_mac_ratio", "aic_mte2_time(us)", "aiv_vec_ratio", "aiv_mte3_ratio"} <= set(columns)
+    cube_time = {}
+    for r, p in c.ranks.items():
+        s = p.op_summary
+        assert list(s.columns) == columns, r
+        cube, vector = s[s["Task Type"] == "AI_CORE"], s[s["Task Type"] == "AI_VECTOR_CORE"]
+        assert len(cube) and len(vector), r
+        assert cube[["aicore_time(us)", "aic_mac_ratio", "aic_mte2_time(us)"]].notna().all().all(), r
+        assert vector[["aiv_time(us)", "aiv_vec_ratio", "aiv_mte3_ratio"]].notna().all().all(), r
+        cube_time[r] = cube["aicore_time(us)"].astype(float).mean()
+    # the counters are each rank's own: the slow rank's cube kernels run 1.3x as long
+    assert cube_time[2] == pytest.approx(1.3 * cube_time[0], rel=0.05)
+    assert cube_time[1] == pytest.approx(cube_time[0], rel=0.05)
 
 
 def test_one_rank_option_is_a_plain_single_device_run(tmp_path):
