@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pandas as pd
 
+from .breakdown import chained_steps
+
 if TYPE_CHECKING:
     from .profile import Profile
 
@@ -143,12 +145,19 @@ def _ops_with_times(profile: Profile) -> pd.DataFrame:
 
 
 def _step_us(profile: Profile) -> float:
-    """Mean step length: step_breakdown's Stage, from one iteration end to the next (the first step
-    has no previous end, so it counts only when it is the only one)."""
-    stage = profile.step_breakdown["Stage"].dropna().astype(float)
-    if stage.empty:
-        return 0.0
-    return float(stage.iloc[1:].mean() if len(stage) > 1 else stage.mean())
+    """Mean step length: step_breakdown's Stage, from one iteration end to the next.  A step with no
+    previous end (the first, or the first of a step schedule's window: :func:`.breakdown.chained_steps`)
+    spans only itself, so such steps count only when no step has a previous end."""
+    bd = profile.step_breakdown
+    stage = bd["Stage"].astype(float)
+    bounds = profile.source.step_bounds()
+    if len(bounds):
+        periods = stage[np.isin(pd.to_numeric(bd["Step"], errors="coerce"), chained_steps(bounds))].dropna()
+    else:
+        periods = stage.dropna().iloc[1:]
+    if periods.empty:
+        periods = stage.dropna()
+    return float(periods.mean()) if len(periods) else 0.0
 
 
 def pmu_metric(ops: pd.DataFrame, name: str) -> pd.Series | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .tables import OpRows
+from .tables import OpRows, follows_previous
 
 STEP_TRACE_TIME = ["Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped",
                    "Communication", "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)",
@@ -45,19 +45,34 @@ def bounds_from_step_trace(step_trace: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"step": st["Iteration ID"].to_numpy(np.int64), "begin": begin, "end": end})
 
 
+def _follows(bounds: pd.DataFrame) -> np.ndarray:
+    """Per row of ``bounds``: whether the row before is its step's predecessor in the same collection
+    window (``bounds["window"]`` where the source knows it, else one window)."""
+    step = bounds["step"].to_numpy(np.int64)
+    window = bounds["window"].to_numpy(np.int64) if "window" in bounds else np.zeros(len(step), np.int64)
+    return follows_previous(np.zeros(len(step), np.int64), step, window)
+
+
+def chained_steps(bounds: pd.DataFrame) -> np.ndarray:
+    """The steps whose window runs from their predecessor's end (step_breakdown's Stage is a
+    whole step period there: :func:`step_windows`)."""
+    return bounds["step"].to_numpy(np.int64)[_follows(bounds)] if len(bounds) else np.zeros(0, np.int64)
+
+
 def step_windows(bounds: pd.DataFrame, rows: OpRows) -> pd.DataFrame:
     """(step, start ns, end ns) per iteration: from the previous iteration's end to this one's.
 
-    A step whose previous iteration was not collected (the first, or one after a
-    gap of a step schedule) starts at its own begin, so uncollected steps are not
-    counted as Free time.  Without step bounds, each iteration spans its own tasks.
+    A step whose previous iteration was not collected in the same collection window
+    (the first, one after a gap, or the first of a step schedule's next window:
+    ``bounds["window"]`` where the source knows it) starts at its own begin, so
+    uncollected steps and the profiler's own stop/start are not counted as Free
+    time.  Without step bounds, each iteration spans its own tasks.
     """
     if len(bounds):
         step = bounds["step"].to_numpy(np.int64)
         begin, end = bounds["begin"].to_numpy(np.int64), bounds["end"].to_numpy(np.int64)
-        follows = np.r_[False, step[1:] == step[:-1] + 1]
-        start = np.where(follows, np.r_[0, end[:-1]], begin)
-        return pd.DataFrame({"step": bounds["step"].to_numpy(np.int64), "start": start, "end": end})
+        start = np.where(_follows(bounds), np.r_[0, end[:-1]], begin)
+        return pd.DataFrame({"step": step, "start": start, "end": end})
     dur = np.rint(rows.frame["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
     out = [(int(i), int(rows.start_ns[rows.iteration == i].min()),
             int((rows.start_ns + dur)[rows.iteration == i].max())) for i in np.unique(rows.iteration)]

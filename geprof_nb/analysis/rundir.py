@@ -106,6 +106,9 @@ _INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
     ("end_ns", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer (ns)"),
     ("pid", lambda v: isinstance(v, int) and not isinstance(v, bool), "a process id"),
     ("hostname", lambda v: isinstance(v, str), "a host name"),
+    ("switch_history", lambda v: isinstance(v, list) and all(
+        isinstance(w, dict) and isinstance(w.get("start_ns"), int) and not isinstance(w["start_ns"], bool) for w in v),
+     "a list of collection windows, each with an integer start_ns"),
 )
 
 

@@ -217,6 +217,32 @@ def _tag_times(keys: np.ndarray, inverse: np.ndarray, tags: np.ndarray, ts: np.n
     return out
 
 
+def _first_times(keys: np.ndarray, inverse: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Earliest timestamp (int ns) of each key's records."""
+    out = np.full(len(keys), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(out, inverse, ts)
+    return out
+
+
+def collection_windows(run: RunDir, first_ns: np.ndarray) -> np.ndarray:
+    """The collection window each step was recorded in: how many windows of info.json's
+    ``switch_history`` (every msprof START: a step schedule's windows, aclgrphProfStart) had started
+    by the step's first timestamp ``first_ns``.  A step's device work starts after its host launch,
+    which is inside its window, and a window starts after the previous one stopped, so steps with
+    the same number ran without the collection stopping between them."""
+    starts = np.sort(np.array([w["start_ns"] for w in run.info.get("switch_history") or ()], dtype=np.int64))
+    return np.searchsorted(starts, first_ns, side="right").astype(np.int64)
+
+
+def follows_previous(model: np.ndarray, iteration: np.ndarray, window: np.ndarray) -> np.ndarray:
+    """Whether each step (rows sorted by model, then iteration) has the row before it as its predecessor:
+    the same model, the iteration right before and the same collection window.  A step after a gap or
+    after the collection stopped and restarted has none (msprof: the first iteration), so the time
+    the steps were not collected is counted neither as Data Aug Bound nor as Free time."""
+    same = (model[1:] == model[:-1]) & (iteration[1:] == iteration[:-1] + 1) & (window[1:] == window[:-1])
+    return np.r_[False, same]
+
+
 def _us(ns: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """int ns -> float us, NaN where not valid (done on integers first, so durations stay exact)."""
     return np.where(valid, ns / 1000.0, np.nan)
@@ -248,10 +274,9 @@ def step_trace(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     end = np.where(has_end, end, model_end)
     has_end = has_end | has_model_end
     begin, has_begin = tag(rawdata.MODEL_START_TAG)
-    # previous iteration end of the same model (keys are sorted by model, then iteration); only the iteration
-    # right before counts: after a gap (a step schedule, Start/Stop) the end of an older one would put every
-    # uncollected step into Data Aug Bound
-    follows = np.r_[False, (keys[1:, 0] == keys[:-1, 0]) & (keys[1:, 1] == keys[:-1, 1] + 1)]
+    # previous iteration end of the same model (keys are sorted by model, then iteration), in the same window
+    window = collection_windows(run, _first_times(keys, inverse, ts))
+    follows = follows_previous(keys[:, 0], keys[:, 1], window)
     prev_end = np.r_[0, end[:-1]]
     has_prev = follows & np.r_[False, has_end[:-1]]
 
@@ -283,10 +308,11 @@ def step_trace(run: RunDir, device_id: int = 0) -> pd.DataFrame:
 
 def step_bounds(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     """Exact (step, begin, end) ns per iteration of the model with the most iterations:
-    begin at its model-start tag, end at its iteration-end (else model-end) tag."""
+    begin at its model-start tag, end at its iteration-end (else model-end) tag; ``window``:
+    the collection window it was recorded in (:func:`collection_windows`)."""
     tr = run.load("step_trace", device_id)
     if len(tr) == 0:
-        return pd.DataFrame(columns=["step", "begin", "end"])
+        return pd.DataFrame(columns=["step", "begin", "end", "window"])
     models, counts = np.unique(tr["model_id"], return_counts=True)
     tr = tr[tr["model_id"] == models[np.argmax(counts)]]
     it = tr["index_id"].astype(np.int64)
@@ -296,7 +322,8 @@ def step_bounds(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     begin = _tag_times(pairs, inverse, tags, ts, rawdata.MODEL_START_TAG)
     end = _tag_times(pairs, inverse, tags, ts, rawdata.ITER_END_TAG)
     end = np.where(end >= 0, end, _tag_times(pairs, inverse, tags, ts, rawdata.MODEL_END_TAG))
-    return pd.DataFrame({"step": keys, "begin": begin, "end": end})
+    window = collection_windows(run, _first_times(pairs, inverse, ts))
+    return pd.DataFrame({"step": keys, "begin": begin, "end": end, "window": window})
 
 
 TASK_TIME = ["Device_id", "kernel_name", "kernel_type", "stream_id", "task_id", "task_time(us)", "task_start(us)",

@@ -11,9 +11,12 @@ import pytest
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import columns as C
+from geprof_nb.analysis.breakdown import chained_steps, step_windows
+from geprof_nb.analysis.rundir import RunDirError
 from geprof_nb.prof import rawdata
 
 from geprof_testing import TS_TOL_US, build_tiny_graph
+from rawrun_helpers import INFO, records, write_run
 
 STEP_TRACE_HEADER = ("Device_id,Iteration ID,FP Start(us),BP End(us),Iteration End(us),Iteration Time(us),"
                      "FP to BP Time(us),Iteration Refresh(us),Data Aug Bound(us),Model ID").split(",")
@@ -216,3 +219,54 @@ def test_get_next_graph(run_profiled):
     cpu = ops[ops["Task Type"] == "AI_CPU"]
     assert len(cpu) == 2 and (cpu["OP Type"] == "GetNext").all() and (cpu["Block Num"] == 1).all()
     assert cpu[["aicore_time(us)", "aiv_time(us)", "cube_utilization(%)"]].isna().all().all()
+
+
+# ------------------------------------------------------------------------ collection windows
+def _windowed_run(path, windows: list[dict], begins: list[int]):
+    """A hand-built run of model 1, one iteration per begin (ns): model start at the begin, FP +10 us,
+    BP +50 us, iteration end +90 us, model end +91 us; ``windows``: info.json's switch_history."""
+    rows = []
+    for it, b in enumerate(begins, start=1):
+        for tag, dt in ((rawdata.MODEL_START_TAG, 0), (rawdata.FP_TAG, 10_000), (rawdata.BP_TAG, 50_000),
+                        (rawdata.ITER_END_TAG, 90_000), (rawdata.MODEL_END_TAG, 91_000)):
+            rows.append({"timestamp": b + dt, "model_id": 1, "index_id": it, "tag_id": tag})
+    run = write_run(path, {"step_trace": records("step_trace", rows)}, {})
+    (run / rawdata.INFO_FILE).write_text(json.dumps({**INFO, "switch_history": windows}), encoding="utf-8")
+    return geprof_nb.load(run)
+
+
+T0 = 1_767_225_600_000_000_000
+#: Iterations 1-3 collected in one window, 4-5 in the next; the collection was off for 6 ms between them.
+WINDOWS = [{"start_ns": T0, "switch": 1, "stop_ns": T0 + 700_000},
+           {"start_ns": T0 + 6_700_000, "switch": 1, "stop_ns": T0 + 7_200_000}]
+BEGINS = [T0 + 100_000, T0 + 300_000, T0 + 520_000, T0 + 6_800_000, T0 + 7_000_000]
+
+
+def test_first_step_of_each_collection_window_has_no_data_aug_bound(tmp_path):
+    """Consecutive Iteration IDs across a stop and restart of the collection: the restart's first step has no
+    previous iteration in its window (msprof: first iteration -> N/A), not the 6 ms the collection was off."""
+    p = _windowed_run(tmp_path / "run", WINDOWS, BEGINS)
+    st = p.step_trace
+    assert st["Iteration ID"].tolist() == [1, 2, 3, 4, 5]
+    dab = st["Data Aug Bound(us)"]
+    assert dab.isna().tolist() == [True, False, False, True, False]
+    # FP (begin + 10 us) minus the previous iteration end (previous begin + 90 us)
+    assert dab[[1, 2, 4]].tolist() == [120.0, 140.0, 120.0]
+    bounds = p.source.step_bounds()
+    assert bounds["window"].tolist() == [1, 1, 1, 2, 2]
+    # step_breakdown's step windows: from the previous end within a collection window, else the step's own begin
+    w = step_windows(bounds, p.source.op_rows())
+    assert (w["start"] - T0).tolist() == [100_000, 190_000, 390_000, 6_800_000, 6_890_000]
+    assert chained_steps(bounds).tolist() == [2, 3, 5]
+
+
+def test_without_switch_history_consecutive_iterations_follow(tmp_path):
+    """A run that never recorded windows (one collection): only a gap in the Iteration IDs breaks the chain."""
+    p = _windowed_run(tmp_path / "run", [], BEGINS)
+    assert p.step_trace["Data Aug Bound(us)"].isna().tolist() == [True, False, False, False, False]
+    assert p.step_trace["Data Aug Bound(us)"].iloc[3] == 6_800_000 / 1000 + 10 - 520 - 90
+
+
+def test_a_damaged_switch_history_names_the_field(tmp_path):
+    with pytest.raises(RunDirError, match="switch_history.*integer start_ns"):
+        _windowed_run(tmp_path / "run", [{"start_ns": "soon"}], BEGINS).step_trace

@@ -80,6 +80,34 @@ def test_steps_after_a_gap_do_not_count_the_uncollected_steps(ip):
     assert bd.loc[8, "Free"] == pytest.approx(bd.loc[4, "Free"], abs=0.01)
 
 
+def test_each_window_starts_over_without_counting_the_stop_and_restart(ip):
+    """--active 2 stops and restarts the collection between consecutive iterations (1-2 | 3-4 | ...): the
+    first step of every window has no Data Aug Bound and a step window of its own, so the profiler's
+    stop/start is neither Free time nor a finding; the advisor says what the run without a schedule says."""
+    run(ip, "--active 2 --clock virtual --no-display -o scheduled", steps_cell(8))
+    run(ip, "--clock virtual --no-display -o plain", steps_cell(8))
+    scheduled, plain = ip.user_ns["scheduled"], ip.user_ns["plain"]
+    assert len(scheduled.info["switch_history"]) == 4
+    st = scheduled.step_trace.set_index("Iteration ID")
+    assert st.index.tolist() == list(range(1, 9))
+    dab = st["Data Aug Bound(us)"]
+    assert dab.isna().tolist() == [True, False] * 4
+    tr = scheduled.run.load("step_trace")
+    tag = {(int(r["index_id"]), int(r["tag_id"])): int(r["timestamp"]) for r in tr}
+    for it in (2, 4, 6, 8):  # FP minus the previous iteration's end, in the same window
+        assert dab[it] == (tag[(it, 2)] - tag[(it - 1, 4)]) / 1000
+    # each window replays the same virtual host costs; without a schedule the gap is the same but for device jitter
+    assert dab[[2, 4, 6, 8]].tolist() == [dab[2]] * 4
+    assert dab[2] == pytest.approx(plain.step_trace["Data Aug Bound(us)"].iloc[1:].mean(), rel=0.01)
+    bd = scheduled.step_breakdown.set_index("Step")
+    for it in (1, 3, 5, 7):  # a window's first step spans only its own iteration
+        assert bd.loc[it, "Stage"] == st.loc[it, "Iteration Time(us)"]
+    assert bd.loc[[3, 5, 7], "Free"].tolist() == [bd.loc[1, "Free"]] * 3
+    share = {name: prof.advise().set_index("Rule")["Share of step (%)"].get("Large Data Aug Bound")
+             for name, prof in (("scheduled", scheduled), ("plain", plain))}
+    assert share["plain"] is not None and share["scheduled"] == pytest.approx(share["plain"], abs=1.0)
+
+
 def test_warmup_data_is_discarded_without_a_trace(ip):
     run(ip, "--warmup 2 --active 2 --repeat 1 --clock virtual --no-display -o warm", steps_cell(5))
     run(ip, "--skip-first 2 --active 2 --repeat 1 --clock virtual --no-display -o cold", steps_cell(5))
