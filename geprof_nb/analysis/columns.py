@@ -190,6 +190,9 @@ OP_STATISTIC = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", 
 STEP_TRACE = ["Device_id", "Iteration ID", "FP Start(us)", "BP End(us)", "Iteration End(us)", "Iteration Time(us)",
               "FP to BP Time(us)", "Iteration Refresh(us)", "Data Aug Bound(us)", "Model ID"]
 STEP_TRACE_REDUCE = ["Reduce Start(us)", "Reduce Duration(us)"]
+#: Added after the Reduce pairs when the run has GetNext trace tags: msprof shows them only in its
+#: step_trace timeline JSON (``GetNext Start`` / ``GetNext End`` / ``GetNext Time(us)``), not in the CSV.
+STEP_TRACE_GETNEXT = ["GetNext Start(us)", "GetNext End(us)", "GetNext Time(us)"]
 
 #: Columns whose values are timestamps: the CSV export appends a TAB to them.
 TIMESTAMP_COLUMNS = {"Task Start Time(us)", "FP Start(us)", "BP End(us)", "Iteration End(us)", "Reduce Start(us)"}

@@ -28,7 +28,8 @@ from .rundir import RunDir
 #: integer ns (:meth:`Source.times_ns`).
 TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
     "op_summary": ("Task Start Time(us)",),
-    "step_trace": ("FP Start(us)", "BP End(us)", "Iteration End(us)", "Reduce Start(us)"),
+    "step_trace": ("FP Start(us)", "BP End(us)", "Iteration End(us)", "Reduce Start(us)", "GetNext Start(us)",
+                   "GetNext End(us)"),
     "task_time": ("task_start(us)", "task_stop(us)"),
     "msprof_tx": ("Start_time(us)", "End_time(us)"),
     "hccl_tasks": ("Start Time(us)",),
@@ -375,8 +376,12 @@ class RunDirSource(Source):
             return [_match_ns(frame.iloc[:, i].to_numpy(float), stamps) for i in positions]
         if table == "step_trace":
             tr = run.load("step_trace", dev)
+            get_next = np.unique(tr["tag_id"][tr["tag_id"] >= rawdata.GET_NEXT_START_TAG]).astype(np.int64)
+            get_next_start = (get_next - rawdata.GET_NEXT_START_TAG) % 2 == 0
             tags = {"FP Start(us)": [rawdata.FP_TAG], "BP End(us)": [rawdata.BP_TAG],
-                    "Iteration End(us)": [rawdata.ITER_END_TAG, rawdata.MODEL_END_TAG]}
+                    "Iteration End(us)": [rawdata.ITER_END_TAG, rawdata.MODEL_END_TAG],
+                    "GetNext Start(us)": get_next[get_next_start].tolist(),
+                    "GetNext End(us)": get_next[~get_next_start].tolist()}
             out, reduce = [], 0
             for i in positions:
                 name = frame.columns[i]

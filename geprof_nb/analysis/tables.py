@@ -292,18 +292,35 @@ def step_trace(run: RunDir, device_id: int = 0) -> pd.DataFrame:
         "Data Aug Bound(us)": _us(fp - prev_end, has_fp & has_prev),
         "Model ID": keys[:, 0],
     }
-    frame = pd.DataFrame(data)[C.STEP_TRACE]
+    parts = [pd.DataFrame(data)[C.STEP_TRACE]]
     ar_tags = tags[(tags >= rawdata.ALL_REDUCE_START_TAG) & (tags < rawdata.GET_NEXT_START_TAG)]
     n_reduce = int((ar_tags.max() - rawdata.ALL_REDUCE_START_TAG) // 2 + 1) if len(ar_tags) else 0
-    if n_reduce == 0:
-        return frame
-    reduces = []
-    for k in range(n_reduce):
-        s, has_s = tag(rawdata.ALL_REDUCE_START_TAG + 2 * k)
-        e, has_e = tag(rawdata.ALL_REDUCE_START_TAG + 2 * k + 1)
-        reduces += [_us(s, has_s), _us(e - s, has_s & has_e)]
-    extra = pd.DataFrame(np.stack(reduces, axis=1), columns=C.STEP_TRACE_REDUCE * n_reduce)
-    return pd.concat([frame, extra], axis=1)
+    if n_reduce:
+        reduces = []
+        for k in range(n_reduce):
+            s, has_s = tag(rawdata.ALL_REDUCE_START_TAG + 2 * k)
+            e, has_e = tag(rawdata.ALL_REDUCE_START_TAG + 2 * k + 1)
+            reduces += [_us(s, has_s), _us(e - s, has_s & has_e)]
+        parts.append(pd.DataFrame(np.stack(reduces, axis=1), columns=C.STEP_TRACE_REDUCE * n_reduce))
+    if (tags >= rawdata.GET_NEXT_START_TAG).any():
+        parts.append(_get_next_columns(len(keys), inverse, tags, ts))
+    return pd.concat(parts, axis=1) if len(parts) > 1 else parts[0]
+
+
+def _get_next_columns(n_keys: int, inverse: np.ndarray, tags: np.ndarray, ts: np.ndarray) -> pd.DataFrame:
+    """GetNext Start / End / Time per (model, iteration) key: from the earliest GetNext start tag
+    (``20000 + 2k``) to the latest GetNext end tag (``20001 + 2k``) of the step, NaN where the step has
+    no complete pair (one span per step, as msprof's timeline shows one GetNext slice per data fetch)."""
+    is_get_next = tags >= rawdata.GET_NEXT_START_TAG
+    is_start = is_get_next & ((tags - rawdata.GET_NEXT_START_TAG) % 2 == 0)
+    is_end = is_get_next & ~is_start
+    none = np.iinfo(np.int64).max
+    start = np.full(n_keys, none, np.int64)
+    np.minimum.at(start, inverse[is_start], ts[is_start])
+    end = np.full(n_keys, -1, np.int64)
+    np.maximum.at(end, inverse[is_end], ts[is_end])
+    whole = (start != none) & (end >= start)
+    return pd.DataFrame(dict(zip(C.STEP_TRACE_GETNEXT, (_us(start, whole), _us(end, whole), _us(end - start, whole)))))
 
 
 def step_bounds(run: RunDir, device_id: int = 0) -> pd.DataFrame:

@@ -181,8 +181,9 @@ def _step_rows(step_trace: pd.DataFrame) -> list[_Row]:
 
 
 #: The column after a ``GetNext Start(us)`` and whether it holds an end time (else a duration).
-#: msprof's step_trace CSV has no GetNext columns (its timeline JSON has ``GetNext Start``,
-#: ``GetNext End``, ``GetNext Time(us)``); a table that adds them in any of these forms is drawn.
+#: geprof's step_trace has ``GetNext Start(us)``, ``GetNext End(us)``, ``GetNext Time(us)`` when the
+#: graph reads its input with GetNext; msprof's step_trace CSV has no GetNext columns (its timeline
+#: JSON has them), so a table that adds them in any of these forms is drawn.
 _GETNEXT_SECOND = {"GetNext Duration(us)": False, "GetNext Time(us)": False, "GetNext End(us)": True}
 
 
@@ -228,7 +229,7 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
     """Draw the FP/BP step timeline (msprof ``step_trace``) to show where each training step spends its time.
 
     One row per phase, top down: Data Aug Bound (the gap from the previous iteration's end to this
-    FP start), GetNext (when the table has ``GetNext Start(us)`` columns), FP→BP, Iteration Refresh
+    FP start), GetNext (``GetNext Start(us)`` columns: graphs fed by GetNext), FP→BP, Iteration Refresh
     (BP end → iteration end) and every AllReduce (the repeated ``Reduce Start(us)`` /
     ``Reduce Duration(us)`` pairs); "Iteration" replaces FP→BP and Iteration Refresh when the run has
     no FP/BP points (inference). x in ms since the earliest drawn start. ``iteration`` zooms to that

@@ -214,11 +214,42 @@ def test_get_next_graph(run_profiled):
         assert {rawdata.GET_NEXT_START_TAG, rawdata.GET_NEXT_START_TAG + 1} <= set(tags)
         assert tags[rawdata.GET_NEXT_START_TAG] < tags[rawdata.GET_NEXT_START_TAG + 1] <= tags[rawdata.FP_TAG]
     st = run.profile.step_trace
-    assert len(st) == 2 and len(_reduce_pairs(st)) == 1  # GetNext gets no step_trace columns
+    assert len(st) == 2 and len(_reduce_pairs(st)) == 1
+    assert list(st.columns[-3:]) == C.STEP_TRACE_GETNEXT  # after the Reduce pairs
+    for _, row in st.iterrows():  # exact to the ns from the GetNext tags, inside the step before FP
+        tags = raw[(int(row["Model ID"]), int(row["Iteration ID"]))]
+        start, end = tags[rawdata.GET_NEXT_START_TAG], tags[rawdata.GET_NEXT_START_TAG + 1]
+        assert row["GetNext Time(us)"] == (end - start) / 1000
+        assert abs(row["GetNext Start(us)"] - start / 1000) <= TS_TOL_US
+        assert abs(row["GetNext End(us)"] - end / 1000) <= TS_TOL_US
+        assert tags[rawdata.MODEL_START_TAG] <= start < end <= tags[rawdata.FP_TAG] < tags[rawdata.ITER_END_TAG]
+    times = run.profile.source.times_ns("step_trace", st)
+    assert times["GetNext End(us)"].tolist() == [raw[(int(m), int(i))][rawdata.GET_NEXT_START_TAG + 1]
+                                                 for m, i in zip(st["Model ID"], st["Iteration ID"])]
     ops = run.profile.op_summary
     cpu = ops[ops["Task Type"] == "AI_CPU"]
     assert len(cpu) == 2 and (cpu["OP Type"] == "GetNext").all() and (cpu["Block Num"] == 1).all()
     assert cpu[["aicore_time(us)", "aiv_time(us)", "cube_utilization(%)"]].isna().all().all()
+
+
+def test_no_get_next_columns_without_get_next_tags(resnet_run):
+    assert not set(C.STEP_TRACE_GETNEXT) & set(resnet_run.profile.step_trace.columns)
+
+
+def test_get_next_span_covers_every_get_next_of_the_step(tmp_path):
+    """Two GetNext nodes (tags 20000/20001 and 20002/20003): one span from the first start to the last end;
+    a step whose GetNext never ended has none."""
+    base = 1_767_225_600_000_000_000
+    rows = []
+    for it, tags in ((1, {0: 0, 20000: 1_000, 20001: 5_000, 20002: 2_000, 20003: 9_500, 2: 10_000, 4: 50_000}),
+                     (2, {0: 100_000, 20000: 101_000, 2: 110_000, 4: 150_000})):
+        rows += [{"timestamp": base + t, "model_id": 1, "index_id": it, "tag_id": tag} for tag, t in tags.items()]
+    p = geprof_nb.load(write_run(tmp_path / "run", {"step_trace": records("step_trace", rows)}, {}))
+    st = p.step_trace
+    assert st["GetNext Time(us)"].iloc[0] == 8.5 and np.isnan(st["GetNext Time(us)"].iloc[1])
+    times = p.source.times_ns("step_trace", st)
+    assert times["GetNext Start(us)"].iloc[0] == base + 1_000 and times["GetNext End(us)"].iloc[0] == base + 9_500
+    assert times["GetNext Start(us)"].isna().iloc[1] and times["GetNext End(us)"].isna().iloc[1]
 
 
 # ------------------------------------------------------------------------ collection windows

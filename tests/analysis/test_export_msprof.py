@@ -168,6 +168,48 @@ def test_step_trace_repeated_reduce_columns_and_exact_tags(resnet):
     assert THREE_DECIMALS.match(rows[1][header.index("Data Aug Bound(us)")])
 
 
+@pytest.fixture(scope="module")
+def get_next(tmp_path_factory):
+    """An MLP fed by GetNext (trace tags 20000/20001) on 2 ranks, exported once."""
+    out = tmp_path_factory.mktemp("get_next_msprof")
+    run = run_profiled_session(out / "run", ge.models.mlp(batch_size=8, data="GetNext", world_size=2), 3)
+    return run.profile, run.profile.export(out / "export", "msprof") / "mindstudio_profiler_output"
+
+
+def test_step_trace_csv_header_is_msprofs_with_get_next(get_next):
+    """The Profile's GetNext columns stay out of the CSV: its header is msprof's (reference §3.3)."""
+    profile, out = get_next
+    assert set(C.STEP_TRACE_GETNEXT) <= set(profile.step_trace.columns)
+    header, rows = read_csv(one(out, "step_trace_*.csv"))
+    assert header == C.STEP_TRACE + C.STEP_TRACE_REDUCE
+    assert len(rows) == 3 and all(len(row) == len(header) for row in rows)
+    assert rows[0][header.index("Reduce Start(us)")] == us_tab(int(profile.source.times_ns(
+        "step_trace", profile.step_trace)["Reduce Start(us)"].iloc[0]))
+
+
+def test_step_trace_json_get_next_slices(get_next):
+    """One msprof ``GetNext`` slice per step on the Step Trace thread, args from the exact tags."""
+    profile, out = get_next
+    steps = json.loads(one(out, "step_trace_*.json").read_text())
+    slices = [e for e in steps if e.get("cat") == "GetNext Time"]
+    assert len(slices) == 3 and {e["name"] for e in slices} == {"GetNext"}
+    tr = profile.run.load("step_trace")
+    starts = sorted(int(t) for t in tr["timestamp"][tr["tag_id"] == rawdata.GET_NEXT_START_TAG])
+    ends = sorted(int(t) for t in tr["timestamp"][tr["tag_id"] == rawdata.GET_NEXT_START_TAG + 1])
+    for e, start, end in zip(slices, starts, ends):
+        assert set(e["args"]) == {"GetNext Start", "GetNext End", "GetNext Time(us)"}
+        assert e["args"]["GetNext Start"] == e["ts"] == us_tab(start)[:-1]
+        assert e["args"]["GetNext End"] == us_tab(end)[:-1]
+        assert e["args"]["GetNext Time(us)"] == e["dur"] == (end - start) / 1000
+        assert e["tid"] == 70000 + int(profile.step_trace["Model ID"].iloc[0])
+    assert [e["args"]["GetNext Time(us)"] for e in slices] == profile.step_trace["GetNext Time(us)"].tolist()
+
+
+def test_no_get_next_slices_without_get_next(resnet):
+    profile, out = resnet
+    assert not [e for e in json.loads(one(out, "step_trace_*.json").read_text()) if e.get("cat") == "GetNext Time"]
+
+
 def test_task_time_exact_start_and_stop(resnet):
     profile, out = resnet
     header, rows = read_csv(one(out, "task_time_*.csv"))

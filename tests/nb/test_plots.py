@@ -287,6 +287,24 @@ def test_getnext_columns_are_drawn_when_present():
     assert_spans(b["FP→BP"], [(0.3, 6.0), (7.7, 6.0), (15.1, 6.2)])
 
 
+def test_getnext_spans_of_a_real_run(tmp_path):
+    """A graph fed by GetNext: geprof's step_trace has GetNext Start/End/Time, drawn one span per step."""
+    graph = ge.models.mlp(batch_size=8, data="GetNext", world_size=2)
+    st = run_profiled_session(tmp_path / "run", graph, 3).profile.step_trace
+    fig = step_timeline(st)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["Data Aug Bound", "GetNext", "FP→BP",
+                                                                     "Iteration Refresh", "AllReduce"]
+    got = bars(fig)["GetNext"]
+    start, time = st["GetNext Start(us)"].to_numpy(float), st["GetNext Time(us)"].to_numpy(float)
+    origin = start.min()  # the first step's GetNext starts at its model start, before anything else drawn
+    assert len(got) == 3
+    for (s, w), (es, ew) in zip(got, zip((start - origin) / 1000, time / 1000)):
+        # tolerance: µs timestamps of ~1.8e15 hold 0.25 µs, and the width is End - Start
+        assert s == pytest.approx(es, abs=1e-3) and w == pytest.approx(ew, abs=1e-3)
+    (coll,) = [c for c in fig.axes[0].collections if c.get_label() == "GetNext"]
+    assert to_rgba(coll.get_facecolor()[0]) == to_rgba(plots.color_of("AI_CPU"))
+
+
 def test_allreduce_bars_are_the_reduce_columns_of_a_real_run(hccl_memory_run):
     st = hccl_memory_run.profile.step_trace
     pos = [i for i, c in enumerate(st.columns) if c == "Reduce Start(us)"]

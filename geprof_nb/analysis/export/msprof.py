@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import columns as C
 from .cells import CSV_LIMIT, table_cells, write_table
 from .naming import prof_dir_name, stamp14
 from .timeline import Timeline
@@ -21,6 +22,9 @@ OUTPUT_DIR = "mindstudio_profiler_output"
 #: The summaries, named as the Profile tables they print.
 SUMMARIES = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trace", "communication_statistic",
              "msprof_tx")
+#: Profile columns msprof's summary CSVs do not have: left out, so each header is msprof's (GetNext
+#: spans are in the step_trace timeline JSON only, reference §3.3).
+NOT_IN_CSV = {"step_trace": C.STEP_TRACE_GETNEXT}
 #: Cells msprof wraps in literal quotes (their commas would split the row otherwise).
 SHAPE_COLUMNS = ("Input Shapes", "Output Shapes")
 
@@ -36,6 +40,7 @@ def export_msprof(profile, path: Path, slice_rows: int = CSV_LIMIT, timeline: bo
         frame = getattr(profile, name)
         if frame.empty:
             continue
+        frame = frame.drop(columns=[c for c in NOT_IN_CSV.get(name, ()) if c in frame.columns])
         cols = table_cells(frame, profile.source.times_ns(name, frame), quote=SHAPE_COLUMNS)
         write_table(out, name, stamp, list(frame.columns), cols, slice_rows)
     if not timeline:

@@ -180,7 +180,9 @@ class Timeline:
 
     def step_trace(self, with_process: bool = False) -> list[dict]:
         """The Step Trace slices (in the Ascend Hardware process); ``with_process`` adds that
-        process's metadata (the standalone step_trace JSON)."""
+        process's metadata (the standalone step_trace JSON).  A step with a GetNext span gets msprof's
+        ``GetNext`` slice (category ``GetNext Time``, args ``GetNext Start`` / ``GetNext End`` /
+        ``GetNext Time(us)``)."""
         frame = self.profile.step_trace
         if frame.empty:
             return []
@@ -193,6 +195,8 @@ class Timeline:
         column = {i: frame.iloc[:, i].array for i in range(frame.shape[1])}  # the values iloc gives, by position
         at = {c: i for i, c in reversed(list(enumerate(frame.columns)))}  # a name's first position
         exact = [times.iloc[:, k].array for k in range(times.shape[1])]
+        get_next = [exact[list(times.columns).index(c)] for c in ("GetNext Start(us)", "GetNext End(us)")
+                    if c in times.columns]
 
         def dur_ns(r: int, col: int | str) -> int | None:
             v = column[col if isinstance(col, int) else at[col]][r]
@@ -201,6 +205,11 @@ class Timeline:
         for r in range(len(frame)):
             it, tid = int(column[at["Iteration ID"]][r]), STEP_TRACE_TID + int(column[at["Model ID"]][r])
             fp, bp, end = (exact[k][r] for k in range(3))
+            if get_next and not pd.isna(get_next[0][r]) and not pd.isna(get_next[1][r]):
+                begin, finish = int(get_next[0][r]), int(get_next[1][r])
+                out.append(slice_event("GetNext", pid, tid, begin, finish - begin, {
+                    "GetNext Start": us_string(begin), "GetNext End": us_string(finish),
+                    "GetNext Time(us)": (finish - begin) / 1000}, "GetNext Time"))
             if pd.isna(end):
                 continue
             text = {k: "N/A" if pd.isna(v) else us_string(int(v))
