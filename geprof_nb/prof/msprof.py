@@ -373,6 +373,13 @@ class Msprof:
         """Records reported to the current (or last) run and kept, written or pending; cheap to read."""
         return sum(b.written + b.pending for b in list(self._buffers.values()))
 
+    @property
+    def notes(self) -> list[str]:
+        """The notes of the current (or last) run as held in memory: they reach info.json only if it
+        can be written, so the caller of a run can still say them (e.g. why writes failed)."""
+        with self._lock:
+            return list(self._info.get("notes", []))
+
     # ---------------------------------------------------------------- metadata
     def set_run_info(self, key: str, value) -> None:
         """Record ``info.json[key] = value`` for this run (the notebook records its settings here)."""
@@ -443,8 +450,9 @@ class Msprof:
                 failed = self._info.setdefault("write_failed", {})
                 failed[kind] = failed.get(kind, 0) + int(records)
             reason = exc.strerror or str(exc)
-            self.add_note(f"writing into the run directory failed ({reason}, first at {what}): data that could "
-                          "not be written is counted in Profile.dropped")
+            said = f"writing into the run directory failed ({reason}, first at "
+            if not any(n.startswith(said) for n in self._info.get("notes", [])):  # once per reason
+                self.add_note(f"{said}{what}): data that could not be written is counted in Profile.dropped")
 
     # ------------------------------------------------------------------ hashes
     def get_hash_id(self, text: str) -> int:
