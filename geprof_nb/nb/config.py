@@ -19,22 +19,17 @@ from typing import Any, Callable
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments, parse_argstring
 
+from ..collect import COLLECTION_DEFAULTS, PROFILING_FLAGS
 from ..ge.cluster import MAX_RANKS
 from ..ge.device import DEFAULT_DEVICE, PRESETS, get_device
 from ..ge.session import DEFAULT_EXECUTOR, EXECUTORS
 from ..prof.clock import CLOCK_MODES
-from ..prof.events import AIC_METRICS
 from ..prof.options import ProfilingOptions, ProfilingOptionsError, validate_field
 from ..prof.step_schedule import FIELDS as SCHEDULE_FIELDS
 from ..prof.step_schedule import StepSchedule, StepScheduleError
 
-#: Defaults of the magic where they differ from GE's: a notebook wants the step timeline.
-MAGIC_DEFAULTS = {
-    "output": "geprof_output",
-    "training_trace": "on",
-    "task_trace": "on",
-    "aic_metrics": "PipeUtilization",
-}
+#: Defaults of the magic where they differ from GE's (those of ``geprof run`` too).
+MAGIC_DEFAULTS = COLLECTION_DEFAULTS
 
 
 def _field_type(field: str):
@@ -93,23 +88,6 @@ def _count_type(flag: str):
     convert.__name__ = flag.lstrip("-").replace("-", "_")
     return convert
 
-
-#: (flag, profilingOptions field, metavar, help)
-PROFILING_FLAGS = [
-    ("--output", "output", "DIR", "directory for run directories (default: geprof_output)"),
-    ("--training-trace", "training_trace", "on|off", "FP/BP step trace (default: on)"),
-    ("--task-trace", "task_trace", "on|off|l0|l1", "task time: l1 with op info and PMU, l0 times only (default: on = l1)"),
-    ("--fp-point", "fp_point", "OP", "op that starts the forward pass (default: auto-detect)"),
-    ("--bp-point", "bp_point", "OP", "op that ends the backward pass (default: auto-detect)"),
-    ("--hccl", "hccl", "on|off", "collective communication data (default: off)"),
-    ("--aicpu", "aicpu", "on|off", "AI CPU data (default: off)"),
-    ("--aic-metrics", "aic_metrics", "GROUP", "AI Core PMU group: " + ", ".join(AIC_METRICS) + " (default: PipeUtilization)"),
-    ("--msproftx", "msproftx", "on|off", "msproftx / mstx ranges (default: off)"),
-    ("--ge-api", "ge_api", "off|l0|l1", "GE API and host scheduling of dynamic-shape ops (default: off)"),
-    ("--runtime-api", "runtime_api", "on|off", "runtime API calls (default: off)"),
-    ("--task-memory", "task_memory", "on|off", "static memory plan events (geprof extension; default: off)"),
-    ("--storage-limit", "storage_limit", "SIZE", "delete the oldest data past this size, e.g. 500MB (>= 200MB)"),
-]
 
 #: (flag, field, accepted values) of the simulation settings; "" means: as GE is initialised.
 SIMULATION_FLAGS = [

@@ -1,10 +1,9 @@
 """``%%geprof``: profile a notebook cell on the simulated GE runtime.
 
 The magic turns its flags (over the defaults ``%geprof config`` set, see
-:mod:`.config`) into profilingOptions, opens a run through the msprof
-library (which starts GE's collection through its control callback, whether GE
-is already initialised or the cell initialises it), runs the cell, finalises
-the run and shows the result.
+:mod:`.config`) into profilingOptions, compiles the cell (a syntax error opens
+no run), runs it under one profiling run (:func:`geprof_nb.collect.collect`,
+shared with ``geprof run``), and shows the result.
 
 * A *step schedule* (``--skip-first/--wait/--warmup/--active/--repeat``,
   ``torch.profiler.schedule`` semantics, :mod:`geprof_nb.prof.step_schedule`)
@@ -23,8 +22,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import os
+import sys
 import types
+from dataclasses import dataclass
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -33,59 +33,14 @@ from IPython.core.magic_arguments import kwds, magic_arguments
 from IPython.display import display
 
 from .. import ge
-from ..analysis import Profile, load
-from ..ge.session import step_hooks
+from ..analysis import ClusterProfile, Profile, load
+from ..collect import OutputUnusable, collect, unkept_notes
 from ..prof import msprof
 from ..prof.clock import clock
-from ..prof.step_schedule import NONE, WARMUP, ScheduledCollection
 from . import commands
 from . import display as nb_display
 from . import progress as nb_progress
-from .config import CellSettings, ConfigStore, cell_flags, cell_settings, parse_flags
-
-_PHASE = {NONE: "not profiled", WARMUP: "warmup (collected, discarded)", "record": "recording",
-          "record_and_save": "recording"}
-
-
-class _CellSteps:
-    """The step hook of one ``%%geprof`` cell: schedule, progress, Ctrl-C at step boundaries."""
-
-    def __init__(self, collection: ScheduledCollection | None, progress: nb_progress.Progress,
-                 guard: nb_progress.InterruptGuard) -> None:
-        self.collection = collection
-        self.progress = progress
-        self.guard = guard
-        self.steps = 0
-
-    def before_step(self, info: Any) -> None:
-        self.guard.enter()
-        if self.collection is not None:
-            try:
-                self.collection.before_step()
-            except BaseException:
-                self.guard.exit(raise_pending=False)
-                raise
-
-    def after_step(self, info: Any) -> None:
-        try:
-            if self.collection is not None:
-                self.collection.after_step(info.ran)
-            if info.ran:
-                self.steps += 1
-                self._show()
-        finally:
-            self.guard.exit()  # a Ctrl-C during the step is raised here, once the step is complete
-
-    def _show(self) -> None:
-        c = self.collection
-        try:
-            if c is None:
-                self.progress.step(self.steps)
-            else:
-                self.progress.step(self.steps, len(c.recorded), _PHASE[c.current_action])
-        except Exception:  # noqa: BLE001 - a broken display must not break the run
-            self.progress.mode = "off"
-
+from .config import ConfigStore, cell_flags, cell_settings, parse_flags
 
 CELL_EPILOG = """
 Defaults: `%geprof config` (the options panel) sets the defaults of every flag
@@ -144,32 +99,30 @@ settings and the step schedule) with examples.
 """
 
 
-def users_traceback(error: BaseException, cell_filename: str | None) -> BaseException:
-    """``error`` with a traceback that starts at the cell's own code.
+class CellSyntaxError(Exception):
+    """The cell does not compile; shown exactly as IPython shows a SyntaxError in a plain cell.
 
-    The frames above it (``_profile_cell``, ``_run_cell``) are the magic's, not the
-    user's: the person should see the traceback their cell would raise without
-    ``%%geprof``.  A Ctrl-C that the step guard raises at the end of a step also loses
-    the guard's frames (this package's ``nb/``) at its end.  An error raised before
-    the cell's code ran keeps its whole traceback.
+    A SyntaxError raised from a magic is shown by IPython with every frame above it (the
+    magic's); this error renders as the syntax error alone (``Cell In[N], line L``, the
+    line, the caret, the message) and keeps it as :attr:`error`.
     """
-    frames = []
-    tb = error.__traceback__
-    while tb is not None:
-        frames.append(tb)
-        tb = tb.tb_next
-    start = next((i for i, t in enumerate(frames) if t.tb_frame.f_code.co_filename == cell_filename), None)
-    if start is None:
-        return error
-    keep = frames[start:]
-    if isinstance(error, KeyboardInterrupt):
-        ours = os.path.dirname(os.path.abspath(__file__))
-        while len(keep) > 1 and os.path.dirname(os.path.abspath(keep[-1].tb_frame.f_code.co_filename)) == ours:
-            keep.pop()
-    new = None
-    for t in reversed(keep):
-        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
-    return error.with_traceback(new)
+
+    def __init__(self, error: SyntaxError, shell: Any) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self._shell = shell
+
+    def _render_traceback_(self) -> list[str]:  # IPython's hook for how an exception is shown
+        return self._shell.SyntaxTB.structured_traceback(type(self.error), self.error, [])
+
+
+@dataclass
+class _CompiledCell:
+    """A cell compiled as IPython compiles one: its file name (``Cell In[N]``), body and last expression."""
+
+    filename: str
+    body: types.CodeType
+    last: types.CodeType | None
 
 
 @magics_class
@@ -178,8 +131,7 @@ class GeprofMagics(Magics):
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
-        self.last_profile: Profile | None = None
-        self._cell_filename: str | None = None  # the code object file name of the cell being run
+        self.last_profile: Profile | ClusterProfile | None = None
         #: Defaults of later cells (``%geprof config``); one store per loaded extension.
         self.cell_defaults = ConfigStore()
 
@@ -200,6 +152,7 @@ class GeprofMagics(Magics):
         if args.name is not None and not args.name.isidentifier():
             raise UsageError(f"-o NAME must be a Python identifier, got {args.name!r}")
         settings = cell_settings(args, self.cell_defaults)
+        compiled = self._compile_cell(cell)  # a syntax error opens no run
         if msprof.lib.running:
             raise UsageError(f"profiling is already collecting into {msprof.lib.run_dir}; finish that run first "
                              "(ge.GEFinalize() for GE options, aclgrphProfFinalize() for the C API)")
@@ -210,79 +163,35 @@ class GeprofMagics(Magics):
             raise UsageError(str(exc)) from None
         with stack:
             mode = "off" if args.no_display else nb_progress.frontend_mode(self.shell)
-            run_dir, error = self._profile_cell(cell, settings, mode)
-        profile = load(run_dir)
+            schedule = settings.schedule
+            info = {"line": settings.line, "executor": settings.values["executor"] or None, "clock": clock.mode,
+                    "device": settings.values["device"] or None}
+            try:
+                collected = collect(lambda: self._run_cell(compiled), settings.options, schedule,
+                                    code_filename=compiled.filename, info=info, guard=nb_progress.InterruptGuard(),
+                                    make_progress=lambda: nb_progress.Progress(
+                                        mode, total=schedule.total_steps if schedule else None))
+            except OutputUnusable as exc:  # before the cell runs: a usage error naming the flag, not a traceback
+                raise UsageError(f"--output {exc.output}: cannot be used ({exc.reason}); accepted: a directory that "
+                                 "can be created and written") from None
+        profile = load(collected.run_dir)
         self.last_profile = profile
         self.shell.user_ns["_geprof"] = profile
         if args.name:
             self.shell.user_ns[args.name] = profile
         self.cell_defaults.cell_ran()
+        unkept = unkept_notes(collected, profile)
+        if unkept:  # the run directory could not keep them: say them here, or they are lost
+            print("geprof: the run's info.json could not be written; its notes:\n" +
+                  "\n".join(f"  {note}" for note in unkept), file=sys.stderr)
         if not args.no_display:
             nb_display.show_profile(profile)
-        if error is not None:
-            raise error
+        if collected.error is not None:
+            raise collected.error
 
     # The usage line of %%geprof? reads "%%geprof" (IPython's formatter prefixes one "%" to the prog).
     geprof.parser.prog = "%geprof"
     geprof.__doc__ = geprof.parser.format_help()
-
-    def _profile_cell(self, cell: str, settings: CellSettings, progress_mode: str):
-        """Collect while the cell runs; returns the finalised run directory and the cell's exception."""
-        self._cell_filename = None
-        options = settings.options
-        switch = options.data_type_config()
-        schedule = settings.schedule
-        try:
-            msprof.lib.init(options.output, options.to_dict(), mode="magic")
-        except OSError as exc:  # before the cell runs: a usage error naming the flag, not a traceback
-            raise UsageError(f"--output {options.output}: cannot be used ({exc}); accepted: a directory that can "
-                             "be created and written") from None
-        magic_info = {"line": settings.line, "executor": settings.values["executor"] or None,
-                      "clock": clock.mode, "device": settings.values["device"] or None}
-        error: BaseException | None = None
-        collection = ScheduledCollection(schedule, switch, msprof.lib) if schedule is not None else None
-        progress = nb_progress.Progress(progress_mode, total=schedule.total_steps if schedule else None)
-        guard = nb_progress.InterruptGuard()
-        hook = _CellSteps(collection, progress, guard)
-        run_dir = None
-        try:
-            guard.install()
-            if collection is None:
-                msprof.lib.start(switch)
-            step_hooks.add(hook)
-            self._run_cell(cell)
-        except BaseException as exc:  # noqa: BLE001 - finalise and show, then re-raise in geprof()
-            error = users_traceback(exc, self._cell_filename)
-        finally:
-            guard.enter()  # a Ctrl-C while the run is finalised waits until it is on disk
-            try:
-                step_hooks.remove(hook)
-                interrupted = isinstance(error, KeyboardInterrupt)
-                if interrupted:
-                    note = (f"the profiled cell was interrupted (KeyboardInterrupt) after {hook.steps} "
-                            f"step{'s' * (hook.steps != 1)}; the data of the completed steps is kept")
-                elif error is not None:
-                    note = f"the profiled cell raised {type(error).__name__}: {error}"
-                else:
-                    note = ""
-                try:
-                    if collection is not None:
-                        collection.finish()  # closes an open window (a warmup one: its data is discarded)
-                    magic_info["steps"] = hook.steps
-                    msprof.lib.set_run_info("magic", magic_info)
-                finally:
-                    run_dir = msprof.lib.finalize(note=note)  # flushes the runtime's pending device records
-                try:
-                    progress.finish("done" if error is None else
-                                    "interrupted" if interrupted else f"stopped by {type(error).__name__}")
-                except Exception:  # noqa: BLE001 - the display of progress never hides the run
-                    pass
-            finally:
-                late = guard.exit(raise_pending=False)
-                guard.uninstall()
-        if late and error is None:
-            error = KeyboardInterrupt()
-        return run_dir, error
 
     @line_magic("geprof")
     def geprof_line(self, line: str) -> Any:
@@ -291,17 +200,30 @@ class GeprofMagics(Magics):
 
     geprof_line.__doc__ = LINE_DOC
 
-    def _run_cell(self, cell: str) -> None:
-        """Run the cell in the user namespace like IPython would; show the last expression's value."""
+    def _compile_cell(self, cell: str) -> _CompiledCell:
+        """Compile the cell as IPython compiles a plain one (``Cell In[N]`` with this cell's number);
+        :class:`CellSyntaxError` if it does not compile."""
         code = self.shell.transform_cell(cell)
-        tree = self.shell.transform_ast(self.shell.compile.ast_parse(code))
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
-        filename = self._cell_filename = self.shell.compile.cache(code)
+        filename = self.shell.compile.cache(code, self._cell_number(), raw_code=cell)
+        try:
+            tree = self.shell.transform_ast(self.shell.compile.ast_parse(code, filename=filename))
+            last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+            body = self.shell.compile(tree, filename, "exec")  # first: it may import from __future__
+            value = None if last is None else self.shell.compile(ast.Expression(last.value), filename, "eval")
+        except SyntaxError as exc:  # IndentationError too
+            raise CellSyntaxError(exc, self.shell) from None
+        return _CompiledCell(filename, body, value)
+
+    def _cell_number(self) -> int:
+        """The execution count of the cell being run: the N of its ``In[N]``."""
+        running = self.shell.displayhook.exec_result  # the result of the cell run_cell is running, if any
+        return running.execution_count if running is not None else self.shell.displayhook.prompt_count
+
+    def _run_cell(self, cell: _CompiledCell) -> None:
+        """Run the cell in the user namespace like IPython would; show the last expression's value."""
         ns = self.shell.user_ns
-        exec(self.shell.compile(tree, filename, "exec"), ns)  # noqa: S102 - the user's own cell
-        if last is not None:
-            value = eval(self.shell.compile(last, filename, "eval"), ns)  # noqa: S307 - the user's own cell
+        exec(cell.body, ns)  # noqa: S102 - the user's own cell
+        if cell.last is not None:
+            value = eval(cell.last, ns)  # noqa: S307 - the user's own cell
             if value is not None:
                 display(value)

@@ -1,5 +1,10 @@
 """%%geprof: flags reach the options, results are bound and shown, errors are clear."""
 
+import errno
+import os
+import re
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +15,8 @@ from geprof_nb import ge
 from geprof_nb.analysis import Profile
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.nb.explorer import TAB_TITLES, WIDGET_VIEW_MIME
+from geprof_nb.nb.magics import CellSyntaxError
+from geprof_nb.prof import msprof
 
 #: What %%geprof shows: one display call with the explorer and its static fallback.
 EXPLORER_BUNDLE = {WIDGET_VIEW_MIME, "text/html", "image/png", "text/plain"}
@@ -234,3 +241,79 @@ def test_unload_removes_the_profile_formatter(ip):
     assert Profile not in ip.display_formatter.mimebundle_formatter.type_printers
     assert set(ip.display_formatter.format(prof)[0]) == {"text/plain"}
     ip.run_line_magic("load_ext", "geprof_nb")  # the fixture unloads again
+
+
+def shown_text(cap) -> str:
+    """What IPython printed (tracebacks), without terminal colours."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", cap.stdout)
+
+
+def test_traceback_names_the_cell_by_its_execution_number(ip):
+    ip.run_cell("x = 1", store_history=True)
+    with capture_output() as cap:
+        result = ip.run_cell("%%geprof --clock virtual --no-display\n" + MLP_CELL.lstrip() + "1 / 0\n",
+                             store_history=True)
+    assert isinstance(result.error_in_exec, ZeroDivisionError)
+    shown = shown_text(cap)
+    n = result.execution_count
+    assert n > 0 and f"Cell In[{n}], line 5\n      3 for step in range(3):\n      4     sess.run_graph(1)\n" \
+        f"----> 5 1 / 0\n" in shown
+    assert "Cell In[0]" not in shown
+
+
+def test_syntax_error_is_shown_as_ipython_shows_it_and_opens_no_run(ip, tmp_path):
+    before = ip.user_ns.get("_geprof")
+    with capture_output() as cap:
+        result = ip.run_cell("%%geprof --clock virtual\nfor i in range(3)\n    x = 1\n", store_history=True)
+    error = result.error_in_exec
+    assert isinstance(error, CellSyntaxError) and isinstance(error.error, SyntaxError) and not result.success
+    n = result.execution_count
+    assert shown_text(cap) == f"  Cell In[{n}], line 1\n    for i in range(3)\n                     ^\n" \
+                              "SyntaxError: expected ':'\n\n"
+    assert not (tmp_path / "geprof_output").exists() and ip.user_ns.get("_geprof") is before
+    assert cap.outputs == [] and not msprof.lib.running
+    with pytest.raises(CellSyntaxError, match="'return' outside function"):  # found by compile(), not the parser
+        ip.run_cell_magic("geprof", "--no-display", "x = 1\nreturn x\n")
+    assert not (tmp_path / "geprof_output").exists()
+
+
+def test_notes_the_run_directory_could_not_keep_are_said_and_the_data_is_kept(ip, monkeypatch):
+    real_replace = os.replace
+    broken = []
+
+    def replace(src, dst, **kwargs):  # info.json of a run directory made read-only mid-cell
+        if broken and Path(dst).name == "info.json":
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(src))
+        return real_replace(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    ip.user_ns["break_the_disk"] = lambda: broken.append(True)
+    with capture_output() as cap:
+        ip.run_cell_magic("geprof", "--clock virtual --no-display", "break_the_disk()\n" + MLP_CELL)
+    said = cap.stderr.splitlines()
+    assert said[0] == "geprof: the run's info.json could not be written; its notes:"
+    assert "  writing into the run directory failed (Operation not permitted, first at info.json): data that could " \
+           "not be written is counted in Profile.dropped" in said[1:]
+    assert len(said) == 1 + len(msprof.lib.notes)  # every note of the run, each once
+    prof = ip.user_ns["_geprof"]
+    assert len(prof.step_trace) == 3 and len(prof.op_summary) == 3 * len(prof.ops())  # the data is on disk
+    assert not any("writing into the run directory failed" in n for n in prof.notes)
+
+
+def test_every_write_failing_is_said_once_per_reason(ip, monkeypatch):
+    real_replace = os.replace
+    broken = []
+
+    def replace(src, dst, **kwargs):  # chunks and info.json alike, as a run directory made immutable mid-cell
+        if broken and "PROF_" in str(dst):
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(src))
+        return real_replace(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    ip.user_ns["break_the_disk"] = lambda: broken.append(True)
+    with capture_output() as cap:
+        ip.run_cell_magic("geprof", "--clock virtual --no-display", "break_the_disk()\n" + MLP_CELL)
+    failures = [s for s in cap.stderr.splitlines() if "writing into the run directory failed" in s]
+    assert failures == ["  writing into the run directory failed (Operation not permitted, first at info.json): data "
+                        "that could not be written is counted in Profile.dropped"]
+    assert isinstance(ip.user_ns["_geprof"], Profile)  # the cell itself succeeded: the run is bound, as far as it got

@@ -1,0 +1,245 @@
+"""Run code under one profiling collection: the core that ``%%geprof`` and ``geprof run`` share.
+
+:func:`collect` opens a run through the msprof library (which starts GE's collection through
+its control callback, whether GE is already initialised or the code initialises it), records
+every step or a step schedule's steps (:mod:`.prof.step_schedule`), runs the code, and
+finalises the run even when the code raises or is interrupted.  The code's exception comes
+back with the run, its traceback starting at the code's own frame, for the caller to raise
+once the data is shown.
+
+It knows nothing of notebooks: the magic passes its progress line and its Ctrl-C guard
+(:mod:`.nb.progress`) in; the terminal runs without them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from .analysis import ClusterProfile, Profile
+from .ge.session import step_hooks
+from .prof import msprof
+from .prof.events import AIC_METRICS
+from .prof.options import ProfilingOptions
+from .prof.step_schedule import NONE, WARMUP, ScheduledCollection, StepSchedule
+
+#: Defaults of a profiled cell or script where they differ from GE's: a person wants the step timeline.
+COLLECTION_DEFAULTS = {
+    "output": "geprof_output",
+    "training_trace": "on",
+    "task_trace": "on",
+    "aic_metrics": "PipeUtilization",
+}
+
+#: (flag, profilingOptions field, metavar, help) of ``%%geprof`` and ``geprof run``.
+PROFILING_FLAGS = [
+    ("--output", "output", "DIR", "directory for run directories (default: geprof_output)"),
+    ("--training-trace", "training_trace", "on|off", "FP/BP step trace (default: on)"),
+    ("--task-trace", "task_trace", "on|off|l0|l1", "task time: l1 with op info and PMU, l0 times only (default: on = l1)"),
+    ("--fp-point", "fp_point", "OP", "op that starts the forward pass (default: auto-detect)"),
+    ("--bp-point", "bp_point", "OP", "op that ends the backward pass (default: auto-detect)"),
+    ("--hccl", "hccl", "on|off", "collective communication data (default: off)"),
+    ("--aicpu", "aicpu", "on|off", "AI CPU data (default: off)"),
+    ("--aic-metrics", "aic_metrics", "GROUP", "AI Core PMU group: " + ", ".join(AIC_METRICS) + " (default: PipeUtilization)"),
+    ("--msproftx", "msproftx", "on|off", "msproftx / mstx ranges (default: off)"),
+    ("--ge-api", "ge_api", "off|l0|l1", "GE API and host scheduling of dynamic-shape ops (default: off)"),
+    ("--runtime-api", "runtime_api", "on|off", "runtime API calls (default: off)"),
+    ("--task-memory", "task_memory", "on|off", "static memory plan events (geprof extension; default: off)"),
+    ("--storage-limit", "storage_limit", "SIZE", "delete the oldest data past this size, e.g. 500MB (>= 200MB)"),
+]
+
+_PHASE = {NONE: "not profiled", WARMUP: "warmup (collected, discarded)", "record": "recording",
+          "record_and_save": "recording"}
+
+
+class StepProgress(Protocol):
+    """A progress display of the steps (:class:`geprof_nb.nb.progress.Progress`)."""
+
+    def step(self, steps: int, recorded: int | None = None, phase: str = "") -> Any: ...
+
+    def finish(self, status: str = "done") -> Any: ...
+
+
+class StepGuard(Protocol):
+    """Defers Ctrl-C to the end of a step (:class:`geprof_nb.nb.progress.InterruptGuard`)."""
+
+    def install(self) -> bool: ...
+
+    def uninstall(self) -> None: ...
+
+    def enter(self) -> None: ...
+
+    def exit(self, raise_pending: bool = True) -> bool: ...
+
+
+class OutputUnusable(Exception):
+    """No run directory could be opened under ``output`` (nothing ran); ``reason`` is the OSError."""
+
+    def __init__(self, output: str, reason: OSError) -> None:
+        self.output = output
+        self.reason = reason
+        super().__init__(f"{output}: cannot be used ({reason})")
+
+
+@dataclass
+class Collected:
+    """A finalised run: where it is, what the code raised, the steps it ran, and the notes the
+    library kept in memory (they reach the run's info.json only if that can be written)."""
+
+    run_dir: Path | None
+    error: BaseException | None
+    steps: int
+    notes: list[str] = field(default_factory=list)
+
+
+class _Steps:
+    """The step hook of one collection: schedule, progress, Ctrl-C at step boundaries."""
+
+    def __init__(self, collection: ScheduledCollection | None, progress: StepProgress | None,
+                 guard: StepGuard | None) -> None:
+        self.collection = collection
+        self.progress = progress
+        self.guard = guard
+        self.steps = 0
+
+    def before_step(self, info: Any) -> None:
+        if self.guard is not None:
+            self.guard.enter()
+        if self.collection is not None:
+            try:
+                self.collection.before_step()
+            except BaseException:
+                if self.guard is not None:
+                    self.guard.exit(raise_pending=False)
+                raise
+
+    def after_step(self, info: Any) -> None:
+        try:
+            if self.collection is not None:
+                self.collection.after_step(info.ran)
+            if info.ran:
+                self.steps += 1
+                self._show()
+        finally:
+            if self.guard is not None:
+                self.guard.exit()  # a Ctrl-C during the step is raised here, once the step is complete
+
+    def _show(self) -> None:
+        if self.progress is None:
+            return
+        c = self.collection
+        try:
+            if c is None:
+                self.progress.step(self.steps)
+            else:
+                self.progress.step(self.steps, len(c.recorded), _PHASE[c.current_action])
+        except Exception:  # noqa: BLE001 - a broken display must not break the run
+            self.progress = None
+
+
+def users_traceback(error: BaseException, code_filename: str | None, trailing: tuple[str, ...] = ()) -> BaseException:
+    """``error`` with a traceback that starts at the profiled code's own frame (``code_filename``).
+
+    The frames above it (:func:`collect`, the caller's runner) are geprof's, not the
+    person's: they should see the traceback their code would raise without profiling.  A
+    Ctrl-C that the step guard raises at the end of a step also loses the frames at its end
+    from the files in ``trailing`` (this module's and the guard's).  An error raised before
+    the code ran keeps its whole traceback.
+    """
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    start = next((i for i, t in enumerate(frames) if t.tb_frame.f_code.co_filename == code_filename), None)
+    if start is None:
+        return error
+    keep = frames[start:]
+    if isinstance(error, KeyboardInterrupt):
+        ours = {os.path.abspath(f) for f in trailing}
+        while len(keep) > 1 and os.path.abspath(keep[-1].tb_frame.f_code.co_filename) in ours:
+            keep.pop()
+    new = None
+    for t in reversed(keep):
+        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return error.with_traceback(new)
+
+
+def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepSchedule | None = None, *,
+            code_filename: str | None = None, subject: str = "cell", info_key: str = "magic",
+            info: dict[str, Any] | None = None, make_progress: Callable[[], StepProgress] | None = None,
+            guard: StepGuard | None = None) -> Collected:
+    """Run ``code()`` under one profiling run with ``options``; the run is finalised whatever happens.
+
+    ``schedule`` picks the steps to record (``None``: every step).  ``info`` is recorded as
+    info.json ``[info_key]`` with the number of steps added; ``subject`` ("cell", "script")
+    names the code in the run's note when it raises.  ``make_progress`` is called once the
+    run is open (the clock restarts then).  Raises :class:`OutputUnusable` if no run can be
+    opened; the code's own exception is returned in :attr:`Collected.error`.
+    """
+    switch = options.data_type_config()
+    try:
+        msprof.lib.init(options.output, options.to_dict(), mode="magic")
+    except OSError as exc:
+        raise OutputUnusable(options.output, exc) from None
+    run_info = dict(info or {})
+    error: BaseException | None = None
+    collection = ScheduledCollection(schedule, switch, msprof.lib) if schedule is not None else None
+    progress = make_progress() if make_progress is not None else None
+    hook = _Steps(collection, progress, guard)
+    trailing = (__file__,) + ((inspect.getfile(type(guard)),) if guard is not None else ())
+    run_dir = None
+    late = False
+    try:
+        if guard is not None:
+            guard.install()
+        if collection is None:
+            msprof.lib.start(switch)
+        step_hooks.add(hook)
+        code()
+    except BaseException as exc:  # noqa: BLE001 - finalise, then the caller shows the data and re-raises
+        error = users_traceback(exc, code_filename, trailing)
+    finally:
+        if guard is not None:
+            guard.enter()  # a Ctrl-C while the run is finalised waits until it is on disk
+        try:
+            step_hooks.remove(hook)
+            interrupted = isinstance(error, KeyboardInterrupt)
+            if interrupted:
+                note = (f"the profiled {subject} was interrupted (KeyboardInterrupt) after {hook.steps} "
+                        f"step{'s' * (hook.steps != 1)}; the data of the completed steps is kept")
+            elif error is not None:
+                note = f"the profiled {subject} raised {type(error).__name__}: {error}"
+            else:
+                note = ""
+            try:
+                if collection is not None:
+                    collection.finish()  # closes an open window (a warmup one: its data is discarded)
+                run_info["steps"] = hook.steps
+                msprof.lib.set_run_info(info_key, run_info)
+            finally:
+                run_dir = msprof.lib.finalize(note=note)  # flushes the runtime's pending device records
+            if progress is not None:
+                try:
+                    progress.finish("done" if error is None else
+                                    "interrupted" if interrupted else f"stopped by {type(error).__name__}")
+                except Exception:  # noqa: BLE001 - the display of progress never hides the run
+                    pass
+        finally:
+            if guard is not None:
+                late = guard.exit(raise_pending=False)
+                guard.uninstall()
+    if late and error is None:
+        error = KeyboardInterrupt()
+    return Collected(run_dir, error, hook.steps, msprof.lib.notes)
+
+
+def unkept_notes(collected: Collected, profile: Profile | ClusterProfile) -> list[str]:
+    """The library's notes of the run that its loaded run directory lacks (info.json could not be
+    written, e.g. the directory became read-only): the caller says them, or they are lost."""
+    kept = profile.ranks[min(profile.ranks)].notes if isinstance(profile, ClusterProfile) else profile.notes
+    return [n for n in collected.notes if n not in kept]
