@@ -12,8 +12,12 @@ the model's task list; each has its own device timeline:
   servers of ``ranks_per_node``).  An early rank's extra time is the leading
   ``Notify_Wait`` of its HCCL sub-tasks, which is what msprof-analyze reports as
   wait time;
-* a rank starts a step when the host launches it and its device is free, plus
-  its injected delays (host launch jitter, a data loader stall every k steps).
+* a rank's host calls ``run_graph`` as long after rank 0's call as its previous
+  (synchronous) call returned after rank 0's (a slow rank's host lags), never
+  before that call returned; its device starts the step a launch latency after
+  the call, plus its injected delays (host launch jitter, a data loader stall
+  every k steps).  So a rank's ``ModelExecute`` records (its ProfilerStep spans)
+  never overlap.
 
 Steps are computed for all ranks with numpy (rows are ranks), one step at a
 time because each step starts where the previous one left every rank.  Rank 0 is
@@ -289,7 +293,8 @@ class RankGroup:
         self.rng = np.random.default_rng(model.runtime.seed + 7919)
         self.schedules: dict[int, RankSchedule] = {}  # id(table) -> schedule
         self.times: StepTimes | None = None  # [K, R, T] of the current batch
-        self.prev_end_abs: np.ndarray | None = None  # [R] when each rank's device was last busy until
+        self.calls: np.ndarray | None = None  # [K, R] of the batch: each rank's run_graph call, after rank 0's
+        self.returned_abs: np.ndarray | None = None  # [R] when each rank's last (synchronous) run returned
 
     # ------------------------------------------------------------------ times
     def _schedule(self, v: "_Variant") -> RankSchedule:
@@ -329,15 +334,25 @@ class RankGroup:
             k = max(1, min(64, BATCH_ELEMENTS // max(1, ranks * n)))
             self.times = StepTimes(np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks, n), np.int64),
                                    np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks), np.int64))
+            self.calls = np.zeros((k, ranks), np.int64)
             tt = self.times
             b = v.batch = _Batch(StepTimes(tt.start[:, 0], tt.dur[:, 0], tt.block_cycles[:, 0], tt.end[:, 0]))
         k = b.next
-        busy = np.zeros(ranks, np.int64) if self.prev_end_abs is None else np.maximum(self.prev_end_abs - t0, 0)
+        # Every rank's host runs rank 0's loop: between its previous run's return and this call it
+        # does what rank 0's host did, so it calls as much after rank 0's call (t0 - launch latency)
+        # as its previous run returned after rank 0's, and never before that run returned (run_graph
+        # is synchronous).  Its device starts a launch latency after its call.  Rank 0's call is the
+        # process's own (t0 already has its device free).
+        lag = np.zeros(ranks, np.int64)
+        if self.returned_abs is not None:
+            lag = np.maximum(self.returned_abs - min(t0 - LAUNCH_LATENCY_NS, int(self.returned_abs[0])), 0)
+            lag[0] = 0
         with clock.paused():  # the other ranks' devices are not the host's work
-            step = self._schedule(v).step(busy + self._delays(model.iterations + 1), self.rng)
+            step = self._schedule(v).step(lag + self._delays(model.iterations + 1), self.rng)
         tt = self.times
         tt.start[k], tt.dur[k], tt.block_cycles[k], tt.end[k] = step.start, step.dur, step.block_cycles, step.end
-        self.prev_end_abs = t0 + step.end
+        self.calls[k] = lag
+        self.returned_abs = t0 + step.end + SYNC_LATENCY_NS
         b.next += 1
         return b.times, k
 
@@ -345,7 +360,7 @@ class RankGroup:
     def report(self, v: "_Variant", pending: "_Pending", ks: np.ndarray, t0: np.ndarray,
                iterations: np.ndarray) -> None:
         """Report the pending steps of every rank but 0 (rank 0 reported them as the process's device)."""
-        assert self.times is not None
+        assert self.times is not None and self.calls is not None
         if msprof.lib.discarding:  # a step schedule's warmup window: no rank keeps it
             return
         with clock.paused():  # the other ranks' reporting is not the host's work either
@@ -368,7 +383,7 @@ class RankGroup:
                                       tt.block_cycles[ks, r], iterations)
                 if pending.flags & BIT_TASK_TIME:  # each rank's own host launched its model (ModelExecute)
                     report_api_block(ReportLevel.MODEL, np.full(len(ks), int(ModelInfoType.EXECUTE)),
-                                     t0 - LAUNCH_LATENCY_NS, t0 + tt.end[ks, r] + SYNC_LATENCY_NS,
+                                     t0 + self.calls[ks, r] - LAUNCH_LATENCY_NS, t0 + tt.end[ks, r] + SYNC_LATENCY_NS,
                                      np.full(len(ks), self.model.model_id))
             run.lib.flush()  # a thousand ranks' buffers would not fit in memory until the end
 

@@ -4,12 +4,15 @@ ascend_pt directories (msprof-analyze's cluster input; tests/interop runs the to
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
+import numpy as np
 import pandas as pd
 import pytest
 from cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, simulate_cluster
 
 import geprof_nb
+from geprof_nb import ge
 from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis.cluster import ClusterTables
 from geprof_nb.analysis.parquet import ParquetSource
@@ -24,6 +27,17 @@ def faulty(tmp_path_factory):
 def exported(faulty, tmp_path_factory):
     """The faulty cluster as ascend_pt directories (written once: ~0.2 s a rank)."""
     return faulty.export(tmp_path_factory.mktemp("apt"))
+
+
+@pytest.fixture(scope="module")
+def slow_bert(tmp_path_factory):
+    """The audit's cluster (4 ranks of a 2-layer BERT, rank 2 at 1.3x) as ascend_pt directories: its
+    slow rank's steps once overlapped by ~40 µs (its tail after the last collective is long)."""
+    root = tmp_path_factory.mktemp("slow_bert")
+    graph = ge.models.bert(layers=2, seq_len=128, batch_size=8, training=True, world_size=4)
+    cluster = simulate_cluster(root / "sim", {"slow_ranks": {"2": 1.3}, "slow_links": {"1-2": 0.5}}, ranks=4,
+                               graph=graph)
+    return cluster.export(root / "apt")
 
 
 def test_parquet_export_reads_back_as_the_same_cluster(faulty, tmp_path):
@@ -62,6 +76,40 @@ def test_the_ascend_pt_export_reads_back_with_the_same_slow_rank(faulty, exporte
     assert back.slow_ranks["Rank"].iloc[0] == SLOW_RANK and back.slow_ranks["Slow"].sum() == 1
     ours = faulty.rank_step_wait
     pd.testing.assert_frame_equal(back.rank_step_wait, ours, atol=1e-2)
+
+
+def _ns(ts: str | float) -> int:
+    """A trace_view ``ts`` (µs, a string with ns digits) as exact integer ns."""
+    return int(Decimal(str(ts)) * 1000)
+
+
+@pytest.mark.parametrize("export, slow_rank", [("slow_bert", 2), ("exported", SLOW_RANK)])
+def test_no_ranks_profiler_steps_overlap_and_every_kernel_follows_its_launch(request, export, slow_rank):
+    # a slow rank's ModelExecute (its ProfilerStep) began at rank 0's call and ran past rank 0's next
+    # call, so its steps overlapped and msprof-analyze found no operators for step 2 on it
+    gaps = {}
+    for d in sorted(request.getfixturevalue(export).iterdir()):
+        (info,) = d.glob("profiler_info_*.json")
+        rank = int(info.stem.rsplit("_", 1)[1])
+        events = json.loads((d / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+        for name in ("ProfilerStep", "ModelExecute"):
+            spans = sorted((_ns(e["ts"]), _ns(e["ts"]) + round(e["dur"] * 1000), e["name"]) for e in events
+                           if e.get("ph") == "X" and e["name"].startswith(name))
+            assert len(spans) == 3, (rank, name)
+            gap = np.array([b[0] - a[1] for a, b in zip(spans, spans[1:])])
+            assert (gap > 0).all(), (rank, name, gap)
+            if name == "ProfilerStep":
+                assert [n for *_, n in spans] == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+                gaps[rank] = gap
+        flows: dict[str, dict[str, int]] = {}
+        for e in events:
+            if e.get("cat") == "async_npu":
+                flows.setdefault(e["id"], {})[e["ph"]] = _ns(e["ts"])
+        assert flows and all(f["s"] < f["f"] for f in flows.values()), rank  # a kernel starts after its call
+    # every rank's host does what rank 0's does between two steps; the slow rank, returning last, lags
+    # rank 0 by as much as its previous step ended later, so its gaps are rank 0's exactly
+    assert (gaps[slow_rank] == gaps[0]).all()
+    assert all((g >= gaps[0]).all() for g in gaps.values())
 
 
 def test_unknown_export_format_names_the_accepted_ones(faulty, tmp_path):
