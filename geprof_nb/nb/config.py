@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments, parse_argstring
+from IPython.utils.process import arg_split
 
 from ..collect import COLLECTION_DEFAULTS, PROFILING_FLAGS
 from ..ge.cluster import MAX_RANKS
@@ -73,19 +74,17 @@ def _device_type(value: str) -> str:
     return value
 
 
-def _count_type(flag: str):
-    """An argparse ``type`` for a schedule field: a whole number >= 0."""
+def _count_type(field: str):
+    """An argparse ``type`` for a schedule field or ``--ranks``: a whole number >= 0 (``--ranks``: at most
+    MAX_RANKS), checked by :func:`validate_config_field` as the panel checks it."""
 
     def convert(value: str) -> int:
         try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number; accepted: 0, 1, 2, ...") from None
-        if n < 0:
-            raise argparse.ArgumentTypeError(f"{n} is negative; accepted: 0, 1, 2, ...")
-        return n
+            return validate_config_field(field, value)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
 
-    convert.__name__ = flag.lstrip("-").replace("-", "_")
+    convert.__name__ = field
     return convert
 
 
@@ -131,21 +130,21 @@ def cell_flags(func: Callable) -> Callable:
                  help=f"device preset (GE option geprof.device) for a GE initialised in the cell: {', '.join(PRESETS)}, "
                       "or a what-if such as Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 "
                       f"(default: {DEFAULT_DEVICE})"),
-        argument("--ranks", type=_count_type("--ranks"), default=None, action=_SetOnce, metavar="N",
+        argument("--ranks", type=_count_type(RANKS_FIELD), default=None, action=_SetOnce, metavar="N",
                  help="simulate N ranks together (GE option ge.exec.rankSize), one run directory each under "
                       "CLUSTER_*/rank_<r>/; the graph must be built with world_size=N (default: 0 = as the "
                       "session's options say)"),
         argument_group("step schedule (torch.profiler.schedule)"),
-        argument("--skip-first", dest="skip_first", type=_count_type("--skip-first"), default=None, action=_SetOnce,
+        argument("--skip-first", dest="skip_first", type=_count_type("skip_first"), default=None, action=_SetOnce,
                  metavar="N",
                  help="steps not profiled at the start (default: 0)"),
-        argument("--wait", type=_count_type("--wait"), default=None, action=_SetOnce, metavar="N",
+        argument("--wait", type=_count_type("wait"), default=None, action=_SetOnce, metavar="N",
                  help="steps off at the start of each cycle (default: 0)"),
-        argument("--warmup", type=_count_type("--warmup"), default=None, action=_SetOnce, metavar="N",
+        argument("--warmup", type=_count_type("warmup"), default=None, action=_SetOnce, metavar="N",
                  help="steps collected then discarded before the active ones (default: 0)"),
-        argument("--active", type=_count_type("--active"), default=None, action=_SetOnce, metavar="N",
+        argument("--active", type=_count_type("active"), default=None, action=_SetOnce, metavar="N",
                  help="steps recorded per cycle; 0 (default) = no schedule, every step is recorded"),
-        argument("--repeat", type=_count_type("--repeat"), default=None, action=_SetOnce, metavar="N",
+        argument("--repeat", type=_count_type("repeat"), default=None, action=_SetOnce, metavar="N",
                  help="number of cycles; 0 (default) = until the cell ends"),
         argument_group("the cell"),
         argument("-o", dest="name", default=None, metavar="NAME", action=_SetOnce,
@@ -177,6 +176,8 @@ def parse_flags(func: Callable, line: str) -> argparse.Namespace:
                          "quotes") from None
     except UsageError as exc:
         text = str(exc)
+        if text.endswith(": expected one argument"):
+            _value_like_a_flag(func.parser, line, text)
         if not text.startswith("unrecognized arguments:"):
             raise
         known = sorted({o for a in func.parser._actions for o in a.option_strings if o not in ("-h", "--help")})
@@ -184,6 +185,26 @@ def parse_flags(func: Callable, line: str) -> argparse.Namespace:
         close = difflib.get_close_matches(words[0], known, n=1) if words else []
         hint = f"; did you mean {close[0]}?" if close else ""
         raise UsageError(f"{text}{hint}; accepted flags: {', '.join(known)} (%%geprof? explains them)") from None
+
+
+def _value_like_a_flag(parser: argparse.ArgumentParser, line: str, text: str) -> None:
+    """argparse reads a value that starts with "-" (``--storage-limit -5MB``) as a flag and says the flag
+    "expected one argument": say whether the value is valid and what is accepted instead."""
+    flag = text.split(":", 1)[0].removeprefix("argument ").split("/")[0]
+    words = arg_split(line, strict=False)
+    action = next((a for a in parser._actions if flag in a.option_strings), None)
+    if action is None or flag not in words or words.index(flag) + 1 >= len(words):
+        return
+    value = words[words.index(flag) + 1]
+    if value in parser._option_string_actions:  # the next word is a flag: the value is missing
+        return
+    if action.type is not None:
+        try:
+            action.type(value)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"argument {flag}: {exc}") from None
+    joined = f"{flag}={value}" if flag.startswith("--") else f"{flag}{value}"
+    raise UsageError(f"argument {flag}: {value!r} starts with '-', so it reads as a flag; accepted: {joined}") from None
 
 
 def builtin_defaults() -> dict[str, Any]:
@@ -249,16 +270,17 @@ def validate_config_field(field: str, value: Any) -> Any:
                                      "as GE is initialised)")
         return value
     if field in SCHEDULE_FIELD_NAMES or field == RANKS_FIELD:
+        accepted = f"0 (as the session says) to {MAX_RANKS}" if field == RANKS_FIELD else "0, 1, 2, ..."
         try:
             n = int(value)
         except (TypeError, ValueError):
-            raise ConfigError(field, f"{value!r} is not a whole number; accepted: 0, 1, 2, ...") from None
+            raise ConfigError(field, f"{value!r} is not a whole number; accepted: {accepted}") from None
         if isinstance(value, bool) or (isinstance(value, float) and value != n):
-            raise ConfigError(field, f"{value!r} is not a whole number; accepted: 0, 1, 2, ...")
+            raise ConfigError(field, f"{value!r} is not a whole number; accepted: {accepted}")
         if n < 0:
-            raise ConfigError(field, f"{n} is negative; accepted: 0, 1, 2, ...")
+            raise ConfigError(field, f"{n} is negative; accepted: {accepted}")
         if field == RANKS_FIELD and n > MAX_RANKS:
-            raise ConfigError(field, f"{n} is too many; accepted: 0 (as the session says) to {MAX_RANKS}")
+            raise ConfigError(field, f"{n} is too many; accepted: {accepted}")
         return n
     raise ConfigError(field, f"unknown field; known: {', '.join(CONFIG_FIELDS)}")
 

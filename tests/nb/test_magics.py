@@ -95,6 +95,24 @@ def test_bad_flag_values_name_the_flag_and_accepted_values(ip, line, flag, accep
     assert flag in str(exc.value) and accepted in str(exc.value)
 
 
+@pytest.mark.parametrize("line, message", [
+    ("--storage-limit -5MB", "argument --storage-limit: '-5MB' is not valid; accepted: '<n>MB' with "
+                             "200 <= n <= 4294967295, e.g. '200MB'"),
+    ("--aic-metrics -Memory", "argument --aic-metrics: '-Memory' is not valid; accepted: 'ArithmeticUtilization', "),
+    ("--fp-point -odd/name", "argument --fp-point: '-odd/name' starts with '-', so it reads as a flag; accepted: "
+                             "--fp-point=-odd/name"),
+    ("--storage-limit --hccl on", "argument --storage-limit: expected one argument"),  # the value is missing
+    ("--ranks 70000", "argument --ranks: 70000 is too many; accepted: 0 (as the session says) to 65536"),
+    ("--ranks -1", "argument --ranks: -1 is negative; accepted: 0 (as the session says) to 65536"),
+    ("--wait -1", "argument --wait: -1 is negative; accepted: 0, 1, 2, ..."),
+])
+def test_bad_values_say_what_is_accepted(ip, tmp_path, line, message):
+    with pytest.raises(UsageError) as exc:
+        ip.run_cell_magic("geprof", line, "pass")
+    assert str(exc.value).startswith(message)
+    assert not (tmp_path / "geprof_output").exists()
+
+
 def test_unknown_flag_is_a_usage_error(ip):
     with pytest.raises(UsageError, match="--frobnicate"):
         ip.run_cell_magic("geprof", "--frobnicate on", "pass")
