@@ -10,7 +10,7 @@ import pandas as pd
 
 from . import breakdown, memory, tables
 from .rundir import RunDir, is_run_dir, newest_run
-from .source import RunDirSource, Source
+from .source import OP_STATISTIC_L0_NOTE, RunDirSource, Source
 
 
 class Profile:
@@ -63,8 +63,12 @@ class Profile:
 
     @property
     def notes(self) -> list[str]:
-        """What a reader should know about this run: incomplete, aged-out or dropped data, FP/BP points."""
-        return self.source.notes()
+        """What a reader should know about this run: incomplete, aged-out or dropped data, FP/BP points,
+        tables a task_trace l0 run leaves empty."""
+        notes = self.source.notes()
+        if self.source.task_level == "l0":
+            notes.append(OP_STATISTIC_L0_NOTE)
+        return notes
 
     @property
     def dropped(self) -> dict[str, int]:
@@ -83,7 +87,10 @@ class Profile:
 
     @cached_property
     def op_statistic(self) -> pd.DataFrame:
-        """Per OP Type and Core Type totals, largest first (msprof ``op_statistic``)."""
+        """Per OP Type and Core Type totals, largest first (msprof ``op_statistic``).
+
+        Empty (with its columns) for ``task_trace`` l0 data, as msprof writes no op_statistic
+        there: l0 has no OP Type or Task Type (see :attr:`notes`)."""
         return self.source.op_statistic()
 
     @cached_property

@@ -46,6 +46,11 @@ DEVICE_TASKS = ["start", "dur", "stream_id", "task_id", "model_id", "name", "tas
                 "iteration", "op"]
 
 
+#: Why op_statistic is empty at task_time level 0 (:attr:`Source.task_level`).
+OP_STATISTIC_L0_NOTE = ("task_trace l0 records no op basic info (OP Type and Task Type are N/A), so op_statistic "
+                        "is empty, as msprof writes none at task_time level 0; use task_trace l1 for totals per op type")
+
+
 def empty(columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(columns=columns)
 
@@ -147,12 +152,25 @@ class Source(abc.ABC):
     def dropped(self) -> dict[str, int]:
         return {}
 
+    @property
+    def task_level(self) -> str:
+        """The task_time level the op data was collected at: ``"l0"`` (no op basic info) or ``"l1"``.
+
+        Read from the data here: l0 when there are op rows and none knows its Task Type.
+        """
+        f = self.op_rows().frame
+        known = f["Task Type"].astype(str) != tables.NA if "Task Type" in f.columns else np.zeros(0, bool)
+        return "l0" if len(f) and not known.any() else "l1"
+
     # --------------------------------------------------------------- tables
     @abc.abstractmethod
     def op_rows(self) -> tables.OpRows:
         """op_summary with each row's iteration and exact start time."""
 
     def op_statistic(self) -> pd.DataFrame:
+        """Per OP Type and Core Type totals; empty at task level l0 (:data:`OP_STATISTIC_L0_NOTE`)."""
+        if self.task_level == "l0":
+            return empty(C.OP_STATISTIC)
         return tables.op_statistic(self.op_rows().frame)
 
     def step_trace(self) -> pd.DataFrame:
@@ -302,6 +320,12 @@ class RunDirSource(Source):
 
     def op_rows(self) -> tables.OpRows:
         return self._rows
+
+    @property
+    def task_level(self) -> str:
+        """The run's ``task_trace`` option (``on`` is l1)."""
+        level = str(self.options.get("task_trace", "on"))
+        return "l1" if level == "on" else level
 
     def step_trace(self) -> pd.DataFrame:
         return tables.step_trace(self.run, self.device_id)

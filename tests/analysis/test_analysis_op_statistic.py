@@ -5,9 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from geprof_testing import run_profiled_session
 
+import geprof_nb
+from geprof_nb import ge
 from geprof_nb.analysis import columns as C
 from geprof_nb.analysis import tables
+from geprof_nb.analysis.source import OP_STATISTIC_L0_NOTE
 
 OP_STATISTIC_HEADER = ("Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),"
                        "Ratio(%)").split(",")
@@ -73,3 +77,35 @@ def test_empty_summary_gives_empty_statistic(resnet_run):
     ops = resnet_run.profile.op_summary
     empty = tables.op_statistic(ops[ops["Task Type"] == "COMMUNICATION"])
     assert empty.empty and list(empty.columns) == OP_STATISTIC_HEADER
+
+
+@pytest.fixture(scope="module")
+def l0_run(tmp_path_factory):
+    """An MLP on 8 ranks at task_trace l0: no op basic info, so every OP Type and Task Type is N/A."""
+    g = ge.models.mlp(training=True, world_size=8)
+    return run_profiled_session(tmp_path_factory.mktemp("mlp_l0"), g, 3, task_trace="l0").profile
+
+
+def test_task_trace_l0_gives_no_op_statistic(l0_run):
+    assert set(l0_run.op_summary["Task Type"].astype(str)) == {"N/A"}  # what a statistic would group by
+    stat = l0_run.op_statistic
+    assert stat.empty and list(stat.columns) == OP_STATISTIC_HEADER
+    assert OP_STATISTIC_L0_NOTE in l0_run.notes
+
+
+def test_task_trace_l0_exports_write_no_op_statistic(l0_run, tmp_path):
+    out = l0_run.export(tmp_path / "msprof", "msprof") / "mindstudio_profiler_output"
+    assert list(out.glob("op_summary_*.csv")) and not list(out.glob("op_statistic_*.csv"))
+    pt = l0_run.export(tmp_path / "pt", "ascend_pt") / "ASCEND_PROFILER_OUTPUT"
+    assert (pt / "kernel_details.csv").is_file() and not (pt / "op_statistic.csv").exists()
+
+
+def test_imported_l0_output_has_no_op_statistic_either(l0_run, tmp_path):
+    """msprof output of an l0 run (no op_statistic file): the statistic is not derived from N/A rows."""
+    back = geprof_nb.load(l0_run.export(tmp_path, "msprof"))
+    assert len(back.op_summary) == len(l0_run.op_summary)
+    assert back.op_statistic.empty and OP_STATISTIC_L0_NOTE in back.notes
+
+
+def test_l1_run_notes_no_l0_reason(resnet_run):
+    assert len(resnet_run.profile.op_statistic) and OP_STATISTIC_L0_NOTE not in resnet_run.profile.notes

@@ -67,9 +67,11 @@ def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = No
     _kernel_details(profile, out / "kernel_details.csv")
     frame = profile.step_breakdown
     write_csv(out / "step_trace_time.csv", list(frame.columns), table_cells(frame))
-    for name in ("op_statistic", "api_statistic"):
-        frame = getattr(profile, name).drop(columns="Device_id")
-        write_csv(out / f"{name}.csv", list(frame.columns), table_cells(frame))
+    if len(profile.op_statistic):  # none at task_trace l0 (Level0), as msprof writes none there
+        frame = profile.op_statistic.drop(columns="Device_id")
+        write_csv(out / "op_statistic.csv", list(frame.columns), table_cells(frame))
+    frame = profile.api_statistic.drop(columns="Device_id")
+    write_csv(out / "api_statistic.csv", list(frame.columns), table_cells(frame))
     for name in ("operator_memory", "memory_record"):
         frame = getattr(profile, name)
         if len(frame):
