@@ -79,17 +79,26 @@ def step_windows(bounds: pd.DataFrame, rows: OpRows) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["step", "start", "end"])
 
 
-def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0) -> pd.DataFrame:
+def communication_rows(rows: OpRows) -> np.ndarray:
+    """Which op rows are collectives, as op_summary says (``Task Type`` ``COMMUNICATION``)."""
+    return (rows.frame["Task Type"] == "COMMUNICATION").to_numpy(bool)
+
+
+def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0,
+                   communication: np.ndarray | None = None) -> pd.DataFrame:
     """One row per step with torch_npu's ``step_trace_time.csv`` columns (us).
 
     ``bounds``: (step, begin, end) in ns per iteration (:meth:`Source.step_bounds`).
+    ``communication``: which rows are collectives (:meth:`Source.communication_rows`, which
+    also knows them at ``task_trace`` l0, where op_summary has no Task Type); by default
+    :func:`communication_rows`.
     """
     f = rows.frame
     if f.empty:
         return pd.DataFrame(columns=STEP_TRACE_TIME)
     start = rows.start_ns.astype(np.int64)
     end = start + np.rint(f["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
-    comm = (f["Task Type"] == "COMMUNICATION").to_numpy()
+    comm = communication_rows(rows) if communication is None else np.asarray(communication, bool)
     windows = step_windows(bounds, rows)
     order = np.argsort(rows.iteration, kind="stable")  # each step's rows: a slice, in their order
     steps = rows.iteration[order]

@@ -167,6 +167,10 @@ class Source(abc.ABC):
     def op_rows(self) -> tables.OpRows:
         """op_summary with each row's iteration and exact start time."""
 
+    def communication_rows(self) -> np.ndarray:
+        """Which op_summary rows are collectives (bool per row)."""
+        return breakdown.communication_rows(self.op_rows())
+
     def op_statistic(self) -> pd.DataFrame:
         """Per OP Type and Core Type totals; empty at task level l0 (:data:`OP_STATISTIC_L0_NOTE`)."""
         if self.task_level == "l0":
@@ -326,6 +330,13 @@ class RunDirSource(Source):
         """The run's ``task_trace`` option (``on`` is l1)."""
         level = str(self.options.get("task_trace", "on"))
         return "l1" if level == "on" else level
+
+    def communication_rows(self) -> np.ndarray:
+        """Collectives by op_summary's Task Type or, where it is N/A (task_trace l0), by the
+        device's own task type (HCCL in the task track)."""
+        track = self.run.load("task_track", self.device_id)
+        hccl = track["connection_id"][track["task_type"] == rawdata.RtTaskType.HCCL].astype(np.int64)
+        return breakdown.communication_rows(self._rows) | np.isin(self._rows.connection_id, hccl)
 
     def step_trace(self) -> pd.DataFrame:
         return tables.step_trace(self.run, self.device_id)

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from geprof_testing import build_tiny_graph, run_profiled_session
 
+from geprof_nb import ge
 from geprof_nb.analysis.breakdown import STEP_TRACE_TIME, step_breakdown
 from geprof_nb.analysis.tables import OpRows
 
@@ -55,3 +56,17 @@ def test_real_run_adds_up(tmp_path):
     # Stage (step length) is the time between iteration ends
     ends = run.profile.step_trace["Iteration End(us)"].to_numpy()
     assert b["Stage"].iloc[1:].to_numpy() == pytest.approx(np.diff(ends), abs=0.5)
+
+
+def test_task_trace_l0_splits_communication_as_l1_does(tmp_path):
+    """At l0 op_summary has no Task Type; the collectives are known from the device's task type (HCCL)."""
+    graph = ge.models.mlp(training=True, world_size=8)
+    l0 = run_profiled_session(tmp_path / "l0", graph, 3, task_trace="l0").profile
+    l1 = run_profiled_session(tmp_path / "l1", ge.models.mlp(training=True, world_size=8), 3).profile
+    assert set(l0.op_summary["Task Type"].astype(str)) == {"N/A"}
+    hccl = l0.task_time[l0.task_time["kernel_type"].astype(str) == "HCCL"]
+    assert len(hccl) == 3 and l0.source.communication_rows().sum() == 3
+    a, b = l0.step_breakdown, l1.step_breakdown
+    assert (a["Communication"] > 0).all()
+    assert a["Communication"].sum() == pytest.approx(hccl["task_time(us)"].sum(), abs=1e-6)  # one per step
+    pd.testing.assert_frame_equal(a, b)

@@ -3,7 +3,7 @@ Communication(Not Overlapped) and Free intervals.
 
 The same definitions as :func:`..breakdown.step_breakdown` (the tasks of an
 iteration clipped to its step window; compute = every op_summary task that is
-not ``COMMUNICATION``), but as intervals instead of totals, so that the slices
+not a collective), but as intervals instead of totals, so that the slices
 of a step add up to its step_trace_time row and msprof-analyze, which sums the
 slices, reports what ``Profile.step_breakdown`` does.
 """
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..breakdown import step_windows
+from ..breakdown import communication_rows, step_windows
 from ..tables import OpRows
 
 Intervals = list[tuple[int, int]]
@@ -58,17 +58,19 @@ def subtract(a: Intervals, b: Intervals) -> Intervals:
     return out
 
 
-def overlap_slices(rows: OpRows, bounds) -> Iterator[tuple[int, str, int, int]]:
+def overlap_slices(rows: OpRows, bounds, communication: np.ndarray | None = None
+                   ) -> Iterator[tuple[int, str, int, int]]:
     """(step, kind, start ns, end ns) of every Overlap Analysis slice, step by step.
 
-    ``bounds``: the source's step bounds (:meth:`Source.step_bounds`).
+    ``bounds``: the source's step bounds (:meth:`Source.step_bounds`); ``communication``: which
+    rows are collectives (:meth:`Source.communication_rows`; by default op_summary's Task Type).
     """
     f = rows.frame
     if f.empty:
         return
     start = rows.start_ns.astype(np.int64)
     end = start + np.rint(f["Task Duration(us)"].to_numpy(float) * 1000).astype(np.int64)
-    comm = (f["Task Type"] == "COMMUNICATION").to_numpy()
+    comm = communication_rows(rows) if communication is None else np.asarray(communication, bool)
     # each iteration's rows as a slice of one stable sort (not a comparison of every row per step)
     order = np.argsort(rows.iteration, kind="stable")
     iters = rows.iteration[order]

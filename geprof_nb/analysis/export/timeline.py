@@ -238,10 +238,11 @@ class Timeline:
         return out
 
     def _collectives(self) -> pd.DataFrame:
-        """The collective executions: op_summary's COMMUNICATION rows, named as communication_time names them."""
+        """The collective executions (:meth:`Source.communication_rows`: at task_trace l0 too), named as
+        communication_time names them."""
         rows = self.source.op_rows()
         f = rows.frame
-        sel = (f["Task Type"] == "COMMUNICATION").to_numpy()
+        sel = self.source.communication_rows()
         names = self.profile.communication_time["Op Name"]
         return pd.DataFrame({
             "name": names.to_numpy(object) if len(names) == sel.sum() else f["Op Name"][sel].astype(str).to_numpy(),
@@ -294,7 +295,8 @@ class Timeline:
         return out
 
     def overlap(self) -> list[dict | EventBlock]:
-        slices = list(overlap.overlap_slices(self.source.op_rows(), self.source.step_bounds()))
+        slices = list(overlap.overlap_slices(self.source.op_rows(), self.source.step_bounds(),
+                                             self.source.communication_rows()))
         if not slices:
             return []
         pid = self.pid("Overlap Analysis")
