@@ -228,3 +228,45 @@ def test_communication_matrix_has_self_links_and_relabelled_ranks(exported):
                 assert links[f"{rank}-{rank}"]["Transport Type"] == "LOCAL"
                 assert links[f"{rank}-{rank + 1}"]["Transport Type"] == "HCCS"
                 assert all(v["Op Name"] == op.split("@")[0] for v in links.values())
+
+
+@pytest.fixture(scope="module")
+def level0(tmp_path_factory):
+    """An MLP on 8 ranks at task_trace l0 and the same at l1, exported."""
+    out = tmp_path_factory.mktemp("level0_pt")
+    runs = {level: run_profiled_session(out / level, ge.models.mlp(training=True, world_size=8), 3,
+                                        task_trace=level).profile for level in ("l0", "l1")}
+    return runs, {level: p.export(out / f"x_{level}", "ascend_pt") for level, p in runs.items()}
+
+
+def test_task_trace_l0_is_written_as_level0(level0):
+    runs, dirs = level0
+    config = {level: json.loads(next(d.glob("profiler_info_*.json")).read_text())["config"]["experimental_config"]
+              for level, d in dirs.items()}
+    assert (config["l0"]["_profiler_level"], config["l0"]["_aic_metrics"]) == ("Level0", "ACL_AICORE_NONE")
+    assert (config["l1"]["_profiler_level"], config["l1"]["_aic_metrics"]) == ("Level1", "ACL_AICORE_PIPE_UTILIZATION")
+    header, rows = read_csv(output(dirs["l0"]) / "kernel_details.csv")
+    assert header == ["Step Id", "Device_id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)",
+                      "Wait Time(us)", "Block Num", "Input Shapes", "Input Data Types", "Input Formats",
+                      "Output Shapes", "Output Data Types", "Output Formats"]
+    assert len(rows) == len(runs["l0"].op_summary) and {r[8] for r in rows} == {"0"}
+    assert "Block Dim" in read_csv(output(dirs["l1"]) / "kernel_details.csv")[0]
+
+
+def test_task_trace_l0_trace_view_knows_the_collectives(level0):
+    """Overlap Analysis and the Communication layer at l0 are those of l1 (the HCCL tasks, not Task Type)."""
+    _, dirs = level0
+
+    def summary(d: Path) -> tuple[Counter, list]:
+        events = trace(d)
+        pids = processes(events)
+        totals = Counter()
+        for e in events:
+            if e["pid"] == pids["Overlap Analysis"] and e["ph"] == "X":
+                totals[e["name"]] += round(e["dur"] * 1000)
+        ops = [(e["name"], e["ts"]) for e in events if e["pid"] == pids["Communication"] and e["ph"] == "X"]
+        return totals, ops
+
+    (totals0, ops0), (totals1, ops1) = summary(dirs["l0"]), summary(dirs["l1"])
+    assert totals0["Communication"] > 0 and totals0 == totals1
+    assert len(ops0) == 3 and ops0 == ops1

@@ -80,6 +80,31 @@ def test_advisor(exports):
     assert "Block Dim Issues" in text and "Vector Operator Perf Analysis" in text
 
 
+@pytest.fixture(scope="module")
+def level0_export(tmp_path_factory):
+    """The ResNet-50 of :func:`exports` at task_trace l0 (torch_npu Level0), exported."""
+    root = tmp_path_factory.mktemp("interop_l0")
+    run = run_profiled_session(root / "run", small_resnet(8), 3, hccl="on", task_trace="l0").profile
+    return run, run.export(root / "x", "ascend_pt"), root
+
+
+def test_level0_export_is_read_by_advisor_and_compare(level0_export, exports):
+    profile, d, root = level0_export
+    info = json.loads((d / "profiler_info_0.json").read_text())["config"]["experimental_config"]
+    assert info["_profiler_level"] == "Level0"
+    advisor = root / "advisor"
+    advisor.mkdir()
+    text = analyze(advisor, "advisor", "all", "-d", str(d), "-o", str(advisor), "-l", "en")
+    assert len(list(advisor.glob("mstt_advisor_*.html"))) == 1 and "Can not convert" not in text
+    b = profile.step_breakdown
+    assert f"-- Uncovered Communication Time is {ms(b['Communication(Not Overlapped)'].sum())}ms" in text
+    compare = root / "compare"
+    compare.mkdir()
+    text = analyze(compare, "compare", "-d", str(d), "-bp", str(exports["run"]), "-o", str(compare))
+    assert len(list(compare.glob("performance_comparison_result_*.xlsx"))) == 1
+    assert "Can't find any communication op" not in text  # the collectives are in trace_view at Level0 too
+
+
 def test_compare(exports):
     import openpyxl
 

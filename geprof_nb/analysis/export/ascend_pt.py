@@ -9,11 +9,17 @@ the device's ``PROF_*/device_<id>/info.json.<id>`` and ``ASCEND_PROFILER_OUTPUT/
 and, for task_memory runs, ``operator_memory.csv`` / ``memory_record.csv``.
 A directory holding several ranks' directories is a cluster.
 
+``task_trace`` l0 data is written as torch_npu's ``Level0`` (its
+``profiler_info`` says ``Level0`` with ``ACL_AICORE_NONE``; ``kernel_details.csv``
+has the Level0 header, reference §5; there is no ``op_statistic.csv``, as
+msprof writes no op_statistic at l0); l1 as ``Level1``.
+
 Choices where the references and the tool differ:
 
-* ``kernel_details.csv`` names the block dims ``Block Dim`` / ``Mix Block Dim``
+* At Level1 ``kernel_details.csv`` names the block dims ``Block Dim`` / ``Mix Block Dim``
   (torch_npu's older header, and what msprof-analyze's block dim check reads),
-  not ``Block Num`` (current op_summary, kept by newer torch_npu).
+  not ``Block Num`` (current op_summary, kept by newer torch_npu).  The Level0
+  header keeps ``Block Num``, as the reference gives it.
 * ``trace_view.json`` is a top-level list; its framework layer (process
   ``Python``) has one ``ProfilerStep#<n>`` cpu_op per step (the step's
   ModelExecute call, else its device window) and the host calls that launched
@@ -44,6 +50,11 @@ OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 KERNEL_RENAMES = {"Op Name": "Name", "OP Type": "Type", "Task Type": "Accelerator Core",
                   "Task Start Time(us)": "Start Time(us)", "Task Duration(us)": "Duration(us)",
                   "Task Wait Time(us)": "Wait Time(us)", "Block Num": "Block Dim", "Mix Block Num": "Mix Block Dim"}
+#: The op_summary columns of a Level0 kernel_details.csv, then those of :data:`LEVEL0_TENSOR_COLUMNS` present.
+LEVEL0_COLUMNS = ["Device_id", "Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)",
+                  "Task Wait Time(us)", "Block Num"]
+LEVEL0_TENSOR_COLUMNS = ["Input Shapes", "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
+                         "Output Formats"]
 SHAPE_COLUMNS = ("Input Shapes", "Output Shapes")
 #: aic_metrics -> torch_npu's ``AiCMetrics`` value (the ACL enum name).
 ACL_AIC_METRICS = {"PipeUtilization": "ACL_AICORE_PIPE_UTILIZATION",
@@ -86,17 +97,24 @@ def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = No
     return root
 
 
+def profiler_level(profile) -> str:
+    """torch_npu's ProfilerLevel for the run's task_time level: l0 -> ``Level0``, else ``Level1``."""
+    return "Level0" if profile.source.task_level == "l0" else "Level1"
+
+
 def profiler_info(profile, rank: int) -> dict:
-    """What torch_npu records of the profiler's configuration, for the options this run used."""
+    """What torch_npu records of the profiler's configuration, for the options this run used
+    (at Level0 torch_npu forces aic_metrics to ``ACL_AICORE_NONE``)."""
     opts = profile.options
     metrics = (profile.info.get("pmu_events") or {}).get("metrics") or [opts.get("aic_metrics", "PipeUtilization")]
+    level = profiler_level(profile)
+    aic_metrics = "ACL_AICORE_NONE" if level == "Level0" else ACL_AIC_METRICS.get(metrics[0], "ACL_AICORE_NONE")
     return {
         "config": {
             "common_config": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"], "record_shapes": True,
                               "profile_memory": opts.get("task_memory") == "on", "with_stack": False,
                               "with_flops": False, "with_modules": False},
-            "experimental_config": {"_profiler_level": "Level1",
-                                    "_aic_metrics": ACL_AIC_METRICS.get(metrics[0], "ACL_AICORE_NONE"),
+            "experimental_config": {"_profiler_level": level, "_aic_metrics": aic_metrics,
                                     "_l2_cache": opts.get("l2") == "on", "_msprof_tx": opts.get("msproftx") == "on",
                                     "_data_simplification": True, "_export_type": "text"},
         },
@@ -123,12 +141,17 @@ def _device_info(profile, root: Path) -> None:
 
 
 def _kernel_details(profile, path: Path) -> Path:
-    """op_summary with ``Step Id`` first and torch_npu's renamed headers."""
+    """op_summary with ``Step Id`` first and torch_npu's renamed headers: all its columns at
+    Level1, :data:`LEVEL0_COLUMNS` at Level0."""
     frame = profile.op_summary
+    renames = KERNEL_RENAMES
+    if profiler_level(profile) == "Level0":
+        frame = frame[LEVEL0_COLUMNS + [c for c in LEVEL0_TENSOR_COLUMNS if c in frame.columns]]
+        renames = {k: v for k, v in KERNEL_RENAMES.items() if k != "Block Num"}
     cols = table_cells(frame, profile.source.times_ns("op_summary", frame), quote=SHAPE_COLUMNS,
                        key=profile.source.op_rows().connection_id)  # an op's name, shapes, PMU times: its task's
     steps = column_cells(profile.iteration_of_ops.astype(np.int64))
-    header = ["Step Id"] + [KERNEL_RENAMES.get(c, c) for c in frame.columns]
+    header = ["Step Id"] + [renames.get(c, c) for c in frame.columns]
     return write_csv(path, header, [steps] + cols)
 
 
