@@ -230,6 +230,34 @@ def test_communication_matrix_has_self_links_and_relabelled_ranks(exported):
                 assert all(v["Op Name"] == op.split("@")[0] for v in links.values())
 
 
+def test_other_core_pmu_cells_are_zero_in_kernel_details(exported, tmp_path):
+    """A pure AI Core task ran no AI Vector Core cycles (and the other way round): kernel_details holds 0
+    there, as msprof-analyze needs numbers; AI CPU and communication rows keep N/A, op_summary keeps NaN."""
+    profile, (d, _) = exported
+    header, rows = read_csv(output(d) / "kernel_details.csv")
+    col = {name: header.index(name) for name in header}
+    by_core = {}
+    for r in rows:
+        by_core.setdefault(r[col["Accelerator Core"]], []).append(r)
+    assert {"AI_CORE", "AI_VECTOR_CORE", "COMMUNICATION"} <= set(by_core)
+    for r in by_core["AI_CORE"]:
+        assert [r[col[c]] for c in ("aiv_time(us)", "aiv_total_cycles", "aiv_vec_time(us)", "aiv_vec_ratio")] == \
+            ["0.000", "0", "0.000", "0.000"]
+        assert float(r[col["aicore_time(us)"]]) > 0 and float(r[col["aic_mac_time(us)"]]) > 0
+    for r in by_core["AI_VECTOR_CORE"]:
+        assert [r[col[c]] for c in ("aicore_time(us)", "aic_total_cycles", "aic_mac_time(us)", "cube_utilization(%)")] \
+            == ["0.000", "0", "0.000", "0.000"]
+        assert float(r[col["aiv_time(us)"]]) > 0
+    for r in by_core["COMMUNICATION"]:
+        assert r[col["aiv_vec_time(us)"]] == r[col["aicore_time(us)"]] == "N/A"
+    ops = profile.op_summary
+    assert ops.loc[ops["Task Type"] == "AI_CORE", "aiv_vec_time(us)"].isna().all()  # the table itself: unknown
+    (summary,) = (profile.export(tmp_path, "msprof") / "mindstudio_profiler_output").glob("op_summary_*.csv")
+    header, rows = read_csv(summary)
+    core, vec = header.index("Task Type"), header.index("aiv_vec_time(us)")
+    assert {r[vec] for r in rows if r[core] == "AI_CORE"} == {"N/A"}  # msprof's op_summary keeps N/A
+
+
 @pytest.fixture(scope="module")
 def level0(tmp_path_factory):
     """An MLP on 8 ranks at task_trace l0 and the same at l1, exported."""

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from geprof_testing import run_profiled_session, small_resnet
 
+import geprof_nb
 from geprof_nb import ge
 
 
@@ -78,6 +79,38 @@ def test_advisor(exports):
     assert round(sum(parts.values()), 3) == pytest.approx(b["Stage"].sum() / 1000, abs=2e-3)
     # the computation checks ran on kernel_details.csv and the device info
     assert "Block Dim Issues" in text and "Vector Operator Perf Analysis" in text
+    assert "Can not convert" not in text  # every PMU cell of an AI Core / AI Vector Core kernel is a number
+
+
+def time_distribution(text: str) -> list[dict[str, str]]:
+    """compare's "Model Profiling Time Distribution" table on stdout: one dict per row (base, comparison)."""
+    lines = [line for line in text.splitlines() if line.startswith("|")]
+    at = next(i for i, line in enumerate(lines) if "Model Profiling Time Distribution" in line)
+    header = [c.strip() for c in lines[at + 1].strip("|").split("|")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[at + 2:at + 4]]
+    return [dict(zip(header, r)) for r in rows]
+
+
+def count(cell: str) -> int:
+    """The ``(<n>)`` of a ``0.012s(<n>)`` cell."""
+    return int(re.fullmatch(r"[\d.]+s\((\d+)\)", cell).group(1))
+
+
+def test_compare_counts_every_cube_kernel(exports):
+    out = exports["root"] / "compare_counts"
+    out.mkdir()
+    text = analyze(out, "compare", "-d", str(exports["slower"]), "-bp", str(exports["run"]), "-o", str(out))
+    base, comparison = time_distribution(text)
+    for row, profile in ((base, exports["profile"]), (comparison, geprof_nb.load(exports["slower"]))):
+        ops = profile.op_summary
+        core = ops["Task Type"].astype(str)
+        conv = ops["OP Type"].astype(str).str.lower().str.startswith("conv")
+        assert (core == "AI_CORE").sum() > 0
+        # kernels on the cube: MatMul ones (and any other) in Cube, Conv ones in the two Conv columns
+        assert count(row["Cube Time(Num)"]) == ((core == "AI_CORE") & ~conv).sum() > 0
+        assert count(row["Cube Time(Num)"]) + count(row["Conv Time(Forward)(Num)"]) + \
+            count(row["Conv Time(Backward)(Num)"]) == (core == "AI_CORE").sum()
+        assert count(row["Vector Time(Num)"]) == (core == "AI_VECTOR_CORE").sum()
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,13 @@ Choices where the references and the tool differ:
   (torch_npu's older header, and what msprof-analyze's block dim check reads),
   not ``Block Num`` (current op_summary, kept by newer torch_npu).  The Level0
   header keeps ``Block Num``, as the reference gives it.
+* In ``kernel_details.csv`` the other core's PMU cells of a pure AI Core task
+  (``aiv_*``) and of a pure AI Vector Core task (``aicore_time(us)``, ``aic_*``,
+  ``cube_utilization(%)``) are ``0``: the core ran no cycles of it, and msprof's
+  own op_summary test shows such a MatMul row with ``0.0``/``0`` there.
+  msprof-analyze needs a number: compare drops a kernel whose ``aiv_vec_time(us)``
+  is N/A (``KernelDetailsBean.is_invalid``: no Cube count) and the advisor warns
+  for every N/A it reads.  op_summary (the msprof export) keeps ``N/A``.
 * ``trace_view.json`` is a top-level list; its framework layer (process
   ``Python``) has one ``ProfilerStep#<n>`` cpu_op per step (the step's
   ModelExecute call, else its device window) and the host calls that launched
@@ -55,6 +62,9 @@ LEVEL0_COLUMNS = ["Device_id", "Op Name", "OP Type", "Task Type", "Task Start Ti
                   "Task Wait Time(us)", "Block Num"]
 LEVEL0_TENSOR_COLUMNS = ["Input Shapes", "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
                          "Output Formats"]
+#: Task Type -> whether a PMU column is the other core's (zero in kernel_details; see the module docstring).
+OTHER_CORE_COLUMN = {"AI_CORE": lambda c: c.startswith("aiv_"),
+                     "AI_VECTOR_CORE": lambda c: c.startswith("aic_") or c in ("aicore_time(us)", "cube_utilization(%)")}
 SHAPE_COLUMNS = ("Input Shapes", "Output Shapes")
 #: aic_metrics -> torch_npu's ``AiCMetrics`` value (the ACL enum name).
 ACL_AIC_METRICS = {"PipeUtilization": "ACL_AICORE_PIPE_UTILIZATION",
@@ -150,9 +160,29 @@ def _kernel_details(profile, path: Path) -> Path:
         renames = {k: v for k, v in KERNEL_RENAMES.items() if k != "Block Num"}
     cols = table_cells(frame, profile.source.times_ns("op_summary", frame), quote=SHAPE_COLUMNS,
                        key=profile.source.op_rows().connection_id)  # an op's name, shapes, PMU times: its task's
+    cols = _other_core_zeros(frame, cols)
     steps = column_cells(profile.iteration_of_ops.astype(np.int64))
     header = ["Step Id"] + [renames.get(c, c) for c in frame.columns]
     return write_csv(path, header, [steps] + cols)
+
+
+def _other_core_zeros(frame: pd.DataFrame, cols: list) -> list:
+    """``cols`` (the cells of ``frame``'s columns) with the missing PMU cells of the core a pure
+    AI Core / AI Vector Core task did not run on set to that column's zero (``0.000``; ``0`` for cycles)."""
+    task_type = frame["Task Type"].astype(str).to_numpy() if "Task Type" in frame.columns else np.empty(0, object)
+    out = list(cols)
+    for kind, is_other in OTHER_CORE_COLUMN.items():
+        rows = task_type == kind
+        if not rows.any():
+            continue
+        for k, (name, series) in enumerate(frame.items()):
+            if not is_other(name):
+                continue
+            fill = np.flatnonzero(rows & series.isna().to_numpy())
+            if len(fill):
+                zero = column_cells(pd.Series([0], dtype=series.dtype)).tolist()[0]
+                out[k] = out[k].set(fill, zero)
+    return out
 
 
 def _main_model(profile) -> int:
