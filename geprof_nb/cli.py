@@ -1,18 +1,25 @@
-"""``geprof``: the terminal entry point (``geprof demo``, ``geprof analyze PATH``, ``geprof export PATH``)."""
+"""``geprof``: the terminal entry point (``geprof demo``, ``geprof run SCRIPT``, ``geprof analyze PATH``,
+``geprof export PATH``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import runpy
 import sys
+import traceback
 from pathlib import Path
 
 import pandas as pd
 
 from . import ge
-from .analysis import Profile, load
+from .analysis import ClusterProfile, Profile, load
 from .analysis.export import FORMATS
-from .prof.options import ProfilingOptions, ProfilingOptionsError
+from .collect import COLLECTION_DEFAULTS, PROFILING_FLAGS, OutputUnusable, collect, notes_not_kept
+from .ge.device import DEFAULT_DEVICE
+from .ge.session import DEFAULT_EXECUTOR, EXECUTORS
+from .prof.clock import CLOCK_MODES
+from .prof.options import ProfilingOptions, ProfilingOptionsError, validate_field
 
 MODELS = {
     "resnet50": lambda a: ge.models.resnet50(batch_size=a.batch_size, training=True, world_size=a.world_size),
@@ -25,18 +32,53 @@ COMPACT_STEP_COLUMNS = ["Iteration ID", "Iteration Time(us)", "FP to BP Time(us)
                         "Data Aug Bound(us)"]
 
 
-def _print_tables(profile: Profile, top: int, out=sys.stdout) -> None:
+def _whole_number(minimum: int):
+    """An argparse ``type``: a whole number >= ``minimum`` (1: a positive integer)."""
+    accepted = "a positive integer (1, 2, 3, ...)" if minimum == 1 else f"a whole number >= {minimum}"
+
+    def convert(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number; accepted: {accepted}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{n} is not valid; accepted: {accepted}")
+        return n
+
+    return convert
+
+
+def _profiling_field(field: str):
+    """An argparse ``type`` that checks a flag's value as GE checks the profilingOptions field."""
+
+    def convert(value: str) -> str:
+        try:
+            return validate_field(field, value)
+        except ProfilingOptionsError as exc:
+            raise argparse.ArgumentTypeError(f"{value!r} is not valid; accepted: {exc.accepted}") from None
+
+    return convert
+
+
+def _script(value: str) -> Path:
+    path = Path(value)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{value}: no such file; accepted: a Python script file")
+    return path
+
+
+def _print_tables(profile: Profile, top: int) -> None:
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         ops = profile.ops().sort_values("Task Duration(us)", ascending=False).head(top)
         extra = [c for c in ("aic_mac_ratio", "aiv_vec_ratio", "mac_ratio", "vec_ratio") if c in ops.columns]
-        print(f"\nTop {len(ops)} ops of the last iteration by Task Duration(us):", file=out)
-        print(ops[COMPACT_OP_COLUMNS + extra].to_string(index=False, na_rep="N/A", float_format="%.3f"), file=out)
-        print("\nop_statistic (top 10 op types):", file=out)
-        print(profile.op_statistic.head(10).to_string(index=False, float_format="%.3f"), file=out)
+        print(f"\nTop {len(ops)} ops of the last iteration by Task Duration(us):")
+        print(ops[COMPACT_OP_COLUMNS + extra].to_string(index=False, na_rep="N/A", float_format="%.3f"))
+        print("\nop_statistic (top 10 op types):")
+        print(profile.op_statistic.head(10).to_string(index=False, float_format="%.3f"))
         st = profile.step_trace
         if len(st):
-            print("\nstep_trace (us):", file=out)
-            print(st[COMPACT_STEP_COLUMNS].to_string(index=False, na_rep="N/A", float_format="%.3f"), file=out)
+            print("\nstep_trace (us):")
+            print(st[COMPACT_STEP_COLUMNS].to_string(index=False, na_rep="N/A", float_format="%.3f"))
 
 
 def _write_timeline(profile: Profile) -> Path | None:
@@ -72,14 +114,65 @@ def demo(args: argparse.Namespace) -> int:
                 return 1
     finally:
         ge.GEFinalize()
-    profile = load(args.output)
-    _print_tables(profile, args.top)
+    _show_run(load(args.output), args.top)
+    return 0
+
+
+def _show_run(run: Profile | ClusterProfile, top: int) -> None:
+    """Print a run's tables (a cluster: rank 0's), write its step timeline PNG and say where it is."""
+    profile = run.rank(min(run.ranks)) if isinstance(run, ClusterProfile) else run
+    if isinstance(run, ClusterProfile):
+        print(f"{run!r}; the tables of rank {min(run.ranks)}:")
+    _print_tables(profile, top)
     png = _write_timeline(profile)
-    print(f"\nRun directory: {profile.path}")
+    print(f"\nRun directory: {run.path}")
     if png is not None:
         print(f"Step timeline: {png}")
-    print(f"Open it in Python: geprof_nb.load({str(profile.path)!r})")
-    return 0
+    print(f"Open it in Python: geprof_nb.load({str(run.path)!r})")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a Python script as ``__main__`` under one profiling run, as a ``%%geprof`` cell runs, and print
+    its tables.  The run is finalised even if the script raises; then the exit status is not 0."""
+    values = dict(COLLECTION_DEFAULTS)
+    values.update({field: getattr(args, field) for _, field, _, _ in PROFILING_FLAGS
+                   if getattr(args, field) is not None})
+    options = ProfilingOptions.parse(values)
+    script = str(args.script)
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [script, *args.script_args]
+    sys.path.insert(0, str(args.script.resolve().parent))  # as `python SCRIPT` does
+    try:
+        with ge.simulation_settings(executor=args.executor, clock_mode=args.clock, device=args.device):
+            collected = collect(lambda: runpy.run_path(script, run_name="__main__"), options,
+                                code_filename=script, subject="script", info_key="cli",
+                                info={"script": script, "argv": list(args.script_args)})
+    except OutputUnusable as exc:
+        print(f"geprof run: --output {exc.output}: cannot be used ({exc.reason}); accepted: a directory that can "
+              "be created and written", file=sys.stderr)
+        return 2
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    profile = load(collected.run_dir)
+    lost = notes_not_kept(collected, profile)
+    if lost:
+        print(lost, file=sys.stderr)
+    _show_run(profile, args.top)
+    return _exit_status(collected.error)
+
+
+def _exit_status(error: BaseException | None) -> int:
+    """The exit status of ``geprof run`` for what the script raised: 0, its SystemExit code, else 1
+    (with the script's traceback on stderr, as Python prints it)."""
+    if error is None:
+        return 0
+    if isinstance(error, SystemExit):
+        if error.code is None or isinstance(error.code, int):
+            return error.code or 0
+        print(error.code, file=sys.stderr)
+        return 1
+    traceback.print_exception(error, file=sys.stderr)
+    return 1
 
 
 def analyze(args: argparse.Namespace) -> int:
@@ -109,23 +202,41 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="profile a zoo model and show the results")
     p.add_argument("--model", choices=sorted(MODELS), default="resnet50")
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--world-size", type=int, default=8)
+    p.add_argument("--steps", type=_whole_number(1), default=10, help="steps to run (default: 10)")
+    p.add_argument("--batch-size", type=_whole_number(1), default=32)
+    p.add_argument("--world-size", type=_whole_number(1), default=8)
     p.add_argument("--device", choices=sorted(ge.DEVICE_PRESETS), default="Ascend910B")
     p.add_argument("--output", type=Path, default=Path("geprof_output"))
-    p.add_argument("--top", type=int, default=10, help="ops to list")
+    p.add_argument("--top", type=_whole_number(1), default=10, help="ops to list (default: 10)")
     p.set_defaults(func=demo)
+    p = sub.add_parser("run", help="run a Python script under profiling, as a %%%%geprof cell runs, and print its "
+                       "tables", usage="geprof run [flags] SCRIPT [ARGS ...]",
+                       description="Run SCRIPT as __main__ (sys.argv = [SCRIPT, ARGS ...]) under one profiling "
+                       "run, as a %%geprof cell runs: every step it runs (run_graph, aclmdlExecute) is collected. "
+                       "The run is finalised even if the script raises (then the exit status is not 0). geprof's "
+                       "flags go before SCRIPT; everything after SCRIPT is the script's.")
+    p.add_argument("script", type=_script, metavar="SCRIPT", help="the Python script to run")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
+    for flag, field, metavar, help_text in PROFILING_FLAGS:
+        p.add_argument(flag, dest=field, type=_profiling_field(field), default=None, metavar=metavar, help=help_text)
+    p.add_argument("--executor", choices=sorted(EXECUTORS), default=None,
+                   help=f"GE executor: v2 (RT2) or v1 (hybrid) (default: {DEFAULT_EXECUTOR})")
+    p.add_argument("--clock", choices=list(CLOCK_MODES), default=None,
+                   help="real: host time is wall time; virtual: fixed host costs, runs repeat exactly (default: real)")
+    p.add_argument("--device", choices=sorted(ge.DEVICE_PRESETS), default=None,
+                   help=f"device preset of a GE the script initialises (default: {DEFAULT_DEVICE})")
+    p.add_argument("--top", type=_whole_number(1), default=10, help="ops to list (default: 10)")
+    p.set_defaults(func=run)
     p = sub.add_parser("analyze", help="print the tables of a run directory")
     p.add_argument("path", type=Path)
-    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--top", type=_whole_number(1), default=10, help="ops to list (default: 10)")
     p.add_argument("--json", action="store_true", help="also print a JSON summary line")
     p.set_defaults(func=analyze)
     p = sub.add_parser("export", help="write a run as msprof, ascend_pt (msprof-analyze), chrome or parquet files")
     p.add_argument("path", type=Path, help="a run directory, an output directory (newest run) or real tool output")
     p.add_argument("--format", required=True, choices=FORMATS)
     p.add_argument("--to", type=Path, required=True, help="directory to write into (chrome: also a .json file)")
-    p.add_argument("--rank", type=int, default=0, help="ascend_pt: the rank this run is exported as")
+    p.add_argument("--rank", type=_whole_number(0), default=0, help="ascend_pt: the rank this run is exported as")
     p.set_defaults(func=export)
     return parser
 

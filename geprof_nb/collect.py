@@ -175,15 +175,16 @@ def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepS
             guard: StepGuard | None = None) -> Collected:
     """Run ``code()`` under one profiling run with ``options``; the run is finalised whatever happens.
 
-    ``schedule`` picks the steps to record (``None``: every step).  ``info`` is recorded as
-    info.json ``[info_key]`` with the number of steps added; ``subject`` ("cell", "script")
+    ``schedule`` picks the steps to record (``None``: every step).  ``info_key`` says what started
+    the run (info.json ``mode``: "magic", "cli") and records ``info`` as info.json ``[info_key]``
+    with the number of steps added; ``subject`` ("cell", "script")
     names the code in the run's note when it raises.  ``make_progress`` is called once the
     run is open (the clock restarts then).  Raises :class:`OutputUnusable` if no run can be
     opened; the code's own exception is returned in :attr:`Collected.error`.
     """
     switch = options.data_type_config()
     try:
-        msprof.lib.init(options.output, options.to_dict(), mode="magic")
+        msprof.lib.init(options.output, options.to_dict(), mode=info_key)
     except OSError as exc:
         raise OutputUnusable(options.output, exc) from None
     run_info = dict(info or {})
@@ -238,8 +239,12 @@ def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepS
     return Collected(run_dir, error, hook.steps, msprof.lib.notes)
 
 
-def unkept_notes(collected: Collected, profile: Profile | ClusterProfile) -> list[str]:
+def notes_not_kept(collected: Collected, profile: Profile | ClusterProfile) -> str:
     """The library's notes of the run that its loaded run directory lacks (info.json could not be
-    written, e.g. the directory became read-only): the caller says them, or they are lost."""
+    written, e.g. the directory became read-only), as text for the caller to say, or they are lost;
+    "" when every note was kept."""
     kept = profile.ranks[min(profile.ranks)].notes if isinstance(profile, ClusterProfile) else profile.notes
-    return [n for n in collected.notes if n not in kept]
+    lost = [n for n in collected.notes if n not in kept]
+    if not lost:
+        return ""
+    return "geprof: the run's info.json could not be written; its notes:\n" + "\n".join(f"  {n}" for n in lost)

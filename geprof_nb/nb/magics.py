@@ -34,7 +34,7 @@ from IPython.display import display
 
 from .. import ge
 from ..analysis import ClusterProfile, Profile, load
-from ..collect import OutputUnusable, collect, unkept_notes
+from ..collect import OutputUnusable, collect, notes_not_kept
 from ..prof import msprof
 from ..prof.clock import clock
 from . import commands
@@ -180,10 +180,9 @@ class GeprofMagics(Magics):
         if args.name:
             self.shell.user_ns[args.name] = profile
         self.cell_defaults.cell_ran()
-        unkept = unkept_notes(collected, profile)
-        if unkept:  # the run directory could not keep them: say them here, or they are lost
-            print("geprof: the run's info.json could not be written; its notes:\n" +
-                  "\n".join(f"  {note}" for note in unkept), file=sys.stderr)
+        lost = notes_not_kept(collected, profile)
+        if lost:
+            print(lost, file=sys.stderr)
         if not args.no_display:
             nb_display.show_profile(profile)
         if collected.error is not None:
