@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .breakdown import chained_steps
+from .communication import collective_op_types
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -134,10 +135,12 @@ def _pct(v: float) -> str:
 
 
 def _ops_with_times(profile: Profile) -> pd.DataFrame:
-    """op_summary with each row's iteration, start, end and the device idle time before it (us)."""
+    """op_summary with each row's iteration, start, end, the device idle time before it (us) and
+    whether it is a collective (``_comm``: known at task_trace l0 too, where Task Type is N/A)."""
     ops = profile.op_summary
     start = ops[_START].astype(float)
-    f = ops.assign(_it=profile.iteration_of_ops.to_numpy(), _start=start, _end=start + ops[_DUR].astype(float))
+    f = ops.assign(_it=profile.iteration_of_ops.to_numpy(), _start=start, _end=start + ops[_DUR].astype(float),
+                   _comm=profile.source.communication_rows())
     f = f.sort_values(["_it", "_start"], kind="stable")
     prev_end = f.groupby("_it")["_end"].cummax().groupby(f["_it"]).shift()
     f["_gap"] = (f["_start"] - prev_end).clip(lower=0).fillna(0.0)
@@ -183,9 +186,10 @@ def _top(frame: pd.DataFrame, by: str, n: int = 3) -> pd.DataFrame:
 
 def _compute_rows(ops: pd.DataFrame) -> pd.DataFrame:
     """Kernel rows: not communication, not AI CPU."""
-    if "Task Type" not in ops:
-        return ops
-    return ops[~ops["Task Type"].astype(str).isin(["COMMUNICATION", "AI_CPU"])]
+    keep = ~ops["_comm"]
+    if "Task Type" in ops:
+        keep &= ops["Task Type"].astype(str) != "AI_CPU"
+    return ops[keep]
 
 
 # ------------------------------------------------------------------------------------ rules
@@ -452,10 +456,10 @@ def communication_not_overlapped(run: _Run) -> Finding | None:
     evidence = (f"not overlapped {_us(exposed)} of {_us(float(bd['Communication'].mean()))} communication per step "
                 f"(overlapped {_us(float(bd['Overlapped'].mean()))}), computing {_us(float(bd['Computing'].mean()))}")
     ops = run.ops
-    comm = ops[ops["Task Type"].astype(str) == "COMMUNICATION"] if "Task Type" in ops else ops.iloc[:0]
+    comm = ops[ops["_comm"]]
     mean_us = float(comm[_DUR].mean()) if len(comm) else float("nan")
     if len(comm):
-        counts = comm["OP Type"].astype(str).value_counts() / run.steps
+        counts = collective_op_types(comm).value_counts() / run.steps
         evidence += (f"; {_n(len(comm) / run.steps)} collective(s) per step ("
                      + ", ".join(f"{t} x{_n(n)}" for t, n in counts.items()) + f"), mean {_us(mean_us)}")
     ct = run.profile.communication_time

@@ -75,9 +75,7 @@ def _comm_ops(run: RunDir, device_id: int, rows: OpRows, group: str) -> pd.DataF
     hccl = track["connection_id"][track["task_type"] == RtTaskType.HCCL].astype(np.int64)
     sel = np.isin(rows.connection_id, hccl) | (f["Task Type"] == "COMMUNICATION").to_numpy()
     conn = rows.connection_id[sel].astype(np.int64)
-    known = f["OP Type"][sel].astype(str)
-    from_name = f["Op Name"][sel].astype(str).str.extract(r"(Hcom[A-Za-z]+)", expand=False).fillna("Hcom")
-    op_type = known.where(known != NA, from_name).map(hccl_op_type).to_numpy(object)
+    op_type = collective_op_types(f[sel]).map(hccl_op_type).to_numpy(object)
     index = pd.Series(np.arange(len(conn))).astype(str)
     execution = (pd.Series(conn).groupby(conn).cumcount() + 1).astype(str)
     name = pd.Series(op_type) + f"_{group[-3:]}_" + index + "_" + execution
@@ -121,14 +119,25 @@ def _task_names(run: RunDir, rec: np.ndarray) -> np.ndarray:
     return text[inverse.ravel()]
 
 
-def communication_statistic(run: RunDir, device_id: int = 0, rows: OpRows | None = None) -> pd.DataFrame:
+def collective_op_types(comm: pd.DataFrame) -> pd.Series:
+    """The GE op type (``HcomAllReduce``, ...) of op_summary rows of collectives.  At ``task_trace``
+    l0 op_summary has no OP Type; it then comes from the node's name (GE names collective nodes after
+    their type, e.g. ``gradients/HcomAllReduce_0``)."""
+    known = comm["OP Type"].astype(str)
+    from_name = comm["Op Name"].astype(str).str.extract(r"(Hcom[A-Za-z]+)", expand=False).fillna("Hcom")
+    return known.where(known != NA, from_name)
+
+
+def communication_statistic(run: RunDir, device_id: int = 0, rows: OpRows | None = None,
+                            collectives: np.ndarray | None = None) -> pd.DataFrame:
     """Per HCCL op type: count and total/min/avg/max duration (us), share of all collective time;
-    largest total first (msprof ``communication_statistic``)."""
+    largest total first (msprof ``communication_statistic``).  ``collectives``: which rows are
+    collectives (default: op_summary's ``COMMUNICATION`` rows; a run knows them at l0 too)."""
     f = _rows(run, device_id, rows).frame
-    comm = f[f["Task Type"] == "COMMUNICATION"]
+    comm = f[(f["Task Type"] == "COMMUNICATION").to_numpy() if collectives is None else collectives]
     if comm.empty:
         return pd.DataFrame(columns=COMMUNICATION_STATISTIC)
-    types = comm["OP Type"].astype(str).map(hccl_op_type)
+    types = collective_op_types(comm).map(hccl_op_type)
     stats = comm["Task Duration(us)"].groupby(types.to_numpy()).agg(["count", "sum", "min", "mean", "max"])
     out = pd.DataFrame({
         "Device_id": device_id, "OP Type": stats.index.astype(str), "Count": stats["count"].to_numpy(),

@@ -186,6 +186,16 @@ def test_many_small_allreduces_are_latency_bound(tmp_path):
     assert f["Suggestion"].startswith("Fuse gradients into fewer, larger AllReduce buckets")
 
 
+def test_task_trace_l0_finds_the_same_collectives(tmp_path):
+    """l0 op_summary has no Task Type or OP Type: the collectives come from the device's HCCL tasks,
+    so they are neither missed by the communication finding nor counted as compute kernels."""
+    g, _ = build_tiny_graph(world_size=2, bucket_bytes=256)
+    l0 = advise(run_profiled_session(tmp_path / "l0", g, 3, task_trace="l0").profile)
+    assert "HcomAllReduce x2" in finding(l0, COMM)["Evidence"]
+    l1 = advise(profile_of(tmp_path, g))
+    assert finding(l0, COMM)["Evidence"] == finding(l1, COMM)["Evidence"]
+
+
 def test_bucketed_allreduce_under_heavy_backward_is_overlapped(tmp_path):
     # 7 gradient buckets of 2 MiB, each hidden behind ~0.5 ms of backward MatMuls; only the last shows
     g = ge.Graph("heavy")

@@ -235,3 +235,17 @@ def test_collectives_are_found_at_task_trace_l0(tmp_path):
         ours, ref = getattr(l0, table), getattr(l1, table)
         assert len(ours) == len(ref) > 0
         pd.testing.assert_frame_equal(ours, ref, check_categorical=False)
+
+
+def test_communication_statistic_at_task_trace_l0_is_l1s(tmp_path):
+    """l0 op_summary has no Task Type or OP Type: the collectives are the device's HCCL tasks, typed by name."""
+    from geprof_testing import run_profiled_session
+
+    from geprof_nb import ge
+
+    l0 = run_profiled_session(tmp_path / "l0", ge.models.mlp(training=True, world_size=8), 3, task_trace="l0").profile
+    l1 = run_profiled_session(tmp_path / "l1", ge.models.mlp(training=True, world_size=8), 3).profile
+    assert set(l0.op_summary["OP Type"].astype(str)) == {"N/A"}
+    stat = l0.communication_statistic
+    assert list(stat["OP Type"]) == ["hcom_allReduce_"] and list(stat["Count"]) == [3]
+    pd.testing.assert_frame_equal(stat, l1.communication_statistic)
