@@ -426,7 +426,7 @@ class ClusterRuns:
             lib.set_run_info("cluster", {"rank": r, **info, "root": str(self.root)})
             lib.set_device_info(rt.device_id, runtime.preset.info())
             with msprof.reporting_to(lib):  # counters programmed, and described in info.json, as rank 0's
-                rt._program_pmu(ProfilingProperties.instance().aic_metrics)
+                rt.program_pmu(ProfilingProperties.instance().aic_metrics)
             for level, types in type_names().items():  # the API names of this rank's host records
                 for type_id, type_name in types.items():
                     lib.register_type_info(level, type_id, type_name)

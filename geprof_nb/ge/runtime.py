@@ -136,7 +136,7 @@ class DeviceRuntime:
                     self.next_connection_id = 0
                 self.rng = np.random.default_rng(self.seed)
                 self.free_at = 0
-            self._program_pmu(props.aic_metrics)
+            self.program_pmu(props.aic_metrics)
             msprof.lib.set_device_info(self.device_id, self.preset.info())
             for level, names in type_names().items():
                 for type_id, name in names.items():
@@ -153,7 +153,9 @@ class DeviceRuntime:
         for model in list(self.pending_models):
             model.flush()
 
-    def _program_pmu(self, aic_metrics: str) -> None:
+    def program_pmu(self, aic_metrics: str) -> None:
+        """Program the AI Core counters with ``aic_metrics``' events and describe them to msprof
+        (info.json ``pmu_events``); a simulated cluster programs every rank's device the same way."""
         self.pmu_events = {}
         if not aic_metrics:
             return
