@@ -285,11 +285,14 @@ def test_no_eval_exec_or_unpickling_in_the_package():
 
 
 def test_the_allowed_exec_runs_only_the_users_cell():
-    """magics.py compiles the cell's text through IPython; nothing read from a file reaches it."""
+    """magics.py compiles the cell's text through IPython (before any run opens) and runs only those code
+    objects; nothing read from a file reaches exec or eval."""
     source = (PACKAGE / "nb" / "magics.py").read_text()
     calls = re.findall(r"\b(exec|eval)\((.*)\)", source)
-    assert sorted(c[0] for c in calls) == ["eval", "exec"]
-    assert all(arg.startswith("self.shell.compile(") for _, arg in calls)
+    assert sorted((name, arg.split(",")[0]) for name, arg in calls) == [("eval", "cell.last"), ("exec", "cell.body")]
+    assert re.findall(r"\b(body|value) = (?:None if last is None else )?(self\.shell\.\w+)\(", source) == \
+        [("body", "self.shell.compile"), ("value", "self.shell.compile")]
+    assert "return _CompiledCell(filename, body, value)" in source
 
 
 # ============================================================== file names from data stay put
