@@ -102,9 +102,15 @@ LAUNCH_TYPE_BASE = MSPROF_REPORT_NODE_GE_API_BASE_TYPE + 0x100
 LaunchType = IntEnum("LaunchType", {n: LAUNCH_TYPE_BASE + i for i, n in enumerate(LAUNCH_TYPE_NAMES, 1)})
 
 
+def acl_api_name(api: AclProfType) -> str:
+    """The API name ACL registers for an ``AclProfType`` (``PROF_TYPE_TO_NAMES``): the enumerator
+    with a lower-case first letter, ``AclmdlExecute`` -> ``aclmdlExecute``."""
+    return api.name[0].lower() + api.name[1:]
+
+
 def type_names() -> dict[int, dict[int, str]]:
     """Every (level -> type id -> name) the runtime registers with msprof at start-up."""
-    acl = {int(t): t.name for t in AclProfType}
+    acl = {int(t): acl_api_name(t) for t in AclProfType}
     acl.update({int(t): GE_TYPE_NAMES[t] for t in GE_TYPE_NAMES if int(t) >= MSPROF_REPORT_ACL_GRAPH_BASE_TYPE})
     model = {int(t): GE_TYPE_NAMES[t] for t in (GeProfInfoType.kModelExecute, GeProfInfoType.kModelLoad,
                                                  GeProfInfoType.kInputCopy, GeProfInfoType.kOutputCopy)}

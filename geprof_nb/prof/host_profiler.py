@@ -54,8 +54,8 @@ _DISPLAY_OVERRIDES = {
     "kKernelGetAddrAndPrefCnt": "rtKernelGetAddrAndPrefCnt", "kFftsPlusTaskLaunch": "rtFftsPlusTaskLaunch",
     "kAclrtEventDestroy": "AclrtEventDestroy", "kRtStreamSync": "rtStreamSync",
 }
-#: The string GE registers for each event index.
-EVENT_STRINGS = [_DISPLAY_OVERRIDES.get(n, n[1:]) for n in _EVENT_NAMES]
+#: The string GE registers for each event index (none for the kProfilingIndexEnd sentinel).
+EVENT_STRINGS = [_DISPLAY_OVERRIDES.get(n, n[1:]) for n in _EVENT_NAMES if n != "kProfilingIndexEnd"]
 
 
 def event_string(index: int) -> str:

@@ -178,14 +178,14 @@ def test_api_statistic_from_known_records(tmp_path):
             ((0, 1000), (5000, 3000), (9000, 2000))]
     rows += [{"level": lv, "type": 7, "begin": 0, "end": 4000} for lv in (15000, 10000, 5500, 5000)]
     rows += [{"level": 20000, "type": 0xABC, "begin": 0, "end": 500}]
-    type_info = {"20000": {str(0x020001): "AclmdlExecute"}, "15000": {"7": "M"}, "10000": {"7": "N"},
+    type_info = {"20000": {str(0x020001): "aclmdlExecute"}, "15000": {"7": "M"}, "10000": {"7": "N"},
                  "5500": {"7": "C"}, "5000": {"7": "R"}}
     stat = _raw_api_run(tmp_path / "run", rows, type_info=type_info).api_statistic
     assert list(stat.columns) == API_STATISTIC_HEADER
     first = stat.iloc[0]
-    assert list(first) == ["host", "acl", "AclmdlExecute", 6.0, 3, 2.0, 1.0, 3.0, pytest.approx(2 / 3, abs=1e-3)]
+    assert list(first) == ["host", "acl", "aclmdlExecute", 6.0, 3, 2.0, 1.0, 3.0, pytest.approx(2 / 3, abs=1e-3)]
     levels = dict(zip(stat["API Name"], stat["Level"]))
-    assert levels == {"AclmdlExecute": "acl", "M": "model", "N": "node", "C": "communication", "R": "runtime",
+    assert levels == {"aclmdlExecute": "acl", "M": "model", "N": "node", "C": "communication", "R": "runtime",
                       "type_0xabc": "acl"}
 
 

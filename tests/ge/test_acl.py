@@ -19,7 +19,7 @@ from geprof_nb import ge
 from geprof_nb.ge import acl, ge_prof
 from geprof_nb.ge.runtime import SINGLE_OP_MODEL_ID, SYNC_LATENCY_NS
 from geprof_nb.ge.serialize import MAGIC, graph_to_dict
-from geprof_nb.prof.api_types import AclProfType
+from geprof_nb.prof.api_types import AclProfType, acl_api_name
 from geprof_nb.prof.clock import clock
 from geprof_nb.prof.rawdata import ReportLevel
 
@@ -141,7 +141,7 @@ def test_save_and_load_from_file_round_trip(tmp_path):
     b = p.op_summary[p.op_summary["Model ID"] == from_mem][cols].astype(str).reset_index(drop=True)
     assert len(a) > 0 and a.equals(b)
     names = set(p.api_statistic["API Name"])
-    assert {"AclmdlLoadFromFile", "AclmdlLoadFromMem", "AclmdlExecute"} <= names
+    assert {"aclmdlLoadFromFile", "aclmdlLoadFromMem", "aclmdlExecute"} <= names
 
 
 def test_load_from_a_missing_file_is_invalid_file(tmp_path):
@@ -189,7 +189,7 @@ def test_damaged_or_foreign_buffer_is_deserialize_error_and_runs_nothing(tmp_pat
     assert not (tmp_path / "pwned").exists()
     p = finish(tmp_path / "prof")
     assert p.op_summary.empty and len(p.run.load("hwts")) == 0
-    assert not {"AclmdlLoadFromMem", "AclmdlLoadFromFile"} & set(p.api_statistic["API Name"])
+    assert not {"aclmdlLoadFromMem", "aclmdlLoadFromFile"} & set(p.api_statistic["API Name"])
 
 
 # ---------------------------------------------------------------------------------------- execute
@@ -206,8 +206,10 @@ def test_execute_reports_an_acl_api_record_and_op_rows(tmp_path):
     mine = api[(api["level"] == 20000) & (api["type"] == 0x020001)]
     assert int(AclProfType.AclmdlExecute) == 0x020001 and int(ReportLevel.ACL) == 20000
     assert len(mine) == 2 and set(mine["item_id"]) == {model_id} and (mine["end"] >= mine["begin"]).all()
-    row = p.api_statistic.set_index("API Name").loc["AclmdlExecute"]
+    row = p.api_statistic.set_index("API Name").loc["aclmdlExecute"]  # ACL's registered name (PROF_TYPE_TO_NAMES)
     assert row["Level"] == "acl" and row["Count"] == 2
+    assert [acl_api_name(t) for t in (AclProfType.AclopCompile, AclProfType.OpCompile, AclProfType.AclblasGemmEx)] \
+        == ["aclopCompile", "opCompile", "aclblasGemmEx"]
     ops = p.op_summary
     assert len(ops) == 2 * kernels and set(ops["Model ID"]) == {model_id} and list(p.iterations) == [1, 2]
     assert set(ops["OP Type"]) >= {"MatMulV2", "Relu"}
@@ -320,7 +322,7 @@ def test_single_op_runs_without_a_model_and_its_op_model_is_cached(tmp_path):
     assert list(ops["OP Type"]) == ["Add"] * 3
     assert list(ops["Input Shapes"]) == ["16,16;16,16", "16,16;16,16", "8,16;8,16"]
     assert p.step_trace.empty  # single ops have no step trace
-    assert p.api_statistic.set_index("API Name").loc["AclopExecute", "Count"] == 3
+    assert p.api_statistic.set_index("API Name").loc["aclopExecute", "Count"] == 3
     # the cached call is cheaper: no build cost
     api = api_records(p)
     execs = api[api["type"] == int(AclProfType.AclopExecute)]

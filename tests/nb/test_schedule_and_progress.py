@@ -155,7 +155,7 @@ ge.acl.aclmdlExecute(model_id)          # step 4
     assert prof.info["step_schedule"]["recorded_steps"] == [1, 2, 3]
     assert prof.info["magic"]["steps"] == 5
     api = api_counts(prof)
-    assert api["RunGraphAsync"] == 2 and api["AclmdlExecute"] == 1
+    assert api["RunGraphAsync"] == 2 and api["aclmdlExecute"] == 1
     assert api["RunGraph"] == 1  # the failed call is an API call inside the recording window, not a step
     acl_id = ip.user_ns["model_id"]
     session_id = ip.user_ns["sess"].model(1).model_id
