@@ -62,6 +62,7 @@ _UINT32_MAX = np.iinfo(np.uint32).max
 _FORMAT_CODES = {name: int(code) for name, code in FORMATS.items()}
 _DTYPE_CODES = {name: int(code) for name, (code, _) in DTYPES.items()}
 _INPUT, _OUTPUT = int(rawdata.TensorType.INPUT), int(rawdata.TensorType.OUTPUT)
+_MEMCPY_ASYNC, _HOST_TO_DEVICE = int(RtTaskType.MEMCPY_ASYNC), int(rawdata.MemcpyDirection.HOST_TO_DEVICE)
 _FORMAT_OF, _DTYPE_OF, _SHAPE_OF = attrgetter("format"), attrgetter("dtype"), attrgetter("shape")
 
 
@@ -469,13 +470,17 @@ class LoadedModel:
         pmu: list[tuple[str, dict[str, int]]] = [("", {})] * n
         flags = [base_flag] * n
         ctx: list[tuple[int, ...]] = [()] * n
+        copy_bytes, copy_dirs = [0] * n, [0] * n
         counts = [0] * n
         descs: list[TensorDesc] = []  # every kernel's inputs then outputs, in task order
         kinds: list[int] = []
         on_ai_core: dict[str, bool] = {}
-        task_node = t.node.tolist()
+        task_node, rt_types = t.node.tolist(), t.rt_type.tolist()
         for i, kernel in enumerate(t.kernels):
             if kernel is None:
+                if rt_types[i] == _MEMCPY_ASYNC:  # an input copy: its Data node's output, host to device
+                    copy_bytes[i] = nodes[task_node[i]].outputs[0].nbytes
+                    copy_dirs[i] = _HOST_TO_DEVICE
                 continue
             node = nodes[task_node[i]]
             names[i] = node.name
@@ -498,7 +503,7 @@ class LoadedModel:
         tensors = TensorColumns(counts, kinds, list(map(_FORMAT_CODES.__getitem__, map(_FORMAT_OF, descs))),
                                 list(map(_DTYPE_CODES.__getitem__, map(_DTYPE_OF, descs))), list(map(_SHAPE_OF, descs)))
         info = LoadedTaskInfo(self.model_id, self.graph_id, v.compiled.graph.name, t.stream, t.task_id, t.rt_type,
-                              names, types, ge_types, blocks, tensors, pmu, flags, mix, ctx)
+                              names, types, ge_types, blocks, tensors, pmu, flags, mix, ctx, copy_bytes, copy_dirs)
         v.task_info = (t, info)  # a replica (another rank) of this build describes it the same way
         return info
 

@@ -1,8 +1,8 @@
 """The reporters the runtime calls: what each profiling layer hands to msprof.
 
 * :class:`CannProfilerV2` — the V2 (gert) executor's subscriber: node basic
-  info, tensor info and task track once per loaded model, a ``ModelExecute``
-  api record per execution.
+  info, tensor info, task track and the copy tasks' MemcpyInfo once per loaded
+  model, a ``ModelExecute`` api record per execution.
 * :class:`ProfilerCollector` — the V1 executor's model-level RecordStart /
   RecordEnd events with the step id.
 * :class:`DeviceCollector` — the device side: HWTS task logs, AI Core PMU event
@@ -67,6 +67,8 @@ class LoadedTaskInfo:
     op_flags: list[int]  # rawdata.OpFlag bits
     mix_block_dims: list[int]  # vector blocks of MIX tasks (0 otherwise)
     context_ids: list[tuple[int, ...]]  # FFTS+ context ids (empty for ordinary tasks)
+    copy_bytes: list[int]  # bytes a MEMCPY_ASYNC task copies (0 for other tasks)
+    copy_directions: list[int]  # rawdata.MemcpyDirection of a MEMCPY_ASYNC task (0 for other tasks)
 
 
 def encode_tensor_info(connection_ids: list[int], op_name_ids: list[int],
@@ -128,6 +130,13 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
     model = np.zeros(1, rawdata.MODEL_INFO_DTYPE)
     model[0] = (info.model_id, info.graph_id, msprof.lib.get_hash_id(info.model_name), 0)
     blocks = {"task_track": track, "model_info": model}
+    copies = np.flatnonzero(info.rt_type == rawdata.RtTaskType.MEMCPY_ASYNC)
+    if len(copies):  # a few per model: picking them from the per-task lists beats converting the lists
+        memcpy = np.zeros(len(copies), rawdata.MEMCPY_INFO_DTYPE)
+        memcpy["connection_id"] = conn[copies]
+        memcpy["size"] = [info.copy_bytes[i] for i in copies.tolist()]
+        memcpy["direction"] = [info.copy_directions[i] for i in copies.tolist()]
+        blocks["memcpy_info"] = memcpy
     if not with_basic_info:
         return blocks
     op_list = [i for i, name in enumerate(info.op_names) if name]
@@ -213,6 +222,8 @@ class CannProfilerV2:
         if with_basic_info:
             lib.get_hash_ids([t for name, t in zip(info.op_names, info.op_types) if name])
         lib.report_block("task_track", blocks["task_track"], self.device_id)
+        if "memcpy_info" in blocks:
+            lib.report_block("memcpy_info", blocks["memcpy_info"], self.device_id)
         model = blocks["model_info"].copy()
         model["timestamp"] = timestamp
         msprof.MsprofReportAdditionalInfo(False, "model_info", model)

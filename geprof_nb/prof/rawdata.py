@@ -135,6 +135,32 @@ class RtTaskType(IntEnum):
     HCCL = 9
 
 
+class MemcpyDirection(IntEnum):
+    """A copy task's direction (the runtime's ``MemcpyInfo``), in msprof's order (reference §4.6)."""
+
+    HOST_TO_HOST = 0
+    HOST_TO_DEVICE = 1
+    DEVICE_TO_HOST = 2
+    DEVICE_TO_DEVICE = 3
+    MANAGED_MEMORY = 4
+    ADDR_DEVICE_TO_DEVICE = 5
+    HOST_TO_DEVICE_EX = 6
+    DEVICE_TO_HOST_EX = 7
+
+
+#: The timeline's ``operation`` text per copy direction.
+MEMCPY_DIRECTION_NAMES = {
+    MemcpyDirection.HOST_TO_HOST: "host to host",
+    MemcpyDirection.HOST_TO_DEVICE: "host to device",
+    MemcpyDirection.DEVICE_TO_HOST: "device to host",
+    MemcpyDirection.DEVICE_TO_DEVICE: "device to device",
+    MemcpyDirection.MANAGED_MEMORY: "managed memory",
+    MemcpyDirection.ADDR_DEVICE_TO_DEVICE: "addr device to device",
+    MemcpyDirection.HOST_TO_DEVICE_EX: "host to device ex",
+    MemcpyDirection.DEVICE_TO_HOST_EX: "device to host ex",
+}
+
+
 class OpFlag(IntFlag):
     """``opFlag`` bits of node basic info: dynamic-shape compile (op_summary ``OP State``) and
     whether a cube op with float32 inputs may use HF32 (``HF32 Eligible``)."""
@@ -229,6 +255,9 @@ TASK_TRACK_DTYPE = np.dtype(
     [("connection_id", "<u4"), ("model_id", "<u4"), ("stream_id", "<u2"), ("task_id", "<u2"),
      ("task_type", "<u2"), ("kernel_name", "<u8")]
 )
+#: The runtime's MemcpyInfo of a loaded MEMCPY_ASYNC task (one per copy task, reported with the
+#: task track): how many bytes it copies and in which direction (:class:`MemcpyDirection`).
+MEMCPY_INFO_DTYPE = np.dtype([("connection_id", "<u4"), ("size", "<u8"), ("direction", "<u4")])
 #: One executed task (HWTS log).  ``block_cycles`` is the AI Core PMU total
 #: cycle count per block (0 when the PMU is off or the task is not on AI Core;
 #: saturates at 2**32-1, i.e. 2.4 s per block at 1.8 GHz).
@@ -331,6 +360,7 @@ RECORD_KINDS: dict[str, RecordKind] = {
         RecordKind("model_info", MODEL_INFO_DTYPE, "host", aging=False),
         RecordKind("context_id_info", CONTEXT_ID_INFO_DTYPE, "host", aging=False),
         RecordKind("task_track", TASK_TRACK_DTYPE, "device", aging=False),
+        RecordKind("memcpy_info", MEMCPY_INFO_DTYPE, "device", aging=False),
         RecordKind("hwts", HWTS_DTYPE, "device"),
         RecordKind("aicore_events", AICORE_EVENTS_DTYPE, "device", aging=False),
         RecordKind("step_trace", STEP_TRACE_DTYPE, "device"),

@@ -14,6 +14,7 @@ from geprof_nb import ge
 from geprof_nb.analysis.cluster import ClusterProfile
 from geprof_nb.ge import hccl
 from geprof_nb.ge.cluster import ClusterOptionError, Faults
+from geprof_nb.prof.rawdata import MemcpyDirection, RtTaskType
 
 STEPS = 3
 
@@ -281,3 +282,16 @@ def test_every_rank_names_its_memory_tensors(tmp_path):
     for r, found in names.items():
         assert not [n for n in found if n.startswith("<unknown")], r
         assert found == names[0], r
+
+
+def test_every_rank_records_the_input_copies_memcpy_info(tmp_path):
+    c = run_cluster(tmp_path, 4, steps=2)
+    graph = ge.models.mlp(batch_size=16, in_features=256, hidden=(512, 512), world_size=4)
+    sizes = [n.outputs[0].nbytes for n in graph.nodes if n.type == "Data"]
+    for r, p in c.ranks.items():
+        memcpy = p.run.load("memcpy_info", p.device_id)
+        track = p.run.load("task_track", p.device_id)
+        copies = track["connection_id"][track["task_type"] == RtTaskType.MEMCPY_ASYNC]
+        assert memcpy["connection_id"].tolist() == copies.tolist() and len(copies) == len(sizes), r
+        assert memcpy["size"].tolist() == sizes, r
+        assert set(memcpy["direction"].tolist()) == {MemcpyDirection.HOST_TO_DEVICE}, r
