@@ -44,6 +44,9 @@ API_CALLS = ["level", "api", "item", "thread", "begin", "end", "model_id", "iter
 #: ``op`` marks the tasks that are op_summary rows.
 DEVICE_TASKS = ["start", "dur", "stream_id", "task_id", "model_id", "name", "task_type", "connection_id",
                 "iteration", "op"]
+#: :meth:`Source.memcpy_info`: one copy task per row, by connection id: the bytes it copies and its
+#: direction as msprof's timeline names it (``operation``).
+MEMCPY_INFO = ["connection_id", "size", "operation"]
 
 
 #: Why op_statistic is empty at task_time level 0 (:attr:`Source.task_level`).
@@ -256,6 +259,11 @@ class Source(abc.ABC):
             "connection_id": rows.connection_id.astype(np.int64), "iteration": rows.iteration.astype(np.int64),
             "op": np.ones(len(f), bool),
         })[DEVICE_TASKS]
+
+    def memcpy_info(self) -> pd.DataFrame:
+        """The copy tasks' size and direction (:data:`MEMCPY_INFO`); only runs that recorded the
+        runtime's MemcpyInfo have them."""
+        return empty(MEMCPY_INFO)
 
 
 class RunDirSource(Source):
@@ -522,3 +530,12 @@ class RunDirSource(Source):
             "name": per_task(name), "task_type": per_task(task_type), "connection_id": conn,
             "iteration": hw["iteration"].astype(np.int64), "op": op[conn],
         })[DEVICE_TASKS]
+
+    def memcpy_info(self) -> pd.DataFrame:
+        """The ``memcpy_info`` records of the device (none in runs from before they were written)."""
+        rec = self.run.load("memcpy_info", self.device_id)
+        names = rawdata.MEMCPY_DIRECTION_NAMES
+        return pd.DataFrame({
+            "connection_id": rec["connection_id"].astype(np.int64), "size": rec["size"].astype(np.int64),
+            "operation": np.array([names.get(int(d), "N/A") for d in rec["direction"]], dtype=object),
+        })[MEMCPY_INFO]

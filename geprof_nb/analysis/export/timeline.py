@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from ..communication import DEFAULT_GROUP
 from . import overlap
-from .tracejson import EventBlock, const, dur_ns, expand, floats, ints, nested, strs, ts_ns, us_string
+from .tracejson import Column, EventBlock, const, dur_ns, expand, floats, ints, nested, strs, ts_ns, us_string
 
 HOST_DEVICE = 31
 #: Process sort indexes of msprof's layers (``ProcessSortIndex`` in json_trace/meta_data_event.h).
@@ -158,7 +158,9 @@ class Timeline:
         return out
 
     def hardware(self) -> list[dict | EventBlock]:
-        """Every device task as a slice on its stream's thread (one :class:`EventBlock`)."""
+        """Every device task as a slice on its stream's thread: one :class:`EventBlock`, and a second
+        for the copy tasks whose MemcpyInfo the run recorded (their args add ``size(B)``,
+        ``bandwidth(GB/s)`` and ``operation``, as msprof's MEMCPY_ASYNC tasks do)."""
         tasks = self.tasks
         if tasks.empty:
             return []
@@ -166,17 +168,37 @@ class Timeline:
         out: list[dict | EventBlock] = self._process("Ascend Hardware")
         for stream in sorted(set(tasks["stream_id"].astype(int))):
             out += thread_meta(pid, stream, f"Stream {stream}")
+        copies = self.source.memcpy_info().drop_duplicates("connection_id")
+        info_row = pd.Index(copies["connection_id"]).get_indexer(tasks["connection_id"]) if len(copies) else None
+        if info_row is None or (info_row < 0).all():
+            out.append(self._task_block(tasks, pid))
+            return out
+        is_copy = info_row >= 0
+        if not is_copy.all():
+            out.append(self._task_block(tasks[~is_copy], pid))
+        copy_tasks, info = tasks[is_copy], copies.iloc[info_row[is_copy]]
+        size = info["size"].to_numpy(np.int64)
+        dur = copy_tasks["dur"].to_numpy(np.int64)
+        with np.errstate(divide="ignore", invalid="ignore"):  # bytes per ns are GB (1e9 bytes) per s
+            bandwidth = np.round(np.where(dur > 0, size / np.maximum(dur, 1), 0.0), 3)
+        out.append(self._task_block(copy_tasks, pid, [("size(B)", ints(size)), ("bandwidth(GB/s)", floats(bandwidth)),
+                                                      ("operation", strs(info["operation"].to_numpy(object)))]))
+        return out
+
+    def _task_block(self, tasks: pd.DataFrame, pid: int,
+                    extra_args: list[tuple[str, Column]] | None = None) -> EventBlock:
+        """``tasks`` (rows of :attr:`tasks`) as slices with msprof's task args, then ``extra_args``."""
         stream = tasks["stream_id"].to_numpy(np.int64)
         args = [("Model Id", ints(tasks["model_id"])), ("Task Type", strs(tasks["task_type"])),
                 ("Physic Stream Id", ints(stream)), ("Task Id", ints(tasks["task_id"])), ("Batch Id", const(0)),
                 ("Subtask Id", const(UINT32_MAX)), ("connection_id", ints(tasks["connection_id"]))]
+        args += extra_args or []
         if self.torch_npu:
             args.append(("Stream Id", ints(stream)))
-        out.append(EventBlock(len(tasks), [("name", strs(tasks["name"])), ("pid", const(pid)),
-                                           ("tid", ints(stream)), ("ts", ts_ns(tasks["start"])),
-                                           ("dur", dur_ns(tasks["dur"])), ("ph", const("X")), ("args", nested(args))],
-                              key=tasks["connection_id"].to_numpy(np.int64)))  # a task's name, ids, type: its connection's
-        return out
+        return EventBlock(len(tasks), [("name", strs(tasks["name"])), ("pid", const(pid)),
+                                       ("tid", ints(stream)), ("ts", ts_ns(tasks["start"])),
+                                       ("dur", dur_ns(tasks["dur"])), ("ph", const("X")), ("args", nested(args))],
+                          key=tasks["connection_id"].to_numpy(np.int64))  # a task's name, ids, type: its connection's
 
     def step_trace(self, with_process: bool = False) -> list[dict]:
         """The Step Trace slices (in the Ascend Hardware process); ``with_process`` adds that
