@@ -196,3 +196,19 @@ STEP_TRACE_GETNEXT = ["GetNext Start(us)", "GetNext End(us)", "GetNext Time(us)"
 
 #: Columns whose values are timestamps: the CSV export appends a TAB to them.
 TIMESTAMP_COLUMNS = {"Task Start Time(us)", "FP Start(us)", "BP End(us)", "Iteration End(us)", "Reduce Start(us)"}
+
+
+def is_other_core_column(task_type: str, column: str) -> bool:
+    """Whether ``column`` is a PMU column of the core a pure ``task_type`` task (``AI_CORE`` or
+    ``AI_VECTOR_CORE``) did not run on: torch_npu's kernel_details holds ``0`` there, op_summary
+    ``N/A`` (the export writes the zeros, the import reads them back as missing)."""
+    if task_type == "AI_CORE":
+        return column.startswith("aiv_")
+    if task_type == "AI_VECTOR_CORE":
+        return column.startswith("aic_") or column in ("aicore_time(us)", "cube_utilization(%)")
+    return False
+
+
+#: The task types whose other core's PMU cells :func:`is_other_core_column` names.
+PURE_CORE_TASK_TYPES = ("AI_CORE", "AI_VECTOR_CORE")
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -66,6 +67,31 @@ def test_na_and_pmu_columns(level1):
     assert f["aic_total_cycles"].dtype == "Int64" and f["aic_total_cycles"].iloc[0] == 2070221
     assert np.isnan(f["aic_mac_ratio"].iloc[1]) and f["aiv_vec_ratio"].iloc[1] == 0.351
     assert p.options == {"aic_metrics": "PipeUtilization"} and p.device["chip_family"] == "A2"
+
+
+def test_other_cores_zero_pmu_cells_read_as_missing(tmp_path):
+    """torch_npu writes 0 in the other core's PMU cells of a pure AI Core / AI Vector Core kernel;
+    op_summary has them missing (a mean of aiv_vec_ratio must not count the MatMul)."""
+    run = write_ascend_pt(tmp_path)
+    path = run.path / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    header = rows[0]
+    core = header.index("Accelerator Core")
+    for row in rows[1:]:
+        for i, name in enumerate(header):
+            other = (row[core] == "AI_CORE" and name.startswith("aiv_")) or (
+                row[core] == "AI_VECTOR_CORE" and (name.startswith("aic_") or name == "aicore_time(us)"))
+            if other or (row[core] == "AI_CPU" and name == "aiv_vec_ratio"):
+                row[i] = "0"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    f = geprof_nb.load(run.path).op_summary
+    kind = f["Task Type"].astype(str)
+    assert f.loc[kind == "AI_CORE", ["aiv_vec_ratio", "aiv_total_cycles"]].isna().all().all()
+    assert f.loc[kind == "AI_VECTOR_CORE", ["aicore_time(us)", "aic_mac_ratio"]].isna().all().all()
+    assert f.loc[kind == "AI_CORE", "aic_mac_ratio"].iloc[0] == 0.783  # the task's own core is kept
+    assert (f.loc[kind == "AI_CPU", "aiv_vec_ratio"] == 0).all()  # not a pure-core task: its 0 is a value
 
 
 def test_step_trace_time_is_the_step_breakdown_table(level1):

@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..breakdown import step_windows
+from ..columns import PURE_CORE_TASK_TYPES, is_other_core_column
 from .cells import column_cells, table_cells, write_csv
 from .hccl import RankMap, communication_json, communication_matrix_json
 from .naming import ascend_pt_dir_name, prof_dir_name
@@ -62,9 +63,6 @@ LEVEL0_COLUMNS = ["Device_id", "Op Name", "OP Type", "Task Type", "Task Start Ti
                   "Task Wait Time(us)", "Block Num"]
 LEVEL0_TENSOR_COLUMNS = ["Input Shapes", "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
                          "Output Formats"]
-#: Task Type -> whether a PMU column is the other core's (zero in kernel_details; see the module docstring).
-OTHER_CORE_COLUMN = {"AI_CORE": lambda c: c.startswith("aiv_"),
-                     "AI_VECTOR_CORE": lambda c: c.startswith("aic_") or c in ("aicore_time(us)", "cube_utilization(%)")}
 SHAPE_COLUMNS = ("Input Shapes", "Output Shapes")
 #: aic_metrics -> torch_npu's ``AiCMetrics`` value (the ACL enum name).
 ACL_AIC_METRICS = {"PipeUtilization": "ACL_AICORE_PIPE_UTILIZATION",
@@ -171,12 +169,12 @@ def _other_core_zeros(frame: pd.DataFrame, cols: list) -> list:
     AI Core / AI Vector Core task did not run on set to that column's zero (``0.000``; ``0`` for cycles)."""
     task_type = frame["Task Type"].astype(str).to_numpy() if "Task Type" in frame.columns else np.empty(0, object)
     out = list(cols)
-    for kind, is_other in OTHER_CORE_COLUMN.items():
+    for kind in PURE_CORE_TASK_TYPES:
         rows = task_type == kind
         if not rows.any():
             continue
         for k, (name, series) in enumerate(frame.items()):
-            if not is_other(name):
+            if not is_other_core_column(kind, name):
                 continue
             fill = np.flatnonzero(rows & series.isna().to_numpy())
             if len(fill):

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import api, breakdown, communication, memory, tables
+from ..columns import PURE_CORE_TASK_TYPES, is_other_core_column
 from .csvfiles import CsvTable, ImportFormatError, Kinds, read_csv, read_json
 from .filesource import FileSource
 from .msprof import (API_STATISTIC_KINDS, DEVICE_ID, OP_STATISTIC_KINDS, OP_SUMMARY_KINDS, aic_metrics_of,
@@ -161,7 +162,8 @@ class AscendPtSource(FileSource):
                            k.cells.select(keep).rename_columns([str(i) for i in range(len(keep))]), k.file_rows)
         start_ns = start_times(k, "Start Time(us)")
         given = {"Task Start Time(us)": start_ns / 1000.0}
-        frame = self._with_device(self._typed("op_summary", renamed, OP_SUMMARY_KINDS, given=given), self.device_id)
+        frame = _other_core_missing(
+            self._with_device(self._typed("op_summary", renamed, OP_SUMMARY_KINDS, given=given), self.device_id))
         if step_col is not None:
             steps = k.integers(step_col, nullable=True)
             iteration = steps.to_numpy(np.int64, na_value=0)
@@ -256,6 +258,20 @@ class AscendPtSource(FileSource):
         for c in communication.COMMUNICATION_TIME[3:]:
             frame[c] = frame[c].astype(np.float64)
         return frame.sort_values("Start Timestamp(us)", kind="stable").reset_index(drop=True)
+
+
+def _other_core_missing(frame: pd.DataFrame) -> pd.DataFrame:
+    """kernel_details' ``0`` in the PMU cells of the core a pure AI Core / AI Vector Core task did not
+    run on, as op_summary has them: missing (a mean over ``aiv_vec_ratio`` must not count cube tasks)."""
+    if "Task Type" not in frame.columns:
+        return frame
+    task_type = frame["Task Type"].astype(str).to_numpy()
+    for kind in PURE_CORE_TASK_TYPES:
+        rows = task_type == kind
+        for column in [c for c in frame.columns if is_other_core_column(kind, c)] if rows.any() else ():
+            zero = (frame[column] == 0).to_numpy(dtype=bool, na_value=False)
+            frame.loc[rows & zero, column] = np.nan
+    return frame
 
 
 def _number(path: Path, key: str, info: dict, field: str) -> float:
