@@ -3,6 +3,7 @@
 import errno
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -295,17 +296,23 @@ def test_syntax_error_is_shown_as_ipython_shows_it_and_opens_no_run(ip, tmp_path
     assert not (tmp_path / "geprof_output").exists()
 
 
-def test_notes_the_run_directory_could_not_keep_are_said_and_the_data_is_kept(ip, monkeypatch):
+def break_replace_mid_cell(ip, monkeypatch, breaks: Callable[[Path], bool]) -> None:
+    """``os.replace`` onto a path ``breaks`` picks fails with EPERM once the cell calls ``break_the_disk()``
+    (a run directory made read-only or immutable mid-cell)."""
     real_replace = os.replace
     broken = []
 
-    def replace(src, dst, **kwargs):  # info.json of a run directory made read-only mid-cell
-        if broken and Path(dst).name == "info.json":
+    def replace(src, dst, **kwargs):
+        if broken and breaks(Path(dst)):
             raise PermissionError(errno.EPERM, "Operation not permitted", str(src))
         return real_replace(src, dst, **kwargs)
 
     monkeypatch.setattr(os, "replace", replace)
     ip.user_ns["break_the_disk"] = lambda: broken.append(True)
+
+
+def test_notes_the_run_directory_could_not_keep_are_said_and_the_data_is_kept(ip, monkeypatch):
+    break_replace_mid_cell(ip, monkeypatch, lambda dst: dst.name == "info.json")
     with capture_output() as cap:
         ip.run_cell_magic("geprof", "--clock virtual --no-display", "break_the_disk()\n" + MLP_CELL)
     said = cap.stderr.splitlines()
@@ -319,16 +326,7 @@ def test_notes_the_run_directory_could_not_keep_are_said_and_the_data_is_kept(ip
 
 
 def test_every_write_failing_is_said_once_per_reason(ip, monkeypatch):
-    real_replace = os.replace
-    broken = []
-
-    def replace(src, dst, **kwargs):  # chunks and info.json alike, as a run directory made immutable mid-cell
-        if broken and "PROF_" in str(dst):
-            raise PermissionError(errno.EPERM, "Operation not permitted", str(src))
-        return real_replace(src, dst, **kwargs)
-
-    monkeypatch.setattr(os, "replace", replace)
-    ip.user_ns["break_the_disk"] = lambda: broken.append(True)
+    break_replace_mid_cell(ip, monkeypatch, lambda dst: "PROF_" in str(dst))  # chunks and info.json alike
     with capture_output() as cap:
         ip.run_cell_magic("geprof", "--clock virtual --no-display", "break_the_disk()\n" + MLP_CELL)
     failures = [s for s in cap.stderr.splitlines() if "writing into the run directory failed" in s]
