@@ -15,6 +15,7 @@ import pandas as pd
 from . import ge
 from .analysis import ClusterProfile, Profile, load
 from .analysis.export import FORMATS
+from .analysis.cluster_export import FORMATS as CLUSTER_FORMATS
 from .collect import COLLECTION_DEFAULTS, PROFILING_FLAGS, OutputUnusable, collect, notes_not_kept
 from .ge.device import DEFAULT_DEVICE
 from .ge.session import DEFAULT_EXECUTOR, EXECUTORS
@@ -30,6 +31,9 @@ MODELS = {
 COMPACT_OP_COLUMNS = ["Op Name", "OP Type", "Task Type", "Task Duration(us)", "Block Num"]
 COMPACT_STEP_COLUMNS = ["Iteration ID", "Iteration Time(us)", "FP to BP Time(us)", "Iteration Refresh(us)",
                         "Data Aug Bound(us)"]
+#: slow_ranks columns that fit a terminal.
+COMPACT_RANK_COLUMNS = ["Rank", "Step Time(us)", "Own Time(us)", "Computing(us)", "Communication(Not Overlapped)(us)",
+                        "Free(us)", "Wait Time(us)", "Bound", "Slow"]
 
 
 def _whole_number(minimum: int):
@@ -176,20 +180,46 @@ def _exit_status(error: BaseException | None) -> int:
 
 
 def analyze(args: argparse.Namespace) -> int:
-    """Print the tables of an existing run (or the newest run in an output directory)."""
-    profile = load(args.path)
-    print(profile)
+    """Print the tables of an existing run (or the newest run in an output directory); of a cluster,
+    its ranks slowest first, then the tables of its lowest rank."""
+    run = load(args.path)
+    cluster = isinstance(run, ClusterProfile)
+    profile = run.rank(min(run.ranks)) if cluster else run
+    print(run)
+    summary = {"run": str(run.path), "iterations": len(profile.step_trace), "op_tasks": len(profile.op_summary)}
+    if cluster:
+        ranks = run.slow_ranks
+        with pd.option_context("display.width", 200):
+            print(f"\nRanks, slowest (own time: Computing + Free) first (us per step, top {min(args.top, len(ranks))} "
+                  f"of {len(ranks)}):")
+            print(ranks[COMPACT_RANK_COLUMNS].head(args.top).to_string(index=False, float_format="%.3f"))
+        print(f"\nThe tables of rank {min(run.ranks)}:")
+        summary.update(ranks=list(run.ranks), rank=min(run.ranks),
+                       slow_ranks=[int(r) for r in ranks.loc[ranks["Slow"], "Rank"]])
     _print_tables(profile, args.top)
     if args.json:
-        print(json.dumps({"run": str(profile.path), "iterations": len(profile.step_trace),
-                          "op_tasks": len(profile.op_summary)}))
+        print(json.dumps(summary))
     return 0
 
 
 def export(args: argparse.Namespace) -> int:
-    """Write a run (anything ``geprof_nb.load`` opens) in a real tool's format and list the files."""
-    options = {"rank": args.rank} if args.format == "ascend_pt" else {}
-    written = load(args.path).export(args.to, format=args.format, **options)
+    """Write a run (anything ``geprof_nb.load`` opens) in a real tool's format and list the files; a
+    cluster in the formats that keep its ranks, every rank as its own."""
+    run = load(args.path)
+    if isinstance(run, ClusterProfile):
+        if args.format not in CLUSTER_FORMATS:
+            print(f"geprof export: --format {args.format}: {args.path} is a cluster (ranks {list(run.ranks)}); "
+                  f"accepted for a cluster: {', '.join(CLUSTER_FORMATS)} (for {args.format}, export one rank's "
+                  "run directory)", file=sys.stderr)
+            return 2
+        if args.rank is not None:
+            print(f"geprof export: --rank {args.rank}: {args.path} is a cluster, whose ranks are exported as their "
+                  "own ranks; accepted: --rank for one run only", file=sys.stderr)
+            return 2
+        written = run.export(args.to, format=args.format)
+    else:
+        options = {"rank": args.rank or 0} if args.format == "ascend_pt" else {}
+        written = run.export(args.to, format=args.format, **options)
     files = sorted(p for p in written.rglob("*") if p.is_file()) if written.is_dir() else [written]
     print(f"Wrote {written}")
     for f in files:
@@ -227,8 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"device preset of a GE the script initialises (default: {DEFAULT_DEVICE})")
     p.add_argument("--top", type=_whole_number(1), default=10, help="ops to list (default: 10)")
     p.set_defaults(func=run)
-    p = sub.add_parser("analyze", help="print the tables of a run directory")
-    p.add_argument("path", type=Path)
+    p = sub.add_parser("analyze", help="print the tables of a run directory or a cluster")
+    p.add_argument("path", type=Path, help="a run directory, an output directory (newest run), a cluster root "
+                   "(CLUSTER_*) or real tool output")
     p.add_argument("--top", type=_whole_number(1), default=10, help="ops to list (default: 10)")
     p.add_argument("--json", action="store_true", help="also print a JSON summary line")
     p.set_defaults(func=analyze)
@@ -236,7 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", type=Path, help="a run directory, an output directory (newest run) or real tool output")
     p.add_argument("--format", required=True, choices=FORMATS)
     p.add_argument("--to", type=Path, required=True, help="directory to write into (chrome: also a .json file)")
-    p.add_argument("--rank", type=_whole_number(0), default=0, help="ascend_pt: the rank this run is exported as")
+    p.add_argument("--rank", type=_whole_number(0), default=None,
+                   help="ascend_pt: the rank this run is exported as (default: 0; a cluster's ranks keep theirs)")
     p.set_defaults(func=export)
     return parser
 

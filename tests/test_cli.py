@@ -1,15 +1,19 @@
-"""The ``geprof`` console script: ``run`` profiles a script as ``%%geprof`` profiles a cell; counts
-that must be positive are refused naming the flag."""
+"""The ``geprof`` console script: ``run`` profiles a script as ``%%geprof`` profiles a cell; ``analyze``
+and ``export`` take a cluster root; counts that must be positive are refused naming the flag."""
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from cluster_testing import simulate_cluster
 
 import geprof_nb
+from geprof_nb import ge
+from geprof_nb.analysis import ClusterProfile
 from geprof_nb.cli import main
 from geprof_nb.prof import msprof
 
@@ -32,6 +36,17 @@ def script(tmp_path: Path) -> Path:
     path = tmp_path / "train.py"
     path.write_text(SCRIPT)
     return path
+
+
+#: The small cluster of the analyze / export tests: rank SLOW_RANK's kernels take twice as long.
+RANKS, SLOW_RANK = 4, 2
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> ClusterProfile:
+    graph = ge.models.mlp(batch_size=8, in_features=32, hidden=(32,), training=True, world_size=RANKS)
+    return simulate_cluster(tmp_path / "sim", {"slow_ranks": {str(SLOW_RANK): 2.0}}, ranks=RANKS, steps=2,
+                            graph=graph, aic_metrics="PipeUtilization")
 
 
 def run_dir_line(out: str) -> Path:
@@ -94,3 +109,50 @@ def test_bad_values_are_refused_naming_the_flag(argv, message, tmp_path, monkeyp
     assert exc.value.code == 2
     assert f"geprof {argv[0]}: error: {message}" in capsys.readouterr().err
     assert not (tmp_path / "geprof_output").exists()
+
+
+def test_analyze_of_a_cluster_lists_its_ranks_slowest_first_then_rank_0s_tables(cluster, capsys):
+    assert main(["analyze", str(cluster.path), "--json"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == repr(cluster)
+    header = lines.index("Ranks, slowest (own time: Computing + Free) first (us per step, top 4 of 4):")
+    assert lines[header + 1].split() == ["Rank", "Step", "Time(us)", "Own", "Time(us)", "Computing(us)",
+                                         "Communication(Not", "Overlapped)(us)", "Free(us)", "Wait", "Time(us)",
+                                         "Bound", "Slow"]
+    rows = [line.split() for line in lines[header + 2:header + 2 + RANKS]]
+    assert [int(r[0]) for r in rows] == list(cluster.slow_ranks["Rank"]) and rows[0][0] == str(SLOW_RANK)
+    assert [r[-1] for r in rows] == ["True", "False", "False", "False"]
+    rank0 = cluster.rank(0)
+    assert lines[header + 2 + RANKS:header + 4 + RANKS] == ["", "The tables of rank 0:"]
+    assert "step_trace (us):" in out and "op_statistic (top 10 op types):" in out
+    assert json.loads(lines[-1]) == {"run": str(cluster.path), "iterations": 2, "op_tasks": len(rank0.op_summary),
+                                     "ranks": [0, 1, 2, 3], "rank": 0, "slow_ranks": [SLOW_RANK]}
+
+
+@pytest.mark.parametrize("fmt", ["ascend_pt", "parquet"])
+def test_export_of_a_cluster_writes_every_rank_as_its_own(cluster, fmt, tmp_path, capsys):
+    to = tmp_path / "export"
+    assert main(["export", str(cluster.path), "--format", fmt, "--to", str(to)]) == 0
+    assert capsys.readouterr().out.startswith(f"Wrote {to}\n")
+    back = geprof_nb.load(to)
+    assert isinstance(back, ClusterProfile) and list(back.ranks) == list(range(RANKS))
+    for r in range(RANKS):
+        assert len(back.rank(r).op_summary) == len(cluster.rank(r).op_summary) > 0
+    if fmt == "ascend_pt":
+        infos = {json.loads(f.read_text())["rank_id"]: f.parent.name for f in to.glob("*/profiler_info_*.json")}
+        assert sorted(infos) == list(range(RANKS))
+        assert all(name.startswith(f"vm-rank{r}_") and name.endswith("_ascend_pt") for r, name in infos.items())
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--format", "msprof"], "--format msprof: {root} is a cluster (ranks [0, 1, 2, 3]); accepted for a cluster: "
+                             "ascend_pt, parquet (for msprof, export one rank's run directory)"),
+    (["--format", "ascend_pt", "--rank", "1"], "--rank 1: {root} is a cluster, whose ranks are exported as their own "
+                                               "ranks; accepted: --rank for one run only"),
+])
+def test_export_of_a_cluster_refuses_what_would_lose_its_ranks(cluster, flags, message, tmp_path, capsys):
+    to = tmp_path / "export"
+    assert main(["export", str(cluster.path), *flags, "--to", str(to)]) == 2
+    assert capsys.readouterr().err == f"geprof export: {message.format(root=cluster.path)}\n"
+    assert not to.exists()
