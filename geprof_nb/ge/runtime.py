@@ -34,6 +34,7 @@ from ..prof.host_profiler import GlobalProfiler, ProfilingEvent, global_profiler
 from ..prof.properties import (BIT_CANN_HOST, BIT_DEVICE, BIT_GE_HOST, BIT_MEMORY, BIT_TASK_TIME,
                                BIT_TRAINING_TRACE, GlobalProfilingWrapper, ProfilingProperties)
 from ..prof.rawdata import ReportLevel, RtTaskType
+from ..prof.threads import native_thread_id
 from .compiler import CompiledModel, TaskTable
 from .device import CostModel, DevicePreset
 from . import hccl
@@ -277,6 +278,7 @@ class _Pending:
     k: list[int] = field(default_factory=list)  # step index in the batch
     t0: list[int] = field(default_factory=list)  # device start of the step
     iteration: list[int] = field(default_factory=list)
+    thread: list[int] = field(default_factory=list)  # the host thread that ran the step (its records name it)
 
 
 class _Variant:
@@ -610,10 +612,10 @@ class LoadedModel:
                                v.compiled.costs[int(t.node[i])].bytes) for i in tasks]
         msprof.lib.report_block("aicpu", np.concatenate(parts), self.runtime.device_id)
 
-    def _report_host(self, v: _Variant, timeline: _HostTimeline, launch_ns: np.ndarray, flags: int,
-                     node_api: bool) -> None:
-        """Host records of node-by-node launches of ``n`` steps (``launch_ns`` [n]): GE host events,
-        node-level and runtime API records."""
+    def _report_host(self, v: _Variant, timeline: _HostTimeline, launch_ns: np.ndarray, threads: np.ndarray,
+                     flags: int, node_api: bool) -> None:
+        """Host records of node-by-node launches of ``n`` steps (``launch_ns``, ``threads`` [n]: when and by
+        which thread each was launched): GE host events, node-level and runtime API records."""
         t = v.table
         n = len(launch_ns)
         names = [v.compiled.graph.nodes[int(t.node[i])].name for i in timeline.tasks]
@@ -624,7 +626,7 @@ class LoadedModel:
             steps, rows, cols = np.nonzero(durs > 0)
             events_ = np.where(kernel[rows], np.asarray(_HOST_PHASES, np.int64)[cols], int(ProfilingEvent.kCopyH2D))
             global_profiler.record_many(names, rows, events_, starts[steps, rows, cols],
-                                        starts[steps, rows, cols] + durs[steps, rows, cols])
+                                        starts[steps, rows, cols] + durs[steps, rows, cols], threads[steps])
         launch_begin = starts[:, :, 4]
         launch_end = launch_begin + durs[:, :, 4]
         if node_api and flags & (BIT_TASK_TIME | BIT_CANN_HOST):
@@ -634,18 +636,18 @@ class LoadedModel:
                                 for i in timeline.tasks], np.int64)
             launches = {"level": ReportLevel.NODE, "types": np.tile(types[kernel], n),
                         "begins": launch_begin[:, kernel].ravel(), "ends": launch_end[:, kernel].ravel(),
-                        "item_ids": np.tile(hashes[kernel], n)}
+                        "item_ids": np.tile(hashes[kernel], n), "thread_ids": np.repeat(threads, int(kernel.sum()))}
             self.runtime.cann_profiler.on_execute_event(ExecutorEvent.kExecuteEnd, **launches)
         if node_api and flags & BIT_CANN_HOST:  # ge_api l0: the host scheduling (InferShape, Tiling) of each node
             for col, api in ((0, GeProfInfoType.kInferShape), (1, GeProfInfoType.kTiling)):
                 sel = kernel & (timeline.phase_dur[:, col] > 0)
                 report_api_block(ReportLevel.NODE, np.full(n * int(sel.sum()), int(api)),
                                  starts[:, sel, col].ravel(), (starts[:, sel, col] + durs[:, sel, col]).ravel(),
-                                 np.tile(hashes[sel], n))
+                                 np.tile(hashes[sel], n), np.repeat(threads, int(sel.sum())))
         if ProfilingProperties.instance().switch & events.PROF_RUNTIME_API_MASK:
             types = np.where(kernel, int(RuntimeApiType.rtKernelLaunch), int(RuntimeApiType.rtMemcpyAsync))
             report_api_block(ReportLevel.RUNTIME, np.tile(types, n), launch_begin.ravel(), launch_end.ravel(),
-                             np.zeros(n * len(types), np.uint64))
+                             np.zeros(n * len(types), np.uint64), np.repeat(threads, len(types)))
 
     def _flush(self, v: _Variant) -> None:
         """Report the steps of ``v`` that ran since the last report."""
@@ -663,7 +665,8 @@ class LoadedModel:
         if self.cluster is not None:
             self.cluster.report(v, p, ks, np.asarray(p.t0, np.int64), iterations)
         if p.timeline is not None:
-            self._report_host(v, p.timeline, np.asarray(p.t0, np.int64) - LAUNCH_LATENCY_NS, p.flags, p.node_api)
+            self._report_host(v, p.timeline, np.asarray(p.t0, np.int64) - LAUNCH_LATENCY_NS,
+                              np.asarray(p.thread, np.int64), p.flags, p.node_api)
 
     def flush(self) -> None:
         """Report every step run while profiling was on (msprof gets device logs batch by batch)."""
@@ -732,6 +735,7 @@ class LoadedModel:
             p.k.append(k)
             p.t0.append(t0)
             p.iteration.append(self.iterations)
+            p.thread.append(native_thread_id())
             rt.pending_models.add(self)
         if timeline is not None:
             clock.spend(timeline.total)

@@ -258,15 +258,20 @@ class CannProfilerV2:
             report_api_block(**info)
 
 
-def report_api_block(level: int, types, begins: np.ndarray, ends: np.ndarray, item_ids) -> None:
-    """Many MsprofApi records of one level at once."""
+def report_api_block(level: int, types, begins: np.ndarray, ends: np.ndarray, item_ids,
+                     thread_ids: int | np.ndarray | None = None) -> None:
+    """Many MsprofApi records of one level at once.
+
+    ``thread_ids`` (one, or one per record) names the threads that made the calls; by default the
+    caller's.  Records reported after the fact (steps reported at a flush) pass the threads that ran them.
+    """
     n = len(begins)
     if not n:
         return
     rec = np.zeros(n, rawdata.API_DTYPE)
     rec["level"] = level
     rec["type"] = types
-    rec["thread_id"] = native_thread_id()
+    rec["thread_id"] = native_thread_id() if thread_ids is None else thread_ids
     rec["begin"] = begins
     rec["end"] = ends
     rec["item_id"] = item_ids

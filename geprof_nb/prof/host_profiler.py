@@ -116,7 +116,7 @@ class _Scopes:
     event: np.ndarray
     start: np.ndarray
     end: np.ndarray
-    thread_id: int
+    thread_id: int | np.ndarray  # one for all scopes, or one per scope
 
 
 class GlobalProfiler:
@@ -156,12 +156,17 @@ class GlobalProfiler:
         finally:
             lock.release()
 
-    def record_many(self, names: Sequence[str], element: np.ndarray, event_ids, starts, ends) -> None:
+    def record_many(self, names: Sequence[str], element: np.ndarray, event_ids, starts, ends,
+                    thread_ids: int | np.ndarray | None = None) -> None:
         """Record many scopes at once: scope ``i`` is ``names[element[i]]`` from ``starts[i]`` to ``ends[i]``
-        (a node-by-node launch reports all its host phases together)."""
+        (a node-by-node launch reports all its host phases together).
+
+        ``thread_ids``: the thread that ran the scopes (one, or one per scope); by default the caller.
+        Steps are reported after they ran, by whichever thread flushes, so they pass their own.
+        """
         element = np.asarray(element, np.int64)
         n = len(element)
-        tid = native_thread_id()
+        tid = native_thread_id() if thread_ids is None else thread_ids
         with self._lock:
             first = self._count
             self._count = first + 2 * n
@@ -170,7 +175,7 @@ class GlobalProfiler:
                 self._kept += 2 * room
                 self._parts.append(_Scopes(list(names), element[:room], np.asarray(event_ids, np.int64)[:room],
                                            np.asarray(starts, np.int64)[:room], np.asarray(ends, np.int64)[:room],
-                                           tid))
+                                           tid[:room] if isinstance(tid, np.ndarray) else tid))
 
     def take(self) -> tuple[HostRecords, int]:
         """Remove every kept record; return them and how many were dropped."""
@@ -220,7 +225,7 @@ def _records(parts: list[tuple | _Scopes]) -> HostRecords:
         cols["event"].append(part.event)
         cols["start"].append(part.start)
         cols["end"].append(part.end)
-        cols["tid"].append(np.full(len(part.start), part.thread_id, np.int64))
+        cols["tid"].append(np.broadcast_to(np.asarray(part.thread_id, np.int64), part.start.shape))
     flush_singles()
     names = list(index)
 

@@ -6,6 +6,7 @@ and V2 report for it.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,10 @@ import pytest
 
 import geprof_nb
 from geprof_nb import ge
+from geprof_nb.analysis.api import api_calls
 from geprof_nb.ge.runtime import NODE_HOST_COSTS
 from geprof_nb.prof.rawdata import ReportLevel
+from geprof_nb.prof.threads import native_thread_id
 
 BATCH = 4
 F16 = np.float16
@@ -239,6 +242,40 @@ def test_ge_api_l1_records_host_phases_per_node(tmp_path, executor):
     # the kernel starts on the device after its launch
     launch_end = first["End(us)"].iloc[-1]
     assert rows_of(p, node, 1)["Task Start Time(us)"].iloc[0] >= launch_end - 0.5
+
+
+@pytest.mark.parametrize("executor", ["v2", "v1"])
+def test_host_records_carry_the_thread_that_ran_the_step(tmp_path, executor):
+    """Steps are reported later (at GEFinalize here, in the main thread): each step's host events,
+    node-level and runtime api records still name the thread that ran it."""
+    profiled(tmp_path, executor, ge_api="l1", runtime_api="on")
+    s = session_with(dynamic_mlp())
+    threads: list[int] = []
+
+    def step() -> None:
+        threads.append(native_thread_id())
+        assert s.run_graph(1) == ge.SUCCESS
+
+    for _ in range(2):  # two steps of one batch, each from its own thread
+        worker = threading.Thread(target=step)
+        worker.start()
+        worker.join()
+    kernels = n_kernels(s)
+    ge.GEFinalize()
+    main = native_thread_id()
+    assert len(set(threads)) == 2 and main not in threads
+    p = geprof_nb.load(tmp_path)
+    he = p.host_events
+    first_end = p.ops(1)["Task Start Time(us)"].max()  # the first step is over before the second begins
+    assert set(he[he["Start(us)"] < first_end]["Thread ID"]) == {threads[0]}
+    assert set(he[he["Start(us)"] > first_end]["Thread ID"]) == {threads[1]}
+    assert (he["Thread ID"] == threads[0]).sum() == (he["Thread ID"] == threads[1]).sum() == len(he) // 2
+    calls = api_calls(p.run)
+    node, runtime = calls[calls["level"] == ReportLevel.NODE], calls[calls["level"] == ReportLevel.RUNTIME]
+    assert len(node) == (3 * 2 * kernels if executor == "v2" else 0)  # RT2: launch, InferShape, Tiling per node
+    assert len(runtime) > 2 * kernels  # rtKernelLaunch / rtMemcpyAsync per launch, rtStreamSynchronize per step
+    for rows in (node, runtime):
+        assert (rows["thread"] == threads[0]).sum() == (rows["thread"] == threads[1]).sum() == len(rows) // 2
 
 
 def _node_level(p: geprof_nb.Profile):
