@@ -16,8 +16,9 @@ from . import ge
 from .analysis import ClusterProfile, Profile, load
 from .analysis.export import FORMATS
 from .analysis.cluster_export import FORMATS as CLUSTER_FORMATS
-from .collect import COLLECTION_DEFAULTS, PROFILING_FLAGS, OutputUnusable, collect, notes_not_kept
-from .ge.device import DEFAULT_DEVICE
+from .collect import (COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, OutputUnusable, collect, device_flag_type,
+                      notes_not_kept)
+from .ge.device import DEFAULT_DEVICE, get_device
 from .ge.session import DEFAULT_EXECUTOR, EXECUTORS
 from .prof.clock import CLOCK_MODES
 from .prof.options import ProfilingOptions, ProfilingOptionsError, validate_field
@@ -142,6 +143,13 @@ def run(args: argparse.Namespace) -> int:
     values.update({field: getattr(args, field) for _, field, _, _ in PROFILING_FLAGS
                    if getattr(args, field) is not None})
     options = ProfilingOptions.parse(values)
+    if args.device is not None:  # as %%geprof checks it: before the run opens, naming both flags
+        try:
+            get_device(args.device).check_aic_metrics(options.aic_metrics)
+        except ProfilingOptionsError as exc:
+            print(f"geprof run: --aic-metrics {options.aic_metrics}: not available on --device {args.device}; "
+                  f"accepted there: {exc.accepted}", file=sys.stderr)
+            return 2
     script = str(args.script)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *args.script_args]
@@ -253,8 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"GE executor: v2 (RT2) or v1 (hybrid) (default: {DEFAULT_EXECUTOR})")
     p.add_argument("--clock", choices=list(CLOCK_MODES), default=None,
                    help="real: host time is wall time; virtual: fixed host costs, runs repeat exactly (default: real)")
-    p.add_argument("--device", choices=sorted(ge.DEVICE_PRESETS), default=None,
-                   help=f"device preset of a GE the script initialises (default: {DEFAULT_DEVICE})")
+    p.add_argument("--device", type=device_flag_type, default=None, metavar=DEVICE_METAVAR,
+                   help=f"device preset of a GE the script initialises: {', '.join(ge.DEVICE_PRESETS)}, or a what-if "
+                        f"such as Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 (default: {DEFAULT_DEVICE})")
     p.add_argument("--top", type=_whole_number(1), default=10, help="ops to list (default: 10)")
     p.set_defaults(func=run)
     p = sub.add_parser("analyze", help="print the tables of a run directory or a cluster")

@@ -13,6 +13,7 @@ It knows nothing of notebooks: the magic passes its progress line and its Ctrl-C
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import os
 import types
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from .analysis import ClusterProfile, Profile
+from .ge.device import get_device
 from .ge.session import step_hooks
 from .prof import msprof
 from .prof.events import AIC_METRICS
@@ -51,6 +53,20 @@ PROFILING_FLAGS = [
     ("--task-memory", "task_memory", "on|off", "static memory plan events (geprof extension; default: off)"),
     ("--storage-limit", "storage_limit", "SIZE", "delete the oldest data past this size, e.g. 500MB (>= 200MB)"),
 ]
+
+#: The metavar of ``--device`` (``%%geprof`` and ``geprof run``).
+DEVICE_METAVAR = "PRESET[:field=value,...]"
+
+
+def device_flag_type(value: str) -> str:
+    """An argparse ``type`` for ``--device``: a preset, or a what-if preset with changed fields
+    (``Ascend910B:ai_core_num=20``, :func:`geprof_nb.ge.device.get_device`)."""
+    try:
+        get_device(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
 
 _PHASE = {NONE: "not profiled", WARMUP: "warmup (collected, discarded)", "record": "recording",
           "record_and_save": "recording"}

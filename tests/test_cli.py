@@ -1,5 +1,6 @@
-"""The ``geprof`` console script: ``run`` profiles a script as ``%%geprof`` profiles a cell; ``analyze``
-and ``export`` take a cluster root; counts that must be positive are refused naming the flag."""
+"""The ``geprof`` console script: ``run`` profiles a script as ``%%geprof`` profiles a cell (its
+``--device`` takes what-if presets as the cell's does); ``analyze`` and ``export`` take a cluster root;
+counts that must be positive are refused naming the flag."""
 
 from __future__ import annotations
 
@@ -100,6 +101,9 @@ def test_run_exits_with_the_scripts_exit_status(tmp_path, capsys):
      "argument --rank: -1 is not valid; accepted: a whole number >= 0"),
     (["run", "--task-trace", "l2", "x.py"], "argument --task-trace: 'l2' is not valid; accepted: "),
     (["run", "missing.py"], "argument SCRIPT: missing.py: no such file; accepted: a Python script file"),
+    (["run", "--device", "Ascend999", "x.py"], "argument --device: unknown device 'Ascend999'; accepted: "),
+    (["run", "--device", "Ascend910B:cores=20", "x.py"],
+     "argument --device: device 'Ascend910B:cores=20': 'cores' is not a device field; accepted: "),
 ])
 def test_bad_values_are_refused_naming_the_flag(argv, message, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -109,6 +113,24 @@ def test_bad_values_are_refused_naming_the_flag(argv, message, tmp_path, monkeyp
     assert exc.value.code == 2
     assert f"geprof {argv[0]}: error: {message}" in capsys.readouterr().err
     assert not (tmp_path / "geprof_output").exists()
+
+
+def test_run_takes_a_what_if_device_as_the_cell_does(script, tmp_path, capsys):
+    assert main(["run", "--clock", "virtual", "--device", "Ascend910B:ai_core_num=20", "--output",
+                 str(tmp_path / "out"), str(script), "1"]) == 0
+    p = geprof_nb.load(run_dir_line(capsys.readouterr().out))
+    device = p.info["devices"]["0"]
+    assert device["name"] == "Ascend910B:ai_core_num=20" and device["ai_core_num"] == 20
+    assert device["vector_core_num"] == ge.DEVICE_PRESETS["Ascend910B"].vector_core_num  # the other fields: the preset's
+
+
+def test_run_refuses_aic_metrics_the_device_has_no_counters_for_before_the_run_opens(script, tmp_path, capsys):
+    code = main(["run", "--device", "Ascend910A", "--aic-metrics", "L2Cache", "--output", str(tmp_path / "out"),
+                 str(script), "1"])
+    assert code == 2 and not (tmp_path / "out").exists()
+    assert capsys.readouterr().err == (
+        "geprof run: --aic-metrics L2Cache: not available on --device Ascend910A; accepted there: "
+        "ArithmeticUtilization, PipeUtilization, Memory, MemoryL0, MemoryUB, ResourceConflictRatio\n")
 
 
 def test_analyze_of_a_cluster_lists_its_ranks_slowest_first_then_rank_0s_tables(cluster, capsys):

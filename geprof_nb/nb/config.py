@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments, parse_argstring
 from IPython.utils.process import arg_split
 
-from ..collect import COLLECTION_DEFAULTS, PROFILING_FLAGS
+from ..collect import COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, device_flag_type
 from ..ge.cluster import MAX_RANKS
 from ..ge.device import DEFAULT_DEVICE, PRESETS, get_device
 from ..ge.session import DEFAULT_EXECUTOR, EXECUTORS
@@ -63,15 +63,6 @@ class _SetOnce(argparse.Action):
             raise argparse.ArgumentError(self, f"given twice with different values ({old!r}, {values!r}); "
                                                "accepted: one value per flag")
         setattr(namespace, self.dest, values)
-
-
-def _device_type(value: str) -> str:
-    """An argparse ``type`` for ``--device``: a preset, or a preset with changed fields."""
-    try:
-        get_device(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return value
 
 
 def _count_type(field: str):
@@ -126,7 +117,7 @@ def cell_flags(func: Callable) -> Callable:
                       f"(default: {DEFAULT_EXECUTOR})"),
         argument("--clock", choices=list(CLOCK_MODES), default=None, action=_SetOnce,
                  help="real: host time is wall time; virtual: fixed host costs, runs repeat exactly (default: real)"),
-        argument("--device", type=_device_type, default=None, action=_SetOnce, metavar="PRESET[:field=value,...]",
+        argument("--device", type=device_flag_type, default=None, action=_SetOnce, metavar=DEVICE_METAVAR,
                  help=f"device preset (GE option geprof.device) for a GE initialised in the cell: {', '.join(PRESETS)}, "
                       "or a what-if such as Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 "
                       f"(default: {DEFAULT_DEVICE})"),
