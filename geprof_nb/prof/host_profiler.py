@@ -178,7 +178,11 @@ class GlobalProfiler:
                                            tid[:room] if isinstance(tid, np.ndarray) else tid))
 
     def take(self) -> tuple[HostRecords, int]:
-        """Remove every kept record; return them and how many were dropped."""
+        """Remove every kept record; return them, in recording order, and how many were dropped.
+
+        Which records are kept is decided as they are offered (the buffer's memory stays bounded), so
+        in a full buffer a step reported late may lose records that GE, recording them earlier, kept.
+        """
         with self._lock:
             parts, dropped = self._parts, self._count - self._kept
             self._parts, self._count, self._kept = [], 0, 0
@@ -199,7 +203,13 @@ class GlobalProfiler:
 
 
 def _records(parts: list[tuple | _Scopes]) -> HostRecords:
-    """The parts' scopes as Start/End record pairs, in recording order."""
+    """The parts' scopes as Start/End record pairs, in recording order.
+
+    GE's ScopeProfiler records a scope's Start and End together when the scope exits, so its
+    buffer is in order of scope ends (across threads too).  A node-by-node step's scopes are
+    offered when the step is reported, after scopes that ran later: a stable sort by end puts
+    every scope back where GE recorded it.
+    """
     names: list[str] = []
     index: dict[str, int] = {}
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("element", "event", "start", "end", "tid")}
@@ -228,12 +238,16 @@ def _records(parts: list[tuple | _Scopes]) -> HostRecords:
         cols["tid"].append(np.broadcast_to(np.asarray(part.thread_id, np.int64), part.start.shape))
     flush_singles()
     names = list(index)
+    flat = {k: np.concatenate(c) if c else np.empty(0, np.int64) for k, c in cols.items()}
+    if (np.diff(flat["end"]) < 0).any():
+        order = np.argsort(flat["end"], kind="stable")
+        flat = {k: c[order] for k, c in flat.items()}
 
     def pairs(key: str, second: str | None = None) -> np.ndarray:
-        first = np.concatenate(cols[key]) if cols[key] else np.empty(0, np.int64)
+        first = flat[key]
         out = np.empty(2 * len(first), np.int64)
         out[0::2] = first
-        out[1::2] = np.concatenate(cols[second]) if second and cols[second] else first
+        out[1::2] = flat[second] if second else first
         return out
 
     timestamp = pairs("start", "end")

@@ -163,6 +163,22 @@ def test_record_many_fills_the_remaining_room_exactly():
     assert [(r[0], r[4]) for r in rows[2:]] == [(1, 0), (2, 1), (2, 0), (3, 1)]
 
 
+def test_take_returns_scopes_in_recording_order():
+    """GE records a scope (its Start and its End) when the scope exits: the buffer is in order of scope
+    ends, across threads too.  A node-by-node step's scopes are offered when the step is reported,
+    after scopes that ran later: take() puts them where they were recorded."""
+    gp = GlobalProfiler()
+    gp.record_scope("later", 7, 100, 110)  # ran after the step below, offered first
+    gp.record_many(["a", "b"], [0, 1, 0], [7, 8, 8], [0, 5, 40], [5, 10, 50], thread_ids=np.array([1, 1, 2]))
+    gp.record_scope("outer", 7, 20, 60)  # encloses c's scope of thread 2: recorded when it ends, after it
+    records, dropped = gp.take()
+    assert dropped == 0
+    assert [(r[2], r[0], r[4]) for r in records.rows()] == [
+        ("a", 0, 0), ("a", 5, 1), ("b", 5, 0), ("b", 10, 1), ("a", 40, 0), ("a", 50, 1),
+        ("outer", 20, 0), ("outer", 60, 1), ("later", 100, 0), ("later", 110, 1)]
+    assert [r[1] for r in records.rows()][:6] == [1, 1, 1, 1, 2, 2]
+
+
 def test_overflow_in_a_run_is_reported_in_info_json_and_notes(tmp_path, monkeypatch):
     profiled(tmp_path / "full")
     run_dynamic(2)
@@ -273,6 +289,40 @@ def test_ge_profiling_to_std_out_with_overflow(monkeypatch, capsys):
     assert n == n_full and len(recs) == 10  # every offered record counted, the first 10 kept
     assert extra == [f"Too many records({n}), the records after 10 will be dropped"]
     assert [r[1:] for r in recs] == [r[1:] for r in full[:10]]
+
+
+def _dumps(text: str) -> list[list[str]]:
+    """The record lines of each dump in ``text`` (a dump runs from its header to its end line)."""
+    dumps: list[list[str]] = []
+    for line in text.splitlines():
+        if "version: " in line and ", dump start, records num: " in line:
+            dumps.append([])
+        elif RECORD_LINE.fullmatch(line):
+            dumps[-1].append(line)
+    return dumps
+
+
+@pytest.mark.parametrize("executor", ["v1", "v2"])
+def test_dump_is_in_recording_order(monkeypatch, capsys, executor):
+    """A run_graph's node-by-node scopes (reported when the run is flushed) come before the
+    aclopExecute scopes recorded after it: every dump is in time order."""
+    monkeypatch.setenv(GE_PROFILING_TO_STD_OUT, "1")
+    assert ge.GEInitialize({"geprof.clock": "virtual", "geprof.executor": executor}) == ge.SUCCESS
+    capsys.readouterr()
+    run_dynamic(1)
+    x = np.zeros((4, 8), np.float16)
+    for _ in range(2):
+        assert ge.acl.aclopExecute("Relu", [x]) == 0
+    ge.GEFinalize()
+    dumps = _dumps(capsys.readouterr().out)
+    lines = [ln for d in dumps for ln in d]
+    assert {RECORD_LINE.fullmatch(ln).group(3) for ln in lines} >= {"Relu", "dense_0/MatMulV2"}
+    for d in dumps:
+        stamps = [int(RECORD_LINE.fullmatch(ln).group(1)) for ln in d]
+        assert stamps == sorted(stamps)
+    relu = [int(RECORD_LINE.fullmatch(ln).group(1)) for ln in lines if RECORD_LINE.fullmatch(ln).group(3) == "Relu"]
+    step = [int(RECORD_LINE.fullmatch(ln).group(1)) for ln in lines if RECORD_LINE.fullmatch(ln).group(3) != "Relu"]
+    assert max(step) <= min(relu)
 
 
 def test_nothing_is_dumped_when_nothing_was_recorded(monkeypatch, capsys):
