@@ -6,8 +6,13 @@ the tasks of that iteration): Computing is the union of compute task spans, Comm
 collective spans, Communication(Not Overlapped) the part of it no compute task
 covers, Overlapped the rest of it, and Free the time neither covers.  Bubble
 (``hcom_receive`` time, pipeline stages) is 0 here, so Stage is the step's
-length and "Not Overlapped and Exclude Receive" equals Not Overlapped;
-Preparing is the time from the step's start to its first device task.
+length and "Not Overlapped and Exclude Receive" equals Not Overlapped.
+Preparing is torch_npu's (``get_prepare_time``: first device task start minus
+the framework step start): from the ModelExecute call that ran the step (the
+bounds' ``framework_begin``, which the ascend_pt export writes as
+``ProfilerStep#<n>``) to the step's first task.  Where the source has no
+framework start for a step (no ModelExecute record, imported msprof output)
+it counts from the step window's start instead.
 """
 
 from __future__ import annotations
@@ -88,7 +93,8 @@ def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0,
                    communication: np.ndarray | None = None) -> pd.DataFrame:
     """One row per step with torch_npu's ``step_trace_time.csv`` columns (us).
 
-    ``bounds``: (step, begin, end) in ns per iteration (:meth:`Source.step_bounds`).
+    ``bounds``: (step, begin, end) in ns per iteration (:meth:`Source.step_bounds`), with the step's
+    framework start in ``framework_begin`` where the source knows it (-1 or no column: not known).
     ``communication``: which rows are collectives (:meth:`Source.communication_rows`, which
     also knows them at ``task_trace`` l0, where op_summary has no Task Type); by default
     :func:`communication_rows`.
@@ -100,12 +106,17 @@ def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0,
     end = start + np.rint(f["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
     comm = communication_rows(rows) if communication is None else np.asarray(communication, bool)
     windows = step_windows(bounds, rows)
+    prepared_from = windows["start"].to_numpy(np.int64)
+    if len(bounds) and "framework_begin" in bounds:
+        framework = bounds["framework_begin"].to_numpy(np.int64)
+        prepared_from = np.where(framework >= 0, framework, prepared_from)
     order = np.argsort(rows.iteration, kind="stable")  # each step's rows: a slice, in their order
     steps = rows.iteration[order]
     first_row = np.searchsorted(steps, windows["step"].to_numpy(), "left")
     last_row = np.searchsorted(steps, windows["step"].to_numpy(), "right")
     out = []
-    for (step, w0, w1), a, b in zip(windows.itertuples(index=False), first_row.tolist(), last_row.tolist()):
+    for (step, w0, w1), a, b, prepared in zip(windows.itertuples(index=False), first_row.tolist(), last_row.tolist(),
+                                              prepared_from.tolist()):
         inside = order[a:b]
         s, e = np.clip(start[inside], w0, w1), np.clip(end[inside], w0, w1)
         c = comm[inside]
@@ -116,6 +127,6 @@ def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0,
         e2e = w1 - w0
         first = int(s.min()) if len(s) else w1
         out.append((device_id, step, computing, not_overlapped, overlapped, communication, e2e - busy, e2e, 0,
-                    not_overlapped, first - w0))
+                    not_overlapped, first - prepared))
     ns = np.array(out, dtype=np.int64).reshape(-1, len(STEP_TRACE_TIME))
     return pd.DataFrame({c: ns[:, k] if k < 2 else ns[:, k] / 1000.0 for k, c in enumerate(STEP_TRACE_TIME)})

@@ -118,6 +118,20 @@ def _kth_matches(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return i, j
 
 
+def _execution_iterations(models: np.ndarray, hw: np.ndarray, track: np.ndarray, n_conn: int) -> np.ndarray:
+    """The iteration each ModelExecute call ran (-1: none), the calls in time order and ``models`` their
+    model ids: the k-th call of a model ran the k-th iteration of that model seen on the device
+    (``hw``: the HWTS records by start; ``track``: the task track, which names each task's model)."""
+    model_of_conn = scatter(n_conn, track["connection_id"], track["model_id"], -1, np.int64)
+    ran_model, ran_iteration = model_of_conn[hw["connection_id"]], hw["iteration"].astype(np.int64)
+    ran = (ran_model + 1) * (int(ran_iteration.max(initial=0)) + 1) + ran_iteration  # (model >= -1, iteration)
+    first = np.sort(np.unique(ran, return_index=True)[1])
+    out = np.full(len(models), -1, np.int64)
+    at, hit = _kth_matches(np.asarray(models, np.int64), ran_model[first])  # each (model, iteration) once
+    out[at] = ran_iteration[first[hit]]
+    return out
+
+
 class Source(abc.ABC):
     """The tables of one device of one profiling run."""
 
@@ -350,7 +364,41 @@ class RunDirSource(Source):
         return tables.step_trace(self.run, self.device_id)
 
     def step_bounds(self) -> pd.DataFrame:
-        return tables.step_bounds(self.run, self.device_id)
+        """:func:`.tables.step_bounds` and ``framework_begin``: when the host began the step, the begin
+        of the ModelExecute call that ran it (the ascend_pt export's ``ProfilerStep#<n>``; -1 where the
+        run recorded none), from which step_breakdown's Preparing counts."""
+        bounds = tables.step_bounds(self.run, self.device_id)
+        iterations, begins = self._execution_begins
+        at = pd.Index(iterations).get_indexer(bounds["step"].to_numpy(np.int64))
+        bounds["framework_begin"] = np.where(at >= 0, np.append(begins, -1)[at], -1).astype(np.int64)
+        return bounds
+
+    @cached_property
+    def _execution_begins(self) -> tuple[np.ndarray, np.ndarray]:
+        """(iteration, begin ns) of the first ModelExecute call of each iteration of the model the steps
+        count (the one with most step_trace records, as :func:`.tables.step_bounds` picks it)."""
+        run = self.run
+        tr = run.load("step_trace", self.device_id)
+        calls = api.api_calls(run)
+        none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        if len(tr) == 0 or calls.empty:
+            return none
+        models, counts = np.unique(tr["model_id"], return_counts=True)
+        model_level = (calls["level"] == rawdata.ReportLevel.MODEL).to_numpy()
+        types = np.unique(calls["type"].to_numpy(np.int64)[model_level]).tolist()
+        execute_types = [t for t in types if api.api_name(run, int(rawdata.ReportLevel.MODEL), t) == "ModelExecute"]
+        calls = calls[model_level & calls["type"].isin(execute_types).to_numpy()].sort_values("begin", kind="stable")
+        if calls.empty:
+            return none
+        hw = run.load("hwts", self.device_id)
+        hw = hw[np.argsort(hw["start"], kind="stable")]
+        track = run.load("task_track", self.device_id)
+        n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)))
+        model = calls["item_id"].to_numpy(np.uint64).astype(np.int64)
+        iteration = _execution_iterations(model, hw, track, n_conn)
+        mine = (model == int(models[np.argmax(counts)])) & (iteration >= 0)
+        iteration, first = np.unique(iteration[mine], return_index=True)  # the first call of each iteration
+        return iteration, calls["begin"].to_numpy(np.int64)[mine][first]
 
     def task_time(self) -> pd.DataFrame:
         return tables.task_time(self.run, self.device_id)
@@ -482,13 +530,8 @@ class RunDirSource(Source):
         iteration[launch[at]] = hw["iteration"][execs[hit]]
         # model executions -> (model, iteration): k-th ModelExecute <-> k-th iteration seen on the device
         execute = np.flatnonzero((level == rawdata.ReportLevel.MODEL) & (api_name == "ModelExecute"))
-        model_of_conn = scatter(n_conn, track["connection_id"], track["model_id"], -1, np.int64)
-        ran_model, ran_iteration = model_of_conn[hw["connection_id"]], hw["iteration"].astype(np.int64)
-        ran = (ran_model + 1) * (int(ran_iteration.max(initial=0)) + 1) + ran_iteration  # (model >= -1, iteration)
-        first = np.sort(np.unique(ran, return_index=True)[1])
         model_id[execute] = item_id[execute].astype(np.int64)
-        at, hit = _kth_matches(model_id[execute], ran_model[first])  # each (model, iteration) once, as first seen
-        iteration[execute[at]] = ran_iteration[first[hit]]
+        iteration[execute] = _execution_iterations(model_id[execute], hw, track, n_conn)
 
         return pd.DataFrame({
             "level": [rawdata.LEVEL_NAMES.get(int(lv), str(lv)) for lv in level], "api": api_name, "item": item,

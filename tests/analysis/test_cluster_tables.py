@@ -53,6 +53,19 @@ def test_cluster_step_trace_time_has_msprof_analyze_columns_rank_by_rank(faulty)
         pd.testing.assert_frame_equal(mine, p.step_breakdown[STEP_TRACE_TIME[1:]], check_dtype=False)
 
 
+def test_cluster_preparing_counts_from_each_steps_model_execute(faulty):
+    """Preparing of every rank and step: its first device task minus the begin of the ModelExecute call
+    that ran the step (torch_npu's first task - ProfilerStep start), as the cluster table carries it."""
+    cstt = faulty.cluster_step_trace_time
+    for r, p in faulty.ranks.items():
+        calls = p.source.api_calls()
+        execute = calls[(calls["api"] == "ModelExecute") & (calls["iteration"] > 0)].set_index("iteration")["begin"]
+        rows = p.source.op_rows()
+        first = pd.Series(rows.start_ns).groupby(rows.iteration).min()
+        expected = [(int(first[s]) - int(execute[s])) / 1000 for s in (1, 2, 3)]
+        assert cstt[cstt["Index"] == r]["Preparing"].tolist() == expected and min(expected) > 0
+
+
 def test_the_slowed_rank_is_the_slow_rank_by_its_factor(faulty):
     sr = faulty.slow_ranks
     assert list(sr.columns) == T.SLOW_RANKS

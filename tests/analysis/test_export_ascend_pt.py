@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from geprof_testing import read_csv, run_profiled_session, small_resnet
 from geprof_nb import ge
 from geprof_nb.analysis.export.ascend_pt import KERNEL_RENAMES
 from geprof_nb.analysis import memory
+from geprof_nb.analysis.breakdown import step_windows
 from geprof_nb.analysis.export.timeline import format_pid
 
 
@@ -102,6 +104,28 @@ def test_step_trace_time(exported):
     assert [int(r[1]) for r in rows] == list(b["Step"])
     for k, col in enumerate(header[2:], 2):
         assert [float(r[k]) for r in rows] == pytest.approx(list(b[col]), abs=5e-4)
+
+
+def test_preparing_is_the_first_kernel_start_minus_the_profiler_step_start(exported):
+    """torch_npu's Preparing (first device task start - framework step start), from the exported files
+    themselves: each step's first kernel_details Start Time minus its ProfilerStep#n ts in trace_view.json,
+    exactly as step_trace_time.csv prints it (3 decimals); not the time since the previous step's end."""
+    profile, (d, _) = exported
+    step_ts = {int(e["name"].split("#")[1]): Decimal(e["ts"]) for e in trace(d)
+               if e.get("cat") == "cpu_op" and e["name"].startswith("ProfilerStep#")}
+    header, rows = read_csv(output(d) / "kernel_details.csv")
+    start = header.index("Start Time(us)")
+    first: dict[int, Decimal] = {}
+    for r in rows:
+        ts = Decimal(r[start].rstrip("\t"))
+        first[int(r[0])] = min(first.get(int(r[0]), ts), ts)
+    expected = {s: first[s] - step_ts[s] for s in sorted(step_ts)}
+    assert len(expected) == 3 and all(v > 0 for v in expected.values())
+    header, rows = read_csv(output(d) / "step_trace_time.csv")
+    assert {int(r[1]): r[header.index("Preparing")] for r in rows} == {s: f"{v:.3f}" for s, v in expected.items()}
+    assert profile.step_breakdown["Preparing"].tolist() == [float(v) for v in expected.values()]
+    windows = step_windows(profile.source.step_bounds(), profile.source.op_rows())
+    assert all(first[s] - Decimal(int(w0)) / 1000 != expected[s] for s, w0 in zip(windows["step"], windows["start"]))
 
 
 def test_statistics_and_memory_tables(exported):

@@ -108,7 +108,8 @@ def test_step_bounds_from_profiler_steps_to_the_last_kernel(level1):
     run, p = level1
     b = p.source.step_bounds()
     last = {s: max(k.start_ns + k.dur_ns for k in run.kernels if k.step == s) for s, _, _ in run.steps}
-    assert b.to_numpy().tolist() == [[s, begin, max(end, last[s])] for s, begin, end in run.steps]
+    assert b.to_numpy().tolist() == [[s, begin, max(end, last[s]), begin] for s, begin, end in run.steps]
+    assert list(b.columns) == ["step", "begin", "end", "framework_begin"]  # Preparing counts from the ProfilerStep
     assert all(last[s] > end for s, _, end in run.steps)  # the device runs behind the host
 
 

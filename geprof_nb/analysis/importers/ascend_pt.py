@@ -183,7 +183,8 @@ class AscendPtSource(FileSource):
     def step_bounds(self) -> pd.DataFrame:
         """Exact ns per step: from its ``ProfilerStep#<n>`` start (trace_view.json) to its end on the
         device, the later of the host span's end and the end of the step's last kernel (the device
-        runs behind the host; msprof's Iteration End is a device time too)."""
+        runs behind the host; msprof's Iteration End is a device time too); ``framework_begin``: the
+        ProfilerStep start, from which step_breakdown's Preparing counts, as torch_npu's does."""
         if self._trace is None or self._trace.steps.empty:
             return pd.DataFrame(columns=["step", "begin", "end"])
         rows = self.op_rows()
@@ -192,6 +193,7 @@ class AscendPtSource(FileSource):
         steps = self._trace.steps.copy()
         device_end = last.reindex(steps["step"].to_numpy(), fill_value=-1).to_numpy(np.int64)  # stays integer
         steps["end"] = np.maximum(steps["end"].to_numpy(np.int64), device_end)
+        steps["framework_begin"] = steps["begin"]
         return steps
 
     def step_breakdown_table(self) -> pd.DataFrame | None:
