@@ -45,6 +45,15 @@ def test_windows_follow_iteration_ends():
     assert b.loc[1, "Preparing"] == 5 and b.loc[1, "Overlapped"] == 5 and b.loc[1, "Communication"] == 20
 
 
+def test_preparing_counts_from_the_framework_step_start_where_known():
+    """torch_npu's Preparing: first task - framework step start (bounds' framework_begin); a step without one
+    (-1) counts from its window's start.  The windows themselves do not move."""
+    r = rows([(1, 5_000, 10_000, False), (2, 105_000, 10_000, False)])
+    b = step_breakdown(r, trace([100, 200], 0).assign(framework_begin=[T0 + 2_000, -1]))
+    assert b["Preparing"].tolist() == [3.0, 5.0]
+    assert b["Stage"].tolist() == [100, 100] and b["Free"].tolist() == [90, 90]
+
+
 def test_real_run_adds_up(tmp_path):
     run = run_profiled_session(tmp_path, build_tiny_graph(world_size=2)[0], steps=3)
     b = run.profile.step_breakdown
