@@ -701,11 +701,22 @@ class LoadedModel:
         self._unload()
 
     # -------------------------------------------------------------- execution
+    def _place_on_busy_device(self, v: _Variant, times: StepTimes, k: int, timeline: _HostTimeline,
+                              busy: int) -> None:
+        """Lay out step ``k`` of the batch again for a device busy ``busy`` ns into the step: a task
+        starts after its launch and after that (a device free at ``busy`` is, task for task, the
+        same as every launch done no earlier than ``busy``).  The step gets its own jitter draw."""
+        late = v.schedule.steps(1, self.runtime.rng, np.maximum(timeline.earliest, busy))
+        times.start[k], times.dur[k] = late.start[0], late.dur[0]
+        times.block_cycles[k], times.end[k] = late.block_cycles[0], late.end[0]
+
     def run_on_device(self, launch_ns: int, host_costs: NodeHostCosts | None = None, node_api: bool = False) -> int:
         """Execute one step launched at host time ``launch_ns``; returns when the device finished.
 
-        ``host_costs`` (dynamic graphs) makes the host launch node by node; the
-        host then spends that work before the step ends.
+        ``host_costs`` (dynamic graphs) makes the host launch node by node from
+        ``launch_ns`` on; the host then spends that work before the step ends.  A
+        task list launched as a whole starts when the device is free; a node-by-node
+        launch's tasks each start once their launch is done and the device is free.
         """
         rt = self.runtime
         flags = GlobalProfilingWrapper.enable_flags
@@ -719,11 +730,15 @@ class LoadedModel:
                 timeline = v.timelines.get(host_costs.executor)
                 if timeline is None:
                     timeline = v.timelines[host_costs.executor] = host_timeline(v.table, host_costs)
-            t0 = max(launch_ns + LAUNCH_LATENCY_NS, rt.free_at)
+            t0 = launch_ns + LAUNCH_LATENCY_NS  # the step's times count from here
+            if timeline is None:
+                t0 = max(t0, rt.free_at)
             if self.cluster is not None:
                 times, k = self.cluster.next_times(v, t0)
             else:
                 times, k = self._next_times(v, timeline)
+            if timeline is not None and rt.free_at > t0:
+                self._place_on_busy_device(v, times, k, timeline, rt.free_at - t0)
         end = t0 + int(times.end[k])
         rt.free_at = end
         self.iterations += 1

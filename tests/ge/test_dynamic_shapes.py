@@ -278,6 +278,45 @@ def test_host_records_carry_the_thread_that_ran_the_step(tmp_path, executor):
         assert (rows["thread"] == threads[0]).sum() == (rows["thread"] == threads[1]).sum() == len(rows) // 2
 
 
+@pytest.mark.parametrize("executor", ["v2", "v1"])
+def test_host_work_sits_in_its_step_when_the_device_is_busy(tmp_path, executor):
+    """A long single op keeps the device busy when run_graph starts: the host still does the step's
+    InferShape/Tiling/launches right away (inside ModelExecute, from its begin); each kernel starts
+    when both its launch is done and the device is free."""
+    profiled(tmp_path, executor, ge_api="l1", task_trace="on")
+    s = session_with(ge.models.mlp(batch_size=BATCH, in_features=16, hidden=(16,), dynamic=True, training=False))
+    assert s.build_graph(1) == ge.SUCCESS
+    a = np.zeros((8192, 8192), F16)
+    assert ge.acl.aclopExecute("MatMulV2", [a, a]) == 0
+    assert s.run_graph(1) == ge.SUCCESS
+    model_id = s.model(1).model_id
+    ge.GEFinalize()
+    p = geprof_nb.load(tmp_path)
+    ops = p.op_summary
+    busy_until = float((ops["Task Start Time(us)"] + ops["Task Duration(us)"])[ops["Op Name"] == "MatMulV2"].iloc[0])
+    calls = api_calls(p.run)
+    execute = calls[calls["level"] == ReportLevel.MODEL].iloc[0]
+    begin, end = execute["begin"] / 1000, execute["end"] / 1000
+    assert begin < busy_until - 1000  # the step began long before the device was free
+    he = p.host_events
+    step = he[he["Event"].isin(["InferShape", "Tiling", "AllocMemory", "KernelLaunchPrepare", "rtKernelLaunch",
+                                "CopyH2D"])]
+    assert len(step) > 0
+    assert (step["Start(us)"] >= begin - 0.5).all() and (step["End(us)"] <= end + 0.5).all()
+    assert step["Start(us)"].min() == pytest.approx(begin, abs=0.5)  # host work right after the begin
+    assert step["End(us)"].max() < busy_until  # all launched while the device was still busy
+    kernels = ops[ops["Model ID"] == model_id]
+    launch_end = dict(zip(he[he["Event"] == "rtKernelLaunch"]["Element"].astype(str),
+                          he[he["Event"] == "rtKernelLaunch"]["End(us)"]))
+    assert len(kernels) == len(launch_end) > 0
+    for name, start in zip(kernels["Op Name"].astype(str), kernels["Task Start Time(us)"]):
+        assert start >= launch_end[name] - 0.5, name  # after its launch
+    tasks = p.task_time[p.task_time["stream_id"] != p.task_time["stream_id"].iloc[0]]  # the step's (not MatMulV2's)
+    assert tasks["task_start(us)"].min() == pytest.approx(busy_until, abs=0.5)  # as soon as the device is free
+    gaps = tasks["task_start(us)"].to_numpy()[1:] - tasks["task_stop(us)"].to_numpy()[:-1]
+    assert (gaps < 0.5).all()  # launched long before: the tasks run back to back
+
+
 def _node_level(p: geprof_nb.Profile):
     return p.api_statistic[p.api_statistic["Level"] == "node"]
 
