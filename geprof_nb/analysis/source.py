@@ -214,7 +214,8 @@ class Source(abc.ABC):
         return empty(tx.MSPROF_TX)
 
     def communication_statistic(self) -> pd.DataFrame:
-        return communication.communication_statistic(None, self.device_id, self.op_rows())
+        """Per collective type, over :meth:`communication_rows` (which knows them at task level l0 too)."""
+        return communication.communication_statistic(None, self.device_id, self.op_rows(), self.communication_rows())
 
     def hccl_tasks(self) -> pd.DataFrame:
         return empty(communication.HCCL_TASKS)

@@ -12,7 +12,7 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis.breakdown import step_windows
-from geprof_testing import small_resnet
+from geprof_testing import run_profiled_session, small_resnet
 
 MSPROF_TABLES = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trace",
                  "communication_statistic", "msprof_tx")
@@ -60,6 +60,52 @@ def test_msprof_export_imports_to_equal_tables(full_run, tmp_path):
     first = pd.Series(back._op_rows.start_ns).groupby(back._op_rows.iteration).min()
     assert back.step_breakdown[preparing].tolist() == [(int(first[s]) - int(w0)) / 1000 for s, w0 in
                                                        zip(windows["step"], windows["start"])]
+
+
+@pytest.fixture(scope="module")
+def l0_run(tmp_path_factory):
+    """An MLP on 8 ranks at task_trace l0: op_summary has no Task Type, the collectives are HCCL tasks."""
+    out = tmp_path_factory.mktemp("l0")
+    return run_profiled_session(out, ge.models.mlp(training=True, world_size=8), 3, task_trace="l0").profile
+
+
+COMMUNICATION = ["Step", "Communication(Not Overlapped)", "Overlapped", "Communication"]
+
+
+@pytest.mark.parametrize("fmt", ["msprof", "ascend_pt"])
+def test_task_trace_l0_import_keeps_the_collectives(l0_run, tmp_path, fmt):
+    """msprof: op_summary's N/A Task Type rows matched to task_time's HCCL tasks (stream, task id, start);
+    ascend_pt: Level0 kernel_details rows matched to communication.json's collectives (start, duration).
+    The ascend_pt step split is computed here, not read: step_trace_time.csv is removed."""
+    exported = l0_run.export(tmp_path, format=fmt)
+    if fmt == "ascend_pt":
+        (exported / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").unlink()
+    back = geprof_nb.load(exported)
+    assert set(back.op_summary["Task Type"].astype(str)) == {"N/A"} and back.source.step_breakdown_table() is None
+    ours = l0_run.source.communication_rows()
+    assert ours.sum() == 3 and back.source.communication_rows().tolist() == ours.tolist()
+    assert (l0_run.step_breakdown["Communication"] > 0).all()
+    _equal(back.step_breakdown[COMMUNICATION], l0_run.step_breakdown[COMMUNICATION], "step_breakdown")
+    assert len(l0_run.communication_statistic) == 1
+    _equal(back.communication_statistic, l0_run.communication_statistic, "communication_statistic")
+    rule = "Communication not overlapped with compute"
+    assert rule in set(l0_run.advise()["Rule"]) and rule in set(back.advise()["Rule"])
+    assert not [n for n in back.notes if "communication.json" in n]
+
+
+def test_level0_collectives_matching_no_kernel_are_noted(l0_run, tmp_path):
+    exported = l0_run.export(tmp_path, format="ascend_pt")
+    path = exported / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+    content = json.loads(path.read_text())
+    for step in content.values():
+        for op in step["collective"].values():
+            op["Communication Time Info"]["Start Timestamp(us)"] += 1.0
+    path.write_text(json.dumps(content))
+    back = geprof_nb.load(exported)
+    assert back.source.communication_rows().sum() == 0
+    assert ("3 of the 3 collectives in communication.json match no kernel_details row by start and duration; "
+            "kernel_details has no Accelerator Core (Level0), so their kernels, if any, count as computing, not "
+            "communication") in back.notes
 
 
 def test_msprof_export_of_an_import_is_byte_identical(full_run, tmp_path):

@@ -124,6 +124,7 @@ class AscendPtSource(FileSource):
     def notes(self) -> list[str]:
         self.op_rows()  # step assignment adds its notes
         self.info  # noqa: B018 - and reading the device facts notes a damaged info.json.<n>
+        self._collectives  # noqa: B018 - and so do collectives that match no kernel
         return list(self._notes)
 
     @cached_property
@@ -179,6 +180,36 @@ class AscendPtSource(FileSource):
 
     def op_rows(self) -> tables.OpRows:
         return self._rows
+
+    def communication_rows(self) -> np.ndarray:
+        """Collectives by kernel_details' Accelerator Core or, where that is N/A (Level0), by
+        communication.json: a kernel is a collective when a collective there starts and lasts as it does.
+        The file prints the start as a float (0.25 us apart at today's epoch, so several kernels can
+        share one: the kernel's ns as a float must equal it) and the elapse time in ms to 6 decimals
+        (whole ns: the kernel's duration must equal it)."""
+        return self._collectives.copy()
+
+    @cached_property
+    def _collectives(self) -> np.ndarray:
+        rows = self.op_rows()
+        known = breakdown.communication_rows(rows)
+        try:
+            ct = self.communication_time()
+        except ImportFormatError as exc:  # communication_time says it; the step split need not fail on it
+            self._notes.append(f"{exc}: collectives are known by kernel_details' Accelerator Core only")
+            return known
+        if ct.empty:
+            return known
+        dur_ns = np.rint(rows.frame["Task Duration(us)"].to_numpy(float) * 1000).astype(np.int64)
+        kernels = pd.MultiIndex.from_arrays([rows.start_ns / 1000.0, dur_ns])
+        elapse_ns = np.rint(np.nan_to_num(ct["Elapse Time(ms)"].to_numpy(float), nan=-1) * 1e6).astype(np.int64)
+        ops = pd.MultiIndex.from_arrays([ct["Start Timestamp(us)"].to_numpy(float), elapse_ns])
+        unmatched = int((~ops.isin(kernels)).sum())
+        if unmatched and self.task_level == "l0":
+            self._notes.append(f"{unmatched} of the {len(ct)} collectives in communication.json match no "
+                               "kernel_details row by start and duration; kernel_details has no Accelerator Core "
+                               "(Level0), so their kernels, if any, count as computing, not communication")
+        return known | kernels.isin(ops)
 
     def step_bounds(self) -> pd.DataFrame:
         """Exact ns per step: from its ``ProfilerStep#<n>`` start (trace_view.json) to its end on the

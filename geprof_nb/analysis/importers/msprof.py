@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import api, columns as C, communication, tables, tx
+from ...prof.rawdata import RtTaskType
+from .. import api, breakdown, columns as C, communication, tables, tx
 from ..aicpu import AICPU
 from .csvfiles import CsvTable, ImportFormatError, Kinds, read_csv, read_json
 
@@ -324,6 +325,35 @@ class MsprofSource(FileSource):
         main = w[w["model"] == models[np.argmax(counts)]].sort_values("iteration", kind="stable")
         return pd.DataFrame({"step": main["iteration"].to_numpy(np.int64), "begin": main["begin"].to_numpy(np.int64),
                              "end": main["end"].to_numpy(np.int64)})
+
+    def communication_rows(self) -> np.ndarray:
+        """Collectives by op_summary's Task Type or, where that is N/A (task_time level 0), by task_time's
+        kernel_type: a row is a collective when task_time has an HCCL task with the same stream id, task id
+        and start (exact ns), what the two tables both say of a task."""
+        return self._collectives.copy()
+
+    @cached_property
+    def _collectives(self) -> np.ndarray:
+        rows = self.op_rows()
+        known = breakdown.communication_rows(rows)
+        tasks = self._table("task_time")
+        f = rows.frame
+        if tasks is None or not (tasks.has("stream_id") and tasks.has("task_id")) or \
+                not {"Stream ID", "Task ID"} <= set(f.columns):
+            return known
+        if tasks.has("Device_id"):
+            tasks = tasks.select(tasks.integers("Device_id", nullable=False, required=DEVICE_ID) == self.device_id)
+        tasks = tasks.select(np.asarray(tasks.category("kernel_type")) == RtTaskType.HCCL.name)
+
+        def ids(values) -> np.ndarray:  # -1 for N/A
+            return pd.array(values, dtype="Int64").to_numpy(np.int64, na_value=-1)
+
+        hccl = pd.MultiIndex.from_arrays([ids(tasks.integers("stream_id", nullable=True)),
+                                          ids(tasks.integers("task_id", nullable=True)),
+                                          start_times(tasks, "task_start(us)")])
+        stream, task = ids(f["Stream ID"]), ids(f["Task ID"])
+        ops = pd.MultiIndex.from_arrays([stream, task, rows.start_ns.astype(np.int64)])
+        return known | (ops.isin(hccl) & (stream >= 0) & (task >= 0))
 
     def op_statistic(self) -> pd.DataFrame:
         if "op_statistic" not in self.sets:
