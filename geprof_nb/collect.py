@@ -1,6 +1,9 @@
-"""Run code under one profiling collection: the core that ``%%geprof`` and ``geprof run`` share.
+"""Run code under one profiling collection: the core that ``%%geprof``, ``geprof run`` and
+``geprof_nb.profile()`` share.
 
-:func:`collect` opens a run through the msprof library (which starts GE's collection through
+:class:`Collection` is its start/finish pair; :func:`collect` runs a callable between them, the
+``with geprof_nb.profile():`` block (:mod:`.profile_block`) runs a block.  A collection opens a run
+through the msprof library (which starts GE's collection through
 its control callback, whether GE is already initialised or the code initialises it), records
 every step or a step schedule's steps (:mod:`.prof.step_schedule`), runs the code, and
 finalises the run even when the code raises or is interrupted.  The code's exception comes
@@ -19,7 +22,7 @@ import os
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, ClassVar, Protocol
 
 from .analysis import ClusterProfile, Profile
 from .ge.device import get_device
@@ -185,6 +188,120 @@ def users_traceback(error: BaseException, code_filename: str | None, trailing: t
     return error.with_traceback(new)
 
 
+#: What opened a run, by the ``info_key`` it was opened with (info.json ``mode``).
+_OPENED_BY = {"magic": "a %%geprof cell", "cli": "geprof run", "profile": "a geprof_nb.profile() block"}
+
+
+class AlreadyCollecting(RuntimeError):
+    """A run is open already: the msprof library collects into one run at a time."""
+
+
+def check_not_collecting() -> None:
+    """Raise :class:`AlreadyCollecting` naming the open run directory and what opened it, if a run is open."""
+    if not msprof.lib.running:
+        return
+    current = Collection.current
+    if current is not None:
+        opened_by = _OPENED_BY.get(current.info_key, current.info_key)
+        finish = "let it finish first"
+    else:
+        opened_by = "GE's profiling options (ge.exec.profilingMode or the environment) or aclgrphProfInit"
+        finish = "finish that run first (ge.GEFinalize() for GE options, aclgrphProfFinalize() for the C API)"
+    raise AlreadyCollecting(f"profiling is already collecting into {msprof.lib.run_dir} (opened by {opened_by}); "
+                            f"{finish}")
+
+
+class Collection:
+    """One profiling run from :meth:`open` to :meth:`finish`: the start/finish pair that :func:`collect`
+    (``%%geprof``, ``geprof run``) and :func:`geprof_nb.profile` share.
+
+    :meth:`open` opens the run directory, :meth:`start` starts collecting (every step, or the
+    schedule's) and hooks the steps, :meth:`finish` finalises the run whatever the code did.
+    """
+
+    #: The collection between its open and its finish, if any (one run is open at a time).
+    current: ClassVar[Collection | None] = None
+
+    def __init__(self, switch: int, schedule: StepSchedule | None, subject: str, info_key: str,
+                 info: dict[str, Any] | None, make_progress: Callable[[], StepProgress] | None,
+                 guard: StepGuard | None) -> None:
+        self.switch = switch
+        self.subject = subject
+        self.info_key = info_key
+        self.info = dict(info or {})
+        self.collection = ScheduledCollection(schedule, switch, msprof.lib) if schedule is not None else None
+        self.progress = make_progress() if make_progress is not None else None
+        self.guard = guard
+        self.hook = _Steps(self.collection, self.progress, guard)
+        #: Files whose frames end a Ctrl-C that the guard raises at the end of a step (see :func:`users_traceback`).
+        self.trailing = (__file__,) + ((inspect.getfile(type(guard)),) if guard is not None else ())
+
+    @classmethod
+    def open(cls, options: ProfilingOptions, schedule: StepSchedule | None = None, *, subject: str = "cell",
+             info_key: str = "magic", info: dict[str, Any] | None = None,
+             make_progress: Callable[[], StepProgress] | None = None, guard: StepGuard | None = None) -> Collection:
+        """Open a new run directory under ``options.output``; :class:`OutputUnusable` if none can be opened.
+
+        The arguments are :func:`collect`'s; ``make_progress`` is called once the run is open (the clock
+        restarts then).
+        """
+        switch = options.data_type_config()
+        try:
+            msprof.lib.init(options.output, options.to_dict(), mode=info_key)
+        except OSError as exc:
+            raise OutputUnusable(options.output, exc) from None
+        cls.current = cls(switch, schedule, subject, info_key, info, make_progress, guard)
+        return cls.current
+
+    def start(self) -> None:
+        """Start collecting (without a schedule: now; with one: from its first recorded step) and hook the steps."""
+        if self.guard is not None:
+            self.guard.install()
+        if self.collection is None:
+            msprof.lib.start(self.switch)
+        step_hooks.add(self.hook)
+
+    def finish(self, error: BaseException | None) -> Collected:
+        """Finalise the run; ``error`` (what the code raised) is said in the run's note and returned with it."""
+        guard = self.guard
+        if guard is not None:
+            guard.enter()  # a Ctrl-C while the run is finalised waits until it is on disk
+        run_dir = None
+        late = False
+        try:
+            step_hooks.remove(self.hook)
+            steps = self.hook.steps
+            interrupted = isinstance(error, KeyboardInterrupt)
+            if interrupted:
+                note = (f"the profiled {self.subject} was interrupted (KeyboardInterrupt) after {steps} "
+                        f"step{'s' * (steps != 1)}; the data of the completed steps is kept")
+            elif error is not None:
+                note = f"the profiled {self.subject} raised {type(error).__name__}: {error}"
+            else:
+                note = ""
+            try:
+                if self.collection is not None:
+                    self.collection.finish()  # closes an open window (a warmup one: its data is discarded)
+                self.info["steps"] = steps
+                msprof.lib.set_run_info(self.info_key, self.info)
+            finally:
+                run_dir = msprof.lib.finalize(note=note)  # flushes the runtime's pending device records
+            if self.progress is not None:
+                try:
+                    self.progress.finish("done" if error is None else
+                                         "interrupted" if interrupted else f"stopped by {type(error).__name__}")
+                except Exception:  # noqa: BLE001 - the display of progress never hides the run
+                    pass
+        finally:
+            Collection.current = None
+            if guard is not None:
+                late = guard.exit(raise_pending=False)
+                guard.uninstall()
+        if late and error is None:
+            error = KeyboardInterrupt()
+        return Collected(run_dir, error, self.hook.steps, msprof.lib.notes)
+
+
 def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepSchedule | None = None, *,
             code_filename: str | None = None, subject: str = "cell", info_key: str = "magic",
             info: dict[str, Any] | None = None, make_progress: Callable[[], StepProgress] | None = None,
@@ -198,61 +315,15 @@ def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepS
     run is open (the clock restarts then).  Raises :class:`OutputUnusable` if no run can be
     opened; the code's own exception is returned in :attr:`Collected.error`.
     """
-    switch = options.data_type_config()
-    try:
-        msprof.lib.init(options.output, options.to_dict(), mode=info_key)
-    except OSError as exc:
-        raise OutputUnusable(options.output, exc) from None
-    run_info = dict(info or {})
+    run = Collection.open(options, schedule, subject=subject, info_key=info_key, info=info,
+                          make_progress=make_progress, guard=guard)
     error: BaseException | None = None
-    collection = ScheduledCollection(schedule, switch, msprof.lib) if schedule is not None else None
-    progress = make_progress() if make_progress is not None else None
-    hook = _Steps(collection, progress, guard)
-    trailing = (__file__,) + ((inspect.getfile(type(guard)),) if guard is not None else ())
-    run_dir = None
-    late = False
     try:
-        if guard is not None:
-            guard.install()
-        if collection is None:
-            msprof.lib.start(switch)
-        step_hooks.add(hook)
+        run.start()
         code()
     except BaseException as exc:  # noqa: BLE001 - finalise, then the caller shows the data and re-raises
-        error = users_traceback(exc, code_filename, trailing)
-    finally:
-        if guard is not None:
-            guard.enter()  # a Ctrl-C while the run is finalised waits until it is on disk
-        try:
-            step_hooks.remove(hook)
-            interrupted = isinstance(error, KeyboardInterrupt)
-            if interrupted:
-                note = (f"the profiled {subject} was interrupted (KeyboardInterrupt) after {hook.steps} "
-                        f"step{'s' * (hook.steps != 1)}; the data of the completed steps is kept")
-            elif error is not None:
-                note = f"the profiled {subject} raised {type(error).__name__}: {error}"
-            else:
-                note = ""
-            try:
-                if collection is not None:
-                    collection.finish()  # closes an open window (a warmup one: its data is discarded)
-                run_info["steps"] = hook.steps
-                msprof.lib.set_run_info(info_key, run_info)
-            finally:
-                run_dir = msprof.lib.finalize(note=note)  # flushes the runtime's pending device records
-            if progress is not None:
-                try:
-                    progress.finish("done" if error is None else
-                                    "interrupted" if interrupted else f"stopped by {type(error).__name__}")
-                except Exception:  # noqa: BLE001 - the display of progress never hides the run
-                    pass
-        finally:
-            if guard is not None:
-                late = guard.exit(raise_pending=False)
-                guard.uninstall()
-    if late and error is None:
-        error = KeyboardInterrupt()
-    return Collected(run_dir, error, hook.steps, msprof.lib.notes)
+        error = users_traceback(exc, code_filename, run.trailing)
+    return run.finish(error)
 
 
 def notes_not_kept(collected: Collected, profile: Profile | ClusterProfile) -> str:

@@ -1,0 +1,196 @@
+"""``geprof_nb.profile()``: a ``with`` block profiled as a ``%%geprof`` cell is, through the same
+collection core: its steps and ops, its options over the magic's defaults, a step schedule, an
+exception in the block (run finalised, exception unchanged), bad options (no run directory) and
+one collection at a time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import geprof_nb
+from geprof_nb import ge
+from geprof_nb.collect import AlreadyCollecting, collect
+from geprof_nb.prof import msprof
+from geprof_nb.prof.options import ProfilingOptions, ProfilingOptionsError
+from geprof_nb.prof.step_schedule import StepSchedule
+
+MATMUL = "dense_0/MatMulV2"
+
+
+@pytest.fixture
+def sess():
+    """A session with a small MLP as graph 1, on the virtual clock (GE is not profiling)."""
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS, ge.GEGetErrorMsg()
+    session = ge.Session()
+    assert session.add_graph(1, ge.models.mlp(batch_size=8, in_features=32, hidden=(32,), training=True)) == ge.SUCCESS
+    return session
+
+
+def run_steps(session, n: int) -> None:
+    for _ in range(n):
+        assert session.run_graph(1) == ge.SUCCESS, ge.GEGetErrorMsg()
+
+
+def test_a_block_records_every_step_it_runs_and_its_ops(sess, tmp_path):
+    run_steps(sess, 2)  # before the block: not profiled
+    with geprof_nb.profile(output=str(tmp_path / "out")) as run:
+        run_steps(sess, 3)
+    run_steps(sess, 1)  # after it: not profiled
+    p = run.profile
+    assert run.error is None and run.steps == 3 and not msprof.lib.running
+    assert run.run_dir == p.path and p.path.parent == tmp_path / "out" and p.complete
+    assert p.info["mode"] == "profile" and p.info["profile"] == {"options": {"output": str(tmp_path / "out")},
+                                                                 "steps": 3}
+    assert len(p.step_trace) == 3
+    kernels = len(p.ops())
+    assert kernels > 0 and len(p.op_summary) == 3 * kernels  # every op of the three steps, no more
+    assert list(p.op_summary["Op Name"]).count(MATMUL) == 3
+
+
+def test_options_apply_over_the_magics_defaults(sess, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with geprof_nb.profile(aic_metrics="MemoryUB", task_trace="l1") as run:
+        run_steps(sess, 2)
+    p = run.profile
+    assert p.path.parent == tmp_path / "geprof_output"  # the magic's default output
+    assert p.options["aic_metrics"] == "MemoryUB" and p.options["task_trace"] == "l1"
+    assert p.options["training_trace"] == "on"  # the magic's default, not GE's "off"
+    assert "aic_ub_read_bw_scalar(GB/s)" in p.op_summary and "aic_mac_ratio" not in p.op_summary
+    assert list(p.step_trace["Iteration ID"]) == [1, 2]
+
+
+def test_ge_initialised_and_finalised_inside_the_block_is_collected(tmp_path):
+    with geprof_nb.profile(output=str(tmp_path / "out"), task_trace="off") as run:
+        assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+        session = ge.Session()
+        session.add_graph(1, ge.models.mlp(batch_size=8, in_features=32, hidden=(32,), training=True))
+        run_steps(session, 2)
+        ge.GEFinalize()
+    assert run.steps == 2 and run.profile.complete
+    assert list(run.profile.step_trace["Iteration ID"]) == [1, 2] and run.profile.op_summary.empty  # task_trace off
+
+
+class Diverged(Exception):
+    pass
+
+
+def diverge(session) -> None:
+    run_steps(session, 2)
+    raise Diverged("loss went NaN")
+
+
+def test_an_exception_finalises_the_run_and_leaves_the_block_unchanged(sess, tmp_path):
+    with pytest.raises(Diverged) as info:
+        with geprof_nb.profile(output=str(tmp_path / "out")) as run:
+            diverge(sess)
+    assert info.value is run.error and str(info.value) == "loss went NaN"
+    frames = []
+    tb = info.tb
+    while tb is not None:
+        frames.append((Path(tb.tb_frame.f_code.co_filename).name, tb.tb_frame.f_code.co_name))
+        tb = tb.tb_next
+    here = Path(__file__).name
+    # from this test's frame to the raise: no geprof frame was added on the way out
+    assert frames == [(here, "test_an_exception_finalises_the_run_and_leaves_the_block_unchanged"),
+                      (here, "diverge")]
+    p = run.profile
+    assert p.complete and run.steps == 2 and len(p.step_trace) == 2
+    assert "the profiled block raised Diverged: loss went NaN" in p.notes
+    assert not msprof.lib.running
+
+
+def test_an_interrupt_keeps_the_completed_steps(sess, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with geprof_nb.profile(output=str(tmp_path / "out")) as run:
+            run_steps(sess, 1)
+            raise KeyboardInterrupt
+    assert run.profile.complete and len(run.profile.step_trace) == 1
+    assert ("the profiled block was interrupted (KeyboardInterrupt) after 1 step; the data of the completed "
+            "steps is kept") in run.profile.notes
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"aic_metrics": "Nope"}, ProfilingOptionsError, "profiling option 'aic_metrics': 'Nope' is not valid; accepted: "),
+    ({"task_trace": "l2"}, ProfilingOptionsError, "profiling option 'task_trace': 'l2' is not valid; accepted: "),
+    ({"aic_metric": "MemoryUB"}, ProfilingOptionsError,
+     "profiling option 'aic_metric': is not a profilingOptions field (did you mean 'aic_metrics'?); accepted: "),
+    ({"schedule": {"activ": 2}}, ValueError, "schedule: 'activ' is not a StepSchedule field; accepted: a "
+                                             "StepSchedule, a dict of its fields (skip_first, wait, warmup, active, "
+                                             "repeat) or None"),
+    ({"schedule": {"active": 0}}, ValueError, "schedule field 'active': must be >= 1"),
+    ({"schedule": {"wait": -1}}, ValueError, "schedule field 'wait': must be >= 0, got -1"),
+    ({"schedule": 3}, TypeError, "schedule: int is not a schedule; accepted: a StepSchedule"),
+])
+def test_a_bad_option_is_refused_before_any_run_directory(kwargs, error, message, tmp_path):
+    with pytest.raises(error) as info:
+        with geprof_nb.profile(output=str(tmp_path / "out"), **kwargs):
+            pytest.fail("the block ran")
+    assert str(info.value).startswith(message)
+    if error is ProfilingOptionsError:
+        assert info.value.field == next(iter(kwargs))
+    assert not (tmp_path / "out").exists() and not msprof.lib.running
+
+
+@pytest.mark.parametrize("schedule", [StepSchedule(skip_first=1, warmup=1, active=2, repeat=1),
+                                      {"skip_first": 1, "warmup": 1, "active": 2, "repeat": 1}])
+def test_a_schedule_records_only_its_steps(sess, tmp_path, schedule):
+    with geprof_nb.profile(output=str(tmp_path / "out"), schedule=schedule) as run:
+        run_steps(sess, 6)  # step 0 skipped, 1 warmup, 2-3 recorded, 4-5 past the one cycle
+    p = run.profile
+    assert run.steps == 6
+    assert p.info["step_schedule"]["recorded_steps"] == [2, 3] and p.info["step_schedule"]["warmup_steps"] == [1]
+    assert list(p.step_trace["Iteration ID"]) == [3, 4]
+    assert list(p.op_summary["Op Name"]).count(MATMUL) == 2
+
+
+def test_a_nested_block_is_refused_naming_the_open_run(sess, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(AlreadyCollecting) as info:
+        with geprof_nb.profile(output=str(out)) as outer:
+            open_dir = msprof.lib.run_dir
+            run_steps(sess, 1)
+            with geprof_nb.profile(output=str(out)):
+                pytest.fail("the nested block ran")
+    assert str(info.value) == (f"profiling is already collecting into {open_dir} (opened by a geprof_nb.profile() "
+                               "block); let it finish first")
+    assert outer.profile.path == open_dir and outer.profile.complete and len(outer.profile.step_trace) == 1
+    assert [d.name for d in out.iterdir()] == [open_dir.name]  # the nested block made no run directory
+
+
+def test_a_block_inside_a_geprof_cell_is_refused_naming_the_cell(tmp_path):
+    def cell() -> None:
+        with geprof_nb.profile(output=str(tmp_path / "inner")):
+            pytest.fail("the block ran")
+
+    collected = collect(cell, ProfilingOptions(output=str(tmp_path / "cell")), info_key="magic")
+    assert isinstance(collected.error, AlreadyCollecting)
+    assert str(collected.error) == (f"profiling is already collecting into {collected.run_dir} (opened by a %%geprof "
+                                    "cell); let it finish first")
+    assert not (tmp_path / "inner").exists()
+
+
+def test_a_block_while_ge_profiles_is_refused_naming_ges_options(tmp_path):
+    options = {"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps({"output": str(tmp_path / "ge")})}
+    assert ge.GEInitialize(options) == ge.SUCCESS
+    open_dir = msprof.lib.run_dir
+    with pytest.raises(AlreadyCollecting) as info:
+        with geprof_nb.profile(output=str(tmp_path / "out")):
+            pytest.fail("the block ran")
+    assert str(info.value) == (
+        f"profiling is already collecting into {open_dir} (opened by GE's profiling options (ge.exec.profilingMode "
+        "or the environment) or aclgrphProfInit); finish that run first (ge.GEFinalize() for GE options, "
+        "aclgrphProfFinalize() for the C API)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_profile_object_profiles_one_block(sess, tmp_path):
+    block = geprof_nb.profile(output=str(tmp_path / "out"))
+    with block:
+        run_steps(sess, 1)
+    with pytest.raises(RuntimeError, match=r"has profiled its block; call geprof_nb.profile\(\) again"):
+        with block:
+            pytest.fail("the block ran twice")
+    assert len(list((tmp_path / "out").iterdir())) == 1
