@@ -51,6 +51,20 @@ def test_mindstudio_output_without_op_summary(tmp_path):
         geprof_nb.load(run.path)
 
 
+@pytest.mark.parametrize("kept", [(1,), (0, 2)])
+def test_only_incomplete_op_summary_slices_say_which_slice_is_missing(tmp_path, kept):
+    """Not 'no op_summary_*.csv': the slices are there, and the error names the gap that made them unusable."""
+    run = write_msprof(tmp_path, slices=3)
+    for k in {0, 1, 2} - set(kept):
+        (run.output / f"op_summary_slice_{k}_{STAMP}.csv").unlink()
+    names = ", ".join(f"op_summary_slice_{k}_{STAMP}.csv" for k in kept)
+    missing = ", ".join(f"slice_{k}" for k in range(max(kept)) if k not in kept)
+    with pytest.raises(ImportFormatError) as err:
+        geprof_nb.load(run.path)
+    assert str(err.value) == (f"{run.output}: op_summary: slices {names} are incomplete ({missing} missing: msprof "
+                              "numbers the slices of one export from slice_0 on); no complete op_summary to import")
+
+
 def test_empty_file(tmp_path):
     run = write_msprof(tmp_path)
     op_summary_file(run).write_bytes(b"")

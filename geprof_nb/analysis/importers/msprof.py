@@ -107,8 +107,9 @@ def find_sets(directory: Path, kinds: tuple[str, ...] = KINDS) -> tuple[dict[str
             slot = {-1: slot[-1]}
         order = sorted(slot)
         if order != [-1] and order != list(range(len(order))):
-            notes.append(f"{kind}: slices {', '.join(slot[i].name for i in order)} are incomplete "
-                         f"(expected slice_0 ... slice_{len(order) - 1}); skipped")
+            missing = ", ".join(f"slice_{i}" for i in range(order[-1]) if i not in slot)
+            notes.append(f"{kind}: slices {', '.join(slot[i].name for i in order)} are incomplete ({missing} "
+                         "missing: msprof numbers the slices of one export from slice_0 on); skipped")
             continue
         by_kind.setdefault(kind, []).append(FileSet(kind, stamp, tuple(slot[i] for i in order)))
     for kind, sets in by_kind.items():
@@ -210,7 +211,9 @@ class MsprofSource(FileSource):
         self.sets, found_notes = find_sets(self.output)
         self._notes = [*(notes or []), *found_notes]
         if "op_summary" not in self.sets:
-            raise ImportFormatError(f"{self.output}: no op_summary_*.csv (msprof writes it for every run with "
+            skipped = "; ".join(n.removesuffix("; skipped") for n in found_notes if n.startswith("op_summary: slices"))
+            raise ImportFormatError(f"{self.output}: {skipped}; no complete op_summary to import" if skipped else
+                                    f"{self.output}: no op_summary_*.csv (msprof writes it for every run with "
                                     "task_time on); nothing to import")
         self._summary = read_csv(list(self.sets["op_summary"].files))
         self._summary.require(OP_SUMMARY_REQUIRED, "msprof op_summary")
