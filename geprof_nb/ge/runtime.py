@@ -57,6 +57,9 @@ GE_PROFILING_TO_STD_OUT = "GE_PROFILING_TO_STD_OUT"
 HCCL_SUBTASK_NAMES = ("Notify_Record", "Notify_Wait", "Memcpy", "Reduce_Inline", "RDMASend")
 #: The model id msprof shows for single-op execution (no model).
 SINGLE_OP_MODEL_ID = 0xFFFFFFFF
+#: The run note of ``"l2": "on"`` (kProfL2cache): the switch is accepted, as GE accepts it, but samples nothing.
+L2_NOTE = ("l2 (L2 cache sampling, kProfL2cache) is not simulated: nothing is recorded for it (an ascend_pt export has "
+           "no l2_cache.csv); for L2 hit/miss counts per op use aic_metrics L2Cache on an A2-class chip (Ascend910B)")
 DEFAULT_SEED = 0
 _UINT32_MAX = np.iinfo(np.uint32).max
 #: Codes of the tensor descriptions as MsprofTensorInfo carries them (plain ints: quick to encode).
@@ -139,6 +142,8 @@ class DeviceRuntime:
                 self.rng = np.random.default_rng(self.seed)
                 self.free_at = 0
             self.program_pmu(props.aic_metrics)
+            if handle.prof_switch & events.PROF_L2CACHE_MASK:
+                msprof.lib.add_note(L2_NOTE)
             msprof.lib.set_device_info(self.device_id, self.preset.info())
             for level, names in type_names().items():
                 for type_id, name in names.items():

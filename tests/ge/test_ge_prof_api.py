@@ -464,6 +464,21 @@ def test_two_start_stop_cycles_collect_both_windows(sess, tmp_path):
     assert len(p.op_summary) == 3 * n_kernels(sess)
 
 
+def test_l2_cache_bit_is_accepted_and_the_run_says_it_is_not_simulated(sess, tmp_path):
+    """kProfL2cache samples nothing here: one note per run, however many Start commands it had."""
+    assert ge.aclgrphProfInit(str(tmp_path)) == ge.SUCCESS
+    cfg = ge.aclgrphProfCreateConfig([0], M.kAicorePipeUtilization, BITS | D.kProfL2cache)
+    for _ in range(2):
+        assert ge.aclgrphProfStart(cfg) == ge.SUCCESS
+        run(sess, 1)
+        assert ge.aclgrphProfStop(cfg) == ge.SUCCESS
+    assert ge.aclgrphProfFinalize() == ge.SUCCESS
+    notes = geprof_nb.load(tmp_path).notes
+    assert [n for n in notes if n.startswith("l2 ")] == [
+        "l2 (L2 cache sampling, kProfL2cache) is not simulated: nothing is recorded for it (an ascend_pt export has "
+        "no l2_cache.csv); for L2 hit/miss counts per op use aic_metrics L2Cache on an A2-class chip (Ascend910B)"]
+
+
 def test_finalize_while_started_stops_and_closes_the_run(sess, tmp_path):
     assert ge.aclgrphProfInit(str(tmp_path)) == ge.SUCCESS
     cfg = ge.aclgrphProfCreateConfig([0], M.kAicorePipeUtilization, BITS)

@@ -6,8 +6,10 @@ import json
 import warnings
 
 import pytest
+from geprof_testing import build_tiny_graph, run_profiled_session
 
 from geprof_nb import ge
+from geprof_nb.ge.runtime import L2_NOTE
 from geprof_nb.ge.session import is_initialized
 from geprof_nb.prof import events
 from geprof_nb.prof.msprof import lib
@@ -131,6 +133,13 @@ def test_ge_initialize_unknown_field_warns_and_profiles(tmp_path):
     assert ret == ge.SUCCESS and lib.running
     ge.GEFinalize()
     assert not lib.running
+
+
+@pytest.mark.parametrize("l2", ["on", "off"])
+def test_l2_on_is_noted_as_not_simulated(tmp_path, l2):
+    p = run_profiled_session(tmp_path, build_tiny_graph()[0], 2, l2=l2).profile
+    assert [n for n in p.notes if "L2 cache" in n] == ([L2_NOTE] if l2 == "on" else [])
+    assert "not simulated" in L2_NOTE and "aic_metrics L2Cache" in L2_NOTE
 
 
 # ------------------------------------------------------------------------ sources
