@@ -30,7 +30,7 @@ from ..prof.collectors import CannProfilerV2, DeviceCollector, LoadedTaskInfo, T
 from ..prof.msprof import CommandHandle, CommandType
 from ..prof.options import ProfilingOptions
 from ..prof.api_types import ExecutorEvent, GeProfInfoType, LaunchType, RuntimeApiType, type_names
-from ..prof.host_profiler import GlobalProfiler, ProfilingEvent, global_profiler
+from ..prof.host_profiler import MODEL_EXECUTE, ProfilingEvent, global_profiler, rt2_profiler
 from ..prof.properties import (BIT_CANN_HOST, BIT_DEVICE, BIT_GE_HOST, BIT_MEMORY, BIT_TASK_TIME,
                                BIT_TRAINING_TRACE, GlobalProfilingWrapper, ProfilingProperties)
 from ..prof.rawdata import ReportLevel, RtTaskType
@@ -182,15 +182,23 @@ class DeviceRuntime:
 
 
 def flush_host_profiler() -> None:
-    """Empty GE's host ring buffer into the run directory (and to stdout with GE_PROFILING_TO_STD_OUT)."""
-    records, dropped = global_profiler.take()
-    if os.environ.get(GE_PROFILING_TO_STD_OUT) is not None and (len(records) or dropped):
-        GlobalProfiler.dump(records, dropped, sys.stdout, global_profiler.capacity)
-    if msprof.lib.running:
-        if len(records):
-            msprof.lib.report_block("host_event", records.to_raw(msprof.lib.get_hash_id))
-        if dropped:
-            msprof.lib.note_dropped("host_event", dropped)
+    """Empty GE's host ring buffers (``ge::profiling``'s, then RT2's) into the run directory, and to
+    stdout in their formats with GE_PROFILING_TO_STD_OUT.
+
+    RT2's model end-to-end records go to stdout only: the run has each execution as its ModelExecute
+    api record, and ``host_events`` stays the host's work inside it.
+    """
+    to_std_out = os.environ.get(GE_PROFILING_TO_STD_OUT) is not None
+    for profiler in (global_profiler, rt2_profiler):
+        records, dropped = profiler.take()
+        if to_std_out and (len(records) or dropped):
+            profiler.dump(records, dropped, sys.stdout, profiler.capacity, profiler.version)
+        if msprof.lib.running:
+            records = records.without_event(MODEL_EXECUTE) if profiler is rt2_profiler else records
+            if len(records):
+                msprof.lib.report_block("host_event", records.to_raw(msprof.lib.get_hash_id))
+            if dropped:
+                msprof.lib.note_dropped("host_event", dropped)
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,8 @@ NODE_HOST_COSTS = {
     "v1": NodeHostCosts("v1", infer_shape=6_000, tiling=8_000, alloc_mem=2_000, launch_prepare=2_000,
                         kernel_launch=4_000, memcpy=6_000),
 }
+#: The host profiler each executor records its node-by-node work into (V1: ge::profiling's, RT2: its own).
+HOST_PROFILERS = {"v1": global_profiler, "v2": rt2_profiler}
 _KERNEL_TYPES = (RtTaskType.KERNEL_AICORE, RtTaskType.KERNEL_AIVEC, RtTaskType.KERNEL_MIX_AIC,
                  RtTaskType.KERNEL_MIX_AIV, RtTaskType.KERNEL_AICPU, RtTaskType.HCCL)
 _LAUNCH_TYPE = {RtTaskType.KERNEL_AICPU: LaunchType.AicpuLaunchCCKernel, RtTaskType.HCCL: LaunchType.LaunchHcomKernel,
@@ -228,6 +238,7 @@ _LAUNCH_TYPE = {RtTaskType.KERNEL_AICPU: LaunchType.AicpuLaunchCCKernel, RtTaskT
 class _HostTimeline:
     """When the host did each phase of each node launch, relative to the step's launch (ns)."""
 
+    executor: str  # whose host work: its records go to that executor's host profiler
     tasks: np.ndarray  # kernel / copy task indices launched by the host, in order
     phase_start: np.ndarray  # [n, 5]: InferShape, Tiling, AllocMem, KernelLaunchPrepare, rtKernelLaunch
     phase_dur: np.ndarray  # [n, 5]
@@ -260,7 +271,8 @@ def host_timeline(table: TaskTable, costs: NodeHostCosts) -> _HostTimeline:
     done = np.zeros(len(rt), np.int64)
     done[launched] = flat_end[:, -1]
     earliest = np.maximum.accumulate(done)  # events and traces go when their node's launch is done
-    return _HostTimeline(launched, phase_start, dur, earliest, int(flat_end[-1, -1]) if len(launched) else 0)
+    return _HostTimeline(costs.executor, launched, phase_start, dur, earliest,
+                         int(flat_end[-1, -1]) if len(launched) else 0)
 
 
 @dataclass
@@ -630,8 +642,9 @@ class LoadedModel:
         if flags & BIT_GE_HOST:
             steps, rows, cols = np.nonzero(durs > 0)
             events_ = np.where(kernel[rows], np.asarray(_HOST_PHASES, np.int64)[cols], int(ProfilingEvent.kCopyH2D))
-            global_profiler.record_many(names, rows, events_, starts[steps, rows, cols],
-                                        starts[steps, rows, cols] + durs[steps, rows, cols], threads[steps])
+            HOST_PROFILERS[timeline.executor].record_many(names, rows, events_, starts[steps, rows, cols],
+                                                          starts[steps, rows, cols] + durs[steps, rows, cols],
+                                                          threads[steps])
         launch_begin = starts[:, :, 4]
         launch_end = launch_begin + durs[:, :, 4]
         if node_api and flags & (BIT_TASK_TIME | BIT_CANN_HOST):

@@ -1,13 +1,21 @@
-"""GE's host profiler: the ``ge::profiling`` events and the ``GlobalProfiler``
-ring buffer they are recorded into.
+"""GE's host profilers: the ``ge::profiling`` events and the ring buffers they are recorded into.
 
-The buffer has a fixed capacity (GE: 10 Mi records); records past it are
-dropped and counted, never silently lost.  It is emptied into the run
-directory when collection stops, and, when ``GE_PROFILING_TO_STD_OUT`` is
-set, dumped as text in GE's format (``graph_metadef/graph/utils/profiler.cc``)::
+GE has two: ``ge::profiling``'s (ACL single ops, the V1 executor; dump version
+1.0) and RT2's ``gert::GlobalProfiler`` (the V2 executor's node records and its
+model's end-to-end records; dump version 2.0-SingleThread).  Each has a fixed
+capacity (GE: 10 Mi records); records past it are dropped and counted, never
+silently lost.  They are emptied into the run directory when collection stops,
+and, when ``GE_PROFILING_TO_STD_OUT`` is set, dumped as text in GE's formats
+(``graph_metadef/graph/utils/profiler.cc``, ``base/common/profiling/global_profiler.cc``)::
 
     Profiler version: 1.0, dump start, records num: <N>
     <ns since epoch> <thread id> [<element>] [<event>] Start|End
+    Profiling dump end
+
+    ExecutorProfiler version: 2.0-SingleThread, dump start, records num: <N>
+    <ns since epoch> <thread id> [Model] [Execute] Start
+    <ns since epoch> <thread id> [<node>] [<event>] Start|End
+    <ns since epoch> <thread id> [Model] [Execute] End
     Profiling dump end
 
 An event index without a registered string prints as ``UNKNOWN(<index>)``, unbracketed, as in GE.
@@ -28,7 +36,10 @@ from .threads import native_thread_id
 
 #: GE's capacity of the ring buffer (records).
 DEFAULT_CAPACITY = 10 * 1024 * 1024
+#: Dump versions of ``ge::profiling``'s buffer and of RT2's GlobalProfiler.
 VERSION = "1.0"
+RT2_VERSION = "2.0-SingleThread"
+_DUMP_HEADERS = {VERSION: f"Profiler version: {VERSION}", RT2_VERSION: f"ExecutorProfiler version: {RT2_VERSION}"}
 
 _EVENT_NAMES = """kAclCompileAndExecute kAclMatchOpModel kAclMatchStaticOpModel kAclMatchDynamicOpModel
 kAclExecuteAsync kAclLoadSingleOp kAclBuildOpModel kInferShape kTiling kUpdateShape kConstPrepare
@@ -62,6 +73,11 @@ def event_string(index: int) -> str:
     return EVENT_STRINGS[index] if 0 <= index < len(EVENT_STRINGS) else f"UNKNOWN({index})"
 
 
+#: RT2's end-to-end record of a model execution (its dump prints ``[Model] [Execute]``).
+MODEL_ELEMENT = "Model"
+MODEL_EXECUTE = int(ProfilingEvent.kModelExecute)
+
+
 @dataclass
 class HostRecords:
     """Records taken from the buffer, column-wise; each scope is a Start then an End record.
@@ -89,6 +105,12 @@ class HostRecords:
 
     def __len__(self) -> int:
         return len(self.timestamp)
+
+    def without_event(self, event: int) -> "HostRecords":
+        """These records but ``event``'s (a scope's Start and End go together)."""
+        keep = self.event != event
+        return HostRecords(self.names, self.element[keep], self.timestamp[keep], self.thread_id[keep],
+                           self.event[keep], self.phase[keep])
 
     def rows(self) -> list[tuple[int, int, str, int, int]]:
         """(timestamp ns, thread id, element, event, phase) per record, in recording order."""
@@ -126,8 +148,9 @@ class GlobalProfiler:
     (``record_many``) as arrays, so recording a step costs a few array operations.
     """
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, version: str = VERSION) -> None:
         self.capacity = capacity
+        self.version = version  # the format of its dump
         self._parts: list[tuple | _Scopes] = []  # in recording order
         self._kept = 0
         self._count = 0
@@ -189,14 +212,28 @@ class GlobalProfiler:
         return _records(parts), dropped
 
     @staticmethod
-    def dump(records: HostRecords, dropped: int, out: TextIO, capacity: int) -> None:
-        """Write records in GE's text dump format."""
+    def dump(records: HostRecords, dropped: int, out: TextIO, capacity: int, version: str = VERSION) -> None:
+        """Write records in GE's text dump format of ``version``.
+
+        1.0 prints the buffer's order (each scope's Start and End together).  RT2 records a Start
+        and an End each when it happens, so 2.0-SingleThread prints every record at its time: the
+        model's Start before the records at the same time, its End after them.
+        """
         total = len(records) + dropped
-        out.write(f"Profiler version: {VERSION}, dump start, records num: {total}\n")
+        out.write(f"{_DUMP_HEADERS[version]}, dump start, records num: {total}\n")
         if dropped:
             out.write(f"Too many records({total}), the records after {capacity} will be dropped\n")
-        for ts, tid, element, event, phase in records.rows():
-            shown = f"[{EVENT_STRINGS[event]}]" if 0 <= event < len(EVENT_STRINGS) else event_string(event)
+        rows = records.rows()
+        rt2 = version == RT2_VERSION
+        if rt2:
+            model = records.event == MODEL_EXECUTE
+            tie = np.where(model, np.where(records.phase == rawdata.HOST_EVENT_START, -1, 1), 0)
+            rows = [rows[i] for i in np.lexsort((tie, records.timestamp)).tolist()]
+        for ts, tid, element, event, phase in rows:
+            if rt2 and event == MODEL_EXECUTE:
+                element, shown = MODEL_ELEMENT, "[Execute]"
+            else:
+                shown = f"[{EVENT_STRINGS[event]}]" if 0 <= event < len(EVENT_STRINGS) else event_string(event)
             out.write(f"{ts} {tid} [{element}] {shown} "
                       f"{'Start' if phase == rawdata.HOST_EVENT_START else 'End'}\n")
         out.write("Profiling dump end\n")
@@ -256,5 +293,7 @@ def _records(parts: list[tuple | _Scopes]) -> HostRecords:
     return HostRecords(names, pairs("element"), timestamp, pairs("tid"), pairs("event"), phase)
 
 
-#: The process-wide host profiler.
+#: The process-wide ``ge::profiling`` buffer (ACL single ops, the V1 executor).
 global_profiler = GlobalProfiler()
+#: RT2's GlobalProfiler (the V2 executor: node records and the model's end-to-end records).
+rt2_profiler = GlobalProfiler(version=RT2_VERSION)

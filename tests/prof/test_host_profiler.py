@@ -18,8 +18,8 @@ from geprof_nb import ge
 from geprof_nb.ge.runtime import GE_PROFILING_TO_STD_OUT, NODE_HOST_COSTS
 from geprof_nb.prof import host_profiler, rawdata, scope
 from geprof_nb.prof.clock import clock
-from geprof_nb.prof.host_profiler import (EVENT_STRINGS, GlobalProfiler, HostRecords, ProfilingEvent, event_string,
-                                         global_profiler)
+from geprof_nb.prof.host_profiler import (EVENT_STRINGS, RT2_VERSION, GlobalProfiler, HostRecords, ProfilingEvent,
+                                         event_string, global_profiler, rt2_profiler)
 from geprof_nb.prof.properties import BIT_ALL, BIT_GE_HOST, GlobalProfilingWrapper
 
 #: ``ge::profiling`` event order, as in reference §6.3.
@@ -46,10 +46,12 @@ RECORD_LINE = re.compile(r"(\d+) (\d+) \[([^\]]+)\] \[([^\]]+)\] (Start|End)")
 
 @pytest.fixture(autouse=True)
 def empty_ring_buffer():
-    """The process-wide ring buffer starts and ends empty."""
+    """The process-wide ring buffers start and end empty."""
     global_profiler.take()
+    rt2_profiler.take()
     yield
     global_profiler.take()
+    rt2_profiler.take()
 
 
 def dynamic_mlp() -> ge.Graph:
@@ -64,9 +66,9 @@ def run_dynamic(steps: int = 1) -> ge.Session:
     return s
 
 
-def profiled(out, **fields) -> None:
+def profiled(out, executor: str = "v2", **fields) -> None:
     opts = {"output": str(out), "ge_api": "l1", **fields}
-    assert ge.GEInitialize({"geprof.clock": "virtual", "ge.exec.profilingMode": "1",
+    assert ge.GEInitialize({"geprof.clock": "virtual", "geprof.executor": executor, "ge.exec.profilingMode": "1",
                             "ge.exec.profilingOptions": json.dumps(opts)}) == ge.SUCCESS
 
 
@@ -180,7 +182,7 @@ def test_take_returns_scopes_in_recording_order():
 
 
 def test_overflow_in_a_run_is_reported_in_info_json_and_notes(tmp_path, monkeypatch):
-    profiled(tmp_path / "full")
+    profiled(tmp_path / "full", "v1")  # V1's records are ge::profiling's (the buffer below)
     run_dynamic(2)
     ge.GEFinalize()
     full = geprof_nb.load(tmp_path / "full")
@@ -188,7 +190,7 @@ def test_overflow_in_a_run_is_reported_in_info_json_and_notes(tmp_path, monkeypa
     assert total > 40 and "dropped" not in full.info
 
     monkeypatch.setattr(global_profiler, "capacity", 40)
-    profiled(tmp_path / "small")
+    profiled(tmp_path / "small", "v1")
     run_dynamic(2)
     ge.GEFinalize()
     p = geprof_nb.load(tmp_path / "small")
@@ -235,9 +237,36 @@ def test_dump_with_dropped_records_says_so_after_the_header():
         "Profiling dump end\n")
 
 
-def _parse_dump(text: str) -> tuple[int, list[tuple], list[str]]:
+HEADERS = {"v1": r"Profiler version: 1\.0", "v2": r"ExecutorProfiler version: 2\.0-SingleThread"}
+
+
+def test_rt2_dump_format_is_ges_exactly():
+    """RT2's GlobalProfiler dump (global_profiler.cc): its own header, each record when it happened
+    (the model's Start before the nodes', its End after them), the model's as ``[Model] [Execute]``."""
+    out = io.StringIO()
+    execute, infer = int(ProfilingEvent.kModelExecute), int(ProfilingEvent.kInferShape)
+    records = [(1000, 42, "conv1", infer, rawdata.HOST_EVENT_START),
+               (3500, 42, "conv1", infer, rawdata.HOST_EVENT_END),
+               (3500, 42, "fc", infer, rawdata.HOST_EVENT_START),
+               (4000, 42, "fc", infer, rawdata.HOST_EVENT_END),
+               (1000, 42, "Model", execute, rawdata.HOST_EVENT_START),
+               (4000, 42, "Model", execute, rawdata.HOST_EVENT_END)]
+    GlobalProfiler.dump(HostRecords.from_rows(records), 2, out, 6, version=RT2_VERSION)
+    assert out.getvalue() == (
+        "ExecutorProfiler version: 2.0-SingleThread, dump start, records num: 8\n"
+        "Too many records(8), the records after 6 will be dropped\n"
+        "1000 42 [Model] [Execute] Start\n"
+        "1000 42 [conv1] [InferShape] Start\n"
+        "3500 42 [conv1] [InferShape] End\n"
+        "3500 42 [fc] [InferShape] Start\n"
+        "4000 42 [fc] [InferShape] End\n"
+        "4000 42 [Model] [Execute] End\n"
+        "Profiling dump end\n")
+
+
+def _parse_dump(text: str, executor: str = "v1") -> tuple[int, list[tuple], list[str]]:
     lines = text.splitlines()
-    m = re.fullmatch(r"Profiler version: 1\.0, dump start, records num: (\d+)", lines[0])
+    m = re.fullmatch(HEADERS[executor] + r", dump start, records num: (\d+)", lines[0])
     assert m, lines[0]
     assert lines[-1] == "Profiling dump end"
     body = lines[1:-1]
@@ -246,9 +275,12 @@ def _parse_dump(text: str) -> tuple[int, list[tuple], list[str]]:
     return int(m.group(1)), recs, extra
 
 
-def test_ge_profiling_to_std_out_dumps_the_host_profiler(monkeypatch, capsys):
+@pytest.mark.parametrize("executor", ["v1", "v2"])
+def test_ge_profiling_to_std_out_dumps_the_host_profiler(monkeypatch, capsys, executor):
+    """V1's records are GE's ``ge::profiling`` (version 1.0), RT2's its GlobalProfiler's (2.0-SingleThread,
+    with the model's ``[Model] [Execute]`` records around the step's)."""
     monkeypatch.setenv(GE_PROFILING_TO_STD_OUT, "1")
-    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS  # no msprof collection at all
+    assert ge.GEInitialize({"geprof.clock": "virtual", "geprof.executor": executor}) == ge.SUCCESS  # no msprof
     assert GlobalProfilingWrapper.enable_flags == BIT_GE_HOST
     capsys.readouterr()
     s = run_dynamic(1)
@@ -256,16 +288,20 @@ def test_ge_profiling_to_std_out_dumps_the_host_profiler(monkeypatch, capsys):
     ge.GEFinalize()
     assert GlobalProfilingWrapper.enable_flags == 0
     text = capsys.readouterr().out
-    n, recs, extra = _parse_dump(text)
+    n, recs, extra = _parse_dump(text, executor)
     assert extra == [] and n == len(recs) > 0
     tid = str(threading.get_native_id())
     assert {r[1] for r in recs} == {tid}
+    if executor == "v2":
+        assert [r[2:] for r in (recs[0], recs[-1])] == [("Model", "Execute", "Start"), ("Model", "Execute", "End")]
+        assert all(r[2] != "Model" for r in recs[1:-1])
+        recs = recs[1:-1]
     assert {r[3] for r in recs} == {"InferShape", "Tiling", "AllocMemory", "KernelLaunchPrepare", "rtKernelLaunch",
                                     "CopyH2D"}
     assert {r[2] for r in recs} <= set(names)
     assert {r[2] for r in recs if r[3] == "CopyH2D"} == {"x", "labels"}  # the input copies
     # Start/End pairs of one element and event, End not before Start, durations the modelled costs
-    costs = NODE_HOST_COSTS["v2"]
+    costs = NODE_HOST_COSTS[executor]
     expected = {"InferShape": costs.infer_shape, "Tiling": costs.tiling, "AllocMemory": costs.alloc_mem,
                 "KernelLaunchPrepare": costs.launch_prepare, "rtKernelLaunch": costs.kernel_launch,
                 "CopyH2D": costs.memcpy}
@@ -274,31 +310,36 @@ def test_ge_profiling_to_std_out_dumps_the_host_profiler(monkeypatch, capsys):
         assert int(end[0]) - int(start[0]) == expected[start[3]]
 
 
-def test_ge_profiling_to_std_out_with_overflow(monkeypatch, capsys):
+@pytest.mark.parametrize("executor", ["v1", "v2"])
+def test_ge_profiling_to_std_out_with_overflow(monkeypatch, capsys, executor):
     monkeypatch.setenv(GE_PROFILING_TO_STD_OUT, "")  # set at all, even empty, is enough
+    buffer = global_profiler if executor == "v1" else rt2_profiler
     dumps = []
     for capacity in (host_profiler.DEFAULT_CAPACITY, 10):
-        monkeypatch.setattr(global_profiler, "capacity", capacity)
-        assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+        monkeypatch.setattr(buffer, "capacity", capacity)
+        assert ge.GEInitialize({"geprof.clock": "virtual", "geprof.executor": executor}) == ge.SUCCESS
         capsys.readouterr()
         run_dynamic(1)
         ge.GEFinalize()
-        dumps.append(_parse_dump(capsys.readouterr().out))
+        dumps.append(_parse_dump(capsys.readouterr().out, executor))
     (n_full, full, extra_full), (n, recs, extra) = dumps
     assert extra_full == [] and n_full == len(full) > 10
-    assert n == n_full and len(recs) == 10  # every offered record counted, the first 10 kept
+    assert n == n_full and len(recs) == 10  # every offered record counted, 10 kept
     assert extra == [f"Too many records({n}), the records after 10 will be dropped"]
-    assert [r[1:] for r in recs] == [r[1:] for r in full[:10]]
+    if executor == "v1":  # the first 10
+        assert [r[1:] for r in recs] == [r[1:] for r in full[:10]]
+    else:  # the model's records (offered when the step returned) and the first of the step's (offered later)
+        assert [r[1:] for r in recs] == [r[1:] for r in full[:9]] + [r[1:] for r in full[-1:]]
 
 
-def _dumps(text: str) -> list[list[str]]:
-    """The record lines of each dump in ``text`` (a dump runs from its header to its end line)."""
-    dumps: list[list[str]] = []
+def _dumps(text: str) -> list[tuple[str, list[str]]]:
+    """The header and record lines of each dump in ``text`` (a dump runs from its header to its end line)."""
+    dumps: list[tuple[str, list[str]]] = []
     for line in text.splitlines():
         if "version: " in line and ", dump start, records num: " in line:
-            dumps.append([])
+            dumps.append((line, []))
         elif RECORD_LINE.fullmatch(line):
-            dumps[-1].append(line)
+            dumps[-1][1].append(line)
     return dumps
 
 
@@ -315,24 +356,53 @@ def test_dump_is_in_recording_order(monkeypatch, capsys, executor):
         assert ge.acl.aclopExecute("Relu", [x]) == 0
     ge.GEFinalize()
     dumps = _dumps(capsys.readouterr().out)
-    lines = [ln for d in dumps for ln in d]
+    lines = [ln for _, d in dumps for ln in d]
     assert {RECORD_LINE.fullmatch(ln).group(3) for ln in lines} >= {"Relu", "dense_0/MatMulV2"}
-    for d in dumps:
+    for _, d in dumps:
         stamps = [int(RECORD_LINE.fullmatch(ln).group(1)) for ln in d]
         assert stamps == sorted(stamps)
     relu = [int(RECORD_LINE.fullmatch(ln).group(1)) for ln in lines if RECORD_LINE.fullmatch(ln).group(3) == "Relu"]
     step = [int(RECORD_LINE.fullmatch(ln).group(1)) for ln in lines if RECORD_LINE.fullmatch(ln).group(3) != "Relu"]
     assert max(step) <= min(relu)
+    # the ACL op's records are ge::profiling's (1.0); RT2 keeps its own buffer
+    headers = [h.split(", dump start")[0] for h, _ in dumps]
+    assert headers == (["Profiler version: 1.0"] if executor == "v1" else
+                       ["Profiler version: 1.0", "ExecutorProfiler version: 2.0-SingleThread"])
+    acl_elements = {RECORD_LINE.fullmatch(ln).group(3) for ln in dumps[0][1]}
+    assert acl_elements >= {"Relu", "dense_0/MatMulV2"} if executor == "v1" else acl_elements == {"Relu"}
 
 
-def test_nothing_is_dumped_when_nothing_was_recorded(monkeypatch, capsys):
+def test_rt2_dump_brackets_each_step_with_the_models_execute_records(monkeypatch, capsys):
     monkeypatch.setenv(GE_PROFILING_TO_STD_OUT, "1")
-    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    assert ge.GEInitialize({"geprof.clock": "virtual", "geprof.executor": "v2"}) == ge.SUCCESS
+    capsys.readouterr()
+    run_dynamic(2)
+    ge.GEFinalize()
+    n, recs, extra = _parse_dump(capsys.readouterr().out, "v2")
+    assert extra == [] and n == len(recs)
+    model = [i for i, r in enumerate(recs) if r[2:4] == ("Model", "Execute")]
+    assert [recs[i][4] for i in model] == ["Start", "End", "Start", "End"]
+    assert model[0] == 0 and model[-1] == len(recs) - 1 and model[2] == model[1] + 1
+    assert model[1] - model[0] == model[3] - model[2] > 1  # the same node records inside each step
+    assert int(recs[model[1]][0]) <= int(recs[model[2]][0])
+
+
+@pytest.mark.parametrize("executor", ["v1", "v2"])
+def test_a_static_graph_dumps_only_rt2s_model_records(monkeypatch, capsys, executor):
+    """A static graph has no node-by-node host work: V1 records nothing, RT2 its model's execution."""
+    monkeypatch.setenv(GE_PROFILING_TO_STD_OUT, "1")
+    assert ge.GEInitialize({"geprof.clock": "virtual", "geprof.executor": executor}) == ge.SUCCESS
     s = ge.Session()
     assert s.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,))) == ge.SUCCESS
-    assert s.run_graph(1) == ge.SUCCESS  # a static graph: no node-by-node host work
+    capsys.readouterr()
+    assert s.run_graph(1) == ge.SUCCESS
     ge.GEFinalize()
-    assert "Profiler version" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    if executor == "v1":
+        assert "Profiler version" not in out
+        return
+    n, recs, extra = _parse_dump(out, "v2")
+    assert n == 2 and extra == [] and [r[2:] for r in recs] == [("Model", "Execute", "Start"), ("Model", "Execute", "End")]
 
 
 def test_without_the_variable_nothing_is_recorded_or_dumped(monkeypatch, capsys):
@@ -340,7 +410,7 @@ def test_without_the_variable_nothing_is_recorded_or_dumped(monkeypatch, capsys)
     assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
     assert GlobalProfilingWrapper.enable_flags == 0
     run_dynamic(1)
-    assert global_profiler.count == 0
+    assert global_profiler.count == rt2_profiler.count == 0
     ge.GEFinalize()
     assert capsys.readouterr().out == ""
 

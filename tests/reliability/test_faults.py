@@ -169,10 +169,10 @@ def test_sigkill_mid_run_loads_every_flushed_chunk_and_says_incomplete(tmp_path)
 
 # --------------------------------------------------------------------------- ring-buffer drops
 def test_ring_buffer_overflow_is_counted_in_the_profile_and_the_explorer(tmp_path, monkeypatch):
-    monkeypatch.setattr(global_profiler, "capacity", 64)
+    monkeypatch.setattr(global_profiler, "capacity", 64)  # ge::profiling's buffer: the V1 executor records into it
     opts = {"output": str(tmp_path / "out"), "training_trace": "on", "ge_api": "l1"}
     assert ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts),
-                            "geprof.clock": "virtual"}) == ge.SUCCESS
+                            "geprof.clock": "virtual", "geprof.executor": "v1"}) == ge.SUCCESS
     sess = ge.Session()
     sess.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,), dynamic=True))
     for _ in range(3):
