@@ -198,7 +198,9 @@ class Source(abc.ABC):
         return empty(C.STEP_TRACE)
 
     def step_bounds(self) -> pd.DataFrame:
-        """(step, begin, end) in ns of every iteration of the main model."""
+        """(step, begin, end) in ns of every iteration of the main model; a source that knows when the
+        framework began each step (its ModelExecute call, a ProfilerStep) adds ``framework_begin`` (-1: not
+        known), from which step_breakdown's Preparing counts."""
         return breakdown.bounds_from_step_trace(self.step_trace())
 
     def task_time(self) -> pd.DataFrame:
