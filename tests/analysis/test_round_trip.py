@@ -51,15 +51,21 @@ def test_msprof_export_imports_to_equal_tables(full_run, tmp_path):
         _equal(getattr(back, name), ours, name)
     assert (back._op_rows.start_ns == full_run._op_rows.start_ns).all()  # exact ns, not the printed µs
     assert list(back.iterations) == list(full_run.iterations) == [1, 2, 3]
-    # msprof output keeps no ModelExecute call times (api_statistic only sums them), so an import's Preparing
-    # counts from the step window's start (the ProfilerStep#n its own ascend_pt export writes); the rest is equal
-    preparing = "Preparing"
+    # Preparing counts from the ModelExecute call that ran a step: the timeline JSON's Model@ModelExecute events
+    _equal(back.step_breakdown, full_run.step_breakdown, "step_breakdown")
+
+
+def test_msprof_export_without_a_timeline_counts_preparing_from_the_step_window(full_run, tmp_path):
+    back = geprof_nb.load(full_run.export(tmp_path, format="msprof", timeline=False))
+    preparing = "Preparing"  # no ModelExecute call times: api_statistic only sums them
     _equal(back.step_breakdown.drop(columns=preparing), full_run.step_breakdown.drop(columns=preparing),
            "step_breakdown")
+    assert (back.source.step_bounds()["framework_begin"] == -1).all()
     windows = step_windows(back.source.step_bounds(), back._op_rows)
     first = pd.Series(back._op_rows.start_ns).groupby(back._op_rows.iteration).min()
     assert back.step_breakdown[preparing].tolist() == [(int(first[s]) - int(w0)) / 1000 for s, w0 in
                                                        zip(windows["step"], windows["start"])]
+    assert back.step_breakdown[preparing].tolist() != full_run.step_breakdown[preparing].tolist()
 
 
 @pytest.fixture(scope="module")

@@ -28,12 +28,17 @@ from .csvfiles import CsvTable, ImportFormatError, Kinds, read_csv, read_json
 #: What a Device_id cell must hold (the rows are split by device before anything else).
 DEVICE_ID = "a device id (an integer) on every row"
 from .filesource import FileSource
+from .trace_view import ns_of
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 KINDS = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trace", "communication_statistic",
          "msprof_tx", "aicpu")
 _FILE = re.compile(rf"({'|'.join(sorted(KINDS, key=len, reverse=True))})((?:_[0-9A-Za-z]+)*)\.csv")
 _SLICE = re.compile(r"_slice_(\d+)")
+#: msprof's timeline JSON: ``msprof_<stamp>.json``, sliced ``msprof_slice_<n>_<stamp>.json``.
+_TIMELINE = re.compile(r"msprof_(?:slice_\d+_)?(\d+)\.json")
+#: The CANN layer's event of a model execution (``item_id``: the model id).
+MODEL_EXECUTE_EVENT = "Model@ModelExecute"
 
 OP_SUMMARY_KINDS: Kinds = {
     "Device_id": "int", "Model ID": "int", "Task ID": "Int64", "Stream ID": "Int64", "Op Name": "category",
@@ -325,9 +330,39 @@ class MsprofSource(FileSource):
         if w.empty:
             return pd.DataFrame(columns=["step", "begin", "end"])
         models, counts = np.unique(w["model"], return_counts=True)
-        main = w[w["model"] == models[np.argmax(counts)]].sort_values("iteration", kind="stable")
+        model = models[np.argmax(counts)]
+        main = w[w["model"] == model].sort_values("iteration", kind="stable")
+        end = main["end"].to_numpy(np.int64)
+        calls = np.sort(self._model_executions.get(int(model), np.zeros(0, np.int64)))
+        at = np.searchsorted(calls, end, side="left") - 1  # the last call that began before the step ended
+        framework = np.append(calls, -1)[np.where(at >= 0, at, len(calls))]  # -1: no call known
         return pd.DataFrame({"step": main["iteration"].to_numpy(np.int64), "begin": main["begin"].to_numpy(np.int64),
-                             "end": main["end"].to_numpy(np.int64)})
+                             "end": end, "framework_begin": framework})
+
+    @cached_property
+    def _model_executions(self) -> dict[int, np.ndarray]:
+        """Model id -> begin ns of its ModelExecute calls, from the newest timeline JSON export in the
+        directory (the CANN layer's ``Model@ModelExecute`` events); {} without one.  step_breakdown's
+        Preparing counts from the call that ran a step, as for a run directory."""
+        exports: dict[int, list[Path]] = {}
+        for path in self.output.glob("msprof_*.json"):
+            m = _TIMELINE.fullmatch(path.name)
+            if m:
+                exports.setdefault(int(m.group(1)), []).append(path)
+        calls: dict[int, list[int]] = {}
+        for path in sorted(exports[max(exports)]) if exports else ():
+            events = read_json(path)
+            if not isinstance(events, list):
+                self._notes.append(f"{path.name}: not a list of trace events; ModelExecute calls not read")
+                continue
+            for e in events:
+                if not isinstance(e, dict) or e.get("name") != MODEL_EXECUTE_EVENT or e.get("ph") != "X":
+                    continue
+                begin, args = ns_of(e.get("ts")), e.get("args")
+                item = args.get("item_id") if isinstance(args, dict) else None
+                if begin is not None and isinstance(item, (int, str)) and str(item).isdigit():
+                    calls.setdefault(int(item), []).append(begin)
+        return {model: np.asarray(begins, np.int64) for model, begins in calls.items()}
 
     def communication_rows(self) -> np.ndarray:
         """Collectives by op_summary's Task Type or, where that is N/A (task_time level 0), by task_time's
