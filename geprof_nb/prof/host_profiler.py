@@ -112,8 +112,21 @@ class HostRecords:
         return HostRecords(self.names, self.element[keep], self.timestamp[keep], self.thread_id[keep],
                            self.event[keep], self.phase[keep])
 
+    def in_recording_order(self) -> "HostRecords":
+        """These records in the order GE's buffer holds them.  GE's ScopeProfiler records a scope's
+        Start and End together when the scope exits, so the buffer is in order of scope ends (across
+        threads too); a node-by-node step's scopes are offered when the step is reported, after
+        scopes that ran later, and a stable sort by end puts each back where GE recorded it."""
+        end = self.timestamp[1::2]
+        if not (np.diff(end) < 0).any():
+            return self
+        order = np.repeat(2 * np.argsort(end, kind="stable"), 2)
+        order[1::2] += 1
+        return HostRecords(self.names, self.element[order], self.timestamp[order], self.thread_id[order],
+                           self.event[order], self.phase[order])
+
     def rows(self) -> list[tuple[int, int, str, int, int]]:
-        """(timestamp ns, thread id, element, event, phase) per record, in recording order."""
+        """(timestamp ns, thread id, element, event, phase) per record, in this object's order."""
         return [(int(t), int(tid), self.names[e], int(ev), int(ph)) for t, tid, e, ev, ph in
                 zip(self.timestamp, self.thread_id, self.element, self.event, self.phase)]
 
@@ -201,7 +214,8 @@ class GlobalProfiler:
                                            tid[:room] if isinstance(tid, np.ndarray) else tid))
 
     def take(self) -> tuple[HostRecords, int]:
-        """Remove every kept record; return them, in recording order, and how many were dropped.
+        """Remove every kept record; return them, in the order offered (:meth:`HostRecords.in_recording_order`
+        gives GE's: only the stdout dump needs it), and how many were dropped.
 
         Which records are kept is decided as they are offered (the buffer's memory stays bounded), so
         in a full buffer a step reported late may lose records that GE, recording them earlier, kept.
@@ -223,8 +237,8 @@ class GlobalProfiler:
         out.write(f"{_DUMP_HEADERS[version]}, dump start, records num: {total}\n")
         if dropped:
             out.write(f"Too many records({total}), the records after {capacity} will be dropped\n")
-        rows = records.rows()
         rt2 = version == RT2_VERSION
+        rows = (records if rt2 else records.in_recording_order()).rows()
         if rt2:
             model = records.event == MODEL_EXECUTE
             tie = np.where(model, np.where(records.phase == rawdata.HOST_EVENT_START, -1, 1), 0)
@@ -240,13 +254,7 @@ class GlobalProfiler:
 
 
 def _records(parts: list[tuple | _Scopes]) -> HostRecords:
-    """The parts' scopes as Start/End record pairs, in recording order.
-
-    GE's ScopeProfiler records a scope's Start and End together when the scope exits, so its
-    buffer is in order of scope ends (across threads too).  A node-by-node step's scopes are
-    offered when the step is reported, after scopes that ran later: a stable sort by end puts
-    every scope back where GE recorded it.
-    """
+    """The parts' scopes as Start/End record pairs, in the order offered."""
     names: list[str] = []
     index: dict[str, int] = {}
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("element", "event", "start", "end", "tid")}
@@ -276,9 +284,6 @@ def _records(parts: list[tuple | _Scopes]) -> HostRecords:
     flush_singles()
     names = list(index)
     flat = {k: np.concatenate(c) if c else np.empty(0, np.int64) for k, c in cols.items()}
-    if (np.diff(flat["end"]) < 0).any():
-        order = np.argsort(flat["end"], kind="stable")
-        flat = {k: c[order] for k, c in flat.items()}
 
     def pairs(key: str, second: str | None = None) -> np.ndarray:
         first = flat[key]

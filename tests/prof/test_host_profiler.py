@@ -165,20 +165,24 @@ def test_record_many_fills_the_remaining_room_exactly():
     assert [(r[0], r[4]) for r in rows[2:]] == [(1, 0), (2, 1), (2, 0), (3, 1)]
 
 
-def test_take_returns_scopes_in_recording_order():
+def test_taken_scopes_in_recording_order():
     """GE records a scope (its Start and its End) when the scope exits: the buffer is in order of scope
     ends, across threads too.  A node-by-node step's scopes are offered when the step is reported,
-    after scopes that ran later: take() puts them where they were recorded."""
+    after scopes that ran later: in_recording_order() puts them where they were recorded (the dump's
+    order; take() itself keeps the order offered)."""
     gp = GlobalProfiler()
     gp.record_scope("later", 7, 100, 110)  # ran after the step below, offered first
     gp.record_many(["a", "b"], [0, 1, 0], [7, 8, 8], [0, 5, 40], [5, 10, 50], thread_ids=np.array([1, 1, 2]))
     gp.record_scope("outer", 7, 20, 60)  # encloses c's scope of thread 2: recorded when it ends, after it
-    records, dropped = gp.take()
+    taken, dropped = gp.take()
     assert dropped == 0
+    assert [r[2] for r in taken.rows()[::2]] == ["later", "a", "b", "a", "outer"]  # as offered
+    records = taken.in_recording_order()
     assert [(r[2], r[0], r[4]) for r in records.rows()] == [
         ("a", 0, 0), ("a", 5, 1), ("b", 5, 0), ("b", 10, 1), ("a", 40, 0), ("a", 50, 1),
         ("outer", 20, 0), ("outer", 60, 1), ("later", 100, 0), ("later", 110, 1)]
     assert [r[1] for r in records.rows()][:6] == [1, 1, 1, 1, 2, 2]
+    assert records.in_recording_order() is records  # already in order: nothing to do
 
 
 def test_overflow_in_a_run_is_reported_in_info_json_and_notes(tmp_path, monkeypatch):
