@@ -96,8 +96,10 @@ class Comparison:
 
     @property
     def ratio(self) -> float:
-        """Median of ``a`` over median of ``b``."""
-        return self.a_median / self.b_median
+        """Median of the per-round ratios ``a[i] / b[i]``: each round runs ``a`` then ``b`` back to back,
+        so a slow spell of the machine that spans the round cancels in its ratio (the ratio of the two
+        medians does not: on a drifting machine it can land anywhere between the rounds' ratios)."""
+        return statistics.median(x / y for x, y in zip(self.a, self.b))
 
     @property
     def fastest_ratio(self) -> float:
