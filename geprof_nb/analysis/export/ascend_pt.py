@@ -168,18 +168,19 @@ def _other_core_zeros(frame: pd.DataFrame, cols: list) -> list:
     """``cols`` (the cells of ``frame``'s columns) with the missing PMU cells of the core a pure
     AI Core / AI Vector Core task did not run on set to that column's zero (``0.000``; ``0`` for cycles)."""
     task_type = frame["Task Type"].astype(str).to_numpy() if "Task Type" in frame.columns else np.empty(0, object)
+    rows_of = {kind: rows for kind in PURE_CORE_TASK_TYPES if (rows := task_type == kind).any()}
     out = list(cols)
-    for kind in PURE_CORE_TASK_TYPES:
-        rows = task_type == kind
-        if not rows.any():
+    zeros: dict[object, str] = {}  # dtype -> its zero's cell text
+    for k, (name, series) in enumerate(frame.items()):
+        kinds = [kind for kind in rows_of if is_other_core_column(kind, name)]
+        if not kinds:
             continue
-        for k, (name, series) in enumerate(frame.items()):
-            if not is_other_core_column(kind, name):
-                continue
-            fill = np.flatnonzero(rows & series.isna().to_numpy())
-            if len(fill):
-                zero = column_cells(pd.Series([0], dtype=series.dtype)).tolist()[0]
-                out[k] = out[k].set(fill, zero)
+        rows = np.logical_or.reduce([rows_of[kind] for kind in kinds])
+        fill = np.flatnonzero(rows & series.isna().to_numpy())
+        if len(fill):  # one copy of the column's codes, whichever kinds it is the other core's column of
+            if series.dtype not in zeros:
+                zeros[series.dtype] = column_cells(pd.Series([0], dtype=series.dtype)).tolist()[0]
+            out[k] = out[k].set(fill, zeros[series.dtype])
     return out
 
 
