@@ -21,7 +21,6 @@ import textwrap
 import traceback
 from pathlib import Path
 
-import pytest
 from IPython.utils.capture import capture_output
 
 import geprof_nb

@@ -17,7 +17,6 @@ Examples per test are set so the whole file runs in well under a minute on two c
 from __future__ import annotations
 
 import json
-import shutil
 import string
 import warnings
 from collections import Counter
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from IPython.core.error import UsageError
 from real_fixtures import STAMP, write_ascend_pt, write_msprof
