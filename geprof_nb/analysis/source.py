@@ -415,9 +415,6 @@ class RunDirSource(Source):
     def msprof_tx(self) -> pd.DataFrame:
         return tx.msprof_tx(self.run, self.device_id)
 
-    def communication_statistic(self) -> pd.DataFrame:
-        return communication.communication_statistic(None, self.device_id, self.op_rows(), self.communication_rows())
-
     def hccl_tasks(self) -> pd.DataFrame:
         return communication.hccl_tasks(self.run, self.device_id, self.op_rows())
 

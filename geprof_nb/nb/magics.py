@@ -34,8 +34,7 @@ from IPython.display import display
 
 from .. import ge
 from ..analysis import ClusterProfile, Profile, load
-from ..collect import OutputUnusable, collect, notes_not_kept
-from ..prof import msprof
+from ..collect import AlreadyCollecting, OutputUnusable, check_not_collecting, collect, notes_not_kept
 from ..prof.clock import clock
 from . import commands
 from . import display as nb_display
@@ -153,9 +152,10 @@ class GeprofMagics(Magics):
             raise UsageError(f"-o NAME must be a Python identifier, got {args.name!r}")
         settings = cell_settings(args, self.cell_defaults)
         compiled = self._compile_cell(cell)  # a syntax error opens no run
-        if msprof.lib.running:
-            raise UsageError(f"profiling is already collecting into {msprof.lib.run_dir}; finish that run first "
-                             "(ge.GEFinalize() for GE options, aclgrphProfFinalize() for the C API)")
+        try:
+            check_not_collecting()
+        except AlreadyCollecting as exc:
+            raise UsageError(str(exc)) from None
         stack = contextlib.ExitStack()
         try:
             stack.enter_context(ge.simulation_settings(**settings.simulation()))
