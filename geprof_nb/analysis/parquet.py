@@ -43,6 +43,9 @@ TABLES = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trac
           "msprof_tx", "communication_statistic", "hccl_tasks", "communication_time", "aicpu", "operator_memory",
           "memory_record")
 OP_ROWS = ("iteration", "start_ns", "connection_id")
+#: op_rows.parquet's bool column of which rows are collectives (the exporting source's
+#: ``communication_rows``; exports written before it existed lack it).
+COMMUNICATION = "communication"
 
 
 def is_parquet_export(path: Path) -> bool:
@@ -107,9 +110,10 @@ def export_parquet(profile, path: Path, *, compression: str | None = "snappy", o
                 times = profile.source.times_ns(name, frame)
                 entries[f"{name}.times"] = _write(times, work, f"{name}.times", compression)
         rows = profile.source.op_rows()
-        entries["op_rows"] = _write(pd.DataFrame({"iteration": rows.iteration, "start_ns": rows.start_ns,
-                                                  "connection_id": rows.connection_id}).astype(np.int64),
-                                    work, "op_rows", compression)
+        op_rows = pd.DataFrame({"iteration": rows.iteration, "start_ns": rows.start_ns,
+                                "connection_id": rows.connection_id}).astype(np.int64)
+        op_rows[COMMUNICATION] = profile.source.communication_rows()  # at task_trace l0 no column tells
+        entries["op_rows"] = _write(op_rows, work, "op_rows", compression)
         entries["step_bounds"] = _write(profile.source.step_bounds().astype(np.int64), work, "step_bounds",
                                         compression)
         peak = profile.memory_peak
@@ -276,6 +280,14 @@ class ParquetSource(FileSource):
 
     def op_rows(self) -> tables.OpRows:
         return self._rows
+
+    def communication_rows(self) -> np.ndarray:
+        """The collectives the exporting source found (at task_trace l0 from the HCCL task track,
+        which the export does not carry); from op_summary's Task Type for older exports."""
+        extra = self.table("op_rows")
+        if COMMUNICATION in extra.columns:
+            return extra[COMMUNICATION].to_numpy(bool)
+        return super().communication_rows()
 
     def step_bounds(self) -> pd.DataFrame:
         return self._stored("step_bounds")

@@ -28,6 +28,7 @@ def assert_same_profile(p: Profile, q: Profile) -> None:
         pd.testing.assert_frame_equal(p.source.times_ns(name, getattr(p, name)),
                                       q.source.times_ns(name, getattr(q, name)), obj=f"{name} times")
     pd.testing.assert_frame_equal(p.source.step_bounds().astype(np.int64), q.source.step_bounds())
+    assert np.array_equal(p.source.communication_rows(), q.source.communication_rows())
     assert (q.name, q.info, q.device, q.options, q.notes, q.dropped, q.complete, q.device_id, q.memory_peak) == (
         p.name, p.info, p.device, p.options, p.notes, p.dropped, p.complete, p.device_id, p.memory_peak)
 
@@ -58,6 +59,35 @@ def test_round_trip_with_memory_and_markers(memory_run, tmp_path):
     q = geprof_nb.load(export_parquet(p, tmp_path))
     assert_same_profile(p, q)
     assert q.memory_peak == p.memory_peak
+
+
+def test_task_trace_l0_keeps_which_rows_are_collectives(tmp_path):
+    """At l0 op_summary's Task Type is N/A: the collectives come from the HCCL task track, which
+    the export carries as op_rows' ``communication`` column."""
+    p = run_profiled_session(tmp_path / "run", build_tiny_graph(world_size=2)[0], 3, task_trace="l0",
+                             hccl="on").profile
+    comm = p.source.communication_rows()
+    assert p.source.task_level == "l0"
+    assert p.op_summary["Op Name"][comm].tolist() == ["gradients/HcomAllReduce_0"] * 3  # one per step
+    q = geprof_nb.load(export_parquet(p, tmp_path / "x"))
+    assert np.array_equal(q.source.communication_rows(), comm)
+    pd.testing.assert_frame_equal(q.communication_statistic, p.communication_statistic)
+    pd.testing.assert_frame_equal(q.advise(), p.advise())
+
+
+def test_an_export_without_the_communication_column_reads_task_type(memory_run, tmp_path):
+    """Exports written before op_rows had the ``communication`` column fall back to op_summary's Task Type."""
+    p = memory_run.profile
+    out = export_parquet(p, tmp_path)
+    rows = pd.read_parquet(out / "op_rows.parquet").drop(columns="communication")
+    rows.to_parquet(out / "op_rows.parquet")
+    manifest = json.loads((out / "manifest.json").read_text())
+    entry = manifest["tables"]["op_rows"]
+    keep = [i for i, c in enumerate(entry["columns"]) if c != "communication"]
+    entry["columns"], entry["dtypes"] = [entry["columns"][i] for i in keep], [entry["dtypes"][i] for i in keep]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    comm = geprof_nb.load(out).source.communication_rows()
+    assert comm.sum() > 0 and np.array_equal(comm, p.source.communication_rows())
 
 
 def test_only_non_empty_tables_have_files(memory_run, tmp_path):
