@@ -112,6 +112,21 @@ _INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
 )
 
 
+def _whole_number(least: int):
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= least
+
+
+#: The fields of a device description the tables compute with (PMU columns, the advisor), when
+#: present: (field, check, what is accepted).
+_DEVICE_FIELDS: tuple[tuple[str, object, str], ...] = (
+    ("ai_core_num", _whole_number(1), "a whole number >= 1"),
+    ("aiv_num", _whole_number(0), "a whole number >= 0"),
+    ("aic_frequency", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+     "a number > 0 (MHz)"),
+    ("chip_family", lambda v: isinstance(v, str), "a chip family name (A2, 910A)"),
+)
+
+
 def _check_info(info: dict, path: Path) -> None:
     """info.json is read from disk: a field the tables read with another shape is a RunDirError
     naming it and what it should hold, not an AttributeError deep in a table."""
@@ -119,6 +134,11 @@ def _check_info(info: dict, path: Path) -> None:
         value = info.get(field)
         if value is not None and not check(value):
             raise RunDirError(f"{path}: field {field!r} is {json.dumps(value, default=str)[:60]}; accepted: {accepted}")
+    for device, description in (info.get("devices") or {}).items():
+        for field, check, accepted in _DEVICE_FIELDS:
+            if field in description and not check(description[field]):
+                raise RunDirError(f"{path}: device {device!r} field {field!r} is "
+                                  f"{json.dumps(description[field], default=str)[:60]}; accepted: {accepted}")
 
 
 def _dict(value: object) -> dict:

@@ -32,6 +32,7 @@ from reliability_helpers import FaultyDisk, n_kernels, profiled_ge, run_steps, t
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.importers import ImportFormatError
+from geprof_nb.cli import main
 from geprof_nb.ge import acl, ge_prof
 from geprof_nb.ge import status as ge_status
 from geprof_nb.ge.graph import GraphBuildError
@@ -946,6 +947,32 @@ def test_info_json_with_a_damaged_field_is_a_clear_error(chunked, field, value, 
     with pytest.raises(geprof_nb.analysis.RunDirError) as err:
         geprof_nb.load(chunked.path)
     assert str(err.value) == f"{path}: field {field!r} is {json.dumps(value)}; accepted: {accepted}"
+
+
+@pytest.mark.parametrize("field, value, accepted", [
+    ("ai_core_num", "many", "a whole number >= 1"),
+    ("ai_core_num", None, "a whole number >= 1"),
+    ("ai_core_num", 0, "a whole number >= 1"),
+    ("ai_core_num", True, "a whole number >= 1"),
+    ("aiv_num", -1, "a whole number >= 0"),
+    ("aic_frequency", "x", "a number > 0 (MHz)"),
+    ("aic_frequency", 0, "a number > 0 (MHz)"),
+    ("chip_family", 5, "a chip family name (A2, 910A)"),
+])
+def test_info_json_with_a_damaged_device_field_is_a_clear_error_when_the_run_opens(
+        chunked, field, value, accepted, capsys):
+    """The PMU columns and the advisor compute with these fields: a bad one is refused naming the
+    device and the field, not a bare int()/float() error (or a division by zero) in a table."""
+    path = chunked.path / rawdata.INFO_FILE
+    info = json.loads(path.read_text())
+    info["devices"]["0"][field] = value
+    path.write_text(json.dumps(info))
+    message = f"{path}: device '0' field {field!r} is {json.dumps(value)}; accepted: {accepted}"
+    with pytest.raises(geprof_nb.analysis.RunDirError) as err:
+        geprof_nb.load(chunked.path)
+    assert str(err.value) == message
+    assert main(["analyze", str(chunked.path)]) == 2
+    assert capsys.readouterr().err == f"geprof: {message}\n"
 
 
 def test_huge_graph_of_100k_nodes_builds_runs_and_loads(tmp_path):
