@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import operator
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
@@ -63,16 +64,39 @@ UNKNOWN_DIM = -1
 PROBE_DIMS = (61, 67)
 
 
-def _shape(shape: Any, where: str, allow_unknown: bool = False) -> tuple[int, ...]:
-    if isinstance(shape, int):
-        shape = (shape,)
+#: GE sizes tensors in int64 bytes; a larger tensor cannot be described.
+MAX_TENSOR_BYTES = 2**63 - 1
+
+
+def _dim(d: Any) -> int | None:
+    """``d`` as an int if it is one (Python or numpy integer, not a bool), else ``None``."""
+    if isinstance(d, bool):  # numpy bools already refuse operator.index
+        return None
     try:
-        dims = tuple(int(d) for d in shape)
-    except (TypeError, ValueError):
+        return operator.index(d)
+    except TypeError:
+        return None
+
+
+def _shape(shape: Any, where: str, allow_unknown: bool = False) -> tuple[int, ...]:
+    accepted = "ints >= 1, or -1 for an unknown (dynamic) one" if allow_unknown else "ints >= 1"
+    scalar = _dim(shape)
+    if scalar is not None:
+        shape = (scalar,)
+    try:
+        given = tuple(shape)
+    except TypeError:
         raise GraphBuildError(f"{where}: shape must be a sequence of ints, got {shape!r}") from None
+    if isinstance(shape, (str, bytes)):
+        raise GraphBuildError(f"{where}: shape must be a sequence of ints, got {shape!r}")
+    dims = tuple(_dim(d) for d in given)
+    for i, d in enumerate(dims):
+        if d is None:
+            raise GraphBuildError(f"{where}: shape {list(given)!r}: dimension {i} ({given[i]!r}) is not an int; "
+                                  f"accepted: {accepted}")
     if any(d < 1 and not (allow_unknown and d == UNKNOWN_DIM) for d in dims):
-        accepted = "dimensions >= 1, or -1 for an unknown (dynamic) one" if allow_unknown else "dimensions >= 1"
-        raise GraphBuildError(f"{where}: shape {list(dims)} is not valid; accepted: {accepted}")
+        raise GraphBuildError(f"{where}: shape {list(dims)} is not valid; accepted: "
+                              + accepted.replace("ints", "dimensions"))
     return dims
 
 
@@ -252,6 +276,10 @@ class Graph:
     def _add(self, name: tuple[str, tuple[str, int] | None], op_type: str, inputs: list[Tensor],
              outputs: list[TensorDesc], attrs: dict[str, Any], control_inputs: Sequence[Node] = ()) -> Node:
         name, counter = name
+        for i, d in enumerate(outputs):
+            if d.numel > 0 and d.nbytes > MAX_TENSOR_BYTES:
+                raise GraphBuildError(f"{op_type} {name!r}: output {i} {d} is {d.nbytes} bytes; accepted: at most "
+                                      f"{MAX_TENSOR_BYTES} (int64) bytes per tensor")
         if counter is not None:
             self._name_counts[counter[0]] = counter[1]
         node = Node(len(self.nodes), name, op_type, inputs, outputs, dict(attrs), list(control_inputs))
@@ -292,12 +320,11 @@ class Graph:
               value: Any = None) -> Tensor:
         """A constant (weights folded into the model, scalars such as a learning rate)."""
         where = f"Const {name!r}"
-        dims = _shape(shape, where) if len(tuple(shape)) else ()
-        desc = TensorDesc(dims, canonical_dtype(dtype, where), "ND")
+        desc = TensorDesc(_shape(shape, where), canonical_dtype(dtype, where), "ND")
         return self._add(self._unique_name(name, "Const"), "Const", [], [desc], {"value": value}).output(0)
 
     def op(self, op_type: str, inputs: Sequence[Tensor] | Tensor = (), name: str | None = None,
-           control_inputs: Sequence[Node] = (), **attrs: Any) -> Tensor | tuple[Tensor, ...]:
+           control_inputs: Sequence[Node | Tensor] = (), **attrs: Any) -> Tensor | tuple[Tensor, ...]:
         """Add an op; returns its output tensor, or a tuple when it has several."""
         from .ops import get_op, known_op_types
 
@@ -324,16 +351,37 @@ class Graph:
                 raise GraphBuildError(f"{op_type} {full_name!r}: input {i} must be a Tensor, got {type(t).__name__}")
             if self._by_name.get(t.node.name) is not t.node:
                 raise GraphBuildError(f"{op_type} {full_name!r}: input {i} ({t.name}) belongs to another graph")
+        control = self._control_nodes(control_inputs, f"{op_type} {full_name!r}")
         descs = [t.desc for t in inputs]
         unknown_attr = any(UNKNOWN_DIM in tuple(attrs.get(k) or ()) for k in op_def.shape_attrs)
         if unknown_attr or any(d.is_dynamic for d in descs):
             outputs = _infer_with_unknown_dims(op_def, full_name, descs, attrs, self._attr_probes(op_def, attrs))
         else:
             outputs = op_def.infer_shapes(full_name, descs, attrs)
-        node = self._add(unique, op_type, inputs, outputs, attrs, control_inputs)
+        node = self._add(unique, op_type, inputs, outputs, attrs, control)
         if len(outputs) == 1:
             return node.output(0)
         return tuple(node.output(i) for i in range(len(outputs)))
+
+    def _control_nodes(self, control_inputs: Sequence[Node | Tensor], owner: str) -> list[Node]:
+        """``control_inputs`` as Nodes, checked like data inputs: each a Node (or a Tensor) of this graph."""
+        if isinstance(control_inputs, (Node, Tensor)):
+            control_inputs = [control_inputs]
+        try:
+            given = list(control_inputs)
+        except TypeError:
+            raise GraphBuildError(f"{owner}: control_inputs must be a list of Nodes or Tensors of graph "
+                                  f"{self.name!r}, got {type(control_inputs).__name__}") from None
+        nodes = []
+        for i, c in enumerate(given):
+            node = c.node if isinstance(c, Tensor) else c
+            if not isinstance(node, Node):
+                raise GraphBuildError(f"{owner}: control input {i} must be a Node or Tensor of graph {self.name!r}, "
+                                      f"got {type(c).__name__}")
+            if self._by_name.get(node.name) is not node:
+                raise GraphBuildError(f"{owner}: control input {i} ({node.type} {node.name!r}) belongs to another graph")
+            nodes.append(node)
+        return nodes
 
     def _attr_probes(self, op_def: Any, attrs: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], ...]]:
         """Probe shapes of the tensors that shape attributes were copied from (``<attr>_source``)."""
@@ -347,7 +395,7 @@ class Graph:
                     out[key] = desc.probe_shapes
         return out
 
-    def output(self, tensors: Sequence[Tensor] | Tensor, control_inputs: Sequence[Node] = ()) -> Node:
+    def output(self, tensors: Sequence[Tensor] | Tensor, control_inputs: Sequence[Node | Tensor] = ()) -> Node:
         """Mark the graph outputs (adds the ``NetOutput`` node, named ``Node_Output`` as in GE)."""
         if any(n.type == "NetOutput" for n in self.nodes):
             raise GraphBuildError(f"graph {self.name!r} already has outputs (NetOutput {NET_OUTPUT_NAME!r})")
@@ -357,7 +405,8 @@ class Graph:
         for i, t in enumerate(tensors):
             if not isinstance(t, Tensor) or self._by_name.get(t.node.name) is not t.node:
                 raise GraphBuildError(f"NetOutput: output {i} must be a Tensor of graph {self.name!r}")
-        return self._add((NET_OUTPUT_NAME, None), "NetOutput", tensors, [], {}, control_inputs)
+        control = self._control_nodes(control_inputs, "NetOutput")
+        return self._add((NET_OUTPUT_NAME, None), "NetOutput", tensors, [], {}, control)
 
     # ---------------------------------------------------------------- queries
     def node(self, name: str) -> Node:

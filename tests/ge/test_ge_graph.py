@@ -476,3 +476,53 @@ def test_second_net_output_via_op_is_rejected():
 def test_get_next_rejects_non_positive_dims():
     with pytest.raises(ge.GraphBuildError):
         ge.Graph().op("GetNext", [], output_shapes=[[0, -1]])
+
+
+@pytest.mark.parametrize("dims", [[2.5, 3], [True, 3], ["4", 3], [None, 3]])
+def test_shape_dims_must_be_ints(dims):
+    with pytest.raises(ge.GraphBuildError, match=r"Data 'x': shape .* dimension 0 .* is not an int; accepted: "
+                                                 r"ints >= 1, or -1 for an unknown"):
+        ge.Graph().data("x", dims)
+
+
+def test_shape_accepts_numpy_ints():
+    np = pytest.importorskip("numpy")
+    g = ge.Graph()
+    assert g.data("x", [np.int64(2), np.int32(3)]).shape == (2, 3)
+    assert g.data("y", np.int64(5)).shape == (5,)
+    assert g.variable("w", np.array([4, 8])).shape == (4, 8)
+
+
+def test_const_accepts_an_int_shape_like_data_and_variable():
+    g = ge.Graph()
+    assert g.const("c", shape=3).shape == (3,)
+    assert g.const("s").shape == ()
+    with pytest.raises(ge.GraphBuildError, match=r"Const 'n': shape must be a sequence of ints, got None"):
+        g.const("n", shape=None)
+
+
+def test_control_inputs_must_be_nodes_of_this_graph():
+    g, other = ge.Graph("g"), ge.Graph("h")
+    x = g.data("x", (4,))
+    q = other.data("q", (1,))
+    with pytest.raises(ge.GraphBuildError, match=r"Relu 'Relu': control input 0 must be a Node or Tensor of graph "
+                                                 r"'g', got str"):
+        g.op("Relu", x, control_inputs=["foo"])
+    with pytest.raises(ge.GraphBuildError, match=r"Relu 'Relu': control input 0 \(Data 'q'\) belongs to another graph"):
+        g.op("Relu", x, control_inputs=[q.node])
+    with pytest.raises(ge.GraphBuildError, match=r"NetOutput: control input 0 must be a Node or Tensor of graph 'g'"):
+        g.output(x, control_inputs=[3])
+    assert "Relu" not in g  # a rejected op adds nothing
+    y = g.op("Relu", x, control_inputs=[x])  # a Tensor stands for its node
+    assert y.node.control_inputs == [x.node]
+
+
+def test_tensor_byte_size_overflow_is_a_build_error():
+    g = ge.Graph("big")
+    with pytest.raises(ge.GraphBuildError, match=r"Data 'a': output 0 float16\[2147483648,2147483648\]:ND is "
+                                                 r"9223372036854775808 bytes; accepted: at most 9223372036854775807"):
+        g.data("a", [2**31, 2**31])
+    x = g.data("x", [2**30, 2**30], "int16")  # 2**61 bytes: fits
+    with pytest.raises(ge.GraphBuildError, match=r"Cast 'wide': output 0 int64\[1073741824,1073741824\]:ND is "
+                                                 r"9223372036854775808 bytes; accepted: at most"):
+        g.op("Cast", x, name="wide", dst_type="int64")
