@@ -18,6 +18,7 @@ import pandas as pd
 
 from .breakdown import chained_steps
 from .communication import collective_op_types
+from .importers.csvfiles import ImportFormatError
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -408,7 +409,10 @@ def _host_work_per_step(run: _Run) -> dict[str, float]:
 
 def data_aug_bound(run: _Run) -> Finding | None:
     """A large Data Aug Bound: the device waits between iterations for input data or the host loop."""
-    st = run.profile.step_trace
+    try:
+        st = run.profile.step_trace
+    except ImportFormatError:  # a damaged step_trace file: the Profile's notes name it, the other rules still run
+        return None
     if "Data Aug Bound(us)" not in st or not st["Data Aug Bound(us)"].notna().any():
         return None
     dab = st["Data Aug Bound(us)"].dropna()

@@ -167,6 +167,44 @@ def test_wrong_schema_in_another_summary(tmp_path):
         p.step_trace  # noqa: B018
 
 
+def _drop_iteration_id(text: str) -> str:
+    rows = [line.split(",") for line in text.splitlines()]
+    i = rows[0].index("Iteration ID")
+    return "".join(",".join(r[:i] + r[i + 1:]) + "\n" for r in rows)
+
+
+def _text_in_iteration_id(text: str) -> str:
+    rows = [line.split(",") for line in text.splitlines()]
+    rows[1][rows[0].index("Iteration ID")] = "x"
+    return "".join(",".join(r) + "\n" for r in rows)
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (_drop_iteration_id, ": missing column 'Iteration ID'; a msprof step_trace needs"),
+    (_text_in_iteration_id, ", line 2, column 'Iteration ID': cannot parse 'x'"),
+])
+def test_damaged_step_trace_is_read_as_absent_by_the_tables_that_do_not_need_it(tmp_path, damage, problem):
+    """op rows, step_breakdown, communication_statistic and advise() load as without the file,
+    with a note naming it and what is wrong; step_trace itself is the error naming file and column."""
+    absent = write_msprof(tmp_path / "absent")
+    (absent.output / f"step_trace_{STAMP}.csv").unlink()
+    without = geprof_nb.load(absent.path)
+    run = write_msprof(tmp_path / "damaged")
+    path = run.output / f"step_trace_{STAMP}.csv"
+    path.write_text(damage(path.read_text()))
+    p = geprof_nb.load(run.path)
+    with pytest.raises(ImportFormatError) as err:
+        p.step_trace  # noqa: B018
+    assert str(err.value).startswith(f"{path}{problem}")
+    notes = [n for n in p.notes if n.startswith(str(path))]
+    assert notes == [f"{err.value} (read as absent: op_summary and the tables built on it do not need it)"]
+    assert p.op_summary.equals(without.op_summary) and len(p.op_summary) > 0
+    assert p.step_breakdown.equals(without.step_breakdown)
+    assert p.communication_statistic.equals(without.communication_statistic)
+    assert p.advise().equals(without.advise())
+    assert "no step_trace: every op_summary row is in iteration 1" in p.notes
+
+
 def test_slices_with_different_headers(tmp_path):
     run = write_msprof(tmp_path, slices=2)
     second = run.output / f"op_summary_slice_1_{STAMP}.csv"

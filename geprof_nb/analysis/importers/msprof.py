@@ -317,9 +317,17 @@ class MsprofSource(FileSource):
             "begin": np.where(has_length, end - length, end)[keep], "end": end[keep]})
         return frame, windows
 
-    @property
+    @cached_property
     def _step_windows(self) -> pd.DataFrame:
-        return self._step[1]
+        """The step windows op rows are assigned by; a damaged step_trace reads as an absent one here
+        (with a note naming it), since op_summary and the tables built on it do not need it;
+        :meth:`step_trace` raises its error."""
+        try:
+            return self._step[1]
+        except ImportFormatError as exc:
+            self._notes.append(f"{exc} (read as absent: op_summary and the tables built on it do not need it)")
+            return pd.DataFrame({"model": np.zeros(0, np.int64), "iteration": np.zeros(0, np.int64),
+                                 "begin": np.zeros(0, np.int64), "end": np.zeros(0, np.int64)})
 
     def step_trace(self) -> pd.DataFrame:
         return self._step[0]
