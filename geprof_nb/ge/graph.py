@@ -78,7 +78,7 @@ def _dim(d: Any) -> int | None:
         return None
 
 
-def _shape(shape: Any, where: str, allow_unknown: bool = False) -> tuple[int, ...]:
+def checked_shape(shape: Any, where: str, allow_unknown: bool = False) -> tuple[int, ...]:
     accepted = "ints >= 1, or -1 for an unknown (dynamic) one" if allow_unknown else "ints >= 1"
     scalar = _dim(shape)
     if scalar is not None:
@@ -143,6 +143,30 @@ class TensorDesc:
 
     def __str__(self) -> str:
         return f"{self.dtype}[{','.join(map(str, self.shape))}]:{self.format}"
+
+
+def tensor_mismatch(x: Any, want: TensorDesc) -> str:
+    """Why the array ``x`` cannot stand for a tensor described by ``want`` ("" if it can).
+
+    One check for every API that takes arrays for a graph's tensors (``Session.run_graph``,
+    ``aclmdlExecute``), so they accept the same inputs: the shape must match (a -1 dim takes
+    any size >= 1) and a dtype, where ``x`` has one GE knows, must be ``want``'s.
+    """
+    given = getattr(x, "shape", ())
+    try:
+        dims = [_dim(d) for d in given]
+    except TypeError:
+        dims = [None]
+    if None in dims:
+        return f"has shape {given!r}; accepted: an array whose shape is a sequence of ints"
+    fits = len(dims) == want.rank and all(w == g or (w == UNKNOWN_DIM and g >= 1) for w, g in zip(want.shape, dims))
+    if not fits:
+        return f"has shape {dims}, expected {list(want.shape)}" + (" (-1: any size)" if want.is_dynamic else "")
+    dtype = str(getattr(x, "dtype", "")).lower()
+    dtype = DTYPE_ALIASES.get(dtype, dtype)
+    if dtype in DTYPES and dtype != want.dtype:
+        return f"has dtype {dtype}, expected {want.dtype}"
+    return ""
 
 
 class Tensor:
@@ -297,11 +321,11 @@ class Graph:
         node by node.  ``default_shape`` is what ``run_graph()`` without inputs uses.
         """
         where = f"Data {name!r}"
-        desc = TensorDesc(_shape(shape, where, allow_unknown=True), canonical_dtype(dtype, where),
+        desc = TensorDesc(checked_shape(shape, where, allow_unknown=True), canonical_dtype(dtype, where),
                           canonical_format(format, where))
         attrs: dict[str, Any] = {"index": sum(1 for n in self.nodes if n.type == "Data") if index is None else index}
         if default_shape is not None:
-            concrete = _shape(default_shape, f"{where} default_shape")
+            concrete = checked_shape(default_shape, f"{where} default_shape")
             if len(concrete) != desc.rank or any(d != c and d != UNKNOWN_DIM for d, c in zip(desc.shape, concrete)):
                 raise GraphBuildError(f"{where}: default_shape {list(concrete)} does not match shape {list(desc.shape)}")
             attrs["default_shape"] = list(concrete)
@@ -312,7 +336,7 @@ class Graph:
                  trainable: bool = True) -> Tensor:
         """A tensor that lives on the device across steps: a weight, or optimizer state."""
         where = f"Variable {name!r}"
-        desc = TensorDesc(_shape(shape, where), canonical_dtype(dtype, where), canonical_format(format, where))
+        desc = TensorDesc(checked_shape(shape, where), canonical_dtype(dtype, where), canonical_format(format, where))
         node = self._add(self._unique_name(name, "Variable"), "Variable", [], [desc], {"trainable": trainable})
         return node.output(0)
 
@@ -320,7 +344,7 @@ class Graph:
               value: Any = None) -> Tensor:
         """A constant (weights folded into the model, scalars such as a learning rate)."""
         where = f"Const {name!r}"
-        desc = TensorDesc(_shape(shape, where), canonical_dtype(dtype, where), "ND")
+        desc = TensorDesc(checked_shape(shape, where), canonical_dtype(dtype, where), "ND")
         return self._add(self._unique_name(name, "Const"), "Const", [], [desc], {"value": value}).output(0)
 
     def op(self, op_type: str, inputs: Sequence[Tensor] | Tensor = (), name: str | None = None,

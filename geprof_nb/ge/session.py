@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 import weakref
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..prof import msprof
 from ..prof.api_types import GeProfInfoType
@@ -28,7 +28,7 @@ from ..prof.scope import GraphProfilingReporter
 from . import status as st
 from .cluster import MAX_RANKS, OPTION_FAULTS, OPTION_RANK_SIZE, OPTION_RANKS_PER_NODE, ClusterOptionError, ClusterSpec, RankGroup
 from .device import DEFAULT_DEVICE, PRESETS, get_device
-from .graph import DTYPE_ALIASES, DTYPES, Graph, GraphBuildError
+from .graph import Graph, GraphBuildError, tensor_mismatch
 from .runtime import DEFAULT_SEED, GE_PROFILING_TO_STD_OUT, DeviceRuntime, LoadedModel, flush_host_profiler
 from .runtime_v1 import ExecutorV1
 from .runtime_v2 import ExecutorV2
@@ -157,6 +157,8 @@ def _check_settings(options: Mapping[str, Any]) -> str:
     """Validate the geprof.* options; return an error message ("" if fine)."""
     known = (OPTION_CLOCK, OPTION_DEVICE, OPTION_EXECUTOR, OPTION_SEED, OPTION_RANKS_PER_NODE, OPTION_FAULTS)
     for key in options:
+        if not isinstance(key, str):
+            return f"option names must be strings, got {key!r} ({type(key).__name__})"
         if key.startswith("geprof.") and key not in known:
             return f"unknown option {key!r}; geprof options are {', '.join(known)}"
     try:
@@ -182,7 +184,11 @@ def _check_settings(options: Mapping[str, Any]) -> str:
 
 def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa: N802
     """Initialise GE; with ``ge.exec.profilingMode == "1"`` (or the environment) start profiling."""
-    options = dict(options or {})
+    try:
+        options = dict(options or {})
+    except (TypeError, ValueError):
+        return st.set_error(st.PARAM_INVALID, "GEInitialize: options must be a mapping of option name to value, "
+                            f"got {type(options).__name__}")
     with _state.lock:
         if _state.initialized:
             _log.warning("GEInitialize is called repeatedly; the options of the first call stay in force")
@@ -316,9 +322,13 @@ def _ensure_initialized() -> None:
         GEInitialize({})
 
 
-def _dtype_name(x: Any) -> str:
-    name = str(getattr(x, "dtype", "")).lower()
-    return DTYPE_ALIASES.get(name, name)
+def _is_graph_id(graph_id: Any) -> bool:
+    return isinstance(graph_id, int) and not isinstance(graph_id, bool) and graph_id >= 0
+
+
+def _reported_id(graph_id: Any) -> int:
+    """The graph id the profiler records for a call (0 when the argument is not a graph id)."""
+    return graph_id if _is_graph_id(graph_id) else 0
 
 
 class Session:
@@ -345,14 +355,14 @@ class Session:
 
     def add_graph(self, graph_id: int, graph: Graph, options: Mapping[str, str] | None = None) -> st.Status:
         """Register ``graph`` under ``graph_id``; it is built on first run (or by ``build_graph``)."""
-        with GraphProfilingReporter(GeProfInfoType.kAddGraph, graph_id if isinstance(graph_id, int) else 0):
+        with GraphProfilingReporter(GeProfInfoType.kAddGraph, _reported_id(graph_id)):
             return self._add_graph(graph_id, graph)
 
     def _add_graph(self, graph_id: int, graph: Graph) -> st.Status:
         bad = self._fail_if_unusable()
         if bad is not None:
             return bad
-        if not isinstance(graph_id, int) or isinstance(graph_id, bool) or graph_id < 0:
+        if not _is_graph_id(graph_id):
             return st.set_error(st.PARAM_INVALID, f"AddGraph: graph_id must be an int >= 0, got {graph_id!r}")
         if not isinstance(graph, Graph):
             return st.set_error(st.PARAM_INVALID, f"AddGraph: graph must be a ge.Graph, got {type(graph).__name__}")
@@ -366,15 +376,15 @@ class Session:
 
     def remove_graph(self, graph_id: int) -> st.Status:
         """Unregister a graph and unload its model."""
-        with GraphProfilingReporter(GeProfInfoType.kRemoveGraph, graph_id):
+        with GraphProfilingReporter(GeProfInfoType.kRemoveGraph, _reported_id(graph_id)):
             return self._remove_graph(graph_id)
 
     def _remove_graph(self, graph_id: int) -> st.Status:
         bad = self._fail_if_unusable()
         if bad is not None:
             return bad
-        if graph_id not in self._graphs:
-            return st.set_error(st.GE_GRAPH_GRAPH_NOT_EXIST, f"RemoveGraph: graph id {graph_id} was not added")
+        if not _is_graph_id(graph_id) or graph_id not in self._graphs:
+            return self._no_graph("RemoveGraph", graph_id)
         del self._graphs[graph_id]
         model = self._models.pop(graph_id, None)
         if model is not None:
@@ -383,18 +393,21 @@ class Session:
 
     def build_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
         """Compile and load the graph now (otherwise the first ``run_graph`` does it)."""
-        with GraphProfilingReporter(GeProfInfoType.kBuildGraph, graph_id):
+        with GraphProfilingReporter(GeProfInfoType.kBuildGraph, _reported_id(graph_id)):
             bad = self._fail_if_unusable()
             if bad is not None:
                 return bad
-            if graph_id not in self._graphs:
+            if not _is_graph_id(graph_id) or graph_id not in self._graphs:
                 return self._no_graph("BuildGraph", graph_id)
             status, model = self._load(graph_id)
             if model is not None and inputs is not None:
-                return self._select_inputs(model, list(inputs), "BuildGraph")
+                return self._select_inputs(model, inputs, "BuildGraph")
             return status
 
     def _no_graph(self, api: str, graph_id: int) -> st.Status:
+        """The status of a call naming a graph id that was not added (or is not a graph id at all)."""
+        if not _is_graph_id(graph_id):
+            return st.set_error(st.PARAM_INVALID, f"{api}: graph_id must be an int >= 0, got {graph_id!r}")
         known = ", ".join(str(k) for k in sorted(self._graphs)) or "none"
         return st.set_error(st.GE_GRAPH_GRAPH_NOT_EXIST, f"{api}: graph id {graph_id} was not added "
                             f"(added: {known}); call add_graph first")
@@ -433,25 +446,22 @@ class Session:
         model.links = spec.links
         return ""
 
-    def _select_inputs(self, model: LoadedModel, inputs: list[Any], api: str) -> st.Status:
+    def _select_inputs(self, model: LoadedModel, inputs: Sequence[Any], api: str) -> st.Status:
         """Check ``inputs`` against the graph's Data nodes; pick the build for their shapes."""
         datas = model.input_nodes
+        if isinstance(inputs, (str, bytes, Mapping)) or not isinstance(inputs, Iterable):
+            return st.set_error(st.PARAM_INVALID, f"{api}: inputs must be a list of arrays, one per Data input "
+                                f"({', '.join(d.name for d in datas)}), got {type(inputs).__name__}")
+        inputs = list(inputs)
         if len(inputs) != len(datas):
             return st.set_error(st.PARAM_INVALID, f"{api}: graph {model.graph.name!r} has {len(datas)} inputs "
                                 f"({', '.join(d.name for d in datas)}), got {len(inputs)}")
         shapes = {}
         for i, (x, d) in enumerate(zip(inputs, datas)):
-            want = d.outputs[0]
-            shape = tuple(int(v) for v in getattr(x, "shape", ()))
-            fits = len(shape) == want.rank and all(w in (-1, g) for w, g in zip(want.shape, shape))
-            if not fits or any(g < 1 for g in shape):
-                return st.set_error(st.PARAM_INVALID, f"{api}: input {i} ({d.name!r}) has shape {list(shape)}, "
-                                    f"expected {list(want.shape)}" + (" (-1: any size)" if want.is_dynamic else ""))
-            dtype = _dtype_name(x)
-            if dtype in DTYPES and dtype != want.dtype:
-                return st.set_error(st.PARAM_INVALID, f"{api}: input {i} ({d.name!r}) has dtype {dtype}, "
-                                    f"expected {want.dtype}")
-            shapes[d.name] = shape
+            problem = tensor_mismatch(x, d.outputs[0])
+            if problem:
+                return st.set_error(st.PARAM_INVALID, f"{api}: input {i} ({d.name!r}) {problem}")
+            shapes[d.name] = tuple(int(v) for v in getattr(x, "shape", ()))
         try:
             model.select(shapes)
         except GraphBuildError as exc:
@@ -465,7 +475,7 @@ class Session:
         return self._run_graph(graph_id, inputs)
 
     def _run_graph(self, graph_id: int, inputs: Sequence[Any] | None) -> st.Status:
-        with GraphProfilingReporter(GeProfInfoType.kRunGraph, graph_id):
+        with GraphProfilingReporter(GeProfInfoType.kRunGraph, _reported_id(graph_id)):
             return self._run(graph_id, inputs, "RunGraph")
 
     def run_graph_async(self, graph_id: int, inputs: Sequence[Any] | None = None,
@@ -480,20 +490,20 @@ class Session:
         return status
 
     def _run_graph_async(self, graph_id: int, inputs: Sequence[Any] | None) -> st.Status:
-        with GraphProfilingReporter(GeProfInfoType.kRunGraphAsync, graph_id):
+        with GraphProfilingReporter(GeProfInfoType.kRunGraphAsync, _reported_id(graph_id)):
             return self._run(graph_id, inputs, "RunGraphAsync")
 
     def _run(self, graph_id: int, inputs: Sequence[Any] | None, api: str) -> st.Status:
         bad = self._fail_if_unusable()
         if bad is not None:
             return bad
-        if graph_id not in self._graphs:
+        if not _is_graph_id(graph_id) or graph_id not in self._graphs:
             return self._no_graph(api, graph_id)
         status, model = self._load(graph_id)
         if model is None:
             return status
         if inputs is not None:
-            status = self._select_inputs(model, list(inputs), api)
+            status = self._select_inputs(model, inputs, api)
             if status != st.SUCCESS:
                 return status
         elif model.dynamic:

@@ -209,3 +209,44 @@ def test_real_clock_counts_the_host_loop_not_the_simulator(tmp_path):
     ge.GEFinalize()
     free = geprof_nb.load(tmp_path).step_breakdown.set_index("Step")["Free"]
     assert free.iloc[1:].max() < 50 * free.iloc[1:].median()
+
+
+class _ShapeWithNone:
+    shape = (None, 8)
+    dtype = np.float16
+
+
+@pytest.mark.parametrize("inputs,pattern", [
+    (5, r"RunGraph: inputs must be a list of arrays, one per Data input \(a\), got int"),
+    ("abc", r"RunGraph: inputs must be a list of arrays, one per Data input \(a\), got str"),
+    ({"a": np.zeros((4, 8), np.float16)}, r"inputs must be a list of arrays, one per Data input \(a\), got dict"),
+    ([_ShapeWithNone()], r"RunGraph: input 0 \('a'\) has shape \(None, 8\); accepted: an array whose shape is a "
+                         r"sequence of ints"),
+])
+def test_run_graph_rejects_inputs_that_are_not_arrays(session, inputs, pattern):
+    g = ge.Graph("g")
+    g.output(g.op("Relu", g.data("a", [4, 8])))
+    session.add_graph(1, g)
+    assert session.run_graph(1, inputs) == ge.PARAM_INVALID
+    assert re.search(pattern, ge.GEGetErrorMsg())
+    assert session.run_graph(1, [np.zeros((4, 8), np.float16)]) == ge.SUCCESS  # the session still works
+
+
+@pytest.mark.parametrize("graph_id", ["1", 1.0, [1], None])
+def test_graph_id_of_another_type_is_param_invalid(session, graph_id):
+    session.add_graph(1, _mlp())
+    for api, call in [("RunGraph", session.run_graph), ("BuildGraph", session.build_graph),
+                      ("RemoveGraph", session.remove_graph)]:
+        assert call(graph_id) == ge.PARAM_INVALID
+        assert re.search(rf"{api}: graph_id must be an int >= 0, got {re.escape(repr(graph_id))}", ge.GEGetErrorMsg())
+    assert session.run_graph(1) == ge.SUCCESS
+
+
+@pytest.mark.parametrize("options,pattern", [
+    ({1: "x"}, r"^\[PARAM_INVALID\] option names must be strings, got 1 \(int\)"),
+    (5, r"GEInitialize: options must be a mapping of option name to value, got int"),
+])
+def test_initialize_rejects_options_of_the_wrong_type(options, pattern):
+    assert ge.GEInitialize(options) == ge.PARAM_INVALID
+    assert re.search(pattern, ge.GEGetErrorMsg())
+    assert not is_initialized()
