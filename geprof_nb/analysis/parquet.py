@@ -58,6 +58,19 @@ def is_parquet_export(path: Path) -> bool:
         return False
 
 
+def has_unreadable_manifest(path: Path) -> bool:
+    """``path`` holds a manifest.json that cannot be read as JSON: a damaged export, which opening
+    as one reports naming the manifest and the error (rather than "no known layout")."""
+    manifest = path / MANIFEST
+    if not manifest.is_file():
+        return False
+    try:
+        read_json(manifest)
+    except (ImportFormatError, OSError):
+        return True
+    return False
+
+
 def _dtype_spec(dtype) -> str | dict:
     if isinstance(dtype, pd.CategoricalDtype):
         return {"categories": str(dtype.categories.dtype), "ordered": bool(dtype.ordered)}

@@ -283,8 +283,8 @@ def test_parquet_manifest_damaged(export):
     with pytest.raises(ImportFormatError, match="manifest.json: format version 99"):
         geprof_nb.load(export)
     manifest.write_text("{")
-    with pytest.raises(ImportFormatError, match="holds no geprof run directory"):
-        geprof_nb.load(export)  # no longer recognisable as an export
+    with pytest.raises(ImportFormatError, match="manifest.json: not valid JSON"):
+        geprof_nb.load(export)  # still an export: the error names its manifest
 
 
 def test_parquet_dtype_names_are_not_evaluated(export):

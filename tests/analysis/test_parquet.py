@@ -13,6 +13,7 @@ from real_fixtures import write_ascend_pt, write_msprof
 
 import geprof_nb
 from geprof_nb.analysis import Profile, tables
+from geprof_nb.analysis.importers import ImportFormatError
 from geprof_nb.analysis.parquet import TABLES, ParquetSource, export_parquet
 from geprof_nb.analysis.source import TIMESTAMP_COLUMNS, Source
 
@@ -135,6 +136,24 @@ def test_profile_export_and_overwrite(memory_run, tmp_path):
     (tmp_path / "other.geprof_parquet").mkdir()
     with pytest.raises(FileExistsError, match="not a geprof Parquet export"):
         export_parquet(_renamed(p, "other"), tmp_path, overwrite=True)
+
+
+@pytest.mark.parametrize("name", ["run.geprof_parquet", "renamed"])
+def test_an_export_whose_manifest_is_not_json_is_an_error_naming_the_manifest(memory_run, tmp_path, name):
+    out = export_parquet(memory_run.profile, tmp_path / "exp").rename(tmp_path / name)
+    manifest = out / "manifest.json"
+    manifest.write_text("{")
+    for path in (out, tmp_path):  # the export, and a directory holding it
+        with pytest.raises(ImportFormatError) as err:
+            geprof_nb.load(path)
+        assert str(err.value).startswith(f"{manifest}: not valid JSON (Expecting property name enclosed in "
+                                         "double quotes at line 1, column 2")
+
+
+def test_a_directory_with_another_tools_manifest_is_not_taken_for_an_export(tmp_path):
+    run = write_msprof(tmp_path / "m")
+    (run.path / "manifest.json").write_text(json.dumps({"format": "other"}))
+    assert len(geprof_nb.load(run.path).op_summary) > 0
 
 
 def _renamed(p: Profile, name: str) -> Profile:

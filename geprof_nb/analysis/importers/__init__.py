@@ -27,7 +27,7 @@ _PROF_NAME = re.compile(r"PROF_(\d+)_(\d+)_\w+")
 
 def _layout(path: Path) -> str | None:
     """Which single-run layout ``path`` is (parquet, ascend_pt, msprof or None), from names and the manifest."""
-    from ..parquet import is_parquet_export
+    from ..parquet import has_unreadable_manifest, is_parquet_export
 
     if not path.is_dir():
         return None
@@ -37,6 +37,8 @@ def _layout(path: Path) -> str | None:
         return "ascend_pt"
     if (path / MSPROF_OUTPUT).is_dir() or find_sets(path)[0]:
         return "msprof"
+    if has_unreadable_manifest(path):
+        return "parquet"
     return None
 
 
