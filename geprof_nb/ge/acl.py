@@ -11,14 +11,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..prof.api_types import AclProfType
 from ..prof.clock import clock
 from ..prof.host_profiler import ProfilingEvent
 from ..prof.scope import AclProfilingReporter, profiling_scope
 from . import status as st
-from .graph import Graph, GraphBuildError, TensorDesc, canonical_dtype
+from .graph import Graph, GraphBuildError, TensorDesc, canonical_dtype, checked_shape, tensor_mismatch
 from .runtime import SYNC_LATENCY_NS, LoadedModel
 from .runtime_v2 import ExecutorV2
 from .serialize import ModelFormatError, graph_from_bytes, graph_to_bytes
@@ -70,6 +70,20 @@ def _error(code: int, message: str) -> int:
     return code
 
 
+def _is_list(value: Any) -> bool:
+    """True for a sequence of tensors (a list, tuple, generator), not a string or a mapping."""
+    return isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping))
+
+
+def _is_model_id(model_id: Any) -> bool:
+    return isinstance(model_id, int) and not isinstance(model_id, bool)
+
+
+def _bad_model_id(api: str, model_id: Any) -> int:
+    return _error(ACL_ERROR_INVALID_PARAM, f"{api}: model_id must be an int (what aclmdlLoadFromMem returned), "
+                  f"got {type(model_id).__name__} {model_id!r}")
+
+
 def aclgrphBuildModel(graph: Graph, build_options: Mapping[str, str] | None = None) -> tuple[ModelBufferData | None, st.Status]:  # noqa: N802,E501
     """Build a graph into a model buffer (the "om"): ``(model, status)``."""
     if not isinstance(graph, Graph):
@@ -86,6 +100,9 @@ def aclgrphBuildModel(graph: Graph, build_options: Mapping[str, str] | None = No
 
 def aclgrphSaveModel(output_file: str, model: ModelBufferData) -> st.Status:  # noqa: N802
     """Write a model buffer to ``<output_file>.om``."""
+    if not isinstance(model, ModelBufferData):
+        return st.set_error(st.PARAM_INVALID, "aclgrphSaveModel: model must be the ModelBufferData aclgrphBuildModel "
+                            f"returned, got {type(model).__name__}")
     path = Path(f"{output_file}.om")
     try:
         path.write_bytes(model.data)
@@ -136,16 +153,19 @@ def aclmdlLoadFromFile(model_path: str) -> tuple[int, int]:  # noqa: N802
 
 
 def _check_tensors(kind: str, given: Sequence[Any] | None, expected: list[TensorDesc], code: int, api: str) -> int:
+    """``given`` arrays against the model's tensors: the same check as ``Session.run_graph``'s inputs."""
     if given is None:
         return ACL_SUCCESS
+    if not _is_list(given):
+        return _error(ACL_ERROR_INVALID_PARAM, f"{api}: {kind}s must be a list of arrays, one per model {kind}, "
+                      f"got {type(given).__name__}")
+    given = list(given)
     if len(given) != len(expected):
         return _error(code, f"{api}: the model has {len(expected)} {kind}s, got {len(given)}")
     for i, (x, want) in enumerate(zip(given, expected)):
-        shape = tuple(int(d) for d in getattr(x, "shape", ()))
-        fits = len(shape) == want.rank and all(w == g or (w == -1 and g >= 1) for w, g in zip(want.shape, shape))
-        if not fits:
-            return _error(code, f"{api}: {kind} {i} has shape {list(shape)}, expected {list(want.shape)}"
-                          + (" (-1: any size)" if want.is_dynamic else ""))
+        problem = tensor_mismatch(x, want)
+        if problem:
+            return _error(code, f"{api}: {kind} {i} {problem}")
     return ACL_SUCCESS
 
 
@@ -171,7 +191,11 @@ def aclmdlExecute(model_id: int, inputs: Sequence[Any] | None = None, outputs: S
 
 
 def _execute(model_id: int, inputs: Sequence[Any] | None, outputs: Sequence[Any] | None) -> int:
-    with AclProfilingReporter(AclProfType.AclmdlExecute, model_id):  # reported even when the call fails
+    # reported even when the call fails
+    with AclProfilingReporter(AclProfType.AclmdlExecute, model_id if _is_model_id(model_id) else 0):
+        if not _is_model_id(model_id):
+            return _bad_model_id("aclmdlExecute", model_id)
+        inputs = list(inputs) if _is_list(inputs) else inputs  # a generator is read once, by every check
         model = _state.models.get(model_id)
         if model is None:
             return _error(ACL_ERROR_INVALID_MODEL_ID, f"aclmdlExecute: model id {model_id} is not loaded "
@@ -191,6 +215,8 @@ def _execute(model_id: int, inputs: Sequence[Any] | None, outputs: Sequence[Any]
 
 def aclmdlUnload(model_id: int) -> int:  # noqa: N802
     """Unload a model; its id becomes free."""
+    if not _is_model_id(model_id):
+        return _bad_model_id("aclmdlUnload", model_id)
     with _state.lock:
         model = _state.models.pop(model_id, None)
     if model is None:
@@ -205,11 +231,12 @@ def _as_desc(x: Any, i: int) -> TensorDesc:
         return x
     if isinstance(x, tuple) and len(x) == 2 and not hasattr(x, "shape"):
         shape, dtype = x
-        return TensorDesc(tuple(int(d) for d in shape), canonical_dtype(dtype, f"input {i}"))
+        return TensorDesc(checked_shape(shape, f"input {i}"), canonical_dtype(dtype, f"input {i}"))
     shape = getattr(x, "shape", None)
     if shape is None:
         raise GraphBuildError(f"input {i} must be a ge.TensorDesc, an array or (shape, dtype), got {type(x).__name__}")
-    return TensorDesc(tuple(int(d) for d in shape), canonical_dtype(str(getattr(x, "dtype", "float16")), f"input {i}"))
+    return TensorDesc(checked_shape(shape, f"input {i}"),
+                      canonical_dtype(str(getattr(x, "dtype", "float16")), f"input {i}"))
 
 
 def _op_key(op_type: str, descs: list[TensorDesc], attrs: Mapping[str, Any]) -> tuple:
@@ -224,8 +251,18 @@ def aclopExecute(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any] | N
     single-op model (as ACL's op model cache does); later calls only match it.
     """
     _ensure_initialized()
-    attrs = dict(attrs or {})
     with AclProfilingReporter(AclProfType.AclopExecute):
+        if not isinstance(op_type, str) or not op_type:
+            return _error(ACL_ERROR_INVALID_PARAM, f"aclopExecute: op_type must be a non-empty string such as 'Relu', "
+                          f"got {op_type!r}")
+        if not _is_list(inputs):
+            return _error(ACL_ERROR_INVALID_PARAM, f"aclopExecute {op_type}: inputs must be a list of tensors (arrays, "
+                          f"ge.TensorDesc or (shape, dtype)), got {type(inputs).__name__}")
+        try:
+            attrs = dict(attrs or {})
+        except (TypeError, ValueError):
+            return _error(ACL_ERROR_INVALID_PARAM, f"aclopExecute {op_type}: attrs must be a mapping of attribute name "
+                          f"to value, got {type(attrs).__name__}")
         try:
             descs = [_as_desc(x, i) for i, x in enumerate(inputs)]
         except GraphBuildError as exc:

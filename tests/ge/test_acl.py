@@ -361,3 +361,68 @@ def test_synchronize_stream_waits_for_the_device(tmp_path):
 
 def test_synchronize_stream_before_initialize_is_uninitialize():
     assert acl.aclrtSynchronizeStream() == acl.ACL_ERROR_UNINITIALIZE == 100001
+
+
+# --------------------------------------------------------------------------- bad arguments
+def test_execute_checks_dtypes_as_run_graph_does():
+    model_id = load_model()
+    xs = inputs_of(model_id)
+    xs[0] = xs[0].astype(np.float64)
+    assert acl.aclmdlExecute(model_id, xs) == acl.ACL_ERROR_MODEL_INPUT_NOT_MATCH
+    assert ge.GEGetErrorMsg() == ("[ACL_ERROR_MODEL_INPUT_NOT_MATCH] aclmdlExecute: input 0 has dtype float64, "
+                                  "expected float16")
+    session = ge.Session()
+    session.add_graph(1, inference_mlp())
+    assert session.run_graph(1, xs) == ge.PARAM_INVALID
+    assert "input 0 ('x') has dtype float64, expected float16" in ge.GEGetErrorMsg()
+
+
+@pytest.mark.parametrize("model_id", ["1", [1], 1.0, True])
+def test_execute_and_unload_with_a_model_id_of_another_type_is_invalid_param(model_id):
+    assert load_model() == 1
+    for api, call in [("aclmdlExecute", acl.aclmdlExecute), ("aclmdlUnload", acl.aclmdlUnload)]:
+        assert call(model_id) == acl.ACL_ERROR_INVALID_PARAM == 100000
+        assert ge.GEGetErrorMsg() == (f"[ACL_ERROR_INVALID_PARAM] {api}: model_id must be an int (what "
+                                      f"aclmdlLoadFromMem returned), got {type(model_id).__name__} {model_id!r}")
+    assert acl.aclmdlExecute(1) == acl.ACL_SUCCESS
+
+
+@pytest.mark.parametrize("kind", ["inputs", "outputs"])
+@pytest.mark.parametrize("value", [5, "abc", {"x": 1}])
+def test_execute_with_tensors_that_are_not_a_list_is_invalid_param(kind, value):
+    model_id = load_model()
+    args = (value, None) if kind == "inputs" else (None, value)
+    assert acl.aclmdlExecute(model_id, *args) == acl.ACL_ERROR_INVALID_PARAM
+    assert ge.GEGetErrorMsg() == (f"[ACL_ERROR_INVALID_PARAM] aclmdlExecute: {kind} must be a list of arrays, "
+                                  f"one per model {kind[:-1]}, got {type(value).__name__}")
+
+
+@pytest.mark.parametrize("op_type,inputs,attrs,code,message", [
+    ("Relu", None, None, 100000, "aclopExecute Relu: inputs must be a list of tensors (arrays, ge.TensorDesc or "
+                                 "(shape, dtype)), got NoneType"),
+    ("Relu", 5, None, 100000, "aclopExecute Relu: inputs must be a list of tensors (arrays, ge.TensorDesc or "
+                              "(shape, dtype)), got int"),
+    (None, [((2, 2), "float16")], None, 100000, "aclopExecute: op_type must be a non-empty string such as 'Relu', "
+                                                "got None"),
+    ("", [((2, 2), "float16")], None, 100000, "aclopExecute: op_type must be a non-empty string such as 'Relu', "
+                                              "got ''"),
+    ("Relu", [((2.5, 2), "float16")], None, 100021, "aclopExecute Relu: input 0: shape [2.5, 2]: dimension 0 (2.5) "
+                                                    "is not an int; accepted: ints >= 1"),
+    ("Relu", [((2, 2), "float16")], 7, 100000, "aclopExecute Relu: attrs must be a mapping of attribute name to "
+                                               "value, got int"),
+])
+def test_single_op_bad_arguments_return_an_acl_code(op_type, inputs, attrs, code, message):
+    assert acl.aclopExecute(op_type, inputs, attrs=attrs) == code
+    assert ge.GEGetErrorMsg() == f"[{ge.Status(code).name}] {message}"
+
+
+def test_single_op_takes_an_int_shape_like_graph_data():
+    assert acl.aclopExecute("Relu", [(4, "float16")]) == acl.ACL_SUCCESS
+    assert acl.aclopExecute("Relu", [(4, "float16")], [np.zeros((4,), np.float16)]) == acl.ACL_SUCCESS
+
+
+def test_save_model_of_something_else_is_param_invalid(tmp_path):
+    assert acl.aclgrphSaveModel(str(tmp_path / "m"), b"abc") == ge.PARAM_INVALID
+    assert ge.GEGetErrorMsg() == ("[PARAM_INVALID] aclgrphSaveModel: model must be the ModelBufferData "
+                                  "aclgrphBuildModel returned, got bytes")
+    assert not (tmp_path / "m.om").exists()
