@@ -192,6 +192,7 @@ def aclgrphProfDestroyConfig(profiler_config: aclgrphProfConfig | None) -> st.St
     if not _usable(profiler_config):
         return _fail("aclgrphProfDestroyConfig: the config is null or already destroyed")
     profiler_config.destroyed = True
+    st.clear_error()  # as every other aclgrphProf* call does on success
     return st.SUCCESS
 
 

@@ -580,3 +580,11 @@ def test_framework_schedule_bits_reach_the_host_layers(sess, tmp_path, bits, hos
     assert set(stat.loc[stat["Level"] == "node", "API Name"]) == node_apis
     expected_ge_api = "l1" if bits & D.kProfFwkScheduleL1 else ("l0" if bits & D.kProfFwkScheduleL0 else "off")
     assert p.options["ge_api"] == expected_ge_api
+
+
+def test_destroy_config_clears_the_last_error_like_the_other_prof_calls():
+    cfg = ge.aclgrphProfCreateConfig([0], 1, M.kAicorePipeUtilization, None, BITS)
+    assert ge.aclgrphProfStop(cfg) == ge.FAILED  # not started: an error to clear
+    assert "aclgrphProfStop" in ge.GEGetErrorMsg()
+    assert ge.aclgrphProfDestroyConfig(cfg) == ge.SUCCESS
+    assert ge.GEGetErrorMsg() == ""
