@@ -49,34 +49,60 @@ def _categorical(per_conn: np.ndarray, conn: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(remap[row_codes], categories=pd.Index(uniques[used], dtype=object))
 
 
-def _tensor_strings(tensors: np.ndarray) -> dict[int, tuple[str, ...]]:
-    """connection id -> (input shapes, input types, input formats, output shapes, output types, output formats).
+def _distinct_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct rows of the 2-D ``a`` in first-seen order, each row's index into them).
 
-    The records are flattened to one row per tensor with array operations; each distinct shape,
-    data type and format is turned into text once, and only the joining per op is a Python loop.
+    Each row is hashed as one opaque value; ``np.unique(axis=0)`` sorts the rows as records,
+    ~20x slower than the whole op table it feeds at a few thousand tensors.
+    """
+    whole_rows = np.ascontiguousarray(a).view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).ravel()
+    codes, uniques = pd.factorize(whole_rows)
+    first = np.unique(codes, return_index=True)[1]
+    return a[first], codes
+
+
+def _joined_runs(texts: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``";".join`` of each run of ``texts`` (object array of str), a run beginning where ``starts`` is True.
+
+    Done as one join and one split on a separator no text holds (texts are dims, dtype and
+    format names), instead of a join per run.
+    """
+    pieces = np.full(2 * len(texts), ";", dtype=object)
+    pieces[0::2][starts] = "\n"
+    pieces[1::2] = texts
+    return np.array("".join(pieces[1:].tolist()).split("\n"), dtype=object)
+
+
+def _tensor_strings(tensors: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(connection ids, [input shapes, input types, input formats, output shapes, output types,
+    output formats] of each, as object arrays of text).
+
+    The ids are those of the records, ops without tensors too (their texts are empty).  The
+    records are flattened to one row per tensor with array operations; each distinct shape, data
+    type and format is turned into text once, and each op's texts are joined in tensor order.
     """
     num = np.minimum(tensors["tensor_num"].astype(np.int64), rawdata.TENSORS_PER_RECORD)
     rec = np.repeat(np.arange(len(tensors)), num)
     slot = np.arange(len(rec)) - np.repeat(np.cumsum(num) - num, num)
     output = tensors["tensor_type"][rec, slot] != rawdata.TensorType.INPUT
-    shapes, shape_of = np.unique(tensors["shape"][rec, slot], axis=0, return_inverse=True)
+    shapes, shape_of = _distinct_rows(tensors["shape"][rec, slot])
     shape_text = [",".join(map(str, dims[: dims.index(0)] if 0 in dims else dims)) for dims in shapes.tolist()]
     dtypes, dtype_of = np.unique(tensors["data_type"][rec, slot], return_inverse=True)
     dtype_text = [_DTYPE_NAMES.get(int(d), "UNDEFINED") for d in dtypes]
     formats, format_of = np.unique(tensors["format"][rec, slot], return_inverse=True)
     format_text = [_FORMAT_NAMES.get(int(f), "RESERVED") for f in formats]
-    parts: dict[int, list[list[str]]] = {}
-    for cid in tensors["connection_id"].tolist():  # in record order, ops without tensors too
-        if cid not in parts:
-            parts[cid] = [[], [], [], [], [], []]
-    for cid, out, s, d, f in zip(tensors["connection_id"][rec].tolist(), output.tolist(), shape_of.ravel().tolist(),
-                                 dtype_of.ravel().tolist(), format_of.ravel().tolist()):
-        cols = parts[cid]
-        base = 3 if out else 0
-        cols[base].append(shape_text[s])
-        cols[base + 1].append(dtype_text[d])
-        cols[base + 2].append(format_text[f])
-    return {cid: tuple(";".join(c) for c in cols) for cid, cols in parts.items()}
+    cids, op_of = np.unique(tensors["connection_id"], return_inverse=True)
+    group = op_of.ravel()[rec] * 2 + output  # (op, input/output), tensors in record and slot order within
+    order = np.argsort(group, kind="stable")
+    group = group[order]
+    starts = np.r_[True, group[1:] != group[:-1]] if len(group) else np.zeros(0, bool)
+    op, is_output = group[starts] // 2, group[starts] % 2 == 1
+    out = [np.full(len(cids), "", dtype=object) for _ in range(6)]
+    for k, (text, of) in enumerate(((shape_text, shape_of), (dtype_text, dtype_of), (format_text, format_of))):
+        joined = _joined_runs(np.array(text, dtype=object)[of.ravel()[order]], starts) if len(group) else []
+        for base, side in ((0, ~is_output), (3, is_output)):
+            out[base + k][op[side]] = joined[side] if len(group) else joined
+    return cids, out
 
 
 def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
@@ -120,12 +146,12 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     state_text = np.where(op_flag & OpFlag.DYNAMIC, "dynamic", "static").astype(object)
     state_text[is_comm | no_basic] = NA
 
-    tensor_text = _tensor_strings(run.load("tensor_info"))
+    tensor_cids, tensor_text = _tensor_strings(run.load("tensor_info"))
+    has_text = tensor_cids < n_conn
+    has_text[has_text] = ~is_comm[tensor_cids[has_text]]
     tensor_cols = [np.full(n_conn, NA, dtype=object) for _ in range(6)]
-    for cid, strings in tensor_text.items():
-        if cid < n_conn and not is_comm[cid]:
-            for k in range(6):
-                tensor_cols[k][cid] = strings[k]
+    for k in range(6):
+        tensor_cols[k][tensor_cids[has_text]] = tensor_text[k][has_text]
     hf32 = np.where(op_flag & OpFlag.HF32_ELIGIBLE, "YES", "NO").astype(object)
     hf32[is_comm | no_basic] = NA
 
@@ -183,30 +209,63 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
 def _frame(header: list[str], floats: list[str], block: np.ndarray, data: dict[str, object]) -> pd.DataFrame:
     """The columns in ``header`` order.  The float columns are the rows of ``block``, which becomes
     the frame's float block as it is: pandas would copy separate arrays to consolidate them, and
-    a 1M-row op_summary holds ~200 MB of floats."""
-    frame = pd.DataFrame(block.T, columns=floats, copy=False)
+    a 1M-row op_summary holds ~200 MB of floats.  The names are inserted into an object Index and
+    the header set once at the end: inserting into a str (pyarrow) Index rebuilds it every time."""
+    frame = pd.DataFrame(block.T, columns=pd.Index(floats, dtype=object), copy=False)
     for loc, c in enumerate(header):
         if c not in floats:
             frame.insert(loc, c, data[c])
+    frame.columns = pd.Index(header)
     return frame
 
 
+_OP_STATISTIC_KEYS = ("Device_id", "OP Type", "Task Type")
+
+
+def _array(column: pd.Series) -> object:
+    """The column's values: its extension array (categorical, nullable, str), else its numpy array."""
+    return column.array if isinstance(column.dtype, pd.api.extensions.ExtensionDtype) else column.to_numpy()
+
+
 def op_statistic(op_summary: pd.DataFrame) -> pd.DataFrame:
-    """Per OP Type and Core Type: count and total/min/avg/max duration, share of the total."""
-    cols = op_summary[["Device_id", "OP Type", "Task Type", "Task Duration(us)"]]
-    compute = cols[cols["Task Type"] != "COMMUNICATION"]
-    if compute.empty:
+    """Per OP Type and Core Type: count and total/min/avg/max duration, share of the total.
+
+    The groups are those of ``groupby(["Device_id", "OP Type", "Task Type"], observed=True)``,
+    in its order (each key sorted, a categorical by its categories), summed by the same
+    (compensated) group sums; the keys are combined into one integer per row first, as a frame
+    groupby on three keys costs ~10 ms whatever the number of rows.
+    """
+    compute = (op_summary["Task Type"] != "COMMUNICATION").to_numpy()
+    if not compute.any():
         return pd.DataFrame(columns=C.OP_STATISTIC)
-    grouped = compute.groupby(["Device_id", "OP Type", "Task Type"], observed=True)["Task Duration(us)"]
-    stats = grouped.agg(["count", "sum", "min", "mean", "max"]).reset_index()
-    stats.columns = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
-                     "Avg Time(us)", "Max Time(us)"]
-    stats["Ratio(%)"] = stats["Total Time(us)"] / stats.groupby("Device_id")["Total Time(us)"].transform("sum") * 100
-    for c in ("Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)"):
-        stats[c] = stats[c].round(3)
-    stats["OP Type"] = stats["OP Type"].astype(str)
-    stats["Core Type"] = stats["Core Type"].astype(str)
-    return stats.sort_values("Total Time(us)", ascending=False, kind="stable").reset_index(drop=True)[C.OP_STATISTIC]
+    keys = [pd.factorize(_array(op_summary[c])[compute], sort=True) for c in _OP_STATISTIC_KEYS]
+    combined = np.zeros(int(compute.sum()), np.int64)
+    has_keys = np.ones(len(combined), bool)  # groupby drops rows with a missing key
+    for codes, uniques in keys:
+        combined = combined * len(uniques) + codes
+        has_keys &= codes >= 0
+    groups, group_of = np.unique(combined[has_keys], return_inverse=True)
+    grouped = pd.Series(op_summary["Task Duration(us)"].to_numpy()[compute][has_keys]).groupby(group_of.ravel())
+    total = grouped.sum().to_numpy()
+    key_at = {}
+    for name, (codes, uniques) in zip(_OP_STATISTIC_KEYS[::-1], keys[::-1]):
+        key_at[name] = groups % len(uniques)
+        groups = groups // len(uniques)
+    device = keys[0][1].take(key_at["Device_id"])
+    device_total = pd.Series(total).groupby(key_at["Device_id"]).transform("sum").to_numpy()
+    stats = pd.DataFrame({
+        "Device_id": device,
+        "OP Type": pd.Series(keys[1][1].take(key_at["OP Type"])).astype(str),
+        "Core Type": pd.Series(keys[2][1].take(key_at["Task Type"])).astype(str),
+        "Count": grouped.count().to_numpy(),
+        "Total Time(us)": total.round(3),
+        "Min Time(us)": grouped.min().to_numpy().round(3),
+        "Avg Time(us)": grouped.mean().to_numpy().round(3),
+        "Max Time(us)": grouped.max().to_numpy().round(3),
+        "Ratio(%)": (total / device_total * 100).round(3),
+    })
+    order = np.argsort(-stats["Total Time(us)"].to_numpy(), kind="stable")  # descending, ties kept in group order
+    return stats.take(order).reset_index(drop=True)
 
 
 def _tag_times(keys: np.ndarray, inverse: np.ndarray, tags: np.ndarray, ts: np.ndarray, tag: int) -> np.ndarray:
