@@ -75,28 +75,45 @@ def _comm_ops(run: RunDir, device_id: int, rows: OpRows, group: str) -> pd.DataF
     hccl = track["connection_id"][track["task_type"] == RtTaskType.HCCL].astype(np.int64)
     sel = np.isin(rows.connection_id, hccl) | (f["Task Type"] == "COMMUNICATION").to_numpy()
     conn = rows.connection_id[sel].astype(np.int64)
-    op_type = collective_op_types(f[sel]).map(hccl_op_type).to_numpy(object)
-    index = pd.Series(np.arange(len(conn))).astype(str)
-    execution = (pd.Series(conn).groupby(conn).cumcount() + 1).astype(str)
-    name = pd.Series(op_type) + f"_{group[-3:]}_" + index + "_" + execution
+    ge_types = collective_op_types(f[["OP Type", "Op Name"]][sel]).tolist()
+    hccl_types = {t: hccl_op_type(t) for t in set(ge_types)}
+    op_type = np.array([hccl_types[t] for t in ge_types], dtype=object)
+    suffix = group[-3:]
+    name = [f"{t}_{suffix}_{index}_{execution}"
+            for index, (t, execution) in enumerate(zip(op_type.tolist(), _executions(conn).tolist()))]
     start = rows.start_ns[sel]
     return pd.DataFrame({
-        "name": name.to_numpy(object), "node": f["Op Name"][sel].astype(str).to_numpy(object), "type": op_type,
-        "iteration": rows.iteration[sel], "conn": conn, "start": start,
+        "name": np.array(name, dtype=object), "node": f["Op Name"][sel].astype(str).to_numpy(object),
+        "type": op_type, "iteration": rows.iteration[sel], "conn": conn, "start": start,
         "dur": np.rint(f["Task Duration(us)"].to_numpy()[sel] * 1000).astype(np.int64),
     })
 
 
+def _executions(conn: np.ndarray) -> np.ndarray:
+    """Which execution (from 1) of its op task each row is: rows of the same ``conn`` counted in order."""
+    order = np.argsort(conn, kind="stable")
+    ordered = conn[order]
+    first = np.r_[True, ordered[1:] != ordered[:-1]] if len(conn) else np.zeros(0, bool)
+    positions = np.arange(len(conn))
+    out = np.empty(len(conn), np.int64)
+    out[order] = positions - np.maximum.accumulate(np.where(first, positions, 0)) + 1
+    return out
+
+
 @dataclass
-class _Joined:
-    """hccl_task records in time order, each with the position of its collective execution (-1 if none)."""
+class CollectiveTasks:
+    """hccl_task records in time order, each with its sub-task name and the position of its
+    collective execution in ``ops`` (-1 if none): what hccl_tasks and communication_time share."""
 
     ops: pd.DataFrame
     rec: np.ndarray
+    task: np.ndarray
     pos: np.ndarray
 
 
-def _join(run: RunDir, device_id: int, rows: OpRows | None, group: str) -> _Joined:
+def collective_tasks(run: RunDir, device_id: int = 0, rows: OpRows | None = None,
+                     group: str = DEFAULT_GROUP) -> CollectiveTasks:
+    """The collective executions and the hccl_task records joined to them by (connection, iteration)."""
     ops = _comm_ops(run, device_id, _rows(run, device_id, rows), group)
     rec = run.load("hccl_task", device_id)
     rec = rec[np.argsort(rec["start"], kind="stable")]
@@ -108,7 +125,7 @@ def _join(run: RunDir, device_id: int, rows: OpRows | None, group: str) -> _Join
         at = np.minimum(np.searchsorted(keys, rec_key), len(keys) - 1)
         hit = keys[at] == rec_key
         pos[hit] = first[at[hit]]
-    return _Joined(ops, rec, pos)
+    return CollectiveTasks(ops, rec, _task_names(run, rec), pos)
 
 
 def _task_names(run: RunDir, rec: np.ndarray) -> np.ndarray:
@@ -124,8 +141,11 @@ def collective_op_types(comm: pd.DataFrame) -> pd.Series:
     l0 op_summary has no OP Type; it then comes from the node's name (GE names collective nodes after
     their type, e.g. ``gradients/HcomAllReduce_0``)."""
     known = comm["OP Type"].astype(str)
-    from_name = comm["Op Name"].astype(str).str.extract(r"(Hcom[A-Za-z]+)", expand=False).fillna("Hcom")
-    return known.where(known != NA, from_name)
+    missing = (known == NA).to_numpy()
+    if not missing.any():
+        return known
+    from_name = comm["Op Name"][missing].astype(str).str.extract(r"(Hcom[A-Za-z]+)", expand=False).fillna("Hcom")
+    return known.where(~missing, from_name)
 
 
 def communication_statistic(run: RunDir, device_id: int = 0, rows: OpRows | None = None,
@@ -150,12 +170,14 @@ def communication_statistic(run: RunDir, device_id: int = 0, rows: OpRows | None
     return out.sort_values("Total Time(us)", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def hccl_tasks(run: RunDir, device_id: int = 0, rows: OpRows | None = None,
-               group: str = DEFAULT_GROUP) -> pd.DataFrame:
+def hccl_tasks(run: RunDir, device_id: int = 0, rows: OpRows | None = None, group: str = DEFAULT_GROUP,
+               joined: CollectiveTasks | None = None) -> pd.DataFrame:
     """One row per HCCL sub-task in time order, with its collective (N/A if it matches no
-    op_summary row) and its bandwidth (size / duration, 0 for zero-length or size-less tasks)."""
-    j = _join(run, device_id, rows, group)
-    rec, pos, ops = j.rec, j.pos, j.ops
+    op_summary row) and its bandwidth (size / duration, 0 for zero-length or size-less tasks).
+    ``joined``: :func:`collective_tasks` of these arguments, when the caller has it already."""
+    if joined is None:
+        joined = collective_tasks(run, device_id, rows, group)
+    rec, pos, ops = joined.rec, joined.pos, joined.ops
     dur = rec["dur"].astype(np.int64)
     size = rec["size"].astype(np.int64)
 
@@ -168,7 +190,7 @@ def hccl_tasks(run: RunDir, device_id: int = 0, rows: OpRows | None = None,
         bandwidth = np.where(dur > 0, size / np.maximum(dur, 1), 0.0)
     return pd.DataFrame({
         "Op Name": op_col("name"), "Node": op_col("node"), "OP Type": op_col("type"),
-        "Iteration ID": rec["iteration"].astype(np.int64), "Task Name": _task_names(run, rec),
+        "Iteration ID": rec["iteration"].astype(np.int64), "Task Name": joined.task,
         "Plane ID": rec["plane"].astype(np.int64), "Start Time(us)": rec["start"] / 1000.0,
         "Duration(us)": dur / 1000.0, "Size(Byte)": size, "Src Rank": rec["src_rank"].astype(np.int64),
         "Dst Rank": rec["dst_rank"].astype(np.int64),
@@ -178,17 +200,18 @@ def hccl_tasks(run: RunDir, device_id: int = 0, rows: OpRows | None = None,
     })[HCCL_TASKS]
 
 
-def communication_time(run: RunDir, device_id: int = 0, rows: OpRows | None = None,
-                       group: str = DEFAULT_GROUP) -> pd.DataFrame:
+def communication_time(run: RunDir, device_id: int = 0, rows: OpRows | None = None, group: str = DEFAULT_GROUP,
+                       joined: CollectiveTasks | None = None) -> pd.DataFrame:
     """Per collective execution: elapse, transit, wait, synchronization and idle time (ms) and the
     wait/synchronization ratios (msprof-analyze's definitions, see the module docstring).
-    Executions without sub-tasks (hccl data off) have NaN for everything but elapse."""
-    j = _join(run, device_id, rows, group)
-    rec, ops = j.rec, j.ops
+    Executions without sub-tasks (hccl data off) have NaN for everything but elapse.
+    ``joined``: :func:`collective_tasks` of these arguments, when the caller has it already."""
+    if joined is None:
+        joined = collective_tasks(run, device_id, rows, group)
+    ops = joined.ops
     n = len(ops)
-    keep = j.pos >= 0
-    rec, pos = rec[keep], j.pos[keep]
-    task = _task_names(run, rec)
+    keep = joined.pos >= 0
+    rec, pos, task = joined.rec[keep], joined.pos[keep], joined.task[keep]
     start = rec["start"].astype(np.int64)
     dur = rec["dur"].astype(np.int64)
     link = rec["link"].astype(np.int64)

@@ -415,11 +415,15 @@ class RunDirSource(Source):
     def msprof_tx(self) -> pd.DataFrame:
         return tx.msprof_tx(self.run, self.device_id)
 
+    @cached_property
+    def _collective_tasks(self) -> communication.CollectiveTasks:
+        return communication.collective_tasks(self.run, self.device_id, self.op_rows())
+
     def hccl_tasks(self) -> pd.DataFrame:
-        return communication.hccl_tasks(self.run, self.device_id, self.op_rows())
+        return communication.hccl_tasks(self.run, joined=self._collective_tasks)
 
     def communication_time(self) -> pd.DataFrame:
-        return communication.communication_time(self.run, self.device_id, self.op_rows())
+        return communication.communication_time(self.run, joined=self._collective_tasks)
 
     def aicpu(self) -> pd.DataFrame:
         return aicpu.aicpu(self.run, self.device_id)
