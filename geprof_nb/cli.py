@@ -14,7 +14,7 @@ import pandas as pd
 
 from . import ge
 from .analysis import ClusterProfile, Profile, load
-from .analysis.export import FORMATS
+from .analysis.export import FORMATS, write_failure
 from .analysis.cluster_export import FORMATS as CLUSTER_FORMATS
 from .collect import (COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, OutputUnusable, collect, device_flag_type,
                       notes_not_kept)
@@ -224,10 +224,14 @@ def export(args: argparse.Namespace) -> int:
             print(f"geprof export: --rank {args.rank}: {args.path} is a cluster, whose ranks are exported as their "
                   "own ranks; accepted: --rank for one run only", file=sys.stderr)
             return 2
-        written = run.export(args.to, format=args.format)
+        options = {}
     else:
         options = {"rank": args.rank or 0} if args.format == "ascend_pt" else {}
+    try:
         written = run.export(args.to, format=args.format, **options)
+    except OSError as exc:
+        print(f"geprof export: {write_failure(exc, args.format, args.to)}", file=sys.stderr)
+        return 1
     files = sorted(p for p in written.rglob("*") if p.is_file()) if written.is_dir() else [written]
     print(f"Wrote {written}")
     for f in files:

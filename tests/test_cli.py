@@ -178,3 +178,19 @@ def test_export_of_a_cluster_refuses_what_would_lose_its_ranks(cluster, flags, m
     assert main(["export", str(cluster.path), *flags, "--to", str(to)]) == 2
     assert capsys.readouterr().err == f"geprof export: {message.format(root=cluster.path)}\n"
     assert not to.exists()
+
+
+@pytest.fixture
+def one_run(run_profiled, tiny_graph) -> Path:
+    return run_profiled(tiny_graph(world_size=1)[0], steps=2).profile.path
+
+
+@pytest.mark.parametrize("fmt, under", [("msprof", ""), ("ascend_pt", ""), ("parquet", ""), ("chrome", "x.json")])
+def test_export_that_cannot_write_is_one_line_naming_the_path(one_run, fmt, under, tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep me")
+    to = blocker / under if under else blocker
+    assert main(["export", str(one_run), "--format", fmt, "--to", str(to)]) == 1
+    assert capsys.readouterr().err == (f"geprof export: --to {to}: cannot write the {fmt} export "
+                                       f"({blocker} is a file, not a directory)\n")
+    assert blocker.read_text() == "keep me"

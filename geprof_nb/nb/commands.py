@@ -17,7 +17,7 @@ from IPython.display import display
 from .. import compare as compare_profiles
 from ..analysis import ClusterProfile, Profile, RunDirError, load
 from ..analysis.cluster_export import FORMATS as CLUSTER_EXPORT_FORMATS
-from ..analysis.export import FORMATS as EXPORT_FORMATS
+from ..analysis.export import FORMATS as EXPORT_FORMATS, write_failure
 from . import display as nb_display
 
 DEFAULT_NAME = "_geprof"
@@ -111,11 +111,14 @@ def export_command(profile: Profile | ClusterProfile, name: str, fmt: str | None
         if rank is not None:
             raise UsageError(f"--rank {rank}: {name!r} is a ClusterProfile, whose ranks are exported as their own "
                              "ranks; accepted: --rank for one run only")
-        written = profile.export(Path(to).expanduser(), format=fmt)
+        options = {}
     else:
         fmt = fmt or "msprof"
         options = {"rank": rank or 0} if fmt == "ascend_pt" else {}
+    try:
         written = profile.export(Path(to).expanduser(), format=fmt, **options)
+    except OSError as exc:
+        raise UsageError(write_failure(exc, fmt, to)) from None
     print(f"{fmt} export written to {written}")
 
 

@@ -74,6 +74,17 @@ def test_export_writes_the_format_and_says_where(profiled, tmp_path, capsys):
     assert len(info) == 1
 
 
+@pytest.mark.parametrize("fmt, under", [("msprof", ""), ("parquet", ""), ("chrome", "x.json")])
+def test_export_that_cannot_write_is_a_usage_error_naming_the_path(profiled, fmt, under, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep me")
+    to = blocker / under if under else blocker
+    with pytest.raises(UsageError) as err:
+        profiled.run_line_magic("geprof", f"export first --format {fmt} --to {to}")
+    assert str(err.value) == f"--to {to}: cannot write the {fmt} export ({blocker} is a file, not a directory)"
+    assert blocker.read_text() == "keep me"
+
+
 def test_compare_takes_variables_or_paths(profiled):
     with capture_output():
         profiled.run_cell_magic("geprof", "--clock virtual --no-display -o second",

@@ -33,3 +33,15 @@ def export_profile(profile, path: Path, format: str, **options) -> Path:  # noqa
 
         return export_parquet(profile, path, **options)
     raise ValueError(f"unknown export format {format!r}: accepted formats are {', '.join(FORMATS)}")
+
+
+def write_failure(exc: OSError, fmt: str, to: Path | str) -> str:
+    """One line for an export that could not be written under ``to``, naming the path it failed on
+    and why: what the CLI and ``%geprof export`` report instead of a traceback."""
+    if isinstance(exc, (FileExistsError, NotADirectoryError)) and exc.filename:
+        where = Path(exc.filename)
+        existing = next((p for p in (where, *where.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():  # mkdir over a file says "File exists"
+            return f"--to {to}: cannot write the {fmt} export ({existing} is a file, not a directory)"
+    cause = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
+    return f"--to {to}: cannot write the {fmt} export ({cause})"
