@@ -136,8 +136,8 @@ class DeviceRuntime:
             props.start(options, handle.prof_switch)
             with self._lock:
                 self.epoch += 1
-                if msprof.lib.run_serial != self._run_serial:
-                    self._run_serial = msprof.lib.run_serial
+                if msprof.lib.run_serial != self._run_serial:  # a new run: ids and jitter start over, so two
+                    self._run_serial = msprof.lib.run_serial  # runs are alike; a run's later windows go on
                     self.next_connection_id = 0
                 self.rng = np.random.default_rng(self.seed)
                 self.free_at = 0
@@ -425,7 +425,7 @@ class LoadedModel:
 
     # ----------------------------------------------------------- task table
     def _sync_epoch(self) -> _Variant:
-        """On a new collection: re-place trace tasks for its FP/BP points, restart the jitter stream."""
+        """On a new collection: re-place trace tasks for its FP/BP points and draw a new batch of steps."""
         v = self._built
         if v.table_epoch == self.runtime.epoch and v.table is not None:
             return v

@@ -27,7 +27,7 @@ from ..prof.properties import BIT_GE_HOST, ProfilingProperties
 from ..prof.scope import GraphProfilingReporter
 from . import status as st
 from .cluster import MAX_RANKS, OPTION_FAULTS, OPTION_RANK_SIZE, OPTION_RANKS_PER_NODE, ClusterOptionError, ClusterSpec, RankGroup
-from .device import DEFAULT_DEVICE, PRESETS, get_device
+from .device import DEFAULT_DEVICE, PRESETS, DevicePreset, get_device
 from .graph import Graph, GraphBuildError, tensor_mismatch
 from .runtime import DEFAULT_SEED, GE_PROFILING_TO_STD_OUT, DeviceRuntime, LoadedModel, flush_host_profiler
 from .runtime_v1 import ExecutorV1
@@ -276,6 +276,14 @@ def device_runtime() -> DeviceRuntime | None:
 
 
 @contextlib.contextmanager
+def device_preset() -> DevicePreset | None:
+    """The device preset GE runs on, or the one ``simulation_settings(device=...)`` makes the next
+    ``GEInitialize`` choose; ``None`` when that is left to the ``geprof.device`` option."""
+    if _state.initialized and _state.runtime is not None:
+        return _state.runtime.preset
+    return get_device(_state.device_override) if _state.device_override else None
+
+
 def simulation_settings(executor: str | None = None, clock_mode: str | None = None,
                         device: str | None = None, ranks: int | None = None) -> Iterator[None]:
     """Override the executor, clock and device preset for the duration of a block (the magic's
