@@ -13,6 +13,7 @@ import pytest
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.collect import AlreadyCollecting, collect
+from geprof_nb.ge.session import device_runtime
 from geprof_nb.prof import msprof
 from geprof_nb.prof.options import ProfilingOptions, ProfilingOptionsError
 from geprof_nb.prof.step_schedule import StepSchedule
@@ -194,3 +195,35 @@ def test_a_profile_object_profiles_one_block(sess, tmp_path):
         with block:
             pytest.fail("the block ran twice")
     assert len(list((tmp_path / "out").iterdir())) == 1
+
+
+def test_the_windows_of_a_schedule_draw_new_jitter(sess, tmp_path):
+    """Each window starts collecting again, but the steps go on: their durations are new draws, not
+    the first window's replayed (only a new run starts the jitter stream over)."""
+    schedule = {"wait": 1, "active": 2, "repeat": 2}
+    with geprof_nb.profile(output=str(tmp_path / "out"), schedule=schedule) as run:
+        run_steps(sess, 6)  # waits at steps 0 and 3; windows record steps 1-2 and 4-5
+    ops = run.profile.op_summary
+    iteration = run.profile.source.op_rows().iteration
+    durations = {int(it): ops["Task Duration(us)"].to_numpy()[iteration == it] for it in set(iteration)}
+    assert sorted(durations) == [2, 3, 5, 6]
+    assert (durations[2] != durations[5]).any() and (durations[3] != durations[6]).any()
+    with geprof_nb.profile(output=str(tmp_path / "again"), schedule=schedule) as again:
+        run_steps(sess, 6)  # a new run replays the first one exactly
+    assert (again.profile.op_summary["Task Duration(us)"].to_numpy() == ops["Task Duration(us)"].to_numpy()).all()
+
+
+def test_a_group_the_device_lacks_is_refused_before_a_run_opens(tmp_path):
+    """GE runs on an Ascend910A, which has no L2Cache counters: the block is refused, naming the field,
+    the device and the groups it has, and no run directory is made."""
+    with ge.simulation_settings(clock_mode="virtual", device="Ascend910A"):
+        session = ge.Session()
+        assert device_runtime().preset.name == "Ascend910A"
+        with pytest.raises(ProfilingOptionsError) as info:
+            with geprof_nb.profile(output=str(tmp_path / "out"), aic_metrics="L2Cache"):
+                session.run_graph(1)
+                pytest.fail("the block ran")
+    assert info.value.field == "aic_metrics"
+    assert "'L2Cache' is not available on Ascend910A" in str(info.value)
+    assert "PipeUtilization" in info.value.accepted and "L2Cache" not in info.value.accepted
+    assert not (tmp_path / "out").exists() and not msprof.lib.running

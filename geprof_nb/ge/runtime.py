@@ -139,7 +139,7 @@ class DeviceRuntime:
                 if msprof.lib.run_serial != self._run_serial:  # a new run: ids and jitter start over, so two
                     self._run_serial = msprof.lib.run_serial  # runs are alike; a run's later windows go on
                     self.next_connection_id = 0
-                self.rng = np.random.default_rng(self.seed)
+                    self.rng = np.random.default_rng(self.seed)
                 self.free_at = 0
             self.program_pmu(props.aic_metrics)
             if handle.prof_switch & events.PROF_L2CACHE_MASK:

@@ -77,7 +77,8 @@ def test_steps_after_a_gap_do_not_count_the_uncollected_steps(ip):
     # every step's window is about one iteration: its parts add up to at most the period of consecutive steps
     period = st.loc[5, "Iteration End(us)"] - st.loc[4, "Iteration End(us)"]
     assert (bd[parts].sum(axis=1) <= period * 1.01).all()
-    assert bd.loc[8, "Free"] == pytest.approx(bd.loc[4, "Free"], abs=0.01)
+    # a window after the gap is like the first (its own jitter draw: within a few %), not steps 5-7 swallowed
+    assert bd.loc[8, "Free"] == pytest.approx(bd.loc[4, "Free"], rel=0.05)
 
 
 def test_each_window_starts_over_without_counting_the_stop_and_restart(ip):
@@ -96,13 +97,14 @@ def test_each_window_starts_over_without_counting_the_stop_and_restart(ip):
     tag = {(int(r["index_id"]), int(r["tag_id"])): int(r["timestamp"]) for r in tr}
     for it in (2, 4, 6, 8):  # FP minus the previous iteration's end, in the same window
         assert dab[it] == (tag[(it, 2)] - tag[(it - 1, 4)]) / 1000
-    # each window replays the same virtual host costs; without a schedule the gap is the same but for device jitter
-    assert dab[[2, 4, 6, 8]].tolist() == [dab[2]] * 4
+    # each window has the same virtual host costs (the tasks before the FP point jitter from window to window);
+    # without a schedule the gap is the same but for device jitter
+    assert dab[[2, 4, 6, 8]].to_numpy() == pytest.approx([dab[2]] * 4, rel=0.01)
     assert dab[2] == pytest.approx(plain.step_trace["Data Aug Bound(us)"].iloc[1:].mean(), rel=0.01)
     bd = scheduled.step_breakdown.set_index("Step")
     for it in (1, 3, 5, 7):  # a window's first step spans only its own iteration
         assert bd.loc[it, "Stage"] == st.loc[it, "Iteration Time(us)"]
-    assert bd.loc[[3, 5, 7], "Free"].tolist() == [bd.loc[1, "Free"]] * 3
+    assert bd.loc[[3, 5, 7], "Free"].to_numpy() == pytest.approx([bd.loc[1, "Free"]] * 3, rel=0.05)
     share = {name: prof.advise().set_index("Rule")["Share of step (%)"].get("Large Data Aug Bound")
              for name, prof in (("scheduled", scheduled), ("plain", plain))}
     assert share["plain"] is not None and share["scheduled"] == pytest.approx(share["plain"], abs=1.0)
@@ -114,8 +116,9 @@ def test_warmup_data_is_discarded_without_a_trace(ip):
     warm, cold = ip.user_ns["warm"], ip.user_ns["cold"]
     assert list(warm.step_trace["Iteration ID"]) == list(cold.step_trace["Iteration ID"]) == [3, 4]
     assert warm.info["discarded"] > 0 and "discarded" not in cold.info
-    # the same op tasks with the same durations: nothing of the warmup steps is left in the run
-    cols = ["Op Name", "OP Type", "Task Duration(us)", "Block Num"]
+    # the same op tasks: nothing of the warmup steps is left in the run (their durations are other draws of
+    # the device jitter: the warm run's collection, and so its jitter stream, started two steps earlier)
+    cols = ["Op Name", "OP Type", "Block Num"]
     assert warm.op_summary[cols].equals(cold.op_summary[cols])
     assert api_counts(warm) == api_counts(cold)
     assert len(warm.host_events) == len(cold.host_events)
