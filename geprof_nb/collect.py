@@ -26,7 +26,7 @@ from typing import Any, Callable, ClassVar, Protocol
 
 from .analysis import ClusterProfile, Profile
 from .ge.device import get_device
-from .ge.session import step_hooks
+from .ge.session import device_preset, step_hooks
 from .prof import msprof
 from .prof.events import AIC_METRICS
 from .prof.options import ProfilingOptions
@@ -211,6 +211,15 @@ def check_not_collecting() -> None:
                             f"{finish}")
 
 
+def check_device_counters(options: ProfilingOptions) -> None:
+    """``ProfilingOptionsError`` naming ``aic_metrics`` if the device GE runs on (or is set to initialise
+    on) has no such counter group (L2Cache and MemoryAccess need an A2-class chip): refused before a
+    run opens, as GE's own options refuse it, rather than a run without PMU data."""
+    preset = device_preset()
+    if preset is not None:
+        preset.check_aic_metrics(options.aic_metrics)
+
+
 class Collection:
     """One profiling run from :meth:`open` to :meth:`finish`: the start/finish pair that :func:`collect`
     (``%%geprof``, ``geprof run``) and :func:`geprof_nb.profile` share.
@@ -246,6 +255,7 @@ class Collection:
         restarts then).
         """
         switch = options.data_type_config()
+        check_device_counters(options)
         try:
             msprof.lib.init(options.output, options.to_dict(), mode=info_key)
         except OSError as exc:

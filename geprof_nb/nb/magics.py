@@ -36,6 +36,7 @@ from .. import ge
 from ..analysis import ClusterProfile, Profile, load
 from ..collect import AlreadyCollecting, OutputUnusable, check_not_collecting, collect, notes_not_kept
 from ..prof.clock import clock
+from ..prof.options import ProfilingOptionsError
 from . import commands
 from . import display as nb_display
 from . import progress as nb_progress
@@ -174,6 +175,8 @@ class GeprofMagics(Magics):
             except OutputUnusable as exc:  # before the cell runs: a usage error naming the flag, not a traceback
                 raise UsageError(f"--output {exc.output}: cannot be used ({exc.reason}); accepted: a directory that "
                                  "can be created and written") from None
+            except ProfilingOptionsError as exc:  # the device GE runs on lacks the counter group
+                raise UsageError(f"--{exc.field.replace('_', '-')}: {exc}") from None
         profile = load(collected.run_dir)
         self.last_profile = profile
         self.shell.user_ns["_geprof"] = profile

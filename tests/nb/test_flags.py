@@ -23,6 +23,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 import geprof_nb
+from geprof_nb import ge
 from geprof_nb.analysis import columns as C
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.ge.runtime import NODE_HOST_COSTS
@@ -496,3 +497,12 @@ def test_an_aic_metrics_group_the_device_lacks_is_a_usage_error_before_any_run(i
     assert not (tmp_path / "out").exists() and not msprof.lib.running
     ip.run_cell_magic("geprof", f"--device Ascend910B --aic-metrics {group} --output out --no-display", "x = 1")
     assert msprof.lib.last_run_dir.parent == (tmp_path / "out").resolve()
+
+
+def test_a_group_the_initialised_device_lacks_is_a_usage_error_before_any_run(ip, tmp_path):
+    """Without --device the device is the one GE already runs on (an earlier cell initialised it)."""
+    assert ge.GEInitialize({"geprof.device": "Ascend910A"}) == ge.SUCCESS, ge.GEGetErrorMsg()
+    with pytest.raises(UsageError, match="^--aic-metrics: profiling option 'aic_metrics': 'L2Cache' is not available "
+                                         "on Ascend910A; accepted: ArithmeticUtilization, "):
+        ip.run_cell_magic("geprof", "--aic-metrics L2Cache --output out --no-display", "x = 1")
+    assert not (tmp_path / "out").exists() and not msprof.lib.running
