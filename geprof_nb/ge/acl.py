@@ -19,6 +19,7 @@ from ..prof.host_profiler import ProfilingEvent
 from ..prof.scope import AclProfilingReporter, profiling_scope
 from . import status as st
 from .graph import Graph, GraphBuildError, TensorDesc, canonical_dtype, checked_shape, tensor_mismatch
+from .memory import DeviceMemoryError
 from .runtime import SYNC_LATENCY_NS, LoadedModel
 from .runtime_v2 import ExecutorV2
 from .serialize import ModelFormatError, graph_from_bytes, graph_to_bytes
@@ -36,6 +37,7 @@ ACL_ERROR_MODEL_OUTPUT_NOT_MATCH = st.Status(100018, "ACL_ERROR_MODEL_OUTPUT_NOT
 ACL_ERROR_OP_TYPE_NOT_MATCH = st.Status(100020, "ACL_ERROR_OP_TYPE_NOT_MATCH")
 ACL_ERROR_OP_INPUT_NOT_MATCH = st.Status(100021, "ACL_ERROR_OP_INPUT_NOT_MATCH")
 ACL_ERROR_OP_OUTPUT_NOT_MATCH = st.Status(100022, "ACL_ERROR_OP_OUTPUT_NOT_MATCH")
+ACL_ERROR_BAD_ALLOC = st.Status(200000, "ACL_ERROR_BAD_ALLOC")  # memory allocation failed
 
 #: Host costs of ACL calls (modelled).
 LOAD_NS = 2_000_000
@@ -111,14 +113,16 @@ def aclgrphSaveModel(output_file: str, model: ModelBufferData) -> st.Status:  # 
     return st.SUCCESS
 
 
-def _load(graph: Graph, api: AclProfType) -> tuple[int, int]:
+def _load(graph: Graph, api: AclProfType, api_name: str) -> tuple[int, int]:
     runtime = device_runtime()
     with AclProfilingReporter(api):
         clock.spend(LOAD_NS)
         try:
             model = LoadedModel(runtime, graph, graph_id=0)
+        except DeviceMemoryError as exc:
+            return 0, _error(ACL_ERROR_BAD_ALLOC, f"{api_name}: {exc}")
         except GraphBuildError as exc:
-            return 0, _error(ACL_ERROR_DESERIALIZE_MODEL, f"load: {exc}")
+            return 0, _error(ACL_ERROR_DESERIALIZE_MODEL, f"{api_name}: {exc}")
     with _state.lock:
         _state.models[model.model_id] = model
     _remember_graph(graph)
@@ -135,7 +139,7 @@ def aclmdlLoadFromMem(model: ModelBufferData | bytes, model_size: int | None = N
         graph = graph_from_bytes(data)
     except ModelFormatError as exc:
         return 0, _error(ACL_ERROR_DESERIALIZE_MODEL, f"aclmdlLoadFromMem: {exc}")
-    return _load(graph, AclProfType.AclmdlLoadFromMem)
+    return _load(graph, AclProfType.AclmdlLoadFromMem, "aclmdlLoadFromMem")
 
 
 def aclmdlLoadFromFile(model_path: str) -> tuple[int, int]:  # noqa: N802
@@ -149,7 +153,7 @@ def aclmdlLoadFromFile(model_path: str) -> tuple[int, int]:  # noqa: N802
         graph = graph_from_bytes(data)
     except ModelFormatError as exc:
         return 0, _error(ACL_ERROR_DESERIALIZE_MODEL, f"aclmdlLoadFromFile: {model_path}: {exc}")
-    return _load(graph, AclProfType.AclmdlLoadFromFile)
+    return _load(graph, AclProfType.AclmdlLoadFromFile, "aclmdlLoadFromFile")
 
 
 def _check_tensors(kind: str, given: Sequence[Any] | None, expected: list[TensorDesc], code: int, api: str) -> int:
@@ -175,6 +179,8 @@ def _select_shapes(model: LoadedModel, inputs: Sequence[Any] | None) -> int:
         n.name: tuple(int(d) for d in x.shape) for n, x in zip(model.input_nodes, inputs)}
     try:
         model.select(shapes)
+    except DeviceMemoryError as exc:
+        return _error(ACL_ERROR_BAD_ALLOC, f"aclmdlExecute: {exc}")
     except GraphBuildError as exc:
         return _error(ACL_ERROR_MODEL_INPUT_NOT_MATCH, f"aclmdlExecute: {exc}")
     return ACL_SUCCESS
@@ -276,6 +282,8 @@ def aclopExecute(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any] | N
                 with profiling_scope(op_type, ProfilingEvent.kAclBuildOpModel):
                     clock.spend(BUILD_OP_NS)
                     model = _build_op_model(op_type, descs, attrs)
+            except DeviceMemoryError as exc:
+                return _error(ACL_ERROR_BAD_ALLOC, f"aclopExecute: {exc}")
             except GraphBuildError as exc:
                 return _error(ACL_ERROR_OP_TYPE_NOT_MATCH if "unknown op type" in str(exc) else ACL_ERROR_OP_INPUT_NOT_MATCH,
                               f"aclopExecute: {exc}")

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..prof.rawdata import HELD_TO_STEP_END, STATIC_OP_MEM_DTYPE, RtTaskType
 from .compiler import CompiledModel, TaskTable
-from .graph import Graph
+from .graph import Graph, GraphBuildError
 
 #: GE aligns every block to 512 bytes after adding 32 bytes of padding.
 MEMORY_ALIGN = 512
@@ -327,6 +327,21 @@ def plan_memory(compiled: CompiledModel, table: TaskTable) -> MemoryPlan:
 
 
 # ------------------------------------------------------------------ checking
+class DeviceMemoryError(GraphBuildError):
+    """A model's static memory (feature-map pool and weights) does not fit in the device's memory."""
+
+
+def check_device_memory(plan: MemoryPlan, graph_name: str, device_name: str, memory_bytes: int) -> None:
+    """Raise :class:`DeviceMemoryError` if ``plan`` needs more than the device's ``memory_bytes``
+    (GE allocates the whole static plan when it loads a model, so such a model never loads)."""
+    needed = plan.pool_size + plan.weight_bytes
+    if needed > memory_bytes:
+        raise DeviceMemoryError(
+            f"graph {graph_name!r} needs {needed} bytes ({needed / 2**30:.1f} GiB) of device memory for its static "
+            f"memory plan (feature maps {plan.pool_size}, weights {plan.weight_bytes}); device {device_name} has "
+            f"{memory_bytes} bytes ({memory_bytes / 2**30:.1f} GiB)")
+
+
 def find_conflicts(plan: MemoryPlan) -> list[MemoryConflict]:
     """Every pair of tensors whose byte ranges overlap while their lifetimes overlap.
 

@@ -40,7 +40,7 @@ from .device import CostModel, DevicePreset
 from . import hccl
 from .aicpu import aicpu_records
 from .graph import DTYPES, FORMATS, Graph, GraphBuildError, TensorDesc
-from .memory import MemoryPlan, plan_memory, static_op_mem
+from .memory import DeviceMemoryError, MemoryPlan, check_device_memory, plan_memory, static_op_mem
 from .schedule import StepTimes, StreamSchedule
 
 if TYPE_CHECKING:
@@ -361,6 +361,8 @@ class LoadedModel:
             defaults = self.default_input_shapes() if self.dynamic else {}
             if defaults is not None:  # a dynamic graph without default shapes is built at its first inputs
                 self._current = self._variant(defaults)
+                with clock.paused():  # simulator work, as in run_on_device
+                    self._sync_epoch()  # plans its memory: a model that does not fit fails to load
         except Exception:
             self._unload()
             raise
@@ -407,7 +409,17 @@ class LoadedModel:
             shapes = input_shapes or self.default_input_shapes()
             if shapes is None:
                 raise self._missing_inputs_error()
-            self._current = self._variant(shapes)
+            variant = self._variant(shapes)
+            if variant.table is None:  # a new build: its memory is planned before it runs
+                previous, self._current = self._current, variant
+                try:
+                    with clock.paused():
+                        self._sync_epoch()
+                except DeviceMemoryError:
+                    self._variants = {k: v for k, v in self._variants.items() if v is not variant}
+                    self._current = previous
+                    raise
+            self._current = variant
 
     @property
     def _built(self) -> _Variant:
@@ -440,6 +452,8 @@ class LoadedModel:
             v.timelines = {}
             # GE plans the static feature-map pool when it loads a model, profiled or not
             v.memory_plan = plan_memory(v.compiled, v.table)
+            preset = self.runtime.preset
+            check_device_memory(v.memory_plan, v.compiled.graph.name, preset.name, preset.memory_bytes)
         v.batch = None
         v.batch_size = 8
         v.notes = points.notes

@@ -29,6 +29,7 @@ from . import status as st
 from .cluster import MAX_RANKS, OPTION_FAULTS, OPTION_RANK_SIZE, OPTION_RANKS_PER_NODE, ClusterOptionError, ClusterSpec, RankGroup
 from .device import DEFAULT_DEVICE, PRESETS, DevicePreset, get_device
 from .graph import Graph, GraphBuildError, tensor_mismatch
+from .memory import DeviceMemoryError
 from .runtime import DEFAULT_SEED, GE_PROFILING_TO_STD_OUT, DeviceRuntime, LoadedModel, flush_host_profiler
 from .runtime_v1 import ExecutorV1
 from .runtime_v2 import ExecutorV2
@@ -275,7 +276,6 @@ def device_runtime() -> DeviceRuntime | None:
     return _state.runtime
 
 
-@contextlib.contextmanager
 def device_preset() -> DevicePreset | None:
     """The device preset GE runs on, or the one ``simulation_settings(device=...)`` makes the next
     ``GEInitialize`` choose; ``None`` when that is left to the ``geprof.device`` option."""
@@ -284,6 +284,7 @@ def device_preset() -> DevicePreset | None:
     return get_device(_state.device_override) if _state.device_override else None
 
 
+@contextlib.contextmanager
 def simulation_settings(executor: str | None = None, clock_mode: str | None = None,
                         device: str | None = None, ranks: int | None = None) -> Iterator[None]:
     """Override the executor, clock and device preset for the duration of a block (the magic's
@@ -427,6 +428,8 @@ class Session:
         try:
             model = LoadedModel(_state.runtime, self._graphs[graph_id], graph_id)
             problem = self._join_cluster(model)
+        except DeviceMemoryError as exc:  # GE's load fails to allocate the model's memory
+            return st.set_error(st.FAILED, f"BuildGraph {graph_id}: {exc}"), None
         except GraphBuildError as exc:
             return st.set_error(st.GE_GRAPH_INFERSHAPE_FAILED, f"BuildGraph {graph_id}: {exc}"), None
         if problem:
@@ -472,6 +475,8 @@ class Session:
             shapes[d.name] = tuple(int(v) for v in getattr(x, "shape", ()))
         try:
             model.select(shapes)
+        except DeviceMemoryError as exc:
+            return st.set_error(st.FAILED, f"{api}: {exc}")
         except GraphBuildError as exc:
             return st.set_error(st.GE_GRAPH_INFERSHAPE_FAILED, f"{api}: {exc}")
         return st.SUCCESS
@@ -517,6 +522,8 @@ class Session:
         elif model.dynamic:
             try:
                 model.select(None)
+            except DeviceMemoryError as exc:
+                return st.set_error(st.FAILED, f"{api}: {exc}")
             except GraphBuildError as exc:
                 return st.set_error(st.PARAM_INVALID, f"{api}: {exc}")
         name = _state.executor_override or self.options.get(OPTION_EXECUTOR) or _state.executor

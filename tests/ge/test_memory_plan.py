@@ -333,3 +333,67 @@ def test_every_report_asks_its_library_for_the_names(resnet):
     for base in (0, 5000):  # two collections of the same model
         static_op_mem(resnet.plan, 0, base, name_ids)
     assert calls == [list(resnet.plan.names)] * 2
+
+
+# ------------------------------------------------------------------ device memory
+GiB = 2**30
+
+
+def _relu_graph(name: str, shape) -> ge.Graph:
+    g = ge.Graph(name)
+    g.output(g.op("Relu", g.data("a", shape)))
+    return g
+
+
+def _too_big_message(name: str) -> str:
+    # 2**40 fp16 elements in and out (each + 512 bytes of alignment), no weights, on the 64 GiB Ascend910B
+    return (f"graph {name!r} needs 4398046512128 bytes (4096.0 GiB) of device memory for its static memory plan "
+            "(feature maps 4398046512128, weights 0); device Ascend910B has 68719476736 bytes (64.0 GiB)")
+
+
+def test_run_graph_of_a_model_larger_than_the_device_fails_and_loads_nothing():
+    assert ge.GEInitialize({"geprof.clock": "virtual", "geprof.device": "Ascend910B"}) == ge.SUCCESS
+    session = ge.Session()
+    session.add_graph(1, _relu_graph("huge", [2**20, 2**20]))
+    assert session.run_graph(1) == ge.FAILED
+    assert ge.GEGetErrorMsg() == f"[FAILED] BuildGraph 1: {_too_big_message('huge')}"
+    assert session.model(1) is None  # no half-loaded model
+    assert session.build_graph(1) == ge.FAILED
+    session.add_graph(2, _relu_graph("small", [4, 8]))
+    assert session.run_graph(2) == ge.SUCCESS
+    assert session.model(2).model_id == 1  # the failed loads left no model id taken
+
+
+def test_acl_load_of_a_model_larger_than_the_device_is_bad_alloc():
+    from geprof_nb.ge import acl
+
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    model, status = ge.aclgrphBuildModel(_relu_graph("huge", [2**20, 2**20]))
+    assert status == ge.SUCCESS
+    assert acl.aclmdlLoadFromMem(model) == (0, acl.ACL_ERROR_BAD_ALLOC) and acl.ACL_ERROR_BAD_ALLOC == 200000
+    assert ge.GEGetErrorMsg() == f"[ACL_ERROR_BAD_ALLOC] aclmdlLoadFromMem: {_too_big_message('huge')}"
+    assert acl.loaded_models() == {}
+    assert acl.aclopExecute("Relu", [((2**20, 2**20), "float16")]) == acl.ACL_ERROR_BAD_ALLOC
+    assert "graph 'Relu' needs 2199023256064 bytes" in ge.GEGetErrorMsg()  # single op: no input copy
+
+
+def test_a_dynamic_model_fails_only_for_inputs_too_big_for_the_device():
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    session = ge.Session()
+    g = ge.Graph("dyn")
+    g.output(g.op("Relu", g.data("a", [-1, 2**20], default_shape=[4, 2**20])))
+    session.add_graph(1, g)
+    assert session.run_graph(1) == ge.SUCCESS
+    big = np.lib.stride_tricks.as_strided(np.zeros(1, np.float16), (2**20, 2**20), (0, 0))
+    assert session.run_graph(1, [big]) == ge.FAILED
+    assert "RunGraph: graph 'dyn' needs 4398046512128 bytes (4096.0 GiB) of device memory" in ge.GEGetErrorMsg()
+    assert session.run_graph(1, [np.zeros((8, 2**20), np.float16)]) == ge.SUCCESS
+    assert len(session.model(1)._variants) == 2  # the build that did not fit is not kept
+
+
+def test_zoo_models_at_default_sizes_fit_the_smallest_device():
+    assert ge.GEInitialize({"geprof.clock": "virtual", "geprof.device": "Ascend910A"}) == ge.SUCCESS
+    session = ge.Session()
+    for i, build in enumerate([ge.models.mlp, ge.models.resnet50, ge.models.bert]):
+        assert session.add_graph(i, build()) == ge.SUCCESS
+        assert session.build_graph(i) == ge.SUCCESS, ge.GEGetErrorMsg()
