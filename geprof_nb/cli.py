@@ -15,6 +15,7 @@ import pandas as pd
 from . import ge
 from .analysis import ClusterProfile, Profile, load
 from .analysis.export import FORMATS, write_failure
+from .analysis.export.ascend_pt import rank_argument
 from .analysis.cluster_export import FORMATS as CLUSTER_FORMATS
 from .collect import (COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, OutputUnusable, collect, device_flag_type,
                       notes_not_kept)
@@ -280,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", type=Path, help="a run directory, an output directory (newest run) or real tool output")
     p.add_argument("--format", required=True, choices=FORMATS)
     p.add_argument("--to", type=Path, required=True, help="directory to write into (chrome: also a .json file)")
-    p.add_argument("--rank", type=_whole_number(0), default=None,
+    p.add_argument("--rank", type=rank_argument, default=None,
                    help="ascend_pt: the rank this run is exported as (default: 0; a cluster's ranks keep theirs)")
     p.set_defaults(func=export)
     return parser

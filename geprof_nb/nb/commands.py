@@ -18,6 +18,7 @@ from .. import compare as compare_profiles
 from ..analysis import ClusterProfile, Profile, RunDirError, load
 from ..analysis.cluster_export import FORMATS as CLUSTER_EXPORT_FORMATS
 from ..analysis.export import FORMATS as EXPORT_FORMATS, write_failure
+from ..analysis.export.ascend_pt import rank_argument
 from . import display as nb_display
 
 DEFAULT_NAME = "_geprof"
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=EXPORT_FORMATS, default=None,
                    help="default: msprof (a ClusterProfile: ascend_pt, one directory per rank)")
     p.add_argument("--to", default="geprof_export", metavar="DIR", help="directory to write into")
-    p.add_argument("--rank", type=int, default=None,
+    p.add_argument("--rank", type=rank_argument, default=None,
                    help="ascend_pt: the rank this run is exported as (default 0; a ClusterProfile's ranks keep theirs)")
     p = sub.add_parser("compare", help="how profile B differs from profile A (variables or paths)")
     p.add_argument("a")

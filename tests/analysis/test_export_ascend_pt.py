@@ -69,6 +69,14 @@ def test_layout_and_rank_files(exported):
     assert dirs[0] != dirs[1]
 
 
+@pytest.mark.parametrize("rank", [-1, 1.5, "x", True, None])
+def test_a_rank_that_is_not_a_whole_number_from_0_is_refused_naming_rank(exported, rank, tmp_path):
+    with pytest.raises(ValueError) as err:
+        exported[0].export(tmp_path / "x", "ascend_pt", rank=rank)
+    assert str(err.value) == f"rank {rank!r} is not valid; accepted: a whole number >= 0"
+    assert not (tmp_path / "x").exists()
+
+
 def test_kernel_details(exported):
     profile, (d, _) = exported
     header, rows = read_csv(output(d) / "kernel_details.csv")

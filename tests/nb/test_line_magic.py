@@ -74,6 +74,14 @@ def test_export_writes_the_format_and_says_where(profiled, tmp_path, capsys):
     assert len(info) == 1
 
 
+@pytest.mark.parametrize("rank, shown", [("-1", "-1"), ("1.5", "'1.5'"), ("x", "'x'")])
+def test_export_rank_that_is_not_a_whole_number_from_0_is_refused_naming_rank(profiled, rank, shown, tmp_path):
+    with pytest.raises(UsageError) as err:
+        profiled.run_line_magic("geprof", f"export first --format ascend_pt --rank {rank} --to {tmp_path / 'pt'}")
+    assert str(err.value).startswith(f"argument --rank: rank {shown} is not valid; accepted: a whole number >= 0\n")
+    assert not (tmp_path / "pt").exists()
+
+
 @pytest.mark.parametrize("fmt, under", [("msprof", ""), ("parquet", ""), ("chrome", "x.json")])
 def test_export_that_cannot_write_is_a_usage_error_naming_the_path(profiled, fmt, under, tmp_path):
     blocker = tmp_path / "a_file"

@@ -38,6 +38,7 @@ Choices where the references and the tool differ:
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -72,11 +73,33 @@ ACL_AIC_METRICS = {"PipeUtilization": "ACL_AICORE_PIPE_UTILIZATION",
                    "L2Cache": "ACL_AICORE_L2_CACHE", "MemoryAccess": "ACL_AICORE_MEMORY_ACCESS"}
 
 
+def check_rank(rank: object) -> int:
+    """``rank`` as the rank an ascend_pt export is written as: a whole number >= 0 (a bool is not
+    one); otherwise a ValueError naming ``rank``.  ``Profile.export``, the CLI's and ``%geprof``'s
+    ``--rank`` share it, so none writes ``profiler_info_-1.json`` or ``profiler_info_1.5.json``."""
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 0:
+        raise ValueError(f"rank {rank!r} is not valid; accepted: a whole number >= 0")
+    return int(rank)
+
+
+def rank_argument(value: str) -> int:
+    """The argparse ``type`` of ``--rank``: :func:`check_rank` of the number given."""
+    try:
+        number: object = int(value)
+    except ValueError:
+        number = value  # not a whole number: check_rank names it as given
+    try:
+        return check_rank(number)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = None,
                      world_size: int | None = None) -> Path:
     """Write the directory of one rank; returns it.  ``world_size``: the run is rank ``rank`` of a
     cluster of that size whose HCCL sub-tasks name global ranks (a simulated cluster's), kept as
     they are; without it the profiled device is relabelled ``rank`` (:class:`~.hccl.RankMap`)."""
+    rank = check_rank(rank)
     root = Path(path) / ascend_pt_dir_name(profile, worker, rank)
     out = root / OUTPUT_DIR
     out.mkdir(parents=True, exist_ok=True)
