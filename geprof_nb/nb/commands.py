@@ -7,6 +7,7 @@ Each command is a small argparse sub-parser; a bad command line is a
 from __future__ import annotations
 
 import argparse
+import keyword
 import shlex
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", default=DEFAULT_NAME, help="a Profile variable or a path to load")
     sub.add_parser("help", help="this help, and the %%%%geprof flags")
     return parser
+
+
+def check_bind_name(name: str) -> str:
+    """``-o NAME`` of ``%%geprof`` and ``%geprof load``: a name the notebook can then use (an
+    identifier that is not a keyword); a UsageError otherwise."""
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise UsageError(f"-o NAME must be a Python identifier, got {name!r}"
+                         + (" (a keyword)" if keyword.iskeyword(name) else ""))
+    return name
 
 
 def _load(path: str) -> Profile | ClusterProfile:
@@ -178,6 +188,8 @@ def run(shell: Any, line: str, cell_magic_help: str, config: Any = None) -> Any:
     if args.command == "show":
         nb_display.show_profile(_profile(shell, args.name, "show"))
     elif args.command == "load":
+        if args.bind is not None:
+            check_bind_name(args.bind)
         profile = _load(args.path)
         shell.user_ns[DEFAULT_NAME] = profile
         if args.bind:

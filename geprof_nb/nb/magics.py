@@ -149,8 +149,8 @@ class GeprofMagics(Magics):
         """
         __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
         args = parse_flags(self.geprof, line)
-        if args.name is not None and not args.name.isidentifier():
-            raise UsageError(f"-o NAME must be a Python identifier, got {args.name!r}")
+        if args.name is not None:
+            commands.check_bind_name(args.name)
         settings = cell_settings(args, self.cell_defaults)
         compiled = self._compile_cell(cell)  # a syntax error opens no run
         try:

@@ -50,6 +50,18 @@ def test_load_binds_the_profile(profiled):
     assert len(again.step_trace) == 2
 
 
+@pytest.mark.parametrize("name, problem", [("1bad", ""), ("a-b", ""), ("class", " (a keyword)")])
+def test_load_and_the_cell_refuse_the_same_bind_names(profiled, name, problem):
+    path = profiled.user_ns["first"].path
+    message = f"-o NAME must be a Python identifier, got {name!r}{problem}"
+    with pytest.raises(UsageError) as err:
+        profiled.run_line_magic("geprof", f"load {path} -o {name}")
+    assert str(err.value) == message and name not in profiled.user_ns
+    with pytest.raises(UsageError) as err:
+        profiled.run_cell_magic("geprof", f"--no-display -o {name}", "raise AssertionError('the cell must not run')")
+    assert str(err.value) == message and name not in profiled.user_ns
+
+
 def test_unknown_name_says_which_profiles_exist(profiled):
     with pytest.raises(UsageError, match=r"'nope' is not a geprof Profile; Profiles here: .*first"):
         profiled.run_line_magic("geprof", "show nope")
