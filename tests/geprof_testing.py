@@ -102,3 +102,42 @@ def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     return rows[0], rows[1:]
+
+
+def run_aged(output: Path, limit_bytes: int | None, steps: int = 12, chunk_records: int = 64):
+    """A small 2-rank MLP training run whose oldest chunks age out past ``limit_bytes`` (``None``: no
+    limit, the reference run), made small as tests/prof/test_storage_limit.py does: few records per
+    chunk, and the parsed limit replaced right after init.  Returns the loaded Profile."""
+    from geprof_nb.prof import msprof
+
+    opts = {"output": str(output), "storage_limit": "200MB", "training_trace": "on"}
+    assert ge.GEInitialize({"geprof.clock": "virtual", "ge.exec.profilingMode": "1",
+                            "ge.exec.profilingOptions": json.dumps(opts)}) == ge.SUCCESS
+    default_chunk = msprof.lib.chunk_records
+    msprof.lib.chunk_records, msprof.lib.storage_limit_bytes = chunk_records, limit_bytes
+    try:
+        sess = ge.Session()
+        assert sess.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,), training=True,
+                                               world_size=2)) == ge.SUCCESS
+        for _ in range(steps):
+            assert sess.run_graph(1) == ge.SUCCESS, ge.GEGetErrorMsg()
+    finally:
+        ge.GEFinalize()
+        msprof.lib.chunk_records = default_chunk
+    return geprof_nb.load(output)
+
+
+def run_two_graphs(output: Path):
+    """Graph 1 (MLP training, batch 32) and graph 2 (a small MLP inference) run alternately, 3 times each:
+    each of graph 2's iterations runs inside one of graph 1's step windows.  Returns the loaded Profile."""
+    with ge.simulation_settings(clock_mode="virtual"):
+        sess = ge.Session()
+        try:
+            assert sess.add_graph(1, ge.models.mlp(batch_size=32, training=True)) == ge.SUCCESS
+            with geprof_nb.profile(output=str(output)) as block:
+                assert sess.add_graph(2, ge.models.mlp(batch_size=8, training=False, hidden=(512,))) == ge.SUCCESS
+                for _ in range(3):
+                    assert sess.run_graph(1) == ge.SUCCESS and sess.run_graph(2) == ge.SUCCESS
+        finally:
+            ge.GEFinalize()
+    return block.profile

@@ -1,18 +1,25 @@
 """``step_breakdown``: where each step's time went, as torch_npu's
 ``step_trace_time.csv`` defines it.
 
-Per step (the window from the previous iteration's end to this one's, with
-the tasks of that iteration): Computing is the union of compute task spans, Communication the union of
-collective spans, Communication(Not Overlapped) the part of it no compute task
-covers, Overlapped the rest of it, and Free the time neither covers.  Bubble
-(``hcom_receive`` time, pipeline stages) is 0 here, so Stage is the step's
-length and "Not Overlapped and Exclude Receive" equals Not Overlapped.
+Per step (the window from the previous iteration's end to this one's): Computing is the union of
+compute task spans inside the window, Communication the union of collective spans,
+Communication(Not Overlapped) the part of it no compute task covers, Overlapped the rest of it, and
+Free the time neither covers.  Bubble (``hcom_receive`` time, pipeline stages) is 0 here, so Stage
+is the step's length and "Not Overlapped and Exclude Receive" equals Not Overlapped.
 Preparing is torch_npu's (``get_prepare_time``: first device task start minus
 the framework step start): from the ModelExecute call that ran the step (the
 bounds' ``framework_begin``, which the ascend_pt export writes as
 ``ProfilerStep#<n>``) to the step's first task.  Where the source has no
 framework start for a step (no ModelExecute record, imported msprof output)
 it counts from the step window's start instead.
+
+Which tasks a step holds is torch_npu's rule (``TraceStepTimeParser``): the device timeline cut by the
+steps' time ranges, so every task inside a window counts, whatever its model or Iteration ID.  The
+windows are the main model's iterations (:meth:`Source.step_bounds`); when several graphs run, another
+graph's kernels inside a step's window are busy time of that step, not Free.  A step in whose window no
+task ran has no row: its task records are gone (``storage_limit`` aged them out, the step trace
+remained), and torch_npu too writes a row only for a step that has device events.  Without step bounds
+each iteration is a window spanning its own tasks.
 """
 
 from __future__ import annotations
@@ -43,8 +50,11 @@ def _length(starts: np.ndarray, ends: np.ndarray) -> int:
 
 
 def bounds_from_step_trace(step_trace: pd.DataFrame) -> pd.DataFrame:
-    """(step, begin ns, end ns) per iteration from step_trace's float columns (imported data)."""
-    st = step_trace.dropna(subset=["Iteration End(us)"])
+    """(step, begin ns, end ns) per iteration of the main model (:func:`main_model`) from step_trace's
+    float columns (imported data)."""
+    model = main_model(step_trace)
+    st = step_trace if model is None else step_trace[step_trace["Model ID"] == model]
+    st = st.dropna(subset=["Iteration End(us)"])
     end = np.rint(st["Iteration End(us)"].to_numpy() * 1000).astype(np.int64)
     begin = end - np.rint(st["Iteration Time(us)"].fillna(0).to_numpy() * 1000).astype(np.int64)
     return pd.DataFrame({"step": st["Iteration ID"].to_numpy(np.int64), "begin": begin, "end": end})
@@ -62,6 +72,15 @@ def chained_steps(bounds: pd.DataFrame) -> np.ndarray:
     """The steps whose window runs from their predecessor's end (step_breakdown's Stage is a
     whole step period there: :func:`step_windows`)."""
     return bounds["step"].to_numpy(np.int64)[_follows(bounds)] if len(bounds) else np.zeros(0, np.int64)
+
+
+def main_model(step_trace: pd.DataFrame) -> int | None:
+    """The Model ID whose iterations are a step trace table's steps: the model with the most iterations,
+    the lowest id among equals (``None`` without rows)."""
+    if step_trace.empty or "Model ID" not in step_trace:
+        return None
+    counts = step_trace["Model ID"].value_counts()
+    return int(counts[counts == counts.max()].index.min())
 
 
 def step_windows(bounds: pd.DataFrame, rows: OpRows) -> pd.DataFrame:
@@ -91,7 +110,8 @@ def communication_rows(rows: OpRows) -> np.ndarray:
 
 def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0,
                    communication: np.ndarray | None = None) -> pd.DataFrame:
-    """One row per step with torch_npu's ``step_trace_time.csv`` columns (us).
+    """One row per step with torch_npu's ``step_trace_time.csv`` columns (us); a step in whose window
+    no task ran has none (module docstring).
 
     ``bounds``: (step, begin, end) in ns per iteration (:meth:`Source.step_bounds`), with the step's
     framework start in ``framework_begin`` where the source knows it (-1 or no column: not known).
@@ -110,14 +130,11 @@ def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0,
     if len(bounds) and "framework_begin" in bounds:
         framework = bounds["framework_begin"].to_numpy(np.int64)
         prepared_from = np.where(framework >= 0, framework, prepared_from)
-    order = np.argsort(rows.iteration, kind="stable")  # each step's rows: a slice, in their order
-    steps = rows.iteration[order]
-    first_row = np.searchsorted(steps, windows["step"].to_numpy(), "left")
-    last_row = np.searchsorted(steps, windows["step"].to_numpy(), "right")
+    tasks = _tasks_in_windows(windows, start, end) if len(bounds) else _tasks_of_iterations(windows, rows.iteration)
     out = []
-    for (step, w0, w1), a, b, prepared in zip(windows.itertuples(index=False), first_row.tolist(), last_row.tolist(),
-                                              prepared_from.tolist()):
-        inside = order[a:b]
+    for (step, w0, w1), inside, prepared in zip(windows.itertuples(index=False), tasks, prepared_from.tolist()):
+        if len(inside) == 0:
+            continue
         s, e = np.clip(start[inside], w0, w1), np.clip(end[inside], w0, w1)
         c = comm[inside]
         computing, communication = _length(*_union(s[~c], e[~c])), _length(*_union(s[c], e[c]))
@@ -125,8 +142,33 @@ def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0,
         overlapped = computing + communication - busy  # both unions are disjoint intervals
         not_overlapped = communication - overlapped
         e2e = w1 - w0
-        first = int(s.min()) if len(s) else w1
+        started = start[inside][start[inside] >= w0]  # torch_npu's first task: the first to start in the step
+        first = int(started.min()) if len(started) else w1
         out.append((device_id, step, computing, not_overlapped, overlapped, communication, e2e - busy, e2e, 0,
                     not_overlapped, first - prepared))
     ns = np.array(out, dtype=np.int64).reshape(-1, len(STEP_TRACE_TIME))
     return pd.DataFrame({c: ns[:, k] if k < 2 else ns[:, k] / 1000.0 for k, c in enumerate(STEP_TRACE_TIME)})
+
+
+def _tasks_in_windows(windows: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
+    """Per window, the rows of every task that ran inside it (or started in it), any model or iteration."""
+    by_start = np.argsort(start, kind="stable")
+    first_start = start[by_start]
+    longest = int((end - start).max())
+    w0, w1 = windows["start"].to_numpy(np.int64), windows["end"].to_numpy(np.int64)
+    lo = np.searchsorted(first_start, w0 - longest, "left")  # no task starting earlier reaches the window
+    hi = np.searchsorted(first_start, w1, "left")
+    out = []
+    for a, b, w in zip(lo.tolist(), hi.tolist(), w0.tolist()):
+        near = by_start[a:b]
+        out.append(near[(end[near] > w) | (start[near] >= w)])
+    return out
+
+
+def _tasks_of_iterations(windows: pd.DataFrame, iteration: np.ndarray) -> list[np.ndarray]:
+    """Per window (one per iteration, without step bounds), the rows of that iteration, in their order."""
+    order = np.argsort(iteration, kind="stable")
+    steps = iteration[order]
+    first_row = np.searchsorted(steps, windows["step"].to_numpy(), "left")
+    last_row = np.searchsorted(steps, windows["step"].to_numpy(), "right")
+    return [order[a:b] for a, b in zip(first_row.tolist(), last_row.tolist())]

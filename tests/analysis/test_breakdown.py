@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import build_tiny_graph, run_profiled_session
+from geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run_two_graphs
 
 from geprof_nb import ge
 from geprof_nb.analysis.breakdown import STEP_TRACE_TIME, step_breakdown
@@ -79,3 +79,75 @@ def test_task_trace_l0_splits_communication_as_l1_does(tmp_path):
     assert (a["Communication"] > 0).all()
     assert a["Communication"].sum() == pytest.approx(hccl["task_time(us)"].sum(), abs=1e-6)  # one per step
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_step_without_task_records_has_no_row():
+    """storage_limit can delete a step's task chunks but keep its step-trace chunk: such a step is not idle,
+    its data is gone, so it has no row (torch_npu writes a row only for a step that has device events)."""
+    r = rows([(3, 205_000, 10_000, False)])
+    b = step_breakdown(r, trace([100, 200, 300], 0))
+    assert b["Step"].tolist() == [3]
+    assert b.loc[0, "Stage"] == 100 and b.loc[0, "Computing"] == 10 and b.loc[0, "Free"] == 90
+
+
+def test_another_models_tasks_inside_a_step_window_are_busy():
+    """The windows are the main model's steps; every device task inside one counts, whatever its model
+    and Iteration ID (torch_npu splits the device timeline by step time): model 2's iteration 1 ran inside
+    model 1's step 2."""
+    r = rows([(1, 10_000, 50_000, False), (2, 110_000, 50_000, False),
+              (1, 170_000, 20_000, False), (1, 175_000, 10_000, True)])  # model 2, iteration 1, in step 2
+    b = step_breakdown(r, trace([100, 200], 0))
+    assert b["Computing"].tolist() == [50, 70] and b["Free"].tolist() == [50, 30]
+    assert b["Communication"].tolist() == [0, 10] and b.loc[1, "Communication(Not Overlapped)"] == 0
+    assert b["Preparing"].tolist() == [10, 10]
+
+
+def test_two_graphs_other_graphs_device_time_is_not_free(tmp_path):
+    p = run_two_graphs(tmp_path)
+    rows = p.source.op_rows()  # exact ns (op_summary's float us near 1.8e15 resolve 0.25 us)
+    start = rows.start_ns
+    end = start + np.rint(rows.frame["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
+    model = rows.frame["Model ID"].to_numpy()
+    bounds = p.source.step_bounds().set_index("step")
+    b = p.step_breakdown.set_index("Step")
+    assert b.index.tolist() == [1, 2, 3]  # graph 1's steps (the step bounds' model)
+    for step in (2, 3):  # chained windows: previous iteration end -> this one's
+        w0, w1 = bounds.loc[step - 1, "end"], bounds.loc[step, "end"]
+        inside = (start < w1) & (end > w0)
+        assert set(model[inside]) == {1, 2}  # graph 2's kernels ran inside graph 1's step
+        busy = _union_length(np.clip(start[inside], w0, w1), np.clip(end[inside], w0, w1)) / 1000
+        assert b.loc[step, "Computing"] == pytest.approx(busy, abs=1e-6)
+        assert b.loc[step, "Free"] == pytest.approx((w1 - w0) / 1000 - busy, abs=1e-6)
+        assert b.loc[step, "Free"] < b.loc[step, "Stage"] - b.loc[1, "Computing"] - 10  # graph 2's time is busy
+
+
+def _union_length(starts, ends) -> float:
+    """Length of the union of the spans, by a plain sweep."""
+    total, reach = 0, np.iinfo(np.int64).min
+    for s, e in sorted(zip(starts.tolist(), ends.tolist())):
+        total += max(0, e - max(s, reach))
+        reach = max(reach, e)
+    return total
+
+
+def test_aged_out_steps_have_no_row_and_the_kept_ones_match_the_full_run(tmp_path):
+    """storage_limit aged out the first steps' task chunks; their step-trace rows remain.  Only the kept
+    steps have a row, each as the same run without a limit has it (the virtual clock makes both the same)."""
+    full = run_aged(tmp_path / "full", None)
+    aged = run_aged(tmp_path / "aged", 20_000)
+    kept = aged.iterations
+    assert 0 < len(kept) < len(aged.step_trace) == 12  # the premise: step trace kept, early tasks gone
+    b = aged.step_breakdown
+    assert b["Step"].tolist() == kept.tolist()
+    cols = ["Computing", "Communication(Not Overlapped)", "Communication", "Free", "Stage"]
+    ref = full.step_breakdown.set_index("Step").loc[kept, cols]
+    pd.testing.assert_frame_equal(b.set_index("Step")[cols], ref)
+
+
+def test_no_task_records_left_has_no_steps_and_the_note_says_so(tmp_path):
+    aged = run_aged(tmp_path, 18_000)
+    assert aged.op_summary.empty and len(aged.step_trace) == 12  # the premise: every hwts chunk aged out
+    assert aged.step_breakdown.empty
+    note = next(n for n in aged.notes if n.startswith("storage_limit"))
+    assert note.endswith("no task records remain (every hwts chunk aged out)"), note
+    assert "early iterations are missing" not in note
