@@ -68,6 +68,7 @@ class ProfilingOptionsError(ValueError):
 
     def __init__(self, field: str, message: str, accepted: str = "") -> None:
         self.field = field
+        self.message = message
         self.accepted = accepted
         text = f"profiling option {field!r}: {message}"
         if accepted:
@@ -199,6 +200,11 @@ class ProfilingOptions:
         values: dict[str, str] = {}
         for key, value in data.items():
             if key == "result_path":  # legacy spelling of output
+                if "output" in data and data["output"] != value:
+                    raise ProfilingOptionsError(
+                        "result_path", f"{value!r} conflicts with output {data['output']!r}",
+                        "one of them, or both with the same value",
+                    )
                 key = "output"
             if key == "task_time":
                 if "task_trace" in data and data["task_trace"] != value:
@@ -231,10 +237,12 @@ class ProfilingOptions:
         if mode == "1":
             opts = cls.parse(ge_options.get(OPTION_PROFILING_OPTIONS, ""))
             points = {}
-            if ge_options.get(OPTION_FP_POINT):
-                points["fp_point"] = ge_options[OPTION_FP_POINT]
-            if ge_options.get(OPTION_BP_POINT):
-                points["bp_point"] = ge_options[OPTION_BP_POINT]
+            for option, field in ((OPTION_FP_POINT, "fp_point"), (OPTION_BP_POINT, "bp_point")):
+                if ge_options.get(option) not in (None, ""):
+                    try:
+                        points[field] = validate_field(field, ge_options[option])
+                    except ProfilingOptionsError as exc:  # named as the user set it, not as the JSON field
+                        raise ProfilingOptionsError(option, exc.message, exc.accepted) from None
             return opts.replace(**points) if points else opts
         for mode_name, opts_name in zip(ENV_MODE_NAMES, ENV_OPTIONS_NAMES):
             if environ.get(mode_name) == "true":

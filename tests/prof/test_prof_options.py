@@ -49,6 +49,16 @@ def test_legacy_and_alias_fields():
     assert exc.value.field == "task_time"
 
 
+@pytest.mark.parametrize("text", ['{"result_path": "a", "output": "b"}', '{"output": "b", "result_path": "a"}'])
+def test_result_path_and_output_with_different_values_conflict_in_either_order(text):
+    with pytest.raises(ProfilingOptionsError) as exc:
+        ProfilingOptions.parse(text)
+    assert str(exc.value) == ("profiling option 'result_path': 'a' conflicts with output 'b'; accepted: one of "
+                              "them, or both with the same value")
+    assert exc.value.field == "result_path"
+    assert ProfilingOptions.parse('{"output": "a", "result_path": "a"}').output == "a"
+
+
 def _error(text):
     with pytest.raises(ProfilingOptionsError) as exc:
         ProfilingOptions.parse(text)
@@ -201,6 +211,15 @@ def test_fp_bp_point_ge_options_override_json():
         "ge.exec.profilingOptions": '{"fp_point": "a", "bp_point": "b", "training_trace": "on"}',
         "ge.exec.profilingFpPointOptions": "fp_op", "ge.exec.profilingBpPointOptions": "bp_op"}, environ={})
     assert (o.fp_point, o.bp_point, o.training_trace) == ("fp_op", "bp_op", "on")
+
+
+@pytest.mark.parametrize("key", ["ge.exec.profilingFpPointOptions", "ge.exec.profilingBpPointOptions"])
+def test_a_bad_fp_bp_point_ge_option_is_named_as_the_user_set_it(key):
+    with pytest.raises(ProfilingOptionsError) as exc:
+        ProfilingOptions.resolve({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": '{"output": "p"}',
+                                  key: 5}, environ={})
+    assert str(exc.value) == f"profiling option {key!r}: must be a string, got JSON int 5; accepted: an op name or ''"
+    assert exc.value.field == key
 
 
 def test_ge_initialize_reads_environment(monkeypatch, tmp_path):
