@@ -4,7 +4,8 @@ Every rule is a small function of a :class:`~.profile.Profile`'s tables (never r
 the runtime), so the advisor works on imported msprof / torch_npu output as well as on geprof
 runs.  A rule whose tables or columns are missing finds nothing.  Times are per step (the
 iterations op_summary covers); "time at stake" is what the suggested change could save at most,
-per step, and sets the priority as a share of the step.
+per step, and sets the priority as a share of the step.  A single-op (aclopExecute) run is one step,
+the whole run (:class:`_Run`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pandas as pd
 
-from .breakdown import chained_steps
+from .breakdown import step_periods
 from .communication import collective_op_types
 from .importers.csvfiles import ImportFormatError
 
@@ -95,6 +96,9 @@ TRANSDATA_TYPES = ("TransData", "TransDataRNN")
 #: Host profiler / node-level API work that a static (or bucketed) shape removes.
 SHAPE_HOST_EVENTS = ("InferShape", "Tiling")
 
+#: op_summary's Model ID of single-op (aclopExecute) tasks: no model, uint32 max.
+SINGLE_OP_MODEL_ID = 0xFFFFFFFF
+
 _START, _DUR = "Task Start Time(us)", "Task Duration(us)"
 
 
@@ -111,12 +115,18 @@ class Finding:
 
 @dataclass
 class _Run:
-    """What every rule needs: op_summary with iteration, start, end and the gap before each task."""
+    """What every rule needs: op_summary with iteration, start, end and the gap before each task.
+
+    A single-op run (every task an aclopExecute: :data:`SINGLE_OP_MODEL_ID`) has no steps, each op is
+    its own "iteration": the whole run is its one step (``unit`` "run"), from the first task's start to
+    the last one's end, so the device idle between ops counts.
+    """
 
     profile: Profile
     ops: pd.DataFrame  # op_summary + _it, _start, _end, _gap (us), sorted by iteration and start
     steps: int
     step_us: float
+    unit: str = "step"
 
     def share(self, us: float) -> float:
         return us / self.step_us if self.step_us > 0 else 0.0
@@ -135,33 +145,40 @@ def _pct(v: float) -> str:
     return f"{v:.0%}"
 
 
-def _ops_with_times(profile: Profile) -> pd.DataFrame:
-    """op_summary with each row's iteration, start, end, the device idle time before it (us) and
-    whether it is a collective (``_comm``: known at task_trace l0 too, where Task Type is N/A)."""
+def _single_op_run(ops: pd.DataFrame) -> bool:
+    """Whether every task is a single op (aclopExecute), none of a model."""
+    if ops.empty or "Model ID" not in ops:
+        return False
+    return bool((pd.to_numeric(ops["Model ID"], errors="coerce") == SINGLE_OP_MODEL_ID).all())
+
+
+def _ops_with_times(profile: Profile, whole_run: bool = False) -> pd.DataFrame:
+    """op_summary with each row's iteration (all 0 for ``whole_run``), start, end, the device idle time
+    before it (us) and whether it is a collective (``_comm``: known at task_trace l0 too, where Task Type
+    is N/A).  The idle time is the device's, whatever model ran before (another graph's kernels are not
+    idle); before the first task of each model's iteration it is 0 (that gap is between steps).  Start
+    and end are us since the first task, from the exact ns (op_summary's float us near 1.8e15 resolve
+    only 0.25 us, which would shave gaps)."""
     ops = profile.op_summary
-    start = ops[_START].astype(float)
-    f = ops.assign(_it=profile.iteration_of_ops.to_numpy(), _start=start, _end=start + ops[_DUR].astype(float),
+    start_ns = profile.source.op_rows().start_ns.astype(np.int64)
+    start = pd.Series((start_ns - start_ns.min()) / 1000.0 if len(start_ns) else np.zeros(0), index=ops.index)
+    its = np.zeros(len(ops), np.int64) if whole_run else profile.iteration_of_ops.to_numpy()
+    model = pd.to_numeric(ops["Model ID"], errors="coerce").to_numpy() if "Model ID" in ops else 0
+    f = ops.assign(_it=its, _model=model, _start=start, _end=start + ops[_DUR].astype(float),
                    _comm=profile.source.communication_rows())
-    f = f.sort_values(["_it", "_start"], kind="stable")
-    prev_end = f.groupby("_it")["_end"].cummax().groupby(f["_it"]).shift()
-    f["_gap"] = (f["_start"] - prev_end).clip(lower=0).fillna(0.0)
-    return f
+    f = f.sort_values("_start", kind="stable")
+    prev_end = f["_end"].cummax().shift()
+    first = ~f.duplicated(["_model", "_it"])
+    f["_gap"] = (f["_start"] - prev_end).clip(lower=0).where(~first, 0.0).fillna(0.0)
+    return f.drop(columns="_model").sort_values(["_it", "_start"], kind="stable")
 
 
 def _step_us(profile: Profile) -> float:
-    """Mean step length: step_breakdown's Stage, from one iteration end to the next.  A step with no
-    previous end (the first, or the first of a step schedule's window: :func:`.breakdown.chained_steps`)
-    spans only itself, so such steps count only when no step has a previous end."""
-    bd = profile.step_breakdown
-    stage = bd["Stage"].astype(float)
-    bounds = profile.source.step_bounds()
-    if len(bounds):
-        periods = stage[np.isin(pd.to_numeric(bd["Step"], errors="coerce"), chained_steps(bounds))].dropna()
-    else:
-        periods = stage.dropna().iloc[1:]
-    if periods.empty:
-        periods = stage.dropna()
-    return float(periods.mean()) if len(periods) else 0.0
+    """Mean step length: step_breakdown's Stage over whole step periods, from one iteration end to the
+    next (:func:`.breakdown.step_periods`: a first step spans only itself)."""
+    periods = step_periods(profile.step_breakdown, profile.source.step_bounds())
+    stage = periods["Stage"].astype(float).dropna() if "Stage" in periods else pd.Series(dtype=float)
+    return float(stage.mean()) if len(stage) else 0.0
 
 
 def pmu_metric(ops: pd.DataFrame, name: str) -> pd.Series | None:
@@ -373,13 +390,21 @@ def host_bound_gaps(run: _Run) -> Finding | None:
     if run.share(idle) < HOST_GAP_MIN_SHARE:
         return None
     dynamic = int((ops["OP State"].astype(str) == "dynamic").sum()) if "OP State" in ops else 0
-    evidence = (f"{_n(len(gaps) / run.steps)} gaps of at least {MIN_GAP_US:g} us per step between device tasks, "
+    per = run.unit
+    evidence = (f"{_n(len(gaps) / run.steps)} gaps of at least {MIN_GAP_US:g} us per {per} between device tasks, "
                 f"median {_us(float(gaps['_gap'].median()))}; {_n(dynamic / run.steps)} of "
-                f"{_n(len(ops) / run.steps)} op tasks per step are dynamic-shape")
+                f"{_n(len(ops) / run.steps)} op tasks per {per} are dynamic-shape")
+    if per == "run":
+        evidence = (f"single-op run: {len(ops)} op tasks (aclopExecute) from the first task's start to the last "
+                    f"one's end: {_us(run.step_us)}, busy {_us(float(ops[_DUR].sum()))}; " + evidence)
     host = _host_work_per_step(run)
     if host:
-        evidence += "; host work per step: " + ", ".join(f"{k} {_us(v)}" for k, v in host.items())
-    if dynamic:
+        evidence += f"; host work per {per}: " + ", ".join(f"{k} {_us(v)}" for k, v in host.items())
+    if per == "run":
+        suggestion = ("Each aclopExecute pays its host work (op model match or build, launch) while the device "
+                      "waits: build the ops into one graph (a GE Session graph, or aclgrphBuildModel + aclmdlExecute) "
+                      "so one launch runs them all, and give each op more work (larger tensors, fewer calls).")
+    elif dynamic:
         suggestion = ("Run static shapes: give the graph fixed input shapes, or a few shape gears (ge.inputShape "
                       "with ge.dynamicDims / dynamic batch sizes) so each runs as a sunk static model instead of "
                       "node by node with InferShape, Tiling and a launch per op; keep the RT2 executor (v2), "
@@ -389,8 +414,8 @@ def host_bound_gaps(run: _Run) -> Finding | None:
                       "and keep Python work out of the step loop.")
     return Finding(
         "Host-bound: device idle between tasks",
-        f"The device idles {_us(idle)} per step ({_pct(run.share(idle))} of the step) between consecutive tasks, "
-        "waiting for the host to launch them.",
+        f"The device idles {_us(idle)} per {run.unit} ({_pct(run.share(idle))} of the {run.unit}) between "
+        "consecutive tasks, waiting for the host to launch them.",
         evidence, suggestion, idle)
 
 
@@ -497,16 +522,17 @@ def many_tiny_kernels(run: _Run) -> Finding | None:
     if per_step < TINY_MIN_PER_STEP or run.share(at_stake) < TINY_MIN_SHARE:
         return None
     types = tiny["OP Type"].astype(str).value_counts() / run.steps if "OP Type" in tiny else pd.Series(dtype=float)
-    evidence = (f"{_n(per_step)} of {_n(len(ops) / run.steps)} kernels per step run under {TINY_KERNEL_US:g} us "
-                f"({_us(float(tiny[_DUR].sum()) / run.steps)} per step); no kernel takes less than {_us(floor)}, "
+    per = run.unit
+    evidence = (f"{_n(per_step)} of {_n(len(ops) / run.steps)} kernels per {per} run under {TINY_KERNEL_US:g} us "
+                f"({_us(float(tiny[_DUR].sum()) / run.steps)} per {per}); no kernel takes less than {_us(floor)}, "
                 "its fixed cost; most frequent: " + ", ".join(f"{t} x{_n(n)}" for t, n in types.head(5).items()))
     optimizer = [t for t in types.index if OPTIMIZER_TYPE.search(t)]
     hint = (f" Replace the per-variable {', '.join(optimizer)} kernels with a fused optimizer over flattened "
             "parameters." if optimizer else "")
     return Finding(
         "Many tiny kernels",
-        f"{_n(per_step)} kernels per step are shorter than {TINY_KERNEL_US:g} us; their fixed launch cost alone is "
-        f"about {_us(at_stake)} per step.",
+        f"{_n(per_step)} kernels per {per} are shorter than {TINY_KERNEL_US:g} us; their fixed launch cost alone "
+        f"is about {_us(at_stake)} per {per}.",
         evidence,
         "Fuse them: keep GE's fusion passes on (check ge.fusionSwitchFile), use fused ops (LayerNorm, Gelu, "
         "BNTraining*, fused attention) instead of chains of small ones, and give each kernel more work (a larger "
@@ -601,9 +627,13 @@ def _priority(share: float) -> str:
 
 def advise(profile: Profile) -> pd.DataFrame:
     """Findings ranked High, Medium, Low, then by time at stake per step (columns :data:`COLUMNS`)."""
-    ops = _ops_with_times(profile)
+    whole_run = _single_op_run(profile.op_summary)
+    ops = _ops_with_times(profile, whole_run)
     steps = max(1, int(ops["_it"].nunique())) if len(ops) else 1
-    run = _Run(profile, ops, steps, _step_us(profile))
+    if whole_run:
+        run = _Run(profile, ops, steps, float(ops["_end"].max() - ops["_start"].min()), "run")
+    else:
+        run = _Run(profile, ops, steps, _step_us(profile))
     return findings_table([f for f in (rule(run) for rule in RULES) if f is not None], run.share)
 
 

@@ -74,6 +74,23 @@ def chained_steps(bounds: pd.DataFrame) -> np.ndarray:
     return bounds["step"].to_numpy(np.int64)[_follows(bounds)] if len(bounds) else np.zeros(0, np.int64)
 
 
+def step_periods(breakdown: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:
+    """The step_breakdown rows whose window is a whole step period, from the previous iteration's end
+    (:func:`chained_steps`; without step bounds every row but the first), or every row when none is.
+
+    A step with no previous end (the first, or the first of a step schedule's window) spans only
+    itself, without the gap before it; averaging only whole periods makes the means of two runs of
+    different lengths agree (the advisor's step length and compare's step split both use this).
+    """
+    if breakdown.empty:
+        return breakdown
+    if len(bounds):
+        whole = np.isin(pd.to_numeric(breakdown["Step"], errors="coerce"), chained_steps(bounds))
+    else:
+        whole = np.arange(len(breakdown)) > 0
+    return breakdown[whole] if whole.any() else breakdown
+
+
 def main_model(step_trace: pd.DataFrame) -> int | None:
     """The Model ID whose iterations are a step trace table's steps: the model with the most iterations,
     the lowest id among equals (``None`` without rows)."""

@@ -1,7 +1,10 @@
 """``compare(a, b)``: how run ``b`` differs from run ``a``, from their tables only.
 
 Op counts and times are per step (op_summary time divided by the number of iterations with op
-data), so runs of different lengths compare; averages are per call.  Ops and op types that one
+data), so runs of different lengths compare; averages are per call.  Step times and the step split
+(Computing, Communication(Not Overlapped), Free) are of the steps step_breakdown counts: the main
+model's iterations when several graphs ran, and only whole step periods (not a first step, which
+spans only itself), as the advisor counts the step length.  Ops and op types that one
 run lacks are kept, with zeros on the missing side and ``In`` saying where they ran, so two runs of
 different graphs compare too.  Works on imported msprof / torch_npu data (no raw records).
 """
@@ -16,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .advisor import pmu_metric
+from .breakdown import step_periods
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -102,7 +106,7 @@ def _step_cells(step: pd.DataFrame) -> pd.DataFrame:
 
 
 def _steps(profile: Profile) -> int:
-    """Iterations with op data (at least 1, so per-step values of an empty run are 0)."""
+    """Iterations with op data, the divisor of per-step values (at least 1, so an empty run's are 0)."""
     return max(1, len(profile.iterations))
 
 
@@ -145,22 +149,39 @@ def _diff(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     return out.loc[order]
 
 
+def _iteration_times(profile: Profile) -> pd.Series:
+    """Iteration Time (us) of each of the run's steps: step_trace's Iteration Time (model start to
+    iteration end) of the model whose iterations step_breakdown counts, from the step bounds, so a
+    second graph's iterations are not averaged in."""
+    bounds = profile.source.step_bounds()
+    length = bounds["end"].to_numpy(np.int64) - bounds["begin"].to_numpy(np.int64)
+    return pd.Series(length[length > 0] / 1000.0)
+
+
 def _step_times(a: Profile, b: Profile) -> tuple[str, pd.Series, pd.Series]:
-    """Per-step times of both runs: step_trace's Iteration Time when both have it, else step_breakdown's
-    Stage (each iteration's window, from its tasks when there is no step trace), so like meets like."""
+    """Per-step times of both runs: the main model's Iteration Time when both have a step trace, else
+    step_breakdown's Stage over whole step periods (:func:`.breakdown.step_periods`; each iteration's
+    window from its tasks when there is no step trace), so like meets like."""
     it = "Iteration Time(us)"
     ta, tb = a.step_trace, b.step_trace
     if it in ta and it in tb and ta[it].notna().any() and tb[it].notna().any():
-        return it, ta[it].dropna(), tb[it].dropna()
-    return "Stage(us)", a.step_breakdown["Stage"].dropna(), b.step_breakdown["Stage"].dropna()
+        times_a, times_b = _iteration_times(a), _iteration_times(b)
+        if len(times_a) and len(times_b):
+            return it, times_a, times_b
+    return "Stage(us)", _periods(a)["Stage"].dropna(), _periods(b)["Stage"].dropna()
+
+
+def _periods(profile: Profile) -> pd.DataFrame:
+    """step_breakdown's whole step periods, as the advisor's step length counts them."""
+    return step_periods(profile.step_breakdown, profile.source.step_bounds())
 
 
 def _step(a: Profile, b: Profile) -> pd.DataFrame:
-    rows: dict[str, tuple[float, float]] = {"Steps": (_steps(a), _steps(b))}
+    rows: dict[str, tuple[float, float]] = {"Steps": (len(a.iterations), len(b.iterations))}
     name, ta, tb = _step_times(a, b)
     rows[f"{name} mean"] = (ta.mean(), tb.mean())
     rows[f"{name} median"] = (ta.median(), tb.median())
-    bd_a, bd_b = a.step_breakdown, b.step_breakdown
+    bd_a, bd_b = _periods(a), _periods(b)
     if len(bd_a) and len(bd_b):
         for col in ("Computing", "Communication(Not Overlapped)", "Free"):
             rows[f"{col}(us) mean"] = (bd_a[col].mean(), bd_b[col].mean())

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import build_tiny_graph, run_profiled_session
+from geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run_two_graphs
 
 import geprof_nb
 from geprof_nb import ge
@@ -325,3 +325,64 @@ def test_same_advice_from_an_msprof_export_read_back(resnet_run, tmp_path):
     imported = geprof_nb.load(resnet_run.profile.export(tmp_path / "msprof", format="msprof"))
     assert not isinstance(imported.source, type(resnet_run.profile.source))  # read from the CSV files
     pd.testing.assert_frame_equal(advise(imported), advise(resnet_run.profile))
+
+
+# ----------------------------------------------------------- what the steps average over
+def test_steps_whose_tasks_aged_out_are_not_averaged_in(tmp_path):
+    """storage_limit deleted the first steps' task chunks but not their step trace: the figures are the
+    kept steps' own, as the same run without a limit has them for those steps."""
+    full = run_aged(tmp_path / "full", None)
+    aged = run_aged(tmp_path / "aged", 20_000)
+    kept = aged.iterations
+    assert 0 < len(kept) < len(aged.step_trace)
+    ref = full.step_breakdown.set_index("Step").loc[kept]
+    f = finding(advise(aged), COMM)
+    assert f["Time at stake (us)"] == pytest.approx(ref["Communication(Not Overlapped)"].mean(), abs=1e-3)
+    assert f["Share of step (%)"] == pytest.approx(
+        100 * ref["Communication(Not Overlapped)"].mean() / ref["Stage"].mean(), abs=0.01)
+
+
+def test_another_graph_running_between_steps_is_not_host_idle(tmp_path):
+    """Graph 2 runs between graph 1's iterations: the gap before it is the host launching another graph,
+    not idle between one iteration's tasks (no gap inside either graph's iterations reaches 1 us)."""
+    p = run_two_graphs(tmp_path)
+    ops = p.op_summary.assign(_it=p.iteration_of_ops.to_numpy())
+    ops["_end"] = ops["Task Start Time(us)"] + ops["Task Duration(us)"]
+    ops = ops.sort_values(["Model ID", "_it", "Task Start Time(us)"])
+    by_iteration = [ops["Model ID"], ops["_it"]]
+    prev_end = ops.groupby(by_iteration)["_end"].cummax().groupby(by_iteration).shift()
+    assert ((ops["Task Start Time(us)"] - prev_end).dropna() < advisor.MIN_GAP_US).all()  # the premise
+    assert HOST not in rules(advise(p))
+
+
+def single_op_run(tmp_path: Path, calls: int = 50) -> Profile:
+    """``calls`` tiny aclopExecute Adds: each is its own iteration (no model, no step trace)."""
+    with ge.simulation_settings(clock_mode="virtual"):
+        try:
+            with geprof_nb.profile(output=str(tmp_path)) as block:
+                for _ in range(calls):
+                    assert ge.acl.aclopExecute("Add", [((256, 256), "float16"), ((256, 256), "float16")]) == 0
+                assert ge.acl.aclrtSynchronizeStream() == 0
+        finally:
+            ge.GEFinalize()
+    return block.profile
+
+
+def test_single_op_run_idle_between_ops_is_host_bound(tmp_path):
+    p = single_op_run(tmp_path)
+    ops = p.op_summary
+    assert set(ops["Model ID"]) == {0xFFFFFFFF} and len(p.iterations) == 50  # the premise: one iteration per op
+    start = ops["Task Start Time(us)"].to_numpy()
+    span = float((start + ops["Task Duration(us)"].to_numpy()).max() - start.min())
+    idle = span - float(ops["Task Duration(us)"].sum())
+    assert idle / span > 0.85
+    found = advise(p)
+    host = finding(found, HOST)
+    assert host["Priority"] == "High"
+    assert host["Time at stake (us)"] == pytest.approx(idle, abs=1.0)  # the run is one step: its span
+    assert host["Share of step (%)"] == pytest.approx(100 * idle / span, abs=0.2)
+    assert host["Time at stake (us)"] == pytest.approx(ops["Task Wait Time(us)"].sum(), abs=1.0)
+    assert "single-op run: 50 op tasks" in host["Evidence"] and "49 gaps" in host["Evidence"]
+    tiny = finding(found, TINY)
+    assert tiny["Finding"].startswith("50 kernels per run are shorter than 5 us")
+    assert tiny["Time at stake (us)"] == pytest.approx(50 * ops["Task Duration(us)"].min(), abs=1e-3)

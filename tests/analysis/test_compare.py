@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import run_profiled_session
+from geprof_testing import run_profiled_session, run_two_graphs
 
 import geprof_nb
 from geprof_nb import ge
@@ -58,7 +58,8 @@ def test_step_diffs_are_the_differences_of_the_step_tables(batches):
     assert c.step.loc[f"{it} mean", "A"] == pytest.approx(a.step_trace[it].mean())
     assert c.step.loc[f"{it} mean", "Diff"] == pytest.approx(b.step_trace[it].mean() - a.step_trace[it].mean())
     assert c.step.loc[f"{it} median", "Diff"] == pytest.approx(b.step_trace[it].median() - a.step_trace[it].median())
-    diff = b.step_breakdown["Computing"].mean() - a.step_breakdown["Computing"].mean()
+    # the step split's means are over whole step periods: the first step spans only itself
+    diff = b.step_breakdown["Computing"].iloc[1:].mean() - a.step_breakdown["Computing"].iloc[1:].mean()
     assert c.step.loc["Computing(us) mean", "Diff"] == pytest.approx(diff)
     assert c.step.loc[f"{it} mean", "Diff(%)"] == pytest.approx(
         c.step.loc[f"{it} mean", "Diff"] / c.step.loc[f"{it} mean", "A"] * 100)
@@ -231,5 +232,32 @@ def test_empty_profiles():
                                                      "Task Duration(us)", "Task Type"]), empty, empty, empty)
 
     c = compare(Profile(Empty()), Profile(Empty()))
+    assert c.step.loc["Steps", "A"] == c.step.loc["Steps", "B"] == 0  # no iterations: none counted
     assert c.ops.empty and c.op_types.empty and c.pmu.empty and c.regressions.empty
     assert "geprof comparison" in c.summary() and c._repr_html_()
+
+
+def test_same_run_of_different_lengths_has_the_same_step_split(tmp_path):
+    """The first step's window spans only itself (no previous iteration end): like the advisor's step
+    length, the step split's means count only steps that run from the previous iteration's end."""
+    a = run_profiled_session(tmp_path / "a", mlp(8), 3).profile
+    b = run_profiled_session(tmp_path / "b", mlp(8), 6).profile
+    first_free = a.step_breakdown["Free"].iloc[0]
+    assert first_free < a.step_breakdown["Free"].iloc[1:].mean() - 5  # the premise: the first step differs
+    c = compare(a, b)
+    for metric in ("Free(us) mean", "Computing(us) mean", "Communication(Not Overlapped)(us) mean"):
+        assert abs(c.step.loc[metric, "Diff"]) < 0.1, metric
+    assert c.step.loc["Free(us) mean", "A"] == pytest.approx(a.step_breakdown["Free"].iloc[1:].mean())
+    assert c.step.loc["Steps", "A"] == 3 and c.step.loc["Steps", "B"] == 6
+
+
+def test_two_graphs_compare_the_main_graphs_iterations(tmp_path):
+    """Graph 1 (the step trace's main model: most iterations, then lowest id) is the run's step; graph 2's
+    shorter iterations are not averaged into the iteration time."""
+    p = run_two_graphs(tmp_path)
+    st = p.step_trace
+    assert set(st["Model ID"]) == {1, 2}
+    main = st[st["Model ID"] == 1]["Iteration Time(us)"]
+    c = compare(p, p)
+    assert c.step.loc["Iteration Time(us) mean", "A"] == pytest.approx(main.mean())
+    assert c.step.loc["Iteration Time(us) median", "A"] == pytest.approx(main.median())
