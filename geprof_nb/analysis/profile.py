@@ -10,7 +10,7 @@ import pandas as pd
 
 from . import breakdown, memory, tables
 from .rundir import RunDir, is_run_dir, newest_run
-from .source import OP_STATISTIC_L0_NOTE, RunDirSource, Source
+from .source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
 
 
 class Profile:
@@ -84,6 +84,19 @@ class Profile:
     def op_summary(self) -> pd.DataFrame:
         """One row per executed op task, sorted by start time (msprof ``op_summary``)."""
         return self._op_rows.frame
+
+    def times_ns(self, table: str) -> pd.DataFrame:
+        """The exact integer ns of ``table``'s timestamp columns (same rows, same column names).
+
+        The tables give times as msprof does, in float us; at today's epoch (~1.8e15 us) a float
+        cannot tell apart times closer than 0.25 us, so two tasks that touch can look 0.25 us apart
+        or overlapping.  These are the recorded ns (``<NA>`` where the table has NaN); imported data
+        has what its files printed.
+        """
+        if table not in TIMESTAMP_COLUMNS:
+            raise ValueError(f"table {table!r} has no timestamp columns; tables with them: "
+                             f"{', '.join(TIMESTAMP_COLUMNS)}")
+        return self.source.times_ns(table, getattr(self, table))
 
     @cached_property
     def op_statistic(self) -> pd.DataFrame:

@@ -326,3 +326,23 @@ def test_device_timeline_is_consistent(run):
     its = rows.iteration
     for it in range(2, run.steps + 1):
         assert start[its == it].min() > end[its == it - 1].max()
+
+
+def test_times_ns_gives_the_recorded_ns_the_float_us_column_cannot(resnet_run):
+    """At an epoch of ~1.8e15 us a float step is 0.25 us: Profile.times_ns gives each row's exact ns."""
+    p = resnet_run.profile
+    exact = p.times_ns("op_summary")
+    assert list(exact.columns) == ["Task Start Time(us)"] and len(exact) == len(p.op_summary)
+    ns = exact["Task Start Time(us)"].to_numpy(np.int64)
+    assert np.array_equal(ns, p.source.op_rows().start_ns)
+    floats = p.op_summary["Task Start Time(us)"].to_numpy()
+    assert np.array_equal(floats, ns / 1000.0)  # the table's float is the nearest one to each ns
+    assert np.array_equal(floats % 0.25, np.zeros(len(floats)))  # floats this large step by 0.25 us,
+    assert (ns % 250 != 0).any()  # the recorded ns do not
+    steps = p.times_ns("step_trace")
+    assert list(steps.columns) == [c for c in p.step_trace.columns if c in steps.columns]
+    assert np.array_equal(steps["Iteration End(us)"].to_numpy(np.int64) / 1000.0,
+                          p.step_trace["Iteration End(us)"].to_numpy())
+    with pytest.raises(ValueError, match="table 'op_statistic' has no timestamp columns; tables with them: "
+                                         "op_summary, step_trace, "):
+        p.times_ns("op_statistic")
