@@ -5,7 +5,11 @@ static model on all ranks at once.  The ranks share the process's clock and
 the model's task list; each has its own device timeline:
 
 * compute tasks of a rank take their own (jittered) time, times the rank's
-  slow-card factor;
+  slow-card factor (>= 1).  A slow card's AI Cores stall: each block does the
+  same pipe work (the PMU pipe counters are the nominal ones) in ``factor`` x
+  the cycles, so ``aicore_time`` stays the task duration less its head/tail
+  and the pipe ratios fall by the factor, as on a card losing cycles to
+  throttled or error-retrying memory;
 * a collective starts on each rank when that rank gets to it, and ends on every
   rank at the same moment: the slowest rank's arrival plus the transfer time of
   the algorithm (:mod:`.hccl`: a ring inside a server, hierarchical across
@@ -103,7 +107,7 @@ def _number(value: Any, field: str, low: float, high: float, what: str) -> float
 class Faults:
     """Injected faults of a simulated cluster (all optional)."""
 
-    #: rank -> compute time factor (1.3: its kernels take 30% longer).
+    #: rank -> compute time factor >= 1 (1.3: its kernels take 30% longer, their blocks stalling 30% more cycles).
     slow_ranks: tuple[tuple[int, float], ...] = ()
     #: (src rank, dst rank, bandwidth factor in (0, 1]): a degraded link.
     slow_links: tuple[tuple[int, int, float], ...] = ()
@@ -144,7 +148,7 @@ class Faults:
             return m
 
         slow = tuple(sorted((_rank(r, f"{OPTION_FAULTS}.slow_ranks", world_size),
-                             _number(f, f"{OPTION_FAULTS}.slow_ranks[{r}]", 0.1, 100.0, "a factor in [0.1, 100]"))
+                             _number(f, f"{OPTION_FAULTS}.slow_ranks[{r}]", 1.0, 100.0, "a factor in [1, 100]"))
                             for r, f in mapping("slow_ranks").items()))
         jitter = tuple(sorted((_rank(r, f"{OPTION_FAULTS}.host_jitter_us", world_size),
                                _number(us, f"{OPTION_FAULTS}.host_jitter_us[{r}]", 0.0, 1e7, "microseconds >= 0"))
@@ -242,9 +246,9 @@ class RankSchedule:
         if m:
             noise = np.exp(rng.standard_normal((ranks, m)) * t.sigma[self.jittered])
             factor[:, self.jittered] = np.clip(noise, *JITTER_CLIP)
-        factor[:, self.compute] *= self.slow[:, None]
+        factor[:, self.compute] *= self.slow[:, None]  # a slow card's blocks stall: more cycles, same pipe work
         dur = t.base_ns + np.rint(t.var_ns * factor).astype(np.int64)
-        cycles = np.rint(t.block_cycles * np.minimum(factor, JITTER_CLIP[1])).astype(np.int64)
+        cycles = np.rint(t.block_cycles * factor).astype(np.int64)
         start = np.empty((ranks, n), np.int64)
         free: dict[int, np.ndarray] = {}
         event_time: dict[int, np.ndarray] = {}

@@ -14,6 +14,7 @@ from geprof_nb import ge
 from geprof_nb.analysis.cluster import ClusterProfile
 from geprof_nb.ge import hccl
 from geprof_nb.ge.cluster import ClusterOptionError, Faults
+from geprof_nb.ge.device import PRESETS
 from geprof_nb.prof.rawdata import MemcpyDirection, RtTaskType
 
 STEPS = 3
@@ -125,6 +126,25 @@ def test_every_rank_records_rank_0s_pmu_description_and_values(tmp_path):
     assert cube_time[1] == pytest.approx(cube_time[0], rel=0.05)
 
 
+def test_a_slow_ranks_pmu_agrees_with_its_task_times(tmp_path):
+    # the factor stretched the durations but cycles were capped at the jitter clip (1.5x): a 3x rank's
+    # MatMul ran 14-15 us with aicore_time 6.8 us; a factor < 1 shrank the cycles below the pipes' (ratio 1.69)
+    c = run_cluster(tmp_path, 4, faults={"slow_ranks": {"1": 3.0}}, aic_metrics="PipeUtilization")
+    overhead_us = PRESETS["Ascend910B"].task_overhead_ns / 1000
+    for r in (0, 1):
+        s = c.rank(r).op_summary
+        ratios = s[[col for col in s.columns if col.endswith("_ratio")]].astype(float)
+        assert ratios.notna().any().all() and (ratios.fillna(0) <= 1).all().all(), r
+        for task_type, time_col in (("AI_CORE", "aicore_time(us)"), ("AI_VECTOR_CORE", "aiv_time(us)")):
+            k = s[s["Task Type"] == task_type]
+            assert len(k), (r, task_type)
+            busy = k["Task Duration(us)"].astype(float) - overhead_us  # a kernel's head/tail is not core time
+            assert np.allclose(k[time_col].astype(float), busy, atol=0.01), (r, task_type)
+    cube = {r: c.rank(r).op_summary.query("`Task Type` == 'AI_CORE'")["aic_mac_ratio"].astype(float).mean()
+            for r in (0, 1)}
+    assert cube[1] == pytest.approx(cube[0] / 3, rel=0.05)  # the same pipe work in 3x the cycles: stalls
+
+
 def test_one_rank_option_is_a_plain_single_device_run(tmp_path):
     opts = {"output": str(tmp_path), "task_trace": "on"}
     ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts)})
@@ -193,6 +213,7 @@ def test_host_jitter_and_loader_stalls_delay_their_ranks(tmp_path):
     ('{"slow_cards": {}}', "unknown field 'slow_cards'; accepted: slow_ranks, slow_links"),
     ('{"slow_ranks": {"9": 1.3}}', "rank 9 is out of range; accepted: 0 .. 3"),
     ('{"slow_ranks": {"1": "fast"}}', "'fast' is not a number"),
+    ('{"slow_ranks": {"1": 0.5}}', "slow_ranks[1]: 0.5 is out of range; accepted: a factor in [1, 100]"),
     ('{"slow_links": {"0-1": 2}}', "accepted: a bandwidth factor in (0, 1]"),
     ('{"slow_links": {"0_1": 0.5}}', "expected 'src-dst' ranks"),
     ('{"loader_stall": 5}', "loader_stall: expected an object"),
