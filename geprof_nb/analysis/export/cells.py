@@ -232,11 +232,18 @@ def _same_as_recent(recent: list[tuple[str, object, Coded]], how: str, values) -
     return None
 
 
-def _csv_field(cell: str) -> str:
-    """One cell as ``csv.writer`` writes it in a row of several (quoted when it needs it)."""
+def _csv_fields(cells: Sequence[str]) -> list[str]:
+    """Each cell as ``csv.writer`` writes it in a row of several (quoted when it needs it), by one writer
+    (a shape column has a risky cell per distinct shape: a writer each cost more than the writing)."""
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow([cell, ""])
-    return buf.getvalue()[:-2]  # without the empty second cell's comma and the line end
+    writer = csv.writer(buf, lineterminator="\n")
+    out = []
+    for cell in cells:
+        buf.seek(0)
+        buf.truncate()
+        writer.writerow([cell, ""])
+        out.append(buf.getvalue()[:-2])  # without the empty second cell's comma and the line end
+    return out
 
 
 def _csv_column(cells: Coded, alone: bool) -> Coded:
@@ -251,8 +258,9 @@ def _csv_column(cells: Coded, alone: bool) -> Coded:
     if not pc.any(risky).as_py():
         return cells
     fields = cells.texts.to_pylist()
-    for i in np.flatnonzero(risky.to_numpy(zero_copy_only=False)).tolist():
-        fields[i] = '""' if alone and not fields[i] else _csv_field(fields[i])
+    quote = np.flatnonzero(risky.to_numpy(zero_copy_only=False)).tolist()
+    for i, field in zip(quote, _csv_fields([fields[i] for i in quote])):
+        fields[i] = '""' if alone and not fields[i] else field
     return Coded(cells.codes, texts(fields))
 
 

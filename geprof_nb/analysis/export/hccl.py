@@ -61,21 +61,28 @@ class RankMap:
         return self.rank - self.rank % self.size + (np.asarray(ranks) - self.recorded + self.rank) % self.size
 
 
-def _transport(tasks: pd.DataFrame) -> np.ndarray:
-    """Each sub-task's transport as msprof names it: RDMA, LOCAL, else its link (HCCS, PCIE, SIO)."""
-    transport, link = tasks["Transport Type"], tasks["Link Type"]
-    return np.where((transport == "RDMA") | (link == "ROCE"), "RDMA",
-                    np.where(transport == "LOCAL", "LOCAL", link.astype(str)))
+def _text(tasks: pd.DataFrame, column: str) -> np.ndarray:
+    """A text column of hccl_tasks as an object array (Link Type as text): the selections here are
+    a few comparisons on a few hundred sub-tasks a step, where each pandas string operation costs
+    more than the rows."""
+    values = tasks[column].astype(str) if column == "Link Type" else tasks[column]
+    return values.to_numpy(object)
+
+
+def _transport(transport: np.ndarray, link: np.ndarray) -> np.ndarray:
+    """Each sub-task's transport as msprof names it: RDMA, LOCAL, else its link (HCCS, PCIE, SIO)
+    (``transport``, ``link``: :func:`_text` of Transport Type and Link Type)."""
+    return np.where((transport == "RDMA") | (link == "ROCE"), "RDMA", np.where(transport == "LOCAL", "LOCAL", link))
 
 
 def _transit(tasks: pd.DataFrame) -> pd.DataFrame:
     """The transit sub-tasks with their bandwidth type, size (MB) and time (ms)."""
-    name, transport, link = tasks["Task Name"], tasks["Transport Type"], tasks["Link Type"]
-    sel = ((name.isin(["Memcpy", "Reduce_Inline"]) & (transport == "SDMA") & (link != "ON_CHIP"))
-           | ((name == "RDMASend") & (transport == "RDMA")))
-    t = tasks[sel]
-    return pd.DataFrame({"op": t["Op Name"].to_numpy(object), "type": _transport(t),
-                         "mb": t["Size(Byte)"].to_numpy(float) / 1e6, "ms": t["Duration(us)"].to_numpy(float) / 1e3})
+    name, transport, link = (_text(tasks, c) for c in ("Task Name", "Transport Type", "Link Type"))
+    sel = np.flatnonzero((np.isin(name, ["Memcpy", "Reduce_Inline"]) & (transport == "SDMA") & (link != "ON_CHIP"))
+                         | ((name == "RDMASend") & (transport == "RDMA")))
+    return pd.DataFrame({"op": _text(tasks, "Op Name")[sel], "type": _transport(transport[sel], link[sel]),
+                         "mb": tasks["Size(Byte)"].to_numpy(float)[sel] / 1e6,
+                         "ms": tasks["Duration(us)"].to_numpy(float)[sel] / 1e3})
 
 
 def _bandwidth_entry(mb: np.ndarray, ms: np.ndarray, sizes: list[str], threshold: float) -> dict:
@@ -212,11 +219,11 @@ def communication_matrix_json(ops: pd.DataFrame, tasks: pd.DataFrame, ranks: Ran
     Each op's links are the groups of its sized sub-tasks by (src, dst, type), summed in their
     order (as ``groupby`` does), found as slices of one stable sort instead of a groupby per op.
     """
-    sized = tasks[tasks["Size(Byte)"] > 0]
-    src, dst = ranks(sized["Src Rank"].to_numpy()), ranks(sized["Dst Rank"].to_numpy())
-    types = np.asarray(_transport(sized))
-    mb, ms = sized["Size(Byte)"].to_numpy(float) / 1e6, sized["Duration(us)"].to_numpy(float) / 1e3
-    by_op = _Groups(sized["Op Name"].to_numpy(object))
+    sized = np.flatnonzero(tasks["Size(Byte)"].to_numpy() > 0)
+    src, dst = ranks(tasks["Src Rank"].to_numpy()[sized]), ranks(tasks["Dst Rank"].to_numpy()[sized])
+    types = _transport(_text(tasks, "Transport Type")[sized], _text(tasks, "Link Type")[sized])
+    mb, ms = tasks["Size(Byte)"].to_numpy(float)[sized] / 1e6, tasks["Duration(us)"].to_numpy(float)[sized] / 1e3
+    by_op = _Groups(_text(tasks, "Op Name")[sized])
     local = f"{ranks.rank}-{ranks.rank}"
     names, op_types = ops["Op Name"].astype(str).tolist(), ops["OP Type"].astype(str).tolist()
     steps = ops["Iteration ID"].to_numpy()
