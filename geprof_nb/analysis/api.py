@@ -40,12 +40,14 @@ def api_name(run: RunDir, level: int, type_id: int) -> str:
     return names.get(str(type_id), f"type_0x{type_id:x}")
 
 
-def api_statistic(run: RunDir) -> pd.DataFrame:
-    """Per level and API: total, count, avg/min/max (us) and population variance, largest total first."""
-    calls = api_calls(run)
+def api_statistic(run: RunDir, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per level and API: total, count, avg/min/max (us) and population variance, largest total first.
+    ``calls``: :func:`api_calls` of the run, when the caller has it already (it is not changed)."""
+    if calls is None:
+        calls = api_calls(run)
     if calls.empty:
         return pd.DataFrame(columns=API_STATISTIC)
-    calls["dur"] = (calls["end"] - calls["begin"]) / 1000.0
+    calls = calls.assign(dur=(calls["end"] - calls["begin"]) / 1000.0)
     g = calls.groupby(["level", "type"])["dur"]
     stats = g.agg(["sum", "count", "mean", "min", "max"]).reset_index()
     stats["var"] = g.var(ddof=0).to_numpy()

@@ -382,7 +382,7 @@ class RunDirSource(Source):
         count (the one with most step_trace records, as :func:`.tables.step_bounds` picks it)."""
         run = self.run
         tr = run.load("step_trace", self.device_id)
-        calls = api.api_calls(run)
+        calls = self._host_calls
         none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
         if len(tr) == 0 or calls.empty:
             return none
@@ -406,8 +406,14 @@ class RunDirSource(Source):
     def task_time(self) -> pd.DataFrame:
         return tables.task_time(self.run, self.device_id)
 
+    @cached_property
+    def _host_calls(self) -> pd.DataFrame:
+        """:func:`.api.api_calls` of the run, read and paired once: api_statistic, api_calls and the
+        step bounds all start from it (not changed by any of them)."""
+        return api.api_calls(self.run)
+
     def api_statistic(self) -> pd.DataFrame:
-        return api.api_statistic(self.run)
+        return api.api_statistic(self.run, self._host_calls)
 
     def host_events(self) -> pd.DataFrame:
         return host.host_events(self.run)
@@ -504,7 +510,7 @@ class RunDirSource(Source):
         ModelExecute record (item id = model id) ran the k-th profiled iteration of its model.
         """
         run = self.run
-        calls = api.api_calls(run)
+        calls = self._host_calls
         if calls.empty:
             return empty(API_CALLS)
         calls = calls.sort_values("begin", kind="stable").reset_index(drop=True)
@@ -558,7 +564,9 @@ class RunDirSource(Source):
         kernel = scatter(n_conn, track["connection_id"], track["kernel_name"], 0, np.uint64)
         rt = scatter(n_conn, track["connection_id"], track["task_type"], -1, np.int64)
         ge_type = scatter(n_conn, basic["connection_id"], basic["task_type"], -1, np.int64)
-        rt_name = np.array([rawdata.RtTaskType(int(t)).name if t >= 0 else "UNKNOWN" for t in rt], dtype=object)
+        rt_types, rt_of = np.unique(rt, return_inverse=True)  # each runtime task type named once
+        rt_name = np.array([rawdata.RtTaskType(int(t)).name if t >= 0 else "UNKNOWN" for t in rt_types.tolist()],
+                           dtype=object)[rt_of.ravel()]
         name = np.array([run.hashes.get(int(h), f"<unknown 0x{int(h):016x}>") if h else r
                          for h, r in zip(kernel, rt_name)], dtype=object)
         task_type = np.array([rawdata.GE_TASK_TYPE_NAMES.get(int(g), r) if g >= 0 else r
