@@ -15,7 +15,9 @@ inside the server (HCCS), an AllReduce of each rank's 1/8 share on the ring of
 the ranks with the same local index on every server (RoCE), then an all-gather
 inside the server.  Other collectives keep the flat ring, whose steps then take
 the slower (RoCE) link.  A *slow link* (``Links.slow_links``) slows every step
-of each ring it is on: a ring moves at the pace of its slowest link.
+of each ring it is on: a ring moves at the pace of its slowest link, the
+minimum over its links of each link's own bandwidth (HCCS or RoCE) times its
+factor.
 
 Every step of a rank's plane is ``Notify_Record`` (signal the next rank),
 ``Notify_Wait`` (wait for the previous rank's signal), the transfer to the next
@@ -86,10 +88,21 @@ class Links:
                 return f
         return 1.0
 
-    def ring_factor(self, ring: list[int]) -> float:
-        """The slowest link factor of a ring (each rank sends to the next): every step waits for it."""
+    def link_bandwidth(self, src: int, dst: int) -> float:
+        """Bandwidth of the link ``src -> dst``: RoCE between servers, HCCS inside one, times its factor."""
+        remote = src // self.ranks_per_node != dst // self.ranks_per_node
+        return (self.roce_bandwidth if remote else self.hccs_bandwidth) * self.factor(src, dst)
+
+    def ring_bandwidth(self, ring: list[int]) -> float:
+        """The pace of a ring (each rank sends to the next): every step waits for its slowest link, the
+        minimum over its links of that link's own bandwidth times its factor (a slow HCCS link on a ring
+        that also crosses servers slows it only if it falls below RoCE)."""
+        r = np.asarray(ring)
+        remote = r // self.ranks_per_node != np.roll(r, -1) // self.ranks_per_node
+        plain = [bw for bw, present in ((self.roce_bandwidth, remote.any()), (self.hccs_bandwidth, not remote.all()))
+                 if present]
         pairs = set(zip(ring, ring[1:] + ring[:1]))
-        return min((f for a, b, f in self.slow_links if (a, b) in pairs), default=1.0)
+        return min(plain + [self.link_bandwidth(a, b) for a, b, _ in self.slow_links if (a, b) in pairs])
 
 
 @dataclass(frozen=True)
@@ -188,8 +201,7 @@ def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: L
     if op_type == "HcomAllReduce" and multi_node and n % links.ranks_per_node == 0:
         _hierarchical_allreduce(nbytes, n, rank, links, add, remote, wire)
         return _finish(cols, 1)
-    bandwidth = min(links.hccs_bandwidth, links.roce_bandwidth) if multi_node else links.hccs_bandwidth
-    bandwidth *= links.ring_factor(list(range(n)))
+    bandwidth = links.ring_bandwidth(list(range(n)))
     latency = max(links.hccs_latency_ns, links.roce_latency_ns) if multi_node else links.hccs_latency_ns
     nxt, prev = (rank + 1) % n, (rank - 1) % n
 
@@ -204,7 +216,7 @@ def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: L
         total = 2 * (n - 1) if op_type == "HcomAllReduce" else n - 1
         steps = [(True, s < reduce_steps) for s in range(total)]
     move_ns = _ns(chunk, bandwidth)
-    own_move_ns = _ns(chunk, (links.roce_bandwidth if remote(nxt) else links.hccs_bandwidth) * links.factor(rank, nxt))
+    own_move_ns = _ns(chunk, links.link_bandwidth(rank, nxt))
     reduce_ns = _ns(chunk, links.reduce_bandwidth)
     record_ns = min(links.notify_record_ns, latency)
     for sends, reduces in steps:
@@ -229,16 +241,16 @@ def _hierarchical_allreduce(nbytes: int, n: int, rank: int, links: Links, add, r
     intra_chunk = -(-nbytes // per_node)
     inter_chunk = -(-intra_chunk // nodes)
     record_ns = links.notify_record_ns
-    phases = [  # (ring, position of this rank, steps, chunk, reduces, bandwidth, latency)
-        (intra, local, per_node - 1, intra_chunk, True, links.hccs_bandwidth, links.hccs_latency_ns),
-        (inter, node, nodes - 1, inter_chunk, True, links.roce_bandwidth, links.roce_latency_ns),
-        (inter, node, nodes - 1, inter_chunk, False, links.roce_bandwidth, links.roce_latency_ns),
-        (intra, local, per_node - 1, intra_chunk, False, links.hccs_bandwidth, links.hccs_latency_ns),
+    phases = [  # (ring, position of this rank, steps, chunk, reduces, latency)
+        (intra, local, per_node - 1, intra_chunk, True, links.hccs_latency_ns),
+        (inter, node, nodes - 1, inter_chunk, True, links.roce_latency_ns),
+        (inter, node, nodes - 1, inter_chunk, False, links.roce_latency_ns),
+        (intra, local, per_node - 1, intra_chunk, False, links.hccs_latency_ns),
     ]
-    for ring, pos, steps, chunk, reduces, bandwidth, latency in phases:
+    for ring, pos, steps, chunk, reduces, latency in phases:
         nxt, prev = ring[(pos + 1) % len(ring)], ring[pos - 1]
-        move_ns = _ns(chunk, bandwidth * links.ring_factor(ring))
-        own_move_ns = _ns(chunk, bandwidth * links.factor(rank, nxt))
+        move_ns = _ns(chunk, links.ring_bandwidth(ring))
+        own_move_ns = _ns(chunk, links.link_bandwidth(rank, nxt))
         reduce_ns = _ns(chunk, links.reduce_bandwidth) if reduces else 0
         step_ns = latency + move_ns + reduce_ns
         for _ in range(steps):

@@ -141,6 +141,25 @@ def test_across_servers_the_ring_runs_at_roce_speed():
     assert hccl.collective_duration_ns("HcomAllGather", nbytes, n, L) == expect
 
 
+@pytest.mark.parametrize("op_type, n", [("HcomAllGather", 16), ("HcomAllReduce", 12), ("HcomBroadcast", 16),
+                                        ("HcomReduceScatter", 16)])
+def test_a_ring_runs_at_its_slowest_links_own_pace(op_type, n):
+    # a multi-server flat ring was charged the slow HCCS link's factor on top of RoCE's pace: AllGather of
+    # 16 ranks 2816.6 -> 5333.2 us, though HCCS at half speed (45 GB/s) is still faster than RoCE (25 GB/s)
+    nbytes = 64 * MiB
+    even = hccl.cluster_duration_ns(op_type, nbytes, n, L)
+    slow_hccs = hccl.Links(slow_links=((1, 2, 0.5),))
+    assert hccl.cluster_duration_ns(op_type, nbytes, n, slow_hccs) == even
+    slow_roce = hccl.Links(slow_links=((7, 8, 0.5),))  # the link between the servers: the ring's pace halves
+    assert hccl.cluster_duration_ns(op_type, nbytes, n, slow_roce) > 1.6 * even
+    crawl = hccl.Links(slow_links=((1, 2, 0.2),))  # HCCS at 18 GB/s: now the slowest link of the ring
+    steps = {"HcomAllGather": n - 1, "HcomReduceScatter": n - 1, "HcomAllReduce": 2 * (n - 1)}
+    if op_type in steps:
+        chunk = -(-nbytes // n)
+        extra = steps[op_type] * (ns(chunk, 0.2 * L.hccs_bandwidth) - ns(chunk, L.roce_bandwidth))
+        assert hccl.cluster_duration_ns(op_type, nbytes, n, crawl) == even + extra
+
+
 def test_910a_links_are_slower():
     from geprof_nb.ge.device import get_device
 
