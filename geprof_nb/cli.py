@@ -38,20 +38,16 @@ COMPACT_RANK_COLUMNS = ["Rank", "Step Time(us)", "Own Time(us)", "Computing(us)"
                         "Free(us)", "Wait Time(us)", "Bound", "Slow"]
 
 
-def _whole_number(minimum: int):
-    """An argparse ``type``: a whole number >= ``minimum`` (1: a positive integer)."""
-    accepted = "a positive integer (1, 2, 3, ...)" if minimum == 1 else f"a whole number >= {minimum}"
-
-    def convert(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number; accepted: {accepted}") from None
-        if n < minimum:
-            raise argparse.ArgumentTypeError(f"{n} is not valid; accepted: {accepted}")
-        return n
-
-    return convert
+def _positive_int(value: str) -> int:
+    """An argparse ``type``: a positive integer."""
+    accepted = "a positive integer (1, 2, 3, ...)"
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number; accepted: {accepted}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} is not valid; accepted: {accepted}")
+    return n
 
 
 def _profiling_field(field: str):
@@ -245,12 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="profile a zoo model and show the results")
     p.add_argument("--model", choices=sorted(MODELS), default="resnet50")
-    p.add_argument("--steps", type=_whole_number(1), default=10, help="steps to run (default: 10)")
-    p.add_argument("--batch-size", type=_whole_number(1), default=32)
-    p.add_argument("--world-size", type=_whole_number(1), default=8)
+    p.add_argument("--steps", type=_positive_int, default=10, help="steps to run (default: 10)")
+    p.add_argument("--batch-size", type=_positive_int, default=32)
+    p.add_argument("--world-size", type=_positive_int, default=8)
     p.add_argument("--device", choices=sorted(ge.DEVICE_PRESETS), default="Ascend910B")
     p.add_argument("--output", type=Path, default=Path("geprof_output"))
-    p.add_argument("--top", type=_whole_number(1), default=10, help="ops to list (default: 10)")
+    p.add_argument("--top", type=_positive_int, default=10, help="ops to list (default: 10)")
     p.set_defaults(func=demo)
     p = sub.add_parser("run", help="run a Python script under profiling, as a %%%%geprof cell runs, and print its "
                        "tables", usage="geprof run [flags] SCRIPT [ARGS ...]",
@@ -269,12 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", type=device_flag_type, default=None, metavar=DEVICE_METAVAR,
                    help=f"device preset of a GE the script initialises: {', '.join(ge.DEVICE_PRESETS)}, or a what-if "
                         f"such as Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 (default: {DEFAULT_DEVICE})")
-    p.add_argument("--top", type=_whole_number(1), default=10, help="ops to list (default: 10)")
+    p.add_argument("--top", type=_positive_int, default=10, help="ops to list (default: 10)")
     p.set_defaults(func=run)
     p = sub.add_parser("analyze", help="print the tables of a run directory or a cluster")
     p.add_argument("path", type=Path, help="a run directory, an output directory (newest run), a cluster root "
                    "(CLUSTER_*) or real tool output")
-    p.add_argument("--top", type=_whole_number(1), default=10, help="ops to list (default: 10)")
+    p.add_argument("--top", type=_positive_int, default=10, help="ops to list (default: 10)")
     p.add_argument("--json", action="store_true", help="also print a JSON summary line")
     p.set_defaults(func=analyze)
     p = sub.add_parser("export", help="write a run as msprof, ascend_pt (msprof-analyze), chrome or parquet files")
