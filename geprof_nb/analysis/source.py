@@ -369,7 +369,12 @@ class RunDirSource(Source):
     def step_bounds(self) -> pd.DataFrame:
         """:func:`.tables.step_bounds` and ``framework_begin``: when the host began the step, the begin
         of the ModelExecute call that ran it (the ascend_pt export's ``ProfilerStep#<n>``; -1 where the
-        run recorded none), from which step_breakdown's Preparing counts."""
+        run recorded none), from which step_breakdown's Preparing counts.  A copy of one frame per
+        source: step_breakdown, the overlap layer and the ProfilerSteps of an export each ask for it."""
+        return self._step_bounds.copy()
+
+    @cached_property
+    def _step_bounds(self) -> pd.DataFrame:
         bounds = tables.step_bounds(self.run, self.device_id)
         iterations, begins = self._execution_begins
         at = pd.Index(iterations).get_indexer(bounds["step"].to_numpy(np.int64))

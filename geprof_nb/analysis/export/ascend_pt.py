@@ -194,12 +194,14 @@ def _other_core_zeros(frame: pd.DataFrame, cols: list) -> list:
     rows_of = {kind: rows for kind in PURE_CORE_TASK_TYPES if (rows := task_type == kind).any()}
     out = list(cols)
     zeros: dict[object, str] = {}  # dtype -> its zero's cell text
-    for k, (name, series) in enumerate(frame.items()):
+    by_name = frame.columns.is_unique  # a column by its name: quicker than by position
+    for k, name in enumerate(frame.columns):
         kinds = [kind for kind in rows_of if is_other_core_column(kind, name)]
         if not kinds:
             continue
+        series = frame[name] if by_name else frame.iloc[:, k]  # only the other core's columns are looked at
         rows = np.logical_or.reduce([rows_of[kind] for kind in kinds])
-        fill = np.flatnonzero(rows & series.isna().to_numpy())
+        fill = np.flatnonzero(rows & np.asarray(pd.isna(series.array)))
         if len(fill):  # one copy of the column's codes, whichever kinds it is the other core's column of
             if series.dtype not in zeros:
                 zeros[series.dtype] = column_cells(pd.Series([0], dtype=series.dtype)).tolist()[0]
