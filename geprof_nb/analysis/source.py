@@ -100,34 +100,43 @@ def _match_ns(values_us: np.ndarray, cand: np.ndarray) -> np.ndarray:
     return np.where(keys[at] == values_us, cand[at], -1)
 
 
-def _kth_matches(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions (i, j) where ``a[i]`` is the k-th occurrence of its value in ``a`` and ``b[j]`` the
-    k-th occurrence of the same value in ``b``, for every k (a groupby cumcount and a merge, in arrays)."""
-    if not len(a) or not len(b):
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    codes = np.unique(np.concatenate([a, b]), return_inverse=True)[1].reshape(-1)
+def _latest_call_before(call_key: np.ndarray, call_begin: np.ndarray, run_key: np.ndarray,
+                        run_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (call, run): each run (a device execution, ``run_key`` naming what ran, started at
+    ``run_start`` ns) with the call of the same key that began last at or before it; a call that
+    several runs reach keeps the first of them (the later ones' own calls were not recorded).
 
-    def numbered(c: np.ndarray) -> np.ndarray:  # value code and occurrence number as one int
-        order = np.argsort(c, kind="stable")
-        k = np.empty(len(c), np.int64)
-        k[order] = np.arange(len(c)) - np.searchsorted(c[order], c[order], "left")
-        return c * (len(a) + len(b)) + k
+    Matched by time, not by count, so a stretch of calls or of device records that a storage
+    limit aged out shifts nothing: each step is matched with its own call (execution is
+    synchronous: a call's work starts on the device before the next call of the same key).
+    """
+    n_calls = len(call_key)
+    key = np.concatenate([np.asarray(call_key, np.int64), np.asarray(run_key, np.int64)])
+    time = np.concatenate([np.asarray(call_begin, np.int64), np.asarray(run_start, np.int64)])
+    is_run = np.arange(len(key)) >= n_calls
+    order = np.lexsort((is_run, time, key))  # by key, then time; a call before a run at the same ns
+    sorted_run = is_run[order]
+    last_call = np.maximum.accumulate(np.where(sorted_run, -1, np.arange(len(order))))
+    at = np.flatnonzero(sorted_run)  # runs, by key then start
+    p = last_call[at]
+    hit = p >= 0
+    hit[hit] = key[order[p[hit]]] == key[order[at[hit]]]
+    calls, runs = order[p[hit]], order[at[hit]] - n_calls
+    calls, first = np.unique(calls, return_index=True)  # per call its earliest run (runs are in time order)
+    return calls, runs[first]
 
-    _, i, j = np.intersect1d(numbered(codes[:len(a)]), numbered(codes[len(a):]), assume_unique=True,
-                             return_indices=True)
-    return i, j
 
-
-def _execution_iterations(models: np.ndarray, hw: np.ndarray, track: np.ndarray, n_conn: int) -> np.ndarray:
-    """The iteration each ModelExecute call ran (-1: none), the calls in time order and ``models`` their
-    model ids: the k-th call of a model ran the k-th iteration of that model seen on the device
+def _execution_iterations(models: np.ndarray, begins: np.ndarray, hw: np.ndarray, track: np.ndarray,
+                          n_conn: int) -> np.ndarray:
+    """The iteration each ModelExecute call (model ids ``models``, begun at ``begins`` ns) ran, -1: none
+    on the device: the first iteration of its model whose first task started after it began
     (``hw``: the HWTS records by start; ``track``: the task track, which names each task's model)."""
     model_of_conn = scatter(n_conn, track["connection_id"], track["model_id"], -1, np.int64)
     ran_model, ran_iteration = model_of_conn[hw["connection_id"]], hw["iteration"].astype(np.int64)
     ran = (ran_model + 1) * (int(ran_iteration.max(initial=0)) + 1) + ran_iteration  # (model >= -1, iteration)
-    first = np.sort(np.unique(ran, return_index=True)[1])
+    first = np.sort(np.unique(ran, return_index=True)[1])  # each (model, iteration)'s first task
     out = np.full(len(models), -1, np.int64)
-    at, hit = _kth_matches(np.asarray(models, np.int64), ran_model[first])  # each (model, iteration) once
+    at, hit = _latest_call_before(models, begins, ran_model[first], hw["start"][first])
     out[at] = ran_iteration[first[hit]]
     return out
 
@@ -403,7 +412,7 @@ class RunDirSource(Source):
         track = run.load("task_track", self.device_id)
         n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)))
         model = calls["item_id"].to_numpy(np.uint64).astype(np.int64)
-        iteration = _execution_iterations(model, hw, track, n_conn)
+        iteration = _execution_iterations(model, calls["begin"].to_numpy(np.int64), hw, track, n_conn)
         mine = (model == int(models[np.argmax(counts)])) & (iteration >= 0)
         iteration, first = np.unique(iteration[mine], return_index=True)  # the first call of each iteration
         return iteration, calls["begin"].to_numpy(np.int64)[mine][first]
@@ -535,18 +544,20 @@ class RunDirSource(Source):
         basic = run.load("node_basic_info")
         n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)),
                          int(basic["connection_id"].max(initial=0)))
-        # node launches -> (connection, iteration): k-th launch of an op <-> k-th execution of its tasks
+        # node launches -> (connection, iteration): a launch of an op <-> the first execution of its tasks after it
         launch = np.flatnonzero(node & np.isin(api_name, LAUNCH_TYPE_NAMES))
         op_of_conn = scatter(n_conn, basic["connection_id"], basic["op_name"], 0, np.uint64)
         op = op_of_conn[hw["connection_id"]]
         execs = np.flatnonzero(op != 0)
-        at, hit = _kth_matches(item_id[launch], op[execs])
+        begin = calls["begin"].to_numpy(np.int64)
+        at, hit = _latest_call_before(item_id[launch].view(np.int64), begin[launch], op[execs].view(np.int64),
+                                      hw["start"][execs])
         connection[launch[at]] = hw["connection_id"][execs[hit]]
         iteration[launch[at]] = hw["iteration"][execs[hit]]
-        # model executions -> (model, iteration): k-th ModelExecute <-> k-th iteration seen on the device
+        # model executions -> (model, iteration): a ModelExecute <-> its model's first iteration on the device after it
         execute = np.flatnonzero((level == rawdata.ReportLevel.MODEL) & (api_name == "ModelExecute"))
         model_id[execute] = item_id[execute].astype(np.int64)
-        iteration[execute] = _execution_iterations(model_id[execute], hw, track, n_conn)
+        iteration[execute] = _execution_iterations(model_id[execute], begin[execute], hw, track, n_conn)
 
         return pd.DataFrame({
             "level": [rawdata.LEVEL_NAMES.get(int(lv), str(lv)) for lv in level], "api": api_name, "item": item,

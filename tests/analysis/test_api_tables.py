@@ -15,7 +15,7 @@ from rawrun_helpers import records, write_run
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis.source import _kth_matches
+from geprof_nb.analysis.source import _latest_call_before
 from geprof_nb.ge import status as st
 from geprof_nb.prof.api_types import AclProfType, GeProfInfoType
 from geprof_nb.prof import events, scope
@@ -290,12 +290,16 @@ def test_reporters_are_the_shared_disabled_object_when_their_switch_is_off(monke
     assert scope.AclProfilingReporter(AclProfType.AclmdlExecute) is not scope.DISABLED
 
 
-def test_kth_matches_pair_each_values_kth_occurrences_as_a_groupby_merge_does():
-    rng = np.random.default_rng(2)
-    a, b = rng.integers(0, 9, 300).astype(np.uint64), rng.integers(3, 12, 200).astype(np.uint64)
-    left, right = pd.DataFrame({"key": a}), pd.DataFrame({"key": b})
-    left["k"], right["k"] = left.groupby("key").cumcount(), right.groupby("key").cumcount()
-    want = left.reset_index().merge(right.reset_index(), on=["key", "k"])
-    i, j = _kth_matches(a, b)
-    assert sorted(zip(i.tolist(), j.tolist())) == sorted(zip(want["index_x"], want["index_y"]))
-    assert [len(x) for x in _kth_matches(a, b[:0])] == [0, 0]
+def test_latest_call_before_pairs_each_run_with_its_own_call_across_gaps():
+    """Calls of keys 7 and 9 at 0, 10, 20, ...; runs start 3 ns after their call.  Key 7's call at 20 and
+    the run of its call at 40 were lost (aged out): no pairing shifts, the run after the lost call is not
+    given the call before it, and a call whose run was lost is left unpaired."""
+    call_key = np.array([7, 9, 7, 9, 7, 9, 7, 9, 7])
+    call_begin = np.array([0, 5, 10, 15, 30, 35, 40, 45, 50])  # key 7's call at 20 is missing
+    run_key = np.array([7, 7, 7, 9, 9, 9, 9, 7, 7])
+    run_start = np.array([3, 13, 23, 8, 18, 38, 48, 33, 53])  # key 7's run of the call at 40 is missing
+    calls, runs = _latest_call_before(call_key, call_begin, run_key, run_start)
+    pairs = {(int(call_begin[c]), int(run_start[r])) for c, r in zip(calls, runs)}
+    assert pairs == {(0, 3), (10, 13), (30, 33), (50, 53), (5, 8), (15, 18), (35, 38), (45, 48)}
+    # the run at 23 reaches key 7's call at 10, which keeps its own run (13); the call at 40 has none
+    assert [len(x) for x in _latest_call_before(call_key, call_begin, run_key[:0], run_start[:0])] == [0, 0]
