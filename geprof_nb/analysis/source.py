@@ -331,8 +331,11 @@ class RunDirSource(Source):
             limit = self.options.get("storage_limit", "")
             recs = ", ".join(f"{n} {k}" for k, n in aged["records"].items())
             size = f"{aged['bytes'] / 1e6:.1f} MB" if aged["bytes"] >= 1e5 else f"{aged['bytes'] / 1e3:.1f} kB"
+            gone = ("no task records remain (every hwts chunk aged out)"
+                    if aged["records"].get("hwts") and len(self.run.load("hwts", self.device_id)) == 0
+                    else "early iterations are missing")
             notes.append(f"storage_limit {limit} reached: the {aged['chunks']} oldest chunks "
-                         f"({size}: {recs} records) were deleted; early iterations are missing")
+                         f"({size}: {recs} records) were deleted; {gone}")
         for kind, n in (info.get("dropped") or {}).items():
             notes.append(f"{n} {kind} records were dropped (buffer full)")
         for kind, n in (info.get("write_failed") or {}).items():
