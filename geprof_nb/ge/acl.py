@@ -133,6 +133,9 @@ def aclmdlLoadFromMem(model: ModelBufferData | bytes, model_size: int | None = N
     """Load a model buffer: ``(model_id, ret)``."""
     _ensure_initialized()
     data = model.data if isinstance(model, ModelBufferData) else model
+    if model_size is not None and (isinstance(model_size, bool) or not isinstance(model_size, int)):
+        return 0, _error(ACL_ERROR_INVALID_PARAM, f"aclmdlLoadFromMem: model_size must be an int (the buffer's "
+                                                  f"length in bytes), got {model_size!r}")
     if model_size is not None and model_size != len(data):
         return 0, _error(ACL_ERROR_INVALID_PARAM, f"aclmdlLoadFromMem: model_size {model_size} != buffer length {len(data)}")
     try:

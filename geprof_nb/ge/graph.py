@@ -273,6 +273,8 @@ class Graph:
     @contextlib.contextmanager
     def name_scope(self, scope: str) -> Iterator[None]:
         """Prefix the names of ops created inside with ``scope/`` (TensorFlow style)."""
+        if not isinstance(scope, str) or not scope.strip("/"):
+            raise GraphBuildError(f"name_scope: scope must be a non-empty string (a name, not only '/'), got {scope!r}")
         self._scopes.append(scope.strip("/"))
         try:
             yield

@@ -105,6 +105,15 @@ def test_load_from_mem_with_a_wrong_size_is_invalid_param():
     assert "model_size" in ge.GEGetErrorMsg() and acl.loaded_models() == {}
 
 
+@pytest.mark.parametrize("size", ["5", 5.0, True])
+def test_load_from_mem_with_a_size_of_another_type_is_invalid_param(size):
+    model, _ = ge.aclgrphBuildModel(inference_mlp())
+    assert acl.aclmdlLoadFromMem(model, size) == (0, acl.ACL_ERROR_INVALID_PARAM)
+    assert ge.GEGetErrorMsg() == (f"[ACL_ERROR_INVALID_PARAM] aclmdlLoadFromMem: model_size must be an int (the "
+                                  f"buffer's length in bytes), got {size!r}")
+    assert acl.loaded_models() == {}
+
+
 def test_unload_frees_the_id():
     model_id = load_model()
     assert acl.aclmdlUnload(model_id) == acl.ACL_SUCCESS

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from geprof_nb import ge
@@ -233,6 +235,15 @@ def test_auto_names_are_unique_and_scoped():
     assert [t.node.name for t in (a, b, c, d)] == ["Relu", "Relu_1", "block/Relu", "block/inner/act"]
     assert "block/inner/act" in g and "nope" not in g
     assert len(g) == 5 and [n.id for n in g] == list(range(5))
+
+
+@pytest.mark.parametrize("scope", [5, "", "//", None])
+def test_name_scope_must_be_a_non_empty_string(scope):
+    g = ge.Graph()
+    with pytest.raises(ge.GraphBuildError, match=r"^name_scope: scope must be a non-empty string \(a name, not only "
+                                                 rf"'/'\), got {re.escape(repr(scope))}$"):
+        with g.name_scope(scope):
+            pytest.fail("the block ran")
 
 
 def test_explicit_duplicate_name_is_rejected():
