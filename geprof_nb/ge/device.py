@@ -3,9 +3,14 @@ on how many cores, and what its AI Core PMU counters read.
 
 Time follows from one breakdown per block: cycles the cube (``mac``), vector,
 scalar and memory pipes (``mte1``: L1->L0A/L0B, ``mte2``: GM->L1/UB, ``mte3``:
-UB->GM, ``fixpipe``: L0C->GM) are busy.  The block takes the busiest pipe plus
-an op-specific stall share plus a start-up cost; the task adds a fixed
-head/tail.
+UB->GM, ``fixpipe``: L0C->GM) are busy.  The block is busy for its busiest
+pipe, or longer if its GM reads and writes together need longer at its share
+of the chip's memory bandwidth: MTE2 and MTE3/fixpipe are separate pipes, but
+they share the HBM (and the L2), so a task's read + write traffic never moves
+faster than that bandwidth.  The block takes its busy cycles plus an
+op-specific stall share plus a start-up cost; the task adds a fixed head/tail,
+so ``aicore_time`` (block cycles x waves / frequency) is the task duration less
+that head/tail.
 
 The PMU counters are that same breakdown, so every aic_metrics group the
 analysis derives agrees with the task duration and with the other groups by
@@ -24,9 +29,10 @@ every block of a task alike), grouped as:
 * vector bank / bank-group / resource conflict cycles (ResourceConflictRatio),
   a share of the vector pipe's stall cycles.
 
-Every counter a ratio is made of is at most the busiest pipe, and a block
-takes at least 1.12 x that (plus start-up), so ratios stay below 1 even at
-the fastest run-time jitter (0.9 x the nominal cycles, ge/schedule.py).
+Every counter a ratio is made of is at most the block's busy cycles, and a
+block takes at least 1.12 x those (plus start-up), so ratios stay below 1 and
+GM traffic below the memory bandwidth even at the fastest run-time jitter
+(0.9 x the nominal cycles, ge/schedule.py).
 
 Facts from reference §7: Ascend910B has 24 AI Cores (cube) at 1800 MHz, 48
 vector cores, 64 GiB HBM, 192 MiB L2; Ascend910A 32 AI Cores.  HBM bandwidths
@@ -276,19 +282,29 @@ class CostModel:
         base = L2_MAX_HIT_RATE if working_set <= half else max(L2_MIN_HIT_RATE, L2_MAX_HIT_RATE * half / working_set)
         return base * (0.92 + 0.08 * _unit(op_type, "l2"))
 
+    def memory_bandwidth(self, hit_rate: float) -> float:
+        """GM bandwidth (bytes/s) of the whole chip for an op whose L2 hit rate is ``hit_rate``: hits
+        come from the L2 at ``L2_SPEEDUP`` x the HBM rate (2.5 x HBM overall at the top hit rate)."""
+        return self.device.hbm_bandwidth / (1 - hit_rate * (1 - 1 / L2_SPEEDUP))
+
+    def _gm_share(self, hit_rate: float, cores: int) -> float:
+        """The share of :meth:`memory_bandwidth` one of ``cores`` active cores gets, in bytes per cycle:
+        what its reads and writes together can move."""
+        return self.memory_bandwidth(hit_rate) / (self.device.aic_frequency_mhz * 1e6) / max(1, cores)
+
     def _bytes_per_cycle(self, hit_rate: float, cores: int) -> float:
-        """GM bandwidth one of ``cores`` active cores gets, in bytes per cycle: hits come from the
-        L2 at ``L2_SPEEDUP`` x the HBM rate (2.5 x HBM overall at the top hit rate)."""
-        dev = self.device
-        bw = dev.hbm_bandwidth / (1 - hit_rate * (1 - 1 / L2_SPEEDUP))
-        share = bw / (dev.aic_frequency_mhz * 1e6) / max(1, cores)
-        return min(share, dev.core_bytes_per_cycle)
+        """What one memory pipe (MTE2, MTE3, fixpipe) of one of ``cores`` active cores can move per
+        cycle: the core's GM share, at most the core's MTE width."""
+        return min(self._gm_share(hit_rate, cores), self.device.core_bytes_per_cycle)
 
     def _finish(self, op_type: str, ge_type: GeTaskType, rt_type: RtTaskType, block_dim: int, cores: int,
-                pmu_core: str, pipes: dict[str, float], counts: dict[str, float], hit_rate: float) -> KernelTiming:
-        """Duration from the busiest pipe; the per-block counters from the same breakdown."""
+                pmu_core: str, pipes: dict[str, float], counts: dict[str, float], hit_rate: float,
+                gm_bytes: float) -> KernelTiming:
+        """Duration from the busiest pipe, or from the block's GM traffic (``gm_bytes`` read and written)
+        at its share of the memory bandwidth if that takes longer; the per-block counters from the same
+        breakdown."""
         dev = self.device
-        busy = max(pipes.values())
+        busy = max(max(pipes.values()), gm_bytes / self._gm_share(hit_rate, block_dim))
         stall = _stall_share(op_type)
         block_cycles = int(busy * (1 + stall) + dev.startup_cycles)
         waves = -(-block_dim // cores)
@@ -369,7 +385,7 @@ class CostModel:
             counts.update(l0c_read_bytes=l0c_out, ub_write_vector_bytes=out, ub_read_mte_bytes=out,
                           ub_to_gm_bytes=out)
         timing = self._finish(op_type, GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, block_dim, dev.ai_core_num,
-                              "aic", pipes, counts, hit)
+                              "aic", pipes, counts, hit, gm_in + out)
         if self._becomes_mix(cost, dtype, mac):
             timing = replace(timing, ge_task_type=GeTaskType.MIX_AIC, rt_task_type=RtTaskType.KERNEL_MIX_AIC,
                              mix_block_dim=2 * block_dim, context_ids=(0,))
@@ -413,10 +429,10 @@ class CostModel:
         }
         if dev.has_vector_cores:
             return self._finish(op_type, GeTaskType.AIV, RtTaskType.KERNEL_AIVEC, block_dim, cores, "aiv", pipes,
-                                counts, hit)
+                                counts, hit, gm_in + out)
         pipes.update(mac_cycles=0.0, mte1_cycles=0.0)
         return self._finish(op_type, GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, block_dim, cores, "aic", pipes,
-                            counts, hit)
+                            counts, hit, gm_in + out)
 
     def aicpu(self, op_type: str, cost: OpCost) -> KernelTiming:
         dur = self.device.aicpu_base_ns + int(cost.bytes / 2e9 * 1e9)

@@ -24,15 +24,19 @@ def test_findings_are_the_slow_link_the_slow_rank_and_the_wait_they_cause(faulty
     assert link["Finding"].startswith(f"Link {SLOW_LINK[0]} -> {SLOW_LINK[1]} (HCCS) runs at 45.0 GB/s, 50% of")
     # half bandwidth doubles the link's transit time: what is lost per step is one ideal transit time
     lost = faulty.slow_links["Time Lost(us)"].iloc[0] / 3
-    assert link["Time at stake (us)"] == pytest.approx(lost, rel=1e-3) and link["Priority"] == "High"
+    assert link["Time at stake (us)"] == pytest.approx(lost, rel=1e-3)
+    # its share of the median step sets the priority: ~18% of ResNet-50's ~11.1 ms step is Medium (it was
+    # over 20%, High, while memory-bound kernels' reads and writes each had the whole HBM bandwidth)
+    assert link["Priority"] == ("High" if link["Share of step (%)"] >= 20 else "Medium")
+    assert 5 <= link["Share of step (%)"] < 100
     rank = advice[advice["Rule"] == "Slow rank"].iloc[0]
     assert rank["Finding"].startswith(f"Rank {SLOW_RANK} is slow") and "Computing explains it" in rank["Finding"]
     assert "x1.2" in rank["Evidence"] and f"cluster.rank({SLOW_RANK})" in rank["Suggestion"]
-    # it costs the others what they wait for it, which is less than its extra time (some of it hides)
+    # it costs the others what they wait for it, never more than its extra time (some of it can hide)
     st = faulty.stragglers
     late = st[(st["Last Rank"] == SLOW_RANK) & (st["Spread(us)"] > 0)]["Late By(us)"].sum() / 3
-    assert rank["Time at stake (us)"] == pytest.approx(late)
-    assert late < faulty.slow_ranks.iloc[0]["Deviation(us)"]
+    deviation = faulty.slow_ranks.iloc[0]["Deviation(us)"]
+    assert rank["Time at stake (us)"] == pytest.approx(min(late, deviation))
     wait = advice[advice["Rule"] == "High wait"].iloc[0]
     assert f"slow rank(s) {SLOW_RANK}" in wait["Finding"] and f"{SLOW_LINK[0]}->{SLOW_LINK[1]}" in wait["Finding"]
 

@@ -95,8 +95,11 @@ def test_the_fast_ranks_wait_what_the_slow_rank_is_late(faulty):
         waited = fast - w[SLOW_RANK]
         lateness = late[late["Iteration ID"] == step]["Late By(us)"].sum()
         assert waited.to_numpy() == pytest.approx(np.full(len(fast), lateness), rel=0.05)
-        # the slow rank's extra compute is what makes it late; part of it hides behind collectives
-        assert waited.max() <= extra[SLOW_RANK] - extra.drop(SLOW_RANK).median()
+        # the slow rank's extra compute is what makes it late: at each collective by its extra compute so
+        # far, at most all of it (the waits at two collectives each count it from the step's start, so
+        # their sum can exceed it)
+        per_collective = late[late["Iteration ID"] == step]["Late By(us)"]
+        assert per_collective.max() <= extra[SLOW_RANK] - extra.drop(SLOW_RANK).median()
 
 
 def test_rank_step_matrices(faulty):
