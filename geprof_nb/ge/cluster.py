@@ -13,9 +13,10 @@ the model's task list; each has its own device timeline:
 * a collective starts on each rank when that rank gets to it, and ends on every
   rank at the same moment: the slowest rank's arrival plus the transfer time of
   the algorithm (:mod:`.hccl`: a ring inside a server, hierarchical across
-  servers of ``ranks_per_node``).  An early rank's extra time is the leading
-  ``Notify_Wait`` of its HCCL sub-tasks, which is what msprof-analyze reports as
-  wait time;
+  servers of ``ranks_per_node``) times one transfer jitter draw (>= 1, as on a
+  single device: :func:`.schedule.jitter_factors`).  An early rank's extra
+  time is the leading ``Notify_Wait`` of its HCCL sub-tasks, which is what
+  msprof-analyze reports as wait time;
 * a rank's host calls ``run_graph`` as long after rank 0's call as its previous
   (synchronous) call returned after rank 0's (a slow rank's host lags), never
   before that call returned; its device starts the step a launch latency after
@@ -63,7 +64,7 @@ from . import hccl
 from .compiler import EVENT_WAIT_MIN_NS, TaskTable
 from .device import DevicePreset
 from .runtime import LAUNCH_LATENCY_NS, SYNC_LATENCY_NS
-from .schedule import JITTER_CLIP, StepTimes, StreamSchedule
+from .schedule import StepTimes, StreamSchedule, jitter_factors
 
 if TYPE_CHECKING:
     from .runtime import DeviceRuntime, LoadedModel, _Pending, _Variant
@@ -227,7 +228,6 @@ class RankSchedule:
         self.table = table
         self.spec = spec
         self.segments = StreamSchedule._segments(table)
-        self.jittered = table.sigma > 0
         self.sync = table.rt_type == RtTaskType.HCCL
         self.transfer_ns = transfer_ns  # [T], the algorithm's time of each collective (0 elsewhere)
         self.compute = np.isin(table.rt_type, _COMPUTE_TYPES)
@@ -241,11 +241,7 @@ class RankSchedule:
         each rank can start (its device busy, its injected delays)."""
         t = self.table
         ranks, n = len(offsets), len(t)
-        factor = np.ones((ranks, n))
-        m = int(self.jittered.sum())
-        if m:
-            noise = np.exp(rng.standard_normal((ranks, m)) * t.sigma[self.jittered])
-            factor[:, self.jittered] = np.clip(noise, *JITTER_CLIP)
+        factor = jitter_factors(t, ranks, rng)
         factor[:, self.compute] *= self.slow[:, None]  # a slow card's blocks stall: more cycles, same pipe work
         dur = t.base_ns + np.rint(t.var_ns * factor).astype(np.int64)
         cycles = np.rint(t.block_cycles * factor).astype(np.int64)
@@ -265,7 +261,8 @@ class RankSchedule:
                     ends[:, begin:cut] = prev[:, None] + np.cumsum(d[:, begin:cut], axis=1)
                     prev = ends[:, cut - 1]
                 if cut < len(seg.tasks):  # a collective: everyone ends at the last arrival + transfer
-                    finish = prev.max() + int(self.transfer_ns[seg.tasks[cut]])
+                    task = seg.tasks[cut]  # the group's one draw of the transfer's jitter (rank 0's row)
+                    finish = prev.max() + int(np.rint(self.transfer_ns[task] * factor[0, task]))
                     d[:, cut] = finish - prev
                     ends[:, cut] = finish
                     prev = ends[:, cut]

@@ -26,9 +26,11 @@ another server) and, in reduce phases, ``Reduce_Inline`` (the on-chip reduction
 of the received chunk).  A step lasts as long as the ring's slowest link needs,
 so a rank with a fast link waits longer.  When an execution runs longer than the
 ideal duration (jitter, waiting for a peer), the extra time is the first step's
-``Notify_Wait`` — the synchronisation wait msprof-analyze reports; when it runs
-shorter, every sub-task shrinks in proportion.  Either way the sub-tasks tile
-the op's span exactly.
+``Notify_Wait`` — the synchronisation wait msprof-analyze reports.  The simulator
+never runs a collective shorter than that (jitter only slows a transfer,
+:mod:`.schedule`), so no copy beats its link; a shorter span handed to the
+layout shrinks every sub-task in proportion.  Either way the sub-tasks tile the
+op's span exactly.
 
 Collective names follow msprof (``HcclCalculator.update_op_name_by_group_name``):
 ``<hccl op name>_<last 3 chars of the group>_<index>_<execution>``, where the

@@ -5,8 +5,11 @@ EVENT_RECORD has run on the other stream.  Cutting every stream at its waits
 gives *segments*: inside a segment start times are a cumulative sum of
 durations, so a step costs a handful of array operations per segment instead
 of a Python loop per task, and ``K`` steps are computed together as ``K x T``
-arrays.  Durations vary per step by a seeded log-normal jitter (clipped to
-[0.9, 1.5] so PMU ratios stay within [0, 1]).
+arrays.  Durations vary per step by a seeded log-normal jitter, clipped to
+[0.9, 1.5] for kernels (so PMU ratios stay within [0, 1]) and to [1, 1.5] for
+data transfers (collectives, host-to-device copies): their nominal time is
+what their link allows, so contention can only slow them.  A cluster
+(:mod:`.cluster`) applies the same factors.
 """
 
 from __future__ import annotations
@@ -19,6 +22,25 @@ from ..prof.rawdata import RtTaskType
 from .compiler import EVENT_WAIT_MIN_NS, TaskTable
 
 JITTER_CLIP = (0.9, 1.5)
+#: The clip of a data transfer's jitter: never faster than its link.
+TRANSFER_JITTER_CLIP = (1.0, JITTER_CLIP[1])
+#: Tasks that move data over a link (HCCS/RoCE rings, PCIe) at the link's bandwidth.
+TRANSFER_TYPES = (RtTaskType.HCCL, RtTaskType.MEMCPY_ASYNC)
+
+
+def jitter_factors(table: TaskTable, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """Duration factors [rows, T] of the varying part of every task: a log-normal draw of each
+    jittered task's spread, clipped to :data:`JITTER_CLIP` (transfers: :data:`TRANSFER_JITTER_CLIP`);
+    1 for tasks that do not vary."""
+    jittered = table.sigma > 0
+    factor = np.ones((rows, len(table)))
+    m = int(jittered.sum())
+    if m:
+        noise = np.exp(rng.standard_normal((rows, m)) * table.sigma[jittered])
+        transfer = np.isin(table.rt_type[jittered], TRANSFER_TYPES)
+        low = np.where(transfer, TRANSFER_JITTER_CLIP[0], JITTER_CLIP[0])
+        factor[:, jittered] = np.clip(noise, low, JITTER_CLIP[1])
+    return factor
 
 
 @dataclass(frozen=True)
@@ -45,7 +67,6 @@ class StreamSchedule:
     def __init__(self, table: TaskTable) -> None:
         self.table = table
         self.segments = self._segments(table)
-        self.jittered = table.sigma > 0
 
     @staticmethod
     def _segments(table: TaskTable) -> list[_Segment]:
@@ -76,11 +97,7 @@ class StreamSchedule:
         """
         t = self.table
         n = len(t)
-        factor = np.ones((k, n))
-        m = int(self.jittered.sum())
-        if m:
-            noise = np.exp(rng.standard_normal((k, m)) * t.sigma[self.jittered])
-            factor[:, self.jittered] = np.clip(noise, *JITTER_CLIP)
+        factor = jitter_factors(t, k, rng)
         dur = t.base_ns + np.rint(t.var_ns * factor).astype(np.int64)
         cycles = np.rint(t.block_cycles * factor).astype(np.int64)
         start = np.empty((k, n), np.int64)
