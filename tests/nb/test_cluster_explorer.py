@@ -92,7 +92,8 @@ def test_static_fallback_escapes_names_and_carries_the_heatmap(explorer, cluster
     assert "<h3>Cluster</h3>" in page and "<h3>Ranks</h3>" in page
     assert bundle["image/png"] == explorer.report.step_heatmap.png
     text = bundle["text/plain"]
-    assert f"{SLOW_LINK[0]}         {SLOW_LINK[1]}      HCCS" in text and "[High] Slow link" in text
+    link = cluster.advise().set_index("Rule").loc["Slow link"]
+    assert f"{SLOW_LINK[0]}         {SLOW_LINK[1]}      HCCS" in text and f"[{link['Priority']}] Slow link" in text
     assert text.splitlines()[0] == f"geprof {HOSTILE} | 8 ranks | 2 steps, median step " \
         f"{cluster.slow_ranks['Step Time(us)'].median():,.1f} us | slow ranks: 3 | 1 slow link"
 

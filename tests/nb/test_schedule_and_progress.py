@@ -71,7 +71,8 @@ def test_steps_after_a_gap_do_not_count_the_uncollected_steps(ip):
     st = prof.step_trace.set_index("Iteration ID")
     dab = st["Data Aug Bound(us)"]
     assert dab[[4, 8]].isna().all() and dab[[5, 9]].notna().all()
-    assert dab[9] == pytest.approx(dab[5], abs=0.01)  # the virtual clock repeats a cycle exactly
+    # each cycle has the same virtual host costs; the input copy before the FP point jitters from window to window
+    assert dab[9] == pytest.approx(dab[5], rel=0.01)
     bd = prof.step_breakdown.set_index("Step")
     parts = ["Computing", "Communication(Not Overlapped)", "Free"]
     # every step's window is about one iteration: its parts add up to at most the period of consecutive steps
