@@ -305,7 +305,16 @@ def test_exception_from_a_hook_at_step_k_keeps_exactly_k_steps(ip, hook_at, exc_
     assert not msprof.lib.running and len(step_hooks) == 1  # only the test's own hook is left
 
 
-def test_sigint_in_the_middle_of_a_step_completes_the_step_first(ip, monkeypatch):
+@pytest.fixture
+def default_sigint():
+    """Python's own Ctrl-C handler, as a kernel or a terminal has it: a process started in the background
+    by a non-interactive shell inherits SIGINT ignored, and Python then leaves it ignored."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_sigint_in_the_middle_of_a_step_completes_the_step_first(ip, monkeypatch, default_sigint):
     """The signal arrives after the device ran step 5 but before the executor reported it."""
     original = LoadedModel.run_on_device
     calls = []
@@ -332,7 +341,7 @@ def test_sigint_in_the_middle_of_a_step_completes_the_step_first(ip, monkeypatch
     assert any("interrupted (KeyboardInterrupt) after 5 steps" in n for n in prof.notes)
 
 
-def test_real_sigint_during_a_long_cell_keeps_every_completed_step(ip):
+def test_real_sigint_during_a_long_cell_keeps_every_completed_step(ip, default_sigint):
     cell = SETUP + """
 import time
 deadline = time.monotonic() + 60
@@ -358,7 +367,7 @@ while time.monotonic() < deadline:   # stopped by Ctrl-C long before
     assert not msprof.lib.running
 
 
-def test_guard_defers_sigint_inside_a_section_and_raises_at_its_end():
+def test_guard_defers_sigint_inside_a_section_and_raises_at_its_end(default_sigint):
     guard = nb_progress.InterruptGuard()
     assert guard.install()
     try:
