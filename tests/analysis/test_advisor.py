@@ -355,6 +355,30 @@ def test_another_graph_running_between_steps_is_not_host_idle(tmp_path):
     assert HOST not in rules(advise(p))
 
 
+def test_data_aug_bound_is_the_main_models_gap_less_other_graphs_tasks_in_it(tmp_path):
+    """Graph 2's iteration runs inside graph 1's Data Aug Bound gap: the device is busy then, so the finding
+    is graph 1's gaps (not graph 2's, which were averaged in) less the time graph 2's tasks cover of them."""
+    p = run_two_graphs(tmp_path)
+    st = p.step_trace
+    main = st[st["Model ID"] == 1].dropna(subset=["Data Aug Bound(us)"])
+    ops = p.op_summary[p.op_summary["Model ID"] == 2]
+    covered = []
+    for fp, dab in zip(main["FP Start(us)"], main["Data Aug Bound(us)"]):  # overlapping tasks count once
+        lo, hi, total, reach = fp - dab, fp, 0.0, fp - dab
+        for s, d in sorted(zip(ops["Task Start Time(us)"], ops["Task Duration(us)"])):
+            a, b = max(s, reach), min(s + d, hi)
+            total += max(0.0, b - a)
+            reach = max(reach, min(s + d, hi))
+        covered.append(total)
+    assert 0 < min(covered) and max(covered) < main["Data Aug Bound(us)"].min()  # the premise
+    f = advise(p).set_index("Rule").loc["Large Data Aug Bound"]
+    waits = float((main["Data Aug Bound(us)"] - covered).mean())
+    assert f["Time at stake (us)"] == pytest.approx(waits, abs=1e-3)
+    assert f"other models' tasks ran {float(np.mean(covered)):,.1f} us of it, so the device waits " \
+           f"{waits:,.1f} us" in f["Evidence"]
+    assert f"Data Aug Bound mean {main['Data Aug Bound(us)'].mean():,.1f} us" in f["Evidence"]
+
+
 def single_op_run(tmp_path: Path, calls: int = 50) -> Profile:
     """``calls`` tiny aclopExecute Adds: each is its own iteration (no model, no step trace)."""
     with ge.simulation_settings(clock_mode="virtual"):
