@@ -364,7 +364,7 @@ def test_data_aug_bound_is_the_main_models_gap_less_other_graphs_tasks_in_it(tmp
     ops = p.op_summary[p.op_summary["Model ID"] == 2]
     covered = []
     for fp, dab in zip(main["FP Start(us)"], main["Data Aug Bound(us)"]):  # overlapping tasks count once
-        lo, hi, total, reach = fp - dab, fp, 0.0, fp - dab
+        hi, total, reach = fp, 0.0, fp - dab  # reach: how far the window is counted, from its start
         for s, d in sorted(zip(ops["Task Start Time(us)"], ops["Task Duration(us)"])):
             a, b = max(s, reach), min(s + d, hi)
             total += max(0.0, b - a)
