@@ -49,17 +49,18 @@ def covered_time(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.nd
     """Per window [``lo``, ``hi``], how long the intervals [``starts``, ``ends``] cover of it (overlapping
     intervals counted once): a prefix sum over their union, so any number of windows and intervals cost
     a sort and a few searches."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
     us, ue = _union(np.asarray(starts, float), np.asarray(ends, float))
+    if not len(us):
+        return np.zeros(len(lo))
     lengths = ue - us
     before = np.concatenate(([0.0], np.cumsum(lengths)))  # union length before each merged interval
 
     def up_to(x: np.ndarray) -> np.ndarray:
         i = np.searchsorted(us, x, "right") - 1
         j = np.maximum(i, 0)
-        partial = np.clip(x - us[j], 0, lengths[j]) if len(us) else np.zeros(len(x))
-        return np.where(i >= 0, before[j] + partial, 0.0) if len(us) else np.zeros(len(x))
+        return np.where(i >= 0, before[j] + np.clip(x - us[j], 0, lengths[j]), 0.0)
 
-    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
     return np.maximum(up_to(hi) - up_to(lo), 0.0)
 
 
