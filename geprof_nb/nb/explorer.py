@@ -285,11 +285,32 @@ class Report:
         if self.mean_step_us is not None:
             parts.append(f"mean step time {self.mean_step_us:.3f} us ({self.mean_step_us / 1000:.3f} ms)")
         parts.append(f"{len(self.ops)} op tasks")
-        stat = p.op_statistic
-        if len(stat):
-            top = stat.iloc[0]
-            parts.append(f"top op type {top['OP Type']} ({top['Ratio(%)']:.1f}% of op time)")
+        top_type = self.top_op_type
+        if top_type is not None:
+            parts.append(f"top op type {top_type[0]} ({top_type[1]:.1f}% of op time of {self.where()})")
         return " | ".join(parts)
+
+    @cached_property
+    def summary_op_time(self) -> pd.Series:
+        """Task durations of the op rows the Summary's shares are of: the last iteration's (every
+        row when no iteration is known), communication ops included."""
+        if DURATION not in self.ops.columns:
+            return pd.Series(dtype=float)
+        durations = self.ops[DURATION]
+        return durations[self.op_iterations == self.last_iteration] if self.last_iteration is not None else durations
+
+    @cached_property
+    def top_op_type(self) -> tuple[str, float] | None:
+        """The OP Type with the largest share of :attr:`summary_op_time` and that share (%): the
+        total the Summary's "Share of op time(%)" column divides by, so headline and table agree."""
+        durations = self.summary_op_time
+        if not len(durations) or "OP Type" not in self.ops.columns:
+            return None
+        by_type = durations.groupby(self.ops["OP Type"].loc[durations.index].astype(object)).sum()
+        total = float(durations.sum())
+        if not len(by_type) or total <= 0:
+            return None
+        return str(by_type.idxmax()), float(by_type.max()) / total * 100
 
     @cached_property
     def step_split(self) -> pd.DataFrame:
@@ -321,9 +342,8 @@ class Report:
         cols = [c for c in ("Op Name", "OP Type", "Task Type", DURATION, "Block Num") if c in self.ops.columns]
         top, total = self.top_ops(SUMMARY_OPS, columns=cols)
         if len(top) and DURATION in top.columns:
-            its = self.op_iterations
-            sel = self.ops[DURATION][its == self.last_iteration] if self.last_iteration is not None else self.ops[DURATION]
-            top = top.assign(**{"Share of op time(%)": top[DURATION] / max(float(sel.sum()), 1e-12) * 100})
+            total = float(self.summary_op_time.sum())
+            top = top.assign(**{"Share of op time(%)": top[DURATION] / max(total, 1e-12) * 100})
         return top, total
 
     # ---------------------------------------------------------------- figures

@@ -130,6 +130,20 @@ def test_summary_shows_headline_split_top_ops_findings_and_notes(full):
         assert html_escape(note) in text
 
 
+def test_headline_top_op_type_is_the_largest_share_of_the_summary_tables_total(full):
+    """The headline's top op type counts communication ops, over the same op time (the last
+    iteration's op tasks) as the Summary table's "Share of op time(%)" column."""
+    r = X.Explorer(full).report
+    last = full.ops()
+    by_type = last.groupby("OP Type", observed=True)["Task Duration(us)"].sum()
+    share = by_type / last["Task Duration(us)"].sum() * 100
+    assert share.idxmax() == "HcomAllReduce" and full.op_statistic["OP Type"].iloc[0] != "HcomAllReduce"
+    assert f"top op type HcomAllReduce ({share.max():.1f}% of op time of iteration 3)" in r.headline
+    top, _ = r.summary_ops
+    row = top.iloc[0]
+    assert row["Share of op time(%)"] == pytest.approx(row["Task Duration(us)"] / last["Task Duration(us)"].sum() * 100)
+
+
 def html_escape(s: str) -> str:
     import html
 
