@@ -342,8 +342,8 @@ class Report:
         cols = [c for c in ("Op Name", "OP Type", "Task Type", DURATION, "Block Num") if c in self.ops.columns]
         top, total = self.top_ops(SUMMARY_OPS, columns=cols)
         if len(top) and DURATION in top.columns:
-            total = float(self.summary_op_time.sum())
-            top = top.assign(**{"Share of op time(%)": top[DURATION] / max(total, 1e-12) * 100})
+            op_time = float(self.summary_op_time.sum())
+            top = top.assign(**{"Share of op time(%)": top[DURATION] / max(op_time, 1e-12) * 100})
         return top, total
 
     # ---------------------------------------------------------------- figures

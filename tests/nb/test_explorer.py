@@ -139,7 +139,8 @@ def test_headline_top_op_type_is_the_largest_share_of_the_summary_tables_total(f
     share = by_type / last["Task Duration(us)"].sum() * 100
     assert share.idxmax() == "HcomAllReduce" and full.op_statistic["OP Type"].iloc[0] != "HcomAllReduce"
     assert f"top op type HcomAllReduce ({share.max():.1f}% of op time of iteration 3)" in r.headline
-    top, _ = r.summary_ops
+    top, total = r.summary_ops
+    assert total == len(last)
     row = top.iloc[0]
     assert row["Share of op time(%)"] == pytest.approx(row["Task Duration(us)"] / last["Task Duration(us)"].sum() * 100)
 
