@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from geprof_testing import read_csv, run_profiled_session, small_resnet
+from real_fixtures import STAMP, write_msprof
 
+import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.export.ascend_pt import KERNEL_RENAMES
 from geprof_nb.analysis import memory
@@ -330,3 +332,22 @@ def test_task_trace_l0_trace_view_knows_the_collectives(level0):
     (totals0, ops0), (totals1, ops1) = summary(dirs["l0"]), summary(dirs["l1"])
     assert totals0["Communication"] > 0 and totals0 == totals1
     assert len(ops0) == 3 and ops0 == ops1
+
+
+def test_real_msprof_run_with_legacy_statistics_headers_exports(tmp_path):
+    """A real msprof run's op_statistic may have the legacy header (Model Name first, no Device_id;
+    reference §4.2): the ascend_pt export writes torch_npu's statistics columns either way."""
+    run = write_msprof(tmp_path / "real")
+    path = run.output / f"op_statistic_{STAMP}.csv"
+    header, rows = read_csv(path)
+    legacy = ["Model Name"] + header[1:]
+    path.write_text("\n".join(",".join(r) for r in [legacy] + [["resnet"] + r[1:] for r in rows]) + "\n")
+    profile = geprof_nb.load(run.path)
+    assert "Model Name" in profile.op_statistic.columns and "Device_id" not in profile.op_statistic.columns
+    d = profile.export(tmp_path / "pt", "ascend_pt")
+    header, exported = read_csv(output(d) / "op_statistic.csv")
+    assert header == ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",
+                      "Max Time(us)", "Ratio(%)"]
+    assert [r[:3] for r in exported] == [r[1:4] for r in rows]
+    header, _ = read_csv(output(d) / "api_statistic.csv")
+    assert header == ["Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)", "Variance"]

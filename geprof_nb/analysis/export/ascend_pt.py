@@ -65,6 +65,9 @@ LEVEL0_COLUMNS = ["Device_id", "Op Name", "OP Type", "Task Type", "Task Start Ti
 LEVEL0_TENSOR_COLUMNS = ["Input Shapes", "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
                          "Output Formats"]
 SHAPE_COLUMNS = ("Input Shapes", "Output Shapes")
+#: msprof statistics columns torch_npu's op_statistic.csv / api_statistic.csv do not have (reference §4.2 and
+#: msprof_analyze_inputs); a real msprof run may have either (the legacy op_statistic has Model Name instead).
+_NOT_IN_TORCH_NPU_STATISTICS = ["Device_id", "Model Name"]
 #: aic_metrics -> torch_npu's ``AiCMetrics`` value (the ACL enum name).
 ACL_AIC_METRICS = {"PipeUtilization": "ACL_AICORE_PIPE_UTILIZATION",
                    "ArithmeticUtilization": "ACL_AICORE_ARITHMETIC_UTILIZATION",
@@ -110,9 +113,9 @@ def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = No
     frame = profile.step_breakdown
     write_csv(out / "step_trace_time.csv", list(frame.columns), table_cells(frame))
     if len(profile.op_statistic):  # none at task_trace l0 (Level0), as msprof writes none there
-        frame = profile.op_statistic.drop(columns="Device_id")
+        frame = profile.op_statistic.drop(columns=_NOT_IN_TORCH_NPU_STATISTICS, errors="ignore")
         write_csv(out / "op_statistic.csv", list(frame.columns), table_cells(frame))
-    frame = profile.api_statistic.drop(columns="Device_id")
+    frame = profile.api_statistic.drop(columns=_NOT_IN_TORCH_NPU_STATISTICS, errors="ignore")
     write_csv(out / "api_statistic.csv", list(frame.columns), table_cells(frame))
     for name in ("operator_memory", "memory_record"):
         frame = getattr(profile, name)
