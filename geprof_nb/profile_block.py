@@ -47,19 +47,22 @@ def _options_of(given: Mapping[str, Any]) -> ProfilingOptions:
 
 def _schedule_of(value: StepSchedule | Mapping[str, int] | None) -> StepSchedule | None:
     """``value`` as a StepSchedule (a dict gives its fields, the others keep their defaults); ``None``
-    records every step.  A bad value is a ValueError (TypeError for a wrong type) naming the field."""
+    records every step.  A bad type, field or value is a ProfilingOptionsError for ``schedule`` naming
+    the schedule field, as a bad profilingOptions field is."""
     if value is None or isinstance(value, StepSchedule):
         return value
     accepted = f"a StepSchedule, a dict of its fields ({', '.join(_SCHEDULE_NAMES)}) or None"
     if not isinstance(value, Mapping):
-        raise TypeError(f"schedule: {type(value).__name__} is not a schedule; accepted: {accepted}")
+        raise ProfilingOptionsError("schedule", f"{type(value).__name__} is not a schedule", accepted)
     unknown = [k for k in value if k not in _SCHEDULE_NAMES]
     if unknown:
-        raise ValueError(f"schedule: {unknown[0]!r} is not a StepSchedule field; accepted: {accepted}")
+        close = difflib.get_close_matches(str(unknown[0]), _SCHEDULE_NAMES, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ProfilingOptionsError("schedule", f"{unknown[0]!r} is not a StepSchedule field{hint}", accepted)
     try:
         return StepSchedule(**value)
     except StepScheduleError as exc:
-        raise ValueError(f"schedule field {exc.field!r}: {str(exc).split(': ', 1)[-1]}") from None
+        raise ProfilingOptionsError("schedule", f"field {exc.field!r} {str(exc).split(': ', 1)[-1]}") from None
 
 
 class ProfiledBlock:

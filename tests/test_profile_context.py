@@ -118,18 +118,25 @@ def test_an_interrupt_keeps_the_completed_steps(sess, tmp_path):
     ({"task_trace": "l2"}, ProfilingOptionsError, "profiling option 'task_trace': 'l2' is not valid; accepted: "),
     ({"aic_metric": "MemoryUB"}, ProfilingOptionsError,
      "profiling option 'aic_metric': is not a profilingOptions field (did you mean 'aic_metrics'?); accepted: "),
-    ({"schedule": {"activ": 2}}, ValueError, "schedule: 'activ' is not a StepSchedule field; accepted: a "
-                                             "StepSchedule, a dict of its fields (skip_first, wait, warmup, active, "
-                                             "repeat) or None"),
-    ({"schedule": {"active": 0}}, ValueError, "schedule field 'active': must be >= 1"),
-    ({"schedule": {"wait": -1}}, ValueError, "schedule field 'wait': must be >= 0, got -1"),
-    ({"schedule": 3}, TypeError, "schedule: int is not a schedule; accepted: a StepSchedule"),
+    ({"schedule": {"activ": 2}}, ProfilingOptionsError,
+     "profiling option 'schedule': 'activ' is not a StepSchedule field (did you mean 'active'?); accepted: a "
+     "StepSchedule, a dict of its fields (skip_first, wait, warmup, active, repeat) or None"),
+    ({"schedule": {"active": 0}}, ProfilingOptionsError,
+     "profiling option 'schedule': field 'active' must be >= 1 (the steps to record in each cycle), got 0"),
+    ({"schedule": {"active": -1}}, ProfilingOptionsError,
+     "profiling option 'schedule': field 'active' must be >= 1 (the steps to record in each cycle), got -1"),
+    ({"schedule": {"wait": -1}}, ProfilingOptionsError,
+     "profiling option 'schedule': field 'wait' must be >= 0, got -1"),
+    ({"schedule": {"repeat": "2"}}, ProfilingOptionsError,
+     "profiling option 'schedule': field 'repeat' must be a whole number, got '2'"),
+    ({"schedule": 3}, ProfilingOptionsError,
+     "profiling option 'schedule': int is not a schedule; accepted: a StepSchedule"),
 ])
 def test_a_bad_option_is_refused_before_any_run_directory(kwargs, error, message, tmp_path):
     with pytest.raises(error) as info:
         with geprof_nb.profile(output=str(tmp_path / "out"), **kwargs):
             pytest.fail("the block ran")
-    assert str(info.value).startswith(message)
+    assert str(info.value).startswith(message) and isinstance(info.value, ValueError)
     if error is ProfilingOptionsError:
         assert info.value.field == next(iter(kwargs))
     assert not (tmp_path / "out").exists() and not msprof.lib.running

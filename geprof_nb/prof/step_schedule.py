@@ -76,10 +76,10 @@ class StepSchedule:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise StepScheduleError(name, f"must be a whole number, got {value!r}")
+            if name == "active" and value < 1:
+                raise StepScheduleError(name, f"must be >= 1 (the steps to record in each cycle), got {value}")
             if value < 0:
                 raise StepScheduleError(name, f"must be >= 0, got {value}")
-        if self.active < 1:
-            raise StepScheduleError("active", f"must be >= 1 (the steps to record in each cycle), got {self.active}")
 
     @classmethod
     def from_fields(cls, skip_first: int = 0, wait: int = 0, warmup: int = 0, active: int = 0,

@@ -82,6 +82,15 @@ def test_constructor_needs_active():
         StepSchedule(active=0)
 
 
+@pytest.mark.parametrize("active", [0, -1])
+def test_constructor_names_the_range_of_active(active):
+    """A StepSchedule records at least one step per cycle, so a negative ``active`` is told the same minimum as 0."""
+    with pytest.raises(StepScheduleError) as exc:
+        StepSchedule(active=active)
+    assert exc.value.field == "active"
+    assert str(exc.value) == f"--active: must be >= 1 (the steps to record in each cycle), got {active}"
+
+
 def test_flags_and_ranges():
     assert StepSchedule(skip_first=3, warmup=1, active=2).flags() == "--skip-first 3 --warmup 1 --active 2"
     assert _ranges([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
