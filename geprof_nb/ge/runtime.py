@@ -34,6 +34,7 @@ from ..prof.host_profiler import MODEL_EXECUTE, ProfilingEvent, global_profiler,
 from ..prof.properties import (BIT_CANN_HOST, BIT_DEVICE, BIT_GE_HOST, BIT_MEMORY, BIT_TASK_TIME,
                                BIT_TRAINING_TRACE, GlobalProfilingWrapper, ProfilingProperties)
 from ..prof.rawdata import ReportLevel, RtTaskType
+from ..prof.task_utils import ProfilingTaskUtils
 from ..prof.threads import native_thread_id
 from .compiler import CompiledModel, TaskTable
 from .device import CostModel, DevicePreset
@@ -456,6 +457,7 @@ class LoadedModel:
             check_device_memory(v.memory_plan, v.compiled.graph.name, preset.name, preset.memory_bytes)
         v.batch = None
         v.batch_size = 8
+        points.notes += ProfilingTaskUtils.trace_order_notes(v.compiled.graph, points, v.table.logid)
         v.notes = points.notes
         if GlobalProfilingWrapper.enable_flags & BIT_TRAINING_TRACE and not self.single_op:
             for note in points.notes:

@@ -73,7 +73,7 @@ Examples::
 
   %%geprof --aic-metrics Memory --hccl on --task-memory on --storage-limit 500MB
   %%geprof --task-trace l0 --ge-api l1 --executor v1      # dynamic shapes: host scheduling
-  %%geprof --fp-point dense_1/MatMulV2 --bp-point dense_0/Relu          # your own FP/BP points
+  %%geprof --fp-point dense_1/MatMulV2 --bp-point gradients/dense_1/Relu_grad/ReluGrad   # own FP/BP (mlp)
   %%geprof --device Ascend910A --clock virtual -o run_a --no-display
   %%geprof --output ./prof --runtime-api on --msproftx on --aicpu on
 """

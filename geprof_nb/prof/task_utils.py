@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from . import events
 
@@ -154,3 +154,19 @@ class ProfilingTaskUtils:
         points.get_next = [n.id for n in ProfilingTaskUtils.find_get_next_nodes(graph)]
         points.notes = [fp_note, bp_note]
         return points
+
+    @staticmethod
+    def trace_order_notes(graph: Any, points: ProfilingPoint, logids: Sequence[int]) -> list[str]:
+        """A note when the BP-end trace task comes before the FP-start one in the launch-ordered
+        tasks (``logids``: each task's LogID, -1 off PROFILER_TRACE), so FP to BP Time is negative."""
+        order = list(logids)
+        if points.fp is None or points.bp is None or events.FP_START_LOGID not in order \
+                or events.BP_END_LOGID not in order:
+            return []
+        fp_at, bp_at = order.index(events.FP_START_LOGID), order.index(events.BP_END_LOGID)
+        if bp_at > fp_at:
+            return []
+        names = {n.id: n.name for n in graph.nodes if n.id in (points.fp, points.bp)}
+        return [f"BP point {names[points.bp]!r} runs before FP point {names[points.fp]!r} in the task order: "
+                "FP to BP Time is negative; set bp_point to an op after the FP point (the last gradient op) "
+                "or fp_point to an earlier op"]

@@ -33,6 +33,22 @@ def test_cell_magic_help_has_usage_every_flag_and_examples(ip):
     assert len(used) >= 18  # nearly every flag appears in an example
 
 
+def test_fp_bp_point_example_gives_a_positive_fp_to_bp_time_on_the_mlp(ip):
+    """The help's own-FP/BP example names ops of ge.models.mlp with the BP point after the FP point."""
+    doc = ip.find_cell_magic("geprof").__doc__
+    example = next(line for line in doc.split("Examples::")[1].splitlines() if "--bp-point" in line)
+    flags = example.split("%%geprof", 1)[1].split("#", 1)[0].strip()
+    cell = "sess = ge.Session()\nsess.add_graph(1, ge.models.mlp(batch_size=8, training=True))\n" \
+           "for s in range(3):\n    sess.run_graph(1)\n"
+    with contextlib.redirect_stdout(io.StringIO()):
+        ip.run_cell_magic("geprof", flags + " --clock virtual --no-display", cell)
+    profile = ip.user_ns["_geprof"]
+    fp, bp = flags.split("--fp-point ")[1].split()[0], flags.split("--bp-point ")[1].split()[0]
+    assert profile.options["fp_point"] == fp and profile.options["bp_point"] == bp
+    assert len(profile.step_trace) == 3 and (profile.step_trace["FP to BP Time(us)"] > 0).all()
+    assert not any("runs before FP point" in n for n in profile.notes)
+
+
 @pytest.mark.parametrize("command", ["config", "show", "load", "export", "compare", "advise", "help"])
 def test_line_magic_help_lists_every_command_with_an_example(ip, command):
     doc = ip.find_line_magic("geprof").__doc__

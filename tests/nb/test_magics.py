@@ -155,6 +155,10 @@ def test_fp_and_bp_point_flags_are_honoured(ip):
     row = prof.step_trace[prof.step_trace["Iteration ID"] == 2].iloc[0]
     assert row["FP Start(us)"] == pytest.approx(fp["Task Start Time(us)"], abs=0.5)
     assert row["BP End(us)"] == pytest.approx(bp["Task Start Time(us)"] + bp["Task Duration(us)"], abs=0.5)
+    # dense_0/Relu is launched before dense_1/MatMulV2: the run says FP to BP is negative
+    assert (prof.step_trace["FP to BP Time(us)"] < 0).all()
+    assert any("BP point 'dense_0/Relu' runs before FP point 'dense_1/MatMulV2' in the task order: "
+               "FP to BP Time is negative" in n for n in prof.notes)
 
 
 def test_aic_metrics_pipe_utilization_columns_within_unit_range(ip):

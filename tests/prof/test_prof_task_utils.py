@@ -226,6 +226,30 @@ def test_user_fp_bp_points_are_honoured(run_profiled, user_points):
         assert row["FP to BP Time(us)"] == pytest.approx(want, abs=0.002)
 
 
+def test_bp_point_before_fp_point_in_the_task_order_is_noted(run_profiled, tiny_graph):
+    """A bp_point launched before the fp_point gives a negative FP to BP Time; the run says so
+    (from the trace tasks' launch order at placement), and a valid pair gets no such note."""
+    g, _ = tiny_graph(world_size=2)
+    backwards = run_profiled(g, steps=2, subdir="backwards", fp_point="act1", bp_point="fc1")
+    assert (backwards.profile.step_trace["FP to BP Time(us)"] < 0).all()
+    note = ("BP point 'fc1' runs before FP point 'act1' in the task order: FP to BP Time is negative; "
+            "set bp_point to an op after the FP point (the last gradient op) or fp_point to an earlier op")
+    assert note in backwards.notes
+    assert f"model {backwards.model_id} (tiny): {note}" in backwards.profile.notes
+    valid = run_profiled(g, steps=2, subdir="valid", fp_point="fc1", bp_point="act1")
+    assert (valid.profile.step_trace["FP to BP Time(us)"] > 0).all()
+    assert not any("runs before FP point" in n for n in valid.notes + valid.profile.notes)
+
+
+def test_trace_order_notes_read_the_launch_order_of_the_trace_tasks(tiny_graph):
+    g, _ = tiny_graph(world_size=2)
+    points = U.profiling_points(g, "act1", "fc1")
+    fp_first = [-1, events.FP_START_LOGID, -1, events.BP_END_LOGID]
+    assert U.trace_order_notes(g, points, fp_first) == []
+    assert len(U.trace_order_notes(g, points, fp_first[::-1])) == 1
+    assert U.trace_order_notes(g, points, [-1, events.BP_END_LOGID]) == []  # no FP trace task: nothing to compare
+
+
 def test_unknown_user_point_falls_back_to_auto(run_profiled, tiny_graph):
     g, _ = tiny_graph(world_size=2)
     with pytest.warns(UserWarning, match="fp_point 'missing' names no op"):
