@@ -36,6 +36,10 @@ COMPACT_STEP_COLUMNS = ["Iteration ID", "Iteration Time(us)", "FP to BP Time(us)
 #: slow_ranks columns that fit a terminal.
 COMPACT_RANK_COLUMNS = ["Rank", "Step Time(us)", "Own Time(us)", "Computing(us)", "Communication(Not Overlapped)(us)",
                         "Free(us)", "Wait Time(us)", "Bound", "Slow"]
+#: The export formats that take ``--rank`` (the rank one run is exported as).
+RANK_FORMATS = ("ascend_pt",)
+#: What ``analyze`` and ``export`` open.
+PATH_HELP = "a run directory, an output directory (newest run), a cluster root (CLUSTER_*) or real tool output"
 
 
 def _positive_int(value: str) -> int:
@@ -210,6 +214,9 @@ def analyze(args: argparse.Namespace) -> int:
 def export(args: argparse.Namespace) -> int:
     """Write a run (anything ``geprof_nb.load`` opens) in a real tool's format and list the files; a
     cluster in the formats that keep its ranks, every rank as its own."""
+    if args.rank is not None and args.format not in RANK_FORMATS:
+        args.usage_error(f"argument --rank: --format {args.format} has no rank; accepted: --rank with --format "
+                         f"{' or '.join(RANK_FORMATS)}")
     run = load(args.path)
     if isinstance(run, ClusterProfile):
         if args.format not in CLUSTER_FORMATS:
@@ -223,7 +230,7 @@ def export(args: argparse.Namespace) -> int:
             return 2
         options = {}
     else:
-        options = {"rank": args.rank or 0} if args.format == "ascend_pt" else {}
+        options = {"rank": args.rank or 0} if args.format in RANK_FORMATS else {}
     try:
         written = run.export(args.to, format=args.format, **options)
     except OSError as exc:
@@ -268,18 +275,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=_positive_int, default=10, help="ops to list (default: 10)")
     p.set_defaults(func=run)
     p = sub.add_parser("analyze", help="print the tables of a run directory or a cluster")
-    p.add_argument("path", type=Path, help="a run directory, an output directory (newest run), a cluster root "
-                   "(CLUSTER_*) or real tool output")
+    p.add_argument("path", type=Path, help=PATH_HELP)
     p.add_argument("--top", type=_positive_int, default=10, help="ops to list (default: 10)")
     p.add_argument("--json", action="store_true", help="also print a JSON summary line")
     p.set_defaults(func=analyze)
     p = sub.add_parser("export", help="write a run as msprof, ascend_pt (msprof-analyze), chrome or parquet files")
-    p.add_argument("path", type=Path, help="a run directory, an output directory (newest run) or real tool output")
+    p.add_argument("path", type=Path, help=PATH_HELP)
     p.add_argument("--format", required=True, choices=FORMATS)
     p.add_argument("--to", type=Path, required=True, help="directory to write into (chrome: also a .json file)")
     p.add_argument("--rank", type=rank_argument, default=None,
                    help="ascend_pt: the rank this run is exported as (default: 0; a cluster's ranks keep theirs)")
-    p.set_defaults(func=export)
+    p.set_defaults(func=export, usage_error=p.error)  # for flag combinations argparse cannot check one by one
     return parser
 
 

@@ -101,6 +101,12 @@ def test_run_exits_with_the_scripts_exit_status(tmp_path, capsys):
      "argument --rank: rank -1 is not valid; accepted: a whole number >= 0"),
     (["export", ".", "--format", "ascend_pt", "--to", "x", "--rank", "1.5"],
      "argument --rank: rank '1.5' is not valid; accepted: a whole number >= 0"),
+    (["export", ".", "--format", "msprof", "--to", "x", "--rank", "5"],
+     "argument --rank: --format msprof has no rank; accepted: --rank with --format ascend_pt\n"),
+    (["export", ".", "--rank", "0", "--format", "chrome", "--to", "x"],
+     "argument --rank: --format chrome has no rank; accepted: --rank with --format ascend_pt\n"),
+    (["export", ".", "--format", "parquet", "--to", "x", "--rank", "1"],
+     "argument --rank: --format parquet has no rank; accepted: --rank with --format ascend_pt\n"),
     (["run", "--task-trace", "l2", "x.py"], "argument --task-trace: 'l2' is not valid; accepted: "),
     (["run", "missing.py"], "argument SCRIPT: missing.py: no such file; accepted: a Python script file"),
     (["run", "--device", "Ascend999", "x.py"], "argument --device: unknown device 'Ascend999'; accepted: "),
@@ -114,7 +120,15 @@ def test_bad_values_are_refused_naming_the_flag(argv, message, tmp_path, monkeyp
         main(argv)
     assert exc.value.code == 2
     assert f"geprof {argv[0]}: error: {message}" in capsys.readouterr().err
-    assert not (tmp_path / "geprof_output").exists()
+    assert not (tmp_path / "geprof_output").exists() and not (tmp_path / "x").exists()
+
+
+def test_export_help_says_the_path_may_be_a_cluster_root(capsys):
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    helps = " ".join(capsys.readouterr().out.split())
+    assert ("path a run directory, an output directory (newest run), a cluster root (CLUSTER_*) or real tool "
+            "output") in helps
 
 
 def test_run_takes_a_what_if_device_as_the_cell_does(script, tmp_path, capsys):
