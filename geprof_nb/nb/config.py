@@ -24,6 +24,7 @@ from ..collect import COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, devi
 from ..ge.cluster import MAX_RANKS
 from ..ge.device import DEFAULT_DEVICE, PRESETS, get_device
 from ..ge.session import DEFAULT_EXECUTOR, EXECUTORS
+from ..prof import events
 from ..prof.clock import CLOCK_MODES
 from ..prof.options import ProfilingOptions, ProfilingOptionsError, validate_field
 from ..prof.step_schedule import FIELDS as SCHEDULE_FIELDS
@@ -330,6 +331,9 @@ class ConfigStore:
         for field, value in changes.items():
             values[field] = validate_config_field(field, value)
         schedule_from(values)
+        # the device just set is the one refused; else the aic_metrics (as a %%geprof cell says it)
+        blamed = "device" if "device" in changes and "aic_metrics" not in changes else "aic_metrics"
+        _check_device_counters(values["aic_metrics"], values["device"], blamed)
         return values
 
     def update(self, changes: dict[str, Any], base: dict[str, Any] | None = None) -> None:
@@ -405,9 +409,10 @@ class CellSettings:
                 "device": self.values["device"] or None, "ranks": self.values[RANKS_FIELD] or None}
 
 
-def _check_device_counters(options: ProfilingOptions, device: str) -> None:
+def _check_device_counters(aic_metrics: str, device: str, field: str = "aic_metrics") -> None:
     """ConfigError if ``--device``'s AI Core counters have no ``--aic-metrics`` group (L2Cache and
-    MemoryAccess need an A2-class chip); without ``--device`` GE checks it when the cell initialises."""
+    MemoryAccess need an A2-class chip), naming ``field`` (the one just set); without ``--device``
+    GE checks it when the cell initialises."""
     if not device:
         return
     try:
@@ -415,9 +420,13 @@ def _check_device_counters(options: ProfilingOptions, device: str) -> None:
     except ValueError:  # a bad --device is named where the simulation settings are applied
         return
     try:
-        preset.check_aic_metrics(options.aic_metrics)
+        preset.check_aic_metrics(aic_metrics)
     except ProfilingOptionsError as exc:
-        raise ConfigError("aic_metrics", f"{options.aic_metrics!r} is not available on --device {device}; "
+        if field == "device":
+            having = [name for name, p in PRESETS.items() if aic_metrics in events.aic_metrics_on(p.chip_family)]
+            raise ConfigError(field, f"{device!r} has no --aic-metrics {aic_metrics} counters; accepted: "
+                                     f"{', '.join(having)} (or another --aic-metrics first)") from None
+        raise ConfigError("aic_metrics", f"{aic_metrics!r} is not available on --device {device}; "
                                          f"accepted there: {exc.accepted}") from None
 
 
@@ -431,7 +440,7 @@ def cell_settings(args: argparse.Namespace, store: ConfigStore | None) -> CellSe
     try:
         options = options_from_args(args, values)
         schedule = schedule_from(values)
-        _check_device_counters(options, values["device"])
+        _check_device_counters(options.aic_metrics, values["device"])
     except ProfilingOptionsError as exc:
         raise UsageError(str(exc)) from None
     except ConfigError as exc:

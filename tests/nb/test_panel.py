@@ -115,6 +115,39 @@ def test_invalid_value_shows_a_message_at_the_field_and_changes_nothing(field, v
     assert all(panel.messages[f].value == "" for f in CONFIG_FIELDS if f != field)
 
 
+@pytest.mark.parametrize("first, then, refused, fragments", [
+    (("device", "Ascend910A"), ("aic_metrics", "L2Cache"), "aic_metrics",
+     ["'L2Cache' is not available on --device Ascend910A; accepted there: ArithmeticUtilization, PipeUtilization"]),
+    (("aic_metrics", "MemoryAccess"), ("device", "Ascend910A"), "device",
+     ["'Ascend910A' has no --aic-metrics MemoryAccess counters; accepted: Ascend910B"]),
+])
+def test_aic_metrics_the_device_has_no_counters_for_is_refused_at_the_field_set(first, then, refused, fragments):
+    """L2Cache/MemoryAccess on a 910A would make every later %%geprof cell fail: refused as it is set."""
+    panel = ConfigPanel(ConfigStore())
+    panel.fields[first[0]].value = first[1]
+    before = dict(panel.store.values)
+    panel.fields[then[0]].value = then[1]
+    message = panel.messages[refused].value
+    assert "geprof-field-error" in message and "color:#c62828" in message
+    for fragment in fragments:
+        assert fragment in shown(panel.messages[refused])
+    assert panel.store.values == before and panel.line == f"{'--' + first[0].replace('_', '-')} {first[1]}"
+    assert all(panel.messages[f].value == "" for f in CONFIG_FIELDS if f != refused)
+
+
+def test_config_command_refuses_an_aic_metrics_the_device_lacks_and_the_next_cell_runs(ip):
+    with pytest.raises(UsageError, match="--aic-metrics: 'L2Cache' is not available on --device Ascend910A; "
+                                         "accepted there: ArithmeticUtilization"):
+        ip.run_line_magic("geprof", "config --device Ascend910A --aic-metrics L2Cache")
+    ip.run_line_magic("geprof", "config --aic-metrics L2Cache")
+    with pytest.raises(UsageError, match="--device: 'Ascend910A' has no --aic-metrics L2Cache counters; "
+                                         "accepted: Ascend910B"):
+        ip.run_line_magic("geprof", "config --device Ascend910A")
+    assert store_of(ip).line() == "--aic-metrics L2Cache"
+    run(ip, "--no-display --clock virtual")
+    assert len(ip.user_ns["_geprof"].step_trace) == 3
+
+
 def test_fixing_an_invalid_value_stores_it_and_clears_the_message():
     panel = ConfigPanel(ConfigStore())
     panel.fields["storage_limit"].value = "5MB"
