@@ -31,6 +31,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
+from matplotlib.text import Text
 
 EMPTY_STEP_TRACE_MESSAGE = "no step trace data (enable training_trace)"
 EMPTY_OPS_MESSAGE = "no op tasks (enable task_trace)"
@@ -128,6 +129,15 @@ def _tidy(ax) -> None:
         ax.spines[side].set_visible(False)
 
 
+def _literal(fig: Figure) -> Figure:
+    """Show every text of ``fig`` as typed, never as mathtext: labels, legends and titles carry op,
+    op type, graph and stream names, and an op named ``cost$a_b$`` would lose its dollars and grow a
+    subscript.  These plots format their numbers without mathtext, so no text of theirs needs it."""
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+    return fig
+
+
 def _short(text: str, limit: int = 52) -> str:
     """A long op name cut at the front: its end (layer, op) is what tells ops of one scope apart."""
     text = str(text)
@@ -222,7 +232,7 @@ def _empty_figure(message: str) -> Figure:
     ax = fig.add_subplot()
     ax.set_axis_off()
     ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=12, color="0.4")
-    return fig
+    return _literal(fig)
 
 
 def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title: str | None = None) -> Figure:
@@ -293,7 +303,7 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
     heading = title or "Step timeline"
     ax.set_title(heading if iteration is None else f"{heading}: iteration {iteration}", loc="left")
-    return fig
+    return _literal(fig)
 
 
 # ------------------------------------------------------------------ compound-path span drawing
@@ -497,7 +507,7 @@ def task_gantt(op_summary: pd.DataFrame, iteration: int | None = None, iteration
     if iteration is not None:
         heading += f": iteration {iteration}"
     ax.set_title(f"{heading}  ({len(frame):,} tasks over {x1:,.3f} ms)", loc="left")
-    return fig
+    return _literal(fig)
 
 
 # --------------------------------------------------------------------------- op type bars
@@ -550,7 +560,7 @@ def op_type_bars(op_statistic: pd.DataFrame, top: int = 15, title: str | None = 
     if len(stats) > len(shown):
         heading += f": top {len(shown)} of {len(stats)} ({share.sum():.1f}% of the time)"
     ax.set_title(heading, loc="left")
-    return fig
+    return _literal(fig)
 
 
 # ---------------------------------------------------------------------------- pipe ratios
@@ -623,7 +633,7 @@ def pipe_ratios(op_summary: pd.DataFrame, top: int = 15, title: str | None = Non
               fontsize=8, title="ratio", title_fontsize=8)
     heading = title or "AI Core ratios per op"
     ax.set_title(f"{heading}: the {len(names)} longest ops of {total.size} (text: total task time)", loc="left")
-    return fig
+    return _literal(fig)
 
 
 # ------------------------------------------------------------------------ memory lifetimes
@@ -788,7 +798,7 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
     if iteration is not None:
         heading += f": iteration {iteration}"
     (ax_t if ax_t is not None else ax_m).set_title(f"{heading}  ({shown})", loc="left")
-    return fig
+    return _literal(fig)
 
 
 # ---------------------------------------------------------------------------- host scopes
@@ -903,7 +913,7 @@ def host_scopes(host_events: pd.DataFrame, api_calls: pd.DataFrame | None = None
     ax.set_title(f"{heading}  ({', '.join(counts)} over {x1:,.3f} ms)", loc="left")
     if he.empty:
         fig.text(0.5, 0.0, NO_HOST_EVENTS_MESSAGE, ha="center", va="bottom", fontsize=9, color="0.4")
-    return fig
+    return _literal(fig)
 
 def figure_png(fig: Figure, dpi: int = 100) -> bytes:
     """Render a figure to PNG bytes, for static HTML fallbacks where no live matplotlib backend exists."""

@@ -771,3 +771,39 @@ def test_no_plot_loads_pyplot():
             "plots.host_scopes(he), plots.memory_lifetimes(None, mr))]; "
             "assert 'matplotlib.pyplot' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ====================================================================== names shown literally
+DOLLAR_OP = "cost$a_b$"
+
+
+@pytest.fixture(scope="module")
+def dollar_run(tmp_path_factory):
+    """A training graph with an op named like mathtext (``cost$a_b$``), task memory on, 2 steps."""
+    g = ge.Graph("g$x$")
+    x = g.data("x", (8, 64), "float16")
+    w = g.variable("w", (64, 64), "float16")
+    z = g.op("Relu", g.op("MatMulV2", [x, w], name="mm"), name=DOLLAR_OP)
+    ge.add_training(g, g.op("ReduceMean", z, name="loss", axes=[0]))
+    return run_profiled_session(tmp_path_factory.mktemp("plots_dollar"), g, 2, task_memory="on")
+
+
+def test_names_with_dollars_are_shown_as_typed_not_as_mathtext(dollar_run):
+    from matplotlib.text import Text
+
+    p = dollar_run.profile
+    title = "run of g$x$"
+    figures = {"pipe_ratios": plots.pipe_ratios(p.op_summary, title=title),
+               "task_gantt": plots.task_gantt(p.op_summary, title=title),
+               "op_type_bars": plots.op_type_bars(p.op_statistic, title=title),
+               "memory_lifetimes": plots.memory_lifetimes(p, title=title),
+               "step_timeline": plots.step_timeline(p.step_trace, title=title)}
+    labels = [t.get_text() for t in figures["pipe_ratios"].axes[0].get_yticklabels()]
+    assert DOLLAR_OP in labels  # the op's own name, not an escaped or shortened one
+    for name, fig in figures.items():
+        figure_png(fig)  # drawn as a notebook shows it
+        texts = [t for t in fig.findobj(Text) if "$" in t.get_text()]
+        assert any(t.get_text().startswith(title) for t in texts), name
+        for t in texts:
+            assert t.get_parse_math() is False, (name, t.get_text())
+            assert t._preprocess_math(t.get_text()) == (t.get_text(), False), (name, t.get_text())
