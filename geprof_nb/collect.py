@@ -22,7 +22,7 @@ import os
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Protocol
+from typing import Any, Callable, Protocol
 
 from .analysis import ClusterProfile, Profile
 from .ge.device import get_device
@@ -30,6 +30,7 @@ from .ge.session import device_preset, step_hooks
 from .prof import msprof
 from .prof.events import AIC_METRICS
 from .prof.options import ProfilingOptions
+from .prof.run_opener import open_run
 from .prof.step_schedule import NONE, WARMUP, ScheduledCollection, StepSchedule
 
 #: Defaults of a profiled cell or script where they differ from GE's: a person wants the step timeline.
@@ -188,27 +189,16 @@ def users_traceback(error: BaseException, code_filename: str | None, trailing: t
     return error.with_traceback(new)
 
 
-#: What opened a run, by the ``info_key`` it was opened with (info.json ``mode``).
-_OPENED_BY = {"magic": "a %%geprof cell", "cli": "geprof run", "profile": "a geprof_nb.profile() block"}
-
-
 class AlreadyCollecting(RuntimeError):
     """A run is open already: the msprof library collects into one run at a time."""
 
 
 def check_not_collecting() -> None:
     """Raise :class:`AlreadyCollecting` naming the open run directory and what opened it, if a run is open."""
-    if not msprof.lib.running:
-        return
-    current = Collection.current
-    if current is not None:
-        opened_by = _OPENED_BY.get(current.info_key, current.info_key)
-        finish = "let it finish first"
-    else:
-        opened_by = "GE's profiling options (ge.exec.profilingMode or the environment) or aclgrphProfInit"
-        finish = "finish that run first (ge.GEFinalize() for GE options, aclgrphProfFinalize() for the C API)"
-    raise AlreadyCollecting(f"profiling is already collecting into {msprof.lib.run_dir} (opened by {opened_by}); "
-                            f"{finish}")
+    run = open_run(msprof.lib)
+    if run is not None:
+        raise AlreadyCollecting(f"profiling is already collecting into {run.run_dir} (opened by {run.opened_by}); "
+                                f"{run.finish}")
 
 
 def check_device_counters(options: ProfilingOptions) -> None:
@@ -227,9 +217,6 @@ class Collection:
     :meth:`open` opens the run directory, :meth:`start` starts collecting (every step, or the
     schedule's) and hooks the steps, :meth:`finish` finalises the run whatever the code did.
     """
-
-    #: The collection between its open and its finish, if any (one run is open at a time).
-    current: ClassVar[Collection | None] = None
 
     def __init__(self, switch: int, schedule: StepSchedule | None, subject: str, info_key: str,
                  info: dict[str, Any] | None, make_progress: Callable[[], StepProgress] | None,
@@ -260,8 +247,7 @@ class Collection:
             msprof.lib.init(options.output, options.to_dict(), mode=info_key)
         except OSError as exc:
             raise OutputUnusable(options.output, exc) from None
-        cls.current = cls(switch, schedule, subject, info_key, info, make_progress, guard)
-        return cls.current
+        return cls(switch, schedule, subject, info_key, info, make_progress, guard)
 
     def start(self) -> None:
         """Start collecting (without a schedule: now; with one: from its first recorded step) and hook the steps."""
@@ -303,7 +289,6 @@ class Collection:
                 except Exception:  # noqa: BLE001 - the display of progress never hides the run
                     pass
         finally:
-            Collection.current = None
             if guard is not None:
                 late = guard.exit(raise_pending=False)
                 guard.uninstall()

@@ -189,8 +189,22 @@ def test_a_block_while_ge_profiles_is_refused_naming_ges_options(tmp_path):
             pytest.fail("the block ran")
     assert str(info.value) == (
         f"profiling is already collecting into {open_dir} (opened by GE's profiling options (ge.exec.profilingMode "
-        "or the environment) or aclgrphProfInit); finish that run first (ge.GEFinalize() for GE options, "
-        "aclgrphProfFinalize() for the C API)")
+        "or the environment)); finish that run first (ge.GEFinalize())")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_block_while_the_c_api_profiles_is_refused_naming_aclgrphprofinit(tmp_path):
+    assert ge.GEInitialize({}) == ge.SUCCESS
+    assert ge.aclgrphProfInit(str(tmp_path / "api")) == ge.SUCCESS
+    open_dir = msprof.lib.run_dir
+    try:
+        with pytest.raises(AlreadyCollecting) as info:
+            with geprof_nb.profile(output=str(tmp_path / "out")):
+                pytest.fail("the block ran")
+    finally:
+        assert ge.aclgrphProfFinalize() == ge.SUCCESS
+    assert str(info.value) == (f"profiling is already collecting into {open_dir} (opened by aclgrphProfInit); "
+                               "finish that run first (aclgrphProfFinalize())")
     assert not (tmp_path / "out").exists()
 
 

@@ -23,6 +23,7 @@ from typing import Sequence
 
 from ..prof import events, msprof
 from ..prof.events import ProfDataTypeConfig, ProfilingAicoreMetrics
+from ..prof.run_opener import open_run
 from . import status as st
 from .session import device_runtime, is_initialized
 
@@ -98,9 +99,10 @@ def aclgrphProfInit(profiler_path: str | None, length: int | None = None) -> st.
             return _fail("aclgrphProfInit: GE is not initialised; call ge.GEInitialize(options) first")
         if _state.inited:
             return _fail("aclgrphProfInit: Acl profiling is already inited; call aclgrphProfFinalize first")
-        if msprof.lib.running:
-            return _fail(f"aclgrphProfInit: another profiling mode is collecting into {msprof.lib.run_dir} "
-                         "(GE options, environment or %%geprof); the api mode cannot start "
+        run = open_run(msprof.lib)
+        if run is not None:
+            return _fail(f"aclgrphProfInit: another profiling mode is collecting into {run.run_dir} (opened by "
+                         f"{run.opened_by}); the api mode cannot start; {run.finish} "
                          f"(ACL_ERROR_PROF_ALREADY_RUN {msprof.ACL_ERROR_PROF_ALREADY_RUN})")
         try:
             msprof.lib.init(profiler_path, {"output": profiler_path}, mode="api")

@@ -371,8 +371,10 @@ def test_init_while_ge_options_profiling_runs_fails(tmp_path):
                             "ge.exec.profilingOptions": json.dumps(opts)}) == ge.SUCCESS
     before = snapshot()
     assert ge.aclgrphProfInit(str(tmp_path / "api")) == ge.FAILED
-    msg = ge.GEGetErrorMsg()
-    assert "another profiling mode" in msg and str(msprof.lib.run_dir) in msg and "100042" in msg
+    assert ge.GEGetErrorMsg() == (
+        f"[FAILED] aclgrphProfInit: another profiling mode is collecting into {msprof.lib.run_dir} (opened by GE's "
+        "profiling options (ge.exec.profilingMode or the environment)); the api mode cannot start; finish that run "
+        "first (ge.GEFinalize()) (ACL_ERROR_PROF_ALREADY_RUN 100042)")
     assert snapshot() == before and not (tmp_path / "api").exists()
     ge.GEFinalize()
     assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
@@ -388,13 +390,29 @@ def test_init_while_magic_style_collection_runs_fails(sess, tmp_path):
     try:
         before = snapshot()
         assert ge.aclgrphProfInit(str(tmp_path / "api")) == ge.FAILED
-        assert "another profiling mode" in ge.GEGetErrorMsg()
+        assert ge.GEGetErrorMsg() == (
+            f"[FAILED] aclgrphProfInit: another profiling mode is collecting into {msprof.lib.run_dir} (opened by a "
+            "%%geprof cell); the api mode cannot start; let it finish first (ACL_ERROR_PROF_ALREADY_RUN 100042)")
         assert snapshot() == before and not ge_prof.api_mode_active()
     finally:
         msprof.lib.finalize()
     assert geprof_nb.load(tmp_path / "magic").info["mode"] == "magic"
     assert ge.aclgrphProfInit(str(tmp_path / "api")) == ge.SUCCESS
     assert ge.aclgrphProfFinalize() == ge.SUCCESS
+
+
+def test_init_inside_a_profile_block_fails_naming_the_block(sess, tmp_path):
+    with geprof_nb.profile(output=str(tmp_path / "block")) as block:
+        run(sess, 1)
+        open_dir = msprof.lib.run_dir
+        assert ge.aclgrphProfInit(str(tmp_path / "api")) == ge.FAILED
+        assert ge.GEGetErrorMsg() == (
+            f"[FAILED] aclgrphProfInit: another profiling mode is collecting into {open_dir} (opened by a "
+            "geprof_nb.profile() block); the api mode cannot start; let it finish first "
+            "(ACL_ERROR_PROF_ALREADY_RUN 100042)")
+        assert not ge_prof.api_mode_active() and not (tmp_path / "api").exists()
+        run(sess, 1)
+    assert block.profile.path == open_dir and len(block.profile.step_trace) == 2
 
 
 # ------------------------------------------------------------------------------- Start in mid-run

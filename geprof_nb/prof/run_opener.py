@@ -1,0 +1,56 @@
+"""What opened the run the msprof library is collecting into, in words: the one answer every refusal
+to open a second run gives (``geprof_nb.collect.AlreadyCollecting`` for a cell, ``geprof run`` or a
+``geprof_nb.profile()`` block; ``aclgrphProfInit`` for the C API).
+
+The opener is the run's *mode*, which each opener gives ``Msprof.init`` and msprof records in the
+run's info.json (``"mode"``) when the run opens, so it is read from there: one record, kept by msprof.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import rawdata
+from .msprof import Msprof
+
+#: What opened a run, by its mode, and how that run is ended.
+OPENERS = {
+    "magic": ("a %%geprof cell", "let it finish first"),
+    "cli": ("geprof run", "let it finish first"),
+    "profile": ("a geprof_nb.profile() block", "let it finish first"),
+    "api": ("aclgrphProfInit", "finish that run first (aclgrphProfFinalize())"),
+    "ge_options": ("GE's profiling options (ge.exec.profilingMode or the environment)",
+                   "finish that run first (ge.GEFinalize())"),
+    "cluster_rank": ("a simulated cluster (%%geprof --ranks N)", "let it finish first"),
+}
+#: When the run's mode cannot be read (its info.json is gone): the openers that end their runs themselves.
+UNKNOWN_OPENER = ("GE's profiling options (ge.exec.profilingMode or the environment) or aclgrphProfInit",
+                  "finish that run first (ge.GEFinalize() for GE options, aclgrphProfFinalize() for the C API)")
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """The run a library is collecting into: where, what opened it and how it is ended, in words."""
+
+    run_dir: Path
+    opened_by: str
+    finish: str
+
+
+def _mode(run_dir: Path) -> str | None:
+    try:
+        info = json.loads((run_dir / rawdata.INFO_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info.get("mode") if isinstance(info, dict) else None
+
+
+def open_run(lib: Msprof) -> OpenRun | None:
+    """The run ``lib`` is collecting into (``None``: no run is open)."""
+    run_dir = lib.run_dir
+    if run_dir is None:
+        return None
+    opened_by, finish = OPENERS.get(_mode(run_dir), UNKNOWN_OPENER)
+    return OpenRun(run_dir, opened_by, finish)
