@@ -731,9 +731,9 @@ class MemoryPane(Pane):
         out: list = []
         peak = p.memory_peak
         if peak is not None:
-            mib = 1024 * 1024
-            out.append(f'<p class="geprof-memory-peak"><b>Peak</b> {peak.allocated_bytes / mib:,.1f} MiB allocated '
-                       f"({peak.reserved_bytes / mib:,.1f} MiB reserved) at {peak.time_us:.3f} us, reached by "
+            allocated, reserved = plots.format_size(peak.allocated_bytes), plots.format_size(peak.reserved_bytes)
+            out.append(f'<p class="geprof-memory-peak"><b>Peak</b> {allocated} allocated '
+                       f"({reserved} reserved) at {peak.time_us:.3f} us, reached by "
                        f"allocating <code>{html.escape(peak.tensor)}</code> (model {peak.model_id})</p>")
         out.append(self.report.memory_lifetimes())
         tensors = om.sort_values("Size(KB)", ascending=False, kind="stable").drop_duplicates("Name")

@@ -129,6 +129,21 @@ def _tidy(ax) -> None:
         ax.spines[side].set_visible(False)
 
 
+def format_size(nbytes: float) -> str:
+    """A byte count in the binary unit (B, KiB, MiB, GiB, TiB) that shows it with 3 significant
+    digits, so a 12 KiB peak does not read "0.0 MiB": ``512 B``, ``12.1 KiB``, ``1.50 MiB``."""
+    value, unit = float(nbytes), "B"
+    for larger in ("KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024:
+            break
+        value, unit = value / 1024, larger
+    if unit == "B":
+        return f"{value:.0f} B"
+    value = float(f"{value:.3g}")
+    decimals = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
+    return f"{value:.{decimals}f} {unit}"
+
+
 def _literal(fig: Figure) -> Figure:
     """Show every text of ``fig`` as typed, never as mathtext: labels, legends and titles carry op,
     op type, graph and stream names, and an op named ``cost$a_b$`` would lose its dollars and grow a
@@ -773,7 +788,7 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
             mark = (t_ms[i], allocated[i], label, live_names[at[-1]] if len(at) else None)
         if mark is not None:
             px, py, label, tensor = mark
-            ax_m.plot([px], [py], "o", color="#c44e52", markersize=6, label=f"{label}: {py:,.1f} MiB", zorder=5)
+            ax_m.plot([px], [py], "o", color="#c44e52", markersize=6, label=f"{label}: {format_size(py * MiB)}", zorder=5)
             for ax in (ax_t, ax_m):
                 if ax is not None:
                     ax.axvline(px, color="#c44e52", linewidth=0.8, linestyle=":", zorder=4)

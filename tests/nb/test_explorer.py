@@ -257,7 +257,8 @@ def test_memory_tab_shows_lifetimes_peak_and_largest_tensors(full):
     pane = X.Explorer(full).select("Memory")
     text = widget_html(pane.box)
     peak = full.memory_peak
-    assert f"{peak.allocated_bytes / 2**20:,.1f} MiB allocated" in text and html_escape(peak.tensor) in text
+    assert f"{plots.format_size(peak.allocated_bytes)} allocated" in text and html_escape(peak.tensor) in text
+    assert f"({plots.format_size(peak.reserved_bytes)} reserved)" in text
     biggest = full.operator_memory.nlargest(1, "Size(KB)")["Name"].iloc[0]
     assert html_escape(biggest) in text
     assert len(images(pane.box)) == 1

@@ -807,3 +807,20 @@ def test_names_with_dollars_are_shown_as_typed_not_as_mathtext(dollar_run):
         for t in texts:
             assert t.get_parse_math() is False, (name, t.get_text())
             assert t._preprocess_math(t.get_text()) == (t.get_text(), False), (name, t.get_text())
+
+
+# ============================================================================== size labels
+@pytest.mark.parametrize("nbytes, shown", [
+    (0, "0 B"), (512, "512 B"), (1023, "1023 B"), (1024, "1.00 KiB"), (12390, "12.1 KiB"),
+    (1.5 * MIB, "1.50 MiB"), (100 * MIB, "100 MiB"), (3 * 1024 * MIB, "3.00 GiB"),
+])
+def test_sizes_are_shown_in_the_unit_that_keeps_three_significant_digits(nbytes, shown):
+    assert plots.format_size(nbytes) == shown
+
+
+def test_a_small_memory_peak_is_labelled_in_kib_not_as_zero_mib(dollar_run):
+    p = dollar_run.profile
+    peak = p.memory_peak
+    assert peak.allocated_bytes == 12288  # 0.0117 MiB: read "0.0 MiB" with one decimal of MiB
+    fig = plots.memory_lifetimes(p)
+    assert "peak: 12.0 KiB" in legend_texts(fig.axes[1].get_legend())
