@@ -44,7 +44,10 @@ def _field_type(field: str):
         try:
             return validate_field(field, value)
         except ProfilingOptionsError as exc:
-            raise argparse.ArgumentTypeError(f"{value!r} is not valid; accepted: {exc.accepted}") from None
+            # a flag value is a word: an empty choice (training_trace '') cannot be typed, so is not offered
+            typeable = [c for c in exc.choices if c]
+            accepted = ", ".join(map(repr, typeable)) if typeable else exc.accepted
+            raise argparse.ArgumentTypeError(f"{value!r} is not valid; accepted: {accepted}") from None
 
     convert.__name__ = field
     return convert

@@ -64,12 +64,14 @@ HOST_SYS_USAGE_ITEMS = ("cpu", "mem")
 
 
 class ProfilingOptionsError(ValueError):
-    """A profiling option has a bad value; ``field`` names it, ``accepted`` says what works."""
+    """A profiling option has a bad value; ``field`` names it, ``accepted`` says what works
+    (``choices``: the values, for a field that takes one of a list)."""
 
-    def __init__(self, field: str, message: str, accepted: str = "") -> None:
+    def __init__(self, field: str, message: str, accepted: str = "", choices: tuple[str, ...] = ()) -> None:
         self.field = field
         self.message = message
         self.accepted = accepted
+        self.choices = choices
         text = f"profiling option {field!r}: {message}"
         if accepted:
             text += f"; accepted: {accepted}"
@@ -289,7 +291,7 @@ def validate_field(key: str, value: Any) -> str:
         return ",".join(parts)
     allowed = _ENUM_FIELDS.get(key)
     if allowed is not None and value not in allowed:
-        raise ProfilingOptionsError(key, f"{value!r} is not valid", _choices(allowed))
+        raise ProfilingOptionsError(key, f"{value!r} is not valid", _choices(allowed), allowed)
     return value
 
 

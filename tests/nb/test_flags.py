@@ -136,6 +136,16 @@ def test_output_puts_the_run_directory_under_it(ip, tmp_path):
 
 
 # ----------------------------------------------------------------------------- --training-trace
+def test_a_bad_training_trace_offers_only_values_a_flag_can_carry(ip):
+    with pytest.raises(UsageError) as exc:
+        ip.run_cell_magic("geprof", "--training-trace maybe", "pass")
+    assert str(exc.value) == "argument --training-trace: 'maybe' is not valid; accepted: 'on', 'off'"
+    # GE's own check (its E10001 text) names the empty value its profilingOptions JSON takes
+    assert ge.GEInitialize({"ge.exec.profilingMode": "1",
+                            "ge.exec.profilingOptions": '{"training_trace": "maybe"}'}) != ge.SUCCESS
+    assert ge.GEGetErrorMsg().endswith("'maybe' is not valid; accepted: 'on', 'off', ''")
+
+
 def test_training_trace_off_gives_no_fp_bp_trace(ip):
     on, off = run(ip, display=True), run(ip, "--training-trace off", display=True)
     st_on, st_off = on.profile.step_trace, off.profile.step_trace
