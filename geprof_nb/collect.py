@@ -29,7 +29,7 @@ from .ge.device import get_device
 from .ge.session import device_preset, step_hooks
 from .prof import msprof
 from .prof.events import AIC_METRICS
-from .prof.options import ProfilingOptions
+from .prof.options import CUSTOM_EVENT_MAX, CUSTOM_EVENT_MIN, ProfilingOptions
 from .prof.run_opener import open_run
 from .prof.step_schedule import NONE, WARMUP, ScheduledCollection, StepSchedule
 
@@ -50,7 +50,8 @@ PROFILING_FLAGS = [
     ("--bp-point", "bp_point", "OP", "op that ends the backward pass (default: auto-detect)"),
     ("--hccl", "hccl", "on|off", "collective communication data (default: off)"),
     ("--aicpu", "aicpu", "on|off", "AI CPU data (default: off)"),
-    ("--aic-metrics", "aic_metrics", "GROUP", "AI Core PMU group: " + ", ".join(AIC_METRICS) + " (default: PipeUtilization)"),
+    ("--aic-metrics", "aic_metrics", "GROUP", "AI Core PMU group: " + ", ".join(AIC_METRICS) + ", or Custom:0x49,0x8,... "
+     f"(up to 8 PMU event ids in [0x{CUSTOM_EVENT_MIN:X}, 0x{CUSTOM_EVENT_MAX:X}]) (default: PipeUtilization)"),
     ("--msproftx", "msproftx", "on|off", "msproftx / mstx ranges (default: off)"),
     ("--ge-api", "ge_api", "off|l0|l1", "GE API and host scheduling of dynamic-shape ops (default: off)"),
     ("--runtime-api", "runtime_api", "on|off", "runtime API calls (default: off)"),

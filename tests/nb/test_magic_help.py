@@ -2,8 +2,11 @@
 
 import contextlib
 import io
+import re
+from pathlib import Path
 
 import pytest
+from IPython.core.error import UsageError
 
 from geprof_nb.nb.config import CONFIG_FIELDS, FLAG_OF
 
@@ -31,6 +34,27 @@ def test_cell_magic_help_has_usage_every_flag_and_examples(ip):
     examples = doc.split("Examples::")[1]
     used = {FLAG_OF[f] for f in CONFIG_FIELDS if FLAG_OF[f] + " " in examples}
     assert len(used) >= 18  # nearly every flag appears in an example
+
+
+def readme_flag_rows() -> dict[str, str]:
+    """README's ``%%geprof`` flag table: flag -> its row (a row naming several flags is each one's)."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = text.split("## `%%geprof` flags", 1)[1].split("\n\n", 2)[1]
+    rows = {}
+    for row in table.splitlines()[2:]:
+        for flag in re.findall(r"`(--?[a-z-]+)", row.split("|")[1]):
+            rows[flag] = row
+    return rows
+
+
+def test_custom_aic_metrics_and_their_range_are_in_the_help_and_the_readme(ip):
+    """The --aic-metrics error accepts Custom:0x..; the help and README say so, with the event id range."""
+    help_text = " ".join(ip.find_cell_magic("geprof").__doc__.split())  # argparse wraps the help
+    assert "or Custom:0x49,0x8,... (up to 8 PMU event ids in [0x1, 0x6E])" in help_text
+    assert "or `Custom:0x49,0x8,...` (up to 8 PMU event ids in [0x1, 0x6E])" in readme_flag_rows()["--aic-metrics"]
+    with pytest.raises(UsageError, match=r"'Custom:0x6F' is not valid; accepted: 'Custom:' and 1 to 8 hex event ids "
+                                         r"in \[0x1, 0x6E\]"):
+        ip.run_cell_magic("geprof", "--aic-metrics Custom:0x6F", "pass")
 
 
 def test_fp_bp_point_example_gives_a_positive_fp_to_bp_time_on_the_mlp(ip):
