@@ -695,12 +695,13 @@ class LoadedModel:
         rows = slice(p.k[0], p.k[-1] + 1) if p.k[-1] - p.k[0] == len(p.k) - 1 else ks
         start = np.asarray(p.t0, np.int64)[:, None] + times.start[rows]
         iterations = np.asarray(p.iteration, np.int64)
-        self._report_steps(v, p.flags, start, times.dur[rows], times.block_cycles[rows], iterations)
-        if self.cluster is not None:
-            self.cluster.report(v, p, ks, np.asarray(p.t0, np.int64), iterations)
-        if p.timeline is not None:
-            self._report_host(v, p.timeline, np.asarray(p.t0, np.int64) - LAUNCH_LATENCY_NS,
-                              np.asarray(p.thread, np.int64), p.flags, p.node_api)
+        with msprof.lib.reporting_batch():  # a chunk written meanwhile waits for the batch's every kind
+            self._report_steps(v, p.flags, start, times.dur[rows], times.block_cycles[rows], iterations)
+            if self.cluster is not None:
+                self.cluster.report(v, p, ks, np.asarray(p.t0, np.int64), iterations)
+            if p.timeline is not None:
+                self._report_host(v, p.timeline, np.asarray(p.t0, np.int64) - LAUNCH_LATENCY_NS,
+                                  np.asarray(p.thread, np.int64), p.flags, p.node_api)
 
     def flush(self) -> None:
         """Report every step run while profiling was on (msprof gets device logs batch by batch)."""

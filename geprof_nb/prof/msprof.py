@@ -195,6 +195,8 @@ class Msprof:
         #: Metadata set since info.json was last written: written before the next chunk and at finalize
         #: (a step's metadata arrives in a dozen calls; each write is an open, a dump and a rename).
         self._info_dirty = False
+        #: Per thread: ``open`` while it reports one batch of steps, ``due`` once a buffer filled in it.
+        self._batch = threading.local()
 
     # ------------------------------------------------------------------ state
     @property
@@ -497,7 +499,7 @@ class Msprof:
             buf.pending += 1
             full = buf.pending >= self.chunk_records
         if full:
-            self._flush_buffer(buf, device_id)
+            self._buffer_filled(buf, device_id)
 
     def report_block(self, kind: str, records: np.ndarray, device_id: int = 0) -> None:
         """Append many records at once (a structured array of the kind's dtype)."""
@@ -517,7 +519,7 @@ class Msprof:
             buf.pending += len(records)
             full = buf.pending >= self.chunk_records
         if full:
-            self._flush_buffer(buf, device_id)
+            self._buffer_filled(buf, device_id)
 
     def flush(self) -> None:
         """Write every pending record to disk as new chunks."""
@@ -527,6 +529,48 @@ class Msprof:
             self._flush_buffer(buf, device_id)
         with self._lock:
             if self._info_dirty and self.run_dir is not None:
+                self._write_info()
+
+    @contextlib.contextmanager
+    def reporting_batch(self) -> Iterator[None]:
+        """Report one batch of steps as a unit: a buffer that fills inside writes its chunk at once (chunks
+        stay about ``chunk_records`` long), the checkpoint of the others waits until the batch is over,
+        with every kind of its records reported, so that a step's task records are not left on disk
+        without its step trace, HCCL tasks or API calls."""
+        batch = self._batch
+        if getattr(batch, "open", False):  # nested: the outer batch checkpoints
+            yield
+            return
+        batch.open, batch.due = True, False
+        try:
+            yield
+        finally:
+            batch.open = False
+            if batch.due:
+                self._checkpoint()
+
+    def _buffer_filled(self, buf: _Buffer, device_id: int) -> None:
+        """``buf`` reached ``chunk_records``: checkpoint now, or write ``buf`` now and checkpoint at the
+        end of this thread's batch (:meth:`reporting_batch`)."""
+        batch = self._batch
+        if getattr(batch, "open", False):
+            self._flush_buffer(buf, device_id)
+            batch.due = True
+        else:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """A buffer reached ``chunk_records``: write it and every other pending buffer, the hash
+        dictionary and info.json (record counts, notes), so that the run directory holds everything
+        reported so far and loads on its own (step trace, static description and names with the task
+        records), and a crash loses only what is reported after this.
+
+        Once per ``chunk_records`` records of one kind, never per step: a run that never fills a
+        buffer writes its chunks at finalize only, as before.
+        """
+        self.flush()
+        with self._lock:  # with the record counts of the chunks just written
+            if self.run_dir is not None:
                 self._write_info()
 
     def _flush_hashes(self) -> None:

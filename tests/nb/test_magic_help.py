@@ -47,6 +47,12 @@ def readme_flag_rows() -> dict[str, str]:
     return rows
 
 
+def test_readme_flag_table_has_a_row_for_every_flag():
+    rows = readme_flag_rows()
+    assert set(FLAG_OF.values()) <= set(rows), set(FLAG_OF.values()) - set(rows)
+    assert "`ge.exec.rankSize`" in rows["--ranks"] and "world_size=N" in rows["--ranks"]
+
+
 def test_custom_aic_metrics_and_their_range_are_in_the_help_and_the_readme(ip):
     """The --aic-metrics error accepts Custom:0x..; the help and README say so, with the event id range."""
     help_text = " ".join(ip.find_cell_magic("geprof").__doc__.split())  # argparse wraps the help

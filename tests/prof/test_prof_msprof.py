@@ -208,3 +208,47 @@ def test_command_handle_defaults():
     h = CommandHandle(CommandType.START, 0x2)
     assert h.dev_ids == (0,) and h.options == {}
     assert [c.value for c in CommandType] == [0, 1, 2, 3, 4, 5]
+
+
+def _on_disk(run_dir) -> dict[str, int]:
+    """Records per kind in the run directory's chunks, and info.json's record counts."""
+    from geprof_nb.analysis.rundir import RunDir
+
+    rd = RunDir(run_dir)
+    return {kind: len(rd.load(kind)) for kind in ("api", "node_basic_info", "hwts", "step_trace")
+            if len(rd.load(kind))} | {"info.json": rd.info["records"]}
+
+
+def test_a_full_buffer_writes_every_pending_buffer_and_info_json(tmp_path, monkeypatch):
+    """A crash after a chunk was written keeps everything reported before it, every kind alike."""
+    monkeypatch.setattr(lib, "chunk_records", 10)
+    run_dir = lib.init(tmp_path)
+    lib.report_block("node_basic_info", np.zeros(2, rawdata.NODE_BASIC_INFO_DTYPE))
+    msprof.MsprofReportApi(False, 15000, 1, 7, 100, 250, lib.get_hash_id("checkpoint_test/op"))
+    lib.report_block("step_trace", np.zeros(3, rawdata.STEP_TRACE_DTYPE))
+    lib.report_block("hwts", np.zeros(9, rawdata.HWTS_DTYPE))
+    assert not list(run_dir.glob("*/data/*.npy"))  # no buffer full: nothing written mid-run (as before)
+    lib.report_block("hwts", np.zeros(1, rawdata.HWTS_DTYPE))  # the 10th: hwts is full
+    written = {"api": 1, "node_basic_info": 2, "hwts": 10, "step_trace": 3}
+    assert _on_disk(run_dir) == written | {"info.json": written}
+    assert "checkpoint_test/op" in (run_dir / rawdata.HASH_DICT_FILE).read_text()
+    lib.report_block("step_trace", np.zeros(3, rawdata.STEP_TRACE_DTYPE))  # pending until the next chunk
+    assert _on_disk(run_dir)["step_trace"] == 3
+    lib.finalize()
+    assert _on_disk(run_dir)["step_trace"] == 6
+
+
+def test_a_buffer_full_inside_a_batch_is_written_at_once_the_others_at_its_end(tmp_path, monkeypatch):
+    monkeypatch.setattr(lib, "chunk_records", 4)
+    run_dir = lib.init(tmp_path)
+    with lib.reporting_batch():
+        lib.report_block("hwts", np.zeros(4, rawdata.HWTS_DTYPE))
+        lib.report_block("hwts", np.zeros(4, rawdata.HWTS_DTYPE))
+        assert [p.name for p in sorted(run_dir.glob("*/data/*.npy"))] == ["hwts.000000.npy", "hwts.000001.npy"]
+        with lib.reporting_batch():  # nested: the outer batch checkpoints
+            lib.report_block("step_trace", np.zeros(2, rawdata.STEP_TRACE_DTYPE))
+        lib.report_block("hwts", np.zeros(1, rawdata.HWTS_DTYPE))
+        # step_trace is pending and info.json's counts lag the chunks (lagging counts read as nothing missing)
+        assert _on_disk(run_dir) == {"hwts": 8, "info.json": {}}
+    assert _on_disk(run_dir) == {"hwts": 9, "step_trace": 2, "info.json": {"hwts": 9, "step_trace": 2}}
+    lib.finalize()

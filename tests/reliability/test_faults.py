@@ -30,6 +30,8 @@ from geprof_nb.nb.explorer import Explorer
 from geprof_nb.prof import msprof
 from geprof_nb.prof.host_profiler import global_profiler
 
+from reliability_helpers import n_kernels, tiny_mlp
+
 ROOT = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -164,6 +166,57 @@ def test_sigkill_mid_run_loads_every_flushed_chunk_and_says_incomplete(tmp_path)
     assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 12
     assert not p.op_summary["Op Name"].astype(str).str.startswith("<unknown").any()  # names were flushed first
     assert "INCOMPLETE run (not finalised)" in Explorer(p).report.headline
+
+
+KILLED_BETWEEN_CHUNKS = """
+import sys
+import geprof_nb
+from geprof_nb import ge
+from geprof_nb.prof import msprof
+
+msprof.lib.chunk_records = 64  # a chunk fills every two steps: nothing is flushed but by full buffers
+with ge.simulation_settings(clock_mode="virtual"):
+    sess = ge.Session()
+    sess.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,), world_size=2))
+    with geprof_nb.profile(output=sys.argv[1], hccl="on"):
+        for _ in range(int(sys.argv[2])):
+            assert sess.run_graph(1) == ge.SUCCESS
+        print(msprof.lib.run_dir, flush=True)
+        sys.stdin.readline()  # waits between two steps until killed
+"""
+
+
+def test_sigkill_keeps_every_kind_of_the_steps_up_to_the_last_chunk(tmp_path):
+    """No explicit flush: a buffer that fills writes every other pending one with it, so the killed
+    run's op_summary, step_trace and HCCL tasks hold the same whole steps, all but the last few."""
+    ran = 130
+    child = subprocess.Popen([sys.executable, "-c", KILLED_BETWEEN_CHUNKS, str(tmp_path / "out"), str(ran)], cwd=ROOT,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline()
+        assert line, child.stderr.read()
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    p = geprof_nb.load(Path(line.strip()))
+    assert not p.complete and p.info["status"] == "running"
+    assert len(list(p.path.glob("device_0/data/hwts.*.npy"))) > 10  # many chunks were written mid-run
+    steps = list(p.step_trace["Iteration ID"])
+    kept = len(steps)
+    assert kept > 0 and steps == list(range(1, kept + 1))
+    assert list(p.iterations) == steps  # the task records of exactly those steps
+    sess = ge.Session()
+    sess.add_graph(1, tiny_mlp())
+    assert sess.run_graph(1) == ge.SUCCESS  # loads the model: its kernels are the op tasks of a step
+    assert len(p.op_summary) == kept * n_kernels(sess)  # every step whole
+    assert sorted(set(p.run.load("hccl_task", 0)["iteration"].tolist())) == steps
+    assert not p.op_summary["Op Name"].astype(str).str.startswith("<unknown").any()  # names with them
+    assert p.info["records"]["hwts"] == len(p.run.load("hwts")) and p.run.missing == []  # info.json too
+    # lost: the steps since the last chunk (fewer than 64 / 35 task records a step = 2) and the batch the
+    # runtime had not reported yet (at most 256 steps)
+    assert 0 < ran - kept < 2 + 256
 
 
 # --------------------------------------------------------------------------- ring-buffer drops
