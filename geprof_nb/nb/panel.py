@@ -107,7 +107,7 @@ class ConfigPanel:
         self.paste_message = widgets.HTML()
         self.paste.observe(self._on_paste, names="value")
         self.reset_button = widgets.Button(description="Reset to defaults", icon="undo")
-        self.reset_button.on_click(lambda _: self.store.reset())
+        self.reset_button.on_click(lambda _: self.reset())
         self.widget = self._layout()
         self.widget.add_class("geprof-config")
         self.refresh_suggestions()
@@ -215,6 +215,13 @@ class ConfigPanel:
             msg += f" (ignored, they belong to one cell: {', '.join(ignored)})"
         self.paste_message.value = _message(msg, ok=True)
         return msg
+
+    def reset(self) -> None:
+        """The "Reset to defaults" button: the built-in defaults, and the paste box and its message
+        cleared (they spoke of a line the panel no longer shows)."""
+        self.store.reset()
+        self.paste.value = ""
+        self.paste_message.value = ""
 
     # ------------------------------------------------------------------ syncing
     def _on_store(self, event: str) -> None:

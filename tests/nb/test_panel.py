@@ -173,6 +173,19 @@ def test_invalid_pasted_line_says_why_at_the_box_and_changes_nothing():
     assert panel.line == "--aic-metrics Memory"
 
 
+@pytest.mark.parametrize("line, message", [("--aic-metrics Memory", "panel set from the line"),
+                                           ("--aic-metrics Pipe", "'Pipe' is not valid")])
+def test_reset_to_defaults_clears_the_paste_box_and_its_message(line, message):
+    panel = ConfigPanel(ConfigStore())
+    panel.paste.value = line
+    assert message in shown(panel.paste_message)
+    panel.reset_button.click()
+    assert panel.store.values == builtin_defaults() and panel.line == ""
+    assert panel.paste.value == "" and panel.paste_message.value == ""
+    panel.paste.value = line  # the same line again is applied again
+    assert message in shown(panel.paste_message)
+
+
 def test_css_classes_for_the_browser():
     panel = ConfigPanel(ConfigStore())
     assert "geprof-config" in panel.widget._dom_classes
