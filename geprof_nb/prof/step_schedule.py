@@ -169,6 +169,16 @@ def _ranges(steps: list[int]) -> str:
     return ", ".join(parts)
 
 
+def _plural(n: int, noun: str) -> str:
+    """``"1 step"``, ``"3 steps"``."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def _steps(steps: list[int]) -> str:
+    """``"step 2"``, ``"steps 0-2, 5"``: step numbers (at least one) for a sentence."""
+    return f"step{'s' * (len(steps) != 1)} {_ranges(steps)}"
+
+
 @dataclass
 class ScheduledCollection:
     """Drive msprof START/STOP around steps by a :class:`StepSchedule` (a step hook).
@@ -241,10 +251,12 @@ class ScheduledCollection:
             "repeat": s.repeat, "steps": self.step, "recorded_steps": list(self.recorded),
             "warmup_steps": list(self.warmed), "discarded_records": self.discarded,
         })
-        text = (f"step schedule {s.describe()}: {len(self.recorded)} of {self.step} steps recorded "
-                f"(steps {_ranges(self.recorded)}, counted from 0 in the cell)")
+        text = f"step schedule {s.describe()}: {len(self.recorded)} of {_plural(self.step, 'step')} recorded"
+        if self.recorded:
+            text += f" ({_steps(self.recorded)}, counted from 0 in the cell)"
         if self.warmed:
-            text += f"; warmup steps {_ranges(self.warmed)} were collected and discarded"
+            text += (f"; warmup {_steps(self.warmed)} {'was' if len(self.warmed) == 1 else 'were'} "
+                     "collected and discarded")
         if skipped:
-            text += f"; not profiled: steps {_ranges(skipped)}"
+            text += f"; not profiled: {_steps(skipped)}"
         self.lib.add_note(text)

@@ -156,6 +156,30 @@ def test_collection_opens_and_closes_windows_through_start_and_stop():
     assert "not profiled: steps 0-1, 5, 9-10" in lib.notes[0]
 
 
+def run_schedule(schedule: StepSchedule, steps: int) -> str:
+    """The note a ScheduledCollection leaves after ``steps`` steps."""
+    lib = FakeLib()
+    c = ScheduledCollection(schedule, 1, lib)
+    for _ in range(steps):
+        c.before_step()
+        c.after_step(True)
+    c.finish()
+    return lib.notes[0]
+
+
+def test_the_note_says_step_for_one_and_steps_for_several():
+    note = run_schedule(StepSchedule(skip_first=1, warmup=1, active=1, repeat=1), 3)
+    assert note.endswith("(1 cycle): 1 of 3 steps recorded (step 2, counted from 0 in the cell); "
+                         "warmup step 1 was collected and discarded; not profiled: step 0")
+    note = run_schedule(StepSchedule(active=1, repeat=1), 1)
+    assert note.endswith(": 1 of 1 step recorded (step 0, counted from 0 in the cell)")
+    note = run_schedule(StepSchedule(skip_first=2, warmup=2, active=2, repeat=1), 7)
+    assert note.endswith(": 2 of 7 steps recorded (steps 4-5, counted from 0 in the cell); "
+                         "warmup steps 2-3 were collected and discarded; not profiled: steps 0-1, 6")
+    assert run_schedule(StepSchedule(skip_first=5, active=1), 3).endswith(
+        ": 0 of 3 steps recorded; not profiled: steps 0-2")
+
+
 def test_a_step_that_did_not_run_is_not_counted():
     lib = FakeLib()
     c = ScheduledCollection(StepSchedule(active=1, repeat=1), 1, lib)
