@@ -18,7 +18,7 @@ from .analysis.export import FORMATS, write_failure
 from .analysis.export.ascend_pt import rank_argument
 from .analysis.cluster_export import FORMATS as CLUSTER_FORMATS
 from .collect import (COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, OutputUnusable, collect, device_flag_type,
-                      notes_not_kept)
+                      load_collected)
 from .ge.device import DEFAULT_DEVICE, get_device
 from .ge.session import DEFAULT_EXECUTOR, EXECUTORS
 from .prof.clock import CLOCK_MODES
@@ -166,10 +166,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    profile = load(collected.run_dir)
-    lost = notes_not_kept(collected, profile)
-    if lost:
-        print(lost, file=sys.stderr)
+    profile, said = load_collected(collected)
+    if said:
+        print(said, file=sys.stderr)
     _show_run(profile, args.top)
     return _exit_status(collected.error)
 

@@ -20,11 +20,12 @@ import argparse
 import inspect
 import os
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from .analysis import ClusterProfile, Profile
+from .analysis import ClusterProfile, Profile, load
+from .analysis.rundir import RunDir
 from .ge.device import get_device
 from .ge.session import device_preset, step_hooks
 from .prof import msprof
@@ -108,13 +109,13 @@ class OutputUnusable(Exception):
 
 @dataclass
 class Collected:
-    """A finalised run: where it is, what the code raised, the steps it ran, and the notes the
-    library kept in memory (they reach the run's info.json only if that can be written)."""
+    """A finalised run: where it is, what the code raised, the steps it ran, and, if the run's final
+    info.json could not be written, the description the library held (:func:`load_collected` uses it)."""
 
     run_dir: Path | None
     error: BaseException | None
     steps: int
-    notes: list[str] = field(default_factory=list)
+    info_not_written: dict[str, Any] | None = None
 
 
 class _Steps:
@@ -295,7 +296,7 @@ class Collection:
                 guard.uninstall()
         if late and error is None:
             error = KeyboardInterrupt()
-        return Collected(run_dir, error, self.hook.steps, msprof.lib.notes)
+        return Collected(run_dir, error, self.hook.steps, msprof.lib.info_not_written())
 
 
 def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepSchedule | None = None, *,
@@ -322,12 +323,43 @@ def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepS
     return run.finish(error)
 
 
-def notes_not_kept(collected: Collected, profile: Profile | ClusterProfile) -> str:
-    """The library's notes of the run that its loaded run directory lacks (info.json could not be
-    written, e.g. the directory became read-only), as text for the caller to say, or they are lost;
-    "" when every note was kept."""
-    kept = profile.ranks[min(profile.ranks)].notes if isinstance(profile, ClusterProfile) else profile.notes
-    lost = [n for n in collected.notes if n not in kept]
-    if not lost:
-        return ""
-    return "geprof: the run's info.json could not be written; its notes:\n" + "\n".join(f"  {n}" for n in lost)
+#: A note of a Profile built on the collecting process's description (:func:`load_collected`).
+INFO_NOT_WRITTEN_NOTE = ("the run's final info.json could not be written: this status, these notes and counts are "
+                         "the collecting process's; loading the run directory later reads its older info.json")
+
+
+def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile, str]:
+    """The finalised run as ``%%geprof``, ``geprof run`` and ``geprof_nb.profile()`` hand it back, and
+    what to say about it on stderr ("" when nothing).
+
+    When the run's final info.json could not be written (a full disk, a directory made read-only),
+    the file in the run directory is an older one: status "running", without the later notes and
+    the counts of records that could not be written.  The run's Profile (a cluster's: rank 0's) is
+    then built on the description the library held instead (``RunDir(path, info)``: the analysis
+    never imports the runtime, so it is handed a plain dict), so its ``complete``, ``notes`` and
+    ``dropped`` are the run's own.  The message gives those counts per kind and the notes the run
+    directory lacks: a later ``geprof_nb.load()`` of it shows neither.
+    """
+    loaded = load(collected.run_dir)
+    info = collected.info_not_written
+    if info is None:
+        return loaded, ""
+    cluster = isinstance(loaded, ClusterProfile)
+    ranks = loaded.ranks if cluster else {0: loaded}
+    rank = next((r for r, p in ranks.items() if p.path.name == info.get("run")), None)
+    on_disk = ranks[rank].info if rank is not None else {}
+    failed = info.get("write_failed") or {}
+    counts = ", ".join(f"{n} {kind}" for kind, n in failed.items()) or "none"
+    said = [f"geprof: the run's info.json could not be written (the run directory keeps an older one, status "
+            f"{on_disk.get('status', 'unknown')!r}); records that could not be written: {counts}"]
+    if rank is not None:
+        notes = [*(info.get("notes") or []), INFO_NOT_WRITTEN_NOTE]
+        mine = Profile(RunDir(ranks[rank].path, dict(info, notes=notes)), ranks[rank].device_id)
+        loaded = ClusterProfile(loaded.path, {**ranks, rank: mine}, loaded.notes) if cluster else mine
+        said.append(f"  {f'rank {rank} Profile' if cluster else 'the Profile'} here holds the run's own status, "
+                    f"notes and counts (Profile.dropped); geprof_nb.load('{mine.path}') later reads the older "
+                    "info.json, without them")
+    lost = [n for n in info.get("notes") or [] if n not in (on_disk.get("notes") or [])]
+    if lost:
+        said += ["  notes the run directory lacks:", *(f"    {n}" for n in lost)]
+    return loaded, "\n".join(said)

@@ -17,8 +17,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Mapping
 
-from .analysis import ClusterProfile, Profile, load
-from .collect import COLLECTION_DEFAULTS, Collection, check_not_collecting, notes_not_kept
+from .analysis import ClusterProfile, Profile
+from .collect import COLLECTION_DEFAULTS, Collection, check_not_collecting, load_collected
 from .prof.options import ProfilingOptions, ProfilingOptionsError
 from .prof.step_schedule import FIELDS as SCHEDULE_FIELDS
 from .prof.step_schedule import StepSchedule, StepScheduleError
@@ -106,10 +106,9 @@ class ProfiledBlock:
             raise RuntimeError("geprof_nb.profile(): the block was left without being entered")
         collected = collection.finish(error)
         self.run_dir, self.steps, self.error = collected.run_dir, collected.steps, collected.error
-        self.profile = load(collected.run_dir)
-        lost = notes_not_kept(collected, self.profile)
-        if lost:
-            print(lost, file=sys.stderr)
+        self.profile, said = load_collected(collected)
+        if said:
+            print(said, file=sys.stderr)
 
     def __repr__(self) -> str:
         if self._collection is None:

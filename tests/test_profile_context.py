@@ -5,16 +5,18 @@ one collection at a time."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.collect import AlreadyCollecting, collect
+from geprof_nb.collect import INFO_NOT_WRITTEN_NOTE, AlreadyCollecting, collect
 from geprof_nb.ge.session import device_runtime
-from geprof_nb.prof import msprof
+from geprof_nb.prof import msprof, rawdata
 from geprof_nb.prof.options import ProfilingOptions, ProfilingOptionsError
 from geprof_nb.prof.step_schedule import StepSchedule
 
@@ -111,6 +113,48 @@ def test_an_interrupt_keeps_the_completed_steps(sess, tmp_path):
     assert run.profile.complete and len(run.profile.step_trace) == 1
     assert ("the profiled block was interrupted (KeyboardInterrupt) after 1 step; the data of the completed "
             "steps is kept") in run.profile.notes
+
+
+def test_a_run_directory_that_turns_unwritable_is_counted_in_the_profile_handed_back(sess, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """From step 3 on nothing can be renamed into the run directory (a chunk, info.json: a quota, a
+    chmod by someone else): the block's Profile is the finalised run's, with what could not be written
+    counted, and stderr gives the counts, as the run directory's older info.json cannot."""
+    real_replace = os.replace
+    unwritable: list[Path] = []
+
+    def replace(src, dst, **kwargs):
+        if unwritable and Path(dst).is_relative_to(unwritable[0]):
+            raise PermissionError(errno.EACCES, "Permission denied", str(dst))
+        return real_replace(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with geprof_nb.profile(output=str(tmp_path / "out")) as run:
+        run_steps(sess, 2)
+        unwritable.append(msprof.lib.run_dir)
+        run_steps(sess, 3)
+    monkeypatch.undo()
+    table = sess.model(1).table
+    tasks, traces = int((table.rt_type != rawdata.RtTaskType.PROFILER_TRACE).sum()), int((table.logid >= 0).sum())
+    p = run.profile
+    assert p.complete and p.info["status"] == "complete" and "(incomplete)" not in repr(p)
+    assert p.dropped["hwts (not written)"] == 5 * tasks  # every step: no chunk was full before step 3
+    assert p.dropped["step_trace (not written)"] == 5 * (traces + 2)  # the trace tasks, model start and end
+    assert f"{5 * tasks} hwts records could not be written to the run directory (disk full or not writable)" in p.notes
+    assert any(n.startswith("writing into the run directory failed (Permission denied, first at ") and
+               n.endswith("); collection went on") for n in p.notes)
+    assert INFO_NOT_WRITTEN_NOTE in p.notes
+    assert not any("not finalised" in n for n in p.notes)
+    said = capsys.readouterr().err.splitlines()
+    counts = ", ".join(f"{n} {kind.removesuffix(' (not written)')}" for kind, n in p.dropped.items())
+    assert said[0] == ("geprof: the run's info.json could not be written (the run directory keeps an older one, status "
+                       f"'running'); records that could not be written: {counts}")
+    assert said[1] == ("  the Profile here holds the run's own status, notes and counts (Profile.dropped); "
+                       f"geprof_nb.load('{p.path}') later reads the older info.json, without them")
+    assert said[2] == "  notes the run directory lacks:"
+    assert [n.strip() for n in said[3:]] == msprof.lib.notes  # none reached the run directory's info.json
+    older = geprof_nb.load(p.path)  # what the message warns of
+    assert not older.complete and older.dropped == {}
 
 
 @pytest.mark.parametrize("kwargs, error, message", [

@@ -174,13 +174,19 @@ def _dict(value: object) -> dict:
 
 
 class RunDir:
-    """The raw content of one run directory."""
+    """The raw content of one run directory.
 
-    def __init__(self, path: str | Path) -> None:
+    ``info`` replaces what its info.json says: the process that collected the run passes the
+    description it holds when the run's last info.json could not be written (a full disk, a
+    directory made read-only), since the file then is an older one (status "running", without
+    the write failures); it is checked as the file would be.
+    """
+
+    def __init__(self, path: str | Path, info: dict | None = None) -> None:
         self.path = Path(path)
         info_path = self.path / rawdata.INFO_FILE
         try:
-            self.info: dict = json.loads(info_path.read_text(encoding="utf-8"))
+            self.info: dict = json.loads(info_path.read_text(encoding="utf-8")) if info is None else info
         except FileNotFoundError:
             raise RunDirError(f"{self.path} is not a geprof run directory: {rawdata.INFO_FILE} is missing") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

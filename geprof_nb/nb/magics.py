@@ -33,8 +33,8 @@ from IPython.core.magic_arguments import kwds, magic_arguments
 from IPython.display import display
 
 from .. import ge
-from ..analysis import ClusterProfile, Profile, load
-from ..collect import AlreadyCollecting, OutputUnusable, check_not_collecting, collect, notes_not_kept
+from ..analysis import ClusterProfile, Profile
+from ..collect import AlreadyCollecting, OutputUnusable, check_not_collecting, collect, load_collected
 from ..prof.clock import clock
 from ..prof.options import ProfilingOptionsError
 from . import commands
@@ -177,15 +177,14 @@ class GeprofMagics(Magics):
                                  "can be created and written") from None
             except ProfilingOptionsError as exc:  # the device GE runs on lacks the counter group
                 raise UsageError(f"--{exc.field.replace('_', '-')}: {exc}") from None
-        profile = load(collected.run_dir)
+        profile, said = load_collected(collected)
         self.last_profile = profile
         self.shell.user_ns["_geprof"] = profile
         if args.name:
             self.shell.user_ns[args.name] = profile
         self.cell_defaults.cell_ran()
-        lost = notes_not_kept(collected, profile)
-        if lost:
-            print(lost, file=sys.stderr)
+        if said:
+            print(said, file=sys.stderr)
         if not args.no_display:
             nb_display.show_profile(profile)
         if collected.error is not None:

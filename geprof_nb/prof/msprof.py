@@ -195,6 +195,8 @@ class Msprof:
         #: Metadata set since info.json was last written: written before the next chunk and at finalize
         #: (a step's metadata arrives in a dozen calls; each write is an open, a dump and a rename).
         self._info_dirty = False
+        #: False once a write of info.json failed, until one succeeds: the file is older than ``_info``.
+        self._info_on_disk = True
         #: Per thread: ``open`` while it reports one batch of steps, ``due`` once a buffer filled in it.
         self._batch = threading.local()
 
@@ -382,6 +384,15 @@ class Msprof:
         with self._lock:
             return list(self._info.get("notes", []))
 
+    def info_not_written(self) -> dict | None:
+        """The current (or last) run's info.json as the library holds it, if the file in the run
+        directory is an older one (its last write failed: a full disk, a directory made read-only),
+        so the caller can still hand on its status, notes and ``write_failed`` counts; else None."""
+        with self._lock:
+            if self._info_on_disk:
+                return None
+            return orjson.loads(orjson.dumps(self._info, default=str, option=orjson.OPT_NON_STR_KEYS))
+
     # ---------------------------------------------------------------- metadata
     def set_run_info(self, key: str, value) -> None:
         """Record ``info.json[key] = value`` for this run (the notebook records its settings here)."""
@@ -437,11 +448,13 @@ class Msprof:
         try:
             tmp.write_bytes(orjson.dumps(self._info, default=str, option=_INFO_JSON_OPTIONS))
             os.replace(tmp, self.run_dir / rawdata.INFO_FILE)
+            self._info_on_disk = True
         except OSError as exc:
             if strict:
                 raise
             _remove(tmp)
             self._info_dirty = True  # tried again with the next chunk
+            self._info_on_disk = False
             self._write_failed(rawdata.INFO_FILE, exc)
 
     def _write_failed(self, what: str, exc: OSError, kind: str | None = None, records: int = 0) -> None:
@@ -454,7 +467,7 @@ class Msprof:
             reason = exc.strerror or str(exc)
             said = f"writing into the run directory failed ({reason}, first at "
             if not any(n.startswith(said) for n in self._info.get("notes", [])):  # once per reason
-                self.add_note(f"{said}{what}): data that could not be written is counted in Profile.dropped")
+                self.add_note(f"{said}{what}); collection went on")
 
     # ------------------------------------------------------------------ hashes
     def get_hash_id(self, text: str) -> int:

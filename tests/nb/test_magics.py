@@ -17,7 +17,7 @@ from geprof_nb.analysis import Profile
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.nb.explorer import TAB_TITLES, WIDGET_VIEW_MIME
 from geprof_nb.nb.magics import CellSyntaxError
-from geprof_nb.prof import msprof
+from geprof_nb.prof import msprof, rawdata
 
 #: What %%geprof shows: one display call with the explorer and its static fallback.
 EXPLORER_BUNDLE = {WIDGET_VIEW_MIME, "text/html", "image/png", "text/plain"}
@@ -322,13 +322,18 @@ def test_notes_the_run_directory_could_not_keep_are_said_and_the_data_is_kept(ip
     with capture_output() as cap:
         ip.run_cell_magic("geprof", "--clock virtual --no-display", "break_the_disk()\n" + MLP_CELL)
     said = cap.stderr.splitlines()
-    assert said[0] == "geprof: the run's info.json could not be written; its notes:"
-    assert "  writing into the run directory failed (Operation not permitted, first at info.json): data that could " \
-           "not be written is counted in Profile.dropped" in said[1:]
-    assert len(said) == 1 + len(msprof.lib.notes)  # every note of the run, each once
     prof = ip.user_ns["_geprof"]
+    assert said[:3] == ["geprof: the run's info.json could not be written (the run directory keeps an older one, "
+                        "status 'running'); records that could not be written: none",
+                        "  the Profile here holds the run's own status, notes and counts (Profile.dropped); "
+                        f"geprof_nb.load('{prof.path}') later reads the older info.json, without them",
+                        "  notes the run directory lacks:"]
+    assert "    writing into the run directory failed (Operation not permitted, first at info.json); collection " \
+           "went on" in said[3:]
+    assert said[3:] == [f"    {n}" for n in msprof.lib.notes]  # every note of the run, each once
     assert len(prof.step_trace) == 3 and len(prof.op_summary) == 3 * len(prof.ops())  # the data is on disk
-    assert not any("writing into the run directory failed" in n for n in prof.notes)
+    assert prof.complete and prof.dropped == {}  # only info.json failed: nothing is lost
+    assert any("writing into the run directory failed" in n for n in prof.notes)
 
 
 def test_every_write_failing_is_said_once_per_reason(ip, monkeypatch):
@@ -336,6 +341,10 @@ def test_every_write_failing_is_said_once_per_reason(ip, monkeypatch):
     with capture_output() as cap:
         ip.run_cell_magic("geprof", "--clock virtual --no-display", "break_the_disk()\n" + MLP_CELL)
     failures = [s for s in cap.stderr.splitlines() if "writing into the run directory failed" in s]
-    assert failures == ["  writing into the run directory failed (Operation not permitted, first at info.json): data "
-                        "that could not be written is counted in Profile.dropped"]
+    assert failures == ["    writing into the run directory failed (Operation not permitted, first at info.json); "
+                        "collection went on"]
+    prof = ip.user_ns["_geprof"]
+    tasks = int((ip.user_ns["sess"].model(1).table.rt_type != rawdata.RtTaskType.PROFILER_TRACE).sum())
+    assert prof.dropped["hwts (not written)"] == 3 * tasks and len(prof.op_summary) == 0
+    assert f"{3 * tasks} hwts, " in cap.stderr.splitlines()[0]  # the counts are said too
     assert isinstance(ip.user_ns["_geprof"], Profile)  # the cell itself succeeded: the run is bound, as far as it got
