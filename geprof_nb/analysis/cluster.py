@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import pandas as pd
 
 from . import cluster_tables as T
+from .communication import COMMUNICATION_MATRIX_LINKS
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -64,12 +65,15 @@ class ClusterTables:
 
     ``inputs`` provides ``stacked(table, columns)`` (pandas or Dask frames) and ``compute(frame)``
     (a pandas frame); the reductions of :mod:`.cluster_tables` run on the stacked frames, the
-    finishing steps on the computed results.
+    finishing steps on the computed results.  ``recorded_links`` gives the links torch_npu ranks
+    recorded instead of sub-tasks (:meth:`ClusterProfile.recorded_links`; small, read by either engine).
     """
 
     def __init__(self, inputs: Any, slow_rank_threshold: float = T.SLOW_RANK_THRESHOLD,
-                 slow_link_threshold: float = T.SLOW_LINK_THRESHOLD) -> None:
+                 slow_link_threshold: float = T.SLOW_LINK_THRESHOLD,
+                 recorded_links: Callable[[], pd.DataFrame] | None = None) -> None:
         self.inputs = inputs
+        self.recorded_links = recorded_links
         self.slow_rank_threshold = slow_rank_threshold
         self.slow_link_threshold = slow_link_threshold
 
@@ -108,7 +112,10 @@ class ClusterTables:
     def communication_matrix(self) -> pd.DataFrame:
         """Per (src rank, dst rank, link type, transport): transit tasks, bytes, time, bandwidth."""
         stacked = self.inputs.stacked("hccl_tasks", T.HCCL_COLUMNS)
-        return T.communication_matrix(self.inputs.compute(T.link_totals(stacked)))
+        totals = self.inputs.compute(T.link_totals(stacked))
+        if self.recorded_links is not None:
+            totals = T.with_recorded_links(totals, T.recorded_link_totals(self.recorded_links()))
+        return T.communication_matrix(totals)
 
     @cached_property
     def slow_links(self) -> pd.DataFrame:
@@ -181,6 +188,17 @@ class ClusterProfile:
         """Every rank's step_breakdown, with a ``Rank`` column in front."""
         return PandasInputs(self.ranks).stacked("step_breakdown")
 
+    def recorded_links(self) -> pd.DataFrame:
+        """The torch_npu ranks' ``communication_matrix.json`` links, ``Rank`` first
+        (:data:`.communication.COMMUNICATION_MATRIX_LINKS`): such runs record no HCCL sub-tasks."""
+        from .importers.ascend_pt import AscendPtSource
+
+        parts = [p.source.communication_matrix().assign(Rank=np.int64(r)) for r, p in self.ranks.items()
+                 if isinstance(p.source, AscendPtSource)]
+        if not parts:
+            return pd.DataFrame(columns=["Rank", *COMMUNICATION_MATRIX_LINKS])
+        return pd.concat(parts, ignore_index=True)[["Rank", *COMMUNICATION_MATRIX_LINKS]]
+
     # ------------------------------------------------------------ cross-rank tables
     def tables(self, engine: str | None = None, scheduler: Any = None) -> ClusterTables:
         """The cross-rank tables computed by ``engine`` (default: this cluster's), cached per engine
@@ -195,7 +213,7 @@ class ClusterProfile:
                 from .dask_engine import DaskInputs
 
                 inputs = DaskInputs.of(self, scheduler=scheduler, parquet_dir=self.parquet_dir)
-            self._tables[key] = ClusterTables(inputs)
+            self._tables[key] = ClusterTables(inputs, recorded_links=self.recorded_links)
         return self._tables[key]
 
     @property

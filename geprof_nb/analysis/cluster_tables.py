@@ -29,7 +29,9 @@ Definitions (times in us unless a column says ms):
 * ``communication_matrix``: per (Src Rank, Dst Rank, Link Type, Transport Type), the transit
   sub-tasks (msprof-analyze's definition, as in :mod:`.communication`: Memcpy / Reduce_Inline
   over SDMA on a real link, RDMASend over RDMA; each recorded once, by the sending rank)
-  summed: count, bytes, time, bandwidth (decimal GB/s = bytes / ns, as msprof).
+  summed: count, bytes, time, bandwidth (decimal GB/s = bytes / ns, as msprof).  torch_npu runs
+  record no sub-tasks but each rank's ``communication_matrix.json``: its links are summed the same
+  way (:func:`recorded_link_totals`; ``Tasks`` then counts collective executions, not sub-tasks).
 * ``slow_links``: matrix rows whose bandwidth is below ``1 - threshold`` of the median of their
   link type (HCCS inside a node, ROCE between nodes differ by design).
 * ``communication_time``: every rank's ``communication_time`` (one row per collective
@@ -210,6 +212,53 @@ def link_totals(hccl_tasks):
     t = t.assign(Tasks=1)[["Src Rank", "Dst Rank", "Link Type", "Transport Type", "Tasks", "Size(Byte)",
                            "Duration(us)"]]
     return _group_sum(t, ["Src Rank", "Dst Rank", "Link Type", "Transport Type"])
+
+
+#: msprof-analyze (``BaseAnalysis.check_add_op``) leaves out entries that are statistics of others
+#: (torch_npu's ``<type>-top1``, ``-middle``, ``-bottom1``) and sums the rest, ``<type>-total`` included.
+_STATISTIC_ENTRY = "top|middle|bottom"
+_LINK_KEYS = ["Src Rank", "Dst Rank", "Link Type", "Transport Type"]
+
+
+def recorded_link_totals(links: pd.DataFrame) -> pd.DataFrame:
+    """:func:`link_totals` of the ranks' ``communication_matrix.json`` (stacked, ``Rank`` first;
+    :data:`.communication.COMMUNICATION_MATRIX_LINKS`), as msprof-analyze's cluster sums them: a
+    group's local rank ``i`` is the rank whose file has the ``i-i`` link (links it cannot map are left
+    out), the entries that are statistics of others are left out, and every sized link between two
+    ranks counts, one task per entry (the file has no sub-task count).  The file names a link by its
+    link type (HCCS, PCIE, SIO: SDMA transfers) or ``RDMA`` (over ROCE), as msprof does."""
+    if links.empty:
+        return pd.DataFrame(columns=["Tasks", "Size(Byte)", "Duration(us)"],
+                            index=pd.MultiIndex.from_arrays([[]] * 4, names=_LINK_KEYS))
+    own = links[links["Src Rank"] == links["Dst Rank"]].drop_duplicates(["Group", "Src Rank"])
+    to_global = own.set_index(["Group", "Src Rank"])["Rank"]
+    name = links["Op Name"].astype(str)
+    counted = ~name.str.contains(_STATISTIC_ENTRY) | name.str.contains("total")
+    t = links[counted & (links["Src Rank"] != links["Dst Rank"]) & (links["Transit Size(MB)"] > 0)
+              & (links["Transport Type"].astype(str) != "LOCAL")]
+    src = to_global.reindex(pd.MultiIndex.from_arrays([t["Group"], t["Src Rank"]])).to_numpy()
+    dst = to_global.reindex(pd.MultiIndex.from_arrays([t["Group"], t["Dst Rank"]])).to_numpy()
+    mapped = ~(pd.isna(src) | pd.isna(dst))
+    t, src, dst = t[mapped], src[mapped], dst[mapped]
+    kind = t["Transport Type"].astype(str).to_numpy(object)
+    rdma = kind == "RDMA"
+    out = pd.DataFrame({
+        "Src Rank": src.astype(np.int64), "Dst Rank": dst.astype(np.int64),
+        "Link Type": np.where(rdma, "ROCE", kind).astype(object),
+        "Transport Type": np.where(rdma, "RDMA", "SDMA").astype(object),
+        "Tasks": np.ones(len(t), np.int64),
+        "Size(Byte)": np.rint(t["Transit Size(MB)"].to_numpy(np.float64) * 1e6).astype(np.int64),
+        "Duration(us)": t["Transit Time(ms)"].to_numpy(np.float64) * 1000.0})
+    return out.groupby(_LINK_KEYS).sum()
+
+
+def with_recorded_links(totals: pd.DataFrame, recorded: pd.DataFrame) -> pd.DataFrame:
+    """:func:`link_totals` of the sub-tasks plus :func:`recorded_link_totals` (ranks have one or the other)."""
+    if recorded.empty:
+        return totals
+    if totals.empty:
+        return recorded
+    return pd.concat([totals, recorded]).groupby(level=_LINK_KEYS).sum()
 
 
 _MATRIX_TYPES = {"Src Rank": np.int64, "Dst Rank": np.int64, "Link Type": str, "Transport Type": str,

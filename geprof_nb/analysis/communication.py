@@ -47,6 +47,10 @@ HCCL_TASKS = ["Op Name", "Node", "OP Type", "Iteration ID", "Task Name", "Plane 
 COMMUNICATION_TIME = ["Op Name", "OP Type", "Iteration ID", "Start Timestamp(us)", "Elapse Time(ms)",
                       "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)", "Idle Time(ms)",
                       "Wait Time Ratio", "Synchronization Time Ratio"]
+#: torch_npu's communication_matrix.json flattened: one row per step, op entry (``<op>@<group>``) and
+#: ``<src>-<dst>`` link, in the file's local ranks, transport names and units.
+COMMUNICATION_MATRIX_LINKS = ["Iteration ID", "Op Name", "Group", "Src Rank", "Dst Rank", "Transport Type",
+                              "Transit Size(MB)", "Transit Time(ms)"]
 DEFAULT_GROUP = "hccl_world_group"
 _TRANSPORT_NAMES = {int(t): t.name for t in TransportType}
 _LINK_NAMES = {int(t): t.name for t in LinkType}

@@ -11,7 +11,8 @@
   shapes (``\"\"\"8,16;16,32\"\"\"`` in the file), trace_view.json with string ``ts``,
   ProfilerStep spans and torch_to_npu flows, step_trace_time.csv, op_statistic.csv,
   api_statistic.csv, operator_memory.csv, memory_record.csv, communication.json,
-  profiler_info_<rank>.json and profiler_metadata.json.
+  communication_matrix.json (torch_npu's statistics entries, local ranks), profiler_info_<rank>.json
+  and profiler_metadata.json.
 
 Every writer returns the data it wrote (exact ns, expected iterations) for the assertions.
 """
@@ -279,6 +280,10 @@ KERNELS = [("aclnnMm_MatMulCommon_MatMulV2", "MatMulV2", "AI_CORE", 1_200_007),
            ("aclnnNonzero_NonZero", "NonZero", "AI_CPU", 95_000),
            ("hcom_allReduce__871_0_1", "hcom_allReduce_", "COMMUNICATION", 1_500_000)]
 PT_STEP_NS = 5_000_000
+#: The communication group of the fixture's collectives (the ``@<group>`` of their names).
+PT_GROUP = "5196826027332097320"
+#: One rank's ring transfer per allreduce in communication.json and communication_matrix.json.
+PT_LINK_MB, PT_LINK_MS, PT_LINK_GBPS = 16.0, 1.05, 15.2381
 
 
 @dataclass
@@ -302,8 +307,10 @@ class AscendPtRun:
 
 
 def write_ascend_pt(root: Path, rank: int = 0, *, level: str = "Level1", step_id: bool = True, n_steps: int = 3,
-                    device_id: int | None = None, slow: float = 1.0, pid: int = 31000) -> AscendPtRun:
-    """One rank's ``<host>_<pid>_<17-digit ts>_ascend_pt`` directory."""
+                    device_id: int | None = None, slow: float = 1.0, pid: int = 31000,
+                    local_rank: int | None = None) -> AscendPtRun:
+    """One rank's ``<host>_<pid>_<17-digit ts>_ascend_pt`` directory; ``local_rank`` (default: ``rank``):
+    its rank in its group of two (``local_rank ^ 1`` is the other), as communication_matrix.json names it."""
     device_id = rank if device_id is None else device_id
     path = root / f"localhost.localdomain_{pid + rank}_2025010100000{rank:04d}_ascend_pt"
     out = path / "ASCEND_PROFILER_OUTPUT"
@@ -358,6 +365,7 @@ def write_ascend_pt(root: Path, rank: int = 0, *, level: str = "Level1", step_id
                ["PTA", us(a0 + 5), "0.516", "2.0", "0.516", "187651236157616", f"NPU:{device_id}"],
                ["APP", us(a0 + 5), "0.516", "4.0", "0.516", "", f"NPU:{device_id}"]], crlf=True)
     _write_communication(out, kernels)
+    _write_communication_matrix(out, kernels, rank if local_rank is None else local_rank)
     info = {"config": {"common_config": {"activities": ["CPU", "NPU"]},
                        "experimental_config": {"_profiler_level": level,
                                                "_aic_metrics": "ACL_AICORE_PIPE_UTILIZATION"}},
@@ -439,12 +447,30 @@ def _write_communication(out: Path, kernels: list[Kernel]) -> None:
         info = {"Start Timestamp(us)": k.start_ns / 1000, "Elapse Time(ms)": k.dur_ns / 1e6, "Transit Time(ms)": 1.05,
                 "Wait Time(ms)": 0.18, "Synchronization Time(ms)": 0.09, "Idle Time(ms)": 0.27,
                 "Wait Time Ratio": 0.1463, "Synchronization Time Ratio": 0.0789}
-        bandwidth = {"HCCS": {"Transit Size(MB)": 16.0, "Transit Time(ms)": 1.05, "Bandwidth(GB/s)": 15.2381,
-                              "Large Packet Ratio": 0.0, "Size Distribution": {"8.0": [2, 1.05]}}}
+        bandwidth = {"HCCS": {"Transit Size(MB)": PT_LINK_MB, "Transit Time(ms)": PT_LINK_MS,
+                              "Bandwidth(GB/s)": PT_LINK_GBPS, "Large Packet Ratio": 0.0,
+                              "Size Distribution": {"8.0": [2, PT_LINK_MS]}}}
         op = {"Communication Time Info": info, "Communication Bandwidth Info": bandwidth}
-        content[f"step{k.step}"] = {"collective": {f"{k.name}@5196826027332097320": op, "Total Op Info": op},
-                                    "p2p": {}}
+        content[f"step{k.step}"] = {"collective": {f"{k.name}@{PT_GROUP}": op, "Total Op Info": op}, "p2p": {}}
     (out / "communication.json").write_text(json.dumps(content))
+
+
+def _write_communication_matrix(out: Path, kernels: list[Kernel], local_rank: int) -> None:
+    """torch_npu's statistics entries per step (msprof_analyze_inputs §3): ``allreduce-top1`` (the slowest
+    allreduce) and ``allreduce-total`` (all of them; one a step here, so the same links), each with the
+    ring link to the group's other rank and the rank's own ``i-i`` LOCAL link, in local ranks."""
+    content = {}
+    for k in kernels:
+        if k.core != "COMMUNICATION":
+            continue
+        links = {f"{local_rank}-{local_rank ^ 1}": {"Transport Type": "HCCS", "Transit Size(MB)": PT_LINK_MB,
+                                                   "Transit Time(ms)": PT_LINK_MS, "Bandwidth(GB/s)": PT_LINK_GBPS,
+                                                   "Op Name": k.name},
+                 f"{local_rank}-{local_rank}": {"Transport Type": "LOCAL", "Transit Size(MB)": 0,
+                                                "Transit Time(ms)": 0, "Bandwidth(GB/s)": 0, "Op Name": k.name}}
+        content[f"step{k.step}"] = {"collective": {f"allreduce-top1@{PT_GROUP}": links,
+                                                   f"allreduce-total@{PT_GROUP}": links}, "p2p": {}}
+    (out / "communication_matrix.json").write_text(json.dumps(content))
 
 
 def write_cluster(root: Path, ranks: int = 2) -> list[AscendPtRun]:

@@ -78,6 +78,25 @@ def test_the_ascend_pt_export_reads_back_with_the_same_slow_rank(faulty, exporte
     pd.testing.assert_frame_equal(back.rank_step_wait, ours, atol=1e-2)
 
 
+def test_the_ascend_pt_export_reads_back_with_the_same_links_and_slow_link(faulty, exported):
+    """torch_npu directories hold no HCCL sub-tasks: the links come back from communication_matrix.json,
+    equal to the simulated cluster's within the file's rounding (MB and ms to 6 decimals an entry);
+    Tasks counts collective executions there (the file has no sub-task count)."""
+    back = geprof_nb.load(exported)
+    ours, theirs = faulty.communication_matrix, back.communication_matrix
+    keys = ["Src Rank", "Dst Rank", "Link Type", "Transport Type"]
+    pd.testing.assert_frame_equal(theirs[keys], ours[keys])
+    entries = len(faulty.rank(0).communication_time)  # one entry per collective execution
+    assert theirs["Tasks"].tolist() == [entries] * len(ours)
+    assert (theirs["Size(Byte)"] - ours["Size(Byte)"]).abs().max() <= entries
+    assert theirs["Transit Time(us)"].to_numpy() == pytest.approx(ours["Transit Time(us)"].to_numpy(),
+                                                                  abs=1e-3 * entries)
+    assert theirs["Bandwidth(GB/s)"].to_numpy() == pytest.approx(ours["Bandwidth(GB/s)"].to_numpy(), rel=1e-6)
+    (link,) = back.slow_links.itertuples(index=False)
+    assert (link[0], link[1]) == SLOW_LINK and link[7] == pytest.approx(faulty.slow_links["Bandwidth(GB/s)"].iloc[0])
+    assert "Slow link" in back.advise()["Rule"].tolist()
+
+
 def _ns(ts: str | float) -> int:
     """A trace_view ``ts`` (µs, a string with ns digits) as exact integer ns."""
     return int(Decimal(str(ts)) * 1000)

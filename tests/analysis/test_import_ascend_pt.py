@@ -8,13 +8,14 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from real_fixtures import STEP_TRACE_TIME_HEADER, write_ascend_pt, write_cluster, write_msprof
+from real_fixtures import (PT_LINK_GBPS, PT_LINK_MB, PT_LINK_MS, STEP_TRACE_TIME_HEADER, write_ascend_pt, write_cluster,
+                           write_msprof)
 
 import geprof_nb
 from geprof_nb.analysis import Profile
 from geprof_nb.analysis.breakdown import STEP_TRACE_TIME
 from geprof_nb.analysis.cluster import ClusterProfile
-from geprof_nb.analysis.importers import AscendPtSource
+from geprof_nb.analysis.importers import AscendPtSource, ImportFormatError
 
 
 @pytest.fixture
@@ -204,6 +205,40 @@ def test_cluster_of_ascend_pt_ranks(tmp_path):
     with pytest.raises(KeyError, match=r"no rank 5 .* ranks: \[0, 1\]"):
         c.rank(5)
     assert repr(c) == "<geprof ClusterProfile cluster: ranks [0, 1]>"
+
+
+def test_cluster_communication_matrix_from_communication_matrix_json(tmp_path):
+    """torch_npu records no HCCL sub-tasks: the links are each rank's communication_matrix.json, summed
+    over the steps as msprof-analyze does: the ``allreduce-total`` entries, not the ``top1`` statistics."""
+    write_cluster(tmp_path)
+    c = geprof_nb.load(tmp_path)
+    m = c.communication_matrix
+    assert m[["Src Rank", "Dst Rank", "Link Type", "Transport Type"]].values.tolist() == [
+        [0, 1, "HCCS", "SDMA"], [1, 0, "HCCS", "SDMA"]]
+    assert m["Tasks"].tolist() == [3, 3]  # one total entry a step
+    assert m["Size(Byte)"].tolist() == [int(3 * PT_LINK_MB * 1e6)] * 2
+    assert m["Transit Time(us)"].to_numpy() == pytest.approx([3 * PT_LINK_MS * 1000] * 2)
+    assert m["Bandwidth(GB/s)"].to_numpy() == pytest.approx([PT_LINK_GBPS] * 2, abs=1e-4)
+    assert c.slow_links.empty
+
+
+def test_cluster_maps_local_ranks_to_global_by_each_ranks_own_link(tmp_path):
+    """Ranks 4 and 5 are local ranks 0 and 1 of their group: each file's ``i-i`` link says whose is which."""
+    for rank, local in ((4, 0), (5, 1)):
+        write_ascend_pt(tmp_path, rank, local_rank=local)
+    m = geprof_nb.load(tmp_path).communication_matrix
+    assert m[["Src Rank", "Dst Rank"]].values.tolist() == [[4, 5], [5, 4]]
+
+
+def test_damaged_communication_matrix_json_names_the_link(tmp_path):
+    run = write_cluster(tmp_path)[1]
+    path = run.path / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json"
+    content = json.loads(path.read_text())
+    content["step2"]["collective"]["allreduce-total@5196826027332097320"]["1-0"]["Transit Time(ms)"] = "fast"
+    path.write_text(json.dumps(content))
+    with pytest.raises(ImportFormatError, match=r"communication_matrix.json: allreduce-total@\d+ 1-0: link field "
+                                                r"'Transit Time\(ms\)' is 'fast'; expected a number"):
+        geprof_nb.load(tmp_path).communication_matrix  # noqa: B018
 
 
 def test_cluster_takes_the_newest_run_of_a_rank(tmp_path):

@@ -4,7 +4,8 @@
 columns renamed and a ``Step Id`` in front (reference §5); the renames are
 undone so the tables are msprof's.  ``step_trace_time.csv`` is torch_npu's own
 step split (:meth:`AscendPtSource.step_breakdown_table`), ``communication.json``
-the per-collective time split, ``trace_view.json`` gives the framework steps.
+the per-collective time split, ``communication_matrix.json`` the bytes and time per
+link (there are no HCCL sub-tasks), ``trace_view.json`` gives the framework steps.
 The rank is in the name of ``profiler_info_<rank>.json`` (msprof_analyze_inputs §2).
 """
 
@@ -292,6 +293,47 @@ class AscendPtSource(FileSource):
             frame[c] = frame[c].astype(np.float64)
         return frame.sort_values("Start Timestamp(us)", kind="stable").reset_index(drop=True)
 
+    def communication_matrix(self) -> pd.DataFrame:
+        """communication_matrix.json as it is (:data:`.communication.COMMUNICATION_MATRIX_LINKS`): its local
+        ranks, transport names and units.  A cluster maps the ranks and sums the links
+        (:func:`.cluster_tables.recorded_link_totals`): one rank's file names its group's other ranks
+        by local rank only."""
+        path = self.output / "communication_matrix.json"
+        if not path.is_file():
+            return pd.DataFrame(columns=communication.COMMUNICATION_MATRIX_LINKS)
+        content = read_json(path)
+        if not isinstance(content, dict):
+            raise ImportFormatError(f"{path}: expected an object of steps ({{\"step1\": {{\"collective\": ...}}}})")
+        rows = []
+        for step_key, kinds in content.items():
+            m = re.fullmatch(r"step(\d+)", str(step_key))
+            if not m or not isinstance(kinds, dict):
+                raise ImportFormatError(f"{path}: key {step_key!r}: expected step<N> holding collective/p2p ops")
+            for kind, ops in kinds.items():
+                if not isinstance(ops, dict | None):
+                    raise ImportFormatError(f"{path}: {step_key}/{kind}: expected an object of ops, got "
+                                            f"{type(ops).__name__}")
+                for key, links in (ops or {}).items():
+                    if not isinstance(links, dict):
+                        raise ImportFormatError(f"{path}: {step_key}/{key}: expected an object of links "
+                                                "(\"<src rank>-<dst rank>\": {...})")
+                    name, group = key.rsplit("@", 1) if "@" in key else (key, "")
+                    for link, info in links.items():
+                        src, _, dst = str(link).partition("-")
+                        if not (src.isdigit() and dst.isdigit() and isinstance(info, dict)):
+                            raise ImportFormatError(f"{path}: {step_key}/{key}: link {link!r}: expected "
+                                                    "\"<src rank>-<dst rank>\" holding an object")
+                        rows.append([int(m.group(1)), name, group, int(src), int(dst),
+                                     str(info.get("Transport Type", "")),
+                                     *(_number(path, f"{key} {link}", info, c, "link")
+                                       for c in ("Transit Size(MB)", "Transit Time(ms)"))])
+        frame = pd.DataFrame(rows, columns=communication.COMMUNICATION_MATRIX_LINKS)
+        for c in ("Iteration ID", "Src Rank", "Dst Rank"):
+            frame[c] = frame[c].astype(np.int64)
+        for c in ("Transit Size(MB)", "Transit Time(ms)"):
+            frame[c] = frame[c].astype(np.float64)
+        return frame
+
 
 def _other_core_missing(frame: pd.DataFrame) -> pd.DataFrame:
     """kernel_details' ``0`` in the PMU cells of the core a pure AI Core / AI Vector Core task did not
@@ -307,13 +349,12 @@ def _other_core_missing(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _number(path: Path, key: str, info: dict, field: str) -> float:
-    """A field of "Communication Time Info" (NaN when absent)."""
+def _number(path: Path, key: str, info: dict, field: str, what: str = "'Communication Time Info'") -> float:
+    """A number field of ``what`` (NaN when absent)."""
     value = info.get(field)
     if value is None:
         return np.nan
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise ImportFormatError(f"{path}: {key}: 'Communication Time Info' field {field!r} is {value!r}; "
-                                "expected a number") from None
+        raise ImportFormatError(f"{path}: {key}: {what} field {field!r} is {value!r}; expected a number") from None
