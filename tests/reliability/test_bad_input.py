@@ -383,7 +383,7 @@ FLAG_CASES = [
     ("task-trace-yes", "--task-trace yes", ["argument --task-trace: 'yes' is not valid",
                                             "accepted: 'on', 'off', 'l0', 'l1'"]),
     ("training-trace-equals", "--training-trace=maybe", ["argument --training-trace: 'maybe' is not valid",
-                                                         "accepted: 'on', 'off', ''"]),
+                                                         "accepted: 'on', 'off'"]),
     ("active-fraction", "--active 1.5", ["argument --active: '1.5' is not a whole number", "accepted: 0, 1, 2, ..."]),
     ("skip-first-word", "--skip-first x", ["argument --skip-first: 'x' is not a whole number",
                                            "accepted: 0, 1, 2, ..."]),
