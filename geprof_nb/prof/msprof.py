@@ -206,6 +206,13 @@ class Msprof:
         """A run directory is open (between init and finalize)."""
         return self.run_dir is not None
 
+    @property
+    def mode(self) -> str | None:
+        """What opened the current run (``init``'s ``mode``: "ge_options", "api", "magic", ...); ``None``
+        when no run is open."""
+        with self._lock:
+            return self._info.get("mode") if self.running else None
+
     def init(self, output: str | os.PathLike, options: dict | None = None, mode: str = "ge_options",
              restart_clock: bool = True) -> Path:
         """Open a new run directory under ``output``; collection starts with :meth:`start`.

@@ -2,17 +2,15 @@
 to open a second run gives (``geprof_nb.collect.AlreadyCollecting`` for a cell, ``geprof run`` or a
 ``geprof_nb.profile()`` block; ``aclgrphProfInit`` for the C API).
 
-The opener is the run's *mode*, which each opener gives ``Msprof.init`` and msprof records in the
-run's info.json (``"mode"``) when the run opens, so it is read from there: one record, kept by msprof.
+The opener is the run's *mode*, which each opener gives ``Msprof.init`` and msprof keeps for the run
+(``Msprof.mode``, also info.json's ``"mode"``): one record, kept by msprof.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import rawdata
 from .msprof import Msprof
 
 #: What opened a run, by its mode, and how that run is ended.
@@ -25,7 +23,7 @@ OPENERS = {
                    "finish that run first (ge.GEFinalize())"),
     "cluster_rank": ("a simulated cluster (%%geprof --ranks N)", "let it finish first"),
 }
-#: When the run's mode cannot be read (its info.json is gone): the openers that end their runs themselves.
+#: A run opened with a mode of no opener above: the openers that end their runs themselves.
 UNKNOWN_OPENER = ("GE's profiling options (ge.exec.profilingMode or the environment) or aclgrphProfInit",
                   "finish that run first (ge.GEFinalize() for GE options, aclgrphProfFinalize() for the C API)")
 
@@ -39,18 +37,10 @@ class OpenRun:
     finish: str
 
 
-def _mode(run_dir: Path) -> str | None:
-    try:
-        info = json.loads((run_dir / rawdata.INFO_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return info.get("mode") if isinstance(info, dict) else None
-
-
 def open_run(lib: Msprof) -> OpenRun | None:
     """The run ``lib`` is collecting into (``None``: no run is open)."""
     run_dir = lib.run_dir
     if run_dir is None:
         return None
-    opened_by, finish = OPENERS.get(_mode(run_dir), UNKNOWN_OPENER)
+    opened_by, finish = OPENERS.get(lib.mode, UNKNOWN_OPENER)
     return OpenRun(run_dir, opened_by, finish)

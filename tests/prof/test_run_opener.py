@@ -36,10 +36,21 @@ def test_a_run_opened_without_a_mode_is_ges_own(tmp_path):
         lib.finalize()
 
 
-def test_a_run_whose_info_is_gone_names_every_opener_that_ends_its_own_run(tmp_path):
+def test_the_opener_is_known_when_the_runs_info_json_is_gone(tmp_path):
     lib = msprof.Msprof()
     run_dir = lib.init(tmp_path, mode="magic")
     (run_dir / rawdata.INFO_FILE).unlink()
+    try:
+        assert lib.mode == "magic"
+        assert open_run(lib) == OpenRun(run_dir, "a %%geprof cell", "let it finish first")
+    finally:
+        lib.finalize()
+    assert lib.mode is None
+
+
+def test_a_mode_of_no_known_opener_names_every_opener_that_ends_its_own_run(tmp_path):
+    lib = msprof.Msprof()
+    run_dir = lib.init(tmp_path, mode="tool_of_the_future")
     try:
         assert open_run(lib) == OpenRun(run_dir, *UNKNOWN_OPENER)
         assert UNKNOWN_OPENER[0] == ("GE's profiling options (ge.exec.profilingMode or the environment) or "
