@@ -66,14 +66,18 @@ class ClusterTables:
     ``inputs`` provides ``stacked(table, columns)`` (pandas or Dask frames) and ``compute(frame)``
     (a pandas frame); the reductions of :mod:`.cluster_tables` run on the stacked frames, the
     finishing steps on the computed results.  ``recorded_links`` gives the links torch_npu ranks
-    recorded instead of sub-tasks (:meth:`ClusterProfile.recorded_links`; small, read by either engine).
+    recorded instead of sub-tasks (:meth:`ClusterProfile.recorded_links`), ``step_bounds`` each rank's
+    step bounds (:meth:`ClusterProfile.step_bounds`; without: no rank has any); both are small and read
+    the same for either engine.
     """
 
     def __init__(self, inputs: Any, slow_rank_threshold: float = T.SLOW_RANK_THRESHOLD,
                  slow_link_threshold: float = T.SLOW_LINK_THRESHOLD,
-                 recorded_links: Callable[[], pd.DataFrame] | None = None) -> None:
+                 recorded_links: Callable[[], pd.DataFrame] | None = None,
+                 step_bounds: Callable[[], dict[int, pd.DataFrame]] | None = None) -> None:
         self.inputs = inputs
         self.recorded_links = recorded_links
+        self.step_bounds = step_bounds
         self.slow_rank_threshold = slow_rank_threshold
         self.slow_link_threshold = slow_link_threshold
 
@@ -103,10 +107,15 @@ class ClusterTables:
         return T.stragglers(self.communication_time)
 
     @cached_property
+    def step_periods(self) -> pd.DataFrame:
+        """cluster_step_trace_time's rows that are whole step periods (:func:`.cluster_tables.whole_step_periods`):
+        what per-step means count."""
+        return T.whole_step_periods(self.cluster_step_trace_time, self.step_bounds() if self.step_bounds else {})
+
+    @cached_property
     def slow_ranks(self) -> pd.DataFrame:
         """Ranks by busy time (step time minus collective wait), slowest first, with ratios to the median."""
-        return T.slow_ranks(self.cluster_step_trace_time, self.rank_step_wait, self.stragglers,
-                            self.slow_rank_threshold)
+        return T.slow_ranks(self.step_periods, self.rank_step_wait, self.stragglers, self.slow_rank_threshold)
 
     @cached_property
     def communication_matrix(self) -> pd.DataFrame:
@@ -188,6 +197,10 @@ class ClusterProfile:
         """Every rank's step_breakdown, with a ``Rank`` column in front."""
         return PandasInputs(self.ranks).stacked("step_breakdown")
 
+    def step_bounds(self) -> dict[int, pd.DataFrame]:
+        """Each rank's step bounds (which of its steps are whole step periods)."""
+        return {r: p.source.step_bounds() for r, p in self.ranks.items()}
+
     def recorded_links(self) -> pd.DataFrame:
         """The torch_npu ranks' ``communication_matrix.json`` links, ``Rank`` first
         (:data:`.communication.COMMUNICATION_MATRIX_LINKS`): such runs record no HCCL sub-tasks."""
@@ -213,7 +226,8 @@ class ClusterProfile:
                 from .dask_engine import DaskInputs
 
                 inputs = DaskInputs.of(self, scheduler=scheduler, parquet_dir=self.parquet_dir)
-            self._tables[key] = ClusterTables(inputs, recorded_links=self.recorded_links)
+            self._tables[key] = ClusterTables(inputs, recorded_links=self.recorded_links,
+                                              step_bounds=self.step_bounds)
         return self._tables[key]
 
     @property

@@ -44,8 +44,9 @@ def _step_us(t: ClusterTables) -> float:
 
 
 def _steps(t: ClusterTables) -> int:
-    sr = t.slow_ranks
-    return max(1, int(sr["Steps"].max())) if len(sr) else 1
+    """The steps collected (the most of any rank): what sums over every collective are divided by."""
+    rows = t.cluster_step_trace_time
+    return max(1, int(rows.groupby("Index").size().max())) if len(rows) else 1
 
 
 def _late_per_step(t: ClusterTables, rank: int) -> float:

@@ -17,7 +17,9 @@ Definitions (times in us unless a column says ms):
 * ``rank_step_wait``: per rank and step, the collectives' elapse / transit / wait /
   synchronization time summed (communication.json's split, :mod:`.communication`).
 * ``slow_ranks``: per rank, the mean per step of step time, Computing, Communication(Not
-  Overlapped), Free and collective wait.  With synchronised collectives every rank's step
+  Overlapped), Free and collective wait, over the rank's whole step periods (``Steps`` of them;
+  :func:`whole_step_periods`: a first step spans only itself, so a stall before every step would
+  count one step short), as compare and Profile.advise count steps.  With synchronised collectives every rank's step
   takes as long as the slowest one's, and the others spend the difference waiting inside
   collectives, so step time alone does not find the slow rank.  ``Own Time`` does: step time
   minus the communication no compute hides, i.e. Computing + Free, what the step would take if
@@ -50,7 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .breakdown import STEP_TRACE_TIME
+from .breakdown import STEP_TRACE_TIME, step_periods
 from .communication import COMMUNICATION_TIME
 
 #: msprof-analyze ``cluster_step_trace_time.csv`` (without the DP/PP/TP Index it adds when
@@ -159,16 +161,30 @@ def rank_step(cstt: pd.DataFrame, wait: pd.DataFrame, metric: str) -> pd.DataFra
     return out.astype(np.float64)
 
 
-def slow_ranks(cstt: pd.DataFrame, wait: pd.DataFrame, stragglers_: pd.DataFrame,
-               threshold: float = SLOW_RANK_THRESHOLD) -> pd.DataFrame:
-    """Ranks by own time (Computing + Free per step), slowest first (see the module docstring)."""
-    types = {"Rank": np.int64, "Steps": np.int64, "Bound": str, "Last Arrivals": np.int64, "Slow": bool}
+def whole_step_periods(cstt: pd.DataFrame, bounds: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """The ``rank`` rows of cluster_step_trace_time whose window is a whole step period, rank by rank
+    (:func:`.breakdown.step_periods` of the rank's rows and step ``bounds``; a rank without bounds
+    drops its first row, as a Profile without them does)."""
     rows = cstt[cstt["Type"] == "rank"]
+    none = pd.DataFrame(columns=["step", "begin", "end"])
+    parts = [step_periods(g, bounds.get(int(r), none)) for r, g in rows.groupby("Index", sort=False)]
+    return pd.concat(parts) if parts else rows
+
+
+def slow_ranks(periods: pd.DataFrame, wait: pd.DataFrame, stragglers_: pd.DataFrame,
+               threshold: float = SLOW_RANK_THRESHOLD) -> pd.DataFrame:
+    """Ranks by own time (Computing + Free per step), slowest first (see the module docstring):
+    means over ``periods``, the :func:`whole_step_periods` of cluster_step_trace_time, the collective
+    wait over the same ranks' steps."""
+    types = {"Rank": np.int64, "Steps": np.int64, "Bound": str, "Last Arrivals": np.int64, "Slow": bool}
+    rows = periods[periods["Type"] == "rank"]
     if rows.empty:
         return _empty(SLOW_RANKS, types)
     per = rows.groupby("Index").agg(Steps=("Step", "count"), Stage=("Stage", "mean"),
                                     **{p: (p, "mean") for p in STEP_PARTS})
-    waits = wait.groupby("Rank")["Wait Time(us)"].sum() if len(wait) else pd.Series(dtype=np.float64)
+    counted = pd.MultiIndex.from_arrays([rows["Index"], rows["Step"]])
+    mine = wait[pd.MultiIndex.from_arrays([wait["Rank"], wait["Step"]]).isin(counted)] if len(wait) else wait
+    waits = mine.groupby("Rank")["Wait Time(us)"].sum() if len(mine) else pd.Series(dtype=np.float64)
     wait_per_step = (waits.reindex(per.index).fillna(0.0) / per["Steps"]).to_numpy()
     own = per["Stage"].to_numpy() - per["Communication(Not Overlapped)"].to_numpy()
     median = float(np.median(own))
