@@ -1,7 +1,8 @@
 """Shared fixtures for the non-notebook test suites (tests/ge, tests/prof, tests/analysis).
 
 * ``_ge_finalize`` (autouse): ``ge.GEFinalize()`` after every test, so GE and
-  msprof state never leak from one test into the next.
+  msprof state never leak from one test into the next; model ids start at 1
+  in every test, as in a new process (GE never reuses one within a process).
 * ``run_profiled``: a factory that runs a profiled session on the virtual clock
   into a directory and returns a :class:`ProfiledRun` (the loaded Profile plus
   the compiled model's task table, captured before ``GEFinalize`` unloads it).
@@ -21,6 +22,7 @@ import pytest
 from geprof_testing import ProfiledRun, build_tiny_graph, run_profiled_session, small_resnet
 
 from geprof_nb import ge
+from geprof_nb.ge.runtime import MODEL_IDS
 from geprof_nb.ge.session import is_initialized
 from geprof_nb.prof import msprof
 
@@ -29,12 +31,15 @@ __all__ = ["ProfiledRun", "build_tiny_graph", "run_profiled_session", "small_res
 
 @pytest.fixture(autouse=True)
 def _ge_finalize():
-    """Never let GE (or a collection it started) leak into the next test."""
+    """Never let GE (or a collection it started) leak into the next test; each test is a new process to
+    the model ids (restarted after the session fixtures it uses have loaded theirs, and after it)."""
+    MODEL_IDS.restart()
     yield
     if is_initialized():
         ge.GEFinalize()
     if msprof.lib.running:  # a test drove msprof directly and failed half-way
         msprof.lib.finalize(status="aborted")
+    MODEL_IDS.restart()
 
 
 @pytest.fixture

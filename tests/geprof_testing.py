@@ -14,6 +14,7 @@ from typing import Any
 
 import geprof_nb
 from geprof_nb import ge
+from geprof_nb.ge.runtime import MODEL_IDS
 
 #: Absolute tolerance (us) for comparing float-us timestamps (~1.77e15 us, float64 ulp 0.25 us).
 TS_TOL_US = 0.5
@@ -41,7 +42,9 @@ class ProfiledRun:
 def run_profiled_session(output: Path, graph: Any, steps: int = 3, *, device: str | None = None,
                          executor: str | None = None, clock: str = "virtual",
                          ge_options: dict[str, str] | None = None, **profiling: Any) -> ProfiledRun:
-    """GEInitialize with profiling on -> add_graph -> run_graph x steps -> GEFinalize -> load."""
+    """GEInitialize with profiling on -> add_graph -> run_graph x steps -> GEFinalize -> load, as a script
+    run on its own: a new process to GE's model ids (so two such runs in one test are alike)."""
+    MODEL_IDS.restart()
     prof = {"output": str(output), "training_trace": "on", "aic_metrics": "PipeUtilization"}
     prof.update(profiling)
     options = {
@@ -107,9 +110,11 @@ def read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
 def run_aged(output: Path, limit_bytes: int | None, steps: int = 12, chunk_records: int = 64):
     """A small 2-rank MLP training run whose oldest chunks age out past ``limit_bytes`` (``None``: no
     limit, the reference run), made small as tests/prof/test_storage_limit.py does: few records per
-    chunk, and the parsed limit replaced right after init.  Returns the loaded Profile."""
+    chunk, and the parsed limit replaced right after init.  Returns the loaded Profile.  A new process to
+    GE's model ids, as :func:`run_profiled_session` is."""
     from geprof_nb.prof import msprof
 
+    MODEL_IDS.restart()
     opts = {"output": str(output), "storage_limit": "200MB", "training_trace": "on"}
     assert ge.GEInitialize({"geprof.clock": "virtual", "ge.exec.profilingMode": "1",
                             "ge.exec.profilingOptions": json.dumps(opts)}) == ge.SUCCESS
@@ -129,7 +134,9 @@ def run_aged(output: Path, limit_bytes: int | None, steps: int = 12, chunk_recor
 
 def run_two_graphs(output: Path):
     """Graph 1 (MLP training, batch 32) and graph 2 (a small MLP inference) run alternately, 3 times each:
-    each of graph 2's iterations runs inside one of graph 1's step windows.  Returns the loaded Profile."""
+    each of graph 2's iterations runs inside one of graph 1's step windows.  Returns the loaded Profile.
+    A new process to GE's model ids (graph 1 is model 1), as :func:`run_profiled_session` is."""
+    MODEL_IDS.restart()
     with ge.simulation_settings(clock_mode="virtual"):
         sess = ge.Session()
         try:

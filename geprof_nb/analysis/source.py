@@ -341,6 +341,12 @@ class RunDirSource(Source):
         for kind, n in (info.get("write_failed") or {}).items():
             notes.append(f"{n} {kind} records could not be written to the run directory (disk full or not writable)")
         notes.extend(info.get("notes") or [])
+        repeated = tables.repeated_steps(self.run, self.device_id)
+        if repeated:
+            (model, iteration), n = next(iter(repeated.items()))
+            notes.append(f"step_trace: {len(repeated)} (Model ID, Iteration ID) pairs were recorded by more than one "
+                         f"step (model {model} iteration {iteration}: {n} model starts), a model id that came back "
+                         "with its iterations restarting: each pair's row and op rows fold those steps together")
         self.run.hashes  # noqa: B018 - reading the dictionary lists its damaged lines
         if self.run.damaged:
             notes.append(f"damaged files skipped: {', '.join(self.run.damaged)}")

@@ -366,6 +366,20 @@ def step_trace(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     return pd.concat(parts, axis=1) if len(parts) > 1 else parts[0]
 
 
+def repeated_steps(run: RunDir, device_id: int = 0) -> dict[tuple[int, int], int]:
+    """(Model ID, Iteration ID) pairs that more than one step recorded, with how many model-start tags
+    each has.  Real GE never gives one process two models of the same id (its ids only grow), so this is
+    data of another origin (two processes' records in one directory, say); step_trace has one row per
+    pair and the op rows one Iteration ID, so those steps fold together: the run's notes say so."""
+    tr = run.load("step_trace", device_id)
+    starts = tr[tr["tag_id"] == rawdata.MODEL_START_TAG]
+    if len(starts) == 0:
+        return {}
+    pairs = np.stack([starts["model_id"].astype(np.int64), starts["index_id"].astype(np.int64)], axis=1)
+    keys, counts = np.unique(pairs, axis=0, return_counts=True)
+    return {(int(m), int(i)): int(n) for (m, i), n in zip(keys.tolist(), counts.tolist()) if n > 1}
+
+
 def _get_next_columns(n_keys: int, inverse: np.ndarray, tags: np.ndarray, ts: np.ndarray) -> pd.DataFrame:
     """GetNext Start / End / Time per (model, iteration) key: from the earliest GetNext start tag
     (``20000 + 2k``) to the latest GetNext end tag (``20001 + 2k``) of the step, NaN where the step has

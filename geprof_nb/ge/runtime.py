@@ -71,6 +71,58 @@ _MEMCPY_ASYNC, _HOST_TO_DEVICE = int(RtTaskType.MEMCPY_ASYNC), int(rawdata.Memcp
 _FORMAT_OF, _DTYPE_OF, _SHAPE_OF = attrgetter("format"), attrgetter("dtype"), attrgetter("shape")
 
 
+class ModelIdCounter:
+    """GE's ``ModelManager::GenModelId`` (``*id = ++max_model_id_`` on a process-wide singleton).
+
+    A model id is never reused in a process: not after an unload, not across GEFinalize/GEInitialize.
+    A reloaded graph's iterations start at 1 again, so a reused id would fold its steps into the
+    earlier load's (model, iteration) rows of the same run.
+    """
+
+    def __init__(self) -> None:
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def next_id(self) -> int:
+        with self._lock:
+            self._last += 1
+            return self._last
+
+    def restart(self) -> None:
+        """Ids start at 1 again, as in a new process (tests that each stand for one process call it)."""
+        with self._lock:
+            self._last = 0
+
+
+#: The process's model ids (every device's, every GE initialisation's).
+MODEL_IDS = ModelIdCounter()
+
+
+class RunConnectionIds:
+    """Connection ids join a task's HWTS records to its task track and descriptions, so they are unique
+    within a run directory, whichever device object reports into it: GE finalised and initialised again
+    during one collection is a new :class:`DeviceRuntime`, whose first ids would repeat the earlier ones
+    (and relabel the earlier models' tasks).  Counted per msprof library (a simulated cluster's ranks have
+    one each) and started over with each run it opens."""
+
+    def __init__(self) -> None:
+        self._next: weakref.WeakKeyDictionary[msprof.Msprof, tuple[int, int]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def allocate(self, n: int) -> int:
+        """The first of ``n`` new ids in the run ``msprof.lib`` is writing."""
+        lib = msprof.lib
+        with self._lock:
+            serial, base = self._next.get(lib, (lib.run_serial, 0))
+            if serial != lib.run_serial:
+                base = 0
+            self._next[lib] = (lib.run_serial, base + n)
+            return base
+
+
+CONNECTION_IDS = RunConnectionIds()
+
+
 class DeviceRuntime:
     """One simulated device: availability, jitter, profiling programming."""
 
@@ -84,11 +136,9 @@ class DeviceRuntime:
         self.rng = np.random.default_rng(seed)
         self.free_at = 0
         self.epoch = 0  # bumped by every START; models re-report static info per epoch
-        self.next_connection_id = 0  # unique within a run directory
         self._run_serial = -1
         self.pmu_events: dict[str, list[str]] = {}
         self._live_streams: set[int] = set()
-        self._live_models: set[int] = set()
         self._lock = threading.Lock()
         #: The ACL default stream (single ops run on it); created with the device.
         self.default_stream = self._lowest_free(self._live_streams, 0)
@@ -111,22 +161,10 @@ class DeviceRuntime:
         with self._lock:
             return [self._lowest_free(self._live_streams, 0) for _ in range(n)]
 
-    def allocate_model_id(self) -> int:
-        """Model ids are unique among loaded models, lowest free first (so repeated runs match)."""
+    def release_streams(self, streams: list[int]) -> None:
+        """A model was unloaded: its stream ids become free (its model id never does: :class:`ModelIdCounter`)."""
         with self._lock:
-            return self._lowest_free(self._live_models, 1)
-
-    def release(self, model_id: int, streams: list[int]) -> None:
-        """A model was unloaded: its ids become free."""
-        with self._lock:
-            self._live_models.discard(model_id)
             self._live_streams.difference_update(streams)
-
-    def allocate_connection_ids(self, n: int) -> int:
-        with self._lock:
-            base = self.next_connection_id
-            self.next_connection_id += n
-            return base
 
     # -------------------------------------------------------------- control
     def handle_command(self, handle: CommandHandle) -> int:
@@ -137,10 +175,9 @@ class DeviceRuntime:
             props.start(options, handle.prof_switch)
             with self._lock:
                 self.epoch += 1
-                if msprof.lib.run_serial != self._run_serial:  # a new run: ids and jitter start over, so two
-                    self._run_serial = msprof.lib.run_serial  # runs are alike; a run's later windows go on
-                    self.next_connection_id = 0
-                    self.rng = np.random.default_rng(self.seed)
+                if msprof.lib.run_serial != self._run_serial:  # a new run: jitter starts over (as the run's
+                    self._run_serial = msprof.lib.run_serial  # connection ids do), so two runs are alike;
+                    self.rng = np.random.default_rng(self.seed)  # a run's later windows go on
                 self.free_at = 0
             self.program_pmu(props.aic_metrics)
             if handle.prof_switch & events.PROF_L2CACHE_MASK:
@@ -348,9 +385,9 @@ class LoadedModel:
             self.streams = (runtime.default_stream, runtime.default_stream)
             self._unload = weakref.finalize(self, lambda: None)
         else:
-            self.model_id = runtime.allocate_model_id()
+            self.model_id = MODEL_IDS.next_id()
             self.streams = tuple(runtime.allocate_streams(2))
-            self._unload = weakref.finalize(self, runtime.release, self.model_id, list(self.streams))
+            self._unload = weakref.finalize(self, runtime.release_streams, list(self.streams))
         self.iterations = 0
         self._variants: dict[tuple, _Variant] = {}
         self._current: _Variant | None = None
@@ -547,7 +584,7 @@ class LoadedModel:
         if v.reported_epoch == rt.epoch:
             return
         v.reported_epoch = rt.epoch
-        v.connection_base = rt.allocate_connection_ids(len(v.table))
+        v.connection_base = CONNECTION_IDS.allocate(len(v.table))
         rt.cann_profiler.on_execute_event(ExecutorEvent.kModelStart, info=self.task_info(v),
                                           connection_base=v.connection_base, pmu_events=rt.pmu_events,
                                           timestamp=clock.now_ns(), with_basic_info=bool(flags & BIT_DEVICE))

@@ -114,14 +114,14 @@ def test_load_from_mem_with_a_size_of_another_type_is_invalid_param(size):
     assert acl.loaded_models() == {}
 
 
-def test_unload_frees_the_id():
+def test_unload_retires_the_id():
     model_id = load_model()
     assert acl.aclmdlUnload(model_id) == acl.ACL_SUCCESS
     assert model_id not in acl.loaded_models()
     assert acl.aclmdlExecute(model_id) == acl.ACL_ERROR_INVALID_MODEL_ID == 100011
     assert acl.aclmdlUnload(model_id) == 100011
     assert f"model id {model_id} is not loaded" in ge.GEGetErrorMsg()
-    assert load_model() == model_id  # the freed id is the lowest free one again
+    assert load_model() == model_id + 1  # GE's GenModelId: ++max_model_id_, never a freed id
 
 
 def test_ge_finalize_unloads_every_acl_model():
@@ -129,6 +129,8 @@ def test_ge_finalize_unloads_every_acl_model():
     ge.GEFinalize()
     assert acl.loaded_models() == {}
     assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    assert acl.aclmdlExecute(model_id) == 100011
+    assert load_model() == model_id + 1  # the model ids are the process's: re-initialising GE keeps counting
     assert acl.aclmdlExecute(model_id) == 100011
 
 

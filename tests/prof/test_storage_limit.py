@@ -18,6 +18,7 @@ import pytest
 
 import geprof_nb
 from geprof_nb import ge
+from geprof_nb.ge.runtime import MODEL_IDS
 from geprof_nb.prof import msprof, rawdata
 from geprof_nb.prof.options import ProfilingOptions, ProfilingOptionsError
 
@@ -77,7 +78,9 @@ def test_no_storage_limit_means_no_aging(tmp_path):
 
 
 def _aging_run(tmp_path: Path, monkeypatch, limit: int | None) -> tuple[geprof_nb.Profile, list[tuple[str, int]]]:
-    """STEPS training steps with small chunks; returns the Profile and every chunk flushed, in order."""
+    """STEPS training steps with small chunks; returns the Profile and every chunk flushed, in order.
+    Each run is a process of its own to GE's model ids, so the limited and the full run compare."""
+    MODEL_IDS.restart()
     assert _init(tmp_path, "200MB", training_trace="on") == ge.SUCCESS
     monkeypatch.setattr(msprof.lib, "chunk_records", CHUNK_RECORDS)
     monkeypatch.setattr(msprof.lib, "storage_limit_bytes", limit)
