@@ -134,7 +134,10 @@ def slow_links(t: ClusterTables) -> list[Finding]:
 
 
 def high_wait(t: ClusterTables) -> list[Finding]:
-    """Time ranks spend waiting inside collectives beyond what the least-waiting rank spends."""
+    """Time ranks spend waiting inside collectives beyond what the least-waiting rank spends, less what
+    the slow-rank, slow-link and straggler findings already count: that wait is the loss they put at
+    stake (the others wait for the slow rank, for the slow link's ring step), so counting it here again
+    would claim it twice.  What none of them explains is the finding, when it is worth one."""
     sr = t.slow_ranks
     if sr.empty or not sr["Wait Time(us)"].gt(0).any():
         return []
@@ -143,28 +146,24 @@ def high_wait(t: ClusterTables) -> list[Finding]:
     floor = float(wait.min())
     median = float(np.median(wait))
     excess = median - floor
-    if step_us <= 0 or excess / step_us < WAIT_EXCESS_MIN_SHARE:
+    explained = sum(f.at_stake_us for rule in (slow_ranks, slow_links, stragglers) for f in rule(t))
+    unexplained = excess - explained
+    if step_us <= 0 or unexplained / step_us < WAIT_EXCESS_MIN_SHARE:
         return []
     least = int(sr["Rank"].iloc[int(np.argmin(wait))])
     most = int(sr["Rank"].iloc[int(np.argmax(wait))])
-    causes = []
-    if sr["Slow"].any():
-        causes.append(f"slow rank(s) {_rank_list(sr[sr['Slow']]['Rank'].tolist(), 4)}")
-    if len(t.slow_links):
-        causes.append("slow link(s) " + _rank_list([f"{s}->{d}" for s, d in zip(t.slow_links["Src Rank"],
-                                                                               t.slow_links["Dst Rank"])], 4))
-    cause = f" ({' and '.join(causes)}: see their findings)" if causes else ""
+    beyond = f" ({_us(explained)} of it the other findings count: {_us(unexplained)} unexplained)" if explained else ""
     ct = t.communication_time
     ratio = float(ct["Wait Time Ratio"].median()) if len(ct) and ct["Wait Time Ratio"].notna().any() else float("nan")
     return [Finding(
         "High wait",
         f"Ranks wait {_us(median)} per step inside collectives (median rank, {median / step_us:.0%} of the step), "
-        f"{_us(excess)} more than rank {least}, which waits least{cause}",
+        f"{_us(excess)} more than rank {least}, which waits least{beyond}",
         f"Notify_Wait per step: rank {least} {_us(floor)}, median {_us(median)}, rank {most} {_us(float(wait.max()))};"
         f" median wait ratio (wait / (wait + transit)) of a collective {ratio:.2f}",
         "Waiting is imbalance: ranks reach a collective at different times (a slow or jittery rank) or a ring step "
-        "waits for a slow link. Fix the slow rank or link first; if arrivals vary at random, look at host launch "
-        "jitter and data loading (cluster.stragglers shows who is late where).", excess)]
+        "waits for a slow link. If arrivals vary at random, look at host launch jitter and data loading "
+        "(cluster.stragglers shows who is late where).", unexplained)]
 
 
 def stragglers(t: ClusterTables) -> list[Finding]:
