@@ -202,12 +202,38 @@ def _top(frame: pd.DataFrame, by: str, n: int = 3) -> pd.DataFrame:
     return frame.sort_values(by, ascending=False, kind="stable").head(n)
 
 
-def _compute_rows(ops: pd.DataFrame) -> pd.DataFrame:
-    """Kernel rows: not communication, not AI CPU."""
-    keep = ~ops["_comm"]
+def _texts(col: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    """``col.astype(str)`` factored into its distinct texts and each row's position among them, so that
+    a test or lookup runs once per distinct value: op_summary's name, type and shape columns are
+    categoricals of a few hundred values over up to millions of rows, and converting every row to a
+    string takes seconds.  A categorical's missing value is the last text (its code -1 picks it)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        every_value = np.r_[np.arange(len(col.cat.categories)), -1]
+        texts = pd.Series(pd.Categorical.from_codes(every_value, dtype=col.dtype)).astype(str)
+        return texts, col.cat.codes.to_numpy(np.intp)
+    return col.astype(str).reset_index(drop=True), np.arange(len(col))
+
+
+def _text_test(col: pd.Series, test: Callable[[pd.Series], pd.Series]) -> np.ndarray:
+    """``test(col.astype(str))`` as a boolean array, ``test`` (an element-wise comparison) run once per
+    distinct value (:func:`_texts`)."""
+    texts, position = _texts(col)
+    return test(texts).to_numpy(bool)[position]
+
+
+def _text_values(col: pd.Series, rows: np.ndarray) -> pd.Series:
+    """``col.astype(str)`` of some rows (positions or a boolean mask), converted once per distinct value
+    (:func:`_texts`)."""
+    texts, position = _texts(col)
+    return pd.Series(texts.array.take(position[rows]), index=col.index[rows], name=col.name)
+
+
+def _is_kernel(ops: pd.DataFrame) -> np.ndarray:
+    """Which rows are kernels: not communication, not AI CPU."""
+    keep = ~ops["_comm"].to_numpy(bool)
     if "Task Type" in ops:
-        keep &= ops["Task Type"].astype(str) != "AI_CPU"
-    return ops[keep]
+        keep &= _text_test(ops["Task Type"], lambda t: t != "AI_CPU")
+    return keep
 
 
 # ------------------------------------------------------------------------------------ rules
@@ -242,20 +268,20 @@ def aicpu_on_critical_path(run: _Run) -> Finding | None:
     ops = run.ops
     if ops.empty or "Task Type" not in ops:
         return None
-    is_cpu = (ops["Task Type"].astype(str) == "AI_CPU").to_numpy().copy()
+    is_cpu = _text_test(ops["Task Type"], lambda t: t == "AI_CPU")
     if "OP Type" in ops:
-        is_cpu &= ~ops["OP Type"].astype(str).isin(DATA_SOURCE_TYPES).to_numpy()
+        is_cpu &= ~_text_test(ops["OP Type"], lambda t: t.isin(DATA_SOURCE_TYPES))
     if not is_cpu.any():
         return None
     exposed = np.zeros(len(ops))
-    its = ops["_it"].to_numpy()
+    its = ops["_it"].to_numpy()  # sorted: each iteration's rows are one slice
     start, end = ops["_start"].to_numpy(), ops["_end"].to_numpy()
     for it in np.unique(its[is_cpu]):
-        here = its == it
-        others = _union(start[here & ~is_cpu], end[here & ~is_cpu])
-        mine = here & is_cpu
-        exposed[mine] = (end[mine] - start[mine]) - _covered(start[mine], end[mine], *others)
-    cpu = ops[is_cpu].assign(_exposed=exposed[is_cpu])
+        lo, hi = np.searchsorted(its, it, "left"), np.searchsorted(its, it, "right")
+        s, e, mine = start[lo:hi], end[lo:hi], is_cpu[lo:hi]
+        others = _union(s[~mine], e[~mine])
+        exposed[lo + np.flatnonzero(mine)] = (e[mine] - s[mine]) - _covered(s[mine], e[mine], *others)
+    cpu = ops.loc[is_cpu, ["Op Name", "OP Type", _DUR]].assign(_exposed=exposed[is_cpu])
     per_op = cpu.groupby("Op Name", observed=True).agg(
         type=("OP Type", "first"), exposed=("_exposed", "sum"), dur=(_DUR, "sum"))
     per_op[["exposed", "dur"]] /= run.steps
@@ -296,7 +322,7 @@ def low_cube_utilization(run: _Run) -> Finding | None:
     mac = pmu_metric(ops, "mac_ratio")
     if ops.empty or mac is None or "OP Type" not in ops:
         return None
-    cube = ops["OP Type"].astype(str).str.contains(CUBE_TYPES) & mac.notna()
+    cube = _text_test(ops["OP Type"], lambda t: t.str.contains(CUBE_TYPES)) & mac.notna().to_numpy()
     if not cube.any():
         return None
     if "cube_utilization(%)" in ops:
@@ -305,9 +331,9 @@ def low_cube_utilization(run: _Run) -> Finding | None:
         n_cores = run.profile.device.get("ai_core_num")
         blocks = pd.to_numeric(ops.get("Block Num", pd.Series(np.nan, ops.index)), errors="coerce")
         cores = (blocks / n_cores).fillna(1.0) if n_cores else pd.Series(1.0, ops.index)
-    f = ops[cube].assign(_mac=mac[cube], _cores=cores[cube].clip(upper=1.0),
-                         _mte2=_metric_or_nan(ops, "mte2_ratio")[cube],
-                         _shapes=ops["Input Shapes"].astype(str)[cube] if "Input Shapes" in ops else "")
+    f = ops.loc[cube, ["Op Name", "OP Type", _DUR]].assign(
+        _mac=mac[cube], _cores=cores[cube].clip(upper=1.0), _mte2=_metric_or_nan(ops, "mte2_ratio")[cube],
+        _shapes=_text_values(ops["Input Shapes"], cube) if "Input Shapes" in ops else "")
     f["_eff"] = f["_mac"] * f["_cores"]
     per_op = f.groupby("Op Name", observed=True).agg(
         type=("OP Type", "first"), shapes=("_shapes", "first"),
@@ -350,12 +376,12 @@ def memory_bound_ops(run: _Run) -> Finding | None:
     if ops.empty or mte2 is None or "OP Type" not in ops:
         return None
     compute = pd.concat([_metric_or_nan(ops, "vec_ratio"), _metric_or_nan(ops, "mac_ratio")], axis=1).max(axis=1)
-    kind = ops["OP Type"].astype(str)
-    bound = (~kind.str.contains(CUBE_TYPES) & ~kind.isin(TRANSDATA_TYPES) & (mte2 >= MTE2_DOMINANT_RATIO)
-             & (mte2 >= MEMORY_BOUND_FACTOR * compute.fillna(0)))
+    bound = (_text_test(ops["OP Type"], lambda t: ~t.str.contains(CUBE_TYPES) & ~t.isin(TRANSDATA_TYPES))
+             & (mte2 >= MTE2_DOMINANT_RATIO).to_numpy() & (mte2 >= MEMORY_BOUND_FACTOR * compute.fillna(0)).to_numpy())
     if not bound.any():
         return None
-    f = ops[bound].assign(_mte2=mte2[bound], _compute=compute[bound].fillna(0))
+    cols = ["Op Name", "OP Type", _DUR] + (["Input Shapes"] if "Input Shapes" in ops else [])
+    f = ops.loc[bound, cols].assign(_mte2=mte2[bound], _compute=compute[bound].fillna(0))
     f["_stake"] = f[_DUR] * (1 - f["_compute"] / f["_mte2"])
     per_type = f.groupby("OP Type", observed=True).agg(
         n=(_DUR, "size"), total=(_DUR, "sum"), stake=("_stake", "sum"), mte2=("_mte2", "mean"),
@@ -385,14 +411,14 @@ def host_bound_gaps(run: _Run) -> Finding | None:
     ops = run.ops
     if ops.empty:
         return None
-    gaps = ops[ops["_gap"] >= MIN_GAP_US]
-    idle = float(gaps["_gap"].sum()) / run.steps
+    gaps = ops["_gap"][ops["_gap"] >= MIN_GAP_US]
+    idle = float(gaps.sum()) / run.steps
     if run.share(idle) < HOST_GAP_MIN_SHARE:
         return None
-    dynamic = int((ops["OP State"].astype(str) == "dynamic").sum()) if "OP State" in ops else 0
+    dynamic = int(_text_test(ops["OP State"], lambda t: t == "dynamic").sum()) if "OP State" in ops else 0
     per = run.unit
     evidence = (f"{_n(len(gaps) / run.steps)} gaps of at least {MIN_GAP_US:g} us per {per} between device tasks, "
-                f"median {_us(float(gaps['_gap'].median()))}; {_n(dynamic / run.steps)} of "
+                f"median {_us(float(gaps.median()))}; {_n(dynamic / run.steps)} of "
                 f"{_n(len(ops) / run.steps)} op tasks per {per} are dynamic-shape")
     if per == "run":
         evidence = (f"single-op run: {len(ops)} op tasks (aclopExecute) from the first task's start to the last "
@@ -472,7 +498,9 @@ def data_aug_bound(run: _Run) -> Finding | None:
         evidence += (f"; other models' tasks ran {_us(float(others.mean()))} of it, so the device waits "
                      f"{_us(mean_dab)}")
     ops = run.ops
-    getnext = ops[ops["OP Type"].astype(str).isin(DATA_SOURCE_TYPES)] if "OP Type" in ops else ops.iloc[:0]
+    is_getnext = (_text_test(ops["OP Type"], lambda t: t.isin(DATA_SOURCE_TYPES)) if "OP Type" in ops
+                  else np.zeros(len(ops), bool))
+    getnext = ops.loc[is_getnext, ["Op Name", _DUR]]
     if len(getnext):
         gn = float(getnext[_DUR].sum()) / run.steps
         names = ", ".join(repr(n) for n in getnext["Op Name"].astype(str).unique()[:3])
@@ -537,19 +565,23 @@ def communication_not_overlapped(run: _Run) -> Finding | None:
 
 def many_tiny_kernels(run: _Run) -> Finding | None:
     """Many kernels so short that their fixed launch cost is most of their time: fusion candidates."""
-    ops = _compute_rows(run.ops)
-    if ops.empty:
+    kernel = _is_kernel(run.ops)
+    dur = run.ops[_DUR][kernel]
+    if dur.empty:
         return None
-    tiny = ops[ops[_DUR] < TINY_KERNEL_US]
+    is_tiny = (dur < TINY_KERNEL_US).to_numpy()
+    tiny = dur[is_tiny]
     per_step = len(tiny) / run.steps
-    floor = float(ops[_DUR].min())
+    floor = float(dur.min())
     at_stake = per_step * floor
     if per_step < TINY_MIN_PER_STEP or run.share(at_stake) < TINY_MIN_SHARE:
         return None
-    types = tiny["OP Type"].astype(str).value_counts() / run.steps if "OP Type" in tiny else pd.Series(dtype=float)
+    tiny_rows = np.flatnonzero(kernel)[is_tiny]
+    types = (_text_values(run.ops["OP Type"], tiny_rows).value_counts() / run.steps if "OP Type" in run.ops
+             else pd.Series(dtype=float))
     per = run.unit
-    evidence = (f"{_n(per_step)} of {_n(len(ops) / run.steps)} kernels per {per} run under {TINY_KERNEL_US:g} us "
-                f"({_us(float(tiny[_DUR].sum()) / run.steps)} per {per}); no kernel takes less than {_us(floor)}, "
+    evidence = (f"{_n(per_step)} of {_n(len(dur) / run.steps)} kernels per {per} run under {TINY_KERNEL_US:g} us "
+                f"({_us(float(tiny.sum()) / run.steps)} per {per}); no kernel takes less than {_us(floor)}, "
                 "its fixed cost; most frequent: " + ", ".join(f"{t} x{_n(n)}" for t, n in types.head(5).items()))
     optimizer = [t for t in types.index if OPTIMIZER_TYPE.search(t)]
     hint = (f" Replace the per-variable {', '.join(optimizer)} kernels with a fused optimizer over flattened "
@@ -570,11 +602,12 @@ def transdata_conversions(run: _Run) -> Finding | None:
     ops = run.ops
     if ops.empty or "OP Type" not in ops:
         return None
-    td = ops[ops["OP Type"].astype(str).isin(TRANSDATA_TYPES)]
+    cols = ["Input Formats", "Output Formats", "Input Shapes"]
+    is_td = _text_test(ops["OP Type"], lambda t: t.isin(TRANSDATA_TYPES))
+    td = ops.loc[is_td, ["Op Name", _DUR] + [c for c in cols if c in ops]]
     at_stake = float(td[_DUR].sum()) / run.steps
     if td.empty or run.share(at_stake) < TRANSDATA_MIN_SHARE:
         return None
-    cols = ["Input Formats", "Output Formats", "Input Shapes"]
     per_op = td.groupby("Op Name", observed=True).agg(
         total=(_DUR, "sum"), **{c: (c, "first") for c in cols if c in td})
     per_op["total"] /= run.steps
@@ -600,17 +633,24 @@ def dynamic_shape_recompiles(run: _Run) -> Finding | None:
     ops = run.ops
     if ops.empty or not {"OP State", "Input Shapes", "Op Name"} <= set(ops.columns):
         return None
-    dyn = ops[(ops["OP State"].astype(str) == "dynamic") & (ops["Input Shapes"].astype(str) != "N/A")]
-    if dyn.empty:
+    texts, position = _texts(ops["Input Shapes"])
+    is_dyn = _text_test(ops["OP State"], lambda t: t == "dynamic") & (texts != "N/A").to_numpy(bool)[position]
+    if not is_dyn.any():
         return None
-    shapes = dyn.groupby("Op Name", observed=True)["Input Shapes"].agg(lambda s: list(dict.fromkeys(s.astype(str))))
+    shape_text = texts.array.take(position[is_dyn])
+    shape_id = pd.factorize(texts)[0][position[is_dyn]]  # one id per distinct text
+    dyn = ops.loc[is_dyn, ["Op Name", "_it", "_gap"]].assign(_shape=shape_id)
+    first_seen = ~dyn.duplicated(["Op Name", "_shape"]).to_numpy()  # each op's shapes in the order they first ran
+    shapes = (pd.Series(shape_text[first_seen], index=dyn.index[first_seen])
+              .groupby(dyn["Op Name"][first_seen], observed=True).agg(list))
     changing = shapes[shapes.map(len) > 1]
     if changing.empty:
         return None
     at_stake, source = _shape_host_time(run, set(changing.index.astype(str)), dyn)
     example = changing.index[0]
     seq = " -> ".join(changing.iloc[0][:4]) + (" -> ..." if len(changing.iloc[0]) > 4 else "")
-    n_sets = dyn.groupby("_it")["Input Shapes"].agg(lambda s: tuple(s.astype(str))).nunique()
+    its = dyn["_it"].to_numpy()  # sorted: each iteration's rows are one slice
+    n_sets = len({tuple(ids.tolist()) for ids in np.split(shape_id, np.flatnonzero(its[1:] != its[:-1]) + 1)})
     return Finding(
         "Dynamic shapes change between steps",
         f"{len(changing)} dynamic-shape op(s) see {n_sets} different input shape sets over {run.steps} steps; each "
@@ -626,8 +666,9 @@ def _shape_host_time(run: _Run, names: set[str], dyn: pd.DataFrame) -> tuple[flo
     """Host time per step the changing ops spend on shape work, and where the number comes from."""
     he = run.profile.host_events
     if not he.empty and {"Element", "Event", "Duration(us)"} <= set(he.columns):
-        sel = he[he["Element"].astype(str).isin(names) & he["Event"].astype(str).isin(SHAPE_HOST_EVENTS)]
-        return float(sel["Duration(us)"].sum()) / run.steps, "host profiler InferShape + Tiling of those ops"
+        sel = (_text_test(he["Element"], lambda t: t.isin(names))
+               & _text_test(he["Event"], lambda t: t.isin(SHAPE_HOST_EVENTS)))
+        return float(he["Duration(us)"][sel].sum()) / run.steps, "host profiler InferShape + Tiling of those ops"
     api = run.profile.api_statistic
     if not api.empty and {"Level", "API Name", "Time(us)"} <= set(api.columns):
         sel = api[(api["Level"] == "node") & api["API Name"].isin(SHAPE_HOST_EVENTS)]
@@ -635,7 +676,7 @@ def _shape_host_time(run: _Run, names: set[str], dyn: pd.DataFrame) -> tuple[flo
             share = len(names) / max(1, dyn["Op Name"].nunique())
             return (float(sel["Time(us)"].sum()) * share / run.steps,
                     "node-level InferShape + Tiling (api_statistic), prorated to those ops")
-    gap = float(dyn[dyn["Op Name"].astype(str).isin(names)]["_gap"].sum()) / run.steps
+    gap = float(dyn["_gap"][_text_test(dyn["Op Name"], lambda t: t.isin(names))].sum()) / run.steps
     return gap, "device idle before those ops (no host data collected)"
 
 

@@ -321,6 +321,40 @@ def test_op_summary_alone_still_gives_the_rules_that_need_only_it(resnet_run):
     assert list(found.columns) == COLUMNS
 
 
+def _advice_on_categories_and_on_plain_strings(profile: Profile, missing_in: tuple[str, ...]
+                                               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """advise() of ``profile``'s op_summary with every seventh row's ``missing_in`` columns missing, once as
+    categoricals (as geprof builds them) and once as plain strings (as an import may).  Op Name stays
+    categorical: findings list ops in its category order, plain strings would sort them."""
+    ops = profile.op_summary.copy()
+    missing = np.arange(len(ops)) % 7 == 3
+    for col in missing_in:
+        ops[col] = ops[col].where(~missing)
+    assert isinstance(ops["OP Type"].dtype, pd.CategoricalDtype) and ops["OP Type"].isna().sum() == missing.sum()
+    plain = ops.assign(**{c: ops[c].astype(str) for c in ops.select_dtypes("category").columns if c != "Op Name"})
+    start_ns = np.rint(ops["Task Start Time(us)"].to_numpy() * 1000).astype(np.int64)
+    its = profile.iteration_of_ops.to_numpy()
+    return tuple(advise(Profile(_Tables(OpRows(f, its, start_ns, np.arange(len(f)))))) for f in (ops, plain))
+
+
+def test_categorical_and_plain_text_columns_give_the_same_advice(resnet_run):
+    """The rules test op_summary's names, types and shapes once per category (millions of rows, a few
+    hundred distinct values); missing values must still match nothing and count as no type."""
+    categorical, plain = _advice_on_categories_and_on_plain_strings(
+        resnet_run.profile, ("OP Type", "Task Type", "Input Shapes"))
+    assert TINY in rules(categorical)
+    pd.testing.assert_frame_equal(categorical, plain)
+
+
+def test_categorical_and_plain_shape_columns_give_the_same_dynamic_shape_advice(tmp_path):
+    g = ge.models.mlp(batch_size=8, hidden=(64,), training=False, dynamic=True)
+    categorical, plain = _advice_on_categories_and_on_plain_strings(
+        run_batches(tmp_path, g, [8, 16, 8, 32, 16]), ("OP Type", "Task Type", "OP State"))
+    f = finding(categorical, DYNAMIC)
+    assert "different input shape sets over 5 steps" in f["Finding"]
+    pd.testing.assert_frame_equal(categorical, plain)
+
+
 def test_same_advice_from_an_msprof_export_read_back(resnet_run, tmp_path):
     imported = geprof_nb.load(resnet_run.profile.export(tmp_path / "msprof", format="msprof"))
     assert not isinstance(imported.source, type(resnet_run.profile.source))  # read from the CSV files
