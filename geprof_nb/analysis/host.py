@@ -3,6 +3,8 @@ kernel launch, ...) paired into spans, one row per scope."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -11,6 +13,14 @@ from ..prof.host_profiler import event_string
 from .rundir import RunDir
 
 HOST_EVENTS = ["Thread ID", "Element", "Event", "Start(us)", "End(us)", "Duration(us)"]
+
+
+def _labels(ids: np.ndarray, label_of: Callable[[int], str]) -> pd.Categorical:
+    """``pd.Categorical([label_of(int(i)) for i in ids])`` with each distinct id looked up once: a node's
+    name and its events repeat every step (dynamic ResNet-50 x300: 1.18M spans, a few thousand ids)."""
+    row, distinct = pd.factorize(ids)
+    labels = pd.Categorical([label_of(int(i)) for i in distinct])
+    return pd.Categorical.from_codes(labels.codes[row], dtype=labels.dtype)
 
 
 def host_events(run: RunDir) -> pd.DataFrame:
@@ -23,8 +33,8 @@ def host_events(run: RunDir) -> pd.DataFrame:
               & (starts["element"] == ends["element"]) & (starts["event"] == ends["event"]))
     starts, ends = starts[paired], ends[paired]
     names = run.hashes
-    elements = pd.Categorical([names.get(int(h), f"<unknown 0x{int(h):016x}>") for h in starts["element"]])
-    events = pd.Categorical([event_string(int(e)) for e in starts["event"]])
+    elements = _labels(starts["element"], lambda h: names.get(h, f"<unknown 0x{h:016x}>"))
+    events = _labels(starts["event"], event_string)
     frame = pd.DataFrame({
         "Thread ID": starts["thread_id"].astype(np.int64), "Element": elements, "Event": events,
         "Start(us)": starts["timestamp"] / 1000.0, "End(us)": ends["timestamp"] / 1000.0,
