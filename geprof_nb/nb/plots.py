@@ -16,7 +16,8 @@ The figures, each from a Profile table (x in ms, sizes in MiB, every axis labell
 
 Timelines with many spans (Gantt, host scopes) draw one compound path per colour and merge
 spans narrower than a pixel column (:func:`_draw_spans`), so a million tasks render in about a
-second. Colours are per name (:func:`color_of`): a Task Type has the same colour in every plot.
+second; the step timeline merges its sub-pixel bars per column too, shaded by the time they fill
+(:func:`_column_bars`). Colours are per name (:func:`color_of`): a Task Type has the same colour in every plot.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ NO_HOST_EVENTS_MESSAGE = ("no GE host events: profile a dynamic-shape graph (e.g
 _FIGSIZE = (11.0, 3.5)
 _MAX_ITERATION_LABELS = 20  # more labels than this overlap on an 11-inch axis
 _ZOOM_MARGIN = 0.05  # share of the iteration's span added on each side when zoomed
+#: Pixel columns of the step timeline: its width at 100 dpi (the axes get fewer, so a column is never
+#: wider than a pixel).
+_STEP_COLUMNS = int(_FIGSIZE[0] * 100)
+#: The palest shade of a column a row's bars only partly fill: full colour times this, at least.
+_MIN_SHADE = 0.4
 MiB = 1024 * 1024
 
 #: The colour of every Task Type / Core Type (op_summary, op_statistic, task_time names), the
@@ -250,6 +256,35 @@ def _empty_figure(message: str) -> Figure:
     return _literal(fig)
 
 
+def _column_bars(start: np.ndarray, width: np.ndarray, color: str, x0: float, x1: float, columns: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The bars that show one row's disjoint pieces (:func:`_pieces`, in start order) at ``columns``
+    pixel columns over ``[x0, x1]``: x, width, face colour and edge width of each.
+
+    A piece at least a column wide is drawn as it is, in full colour (white-edged when a few columns
+    wide, so back-to-back spans stay apart).  The narrower ones are merged per column: every column
+    they put time in is filled, shaded by how much of it they fill (from :data:`_MIN_SHADE` of the
+    colour when nearly empty to full colour when full), so a phase that a thousand steps repeat shows
+    in every column it occurs in and its density shows in the shade; at most ``columns`` such bars."""
+    from matplotlib.colors import to_rgba_array
+
+    px = (x1 - x0) / columns
+    wide = width >= px
+    s, w = start[~wide], width[~wide]
+    # the narrow pieces' time before x is piecewise linear: flat between pieces, rising over each one
+    knots = np.column_stack((s, s + w)).ravel()
+    before = np.r_[0.0, np.cumsum(w)]
+    edges = x0 + px * np.arange(columns + 1)
+    cover = np.diff(np.interp(edges, knots, np.column_stack((before[:-1], before[1:])).ravel())) / px \
+        if len(s) else np.zeros(columns)
+    col = np.flatnonzero(cover > 0)
+    shade = np.r_[_MIN_SHADE + (1 - _MIN_SHADE) * np.minimum(cover[col], 1.0), np.ones(wide.sum())]
+    rgba = np.repeat(to_rgba_array(color), len(shade), axis=0)
+    rgba[:, :3] = rgba[:, :3] * shade[:, None] + (1.0 - shade[:, None])  # blended with the white background
+    edge = np.r_[np.zeros(len(col)), np.where(width[wide] >= _EDGE_MIN_COLUMNS * px, 0.5, 0.0)]
+    return np.r_[x0 + col * px, start[wide]], np.r_[np.full(len(col), px), width[wide]], rgba, edge
+
+
 def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title: str | None = None) -> Figure:
     """Draw the FP/BP step timeline (msprof ``step_trace``) to show where each training step spends its time.
 
@@ -259,6 +294,11 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
     ``Reduce Duration(us)`` pairs); "Iteration" replaces FP→BP and Iteration Refresh when the run has
     no FP/BP points (inference). x in ms since the earliest drawn start. ``iteration`` zooms to that
     step; an Iteration ID not in the table raises ValueError listing the IDs that are.
+
+    Bars at least a pixel column wide (of the figure's 1100) are drawn as they are; narrower ones
+    (every bar, on a run of thousands of steps) are merged per column, and a column they put time in
+    is filled, shaded by how much of it they fill (:func:`_column_bars`): every step's phase shows in
+    its row at any zoom, in at most 1100 bars a row.
     """
     if step_trace.empty:
         return _empty_figure(EMPTY_STEP_TRACE_MESSAGE)
@@ -290,15 +330,19 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
     visible = np.flatnonzero((hi >= x0 - pad) & (lo <= x1 + pad))
     # Label and mark every k-th visible iteration so labels and lines never crowd on long runs.
     marked = visible[:: max(1, int(np.ceil(len(visible) / _MAX_ITERATION_LABELS)))]
-    dense = len(visible) > _MAX_ITERATION_LABELS
 
     fig = Figure(figsize=_FIGSIZE, layout="constrained")
     ax = fig.add_subplot()
-    for y, (r, x, w) in enumerate(zip(rows, lo_ms, width_ms)):
-        # White edges keep back-to-back spans (consecutive AllReduces, inference steps) apart; on long runs
-        # they would paint over sub-pixel bars, so there bars have no edge and shade by how much time they fill.
-        ax.broken_barh(np.column_stack((x, w)), (y - 0.35, 0.7), facecolors=_ROW_COLORS[r.label],
-                       edgecolors="white", linewidths=0 if dense else 0.5, label=r.label)
+    view = (x0 - pad, x1 + pad)
+    lo_all = np.concatenate(lo_ms)
+    pieces = _pieces(np.repeat(np.arange(len(rows)), [len(x) for x in lo_ms]), lo_all,
+                     lo_all + np.concatenate(width_ms), np.zeros(len(lo_all), np.int64), *view)
+    for y, r in enumerate(rows):
+        mine = pieces.row == y
+        x, w, colors, edges = _column_bars(pieces.start[mine], pieces.width[mine], _ROW_COLORS[r.label], *view,
+                                           _STEP_COLUMNS)
+        ax.broken_barh(np.column_stack((x, w)), (y - 0.35, 0.7), facecolors=colors, edgecolors="white",
+                       linewidths=edges, label=r.label)
     ends = (_floats(step_trace["Iteration End(us)"]) - origin) / 1000
     ends = ends[np.isin(step_trace["Iteration ID"].to_numpy(), ids[marked]) & np.isfinite(ends)]
     ax.vlines(ends, 0, 1, transform=ax.get_xaxis_transform(), colors="0.6", linewidths=0.6, linestyles=":",
@@ -315,7 +359,8 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
     ax.tick_params(axis="y", length=0)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
+    ax.legend([Patch(facecolor=_ROW_COLORS[r.label]) for r in rows], [r.label for r in rows], loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
     heading = title or "Step timeline"
     ax.set_title(heading if iteration is None else f"{heading}: iteration {iteration}", loc="left")
     return _literal(fig)
@@ -324,7 +369,8 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
 # ------------------------------------------------------------------ compound-path span drawing
 @dataclass
 class _Spans:
-    """Rectangles as drawn: row, start and width (x units), and the code of their colour."""
+    """Spans on rows (disjoint pieces, or rectangles as drawn): row, start and width (x units), and
+    the code of their colour."""
 
     row: np.ndarray
     start: np.ndarray
@@ -332,20 +378,10 @@ class _Spans:
     kind: np.ndarray
 
 
-def _merge_spans(row: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.ndarray, n_kinds: int,
-                 x0: float, x1: float, width_px: int) -> _Spans:
-    """The rectangles that show intervals ``[start, end)`` on rows at ``width_px`` columns over ``[x0, x1]``.
-
-    1. Intervals are clipped to the view and split into disjoint pieces whose union per row is the
-       union of the row's intervals (an interval keeps only what no earlier-starting one covers).
-    2. The pieces of a row are grouped by the pixel column their start falls in; each group is one
-       rectangle from its first piece's start, as wide as its pieces together, coloured by the kind
-       that covers most of it.  A piece at least one column wide starts a column of its own, and
-       pieces before it in that column end before it, so rectangles never overlap.
-
-    So each row's drawn width equals the union of its intervals, a rectangle is exactly its task when
-    nothing else shares its pixel column, and there are at most rows × ``width_px`` rectangles.
-    """
+def _pieces(row: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.ndarray, x0: float, x1: float) -> _Spans:
+    """Intervals ``[start, end)`` clipped to ``[x0, x1]`` and split into disjoint pieces whose union per
+    row is the union of the row's intervals (an interval keeps only what no earlier-starting one
+    covers), in (row, start) order."""
     keep = np.isfinite(start) & np.isfinite(end)
     row, start, end, kind = row[keep], np.maximum(start[keep], x0), np.minimum(end[keep], x1), kind[keep]
     keep = end > start
@@ -363,7 +399,26 @@ def _merge_spans(row: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.n
     covered[1:] = reach[:-1] - base[1:]
     piece_start = np.maximum(start, covered)
     keep = end > piece_start
-    row, start, width, kind = row[keep], piece_start[keep], (end - piece_start)[keep], kind[keep]
+    return _Spans(row[keep], piece_start[keep], (end - piece_start)[keep], kind[keep])
+
+
+def _merge_spans(row: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.ndarray, n_kinds: int,
+                 x0: float, x1: float, width_px: int) -> _Spans:
+    """The rectangles that show intervals ``[start, end)`` on rows at ``width_px`` columns over ``[x0, x1]``.
+
+    1. The intervals become disjoint pieces with the same union per row (:func:`_pieces`).
+    2. The pieces of a row are grouped by the pixel column their start falls in; each group is one
+       rectangle from its first piece's start, as wide as its pieces together, coloured by the kind
+       that covers most of it.  A piece at least one column wide starts a column of its own, and
+       pieces before it in that column end before it, so rectangles never overlap.
+
+    So each row's drawn width equals the union of its intervals, a rectangle is exactly its task when
+    nothing else shares its pixel column, and there are at most rows × ``width_px`` rectangles.
+    """
+    pieces = _pieces(row, start, end, kind, x0, x1)
+    row, start, width, kind = pieces.row, pieces.start, pieces.width, pieces.kind
+    if len(row) == 0:
+        return pieces
     px = (x1 - x0) / width_px
     column = np.minimum(((start - x0) / px).astype(np.int64), width_px - 1)
     group = row * width_px + column  # non-decreasing: pieces are in (row, start) order

@@ -178,6 +178,65 @@ def test_long_runs_label_a_subset_of_iterations():
     assert "50" in iteration_labels(zoomed)
 
 
+def long_run(n=2000, period=8000.0, data_aug=450.0, refresh=500.0):
+    """n steps of ``period`` µs: Data Aug Bound, FP→BP, Iteration Refresh and one AllReduce in each."""
+    rows = []
+    for i in range(1, n + 1):
+        fp = (i - 1) * period + data_aug
+        rows.append((i, fp, fp + 6000.0, fp + 6000.0 + refresh, period, NAN if i == 1 else data_aug,
+                     [(fp + 2000.0, 1000.0)]))
+    return step_trace(rows, n_reduce=1)
+
+
+def test_every_step_of_a_long_run_shows_in_every_row():
+    """2000 steps over ~800 pixel columns: each step's Data Aug Bound (450 µs of 8 ms) is a fraction of a
+    pixel, yet every column the run spans is painted in each row (they were merged away in stretches)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = step_timeline(long_run())
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    image = np.asarray(canvas.buffer_rgba())[:, :, :3].astype(int)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["Data Aug Bound", "FP→BP", "Iteration Refresh", "AllReduce"]
+    height = image.shape[0]
+    # the pixel columns from the first step's start (Data Aug Bound of step 2: step 1 has none) to the last's end
+    (left, _), (right, _) = ax.transData.transform([(8.0, 0), (16_000.0, 0)])
+    for y, label in enumerate(labels):
+        row = height - 1 - int(ax.transData.transform((0, y))[1])
+        columns = image[row, int(np.ceil(left)) + 1:int(right) - 1]
+        painted = np.abs(columns - 255).sum(axis=1) > 30
+        assert painted.all(), (label, np.flatnonzero(~painted)[:10])
+    # bounded: one bar collection per row and the iteration-end lines, at most a bar per column in a row
+    assert len(ax.collections) == len(labels) + 1 and not ax.patches
+    assert all(len(c.get_paths()) <= plots._STEP_COLUMNS for c in ax.collections)
+
+
+def test_sub_pixel_bars_are_shaded_by_the_time_they_fill():
+    """Merged columns keep the time: the shade of each column says how much of it the row's bars fill,
+    and those fills add up to the row's total time; phases that fill little are paler."""
+    st = long_run()
+    fig = step_timeline(st)
+    x0, x1 = fig.axes[0].get_xlim()
+    px = (x1 - x0) / plots._STEP_COLUMNS
+    coll = {c.get_label(): c for c in fig.axes[0].collections}
+    shades = {}
+    for label, total_us in (("Data Aug Bound", st["Data Aug Bound(us)"].sum()),
+                            ("Iteration Refresh", st["Iteration Refresh(us)"].sum())):
+        c = coll[label]
+        widths = np.array([p.vertices[:, 0].max() - p.vertices[:, 0].min() for p in c.get_paths()])
+        assert widths == pytest.approx(px)  # every bar is one column: no step's bar is a column wide
+        full = np.array(to_rgba(plots._ROW_COLORS[label])[:3])
+        rgb = c.get_facecolor()[:, :3]
+        shade = ((1 - rgb) / (1 - full)).mean(axis=1)  # colour = full * shade + white * (1 - shade)
+        fill = (shade - plots._MIN_SHADE) / (1 - plots._MIN_SHADE)
+        assert (fill * px).sum() == pytest.approx(total_us / 1000, rel=1e-6)
+        assert 0 < fill.min() and fill.max() < 0.2
+        shades[label] = shade.mean()
+    assert plots._MIN_SHADE < shades["Data Aug Bound"] < shades["Iteration Refresh"] < 1
+
+
 def test_figure_png_renders_at_the_requested_dpi():
     fig = step_timeline(step_trace(TRAINING, n_reduce=2))
     small, large = figure_png(fig, dpi=50), figure_png(fig, dpi=100)
