@@ -1,10 +1,13 @@
 """``compare(a, b)``: how run ``b`` differs from run ``a``, from their tables only.
 
-Op counts and times are per step (op_summary time divided by the number of iterations with op
-data), so runs of different lengths compare; averages are per call.  Step times and the step split
-(Computing, Communication(Not Overlapped), Free) are of the steps step_breakdown counts: the main
-model's iterations when several graphs ran, and only whole step periods (not a first step, which
-spans only itself), as the advisor counts the step length.  Ops and op types that one
+Op counts and times are per step of the op's own model (its op_summary time divided by that model's
+iterations with op data), so runs of different lengths compare and a graph's ops read the same whatever
+other graphs ran; averages are per call.  When a run has several models, ops and op types are kept
+apart per model (``Model A`` / ``Model B`` columns): GE's model ids differ between runs of one
+process, so the models of the two runs are matched by the op names they share.  ``Steps``, step
+times and the step split (Computing, Communication(Not Overlapped), Free) are of the steps
+step_breakdown counts: the main model's iterations when several graphs ran, and for the means only
+whole step periods (not a first step, which spans only itself), as the advisor counts the step length.  Ops and op types that one
 run lacks are kept, with zeros on the missing side and ``In`` saying where they ran, so two runs of
 different graphs compare too.  Works on imported msprof / torch_npu data (no raw records).
 """
@@ -19,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .advisor import pmu_metric
-from .breakdown import step_periods
+from .breakdown import main_model, step_periods
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -35,6 +38,9 @@ DIFF_COLUMNS = ["Count/step A", "Count/step B", "Time/step A(us)", "Time/step B(
                 "Count/step Diff", "Time/step Diff(us)", "Time/step Diff(%)", "Avg Diff(us)", "In"]
 STEP_COLUMNS = ["A", "B", "Diff", "Diff(%)"]
 PMU_COLUMNS = ["OP Type", "Metric", "A", "B", "Diff"]
+#: The columns the op and op type tables start with when a run has several models: the row's Model ID
+#: in each run (<NA> where that run lacks the model).
+MODEL_COLUMNS = ["Model A", "Model B"]
 #: Step metrics that are counts: shown as whole numbers, not with 3 decimals.
 COUNT_METRICS = ("Steps",)
 
@@ -50,7 +56,7 @@ class Comparison:
     ops: pd.DataFrame  # per Op Name, with its OP Type
     regressions: pd.DataFrame  # the TOP_N ops whose time per step grew most
     improvements: pd.DataFrame  # the TOP_N ops whose time per step shrank most
-    pmu: pd.DataFrame  # per OP Type and PMU metric that changed (PMU_COLUMNS)
+    pmu: pd.DataFrame  # per OP Type and PMU metric that changed (PMU_COLUMNS; after MODEL_COLUMNS with several models)
 
     def summary(self) -> str:
         """A few lines for a terminal or a log."""
@@ -62,15 +68,20 @@ class Comparison:
         for title, frame in (("regressions", self.regressions), ("improvements", self.improvements)):
             if len(frame):
                 lines.append(f"Top {title} (time per step):")
-                lines += [f"  {name} [{r['OP Type']}]: {r['Time/step A(us)']:,.3f} -> {r['Time/step B(us)']:,.3f} us "
-                          f"({r['Time/step Diff(us)']:+,.3f} us, {r['In']})" for name, r in frame.head(5).iterrows()]
+                lines += [f"  {name} [{r['OP Type']}{_model_text(r)}]: {r['Time/step A(us)']:,.3f} -> "
+                          f"{r['Time/step B(us)']:,.3f} us ({r['Time/step Diff(us)']:+,.3f} us, {r['In']})"
+                          for name, r in frame.head(5).iterrows()]
+        if MODEL_COLUMNS[0] in self.ops:
+            models = self.ops[MODEL_COLUMNS].drop_duplicates().sort_values(MODEL_COLUMNS, kind="stable")
+            lines.append("Models (per-step values are per step of the op's model): "
+                         + ", ".join(_model_text(r, "") for _, r in models.iterrows()))
         only = self.ops["In"].value_counts()
         if only.get("A only", 0) or only.get("B only", 0):
             lines.append(f"Ops only in A: {only.get('A only', 0)}, only in B: {only.get('B only', 0)}")
         if len(self.pmu):
             lines.append("Largest PMU changes:")
-            lines += [f"  {r['OP Type']} {r['Metric']}: {r['A']:.3f} -> {r['B']:.3f} ({r['Diff']:+.3f})"
-                      for _, r in self.pmu.head(5).iterrows()]
+            lines += [f"  {r['OP Type']}{_model_text(r, ' in ')} {r['Metric']}: {r['A']:.3f} -> {r['B']:.3f} "
+                      f"({r['Diff']:+.3f})" for _, r in self.pmu.head(5).iterrows()]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -86,6 +97,15 @@ class Comparison:
                 parts.append(f"<h5>{title}</h5>" + frame.to_html(escape=True, float_format=lambda v: f"{v:,.3f}",
                                                                  na_rep="-"))
         return "\n".join(parts)
+
+
+def _model_text(row: pd.Series, sep: str = ", ") -> str:
+    """Which model a row of a several-model comparison is in each run: ``A 1 = B 2``, ``B 3``, ...
+    (empty for a one-model comparison)."""
+    if MODEL_COLUMNS[0] not in row:
+        return ""
+    sides = [f"{side} {row[c]}" for side, c in zip("AB", MODEL_COLUMNS) if pd.notna(row[c])]
+    return sep + " = ".join(sides)
 
 
 def _step_value(metric: str, value: float, sign: str = "") -> str:
@@ -105,23 +125,100 @@ def _step_cells(step: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _steps(profile: Profile) -> int:
-    """Iterations with op data, the divisor of per-step values (at least 1, so an empty run's are 0)."""
-    return max(1, len(profile.iterations))
-
-
-def _stats(profile: Profile, key: str) -> pd.DataFrame:
-    """Per ``key`` value: count and time per step, average per call (and OP Type for ops)."""
+def _models(profile: Profile) -> np.ndarray:
+    """Each op row's Model ID (-1 where the data has none)."""
     ops = profile.op_summary
+    if "Model ID" not in ops:
+        return np.full(len(ops), -1, np.int64)
+    return pd.to_numeric(ops["Model ID"], errors="coerce").fillna(-1).to_numpy(np.int64)
+
+
+def _model_steps(profile: Profile) -> pd.Series:
+    """Per Model ID: its iterations with op data, the divisor of its ops' per-step values."""
+    frame = pd.DataFrame({"model": _models(profile), "iteration": profile.iteration_of_ops.to_numpy()})
+    return frame.groupby("model")["iteration"].nunique()
+
+
+def _main_steps(profile: Profile) -> int:
+    """The main model's iterations with op data (:func:`.breakdown.main_model`, whose iterations Iteration
+    Time and the step split count); every iteration's without a step trace (0 for a run without any)."""
+    model, steps = main_model(profile.step_trace), _model_steps(profile)
+    return int(steps[model]) if model in steps.index else len(profile.iterations)
+
+
+def _op_time_per_step(profile: Profile) -> float:
+    """Op time per step, each model's over its own steps."""
+    frame = pd.DataFrame({"model": _models(profile), "dur": profile.op_summary[_DUR].to_numpy(float)})
+    return float((frame.groupby("model")["dur"].sum() / _model_steps(profile)).sum())
+
+
+@dataclass(frozen=True)
+class _Graphs:
+    """The models of two runs matched up: ``pairs[k]`` is graph ``k``'s (Model ID in A, in B), None
+    where that run lacks it; ``a`` and ``b`` map each run's Model IDs to their graph."""
+
+    pairs: list[tuple[int | None, int | None]]
+    a: dict[int, int]
+    b: dict[int, int]
+
+
+def _graphs(a: Profile, b: Profile) -> _Graphs | None:
+    """None when neither run has several models (ops keyed by name, as one graph's are).  Otherwise the
+    models that share the most op names are one graph, pair by pair (the same ids first among equals);
+    a model sharing none with the other run's is its run's own."""
+    names = []
+    for p in (a, b):
+        ops = p.op_summary
+        names.append(pd.Series(ops["Op Name"].astype(str).to_numpy(object)).groupby(_models(p)).agg(set).to_dict()
+                     if len(ops) else {})
+    na, nb = names
+    if len(na) <= 1 and len(nb) <= 1:
+        return None
+    overlaps = sorted(((len(sa & sb), ma != mb, ma, mb) for ma, sa in na.items() for mb, sb in nb.items()),
+                      key=lambda o: (-o[0], *o[1:]))
+    pairs: list[tuple[int | None, int | None]] = []
+    for shared, _, ma, mb in overlaps:
+        if shared and all(ma != x and mb != y for x, y in pairs):
+            pairs.append((ma, mb))
+    paired_a, paired_b = {x for x, _ in pairs}, {y for _, y in pairs}
+    pairs += [(m, None) for m in na if m not in paired_a] + [(None, m) for m in nb if m not in paired_b]
+    return _Graphs(pairs, {x: k for k, (x, _) in enumerate(pairs) if x is not None},
+                   {y: k for k, (_, y) in enumerate(pairs) if y is not None})
+
+
+def _stats(profile: Profile, key: str, graph_of: dict[int, int] | None = None) -> pd.DataFrame:
+    """Per ``key`` value (per graph and ``key`` value with ``graph_of``, a run's Model ID -> graph): count
+    and time per step of the op's model, average per call (and OP Type for ops)."""
+    ops = profile.op_summary
+    keys = ["_graph", key] if graph_of is not None else [key]
+    columns = STATS + (["OP Type"] if key == "Op Name" else [])
     if ops.empty:
-        return pd.DataFrame(columns=STATS + (["OP Type"] if key == "Op Name" else []))
-    steps = _steps(profile)
-    g = ops.assign(_key=ops[key].astype(str)).groupby("_key")
-    out = pd.DataFrame({"Count/step": g.size() / steps, "Time/step(us)": g[_DUR].sum() / steps,
-                        "Avg(us)": g[_DUR].mean()})
+        index = pd.MultiIndex.from_arrays([[], []], names=keys) if graph_of is not None else pd.Index([], name=key)
+        return pd.DataFrame(columns=columns, index=index).astype({c: np.float64 for c in STATS})
+    models = _models(profile)
+    frame = pd.DataFrame({key: ops[key].astype(str).to_numpy(object), "_model": models,
+                          "_dur": ops[_DUR].to_numpy(float), "_type": ops["OP Type"].astype(str).to_numpy(object)})
+    if graph_of is not None:
+        frame["_graph"] = [graph_of[m] for m in models.tolist()]
+    per_model = frame.groupby([*keys, "_model"]).agg(count=("_dur", "size"), time=("_dur", "sum"))
+    steps = _model_steps(profile).clip(lower=1).reindex(per_model.index.get_level_values("_model")).to_numpy()
+    per_step = pd.DataFrame({"count": per_model["count"] / steps, "time": per_model["time"] / steps})
+    summed = per_step.groupby(level=keys).sum()
+    g = frame.groupby(keys)
+    out = pd.DataFrame({"Count/step": summed["count"], "Time/step(us)": summed["time"], "Avg(us)": g["_dur"].mean()})
     if key == "Op Name":
-        out["OP Type"] = g["OP Type"].first().astype(str)
-    out.index.name = key
+        out["OP Type"] = g["_type"].first()
+    return out[columns]
+
+
+def _with_models(table: pd.DataFrame, graphs: _Graphs | None) -> pd.DataFrame:
+    """A :func:`_diff` of per-graph stats with the graph level of its index as :data:`MODEL_COLUMNS`."""
+    if graphs is None:
+        return table
+    graph = table.index.get_level_values("_graph").to_numpy()
+    out = table.set_axis(table.index.get_level_values(1), axis=0)
+    for column, side in reversed(list(zip(MODEL_COLUMNS, (0, 1)))):
+        out.insert(0, column, pd.array([graphs.pairs[g][side] for g in graph.tolist()], dtype="Int64"))
     return out
 
 
@@ -177,7 +274,7 @@ def _periods(profile: Profile) -> pd.DataFrame:
 
 
 def _step(a: Profile, b: Profile) -> pd.DataFrame:
-    rows: dict[str, tuple[float, float]] = {"Steps": (len(a.iterations), len(b.iterations))}
+    rows: dict[str, tuple[float, float]] = {"Steps": (_main_steps(a), _main_steps(b))}
     name, ta, tb = _step_times(a, b)
     rows[f"{name} mean"] = (ta.mean(), tb.mean())
     rows[f"{name} median"] = (ta.median(), tb.median())
@@ -185,7 +282,7 @@ def _step(a: Profile, b: Profile) -> pd.DataFrame:
     if len(bd_a) and len(bd_b):
         for col in ("Computing", "Communication(Not Overlapped)", "Free"):
             rows[f"{col}(us) mean"] = (bd_a[col].mean(), bd_b[col].mean())
-    rows["Op time/step(us)"] = (a.op_summary[_DUR].sum() / _steps(a), b.op_summary[_DUR].sum() / _steps(b))
+    rows["Op time/step(us)"] = (_op_time_per_step(a), _op_time_per_step(b))
     out = pd.DataFrame.from_dict(rows, orient="index", columns=["A", "B"]).astype(float)
     out["Diff"] = out["B"] - out["A"]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -206,28 +303,35 @@ def _pmu_names(ops: pd.DataFrame) -> list[str]:
     return names
 
 
-def _pmu_means(profile: Profile) -> pd.DataFrame:
-    """Mean of every PMU ratio per OP Type (rows without the metric ignored)."""
+def _pmu_means(profile: Profile, graph_of: dict[int, int] | None = None) -> pd.DataFrame:
+    """Mean of every PMU ratio per OP Type (per graph and OP Type with ``graph_of``; rows without the
+    metric ignored)."""
     ops = profile.op_summary
     names = _pmu_names(ops)
     if not names:
         return pd.DataFrame()
     values = pd.DataFrame({n: pmu_metric(ops, n) for n in names})
-    return values.groupby(ops["OP Type"].astype(str).to_numpy()).mean()
+    types = ops["OP Type"].astype(str).to_numpy()
+    if graph_of is None:
+        return values.groupby(types).mean()
+    return values.groupby([np.array([graph_of[m] for m in _models(profile).tolist()]), types]).mean()
 
 
-def _pmu(a: Profile, b: Profile) -> pd.DataFrame:
-    ma, mb = _pmu_means(a), _pmu_means(b)
-    types = ma.index.intersection(mb.index)
+def _pmu(a: Profile, b: Profile, graphs: _Graphs | None) -> pd.DataFrame:
+    of_a, of_b = (graphs.a, graphs.b) if graphs is not None else (None, None)
+    ma, mb = _pmu_means(a, of_a), _pmu_means(b, of_b)
+    keys = ma.index.intersection(mb.index)
     metrics = [m for m in ma.columns if m in mb.columns]
+    columns = (MODEL_COLUMNS if graphs is not None else []) + PMU_COLUMNS
     rows = []
-    for t in types:
+    for k in keys:
+        graph = list(graphs.pairs[k[0]]) if graphs is not None else []
         for m in metrics:
-            va, vb = ma.at[t, m], mb.at[t, m]
+            va, vb = ma.at[k, m], mb.at[k, m]
             scale = 100.0 if m.endswith("(%)") else 1.0
             if pd.notna(va) and pd.notna(vb) and abs(vb - va) >= PMU_MIN_CHANGE * scale:
-                rows.append((t, m, va, vb, vb - va))
-    out = pd.DataFrame(rows, columns=PMU_COLUMNS)
+                rows.append((*graph, k[1] if graphs is not None else k, m, va, vb, vb - va))
+    out = pd.DataFrame(rows, columns=columns)
     key = out["Diff"].abs() / np.where(out["Metric"].str.endswith("(%)"), 100.0, 1.0)
     return out.iloc[np.argsort(-key.to_numpy(), kind="stable")].reset_index(drop=True)
 
@@ -235,10 +339,13 @@ def _pmu(a: Profile, b: Profile) -> pd.DataFrame:
 def compare(a: Profile, b: Profile, top: int = TOP_N, names: tuple[str, str] | None = None) -> Comparison:
     """How Profile ``b`` differs from Profile ``a`` (``Diff`` = B - A); ``names`` label the two
     runs (default: their run names)."""
-    ops = _diff(_stats(a, "Op Name"), _stats(b, "Op Name"))
+    graphs = _graphs(a, b)
+    of_a, of_b = (graphs.a, graphs.b) if graphs is not None else (None, None)
+    ops = _with_models(_diff(_stats(a, "Op Name", of_a), _stats(b, "Op Name", of_b)), graphs)
+    op_types = _with_models(_diff(_stats(a, "OP Type", of_a), _stats(b, "OP Type", of_b)), graphs)
     grew = ops[ops["Time/step Diff(us)"] > 0].sort_values("Time/step Diff(us)", ascending=False, kind="stable")
     shrank = ops[ops["Time/step Diff(us)"] < 0].sort_values("Time/step Diff(us)", kind="stable")
     return Comparison(
         a_name=names[0] if names else a.name, b_name=names[1] if names else b.name,
-        step=_step(a, b), op_types=_diff(_stats(a, "OP Type"), _stats(b, "OP Type")), ops=ops,
-        regressions=grew.head(top), improvements=shrank.head(top), pmu=_pmu(a, b))
+        step=_step(a, b), op_types=op_types, ops=ops,
+        regressions=grew.head(top), improvements=shrank.head(top), pmu=_pmu(a, b, graphs))

@@ -261,3 +261,58 @@ def test_two_graphs_compare_the_main_graphs_iterations(tmp_path):
     c = compare(p, p)
     assert c.step.loc["Iteration Time(us) mean", "A"] == pytest.approx(main.mean())
     assert c.step.loc["Iteration Time(us) median", "A"] == pytest.approx(main.median())
+
+
+def run_training_with_evals(output: Path, evals: int) -> Profile:
+    """The MLP training graph 3 times, each step followed by ``evals`` runs of a small inference graph (a
+    second model); both graphs of one run, in this process (GE's model ids differ from another run's)."""
+    with ge.simulation_settings(clock_mode="virtual"):
+        sess = ge.Session()
+        try:
+            assert sess.add_graph(1, ge.models.mlp(batch_size=32, training=True)) == ge.SUCCESS
+            with geprof_nb.profile(output=str(output)) as block:
+                if evals:
+                    assert sess.add_graph(2, ge.models.mlp(batch_size=8, training=False, hidden=(512,))) == ge.SUCCESS
+                for _ in range(3):
+                    assert sess.run_graph(1) == ge.SUCCESS
+                    for _ in range(evals):
+                        assert sess.run_graph(2) == ge.SUCCESS
+        finally:
+            ge.GEFinalize()
+    return block.profile
+
+
+def test_a_second_graph_leaves_the_first_graphs_ops_unchanged(tmp_path):
+    """The audit's case: B runs A's 3 training steps plus an eval graph twice a step.  Per-step values
+    divided every op by all models' iterations (6), so each training op read 1 -> 0.5 calls and -50% time
+    a step, and the two graphs' same-named ops were one row.  Now each op is per step of its own model and
+    the models are matched by their op names (the training graph is model 1 in A, 2 in B)."""
+    a, b = run_training_with_evals(tmp_path / "a", 0), run_training_with_evals(tmp_path / "b", 2)
+    a_model = int(a.op_summary["Model ID"].iloc[0])
+    b_models = b.op_summary.groupby("Model ID")["Op Name"].agg(set)
+    (train,) = [m for m, names in b_models.items() if names == set(a.op_summary["Op Name"])]
+    (evaluation,) = set(b_models.index) - {train}
+    c = compare(a, b)
+    ops = c.ops
+    assert list(ops.columns) == ["Model A", "Model B", "OP Type"] + DIFF_COLUMNS
+    both, new = ops[ops["In"] == "both"], ops[ops["In"] == "B only"]
+    assert sorted(both.index) == sorted(set(a.op_summary["Op Name"]))
+    assert (both["Model A"] == a_model).all() and (both["Model B"] == train).all()
+    assert (both["Count/step A"] == 1).all() and (both["Count/step B"] == 1).all()
+    assert (both["Time/step Diff(us)"] == 0).all() and c.improvements.empty
+    momentum = both.loc["Momentum/update_dense_1/kernel/ApplyMomentum"]
+    assert momentum["Time/step A(us)"] == pytest.approx(a.op_summary.loc[
+        a.op_summary["Op Name"] == "Momentum/update_dense_1/kernel/ApplyMomentum", "Task Duration(us)"].sum() / 3)
+    # the eval graph's ops are new, once per eval iteration, its dense_0/MatMulV2 a row of its own
+    assert sorted(new.index) == sorted(b_models[evaluation]) and new["Model A"].isna().all()
+    assert (new["Model B"] == evaluation).all() and (new["Count/step B"] == 1).all()
+    assert sorted(ops.loc["dense_0/MatMulV2", "In"]) == ["B only", "both"]
+    assert set(c.op_types[c.op_types["In"] == "both"]["Time/step Diff(us)"]) == {0.0}
+    assert c.pmu.empty  # the training graph's kernels are the same; the eval graph's are not averaged in
+    # Steps is the main model's, whose iterations Iteration Time and the step split count (B's: the eval
+    # graph, the model with the most iterations)
+    assert c.step.loc["Steps", "A"] == 3 and c.step.loc["Steps", "B"] == len(b.step_breakdown) == 6
+    assert c.step.loc["Op time/step(us)", "B"] == pytest.approx(ops["Time/step B(us)"].sum())
+    assert f"Models (per-step values are per step of the op's model): A {a_model} = B {train}, B {evaluation}" \
+        in c.summary()
+    assert f"dense_0/MatMulV2 [MatMulV2, B {evaluation}]" in c.summary()
