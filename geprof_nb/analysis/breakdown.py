@@ -9,9 +9,13 @@ is the step's length and "Not Overlapped and Exclude Receive" equals Not Overlap
 Preparing is torch_npu's (``get_prepare_time``: first device task start minus
 the framework step start): from the ModelExecute call that ran the step (the
 bounds' ``framework_begin``, which the ascend_pt export writes as
-``ProfilerStep#<n>``) to the step's first task.  Where the source has no
-framework start for a step (no ModelExecute record, imported msprof output)
-it counts from the step window's start instead.
+``ProfilerStep#<n>``) to the first task of the step that call launched: the
+main model's tasks of that iteration (the bounds' ``model``, where the source
+names it), never another graph's that ran earlier in the window (that one began
+before the call: Preparing went negative).  Where the source has no framework
+start for a step (no ModelExecute record, imported msprof output) it counts
+from the step window's start instead; where the step's own tasks are not known
+(none of them in the op rows), from the first task to start in the window.
 
 Which tasks a step holds is torch_npu's rule (``TraceStepTimeParser``): the device timeline cut by the
 steps' time ranges, so every task inside a window counts, whatever its model or Iteration ID.  The
@@ -69,14 +73,15 @@ def _length(starts: np.ndarray, ends: np.ndarray) -> int:
 
 
 def bounds_from_step_trace(step_trace: pd.DataFrame) -> pd.DataFrame:
-    """(step, begin ns, end ns) per iteration of the main model (:func:`main_model`) from step_trace's
-    float columns (imported data)."""
+    """(step, begin ns, end ns, model) per iteration of the main model (:func:`main_model`) from
+    step_trace's float columns (imported data)."""
     model = main_model(step_trace)
     st = step_trace if model is None else step_trace[step_trace["Model ID"] == model]
     st = st.dropna(subset=["Iteration End(us)"])
     end = np.rint(st["Iteration End(us)"].to_numpy() * 1000).astype(np.int64)
     begin = end - np.rint(st["Iteration Time(us)"].fillna(0).to_numpy() * 1000).astype(np.int64)
-    return pd.DataFrame({"step": st["Iteration ID"].to_numpy(np.int64), "begin": begin, "end": end})
+    return pd.DataFrame({"step": st["Iteration ID"].to_numpy(np.int64), "begin": begin, "end": end,
+                         "model": np.full(len(st), -1 if model is None else model, np.int64)})
 
 
 def _follows(bounds: pd.DataFrame) -> np.ndarray:
@@ -150,7 +155,9 @@ def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0,
     no task ran has none (module docstring).
 
     ``bounds``: (step, begin, end) in ns per iteration (:meth:`Source.step_bounds`), with the step's
-    framework start in ``framework_begin`` where the source knows it (-1 or no column: not known).
+    framework start in ``framework_begin`` where the source knows it (-1 or no column: not known) and
+    the main model in ``model`` (-1 or no column: not known; the step's own tasks are then its
+    iteration's, whatever their model).
     ``communication``: which rows are collectives (:meth:`Source.communication_rows`, which
     also knows them at ``task_trace`` l0, where op_summary has no Task Type); by default
     :func:`communication_rows`.
@@ -167,6 +174,7 @@ def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0,
         framework = bounds["framework_begin"].to_numpy(np.int64)
         prepared_from = np.where(framework >= 0, framework, prepared_from)
     tasks = _tasks_in_windows(windows, start, end) if len(bounds) else _tasks_of_iterations(windows, rows.iteration)
+    of_main_model = _of_model(f, bounds)
     out = []
     for (step, w0, w1), inside, prepared in zip(windows.itertuples(index=False), tasks, prepared_from.tolist()):
         if len(inside) == 0:
@@ -178,12 +186,22 @@ def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0,
         overlapped = computing + communication - busy  # both unions are disjoint intervals
         not_overlapped = communication - overlapped
         e2e = w1 - w0
-        started = start[inside][start[inside] >= w0]  # torch_npu's first task: the first to start in the step
-        first = int(started.min()) if len(started) else w1
+        own = inside[(rows.iteration[inside] == step) & of_main_model[inside]]  # what the step's call launched
+        started = start[inside][start[inside] >= w0]  # else torch_npu's first task: the first to start in the step
+        first = int(start[own].min()) if len(own) else int(started.min()) if len(started) else w1
         out.append((device_id, step, computing, not_overlapped, overlapped, communication, e2e - busy, e2e, 0,
                     not_overlapped, first - prepared))
     ns = np.array(out, dtype=np.int64).reshape(-1, len(STEP_TRACE_TIME))
     return pd.DataFrame({c: ns[:, k] if k < 2 else ns[:, k] / 1000.0 for k, c in enumerate(STEP_TRACE_TIME)})
+
+
+def _of_model(frame: pd.DataFrame, bounds: pd.DataFrame) -> np.ndarray:
+    """Which op rows are the main model's (the bounds' ``model``); all of them where either side does not
+    say (no ``model`` in the bounds or -1, no ``Model ID`` column)."""
+    model = int(bounds["model"].iloc[0]) if len(bounds) and "model" in bounds else -1
+    if model < 0 or "Model ID" not in frame:
+        return np.ones(len(frame), bool)
+    return (pd.to_numeric(frame["Model ID"], errors="coerce") == model).to_numpy(bool)
 
 
 def _tasks_in_windows(windows: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:

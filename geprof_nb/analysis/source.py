@@ -394,22 +394,22 @@ class RunDirSource(Source):
     @cached_property
     def _step_bounds(self) -> pd.DataFrame:
         bounds = tables.step_bounds(self.run, self.device_id)
-        iterations, begins = self._execution_begins
+        if bounds.empty:
+            bounds["framework_begin"] = np.zeros(0, np.int64)
+            return bounds
+        iterations, begins = self._execution_begins(int(bounds["model"].iloc[0]))
         at = pd.Index(iterations).get_indexer(bounds["step"].to_numpy(np.int64))
         bounds["framework_begin"] = np.where(at >= 0, np.append(begins, -1)[at], -1).astype(np.int64)
         return bounds
 
-    @cached_property
-    def _execution_begins(self) -> tuple[np.ndarray, np.ndarray]:
-        """(iteration, begin ns) of the first ModelExecute call of each iteration of the model the steps
-        count (the one with most step_trace records, as :func:`.tables.step_bounds` picks it)."""
+    def _execution_begins(self, main_model: int) -> tuple[np.ndarray, np.ndarray]:
+        """(iteration, begin ns) of the first ModelExecute call of each iteration of ``main_model`` (the
+        model the steps count, :func:`.tables.step_bounds`)."""
         run = self.run
-        tr = run.load("step_trace", self.device_id)
         calls = self._host_calls
         none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        if len(tr) == 0 or calls.empty:
+        if calls.empty:
             return none
-        models, counts = np.unique(tr["model_id"], return_counts=True)
         model_level = (calls["level"] == rawdata.ReportLevel.MODEL).to_numpy()
         types = np.unique(calls["type"].to_numpy(np.int64)[model_level]).tolist()
         execute_types = [t for t in types if api.api_name(run, int(rawdata.ReportLevel.MODEL), t) == "ModelExecute"]
@@ -422,7 +422,7 @@ class RunDirSource(Source):
         n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)))
         model = calls["item_id"].to_numpy(np.uint64).astype(np.int64)
         iteration = _execution_iterations(model, calls["begin"].to_numpy(np.int64), hw, track, n_conn)
-        mine = (model == int(models[np.argmax(counts)])) & (iteration >= 0)
+        mine = (model == main_model) & (iteration >= 0)
         iteration, first = np.unique(iteration[mine], return_index=True)  # the first call of each iteration
         return iteration, calls["begin"].to_numpy(np.int64)[mine][first]
 

@@ -397,14 +397,14 @@ def _get_next_columns(n_keys: int, inverse: np.ndarray, tags: np.ndarray, ts: np
 
 
 def step_bounds(run: RunDir, device_id: int = 0) -> pd.DataFrame:
-    """Exact (step, begin, end) ns per iteration of the model with the most iterations:
+    """Exact (step, begin, end) ns per iteration of the main model (:func:`main_model_of`):
     begin at its model-start tag, end at its iteration-end (else model-end) tag; ``window``:
-    the collection window it was recorded in (:func:`collection_windows`)."""
+    the collection window it was recorded in (:func:`collection_windows`); ``model``: the main model."""
     tr = run.load("step_trace", device_id)
     if len(tr) == 0:
-        return pd.DataFrame(columns=["step", "begin", "end", "window"])
-    models, counts = np.unique(tr["model_id"], return_counts=True)
-    tr = tr[tr["model_id"] == models[np.argmax(counts)]]
+        return pd.DataFrame(columns=["step", "begin", "end", "window", "model"])
+    model = main_model_of(tr["model_id"].astype(np.int64), tr["index_id"].astype(np.int64))
+    tr = tr[tr["model_id"] == model]
     it = tr["index_id"].astype(np.int64)
     keys, inverse = np.unique(it, return_inverse=True)
     tags, ts = tr["tag_id"].astype(np.int64), tr["timestamp"].astype(np.int64)
@@ -413,7 +413,17 @@ def step_bounds(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     end = _tag_times(pairs, inverse, tags, ts, rawdata.ITER_END_TAG)
     end = np.where(end >= 0, end, _tag_times(pairs, inverse, tags, ts, rawdata.MODEL_END_TAG))
     window = collection_windows(run, _first_times(pairs, inverse, ts))
-    return pd.DataFrame({"step": keys, "begin": begin, "end": end, "window": window})
+    return pd.DataFrame({"step": keys, "begin": begin, "end": end, "window": window,
+                         "model": np.full(len(keys), model, np.int64)})
+
+
+def main_model_of(model: np.ndarray, iteration: np.ndarray) -> int:
+    """The model whose iterations are the steps, from step-trace records' model and iteration ids: the
+    one with the most iterations, the lowest id among equals (as :func:`.breakdown.main_model` picks it
+    from step_trace's rows; counting records would favour a model with more tags per step)."""
+    pairs = np.unique(np.stack([model, iteration], axis=1), axis=0)
+    ids, counts = np.unique(pairs[:, 0], return_counts=True)
+    return int(ids[np.argmax(counts)])
 
 
 TASK_TIME = ["Device_id", "kernel_name", "kernel_type", "stream_id", "task_id", "task_time(us)", "task_start(us)",

@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 from geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run_two_graphs
 
+import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis.breakdown import STEP_TRACE_TIME, covered_time, step_breakdown
+from geprof_nb.analysis.breakdown import STEP_TRACE_TIME, covered_time, main_model, step_breakdown
 from geprof_nb.analysis.tables import OpRows
 
 T0 = 1_767_225_600_000_000_000
@@ -168,3 +169,79 @@ def test_covered_time_counts_the_union_of_intervals_inside_each_window():
     lo, hi = np.array([-5, 2, 7, 11, 0, 26.0]), np.array([1, 6, 9, 30, 100, 40.0])
     assert covered_time(starts, ends, lo, hi).tolist() == [1, 2, 2, 5, 13, 0]
     assert covered_time(starts[:0], ends[:0], lo, hi).tolist() == [0] * 6
+
+
+def test_preparing_counts_to_the_main_models_own_first_task():
+    """Another model's task of the same Iteration ID that ran earlier in the window (graph 2 run before
+    graph 1 in each step) is not the step's first task: the step's is model 1's (the bounds' model)."""
+    r = rows([(1, 10_000, 20_000, False), (1, 110_000, 30_000, False), (2, 150_000, 20_000, False)])
+    r.frame["Model ID"] = [1, 2, 1]
+    bounds = trace([100, 200], 0).assign(framework_begin=[T0 + 4_000, T0 + 140_000], model=1)
+    b = step_breakdown(r, bounds)
+    assert b["Preparing"].tolist() == [6.0, 10.0]  # step 2: 150 - 140, not 110 - 140
+    assert b["Computing"].tolist() == [20, 50]  # model 2's task is still busy time of step 2
+    unnamed = step_breakdown(r, bounds.drop(columns="model"))  # no model known: the iteration's tasks
+    assert unnamed["Preparing"].tolist() == [6.0, 10.0]
+
+
+def _alternating(output, order: tuple[int, int], steps: int = 4):
+    """Graph 1 (MLP training, batch 8; built first: model 1, the main model) and graph 2 (batch 4) run
+    alternately in ``order``, ``steps`` each."""
+    with ge.simulation_settings(clock_mode="virtual"):
+        sess = ge.Session()
+        try:
+            assert sess.add_graph(1, ge.models.mlp(batch_size=8, training=True)) == ge.SUCCESS
+            assert sess.add_graph(2, ge.models.mlp(batch_size=4, training=True)) == ge.SUCCESS
+            assert sess.build_graph(1) == ge.SUCCESS and sess.build_graph(2) == ge.SUCCESS
+            with geprof_nb.profile(output=str(output)) as block:
+                for _ in range(steps):
+                    for graph_id in order:
+                        assert sess.run_graph(graph_id) == ge.SUCCESS
+            main = sess.model(1).model_id
+        finally:
+            ge.GEFinalize()
+    return block.profile, main
+
+
+@pytest.mark.parametrize("order", [(1, 2), (2, 1)])
+def test_two_graphs_preparing_is_the_main_models_first_task_minus_its_model_execute(tmp_path, order):
+    """Preparing of each step, exactly in ns: the main model's first task of that iteration minus the begin of
+    the ModelExecute call that ran it; graph 2's kernels started earlier in the window (it was -125 us)."""
+    p, main = _alternating(tmp_path, order)
+    calls = p.source.api_calls()
+    execute = calls[(calls["api"] == "ModelExecute") & (calls["model_id"] == main)].set_index("iteration")["begin"]
+    rows = p.source.op_rows()
+    model = rows.frame["Model ID"].to_numpy()
+    first = pd.Series(rows.start_ns[model == main]).groupby(rows.iteration[model == main]).min()
+    b = p.step_breakdown
+    assert b["Step"].tolist() == [1, 2, 3, 4] and set(p.source.step_bounds()["model"]) == {main}
+    expected = [(int(first[s]) - int(execute[s])) / 1000 for s in (1, 2, 3, 4)]
+    assert b["Preparing"].tolist() == expected and min(expected) > 0
+    bounds = p.source.step_bounds().set_index("step")
+    for step in (2, 3, 4):  # the premise: graph 2 started a kernel in the window before the ModelExecute call
+        w0 = bounds.loc[step - 1, "end"]
+        other = rows.start_ns[(model != main) & (rows.start_ns >= w0) & (rows.start_ns < first[step])]
+        assert len(other) and other.min() < execute[step]
+
+
+def test_the_main_model_is_the_one_with_most_iterations_not_most_records(tmp_path):
+    """A training graph with AllReduce writes more step-trace records per step than an inference graph; the
+    steps are still the model with the most iterations, as step_trace's main model (advisor, export) is."""
+    with ge.simulation_settings(clock_mode="virtual"):
+        sess = ge.Session()
+        try:
+            assert sess.add_graph(1, build_tiny_graph(world_size=8)[0]) == ge.SUCCESS
+            assert sess.add_graph(2, ge.models.mlp(batch_size=4, training=False)) == ge.SUCCESS
+            with geprof_nb.profile(output=str(tmp_path)) as block:
+                for k in range(4):
+                    if k:
+                        assert sess.run_graph(1) == ge.SUCCESS
+                    assert sess.run_graph(2) == ge.SUCCESS
+            inference = sess.model(2).model_id
+        finally:
+            ge.GEFinalize()
+    p = block.profile
+    records = pd.Series(p.run.load("step_trace")["model_id"]).value_counts()
+    assert records.idxmax() != inference  # the premise: the training model has more records
+    assert main_model(p.step_trace) == inference
+    assert set(p.source.step_bounds()["model"]) == {inference} and p.step_breakdown["Step"].tolist() == [1, 2, 3, 4]

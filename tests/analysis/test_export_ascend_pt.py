@@ -9,7 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from geprof_testing import read_csv, run_profiled_session, small_resnet
+from geprof_testing import read_csv, run_profiled_session, run_two_graphs, small_resnet
 from real_fixtures import STAMP, write_msprof
 
 import geprof_nb
@@ -136,6 +136,28 @@ def test_preparing_is_the_first_kernel_start_minus_the_profiler_step_start(expor
     assert profile.step_breakdown["Preparing"].tolist() == [float(v) for v in expected.values()]
     windows = step_windows(profile.source.step_bounds(), profile.source.op_rows())
     assert all(first[s] - Decimal(int(w0)) / 1000 != expected[s] for s, w0 in zip(windows["step"], windows["start"]))
+
+
+def test_two_graphs_preparing_is_the_main_models_first_kernel_minus_its_profiler_step(tmp_path):
+    """With a second graph run between the steps, step_trace_time.csv's Preparing is still each step's own
+    first kernel (model 1's of that Step Id in kernel_details) minus its ProfilerStep#n ts, never a kernel of
+    graph 2 that ran earlier in the window (it read -125 us)."""
+    profile = run_two_graphs(tmp_path / "run")
+    d = profile.export(tmp_path / "x", "ascend_pt")
+    step_ts = {int(e["name"].split("#")[1]): Decimal(e["ts"]) for e in trace(d)
+               if e.get("cat") == "cpu_op" and e["name"].startswith("ProfilerStep#")}
+    header, rows = read_csv(output(d) / "kernel_details.csv")
+    start, model = header.index("Start Time(us)"), header.index("Model ID")
+    assert {r[model] for r in rows} == {"1", "2"}
+    first: dict[int, Decimal] = {}
+    for r in rows:
+        if r[model] == "1":
+            ts = Decimal(r[start].rstrip("\t"))
+            first[int(r[0])] = min(first.get(int(r[0]), ts), ts)
+    expected = {s: first[s] - step_ts[s] for s in sorted(step_ts)}
+    assert len(expected) == 3 and all(v > 0 for v in expected.values())
+    header, rows = read_csv(output(d) / "step_trace_time.csv")
+    assert {int(r[1]): r[header.index("Preparing")] for r in rows} == {s: f"{v:.3f}" for s, v in expected.items()}
 
 
 def test_statistics_and_memory_tables(exported):

@@ -333,7 +333,8 @@ class MsprofSource(FileSource):
         return self._step[0]
 
     def step_bounds(self) -> pd.DataFrame:
-        """Exact (step, begin, end) ns of the model with the most iterations (begin = end - Iteration Time)."""
+        """Exact (step, begin, end) ns of the model with the most iterations (begin = end - Iteration Time),
+        the lowest id among equals, and that ``model``."""
         w = self._step_windows
         if w.empty:
             return pd.DataFrame(columns=["step", "begin", "end"])
@@ -345,7 +346,7 @@ class MsprofSource(FileSource):
         at = np.searchsorted(calls, end, side="left") - 1  # the last call that began before the step ended
         framework = np.append(calls, -1)[np.where(at >= 0, at, len(calls))]  # -1: no call known
         return pd.DataFrame({"step": main["iteration"].to_numpy(np.int64), "begin": main["begin"].to_numpy(np.int64),
-                             "end": end, "framework_begin": framework})
+                             "end": end, "framework_begin": framework, "model": np.full(len(main), model, np.int64)})
 
     @cached_property
     def _model_executions(self) -> dict[int, np.ndarray]:
