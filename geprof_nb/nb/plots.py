@@ -649,6 +649,14 @@ def _ratio_color(column: str, k: int) -> Any:
     return _EXTRA_COLORS[k % len(_EXTRA_COLORS)]
 
 
+def _numbers(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """``column``'s values at positions ``rows`` as float64, NaN where there is no number (N/A)."""
+    values = column.to_numpy()[rows]
+    if values.dtype.kind in "fiu":
+        return values.astype(np.float64)
+    return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(np.float64, na_value=np.nan)
+
+
 def pipe_ratios(op_summary: pd.DataFrame, top: int = 15, title: str | None = None) -> Figure:
     """Draw the AI Core ratios of the ``top`` longest ops as stacked horizontal bars.
 
@@ -666,20 +674,27 @@ def pipe_ratios(op_summary: pd.DataFrame, top: int = 15, title: str | None = Non
     columns = _ratio_columns(op_summary)
     if not columns:
         return _empty_figure(NO_RATIOS_MESSAGE)
-    data = pd.DataFrame({c: pd.to_numeric(op_summary[c], errors="coerce").to_numpy(np.float64, na_value=np.nan)
-                         for c in columns})
-    data["name"] = op_summary["Op Name"].astype(str).to_numpy()
-    data["dur"] = pd.to_numeric(op_summary["Task Duration(us)"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
-    data = data[data[columns].notna().any(axis=1)]
-    if data.empty:
+    # Only the rows with a ratio are read, and names stay codes until the top ops are known: a
+    # long run's op_summary has millions of rows of a few hundred names.
+    rows = np.flatnonzero(np.logical_or.reduce([op_summary[c].notna().to_numpy() for c in columns]))
+    values = [_numbers(op_summary[c], rows) for c in columns]
+    some = np.logical_or.reduce([~np.isnan(v) for v in values])  # N/A text is no value either
+    if not some.all():
+        rows, values = rows[some], [v[some] for v in values]
+    if not len(rows):
         return _empty_figure("no op has AI Core ratio values (AI CPU and communication tasks have none)")
-    grouped = data.groupby("name", sort=False)
-    means = grouped[columns].mean()
-    total = grouped["dur"].sum().sort_values(ascending=False, kind="stable")
-    names = total.index[:top]
-    means = means.loc[names]
+    code, op_names = _factorize(op_summary["Op Name"].iloc[rows])  # codes in the order the ops first ran
+    n_ops = len(op_names)
+    total = np.bincount(code, weights=np.nan_to_num(_numbers(op_summary["Task Duration(us)"], rows)), minlength=n_ops)
+    ranked = np.argsort(-total, kind="stable")[:top]  # ties keep the order the ops first ran in
+    with np.errstate(invalid="ignore"):  # per op the mean of each column over the values it has (0 / 0: none)
+        means = pd.DataFrame({c: np.bincount(code, weights=np.nan_to_num(v), minlength=n_ops)[ranked]
+                              / np.bincount(code, weights=~np.isnan(v), minlength=n_ops)[ranked]
+                              for c, v in zip(columns, values)})
+    names = [op_names[k] for k in ranked]
+    total = total[ranked]
     columns = [c for c in columns if means[c].notna().any()]
-    in_ms = total.iloc[0] >= 10_000
+    in_ms = total[0] >= 10_000
 
     fig = Figure(figsize=(11.0, 1.4 + 0.3 * len(names)), layout="constrained")
     ax = fig.add_subplot()
@@ -690,7 +705,7 @@ def pipe_ratios(op_summary: pd.DataFrame, top: int = 15, title: str | None = Non
         ax.barh(y, width, left=left, height=0.7, color=_ratio_color(c, k), label=c[: -len("_ratio")],
                 edgecolor="white", linewidth=0.4)
         left += width
-    for yi, end, t in zip(y, left, total.loc[names].to_numpy()):
+    for yi, end, t in zip(y, left, total):
         ax.text(end, yi, f" {t / 1000:,.2f} ms" if in_ms else f" {t:,.1f} µs", va="center", ha="left", fontsize=8,
                 color="0.35")
     ax.set_yticks(y, [_short(n) for n in names], fontsize=8)
@@ -702,7 +717,7 @@ def pipe_ratios(op_summary: pd.DataFrame, top: int = 15, title: str | None = Non
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
               fontsize=8, title="ratio", title_fontsize=8)
     heading = title or "AI Core ratios per op"
-    ax.set_title(f"{heading}: the {len(names)} longest ops of {total.size} (text: total task time)", loc="left")
+    ax.set_title(f"{heading}: the {len(names)} longest ops of {n_ops} (text: total task time)", loc="left")
     return _literal(fig)
 
 

@@ -639,6 +639,25 @@ def test_pipe_ratios_top_and_910a_columns():
                    "mte2": pytest.approx([0.1, 0.4])}
 
 
+def test_pipe_ratios_of_categorical_names_and_na_text():
+    """Names as a categorical with unused categories (as op_summary holds them), ratios as text with
+    N/A (as read from msprof's CSV): only rows with a number count, ties keep the order the ops ran."""
+    names = pd.Categorical(["b", "a", "cpu", "b", "a", "c"], categories=["a", "b", "c", "cpu", "unused"])
+    ops = pd.DataFrame({"Op Name": names, "Task Duration(us)": [4.0, 3.0, 50.0, 2.0, 3.0, 6.0],
+                        "mac_ratio": ["0.5", "0.25", "N/A", "0.1", "N/A", "0.75"],
+                        "vec_ratio": [0.1, np.nan, np.nan, 0.3, 0.5, np.nan]})
+    fig = plots.pipe_ratios(ops)
+    ax = fig.axes[0]
+    seg, _, shown = stacked(ax)
+    assert shown == ["b", "a", "c"]  # 6, 6 (b ran first), 6 µs; "cpu" has no ratio: no bar, its 50 µs not counted
+    assert seg == {"mac": pytest.approx([0.3, 0.25, 0.75]), "vec": pytest.approx([0.2, 0.5, 0.0])}
+    assert [t.get_text() for t in ax.texts] == [" 6.0 µs"] * 3
+    assert ax.get_title(loc="left").endswith("the 3 longest ops of 3 (text: total task time)")
+    only_na = ops.assign(mac_ratio="N/A", vec_ratio=np.nan)
+    assert figure_texts(plots.pipe_ratios(only_na)) == [
+        "no op has AI Core ratio values (AI CPU and communication tasks have none)"]
+
+
 def test_pipe_ratios_without_ratio_columns_name_the_metrics_group():
     memory_group = pd.DataFrame({"Op Name": ["a"], "Task Duration(us)": [1.0], "aic_main_mem_read_bw(GB/s)": [3.0]})
     fig = plots.pipe_ratios(memory_group)
