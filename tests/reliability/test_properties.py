@@ -125,7 +125,18 @@ def _values(fields: dict, schedule: dict) -> dict:
     return values
 
 
-valid_values = st.builds(_values, st.fixed_dictionaries(FIELD_VALUES), SCHEDULES)
+def _device_has_counters(values: dict) -> bool:
+    """The aic_metrics group exists on the chosen device (L2Cache / MemoryAccess need an A2-class chip)."""
+    if not values["device"]:
+        return True
+    try:
+        PRESETS[values["device"]].check_aic_metrics(values["aic_metrics"])
+    except ProfilingOptionsError:
+        return False
+    return True
+
+
+valid_values = st.builds(_values, st.fixed_dictionaries(FIELD_VALUES), SCHEDULES).filter(_device_has_counters)
 
 
 @examples(700)
