@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,10 +111,17 @@ def run_aged(output: Path, limit_bytes: int | None, steps: int = 12, chunk_recor
     """A small 2-rank MLP training run whose oldest chunks age out past ``limit_bytes`` (``None``: no
     limit, the reference run), made small as tests/prof/test_storage_limit.py does: few records per
     chunk, and the parsed limit replaced right after init.  Returns the loaded Profile.  A new process to
-    GE's model ids, as :func:`run_profiled_session` is."""
-    from geprof_nb.prof import msprof
+    GE's model ids, as :func:`run_profiled_session` is.
+
+    The step trace does not age here (as if the ts_track channel were stored apart from the task logs),
+    so the run has steps whose step trace outlived their task records: the case the analysis must not
+    read as a whole step of idle device.  (msprof's checkpoints write every kind with each full chunk,
+    so in our own runs the two age together.)"""
+    from geprof_nb.prof import msprof, rawdata
 
     MODEL_IDS.restart()
+    step_trace = rawdata.RECORD_KINDS["step_trace"]
+    rawdata.RECORD_KINDS["step_trace"] = replace(step_trace, aging=False)
     opts = {"output": str(output), "storage_limit": "200MB", "training_trace": "on"}
     assert ge.GEInitialize({"geprof.clock": "virtual", "ge.exec.profilingMode": "1",
                             "ge.exec.profilingOptions": json.dumps(opts)}) == ge.SUCCESS
@@ -129,6 +136,7 @@ def run_aged(output: Path, limit_bytes: int | None, steps: int = 12, chunk_recor
     finally:
         ge.GEFinalize()
         msprof.lib.chunk_records = default_chunk
+        rawdata.RECORD_KINDS["step_trace"] = step_trace
     return geprof_nb.load(output)
 
 
