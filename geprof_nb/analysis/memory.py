@@ -59,6 +59,28 @@ class MemoryPeak:
 
 
 @dataclass(frozen=True)
+class StepMemory:
+    """The memory tables of one step (``iteration``), or of the whole run (``iteration`` None) for
+    data whose tables do not tell steps apart (imported ones)."""
+
+    iteration: int | None
+    operator_memory: pd.DataFrame
+    memory_record: pd.DataFrame
+    tensor_lifetimes: pd.DataFrame
+    peak: MemoryPeak | None
+
+
+def step_memory(run: RunDir, device_id: int, iteration: int) -> StepMemory | None:
+    """Step ``iteration``'s rows of the memory tables and its own peak, without the whole run's tables;
+    ``None`` when the device runs several models (the time of one model's step holds steps of the
+    others with other numbers: read the whole tables)."""
+    if len(np.unique(run.load("static_op_mem", device_id)["model_id"])) > 1:
+        return None
+    return StepMemory(iteration, operator_memory(run, device_id, iteration), memory_record(run, device_id, iteration),
+                      tensor_lifetimes(run, device_id, iteration), memory_peak(run, device_id, iteration))
+
+
+@dataclass(frozen=True)
 class _Events:
     """A device's memory events in time order: each event's tensor (its row of the static plan),
     whether it allocates, its time and the device totals after it (columns: a record array of
@@ -70,6 +92,7 @@ class _Events:
     timestamp: np.ndarray  # int64 ns
     allocated: np.ndarray  # int64 bytes
     reserved: np.ndarray  # int64 bytes
+    step: np.ndarray  # int64: the iteration of the event's step
 
     def __len__(self) -> int:
         return len(self.row)
@@ -108,10 +131,10 @@ def _join(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return order[np.arange(len(j)) + first], j
 
 
-def _step_events(run: RunDir, device_id: int) -> tuple[np.ndarray, ...]:
-    """Each planned tensor's alloc and free in every step whose tasks are in the task log, in time
-    order: the plan, each event's plan row, whether it allocates, its time and its model's allocated
-    total after it.
+def _step_events(run: RunDir, device_id: int, iteration: int | None = None) -> tuple[np.ndarray, ...]:
+    """Each planned tensor's alloc and free in every step whose tasks are in the task log (with
+    ``iteration``: in the steps of that number only), in time order: the plan, each event's plan row,
+    whether it allocates, its time, its model's allocated total after it and its step.
 
     Events at the same ns are ordered causally, as the device ran them: an alloc at the
     start of task ``c`` ranks ``2c``, a free at the end of task ``c`` ``2c + 1`` (so a
@@ -120,8 +143,11 @@ def _step_events(run: RunDir, device_id: int) -> tuple[np.ndarray, ...]:
     """
     plan = run.load("static_op_mem", device_id)
     hw = run.load("hwts", device_id)
+    if iteration is not None:
+        hw = hw[hw["iteration"] == iteration]
     if not len(plan) or not len(hw):
-        return plan, np.empty(0, np.int64), np.empty(0, bool), np.empty(0, np.int64), np.empty(0, np.int64)
+        none = np.empty(0, np.int64)
+        return plan, none, np.empty(0, bool), none, none, none
     start = hw["start"].astype(np.int64)
     end = start + hw["dur"].astype(np.int64)
     iteration = hw["iteration"].astype(np.int64)
@@ -155,7 +181,7 @@ def _step_events(run: RunDir, device_id: int) -> tuple[np.ndarray, ...]:
     before = total[step_first] - np.where(alloc[step_first], size[step_first], -size[step_first])
     total -= np.repeat(before, np.diff(np.append(step_first, len(order))))  # each step counts from zero
     by_time = np.argsort(ts, kind="stable")
-    return plan, tensor[by_time], alloc[by_time], ts[by_time], total[by_time]
+    return plan, tensor[by_time], alloc[by_time], ts[by_time], total[by_time], it[by_time]
 
 
 def _step_ends(run: RunDir, device_id: int, hw: np.ndarray, model: np.ndarray, iteration: np.ndarray) -> np.ndarray:
@@ -190,15 +216,48 @@ def _step_ends(run: RunDir, device_id: int, hw: np.ndarray, model: np.ndarray, i
     return out
 
 
-_EVENTS: "weakref.WeakKeyDictionary[RunDir, dict[int, _Events]]" = weakref.WeakKeyDictionary()
+_EVENTS: "weakref.WeakKeyDictionary[RunDir, dict[tuple[int, int | None], _Events]]" = weakref.WeakKeyDictionary()
 
 
-def _events(run: RunDir, device_id: int) -> _Events:
-    """The device's events and totals, computed once per run directory (every memory table reads them)."""
+def _events(run: RunDir, device_id: int, iteration: int | None = None) -> _Events:
+    """The device's events and totals, computed once per run directory (every memory table reads
+    them); with ``iteration``, events that hold that step's (:func:`_step_scope`)."""
     cached = _EVENTS.setdefault(run, {})
-    if device_id not in cached:
-        cached[device_id] = _device_events(run, device_id)
-    return cached[device_id]
+    key = (device_id, iteration)
+    if key not in cached:
+        cached[key] = _device_events(run, device_id) if iteration is None else _step_scope(run, device_id, iteration)
+    return cached[key]
+
+
+def _step_scope(run: RunDir, device_id: int, iteration: int) -> _Events:
+    """Events that hold those of step ``iteration`` (every model's step of that number) exactly as the
+    whole run's do: the step's own, built from its tasks alone, when that gives the same times, totals
+    and pairs, else the whole run's (read the step's with :attr:`_Events.step`).
+
+    A step's own events are the whole run's when the device has one model (its totals count each
+    step from zero; several models' totals add up across their steps), every allocation of the step
+    is released in it (the whole run could pair it with a later step's release), and no task or step
+    end of another step lies in the step's time span (no other step's event comes between its own).
+    """
+    ev = _device_events(run, device_id, iteration)
+    if len(ev) == 0:
+        return ev  # the step ran no task of a plan: the whole run has no event of it either
+    hw = run.load("hwts", device_id)
+    other = hw["iteration"] != iteration
+    start = hw["start"][other].astype(np.int64)
+    end = start + hw["dur"][other].astype(np.int64)
+    first, last = int(ev.timestamp[0]), int(ev.timestamp[-1])
+    tr = run.load("step_trace", device_id)
+    other_ends = tr["timestamp"][(tr["tag_id"] == rawdata.MODEL_END_TAG) & (tr["index_id"] != iteration)]
+    alone = (len(np.unique(ev.plan["model_id"])) == 1 and (ev.pairs()[1] >= 0).all()
+             and not ((start <= last) & (end >= first)).any()
+             and not ((other_ends >= first) & (other_ends <= last)).any())
+    return ev if alone else _events(run, device_id)
+
+
+def _in_step(ev: _Events, iteration: int | None) -> np.ndarray | slice:
+    """The positions of ``ev`` that belong to step ``iteration`` (all of them when None)."""
+    return slice(None) if iteration is None else np.flatnonzero(ev.step == iteration)
 
 
 def event_times(run: RunDir, device_id: int = 0) -> np.ndarray:
@@ -206,8 +265,8 @@ def event_times(run: RunDir, device_id: int = 0) -> np.ndarray:
     return _events(run, device_id).timestamp
 
 
-def _device_events(run: RunDir, device_id: int) -> _Events:
-    plan, row, alloc, timestamp, total = _step_events(run, device_id)
+def _device_events(run: RunDir, device_id: int, iteration: int | None = None) -> _Events:
+    plan, row, alloc, timestamp, total, step = _step_events(run, device_id, iteration)
     allocated = np.zeros(len(row), np.int64)
     reserved = np.zeros(len(row), np.int64)
     models = plan["model_id"][row]
@@ -219,7 +278,7 @@ def _device_events(run: RunDir, device_id: int) -> _Events:
         at = np.flatnonzero(mine)[latest[seen]]
         allocated[seen] += total[at]
         reserved[seen] += pool[at]
-    return _Events(plan, row, alloc, timestamp, allocated, reserved)
+    return _Events(plan, row, alloc, timestamp, allocated, reserved, step)
 
 
 def _names(run: RunDir, ids: np.ndarray) -> pd.Categorical:
@@ -238,15 +297,26 @@ def _device_type(device_id: int, n: int) -> pd.Categorical:
     return _repeated(f"NPU:{device_id}", n)
 
 
-def operator_memory(run: RunDir, device_id: int = 0) -> pd.DataFrame:
+def _allocations(ev: _Events, iteration: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`_Events.pairs` of the allocations of step ``iteration`` (all when None)."""
+    alloc_pos, release_pos = ev.pairs()
+    if iteration is None:
+        return alloc_pos, release_pos
+    mine = ev.step[alloc_pos] == iteration
+    return alloc_pos[mine], release_pos[mine]
+
+
+def operator_memory(run: RunDir, device_id: int = 0, iteration: int | None = None) -> pd.DataFrame:
     """One row per allocation, with its release (NaN if never released), in allocation order.
 
     An allocation pairs with the next record of the same tensor (same model,
     name and address) when that record is a release.  Durations are
-    differences of integer ns, so they are exact.
+    differences of integer ns, so they are exact.  With ``iteration``, the rows of the
+    allocations of that step only (the whole run's rows of it, built without the other steps
+    where that gives the same rows: :func:`_step_scope`).
     """
-    ev = _events(run, device_id)
-    alloc_pos, release_pos = ev.pairs()
+    ev = _events(run, device_id, iteration)
+    alloc_pos, release_pos = _allocations(ev, iteration)
     released = release_pos >= 0
     rel = np.where(released, release_pos, 0)
 
@@ -278,42 +348,48 @@ def operator_memory(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     return pd.DataFrame(data, columns=OPERATOR_MEMORY)
 
 
-def memory_record(run: RunDir, device_id: int = 0) -> pd.DataFrame:
-    """The device totals after every allocation and release, in time order."""
-    ev = _events(run, device_id)
-    n = len(ev)
+def memory_record(run: RunDir, device_id: int = 0, iteration: int | None = None) -> pd.DataFrame:
+    """The device totals after every allocation and release, in time order (with ``iteration``:
+    after those of that step, as in the whole run's table)."""
+    ev = _events(run, device_id, iteration)
+    at = _in_step(ev, iteration)
+    allocated = ev.allocated[at]
+    n = len(allocated)
     data = {
         "Component": _repeated(COMPONENT_GE, n),
-        "Timestamp(us)": ev.timestamp / 1000.0,
-        "Total Allocated(MB)": ev.allocated / MB,
-        "Total Reserved(MB)": ev.reserved / MB,
-        "Total Active(MB)": ev.allocated / MB,
-        "Stream Ptr": ev.plan["stream_id"][ev.row].astype(np.int64),
+        "Timestamp(us)": ev.timestamp[at] / 1000.0,
+        "Total Allocated(MB)": allocated / MB,
+        "Total Reserved(MB)": ev.reserved[at] / MB,
+        "Total Active(MB)": allocated / MB,
+        "Stream Ptr": ev.plan["stream_id"][ev.row[at]].astype(np.int64),
         "Device Type": _device_type(device_id, n),
     }
     return pd.DataFrame(data, columns=MEMORY_RECORD)
 
 
-def memory_peak(run: RunDir, device_id: int = 0) -> MemoryPeak | None:
-    """The first moment the device's allocated memory was highest (``None`` without memory records)."""
-    ev = _events(run, device_id)
-    if len(ev) == 0:
+def memory_peak(run: RunDir, device_id: int = 0, iteration: int | None = None) -> MemoryPeak | None:
+    """The first moment the device's allocated memory was highest (with ``iteration``: during that
+    step; ``None`` without memory records)."""
+    ev = _events(run, device_id, iteration)
+    at = np.arange(len(ev))[_in_step(ev, iteration)]
+    if len(at) == 0:
         return None
-    i = int(np.argmax(ev.allocated))
+    i = int(at[np.argmax(ev.allocated[at])])
     h = int(ev.of("tensor", i))
     return MemoryPeak(int(ev.allocated[i]), int(ev.reserved[i]), int(ev.timestamp[i]),
                       run.hashes.get(h, f"<unknown 0x{h:016x}>"), int(ev.of("model_id", i)))
 
 
-def tensor_lifetimes(run: RunDir, device_id: int = 0) -> pd.DataFrame:
+def tensor_lifetimes(run: RunDir, device_id: int = 0, iteration: int | None = None) -> pd.DataFrame:
     """Every allocation with its address: ``operator_memory``'s rows (same order, names and
     times) plus ``Model ID`` and ``Address``, the tensor's byte offset in its model's pool.
 
     Paired as in :func:`operator_memory`: an allocation with the next record of the same
-    model, tensor and address when that record is a release (NaN release otherwise).
+    model, tensor and address when that record is a release (NaN release otherwise).  With
+    ``iteration``, the allocations of that step only, as in :func:`operator_memory`.
     """
-    ev = _events(run, device_id)
-    alloc_pos, release_pos = ev.pairs()
+    ev = _events(run, device_id, iteration)
+    alloc_pos, release_pos = _allocations(ev, iteration)
     released = release_pos >= 0
     a_ts = ev.timestamp[alloc_pos]
     r_ts = ev.timestamp[np.where(released, release_pos, 0)]

@@ -172,6 +172,17 @@ class Profile:
         """The highest allocated total, when, and the tensor whose allocation reached it."""
         return self.source.memory_peak()
 
+    def step_memory(self, iteration: int | None) -> memory.StepMemory:
+        """One step's rows of operator_memory, memory_record and tensor_lifetimes and its own peak,
+        built from that step's records only (a long run's whole tables have millions of rows).
+        The whole tables (``StepMemory.iteration`` None) for ``iteration=None``, for imported data
+        (its tables do not tell steps apart) and for a device that runs several models."""
+        step = self.source.step_memory(iteration) if iteration is not None else None
+        if step is not None:
+            return step
+        return memory.StepMemory(None, self.operator_memory, self.memory_record, self.tensor_lifetimes,
+                                 self.memory_peak)
+
     @cached_property
     def step_breakdown(self) -> pd.DataFrame:
         """Per step: Computing, Communication(Not Overlapped), Overlapped, Communication, Free, ...

@@ -250,6 +250,11 @@ class Source(abc.ABC):
     def memory_peak(self) -> memory.MemoryPeak | None:
         return None
 
+    def step_memory(self, iteration: int) -> memory.StepMemory | None:
+        """The memory tables of one step, built without the other steps; ``None`` where they cannot
+        be (imported tables do not tell steps apart)."""
+        return None
+
     def step_breakdown_table(self) -> pd.DataFrame | None:
         """The per-step split as the source recorded it (torch_npu ``step_trace_time.csv``), or
         ``None`` when it is to be computed from the op rows and step bounds."""
@@ -468,6 +473,9 @@ class RunDirSource(Source):
 
     def memory_peak(self) -> memory.MemoryPeak | None:
         return memory.memory_peak(self.run, self.device_id)
+
+    def step_memory(self, iteration: int) -> memory.StepMemory | None:
+        return memory.step_memory(self.run, self.device_id, iteration)
 
     # --------------------------------------------- exact times, host calls, device tasks
     def times_ns(self, table: str, frame: pd.DataFrame) -> pd.DataFrame:

@@ -43,6 +43,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..analysis import Profile
+from ..analysis.memory import StepMemory
 from ..analysis import columns as C
 from . import plots
 from .display import TOP_OPS, list_html, message_html, png_img_html, table_html, table_text
@@ -389,13 +390,23 @@ class Report:
         st = self.profile.step_trace
         return int(st["Iteration ID"].iloc[-1]) if len(st) else None
 
+    @cached_property
+    def memory(self) -> StepMemory:
+        """The memory tables the Memory tab shows: those of :attr:`memory_iteration` alone (a long run's
+        whole tables have millions of rows), or the whole run's where a step's cannot be told apart
+        or it has none (its tasks lost)."""
+        step = self.profile.step_memory(self.memory_iteration)
+        return step if step.iteration is None or len(step.memory_record) else self.profile.step_memory(None)
+
     def memory_lifetimes(self) -> Chart:
-        p, it = self.profile, self.memory_iteration
+        p, it, mem = self.profile, self.memory_iteration, self.memory
         alt = "tensor lifetimes in the memory pool" + ("" if it is None else f", iteration {it}")
         return Chart("memory_lifetimes", f"plots.memory_lifetimes(profile, iteration={it})", lambda: self.picture(
             ("memory_lifetimes", it), lambda: draw(
-                "memory_lifetimes", p.tensor_lifetimes, memory_record=p.memory_record, peak=p.memory_peak,
-                step_trace=p.step_trace, iteration=it, alt=alt)), "Memory")
+                # a step's own peak is left to the figure, which marks the highest point of the iteration
+                "memory_lifetimes", mem.tensor_lifetimes, memory_record=mem.memory_record,
+                peak=mem.peak if mem.iteration is None else None, step_trace=p.step_trace, iteration=it, alt=alt)),
+            "Memory")
 
     def host_scopes(self) -> Chart:
         p = self.profile
@@ -724,21 +735,22 @@ class MemoryPane(Pane):
     title = "Memory"
 
     def blocks(self) -> list:
-        p = self.profile
-        om = p.operator_memory
+        mem = self.report.memory
+        om = mem.operator_memory
         if not len(om):
             return [message_html(MSG_NO_MEMORY)]
         out: list = []
-        peak = p.memory_peak
+        of = "" if mem.iteration is None else f" of iteration {mem.iteration}"
+        peak = mem.peak
         if peak is not None:
             allocated, reserved = plots.format_size(peak.allocated_bytes), plots.format_size(peak.reserved_bytes)
-            out.append(f'<p class="geprof-memory-peak"><b>Peak</b> {allocated} allocated '
+            out.append(f'<p class="geprof-memory-peak"><b>Peak{of}</b> {allocated} allocated '
                        f"({reserved} reserved) at {peak.time_us:.3f} us, reached by "
                        f"allocating <code>{html.escape(peak.tensor)}</code> (model {peak.model_id})</p>")
         out.append(self.report.memory_lifetimes())
         tensors = om.sort_values("Size(KB)", ascending=False, kind="stable").drop_duplicates("Name")
         top = tensors.head(TOP_OPS)
-        out.append(table_html(top, f"operator_memory: the {len(top)} largest of {len(tensors)} tensors "
+        out.append(table_html(top, f"operator_memory{of}: the {len(top)} largest of {len(tensors)} tensors "
                                    f"({len(om)} allocations)"))
         return out
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from geprof_nb.analysis import memory
 from geprof_nb.analysis.memory import (MEMORY_RECORD, OPERATOR_MEMORY, memory_peak,
                                        memory_record, operator_memory, tensor_lifetimes)
 from geprof_nb.analysis.rundir import RunDir
@@ -223,6 +224,60 @@ def test_a_release_and_an_allocation_at_the_same_time_come_in_task_order(tmp_pat
     om = operator_memory(run)
     assert list(om["Name"]) == ["conv1:0", "relu:0", "out:0"]
     assert (om["Allocation Total Allocated(MB)"] * MB).max() <= 1024
+
+
+def assert_step_rows(run, iteration, alloc_rows, record_rows):
+    """The tables of one step equal the whole run's rows of it (names compared as text: a step's own
+    categorical lists its names in its own order)."""
+    def same(part, whole):
+        pd.testing.assert_frame_equal(part, whole.reset_index(drop=True), check_categorical=False)
+
+    same(operator_memory(run, iteration=iteration), operator_memory(run).iloc[alloc_rows])
+    same(tensor_lifetimes(run, iteration=iteration), tensor_lifetimes(run).iloc[alloc_rows])
+    same(memory_record(run, iteration=iteration), memory_record(run).iloc[record_rows])
+
+
+def test_an_iteration_s_tables_are_the_whole_run_s_rows_of_that_step(real):
+    """Built from the step's tasks alone (one model, steps apart in time), equal to the whole run's rows."""
+    run, plan, start, end = real
+    for k in (1, 2):
+        alloc_ns = tensor_lifetimes(run)["Allocation Time(us)"].to_numpy() * 1000
+        record_ns = memory_record(run)["Timestamp(us)"].to_numpy() * 1000
+        in_step = lambda ns: np.flatnonzero((ns >= start[k - 1].min()) & (ns <= end[k - 1].max()))  # noqa: E731
+        assert len(in_step(alloc_ns)) == len(plan) and len(in_step(record_ns)) == 2 * len(plan)
+        assert_step_rows(run, k, in_step(alloc_ns), in_step(record_ns))
+        assert len(memory._events(run, 0, k)) == 2 * len(plan)  # the step's own events, not the whole run's
+        rec = memory_record(run, iteration=k)
+        peak = memory_peak(run, iteration=k)
+        i = int(np.argmax(rec["Total Allocated(MB)"].to_numpy()))
+        assert peak.allocated_bytes == int(round(rec["Total Allocated(MB)"].iloc[i] * MB))
+        assert peak.timestamp_ns == int(round(rec["Timestamp(us)"].iloc[i] * 1000))
+    assert memory_peak(run, iteration=2).allocated_bytes == memory_peak(run).allocated_bytes
+
+
+def test_a_step_that_its_own_tasks_cannot_tell_is_read_from_the_whole_run(tmp_path):
+    """Step 2 leaves "left" unreleased (its reader is not in the log), and with two models the totals
+    count model 2's pool from its first step on: both read step 2's rows from the whole run."""
+    run = _run(tmp_path / "cut")
+    assert_step_rows(run, 1, [0, 1, 2], [0, 1, 2, 3, 4, 5])
+    assert_step_rows(run, 2, [3, 4], [6, 7, 8])
+    assert list(operator_memory(run, iteration=2)["Name"]) == ["conv1:0", "left:0"]
+    assert memory_peak(run, iteration=2).tensor == "conv1:0" and memory_peak(run, iteration=2).timestamp_ns == 11000
+    # step 2 allocates conv1 and its reader runs only in step 3: the whole run pairs them across the steps
+    across = _run(tmp_path / "across", tasks=TASKS[:5] + [(1, 2, 11000, 100), (3, 3, 21000, 100)])
+    assert_step_rows(across, 2, [3], [6])
+    assert operator_memory(across, iteration=2)["Release Time(us)"].tolist() == [21.1]
+
+    other = (2, 8192, [(55, 0, 512, 8, 9, 5)])
+    tasks = TASKS[:5] + [(8, 1, 1200, 100), (9, 1, 3100, 100), (1, 2, 11000, 100), (3, 2, 11901, 100)]
+    two = _run(tmp_path / "two", plans=[(1, 4096, PLAN), other], tasks=tasks)
+    assert_step_rows(two, 2, [4], [8, 9])
+    rec = memory_record(two, iteration=2)
+    assert list(rec["Total Reserved(MB)"] * MB) == [4096 + 8192] * 2  # model 2's pool counts from step 1 on
+    assert list(rec["Total Allocated(MB)"] * MB) == [1024, 0]
+
+    assert operator_memory(run, iteration=7).empty and list(memory_record(run, iteration=7).columns) == MEMORY_RECORD
+    assert memory_peak(run, iteration=7) is None
 
 
 def test_analysis_memory_does_not_import_the_runtime():

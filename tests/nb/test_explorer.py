@@ -253,15 +253,41 @@ def test_ai_core_tab_draws_pipe_ratios_and_the_pmu_table(full):
     assert table["Op Name"].iloc[0] == top["Op Name"].iloc[0] and len(table) == 20
 
 
-def test_memory_tab_shows_lifetimes_peak_and_largest_tensors(full):
-    pane = X.Explorer(full).select("Memory")
+def test_memory_tab_shows_lifetimes_peak_and_largest_tensors_of_the_last_iteration(full):
+    """The tab shows iteration 3 (the last) from its own records: the numbers are the whole run's tables'
+    for that iteration's window, and showing the explorer builds none of the whole run's memory tables."""
+    fresh = geprof_nb.load(full.path)
+    ex = X.Explorer(fresh)
+    pane = ex.select("Memory")
+    ex.static_html()
+    assert not {"operator_memory", "memory_record", "tensor_lifetimes"} & set(vars(fresh))  # cached once built
     text = widget_html(pane.box)
-    peak = full.memory_peak
-    assert f"{plots.format_size(peak.allocated_bytes)} allocated" in text and html_escape(peak.tensor) in text
-    assert f"({plots.format_size(peak.reserved_bytes)} reserved)" in text
-    biggest = full.operator_memory.nlargest(1, "Size(KB)")["Name"].iloc[0]
-    assert html_escape(biggest) in text
+    last = full.step_trace.iloc[-1]
+    assert int(last["Iteration ID"]) == 3
+    w0, w1 = last["Iteration End(us)"] - last["Iteration Time(us)"], last["Iteration End(us)"]
+    om, mr = full.operator_memory, full.memory_record
+    mine = om[(om["Allocation Time(us)"] >= w0) & (om["Allocation Time(us)"] <= w1)]
+    window = mr[(mr["Timestamp(us)"] >= w0) & (mr["Timestamp(us)"] <= w1)]
+    assert 0 < len(mine) < len(om)
+    largest = mine.sort_values("Size(KB)", ascending=False, kind="stable").drop_duplicates("Name")
+    assert (f"operator_memory of iteration 3: the 20 largest of {len(largest)} tensors ({len(mine)} allocations)"
+            in text)
+    table = text.split("operator_memory of iteration 3")[1]
+    assert [html_escape(n) for n in largest["Name"].head(20)] == re.findall(r"<tr>\s*<td>([^<]*)</td>", table)
+    assert f"{largest['Allocation Time(us)'].iloc[0]:.3f}" in table
+    top = window.loc[window["Total Allocated(MB)"].idxmax()]  # the first time the iteration's highest was reached
+    reached = mine[(mine["Allocation Time(us)"] == top["Timestamp(us)"])
+                   & (mine["Allocation Total Allocated(MB)"] == top["Total Allocated(MB)"])]["Name"].iloc[-1]
+    assert (f"<b>Peak of iteration 3</b> {plots.format_size(top['Total Allocated(MB)'] * 1024 * 1024)} allocated "
+            f"({plots.format_size(top['Total Reserved(MB)'] * 1024 * 1024)} reserved) at {top['Timestamp(us)']:.3f} us, "
+            f"reached by allocating <code>{html_escape(reached)}</code>") in text
     assert len(images(pane.box)) == 1
+    fig = ex.report.memory_lifetimes().picture.figure
+    tl = full.tensor_lifetimes
+    live = (tl["Allocation Time(us)"] <= w1) & (tl["Release Time(us)"].isna() | (tl["Release Time(us)"] >= w0))
+    assert f"({live.sum():,} tensors)" in fig.axes[0].get_title(loc="left")
+    (allocated,) = [ln for ln in fig.axes[1].lines if ln.get_label() == "allocated"]
+    np.testing.assert_array_equal(allocated.get_ydata(), window["Total Allocated(MB)"].to_numpy())
 
 
 def test_api_host_tab_shows_api_statistic_host_scopes_and_events(dynamic):
