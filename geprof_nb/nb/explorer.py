@@ -403,10 +403,8 @@ class Report:
         alt = "tensor lifetimes in the memory pool" + ("" if it is None else f", iteration {it}")
         return Chart("memory_lifetimes", f"plots.memory_lifetimes(profile, iteration={it})", lambda: self.picture(
             ("memory_lifetimes", it), lambda: draw(
-                # a step's own peak is left to the figure, which marks the highest point of the iteration
-                "memory_lifetimes", mem.tensor_lifetimes, memory_record=mem.memory_record,
-                peak=mem.peak if mem.iteration is None else None, step_trace=p.step_trace, iteration=it, alt=alt)),
-            "Memory")
+                "memory_lifetimes", mem.tensor_lifetimes, memory_record=mem.memory_record, peak=mem.peak,
+                step_trace=p.step_trace, iteration=plots.ALL_ITERATIONS if it is None else it, alt=alt)), "Memory")
 
     def host_scopes(self) -> Chart:
         p = self.profile

@@ -11,7 +11,7 @@ The figures, each from a Profile table (x in ms, sizes in MiB, every axis labell
 * :func:`op_type_bars` (``op_statistic``): total time per OP Type, with its share.
 * :func:`pipe_ratios` (``op_summary``): mean AI Core ``*_ratio`` columns of the longest ops, stacked.
 * :func:`memory_lifetimes` (``tensor_lifetimes``, ``memory_record``, ``memory_peak``): tensors as
-  address × time rectangles over the allocated-memory curve.
+  address × time rectangles over the allocated-memory curve, of the last iteration by default.
 * :func:`host_scopes` (``host_events``, ``Source.api_calls()``): host scopes on their own timeline.
 
 Timelines with many spans (Gantt, host scopes) draw one compound path per colour and merge
@@ -737,31 +737,102 @@ def _step_window(step_trace: pd.DataFrame | None, iteration: int) -> tuple[float
     return float(np.nanmin(begin)), float(np.nanmax(end))
 
 
+#: ``memory_lifetimes(..., iteration=ALL_ITERATIONS)`` draws the whole run.
+ALL_ITERATIONS = "all"
+
+
+def _iterations_named(iteration: int | tuple[int, int]) -> str:
+    """``iteration 3`` or ``iterations 3-7``."""
+    if isinstance(iteration, tuple):
+        return f"iterations {iteration[0]}-{iteration[1]}"
+    return f"iteration {iteration}"
+
+
+def _iterations_window(step_trace: pd.DataFrame | None, iteration: int | tuple[int, int]) -> tuple[float, float]:
+    """(begin, end) µs of an iteration, or of the iterations ``first..last`` of a pair."""
+    if not isinstance(iteration, tuple):
+        return _step_window(step_trace, iteration)
+    first, last = iteration
+    if first > last:
+        raise ValueError(f"iteration=({first}, {last}): a range is (first, last) with first <= last")
+    return _step_window(step_trace, first)[0], _step_window(step_trace, last)[1]
+
+
+def _step_curve_points(t: np.ndarray, v: np.ndarray, x0: float, x1: float, columns: int) -> np.ndarray:
+    """The positions of the points that draw a step curve (``t`` ascending) at ``columns`` pixel columns
+    over ``[x0, x1]``: every point when there are at most 3 a column, else in each column its (first)
+    lowest, its (first) highest and its last point.  Each column then spans the same values as the
+    whole curve (its peaks exact) and the value held after it is its last."""
+    n = len(t)
+    if n <= 3 * columns:
+        return np.arange(n)
+    col = np.clip(((t - x0) * (columns / (x1 - x0))).astype(np.int64), 0, columns - 1)
+    first = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])  # each column's first point
+    counts = np.diff(np.r_[first, n])
+    position = np.arange(n)
+
+    def first_at(value: np.ndarray) -> np.ndarray:
+        """Per column, the first point whose value is the column's ``value`` (none if all are NaN)."""
+        pos = np.minimum.reduceat(np.where(v == np.repeat(value, counts), position, n), first)
+        return pos[pos < n]
+
+    lowest, highest = first_at(np.fmin.reduceat(v, first)), first_at(np.fmax.reduceat(v, first))
+    return np.unique(np.r_[lowest, highest, first[1:] - 1, n - 1])
+
+
 def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None = None, peak: Any = None,
-                     step_trace: pd.DataFrame | None = None, iteration: int | None = None, top: int | None = None,
-                     title: str | None = None) -> Figure:
+                     step_trace: pd.DataFrame | None = None, iteration: int | tuple[int, int] | str | None = None,
+                     top: int | None = None, title: str | None = None, width_px: int = 1100) -> Figure:
     """Draw where tensors live: address in the pool × time, over the allocated-memory curve.
 
     Arguments are Profile tables: ``tensor_lifetimes`` (``Profile.tensor_lifetimes``: Name, Model ID,
     Address, Size(KB), Allocation Time(us), Release Time(us), Stream ID), ``memory_record``
     (``Timestamp(us)``, ``Total Allocated(MB)``, ``Total Reserved(MB)``), ``peak``
-    (``Profile.memory_peak``) and ``step_trace`` (needed for ``iteration``).  A Profile may be passed
-    as the first argument instead: the four are then taken from it (explicit arguments win).
+    (``Profile.memory_peak``) and ``step_trace`` (to find iterations).  A Profile may be passed as the
+    first argument instead: the four are then taken from it (explicit arguments win), for one
+    iteration from that iteration's records alone (``Profile.step_memory``).
 
-    Top axes: one rectangle per allocation, from allocation to release (to the end of the view if
-    never released) and from its address to address + size (MiB), coloured by stream; with several
-    models their pools are stacked, each as high as its highest tensor end.  Bottom axes (shared
-    x): the allocated total (step curve) and the reserved pool (dashed), MiB, with the peak marked
-    in both.  ``iteration`` zooms to that iteration (tensors live in it; its own highest point is
-    marked when the run's peak lies elsewhere); ``top`` keeps the largest tensors only.  x in ms since
-    the start of the iteration, or of the first record.
+    ``iteration``: by default the last iteration of ``step_trace`` (the whole run without one), like
+    the explorer and ``Profile.ops()``; an Iteration ID draws that iteration, a pair ``(first, last)``
+    those iterations, ``"all"`` (:data:`ALL_ITERATIONS`) the whole run.  An iteration shows the tensors
+    that live in its time window.
+
+    Top axes: the allocations, from allocation to release (to the end of the view if never released)
+    and from address to address + size (MiB), coloured by stream; with several models their pools
+    are stacked, each as high as its highest tensor end.  The boxes of one place in the pool (model,
+    address, size) are merged per pixel column of ``width_px`` as the task Gantt's tasks are
+    (:func:`_merge_spans`): a box is exact when no other box of its place shares its column, and a
+    long run draws at most places × ``width_px`` boxes.  Bottom axes (shared x): the allocated total
+    (step curve) and the reserved pool (dashed), MiB, at most 3 points a pixel column (each column's
+    lowest, highest and last: :func:`_step_curve_points`); marked in both: ``peak`` when it lies in
+    the view, else the view's own highest point, with the allocation that reached it.  ``top`` keeps
+    the largest tensors only.  x in ms since the start of the first iteration shown, or of the
+    first record.
     """
-    if not isinstance(tensor_lifetimes, pd.DataFrame) and hasattr(tensor_lifetimes, "tensor_lifetimes"):
+    if isinstance(iteration, list):
+        iteration = tuple(iteration)
+    if isinstance(iteration, str) and iteration != ALL_ITERATIONS:
+        raise ValueError(f"iteration={iteration!r}: use an Iteration ID, a (first, last) pair, "
+                         f"{ALL_ITERATIONS!r} (the whole run) or None (the last iteration)")
+    if not isinstance(tensor_lifetimes, pd.DataFrame) and hasattr(tensor_lifetimes, "step_memory"):
         profile = tensor_lifetimes
-        tensor_lifetimes = profile.tensor_lifetimes
-        memory_record = profile.memory_record if memory_record is None else memory_record
-        peak = profile.memory_peak if peak is None else peak
         step_trace = profile.step_trace if step_trace is None else step_trace
+        if iteration is None and len(step_trace):
+            iteration = int(step_trace["Iteration ID"].iloc[-1])
+        if iteration is not None and not isinstance(iteration, (str, tuple)):
+            mem = profile.step_memory(int(iteration))
+            tables = mem.tensor_lifetimes, mem.memory_record, mem.peak
+        else:  # a range or the run: the whole tables
+            tables = profile.tensor_lifetimes, profile.memory_record, profile.memory_peak
+        tensor_lifetimes = tables[0]
+        memory_record = tables[1] if memory_record is None else memory_record
+        peak = tables[2] if peak is None else peak
+    if iteration is None:
+        has_steps = step_trace is not None and len(step_trace)
+        iteration = int(step_trace["Iteration ID"].iloc[-1]) if has_steps else ALL_ITERATIONS
+    whole = iteration == ALL_ITERATIONS
+    if not whole:
+        w0, w1 = _iterations_window(step_trace, iteration)
     tl = tensor_lifetimes if tensor_lifetimes is not None else pd.DataFrame()
     mr = memory_record if memory_record is not None else pd.DataFrame()
     if tl.empty and mr.empty:
@@ -770,9 +841,7 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
     t_rec = _floats(mr["Timestamp(us)"]) if len(mr) else np.zeros(0)
     alloc = _floats(tl["Allocation Time(us)"]) if len(tl) else np.zeros(0)
     release = _floats(tl["Release Time(us)"]) if len(tl) else np.zeros(0)
-    if iteration is not None:
-        w0, w1 = _step_window(step_trace, iteration)
-    else:
+    if whole:
         w0 = float(np.nanmin(np.r_[alloc, t_rec]))
         w1 = float(np.nanmax(np.r_[alloc, release, t_rec]))
     origin = w0
@@ -781,15 +850,16 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
     live = (alloc <= w1) & (np.isnan(release) | (release >= w0))
     tl = tl[live]
     alloc, release = alloc[live], release[live]
-    n_live = len(tl)
-    live_alloc, live_names = alloc, (tl["Name"].astype(str).to_numpy() if "Name" in tl else np.zeros(0, object))
+    live_tl, live_alloc = tl, alloc
     if top is not None and len(tl) > top:
         keep = np.sort(np.argsort(-_floats(tl["Size(KB)"]), kind="stable")[:top])
         tl, alloc, release = tl.iloc[keep], alloc[keep], release[keep]
-    in_view = (t_rec >= w0) & (t_rec <= w1)
+    view = np.flatnonzero((t_rec >= w0) & (t_rec <= w1))
+    if not (np.diff(t_rec[view]) >= 0).all():
+        view = view[np.argsort(t_rec[view], kind="stable")]
 
     has_tensors = len(tl) > 0
-    fig = Figure(figsize=(11.0, 6.5 if has_tensors else 3.5), layout="constrained")
+    fig = Figure(figsize=(width_px / 100, 6.5 if has_tensors else 3.5), layout="constrained")
     if has_tensors:
         ax_t, ax_m = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1.3])
     else:
@@ -809,25 +879,31 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
             bottom += float(np.nanmax(addr_mib[mine] + size_mib[mine]))
             seps.append((bottom, int(m)))
         x = (alloc - origin) / 1000.0
-        x_end = np.where(np.isnan(release), w1, release)
-        x_end = (np.minimum(x_end, w1) - origin) / 1000.0
-        x = np.maximum(x, 0.0)
+        x_end = (np.minimum(np.where(np.isnan(release), w1, release), w1) - origin) / 1000.0
         stream = pd.to_numeric(tl["Stream ID"], errors="coerce").fillna(-1).to_numpy(np.int64)
-        streams = np.unique(stream)
+        kind, streams = pd.factorize(stream, sort=True)
+        # one row per place in the pool: boxes of a place never overlap in time, so they merge per
+        # pixel column as a Gantt row's tasks do
+        place = pd.DataFrame({"model": model, "address": addr_mib, "size": size_mib})
+        row = place.groupby(["model", "address", "size"], sort=False, dropna=False).ngroup().to_numpy()
+        row_y, row_h = np.zeros(row.max() + 1), np.zeros(row.max() + 1)
+        row_y[row], row_h[row] = base + addr_mib, size_mib
+        boxes = _merge_spans(row, x, x_end, kind, len(streams), 0.0, span_ms, width_px)
+        y, h = row_y[boxes.row], row_h[boxes.row]
         # A white edge separates neighbours, but only on rectangles big enough to keep their colour
         # (about 1% of the axes both ways); smaller ones are drawn plain.
-        edged = (size_mib >= 0.01 * bottom) & (x_end - x >= 0.01 * span_ms)
+        edged = (h >= 0.01 * bottom) & (boxes.width >= 0.01 * span_ms)
         for k, sid in enumerate(streams):
             name = f"stream {sid}" if sid >= 0 else "stream N/A"
             for part, style in ((~edged, {}), (edged, {"edgecolor": "white", "linewidth": 0.4})):
-                mine = (stream == sid) & part
+                mine = (boxes.kind == k) & part
                 if mine.any():
-                    _add_rects(ax_t, x[mine], (x_end - x)[mine], (base + addr_mib)[mine], size_mib[mine],
+                    _add_rects(ax_t, boxes.start[mine], boxes.width[mine], y[mine], h[mine],
                                _STREAM_COLORS[k % len(_STREAM_COLORS)], name, **style)
         if len(models) > 1:
-            for y, m in seps:
-                ax_t.axhline(y, color="0.5", linewidth=0.6, linestyle="--")
-                ax_t.text(0.995, y, f"model {m} ", transform=ax_t.get_yaxis_transform(), ha="right", va="top",
+            for sep, m in seps:
+                ax_t.axhline(sep, color="0.5", linewidth=0.6, linestyle="--")
+                ax_t.text(0.995, sep, f"model {m} ", transform=ax_t.get_yaxis_transform(), ha="right", va="top",
                           fontsize=8, color="0.4")
         ax_t.set_ylim(0, bottom * 1.02 if bottom > 0 else 1)
         ax_t.set_ylabel("address in the pool (MiB)")
@@ -835,29 +911,34 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
                     [f"stream {s}" if s >= 0 else "stream N/A" for s in streams], loc="upper left",
                     bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9, title="allocated on", title_fontsize=9)
         _tidy(ax_t)
+        n_live = len(live_tl)
         shown = (f"the {len(tl):,} largest of {n_live:,} tensors" if len(tl) < n_live else f"{len(tl):,} tensors")
     else:
         shown = "no tensor addresses in this data (geprof runs with --task-memory on have them)"
 
     # the usage curve
-    t_ms = (t_rec[in_view] - origin) / 1000.0
+    t_ms = (t_rec[view] - origin) / 1000.0
     if len(t_ms):
-        allocated = _floats(mr["Total Allocated(MB)"])[in_view]
-        ax_m.plot(t_ms, allocated, drawstyle="steps-post", color="#4c72b0", linewidth=1.1, label="allocated")
-        if "Total Reserved(MB)" in mr:
-            ax_m.plot(t_ms, _floats(mr["Total Reserved(MB)"])[in_view], drawstyle="steps-post", color="0.5",
-                      linestyle="--", linewidth=0.9, label="reserved")
+        allocated = _floats(mr["Total Allocated(MB)"])[view]
+        reserved = _floats(mr["Total Reserved(MB)"])[view] if "Total Reserved(MB)" in mr else None
+        drawn = _step_curve_points(t_ms, allocated, 0.0, span_ms, width_px)
+        ax_m.plot(t_ms[drawn], allocated[drawn], drawstyle="steps-post", color="#4c72b0", linewidth=1.1,
+                  label="allocated")
+        if reserved is not None:
+            drawn = _step_curve_points(t_ms, reserved, 0.0, span_ms, width_px)
+            ax_m.plot(t_ms[drawn], reserved[drawn], drawstyle="steps-post", color="0.5", linestyle="--",
+                      linewidth=0.9, label="reserved")
+        label = "peak" if whole else f"peak of {_iterations_named(iteration)}"
         mark = None
         if peak is not None and w0 <= peak.time_us <= w1:
-            mark = ((peak.time_us - origin) / 1000.0, peak.allocated_bytes / MiB, "peak", peak.tensor)
+            mark = ((peak.time_us - origin) / 1000.0, peak.allocated_bytes / MiB, peak.tensor)
         elif np.isfinite(allocated).any():
             i = int(np.nanargmax(allocated))
-            label = "peak of this iteration" if iteration is not None else "peak"
             # the allocation that reached it: a tensor allocated at that very record
-            at = np.flatnonzero(live_alloc == t_rec[in_view][i]) if len(live_names) else []
-            mark = (t_ms[i], allocated[i], label, live_names[at[-1]] if len(at) else None)
+            at = np.flatnonzero(live_alloc == t_rec[view][i]) if "Name" in live_tl else []
+            mark = (t_ms[i], allocated[i], str(live_tl["Name"].iloc[at[-1]]) if len(at) else None)
         if mark is not None:
-            px, py, label, tensor = mark
+            px, py, tensor = mark
             ax_m.plot([px], [py], "o", color="#c44e52", markersize=6, label=f"{label}: {format_size(py * MiB)}", zorder=5)
             for ax in (ax_t, ax_m):
                 if ax is not None:
@@ -867,8 +948,7 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
                 ax_m.annotate(_short(tensor, 50), (px, py), xytext=(8 if left else -8, -16), textcoords="offset points",
                               fontsize=8, color="#c44e52", ha="left" if left else "right", va="top", zorder=6,
                               bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
-        top_y = np.nanmax(np.r_[allocated, _floats(mr["Total Reserved(MB)"])[in_view]
-                                if "Total Reserved(MB)" in mr else allocated])
+        top_y = np.nanmax(np.r_[allocated, reserved if reserved is not None else allocated])
         ax_m.set_ylim(0, top_y * 1.1 if np.isfinite(top_y) and top_y > 0 else 1)
         ax_m.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
     else:
@@ -876,12 +956,13 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
                   va="center", color="0.4")
     ax_m.set_ylabel("memory (MiB)")
     ax_m.set_xlim(-0.01 * span_ms, 1.01 * span_ms)
-    ax_m.set_xlabel(f"time since the start of iteration {iteration} (ms)" if iteration is not None
-                    else "time since the first memory record (ms)")
+    first = iteration[0] if isinstance(iteration, tuple) else iteration
+    ax_m.set_xlabel("time since the first memory record (ms)" if whole
+                    else f"time since the start of iteration {first} (ms)")
     _tidy(ax_m)
     heading = title or "Tensor lifetimes"
-    if iteration is not None:
-        heading += f": iteration {iteration}"
+    if not whole:
+        heading += f": {_iterations_named(iteration)}"
     (ax_t if ax_t is not None else ax_m).set_title(f"{heading}  ({shown})", loc="left")
     return _literal(fig)
 

@@ -682,32 +682,125 @@ def test_pipe_ratios_of_a_real_run(hccl_memory_run):
 
 
 # ========================================================================= memory_lifetimes
-def test_memory_lifetimes_draw_every_tensor_at_its_address(hccl_memory_run):
+def test_memory_lifetimes_draw_every_place_in_the_pool_while_it_is_used(hccl_memory_run):
+    """The whole run (tables without step_trace): a box per tensor where no other tensor of its place in
+    the pool starts in its pixel column, and per place the boxes cover exactly its tensors' lifetimes."""
     p = hccl_memory_run.profile
     tl, mr, peak = p.tensor_lifetimes, p.memory_record, p.memory_peak
     fig = plots.memory_lifetimes(tl, mr, peak)
     ax_t, ax_m = fig.axes
     r = all_rects(ax_t)
-    assert len(r) == len(tl)  # one rectangle per allocation
     origin = min(tl["Allocation Time(us)"].min(), mr["Timestamp(us)"].min())
+    end = max(tl["Release Time(us)"].max(), mr["Timestamp(us)"].max())
     # widths from the float timestamps the table holds (Duration(us) is exact ns; the floats resolve 0.25 µs)
-    expected = np.column_stack([(tl["Allocation Time(us)"] - origin) / 1000,
-                                (tl["Release Time(us)"] - tl["Allocation Time(us)"]) / 1000,
-                                tl["Address"] / MIB, tl["Size(KB)"] / 1024])
-    order = lambda a: a[np.lexsort((a[:, 2], a[:, 0]))]  # noqa: E731
-    np.testing.assert_allclose(order(r), order(expected), atol=1e-6)
+    lo = ((tl["Allocation Time(us)"] - origin) / 1000).to_numpy()
+    hi = ((tl["Release Time(us)"] - origin) / 1000).to_numpy()
+    y, h = (tl["Address"] / MIB).to_numpy(), (tl["Size(KB)"] / 1024).to_numpy()
+    places = pd.DataFrame({"y": y, "h": h, "lo": lo, "hi": hi,
+                           "column": np.floor(lo / ((end - origin) / 1000 / 1100)).astype(int)})
+    place_of_box = pd.MultiIndex.from_arrays([r[:, 2], r[:, 3]])
+    assert set(place_of_box) == set(zip(y, h))  # every place drawn, nowhere else
+    for (py, ph), used in places.groupby(["y", "h"]):
+        drawn = r[(r[:, 2] == py) & (r[:, 3] == ph)]
+        assert drawn[:, 1].sum() == pytest.approx(union_length(used["lo"], used["hi"]), abs=1e-9)
+    alone = places[~places.duplicated(["y", "h", "column"], keep=False) & (places["hi"] > places["lo"])]
+    assert len(alone) > 0.9 * len(tl)
+    boxes = {tuple(np.round(b, 6)) for b in r}
+    expected = np.round(np.column_stack([alone["lo"], alone["hi"] - alone["lo"], alone["y"], alone["h"]]), 6)
+    assert all(tuple(e) in boxes for e in expected)
+    assert len(r) < len(tl)  # tensors of one place sharing a pixel column are one box
     # the peak: marker at memory_peak's time and value, on the allocated curve's axes
     (marker,) = [ln for ln in ax_m.lines if ln.get_marker() == "o"]
     assert marker.get_xdata()[0] == pytest.approx((peak.time_us - origin) / 1000, abs=1e-6)
     assert marker.get_ydata()[0] == pytest.approx(peak.allocated_bytes / MIB)
     assert marker.get_ydata()[0] == pytest.approx(mr["Total Allocated(MB)"].max())
+    assert f"peak: {plots.format_size(peak.allocated_bytes)}" in legend_texts(ax_m.get_legend())
     allocated = [ln for ln in ax_m.lines if ln.get_label() == "allocated"][0]
-    np.testing.assert_allclose(allocated.get_ydata(), mr["Total Allocated(MB)"])
+    assert_curve_spans_each_column(allocated, (mr["Timestamp(us)"] - origin).to_numpy() / 1000,
+                                   mr["Total Allocated(MB)"].to_numpy(), (end - origin) / 1000)
     assert ax_t.get_shared_x_axes().joined(ax_t, ax_m)
     assert ax_t.get_ylabel() == "address in the pool (MiB)" and ax_m.get_ylabel() == "memory (MiB)"
     assert "(ms)" in ax_m.get_xlabel()
-    # a Profile works as the first argument
-    assert len(all_rects(plots.memory_lifetimes(p).axes[0])) == len(tl)
+    # a Profile works as the first argument: "all" is the same figure
+    np.testing.assert_array_equal(all_rects(plots.memory_lifetimes(p, iteration="all").axes[0]), r)
+
+
+def test_memory_lifetimes_default_to_the_last_iteration_from_its_own_records(hccl_memory_run):
+    p = geprof_nb.load(hccl_memory_run.profile.path)
+    st, whole = p.step_trace, hccl_memory_run.profile
+    assert list(st["Iteration ID"]) == [1, 2, 3]
+    fig = plots.memory_lifetimes(p)
+    assert not {"tensor_lifetimes", "memory_record", "operator_memory"} & set(vars(p))  # no whole-run table built
+    same = plots.memory_lifetimes(whole.tensor_lifetimes, whole.memory_record, step_trace=st, iteration=3)
+    np.testing.assert_array_equal(all_rects(fig.axes[0]), all_rects(same.axes[0]))
+    for a, b in zip(fig.axes[1].lines, same.axes[1].lines):
+        np.testing.assert_array_equal(a.get_xydata(), b.get_xydata())
+    assert fig.axes[0].get_title(loc="left") == same.axes[0].get_title(loc="left")
+    assert fig.axes[0].get_title(loc="left").startswith("Tensor lifetimes: iteration 3  (")
+    assert legend_texts(fig.axes[1].get_legend())[-1].startswith("peak of iteration 3: ")
+    # a range: from the start of its first iteration to the end of its last, from the whole tables
+    both = plots.memory_lifetimes(p, iteration=(2, 3))
+    w0 = st["Iteration End(us)"].iloc[1] - st["Iteration Time(us)"].iloc[1]
+    assert both.axes[1].get_xlim()[1] == pytest.approx(1.01 * (st["Iteration End(us)"].iloc[2] - w0) / 1000)
+    assert both.axes[1].get_xlabel() == "time since the start of iteration 2 (ms)"
+    assert both.axes[0].get_title(loc="left").startswith("Tensor lifetimes: iterations 2-3  (")
+    with pytest.raises(ValueError, match=r"a range is \(first, last\) with first <= last"):
+        plots.memory_lifetimes(p, iteration=(3, 2))
+    with pytest.raises(ValueError, match=r"iteration='last': use an Iteration ID, a \(first, last\) pair, 'all'"):
+        plots.memory_lifetimes(p, iteration="last")
+
+
+def assert_curve_spans_each_column(line, t, v, x1, columns=1100):
+    """The drawn step curve holds, in every pixel column, the lowest, highest and last value of the
+    full curve ``(t, v)`` over ``[0, x1]`` (so its range and the value it holds after the column)."""
+    column = lambda x: np.minimum((np.asarray(x) * columns / x1).astype(int), columns - 1)  # noqa: E731
+    full = pd.Series(v).groupby(column(t)).agg(["min", "max", "last"])
+    drawn = pd.Series(line.get_ydata()).groupby(column(line.get_xdata())).agg(["min", "max", "last"])
+    pd.testing.assert_frame_equal(drawn, full)
+
+
+def long_memory_run(steps=20_000, period=100.0):
+    """Two places in a pool reused every step (a 1 MiB and a 3 MiB tensor, one after the other), one
+    4 MiB tensor on top of them in step 12345: its records, with the allocated total after each."""
+    k = np.arange(steps, dtype=float)
+    a0, a1 = k * period, k * period + 40.0
+    spike = 12345
+    alloc = np.r_[a0, a1, [spike * period + 50.0]]
+    release = np.r_[a0 + 30.0, a1 + 50.0, [spike * period + 60.0]]
+    size_kb = np.r_[np.full(steps, 1024.0), np.full(steps, 3072.0), [4096.0]]
+    tl = pd.DataFrame({"Name": [f"t{i}" for i in range(len(alloc))], "Model ID": 1,
+                       "Address": np.r_[np.zeros(steps), np.full(steps, MIB), [4 * MIB]],
+                       "Size(KB)": size_kb, "Allocation Time(us)": T + alloc, "Release Time(us)": T + release,
+                       "Duration(us)": release - alloc, "Stream ID": 1})
+    times = np.r_[alloc, release]
+    change = np.r_[size_kb, -size_kb] / 1024
+    order = np.argsort(times, kind="stable")
+    mr = pd.DataFrame({"Timestamp(us)": T + times[order], "Total Allocated(MB)": np.cumsum(change[order]),
+                       "Total Reserved(MB)": 8.0})
+    return tl, mr
+
+
+def test_memory_lifetimes_of_a_long_run_merge_boxes_per_pixel_and_keep_every_column_s_range():
+    tl, mr = long_memory_run()
+    fig = plots.memory_lifetimes(tl, mr, width_px=1100)
+    ax_t, ax_m = fig.axes
+    r = all_rects(ax_t)
+    assert len(r) <= 3 * 1100  # 40,001 tensors in 3 places
+    origin = tl["Allocation Time(us)"].min()
+    for y in (0.0, 1.0, 4.0):  # each place's boxes cover its tensors' lifetimes
+        used = tl[tl["Address"] / MIB == y]
+        assert r[r[:, 2] == y, 1].sum() == pytest.approx(used["Duration(us)"].sum() / 1000, rel=1e-9)
+    # the curve: at most 3 points a pixel column, each column spanning the values of all its records
+    (allocated,) = [ln for ln in ax_m.lines if ln.get_label() == "allocated"]
+    t = (mr["Timestamp(us)"].to_numpy() - origin) / 1000
+    assert len(allocated.get_xdata()) <= 3 * 1100 < len(t)
+    assert_curve_spans_each_column(allocated, t, mr["Total Allocated(MB)"].to_numpy(), t.max())
+    # the peak, exact: 3 + 4 MiB when the 4 MiB tensor is allocated
+    (marker,) = [ln for ln in ax_m.lines if ln.get_marker() == "o"]
+    assert (marker.get_xdata()[0], marker.get_ydata()[0]) == (pytest.approx((12345 * 100.0 + 50) / 1000), 7.0)
+    assert "peak: 7.00 MiB" in legend_texts(ax_m.get_legend())
+    assert "t40000" in [t.get_text() for t in ax_m.texts]
+    assert len(ax_t.patches) <= 2 and figure_png(fig).startswith(b"\x89PNG")
 
 
 def test_memory_lifetimes_zoom_and_top(hccl_memory_run):
@@ -900,5 +993,5 @@ def test_a_small_memory_peak_is_labelled_in_kib_not_as_zero_mib(dollar_run):
     p = dollar_run.profile
     peak = p.memory_peak
     assert peak.allocated_bytes == 12288  # 0.0117 MiB: read "0.0 MiB" with one decimal of MiB
-    fig = plots.memory_lifetimes(p)
-    assert "peak: 12.0 KiB" in legend_texts(fig.axes[1].get_legend())
+    assert "peak: 12.0 KiB" in legend_texts(plots.memory_lifetimes(p, iteration="all").axes[1].get_legend())
+    assert "peak of iteration 2: 12.0 KiB" in legend_texts(plots.memory_lifetimes(p).axes[1].get_legend())
