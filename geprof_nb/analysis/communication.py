@@ -37,6 +37,7 @@ import pandas as pd
 from ..prof.rawdata import LinkType, RtTaskType, TransportType
 from .tables import NA, OpRows, op_rows
 from .rundir import RunDir
+from .text_columns import TextValues, text_array
 
 COMMUNICATION_STATISTIC = ["Device_id", "OP Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",
                            "Max Time(us)", "Ratio(%)"]
@@ -106,12 +107,13 @@ def _executions(conn: np.ndarray) -> np.ndarray:
 
 @dataclass
 class CollectiveTasks:
-    """hccl_task records in time order, each with its sub-task name and the position of its
-    collective execution in ``ops`` (-1 if none): what hccl_tasks and communication_time share."""
+    """hccl_task records in time order, each with its sub-task name (a categorical: each distinct name
+    once) and the position of its collective execution in ``ops`` (-1 if none): what hccl_tasks and
+    communication_time share."""
 
     ops: pd.DataFrame
     rec: np.ndarray
-    task: np.ndarray
+    task: pd.Categorical
     pos: np.ndarray
 
 
@@ -132,12 +134,13 @@ def collective_tasks(run: RunDir, device_id: int = 0, rows: OpRows | None = None
     return CollectiveTasks(ops, rec, _task_names(run, rec), pos)
 
 
-def _task_names(run: RunDir, rec: np.ndarray) -> np.ndarray:
-    """The sub-task name of every record (through the hash dictionary)."""
+def _task_names(run: RunDir, rec: np.ndarray) -> pd.Categorical:
+    """The sub-task name of every record (through the hash dictionary, once per distinct id)."""
     names = run.hashes
     ids, inverse = np.unique(rec["name"], return_inverse=True)
     text = np.array([names.get(int(h), f"<unknown 0x{int(h):016x}>") for h in ids], dtype=object)
-    return text[inverse.ravel()]
+    codes, distinct = pd.factorize(text)  # two ids may share a name
+    return pd.Categorical.from_codes(codes[inverse.ravel()], categories=pd.Index(distinct, dtype=object))
 
 
 def collective_op_types(comm: pd.DataFrame) -> pd.Series:
@@ -184,22 +187,29 @@ def hccl_tasks(run: RunDir, device_id: int = 0, rows: OpRows | None = None, grou
     rec, pos, ops = joined.rec, joined.pos, joined.ops
     dur = rec["dur"].astype(np.int64)
     size = rec["size"].astype(np.int64)
+    op_of = np.where(pos >= 0, pos, len(ops))  # N/A after the collectives' texts
 
-    def op_col(col: str) -> np.ndarray:
-        out = np.full(len(rec), NA, dtype=object)
-        out[pos >= 0] = ops[col].to_numpy(object)[pos[pos >= 0]]
-        return out
+    def op_col(col: str) -> TextValues:
+        return text_array(np.append(ops[col].to_numpy(object), NA), op_of)
+
+    def named(codes: np.ndarray, names: dict[int, str]) -> TextValues:
+        """Each code's name, looked up once per distinct code (no records: float64, the dtype these
+        columns had when they were built from a list per row)."""
+        if not len(codes):
+            return np.zeros(0)
+        ids, of = np.unique(codes, return_inverse=True)
+        return text_array([names.get(int(t), str(int(t))) for t in ids.tolist()], of.ravel())
 
     with np.errstate(divide="ignore", invalid="ignore"):
         bandwidth = np.where(dur > 0, size / np.maximum(dur, 1), 0.0)
     return pd.DataFrame({
         "Op Name": op_col("name"), "Node": op_col("node"), "OP Type": op_col("type"),
-        "Iteration ID": rec["iteration"].astype(np.int64), "Task Name": joined.task,
+        "Iteration ID": rec["iteration"].astype(np.int64),
+        "Task Name": text_array(joined.task.categories, joined.task.codes),
         "Plane ID": rec["plane"].astype(np.int64), "Start Time(us)": rec["start"] / 1000.0,
         "Duration(us)": dur / 1000.0, "Size(Byte)": size, "Src Rank": rec["src_rank"].astype(np.int64),
         "Dst Rank": rec["dst_rank"].astype(np.int64),
-        "Transport Type": [_TRANSPORT_NAMES.get(int(t), str(int(t))) for t in rec["transport"]],
-        "Link Type": [_LINK_NAMES.get(int(t), str(int(t))) for t in rec["link"]],
+        "Transport Type": named(rec["transport"], _TRANSPORT_NAMES), "Link Type": named(rec["link"], _LINK_NAMES),
         "Bandwidth(GB/s)": bandwidth, "Stream ID": rec["stream_id"].astype(np.int64),
     })[HCCL_TASKS]
 
@@ -220,7 +230,7 @@ def communication_time(run: RunDir, device_id: int = 0, rows: OpRows | None = No
     dur = rec["dur"].astype(np.int64)
     link = rec["link"].astype(np.int64)
     transport = rec["transport"].astype(np.int64)
-    transit = ((np.isin(task, ["Memcpy", "Reduce_Inline"]) & (transport == TransportType.SDMA)
+    transit = ((task.isin(["Memcpy", "Reduce_Inline"]) & (transport == TransportType.SDMA)
                 & (link != LinkType.ON_CHIP)) | ((task == "RDMASend") & (transport == TransportType.RDMA)))
     wait = task == "Notify_Wait"
 

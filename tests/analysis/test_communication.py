@@ -131,6 +131,31 @@ def test_hccl_tasks_rows(run):
     assert len(orphan) == 1 and orphan["Node"].iloc[0] == "N/A" and orphan["Stream ID"].iloc[0] == 1
 
 
+def test_each_sub_task_has_its_own_names(tmp_path):
+    """Names are looked up once per distinct id or code and given back to every row: two hash ids of
+    one name, an id the dictionary lacks and transport / link codes no enum names keep their own text."""
+    h = Hashes()
+    recs = _base_records(h)
+    other_wait, missing = 5000, 6000
+    rows = _hccl_records(h, 1, 1, [("Notify_Wait", 1_000_000, 20_000, SDMA, HCCS, 0, 3, 0),
+                                   ("Memcpy", 1_020_000, 40_000, SDMA, HCCS, 4_000_000, 0, 1),
+                                   ("Notify_Wait", 1_060_000, 10_000, 7, 9, 0, 3, 0),
+                                   ("Memcpy", 1_070_000, 5_000, SDMA, HCCS, 1_000, 0, 1)])
+    rows[2]["name"], rows[3]["name"] = other_wait, missing
+    recs["hccl_task"] = records("hccl_task", rows)
+    run = RunDir(write_run(tmp_path / "run", recs, {**h.table, other_wait: "Notify_Wait"}))
+    t = comm.hccl_tasks(run)
+    assert t["Task Name"].tolist() == ["Notify_Wait", "Memcpy", "Notify_Wait", "<unknown 0x0000000000001770>"]
+    assert t["Transport Type"].tolist() == ["SDMA", "SDMA", "7", "SDMA"]
+    assert t["Link Type"].tolist() == ["HCCS", "HCCS", "9", "HCCS"]
+    assert t["Op Name"].tolist() == ["hcom_allReduce__oup_0_1"] * 4 and t["Node"].tolist() == ["HcomAllReduce_0"] * 4
+    assert all(pd.api.types.is_string_dtype(t[c]) for c in ("Op Name", "Node", "OP Type", "Task Name",
+                                                             "Transport Type", "Link Type"))
+    # both Notify_Waits are wait, whichever id names them; the unnamed copy is not transit
+    ar = comm.communication_time(run).set_index("Op Name").loc["hcom_allReduce__oup_0_1"]
+    assert ar["Wait Time(ms)"] == pytest.approx(0.030) and ar["Transit Time(ms)"] == pytest.approx(0.040)
+
+
 def test_collective_names_count_over_the_collection(run):
     """msprof: index counts the group's collectives in time order; the last field counts executions of the op."""
     t = comm.communication_time(run, group="10.0.0.1%enp_60000_0_871")
