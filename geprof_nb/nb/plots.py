@@ -814,23 +814,23 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
     if isinstance(iteration, str) and iteration != ALL_ITERATIONS:
         raise ValueError(f"iteration={iteration!r}: use an Iteration ID, a (first, last) pair, "
                          f"{ALL_ITERATIONS!r} (the whole run) or None (the last iteration)")
+    profile = None
     if not isinstance(tensor_lifetimes, pd.DataFrame) and hasattr(tensor_lifetimes, "step_memory"):
         profile = tensor_lifetimes
         step_trace = profile.step_trace if step_trace is None else step_trace
-        if iteration is None and len(step_trace):
-            iteration = int(step_trace["Iteration ID"].iloc[-1])
-        if iteration is not None and not isinstance(iteration, (str, tuple)):
-            mem = profile.step_memory(int(iteration))
-            tables = mem.tensor_lifetimes, mem.memory_record, mem.peak
-        else:  # a range or the run: the whole tables
-            tables = profile.tensor_lifetimes, profile.memory_record, profile.memory_peak
-        tensor_lifetimes = tables[0]
-        memory_record = tables[1] if memory_record is None else memory_record
-        peak = tables[2] if peak is None else peak
     if iteration is None:
         has_steps = step_trace is not None and len(step_trace)
         iteration = int(step_trace["Iteration ID"].iloc[-1]) if has_steps else ALL_ITERATIONS
-    whole = iteration == ALL_ITERATIONS
+    whole = isinstance(iteration, str)
+    if profile is not None:
+        if whole or isinstance(iteration, tuple):  # the whole tables
+            tables = profile.tensor_lifetimes, profile.memory_record, profile.memory_peak
+        else:
+            mem = profile.step_memory(int(iteration))
+            tables = mem.tensor_lifetimes, mem.memory_record, mem.peak
+        tensor_lifetimes = tables[0]
+        memory_record = tables[1] if memory_record is None else memory_record
+        peak = tables[2] if peak is None else peak
     if not whole:
         w0, w1 = _iterations_window(step_trace, iteration)
     tl = tensor_lifetimes if tensor_lifetimes is not None else pd.DataFrame()
