@@ -190,7 +190,7 @@ class Profile:
         recorded = self.source.step_breakdown_table()
         if recorded is not None:  # torch_npu's own split uses data the op rows do not carry
             return recorded
-        return breakdown.step_breakdown(self._op_rows, self.source.step_bounds(), self.device_id,
+        return breakdown.step_breakdown(self.source.span_rows(), self.source.step_bounds(), self.device_id,
                                         self.source.communication_rows())
 
     @property

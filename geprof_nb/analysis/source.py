@@ -193,9 +193,14 @@ class Source(abc.ABC):
     def op_rows(self) -> tables.OpRows:
         """op_summary with each row's iteration and exact start time."""
 
+    def span_rows(self) -> tables.OpRows:
+        """The op rows with at least :data:`.tables.SPAN_COLUMNS`, what step_breakdown and the collective
+        tables read (here op_summary's own rows)."""
+        return self.op_rows()
+
     def communication_rows(self) -> np.ndarray:
         """Which op_summary rows are collectives (bool per row)."""
-        return breakdown.communication_rows(self.op_rows())
+        return breakdown.communication_rows(self.span_rows())
 
     def op_statistic(self) -> pd.DataFrame:
         """Per OP Type and Core Type totals; empty at task level l0 (:data:`OP_STATISTIC_L0_NOTE`)."""
@@ -226,7 +231,8 @@ class Source(abc.ABC):
 
     def communication_statistic(self) -> pd.DataFrame:
         """Per collective type, over :meth:`communication_rows` (which knows them at task level l0 too)."""
-        return communication.communication_statistic(None, self.device_id, self.op_rows(), self.communication_rows())
+        return communication.communication_statistic(None, self.device_id, self.span_rows(),
+                                                     self.communication_rows())
 
     def hccl_tasks(self) -> pd.DataFrame:
         return empty(communication.HCCL_TASKS)
@@ -373,6 +379,16 @@ class RunDirSource(Source):
     def op_rows(self) -> tables.OpRows:
         return self._rows
 
+    @cached_property
+    def _spans(self) -> tables.OpRows:
+        return tables.op_spans(self.run, self.device_id)
+
+    def span_rows(self) -> tables.OpRows:
+        """op_summary's rows when they are built, else :func:`.tables.op_spans` (the same rows and
+        values, without the columns nothing here reads): a cluster's step and collective tables need
+        not build every rank's op_summary."""
+        return self._rows if "_rows" in self.__dict__ else self._spans
+
     @property
     def task_level(self) -> str:
         """The run's ``task_trace`` option (``on`` is l1)."""
@@ -384,7 +400,8 @@ class RunDirSource(Source):
         device's own task type (HCCL in the task track)."""
         track = self.run.load("task_track", self.device_id)
         hccl = track["connection_id"][track["task_type"] == rawdata.RtTaskType.HCCL].astype(np.int64)
-        return breakdown.communication_rows(self._rows) | np.isin(self._rows.connection_id, hccl)
+        rows = self.span_rows()
+        return breakdown.communication_rows(rows) | np.isin(rows.connection_id, hccl)
 
     def step_trace(self) -> pd.DataFrame:
         return tables.step_trace(self.run, self.device_id)
@@ -451,7 +468,7 @@ class RunDirSource(Source):
 
     @cached_property
     def _collective_tasks(self) -> communication.CollectiveTasks:
-        return communication.collective_tasks(self.run, self.device_id, self.op_rows())
+        return communication.collective_tasks(self.run, self.device_id, self.span_rows())
 
     def hccl_tasks(self) -> pd.DataFrame:
         return communication.hccl_tasks(self.run, joined=self._collective_tasks)

@@ -105,14 +105,23 @@ def _tensor_strings(tensors: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return cids, out
 
 
-def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
-    """Build op_summary: one row per executed op task (compute and communication)."""
-    opts = run.options
-    task_level = {"on": "l1"}.get(opts.get("task_trace", "on"), opts.get("task_trace", "on"))
-    family = run.device_info(device_id).get("chip_family", "A2")
-    aic_metrics = (run.info.get("pmu_events") or {}).get("metrics", [""])[0]
-    header = C.op_summary_columns(family, task_level, aic_metrics)
+@dataclass
+class _Executed:
+    """The hwts records that are op_summary rows (kept, in start order) and, indexed by connection id,
+    what their columns are read from."""
 
+    hw: np.ndarray
+    conn: np.ndarray  # each row's connection id
+    n_conn: int
+    track: np.ndarray
+    basic: np.ndarray
+    kernel_name: np.ndarray  # the kernel's name hash (0: not a kernel)
+    ge_type: np.ndarray  # the GE task type (-1: no basic info)
+    has_basic: np.ndarray
+
+
+def _executed(run: RunDir, device_id: int) -> _Executed:
+    """op_summary's rows: the executed kernel tasks but write-backs and invalid ones, by start time."""
     hw = run.load("hwts", device_id)
     track = run.load("task_track", device_id)
     basic = run.load("node_basic_info")
@@ -127,22 +136,62 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     rows = np.flatnonzero(keep)
     hw = hw[rows[np.argsort(hw["start"][rows], kind="stable")]]  # one copy: kept rows in start order
     conn = hw["connection_id"].astype(np.int64)
-    n = len(hw)
+    return _Executed(hw, conn, n_conn, track, basic, kernel_name, ge_type, has_basic)
 
+
+def _hash_texts(run: RunDir, ids: np.ndarray, na_mask: np.ndarray | None = None) -> np.ndarray:
+    """The strings of hash ``ids`` (N/A for 0 and where ``na_mask``)."""
     names = run.hashes
+    out = np.array([names.get(int(h), f"<unknown 0x{int(h):016x}>") if h else NA for h in ids], dtype=object)
+    if na_mask is not None:
+        out[na_mask] = NA
+    return out
 
-    def text(ids: np.ndarray, na_mask: np.ndarray | None = None) -> np.ndarray:
-        out = np.array([names.get(int(h), f"<unknown 0x{int(h):016x}>") if h else NA for h in ids], dtype=object)
-        if na_mask is not None:
-            out[na_mask] = NA
-        return out
+
+def _task_type_texts(ge_type: np.ndarray) -> np.ndarray:
+    return np.array([_TASK_TYPE_NAMES.get(int(t), NA) for t in ge_type], dtype=object)
+
+
+#: The columns of :func:`op_spans`.
+SPAN_COLUMNS = ["Model ID", "Op Name", "OP Type", "Task Type", "Task Duration(us)"]
+
+
+def op_spans(run: RunDir, device_id: int = 0) -> OpRows:
+    """op_summary's rows with only :data:`SPAN_COLUMNS` (equal to :func:`op_rows`' columns): what the
+    step split and the collective tables read.  The columns left out (shapes, PMU, ...) take most of
+    op_rows' time, which a cluster of hundreds of ranks pays per rank."""
+    x = _executed(run, device_id)
+    model_id = scatter(x.n_conn, x.track["connection_id"], x.track["model_id"], 0, np.int64)
+    op_type_ids = scatter(x.n_conn, x.basic["connection_id"], x.basic["op_type"], 0, np.uint64)
+    frame = pd.DataFrame({
+        "Model ID": model_id[x.conn],
+        "Op Name": _categorical(_hash_texts(run, x.kernel_name), x.conn),
+        "OP Type": _categorical(_hash_texts(run, op_type_ids, ~x.has_basic), x.conn),
+        "Task Type": _categorical(_task_type_texts(x.ge_type), x.conn),
+        "Task Duration(us)": x.hw["dur"] / 1000.0,
+    })
+    return OpRows(frame, x.hw["iteration"].astype(np.int64), x.hw["start"].astype(np.int64), x.conn)
+
+
+def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
+    """Build op_summary: one row per executed op task (compute and communication)."""
+    opts = run.options
+    task_level = {"on": "l1"}.get(opts.get("task_trace", "on"), opts.get("task_trace", "on"))
+    family = run.device_info(device_id).get("chip_family", "A2")
+    aic_metrics = (run.info.get("pmu_events") or {}).get("metrics", [""])[0]
+    header = C.op_summary_columns(family, task_level, aic_metrics)
+
+    x = _executed(run, device_id)
+    hw, conn, n_conn, track, basic = x.hw, x.conn, x.n_conn, x.track, x.basic
+    ge_type, has_basic = x.ge_type, x.has_basic
+    n = len(hw)
 
     is_comm = ge_type == GeTaskType.HCCL
     no_basic = ~has_basic
     op_type_ids = scatter(n_conn, basic["connection_id"], basic["op_type"], 0, np.uint64)
     block_dim = scatter(n_conn, basic["connection_id"], basic["block_dim"], 0, np.int64)
     op_flag = scatter(n_conn, basic["connection_id"], basic["op_flag"], 0, np.int64)
-    task_type_text = np.array([_TASK_TYPE_NAMES.get(int(t), NA) for t in ge_type], dtype=object)
+    task_type_text = _task_type_texts(ge_type)
     state_text = np.where(op_flag & OpFlag.DYNAMIC, "dynamic", "static").astype(object)
     state_text[is_comm | no_basic] = NA
 
@@ -188,8 +237,8 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
         "Model ID": model_id[conn],
         "Task ID": nullable(task_id, is_comm),
         "Stream ID": nullable(stream_id, is_comm),
-        "Op Name": _categorical(text(kernel_name), conn),
-        "OP Type": _categorical(text(op_type_ids, no_basic), conn),
+        "Op Name": _categorical(_hash_texts(run, x.kernel_name), conn),
+        "OP Type": _categorical(_hash_texts(run, op_type_ids, no_basic), conn),
         "OP State": _categorical(state_text, conn),
         "Task Type": _categorical(task_type_text, conn),
         "Block Num": pd.array(np.where(is_comm | no_basic, 0, block_dim)[conn], dtype="Int64"),

@@ -13,7 +13,7 @@ from geprof_nb.analysis import tables
 from geprof_nb.ge.graph import DTYPES, FORMATS
 from geprof_nb.prof.rawdata import DataType, Format
 
-from geprof_testing import build_tiny_graph
+from geprof_testing import build_tiny_graph, run_two_graphs, small_resnet
 
 # Reference §4.1, verbatim (msprof op_summary_assembler unit test).
 A2_PIPE_HEADER = (
@@ -306,6 +306,29 @@ def test_dtypes_of_the_frame(resnet_run):
     assert str(ops["Task ID"].dtype) == "Int64" and str(ops["aic_total_cycles"].dtype) == "Int64"
     assert isinstance(ops["Op Name"].dtype, pd.CategoricalDtype)
     assert math.isclose(ops["Task Wait Time(us)"].sum(), ops["Task Wait Time(us)"].sum())
+
+
+def _assert_spans_are_op_rows(rundir) -> None:
+    spans, rows = tables.op_spans(rundir), tables.op_rows(rundir)
+    pd.testing.assert_frame_equal(spans.frame, rows.frame[tables.SPAN_COLUMNS], check_exact=True)
+    for field in ("iteration", "start_ns", "connection_id"):
+        assert np.array_equal(getattr(spans, field), getattr(rows, field)), field
+
+
+def test_op_spans_are_op_summarys_rows_and_columns(run):
+    """A cluster's step split and collective tables read op_spans instead of every rank's op_summary:
+    the same rows in the same order, each column's values, dtype and categories op_summary's."""
+    _assert_spans_are_op_rows(run.profile.run)
+
+
+def test_op_spans_at_task_trace_l0_and_with_two_graphs(run_profiled, tmp_path):
+    """Where OP Type and Task Type are N/A (l0) and where two models' ops interleave."""
+    l0 = run_profiled(small_resnet(), task_trace="l0", hccl="on")
+    assert set(l0.profile.op_summary["Task Type"].astype(str)) == {"N/A"}
+    _assert_spans_are_op_rows(l0.profile.run)
+    two = run_two_graphs(tmp_path / "two")
+    assert set(two.op_summary["Model ID"]) == {1, 2}
+    _assert_spans_are_op_rows(two.run)
 
 
 def test_device_timeline_is_consistent(run):
