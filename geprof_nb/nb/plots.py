@@ -15,13 +15,15 @@ The figures, each from a Profile table (x in ms, sizes in MiB, every axis labell
 * :func:`host_scopes` (``host_events``, ``Source.api_calls()``): host scopes on their own timeline.
 
 Timelines with many spans (Gantt, host scopes) draw one compound path per colour and merge
-spans narrower than a pixel column (:func:`_draw_spans`), so a million tasks render in about a
-second; the step timeline merges its sub-pixel bars per column too, shaded by the time they fill
-(:func:`_column_bars`). Colours are per name (:func:`color_of`): a Task Type has the same colour in every plot.
+spans narrower than a pixel column, the kinds of a column stacked by their time (:func:`_draw_spans`),
+so a million tasks render in under a second; the step timeline merges its sub-pixel bars per column
+too, shaded by the time they fill (:func:`_column_bars`). Colours are per name (:func:`color_of`): a
+Task Type has the same colour in every plot.
 """
 
 from __future__ import annotations
 
+import textwrap
 import zlib
 from dataclasses import dataclass
 from io import BytesIO
@@ -40,6 +42,11 @@ EMPTY_OP_STATISTIC_MESSAGE = "no op_statistic rows (enable task_trace)"
 NO_RATIOS_MESSAGE = ("op_summary has no AI Core *_ratio columns: profile with --aic-metrics PipeUtilization "
                      "(and --task-trace l1) for the pipe ratios")
 NO_MEMORY_MESSAGE = "no memory records: profile with --task-memory on"
+#: Written under a task Gantt / host scope chart whose pixel columns are split among kinds (_merge_spans).
+STACKED_TASKS_NOTE = ("Tasks narrower than a pixel column are merged per column; where Task Types share a column, "
+                      "its height is split among them by their time.")
+STACKED_SCOPES_NOTE = ("Scopes narrower than a pixel column are merged per column; where scopes share a column, "
+                       "its height is split among them by their time.")
 NO_HOST_EVENTS_MESSAGE = ("no GE host events: profile a dynamic-shape graph (e.g. ge.models.mlp(dynamic=True)) "
                           "with --ge-api l1")
 
@@ -402,38 +409,52 @@ def _pieces(row: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.ndarra
     return _Spans(row[keep], piece_start[keep], (end - piece_start)[keep], kind[keep])
 
 
+@dataclass
+class _Bands(_Spans):
+    """Rectangles of merged spans (:func:`_merge_spans`): besides :class:`_Spans`, the lower edge and
+    the height of each as shares of its row's bar height (0 and 1 for a span drawn alone)."""
+
+    lower: np.ndarray
+    height: np.ndarray
+
+
 def _merge_spans(row: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.ndarray, n_kinds: int,
-                 x0: float, x1: float, width_px: int) -> _Spans:
+                 x0: float, x1: float, width_px: int) -> _Bands:
     """The rectangles that show intervals ``[start, end)`` on rows at ``width_px`` columns over ``[x0, x1]``.
 
     1. The intervals become disjoint pieces with the same union per row (:func:`_pieces`).
-    2. The pieces of a row are grouped by the pixel column their start falls in; each group is one
-       rectangle from its first piece's start, as wide as its pieces together, coloured by the kind
-       that covers most of it.  A piece at least one column wide starts a column of its own, and
-       pieces before it in that column end before it, so rectangles never overlap.
+    2. A piece at least one column wide is a group of its own; the narrower pieces of a row are
+       grouped by the pixel column their start falls in (up to a wide piece).  A group spans from its
+       first piece's start, as wide as its pieces together, so groups never overlap.
+    3. A group's height is split among the kinds in it by the time each covers, stacked in kind
+       order: one rectangle per (group, kind).
 
-    So each row's drawn width equals the union of its intervals, a rectangle is exactly its task when
-    nothing else shares its pixel column, and there are at most rows × ``width_px`` rectangles.
+    So each kind's drawn area is its time on the row (times the bar height) whatever the zoom: a kind
+    that is never the majority of a column still shows, in a band as tall as its share.  Each row's
+    drawn width equals the union of its intervals, a rectangle is exactly its task when nothing else
+    shares its pixel column, and there are at most 2 × rows × ``width_px`` groups.
     """
     pieces = _pieces(row, start, end, kind, x0, x1)
     row, start, width, kind = pieces.row, pieces.start, pieces.width, pieces.kind
     if len(row) == 0:
-        return pieces
+        return _Bands(row, start, width, kind, width.copy(), width.copy())
     px = (x1 - x0) / width_px
     column = np.minimum(((start - x0) / px).astype(np.int64), width_px - 1)
-    group = row * width_px + column  # non-decreasing: pieces are in (row, start) order
-    first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-    total = np.add.reduceat(width, first)
-    if n_kinds > 1:  # the kind covering most of each group
-        keys, inverse = np.unique(group * n_kinds + kind, return_inverse=True)
-        sums = np.bincount(inverse.ravel(), weights=width)
-        key_group = keys // n_kinds
-        best = np.lexsort((-sums, key_group))
-        lead = best[np.r_[True, key_group[best][1:] != key_group[best][:-1]]]
-        group_kind = (keys % n_kinds)[lead]  # groups in ascending order, as ``first`` is
-    else:
-        group_kind = np.zeros(len(first), np.int64)
-    return _Spans(row[first], start[first], total, group_kind)
+    wide = width >= px
+    new_group = np.r_[True, (row[1:] != row[:-1]) | (column[1:] != column[:-1]) | wide[1:] | wide[:-1]]
+    first = np.flatnonzero(new_group)
+    # the time of each (group, kind) present: a hash of the pairs, then sums (a dense group x kind
+    # table would grow with kinds that never meet, as host scope names do)
+    codes, keys = pd.factorize((np.cumsum(new_group) - 1) * n_kinds + kind)
+    time = np.bincount(codes, weights=width)
+    order = np.argsort(keys)
+    keys, time = keys[order], time[order]
+    group, band_kind = np.divmod(keys, n_kinds)
+    group_first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    total = np.add.reduceat(time, group_first)[group]  # a group of one kind: exactly its time, height 1
+    before = np.cumsum(time) - time
+    before -= before[group_first][group]  # the time of the group's kinds stacked below this one
+    return _Bands(row[first][group], start[first][group], total, band_kind, before / total, time / total)
 
 
 def _rect_path(x: np.ndarray, w: np.ndarray, y: np.ndarray, h: np.ndarray | float) -> Path:
@@ -458,39 +479,43 @@ def _add_rects(ax, x, w, y, h, color, label: str, **style) -> PathPatch:
 
 
 def _draw_spans(ax, row: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.ndarray, names: list[str],
-                colors: list, x0: float, x1: float, width_px: int, height: float = 0.8) -> dict[str, int]:
-    """Draw intervals on rows ``0..n`` (row ``r`` centred at y = r) as one PathPatch per kind, merged
-    per pixel column (:func:`_merge_spans`); returns the rectangle count per kind name.  Each patch is
-    labelled with its kind name (for tests and hover tools); legends use proxy handles."""
+                colors: list, x0: float, x1: float, width_px: int, height: float = 0.8) -> _Bands:
+    """Draw intervals on rows ``0..n`` (row ``r``'s bars ``height`` tall, centred at y = r) as one
+    PathPatch per kind, merged per pixel column with the kinds of a column stacked (:func:`_merge_spans`);
+    returns the rectangles drawn.  Each patch is labelled with its kind name (for tests and hover
+    tools); legends use proxy handles."""
     spans = _merge_spans(np.asarray(row, np.int64), np.asarray(start, float), np.asarray(end, float),
                          np.asarray(kind, np.int64), len(names), x0, x1, width_px)
     # Spans a few pixels wide get a white edge, so back-to-back tasks of one kind stay apart; on
     # narrower ones an edge would paint over the colour.
     wide = spans.width >= _EDGE_MIN_COLUMNS * (x1 - x0) / width_px
-    counts = {}
+    y = spans.row - height / 2 + spans.lower * height
     for k, (name, color) in enumerate(zip(names, colors)):
         mine = spans.kind == k
         for part, style in ((mine & ~wide, {}), (mine & wide, {"edgecolor": "white", "linewidth": 0.6})):
             if part.any():
-                _add_rects(ax, spans.start[part], spans.width[part], spans.row[part] - height / 2, height, color, name,
-                           **style)
-        if mine.any():
-            counts[name] = int(mine.sum())
-    return counts
+                _add_rects(ax, spans.start[part], spans.width[part], y[part], spans.height[part] * height, color,
+                           name, **style)
+    return spans
 
 
 _EDGE_MIN_COLUMNS = 4
 
 
 def _span_chart(row: np.ndarray, lo: np.ndarray, hi: np.ndarray, kind: np.ndarray, kinds: list[str],
-                labels: list[str], width_px: int, row_inches: float, fontsize: int, xlabel: str):
+                labels: list[str], width_px: int, row_inches: float, fontsize: int, xlabel: str, stacked_note: str):
     """A figure of labelled rows of coloured spans (ms from 0), as the task Gantt and the host scopes
-    draw them; returns the figure, its axes and the right end of the time axis."""
+    draw them; returns the figure, its axes and the right end of the time axis.  ``stacked_note`` is
+    written under the axes when a pixel column's height is split among kinds (:func:`_merge_spans`),
+    so the reader knows a thin band is a share of the column's time, not a short span."""
     x1 = max(float(hi.max()), 1e-3)
     n_rows = len(labels)
     fig = Figure(figsize=(width_px / 100, min(1.6 + row_inches * n_rows, 9.0)), layout="constrained")
     ax = fig.add_subplot()
-    _draw_spans(ax, row, lo, hi, kind, kinds, [color_of(k) for k in kinds], 0.0, x1, width_px)
+    drawn = _draw_spans(ax, row, lo, hi, kind, kinds, [color_of(k) for k in kinds], 0.0, x1, width_px)
+    if (drawn.lower > 0).any():  # wrapped to the figure's width (about 6 px a character at 8 pt)
+        fig.supxlabel(textwrap.fill(stacked_note, max(40, width_px // 6)), x=0.0, ha="left", fontsize=8,
+                      color="0.4")
     ax.set_xlim(-0.005 * x1, 1.005 * x1)
     ax.set_ylim(n_rows - 0.5, -0.5)
     ax.set_yticks(range(n_rows), labels, fontsize=fontsize)
@@ -535,7 +560,9 @@ def task_gantt(op_summary: pd.DataFrame, iteration: int | None = None, iteration
     each row: ``Profile.iteration_of_ops.to_numpy()``) is that id.  The figure is ``width_px``
     pixels wide at 100 dpi, and tasks narrower than one of ``width_px`` columns of the time range
     are merged per column (see :func:`_merge_spans`): a row's drawn width is still the union of
-    its tasks, and a million tasks draw as at most rows × ``width_px`` rectangles.
+    its tasks, the Task Types of a column split its height by their time (so each type's painted
+    area is its time, and a type that is never a column's majority still shows; a note under the
+    axes says so), and a million tasks draw as at most 2 × rows × ``width_px`` column groups.
     """
     frame = op_summary
     if iteration is not None:
@@ -569,7 +596,7 @@ def task_gantt(op_summary: pd.DataFrame, iteration: int | None = None, iteration
     hi = lo + np.maximum(dur_us, 0.0) / 1000.0
     n_rows = len(row_labels)
     fig, ax, x1 = _span_chart(row, lo, hi, kind, kinds, row_labels, width_px, 0.42,
-                              10 if n_rows <= 12 else 8, "time since the first task shown (ms)")
+                              10 if n_rows <= 12 else 8, "time since the first task shown (ms)", STACKED_TASKS_NOTE)
     ax.ticklabel_format(axis="x", useOffset=False)
     fig.legend([Patch(facecolor=color_of(k), label=k) for k in kinds], kinds, loc="outside right upper",
                frameon=False, fontsize=9, title="Task Type", title_fontsize=9)
@@ -801,13 +828,14 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
     and from address to address + size (MiB), coloured by stream; with several models their pools
     are stacked, each as high as its highest tensor end.  The boxes of one place in the pool (model,
     address, size) are merged per pixel column of ``width_px`` as the task Gantt's tasks are
-    (:func:`_merge_spans`): a box is exact when no other box of its place shares its column, and a
-    long run draws at most places × ``width_px`` boxes.  Bottom axes (shared x): the allocated total
-    (step curve) and the reserved pool (dashed), MiB, at most 3 points a pixel column (each column's
-    lowest, highest and last: :func:`_step_curve_points`); marked in both: ``peak`` when it lies in
-    the view, else the view's own highest point, with the allocation that reached it.  ``top`` keeps
-    the largest tensors only.  x in ms since the start of the first iteration shown, or of the
-    first record.
+    (:func:`_merge_spans`): a box is exact when no other box of its place shares its column, a column
+    of a place that tensors of several streams share is split in height among them by their time, and
+    a long run draws at most 2 × places × ``width_px`` groups of boxes.  Bottom axes (shared x): the
+    allocated total (step curve) and the reserved pool (dashed), MiB, at most 3 points a pixel column
+    (each column's lowest, highest and last: :func:`_step_curve_points`); marked in both: ``peak``
+    when it lies in the view, else the view's own highest point, with the allocation that reached it.
+    ``top`` keeps the largest tensors only.  x in ms since the start of the first iteration shown, or
+    of the first record.
     """
     if isinstance(iteration, list):
         iteration = tuple(iteration)
@@ -889,7 +917,8 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
         row_y, row_h = np.zeros(row.max() + 1), np.zeros(row.max() + 1)
         row_y[row], row_h[row] = base + addr_mib, size_mib
         boxes = _merge_spans(row, x, x_end, kind, len(streams), 0.0, span_ms, width_px)
-        y, h = row_y[boxes.row], row_h[boxes.row]
+        # a place's streams in one pixel column share its height by their time
+        y, h = row_y[boxes.row] + boxes.lower * row_h[boxes.row], boxes.height * row_h[boxes.row]
         # A white edge separates neighbours, but only on rectangles big enough to keep their colour
         # (about 1% of the axes both ways); smaller ones are drawn plain.
         edged = (h >= 0.01 * bottom) & (boxes.width >= 0.01 * span_ms)
@@ -1068,7 +1097,7 @@ def host_scopes(host_events: pd.DataFrame, api_calls: pd.DataFrame | None = None
 
     n_rows = len(labels)
     fig, ax, x1 = _span_chart(row, lo, hi, kind, kinds, labels, width_px, 0.34, 9,
-                              "time since the first host scope (ms)")
+                              "time since the first host scope (ms)", STACKED_SCOPES_NOTE)
     if 0 < n_api_rows < n_rows:
         ax.axhline(n_api_rows - 0.5, color="0.6", linewidth=0.8)
     if by == "thread":

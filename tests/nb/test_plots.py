@@ -446,16 +446,35 @@ def row_unions(frame):
     return {s: union_length(lo[sid == s], hi[sid == s]) for s in np.unique(sid)}
 
 
-def drawn_per_row(ax):
+def rect_rows(r):
+    """The row of each rectangle: bars are centred on their row, stacked bands inside its bar."""
+    return np.round(r[:, 2] + r[:, 3] / 2).astype(int)
+
+
+def drawn_per_row(ax, bar_height=0.8):
+    """The rectangles and {row: their area / the bar height}: the time (ms) the row's drawing shows."""
     r = all_rects(ax)
-    return r, {int(round(y + 0.4)): r[np.isclose(r[:, 2], y), 1].sum() for y in np.unique(r[:, 2])}
+    row = rect_rows(r)
+    return r, {int(k): (r[row == k, 1] * r[row == k, 3]).sum() / bar_height for k in np.unique(row)}
 
 
-def assert_no_overlap_within_rows(r):
-    for y in np.unique(r[:, 2]):
-        row = r[np.isclose(r[:, 2], y)]
-        row = row[np.argsort(row[:, 0])]
-        assert (row[1:, 0] >= row[:-1, 0] + row[:-1, 1] - 1e-9).all()
+def assert_no_overlap_within_rows(r, bar_height=0.8):
+    """Per row: the rectangles of one column group share its x extent and stack, bottom to top, to the
+    bar's height; column groups never overlap."""
+    row = rect_rows(r)
+    for k in np.unique(row):
+        mine = pd.DataFrame(r[row == k], columns=["x", "w", "y", "h"]).sort_values(["x", "y"])
+        for _, group in mine.groupby(["x", "w"]):
+            y, h = group["y"].to_numpy(), group["h"].to_numpy()
+            assert y[0] == pytest.approx(k - bar_height / 2) and h.sum() == pytest.approx(bar_height)
+            assert np.allclose(y[1:], y[:-1] + h[:-1])
+        extents = mine.drop_duplicates(["x", "w"])
+        assert (extents["x"].to_numpy()[1:] >= (extents["x"] + extents["w"]).to_numpy()[:-1] - 1e-9).all()
+
+
+def column_groups(r):
+    """How many column groups (rectangles with their own x extent on a row) were drawn."""
+    return len(pd.DataFrame({"row": rect_rows(r), "x": r[:, 0], "w": r[:, 1]}).drop_duplicates())
 
 
 def test_gantt_drawn_width_per_row_is_the_union_of_its_tasks():
@@ -467,24 +486,30 @@ def test_gantt_drawn_width_per_row_is_the_union_of_its_tasks():
     for row, s in enumerate(sorted(unions)):
         assert drawn[row] == pytest.approx(unions[s], rel=1e-9)
     assert_no_overlap_within_rows(r)
-    assert len(r) <= 3 * 500
+    assert column_groups(r) <= 2 * 3 * 500 and len(r) <= 3 * column_groups(r)
     assert len(r) < len(frame) / 5  # sub-pixel tasks were merged
 
 
-def test_gantt_merged_columns_take_the_colour_that_covers_most():
-    # one pixel column (1 ms / 100 columns = 10 µs): 6 µs of AI_CPU and 3 µs of AI_CORE -> one AI_CPU span of 9 µs
+def test_gantt_merged_columns_split_their_height_by_task_type_time():
+    # one pixel column (1 ms / 100 columns = 10 µs): 3 µs of AI_CORE and 6 µs of AI_CPU -> one 9 µs group,
+    # a third of its height AI_CORE (first by name: the top band), two thirds AI_CPU; the 10 µs task
+    # at 990 µs is a column wide: drawn alone, full height
     frame = ops_frame([1] * 4, ["AI_CORE", "AI_CPU", "AI_CORE", "AI_CORE"], [0.0, 2.0, 8.0, 990.0],
                       [1.0, 6.0, 2.0, 10.0])
-    r = path_rects(plots.task_gantt(frame, width_px=100).axes[0])
-    assert np.allclose(r["AI_CPU"][:, :2], [[0.0, 0.009]])
-    assert np.allclose(r["AI_CORE"][:, :2], [[0.99, 0.01]])
+    fig = plots.task_gantt(frame, width_px=100)
+    r = path_rects(fig.axes[0])
+    assert np.allclose(r["AI_CORE"], [[0.0, 0.009, -0.4, 0.8 / 3], [0.99, 0.01, -0.4, 0.8]])
+    assert np.allclose(r["AI_CPU"], [[0.0, 0.009, -0.4 + 0.8 / 3, 0.8 * 2 / 3]])
+    assert [" ".join(t.split()) for t in figure_texts(fig)] == [plots.STACKED_TASKS_NOTE]
+    # nothing merged, nothing split: no note
+    assert figure_texts(plots.task_gantt(GANTT)) == []
 
 
-def test_gantt_of_a_million_tasks_draws_at_most_rows_times_width_rectangles():
+def test_gantt_of_a_million_tasks_draws_at_most_two_groups_a_column():
     frame = synthetic_tasks(1_000_000, streams=4, seed=2)
     fig = plots.task_gantt(frame, width_px=1100)
     r, drawn = drawn_per_row(fig.axes[0])
-    assert len(r) <= 4 * 1100
+    assert column_groups(r) <= 2 * 4 * 1100 and len(r) <= 3 * column_groups(r)  # 3 Task Types
     unions = row_unions(frame)
     for row, s in enumerate(sorted(unions)):
         assert drawn[row] == pytest.approx(unions[s], rel=1e-9)
@@ -534,6 +559,60 @@ def test_gantt_of_a_real_run(hccl_memory_run):
     mine = mine.assign(**{"Stream ID": mine["Stream ID"].fillna(10**6)})
     for row, s in enumerate(sorted(row_unions(mine))):
         assert drawn[row] == pytest.approx(row_unions(mine)[s], rel=1e-6)
+
+
+def kind_times(frame):
+    """{Task Type: the time (ms) its tasks cover on their streams}: each stream swept in start order (ties
+    in table order), a task counting only what no earlier task of its stream covers (a plain loop)."""
+    t0 = frame["Task Start Time(us)"].min()
+    lo = (frame["Task Start Time(us)"].to_numpy() - t0) / 1000
+    hi = lo + frame["Task Duration(us)"].to_numpy() / 1000
+    stream = frame["Stream ID"].astype("Float64").fillna(-1).to_numpy()
+    kind = frame["Task Type"].astype(str).to_numpy()
+    out, reach = {}, {}
+    for i in sorted(range(len(frame)), key=lambda i: (stream[i], lo[i], i)):
+        begin = max(lo[i], reach.get(stream[i], -np.inf))
+        out[kind[i]] = out.get(kind[i], 0.0) + max(hi[i] - begin, 0.0)
+        reach[stream[i]] = max(hi[i], reach.get(stream[i], -np.inf))
+    return out
+
+
+def painted_shares(fig, kinds):
+    """{kind: its share of the coloured pixels of the axes} on the Agg canvas, each pixel counted for the
+    nearest of the kinds' colours and white (so anti-aliased edges go to one side or the other)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import to_rgb
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    image = np.asarray(canvas.buffer_rgba())[..., :3] / 255.0
+    box = fig.axes[0].get_window_extent()
+    top = image.shape[0] - int(box.y1)
+    image = image[top + 1:image.shape[0] - int(box.y0) - 1, int(box.x0) + 1:int(box.x1) - 1]
+    palette = np.array([to_rgb(plots.color_of(k)) for k in kinds] + [(1.0, 1.0, 1.0)])
+    nearest = ((image[:, :, None, :] - palette) ** 2).sum(axis=-1).argmin(axis=-1)
+    counts = np.bincount(nearest.ravel(), minlength=len(palette))[:-1]
+    return dict(zip(kinds, counts / counts.sum()))
+
+
+def test_gantt_of_a_real_run_paints_every_task_type_in_proportion_to_its_time(hccl_memory_run):
+    """At 500 px a pixel column of ResNet-50's stream 1 holds several tasks and AI_CORE (a tenth of the
+    time) is the majority of hardly any: each Task Type's area is still its time (one column's Task
+    Types painted by the majority drew AI_CORE in no pixel at this width)."""
+    ops = hccl_memory_run.profile.op_summary
+    fig = plots.task_gantt(ops, width_px=500)
+    r = path_rects(fig.axes[0])
+    times = kind_times(ops)
+    assert set(times) == {"AI_CORE", "AI_VECTOR_CORE", "COMMUNICATION"} and min(times.values()) > 0
+    assert column_groups(all_rects(fig.axes[0])) < len(ops) / 3  # many tasks share a column
+    for kind, t in times.items():
+        assert (r[kind][:, 1] * r[kind][:, 3]).sum() / 0.8 == pytest.approx(t, rel=1e-9)
+    assert_no_overlap_within_rows(all_rects(fig.axes[0]))
+    total = sum(times.values())
+    painted = painted_shares(fig, sorted(times))
+    for kind, t in times.items():  # within 15%: white edges of wide tasks and anti-aliasing take their bit
+        assert painted[kind] == pytest.approx(t / total, rel=0.15)
+    assert " ".join(figure_texts(fig)[0].split()) == plots.STACKED_TASKS_NOTE
 
 
 # ============================================================================= op_type_bars
@@ -841,6 +920,21 @@ def test_memory_lifetimes_stack_model_pools_and_extend_unreleased_tensors():
     np.testing.assert_allclose(r["stream 2"], [[0.1, 0.3, 1.0, 2.0]])  # never released: to the end of the view
     (marker,) = [ln for ln in fig.axes[1].lines if ln.get_marker() == "o"]
     assert (marker.get_xdata()[0], marker.get_ydata()[0]) == (0.1, 3.0)  # no peak given: the record's highest
+
+
+def test_memory_lifetimes_split_a_place_s_column_among_its_streams_by_time():
+    # one place (2 MiB at 0) used by stream 1 for 2 µs, then stream 2 for 6 µs, in one pixel column of a
+    # 1 ms view (10 µs at width 100): one 8 µs box, the bottom quarter stream 1, the rest stream 2
+    tl = pd.DataFrame({"Name": ["a", "b", "c"], "Model ID": 1, "Address": [0, 0, 4 * MIB],
+                       "Size(KB)": [2048.0, 2048.0, 1024.0], "Allocation Time(us)": T + np.array([0.0, 3.0, 0.0]),
+                       "Release Time(us)": T + np.array([2.0, 9.0, 1000.0]), "Duration(us)": [2.0, 6.0, 1000.0],
+                       "Stream ID": [1, 2, 1]})
+    mr = pd.DataFrame({"Timestamp(us)": T + np.array([0.0, 1000.0]), "Total Allocated(MB)": [1.0, 0.0],
+                       "Total Reserved(MB)": 8.0})
+    r = path_rects(plots.memory_lifetimes(tl, mr, width_px=100).axes[0])
+    np.testing.assert_allclose(r["stream 1"][np.argsort(r["stream 1"][:, 2])], [[0.0, 0.008, 0.0, 0.5],
+                                                                                [0.0, 1.0, 4.0, 1.0]])
+    np.testing.assert_allclose(r["stream 2"], [[0.0, 0.008, 0.5, 1.5]])
 
 
 def test_memory_lifetimes_without_data_say_how_to_get_it():
