@@ -20,6 +20,7 @@ import pandas as pd
 from .breakdown import covered_time, main_model, step_periods
 from .communication import collective_op_types
 from .importers.csvfiles import ImportFormatError
+from .text_columns import distinct_texts, text_test, text_values
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -202,37 +203,11 @@ def _top(frame: pd.DataFrame, by: str, n: int = 3) -> pd.DataFrame:
     return frame.sort_values(by, ascending=False, kind="stable").head(n)
 
 
-def _texts(col: pd.Series) -> tuple[pd.Series, np.ndarray]:
-    """``col.astype(str)`` factored into its distinct texts and each row's position among them, so that
-    a test or lookup runs once per distinct value: op_summary's name, type and shape columns are
-    categoricals of a few hundred values over up to millions of rows, and converting every row to a
-    string takes seconds.  A categorical's missing value is the last text (its code -1 picks it)."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        every_value = np.r_[np.arange(len(col.cat.categories)), -1]
-        texts = pd.Series(pd.Categorical.from_codes(every_value, dtype=col.dtype)).astype(str)
-        return texts, col.cat.codes.to_numpy(np.intp)
-    return col.astype(str).reset_index(drop=True), np.arange(len(col))
-
-
-def _text_test(col: pd.Series, test: Callable[[pd.Series], pd.Series]) -> np.ndarray:
-    """``test(col.astype(str))`` as a boolean array, ``test`` (an element-wise comparison) run once per
-    distinct value (:func:`_texts`)."""
-    texts, position = _texts(col)
-    return test(texts).to_numpy(bool)[position]
-
-
-def _text_values(col: pd.Series, rows: np.ndarray) -> pd.Series:
-    """``col.astype(str)`` of some rows (positions or a boolean mask), converted once per distinct value
-    (:func:`_texts`)."""
-    texts, position = _texts(col)
-    return pd.Series(texts.array.take(position[rows]), index=col.index[rows], name=col.name)
-
-
 def _is_kernel(ops: pd.DataFrame) -> np.ndarray:
     """Which rows are kernels: not communication, not AI CPU."""
     keep = ~ops["_comm"].to_numpy(bool)
     if "Task Type" in ops:
-        keep &= _text_test(ops["Task Type"], lambda t: t != "AI_CPU")
+        keep &= text_test(ops["Task Type"], lambda t: t != "AI_CPU")
     return keep
 
 
@@ -268,9 +243,9 @@ def aicpu_on_critical_path(run: _Run) -> Finding | None:
     ops = run.ops
     if ops.empty or "Task Type" not in ops:
         return None
-    is_cpu = _text_test(ops["Task Type"], lambda t: t == "AI_CPU")
+    is_cpu = text_test(ops["Task Type"], lambda t: t == "AI_CPU")
     if "OP Type" in ops:
-        is_cpu &= ~_text_test(ops["OP Type"], lambda t: t.isin(DATA_SOURCE_TYPES))
+        is_cpu &= ~text_test(ops["OP Type"], lambda t: t.isin(DATA_SOURCE_TYPES))
     if not is_cpu.any():
         return None
     exposed = np.zeros(len(ops))
@@ -322,7 +297,7 @@ def low_cube_utilization(run: _Run) -> Finding | None:
     mac = pmu_metric(ops, "mac_ratio")
     if ops.empty or mac is None or "OP Type" not in ops:
         return None
-    cube = _text_test(ops["OP Type"], lambda t: t.str.contains(CUBE_TYPES)) & mac.notna().to_numpy()
+    cube = text_test(ops["OP Type"], lambda t: t.str.contains(CUBE_TYPES)) & mac.notna().to_numpy()
     if not cube.any():
         return None
     if "cube_utilization(%)" in ops:
@@ -333,7 +308,7 @@ def low_cube_utilization(run: _Run) -> Finding | None:
         cores = (blocks / n_cores).fillna(1.0) if n_cores else pd.Series(1.0, ops.index)
     f = ops.loc[cube, ["Op Name", "OP Type", _DUR]].assign(
         _mac=mac[cube], _cores=cores[cube].clip(upper=1.0), _mte2=_metric_or_nan(ops, "mte2_ratio")[cube],
-        _shapes=_text_values(ops["Input Shapes"], cube) if "Input Shapes" in ops else "")
+        _shapes=text_values(ops["Input Shapes"], cube) if "Input Shapes" in ops else "")
     f["_eff"] = f["_mac"] * f["_cores"]
     per_op = f.groupby("Op Name", observed=True).agg(
         type=("OP Type", "first"), shapes=("_shapes", "first"),
@@ -376,7 +351,7 @@ def memory_bound_ops(run: _Run) -> Finding | None:
     if ops.empty or mte2 is None or "OP Type" not in ops:
         return None
     compute = pd.concat([_metric_or_nan(ops, "vec_ratio"), _metric_or_nan(ops, "mac_ratio")], axis=1).max(axis=1)
-    bound = (_text_test(ops["OP Type"], lambda t: ~t.str.contains(CUBE_TYPES) & ~t.isin(TRANSDATA_TYPES))
+    bound = (text_test(ops["OP Type"], lambda t: ~t.str.contains(CUBE_TYPES) & ~t.isin(TRANSDATA_TYPES))
              & (mte2 >= MTE2_DOMINANT_RATIO).to_numpy() & (mte2 >= MEMORY_BOUND_FACTOR * compute.fillna(0)).to_numpy())
     if not bound.any():
         return None
@@ -415,7 +390,7 @@ def host_bound_gaps(run: _Run) -> Finding | None:
     idle = float(gaps.sum()) / run.steps
     if run.share(idle) < HOST_GAP_MIN_SHARE:
         return None
-    dynamic = int(_text_test(ops["OP State"], lambda t: t == "dynamic").sum()) if "OP State" in ops else 0
+    dynamic = int(text_test(ops["OP State"], lambda t: t == "dynamic").sum()) if "OP State" in ops else 0
     per = run.unit
     evidence = (f"{_n(len(gaps) / run.steps)} gaps of at least {MIN_GAP_US:g} us per {per} between device tasks, "
                 f"median {_us(float(gaps.median()))}; {_n(dynamic / run.steps)} of "
@@ -498,7 +473,7 @@ def data_aug_bound(run: _Run) -> Finding | None:
         evidence += (f"; other models' tasks ran {_us(float(others.mean()))} of it, so the device waits "
                      f"{_us(mean_dab)}")
     ops = run.ops
-    is_getnext = (_text_test(ops["OP Type"], lambda t: t.isin(DATA_SOURCE_TYPES)) if "OP Type" in ops
+    is_getnext = (text_test(ops["OP Type"], lambda t: t.isin(DATA_SOURCE_TYPES)) if "OP Type" in ops
                   else np.zeros(len(ops), bool))
     getnext = ops.loc[is_getnext, ["Op Name", _DUR]]
     if len(getnext):
@@ -577,7 +552,7 @@ def many_tiny_kernels(run: _Run) -> Finding | None:
     if per_step < TINY_MIN_PER_STEP or run.share(at_stake) < TINY_MIN_SHARE:
         return None
     tiny_rows = np.flatnonzero(kernel)[is_tiny]
-    types = (_text_values(run.ops["OP Type"], tiny_rows).value_counts() / run.steps if "OP Type" in run.ops
+    types = (text_values(run.ops["OP Type"], tiny_rows).value_counts() / run.steps if "OP Type" in run.ops
              else pd.Series(dtype=float))
     per = run.unit
     evidence = (f"{_n(per_step)} of {_n(len(dur) / run.steps)} kernels per {per} run under {TINY_KERNEL_US:g} us "
@@ -603,7 +578,7 @@ def transdata_conversions(run: _Run) -> Finding | None:
     if ops.empty or "OP Type" not in ops:
         return None
     cols = ["Input Formats", "Output Formats", "Input Shapes"]
-    is_td = _text_test(ops["OP Type"], lambda t: t.isin(TRANSDATA_TYPES))
+    is_td = text_test(ops["OP Type"], lambda t: t.isin(TRANSDATA_TYPES))
     td = ops.loc[is_td, ["Op Name", _DUR] + [c for c in cols if c in ops]]
     at_stake = float(td[_DUR].sum()) / run.steps
     if td.empty or run.share(at_stake) < TRANSDATA_MIN_SHARE:
@@ -633,8 +608,8 @@ def dynamic_shape_recompiles(run: _Run) -> Finding | None:
     ops = run.ops
     if ops.empty or not {"OP State", "Input Shapes", "Op Name"} <= set(ops.columns):
         return None
-    texts, position = _texts(ops["Input Shapes"])
-    is_dyn = _text_test(ops["OP State"], lambda t: t == "dynamic") & (texts != "N/A").to_numpy(bool)[position]
+    texts, position = distinct_texts(ops["Input Shapes"])
+    is_dyn = text_test(ops["OP State"], lambda t: t == "dynamic") & (texts != "N/A").to_numpy(bool)[position]
     if not is_dyn.any():
         return None
     shape_text = texts.array.take(position[is_dyn])
@@ -666,8 +641,8 @@ def _shape_host_time(run: _Run, names: set[str], dyn: pd.DataFrame) -> tuple[flo
     """Host time per step the changing ops spend on shape work, and where the number comes from."""
     he = run.profile.host_events
     if not he.empty and {"Element", "Event", "Duration(us)"} <= set(he.columns):
-        sel = (_text_test(he["Element"], lambda t: t.isin(names))
-               & _text_test(he["Event"], lambda t: t.isin(SHAPE_HOST_EVENTS)))
+        sel = (text_test(he["Element"], lambda t: t.isin(names))
+               & text_test(he["Event"], lambda t: t.isin(SHAPE_HOST_EVENTS)))
         return float(he["Duration(us)"][sel].sum()) / run.steps, "host profiler InferShape + Tiling of those ops"
     api = run.profile.api_statistic
     if not api.empty and {"Level", "API Name", "Time(us)"} <= set(api.columns):
@@ -676,7 +651,7 @@ def _shape_host_time(run: _Run, names: set[str], dyn: pd.DataFrame) -> tuple[flo
             share = len(names) / max(1, dyn["Op Name"].nunique())
             return (float(sel["Time(us)"].sum()) * share / run.steps,
                     "node-level InferShape + Tiling (api_statistic), prorated to those ops")
-    gap = float(dyn["_gap"][_text_test(dyn["Op Name"], lambda t: t.isin(names))].sum()) / run.steps
+    gap = float(dyn["_gap"][text_test(dyn["Op Name"], lambda t: t.isin(names))].sum()) / run.steps
     return gap, "device idle before those ops (no host data collected)"
 
 

@@ -23,6 +23,7 @@ import pandas as pd
 
 from .advisor import pmu_metric
 from .breakdown import main_model, step_periods
+from .text_columns import distinct_texts, text_codes
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -133,6 +134,20 @@ def _models(profile: Profile) -> np.ndarray:
     return pd.to_numeric(ops["Model ID"], errors="coerce").fillna(-1).to_numpy(np.int64)
 
 
+def _graph_numbers(models: np.ndarray, graph_of: dict[int, int]) -> np.ndarray:
+    """Each row's graph (``graph_of``: Model ID -> graph), looked up once per distinct model."""
+    distinct, of = np.unique(models, return_inverse=True)
+    return np.array([graph_of[m] for m in distinct.tolist()], np.int64)[of.ravel()]
+
+
+def _op_names_by_model(profile: Profile) -> dict[int, set[str]]:
+    """Per Model ID, the names of its ops (each distinct model and name once, not per row)."""
+    texts, position = distinct_texts(profile.op_summary["Op Name"])
+    pairs = pd.DataFrame({"model": _models(profile), "name": position}).drop_duplicates()
+    names = texts.to_numpy(object)
+    return {int(model): set(names[of.to_numpy()].tolist()) for model, of in pairs.groupby("model")["name"]}
+
+
 def _model_steps(profile: Profile) -> pd.Series:
     """Per Model ID: its iterations with op data, the divisor of its ops' per-step values."""
     frame = pd.DataFrame({"model": _models(profile), "iteration": profile.iteration_of_ops.to_numpy()})
@@ -166,12 +181,7 @@ def _graphs(a: Profile, b: Profile) -> _Graphs | None:
     """None when neither run has several models (ops keyed by name, as one graph's are).  Otherwise the
     models that share the most op names are one graph, pair by pair (the same ids first among equals);
     a model sharing none with the other run's is its run's own."""
-    names = []
-    for p in (a, b):
-        ops = p.op_summary
-        names.append(pd.Series(ops["Op Name"].astype(str).to_numpy(object)).groupby(_models(p)).agg(set).to_dict()
-                     if len(ops) else {})
-    na, nb = names
+    na, nb = (_op_names_by_model(p) if len(p.op_summary) else {} for p in (a, b))
     if len(na) <= 1 and len(nb) <= 1:
         return None
     overlaps = sorted(((len(sa & sb), ma != mb, ma, mb) for ma, sa in na.items() for mb, sb in nb.items()),
@@ -188,18 +198,25 @@ def _graphs(a: Profile, b: Profile) -> _Graphs | None:
 
 def _stats(profile: Profile, key: str, graph_of: dict[int, int] | None = None) -> pd.DataFrame:
     """Per ``key`` value (per graph and ``key`` value with ``graph_of``, a run's Model ID -> graph): count
-    and time per step of the op's model, average per call (and OP Type for ops)."""
+    and time per step of the op's model, average per call (and OP Type for ops).
+
+    Rows are grouped by the key's text codes (:func:`.text_columns.text_codes`: a million op rows hold a
+    few hundred names) and the groups named after, in the order of their texts, as grouping by the texts
+    would give; rows without a key are left out, as there."""
     ops = profile.op_summary
     keys = ["_graph", key] if graph_of is not None else [key]
     columns = STATS + (["OP Type"] if key == "Op Name" else [])
     if ops.empty:
         index = pd.MultiIndex.from_arrays([[], []], names=keys) if graph_of is not None else pd.Index([], name=key)
         return pd.DataFrame(columns=columns, index=index).astype({c: np.float64 for c in STATS})
+    texts, code = text_codes(ops[key])
     models = _models(profile)
-    frame = pd.DataFrame({key: ops[key].astype(str).to_numpy(object), "_model": models,
-                          "_dur": ops[_DUR].to_numpy(float), "_type": ops["OP Type"].astype(str).to_numpy(object)})
+    frame = pd.DataFrame({key: code, "_model": models, "_dur": ops[_DUR].to_numpy(float)})
+    if key == "Op Name":
+        types, type_code = text_codes(ops["OP Type"])
+        frame["_type"] = pd.Categorical.from_codes(type_code, categories=types)
     if graph_of is not None:
-        frame["_graph"] = [graph_of[m] for m in models.tolist()]
+        frame["_graph"] = _graph_numbers(models, graph_of)
     per_model = frame.groupby([*keys, "_model"]).agg(count=("_dur", "size"), time=("_dur", "sum"))
     steps = _model_steps(profile).clip(lower=1).reindex(per_model.index.get_level_values("_model")).to_numpy()
     per_step = pd.DataFrame({"count": per_model["count"] / steps, "time": per_model["time"] / steps})
@@ -207,8 +224,21 @@ def _stats(profile: Profile, key: str, graph_of: dict[int, int] | None = None) -
     g = frame.groupby(keys)
     out = pd.DataFrame({"Count/step": summed["count"], "Time/step(us)": summed["time"], "Avg(us)": g["_dur"].mean()})
     if key == "Op Name":
-        out["OP Type"] = g["_type"].first()
-    return out[columns]
+        out["OP Type"] = g["_type"].first().astype(str)
+    return _named(out, texts)[columns]
+
+
+def _named(table: pd.DataFrame, texts: pd.Index) -> pd.DataFrame:
+    """``table`` grouped by text codes (its last index level) with the codes replaced by their ``texts``
+    and the rows in the order a groupby of the texts gives; a missing text's group (code -1) dropped."""
+    codes = table.index.get_level_values(-1)
+    table = table[codes >= 0]
+    names = texts.take(codes[codes >= 0])
+    if table.index.nlevels == 1:
+        table.index = names.rename(table.index.name)
+    else:
+        table.index = pd.MultiIndex.from_arrays([table.index.get_level_values(0), names], names=table.index.names)
+    return table.sort_index()
 
 
 def _with_models(table: pd.DataFrame, graphs: _Graphs | None) -> pd.DataFrame:
@@ -310,11 +340,10 @@ def _pmu_means(profile: Profile, graph_of: dict[int, int] | None = None) -> pd.D
     names = _pmu_names(ops)
     if not names:
         return pd.DataFrame()
-    values = pd.DataFrame({n: pmu_metric(ops, n) for n in names})
-    types = ops["OP Type"].astype(str).to_numpy()
-    if graph_of is None:
-        return values.groupby(types).mean()
-    return values.groupby([np.array([graph_of[m] for m in _models(profile).tolist()]), types]).mean()
+    types, code = text_codes(ops["OP Type"])  # grouped by code, named after, as in _stats
+    by = code if graph_of is None else [_graph_numbers(_models(profile), graph_of), code]
+    # a metric at a time: a frame of them all would copy every row into one block first
+    return _named(pd.DataFrame({n: pmu_metric(ops, n).groupby(by).mean() for n in names}), types)
 
 
 def _pmu(a: Profile, b: Profile, graphs: _Graphs | None) -> pd.DataFrame:

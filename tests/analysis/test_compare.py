@@ -205,6 +205,43 @@ class _Tables(Source):
         return self.rows
 
 
+class _Ops(_Tables):
+    """``profile``'s op rows with ``ops`` (a changed copy of its op_summary) as op_summary."""
+
+    def __init__(self, profile: Profile, ops: pd.DataFrame) -> None:
+        super().__init__(profile)
+        self.rows = OpRows(ops, self.rows.iteration, self.rows.start_ns, self.rows.connection_id)
+
+
+def _with_missing(profile: Profile, plain: bool) -> Profile:
+    """op_summary with every seventh row's Op Name and every fifth row's OP Type missing, as categoricals
+    (as geprof builds them) or plain strings (as an import may)."""
+    ops = profile.op_summary.copy()
+    rows = np.arange(len(ops))
+    ops["Op Name"] = ops["Op Name"].where(rows % 7 != 3)
+    ops["OP Type"] = ops["OP Type"].where(rows % 5 != 1)
+    if plain:
+        ops = ops.assign(**{c: ops[c].astype(str) for c in ops.select_dtypes("category").columns})
+    return Profile(_Ops(profile, ops))
+
+
+def test_categorical_and_plain_text_columns_give_the_same_comparison(batches):
+    """Ops and op types are grouped by their categories' codes (a few hundred names over millions of rows)
+    and named after: the tables must be those of grouping the texts, rows without a name left out, an op's
+    type its first row's that has one."""
+    a, b = batches
+    categorical = compare(_with_missing(a, False), _with_missing(b, False))
+    plain = compare(_with_missing(a, True), _with_missing(b, True))
+    for table in ("step", "op_types", "ops", "regressions", "improvements", "pmu"):
+        pd.testing.assert_frame_equal(getattr(categorical, table), getattr(plain, table), check_exact=True)
+    assert categorical.summary() == plain.summary() and len(categorical.pmu)
+    names = pd.concat([_with_missing(p, True).op_summary["Op Name"] for p in (a, b)]).dropna()
+    assert sorted(categorical.ops.index) == sorted(set(names))
+    ops_a = _with_missing(a, True).op_summary
+    first_type = ops_a.dropna(subset=["OP Type"]).groupby("Op Name")["OP Type"].first()
+    assert categorical.ops["OP Type"].reindex(first_type.index).tolist() == first_type.tolist()
+
+
 def test_tables_only_and_self_comparison(batches):
     a, _ = batches
     c = compare(Profile(_Tables(a)), Profile(_Tables(a)))
