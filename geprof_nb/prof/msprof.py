@@ -87,13 +87,15 @@ ControlCallback = Callable[[CommandHandle], int]
 class _Buffer:
     """Pending records of one kind: single rows and numpy blocks, flushed as one chunk."""
 
-    __slots__ = ("kind", "rows", "blocks", "pending", "seq", "written", "lock")
+    __slots__ = ("kind", "rows", "blocks", "pending", "sealed", "seq", "written", "lock")
 
     def __init__(self, kind: rawdata.RecordKind) -> None:
         self.kind = kind
         self.rows: list[tuple] = []
         self.blocks: list[np.ndarray] = []
         self.pending = 0
+        #: Full chunks set aside while a batch of steps is being reported, written at its checkpoint.
+        self.sealed: list[list[np.ndarray]] = []
         self.seq = 0
         self.written = 0
         self.lock = threading.Lock()
@@ -114,6 +116,25 @@ class _Buffer:
             parts.append(np.array(self.rows, dtype=self.kind.dtype))
         self.rows, self.blocks, self.pending = [], [], 0
         return parts
+
+    def seal(self) -> None:
+        """Set everything pending aside as one full chunk, written at the next checkpoint (caller holds
+        the lock): the chunk keeps its size though it is not written yet."""
+        parts = self.take_parts()
+        if parts is not None:
+            self.sealed.append(parts)
+
+    def take_chunk(self, sealed_only: bool = False) -> list[np.ndarray] | None:
+        """The next chunk to write, oldest first: a sealed one, else (unless ``sealed_only``) everything
+        pending (caller holds the lock)."""
+        if self.sealed:
+            return self.sealed.pop(0)
+        return None if sealed_only else self.take_parts()
+
+    @property
+    def unwritten(self) -> int:
+        """Records reported and not yet written (pending and sealed)."""
+        return self.pending + sum(len(p) for chunk in self.sealed for p in chunk)
 
 
 @functools.lru_cache(maxsize=64)
@@ -197,8 +218,10 @@ class Msprof:
         self._info_dirty = False
         #: False once a write of info.json failed, until one succeeds: the file is older than ``_info``.
         self._info_on_disk = True
-        #: Per thread: ``open`` while it reports one batch of steps, ``due`` once a buffer filled in it.
-        self._batch = threading.local()
+        #: Batches of steps being reported now, in any thread (:meth:`reporting_batch`), and whether a
+        #: buffer filled meanwhile: its checkpoint waits until no batch is open.
+        self._open_batches = 0
+        self._checkpoint_due = False
 
     # ------------------------------------------------------------------ state
     @property
@@ -247,6 +270,7 @@ class Msprof:
             self._buffers.clear()
             self.discarding = False
             self._discarded = 0
+            self._checkpoint_due = False
             self._hash_lines_saved = 0
             self._made_dirs = set()
             self._info = {
@@ -382,7 +406,7 @@ class Msprof:
     @property
     def records_reported(self) -> int:
         """Records reported to the current (or last) run and kept, written or pending; cheap to read."""
-        return sum(b.written + b.pending for b in list(self._buffers.values()))
+        return sum(b.written + b.unwritten for b in list(self._buffers.values()))
 
     @property
     def notes(self) -> list[str]:
@@ -519,7 +543,7 @@ class Msprof:
             buf.pending += 1
             full = buf.pending >= self.chunk_records
         if full:
-            self._buffer_filled(buf, device_id)
+            self._buffer_filled(buf)
 
     def report_block(self, kind: str, records: np.ndarray, device_id: int = 0) -> None:
         """Append many records at once (a structured array of the kind's dtype)."""
@@ -539,12 +563,17 @@ class Msprof:
             buf.pending += len(records)
             full = buf.pending >= self.chunk_records
         if full:
-            self._buffer_filled(buf, device_id)
+            self._buffer_filled(buf)
 
     def flush(self) -> None:
         """Write every pending record to disk as new chunks."""
         with self._lock:
             buffers = list(self._buffers.items())
+        # the chunks sealed full go first, as they would have been written when they filled: storage
+        # aging deletes the oldest chunks, so a step's task records age out before its calls and trace
+        for (_, device_id), buf in buffers:
+            while self._write_next_chunk(buf, device_id, sealed_only=True):
+                pass
         for (_, device_id), buf in buffers:
             self._flush_buffer(buf, device_id)
         with self._lock:
@@ -553,31 +582,35 @@ class Msprof:
 
     @contextlib.contextmanager
     def reporting_batch(self) -> Iterator[None]:
-        """Report one batch of steps as a unit: a buffer that fills inside writes its chunk at once (chunks
-        stay about ``chunk_records`` long), the checkpoint of the others waits until the batch is over,
-        with every kind of its records reported, so that a step's task records are not left on disk
-        without its step trace, HCCL tasks or API calls."""
-        batch = self._batch
-        if getattr(batch, "open", False):  # nested: the outer batch checkpoints
-            yield
-            return
-        batch.open, batch.due = True, False
+        """Report one batch of steps as a unit, so that a step's task records never reach disk without
+        its step trace, HCCL tasks or API calls.
+
+        While any batch is open, in any thread, a buffer that fills is sealed as a full chunk but not
+        written, and the checkpoint it calls for waits until the last open batch is over, with every
+        kind of its records reported.  (The runtime's batches hold about a chunk at most: a few sealed
+        chunks are held in memory meanwhile.)
+        """
+        with self._lock:
+            self._open_batches += 1
         try:
             yield
         finally:
-            batch.open = False
-            if batch.due:
-                self._checkpoint()
+            with self._lock:  # checkpointing under the lock: no batch opens while it writes
+                self._open_batches -= 1
+                if self._checkpoint_due and not self._open_batches:
+                    self._checkpoint_due = False
+                    self._checkpoint()
 
-    def _buffer_filled(self, buf: _Buffer, device_id: int) -> None:
-        """``buf`` reached ``chunk_records``: checkpoint now, or write ``buf`` now and checkpoint at the
-        end of this thread's batch (:meth:`reporting_batch`)."""
-        batch = self._batch
-        if getattr(batch, "open", False):
-            self._flush_buffer(buf, device_id)
-            batch.due = True
-        else:
-            self._checkpoint()
+    def _buffer_filled(self, buf: _Buffer) -> None:
+        """``buf`` reached ``chunk_records``: checkpoint now, or seal it and checkpoint once no batch
+        of steps is open (:meth:`reporting_batch`)."""
+        with self._lock:
+            if not self._open_batches:
+                self._checkpoint()
+                return
+            with buf.lock:
+                buf.seal()
+            self._checkpoint_due = True
 
     def _checkpoint(self) -> None:
         """A buffer reached ``chunk_records``: write it and every other pending buffer, the hash
@@ -611,18 +644,24 @@ class Msprof:
                 self._write_failed(rawdata.HASH_DICT_FILE, exc)
 
     def _flush_buffer(self, buf: _Buffer, device_id: int) -> None:
+        """Write ``buf``'s sealed chunks, then what is pending, each as a new chunk file."""
+        while self._write_next_chunk(buf, device_id):
+            pass
+
+    def _write_next_chunk(self, buf: _Buffer, device_id: int, sealed_only: bool = False) -> bool:
+        """Write ``buf``'s next chunk (:meth:`_Buffer.take_chunk`); ``False`` when there was none."""
         run_dir = self.run_dir
         if run_dir is None:
-            return
+            return False
         self._flush_hashes()  # ids in a chunk must be resolvable once the chunk exists
         with self._lock:  # and the metadata that reads it (devices, PMU events)
             if self._info_dirty and self.run_dir is not None:
                 self._write_info()
         error: OSError | None = None
         with buf.lock:
-            parts = buf.take_parts()
+            parts = buf.take_chunk(sealed_only)
             if parts is None:
-                return
+                return False
             n = sum(len(p) for p in parts)
             seq = buf.seq
             buf.seq += 1
@@ -644,11 +683,12 @@ class Msprof:
             written = buf.written
         if error is not None:
             self._write_failed(str(path.relative_to(run_dir)), error, buf.kind.name, n)
-            return
+            return True
         key = buf.kind.name if device_id == 0 or buf.kind.side == "host" else f"{buf.kind.name}@{device_id}"
         with self._lock:  # info.json is written under this lock: another thread may be dumping it
             self._info["records"][key] = max(self._info["records"].get(key, 0), written)
         self._account(path, buf.kind, n)
+        return True
 
     def _account(self, path: Path, kind: rawdata.RecordKind, records: int) -> None:
         """Track stored bytes; past ``storage_limit``, delete the oldest aging chunks (msprof's aging)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import numpy as np
 import pandas as pd
@@ -238,17 +239,47 @@ def test_a_full_buffer_writes_every_pending_buffer_and_info_json(tmp_path, monke
     assert _on_disk(run_dir)["step_trace"] == 6
 
 
-def test_a_buffer_full_inside_a_batch_is_written_at_once_the_others_at_its_end(tmp_path, monkeypatch):
+def test_a_buffer_full_inside_a_batch_waits_for_the_batch_and_keeps_its_chunks(tmp_path, monkeypatch):
+    """A crash inside a batch of steps must not leave its task records on disk without its step trace:
+    a buffer that fills is sealed as a chunk and written, with every other kind, once the batch is over."""
     monkeypatch.setattr(lib, "chunk_records", 4)
     run_dir = lib.init(tmp_path)
     with lib.reporting_batch():
         lib.report_block("hwts", np.zeros(4, rawdata.HWTS_DTYPE))
         lib.report_block("hwts", np.zeros(4, rawdata.HWTS_DTYPE))
-        assert [p.name for p in sorted(run_dir.glob("*/data/*.npy"))] == ["hwts.000000.npy", "hwts.000001.npy"]
         with lib.reporting_batch():  # nested: the outer batch checkpoints
             lib.report_block("step_trace", np.zeros(2, rawdata.STEP_TRACE_DTYPE))
         lib.report_block("hwts", np.zeros(1, rawdata.HWTS_DTYPE))
-        # step_trace is pending and info.json's counts lag the chunks (lagging counts read as nothing missing)
-        assert _on_disk(run_dir) == {"hwts": 8, "info.json": {}}
+        assert not list(run_dir.glob("*/data/*.npy"))
+        assert lib.records_reported == 11
     assert _on_disk(run_dir) == {"hwts": 9, "step_trace": 2, "info.json": {"hwts": 9, "step_trace": 2}}
+    assert [p.name for p in sorted(run_dir.glob("*/data/hwts.*.npy"))] == [
+        "hwts.000000.npy", "hwts.000001.npy", "hwts.000002.npy"]  # the sealed chunks keep their size
+    assert [len(np.load(p)) for p in sorted(run_dir.glob("*/data/hwts.*.npy"))] == [4, 4, 1]
+    lib.finalize()
+
+
+def test_a_buffer_filled_by_another_thread_waits_for_an_open_batch(tmp_path, monkeypatch):
+    """Another thread's full buffer does not write a batch that is half reported."""
+    monkeypatch.setattr(lib, "chunk_records", 4)
+    run_dir = lib.init(tmp_path)
+    opened, reported = threading.Event(), threading.Event()
+
+    def batch() -> None:
+        with lib.reporting_batch():
+            lib.report_block("hwts", np.zeros(3, rawdata.HWTS_DTYPE))
+            opened.set()
+            reported.wait(5)
+            lib.report_block("step_trace", np.zeros(2, rawdata.STEP_TRACE_DTYPE))
+
+    worker = threading.Thread(target=batch)
+    worker.start()
+    assert opened.wait(5)
+    for _ in range(4):  # the api buffer fills in this thread while the batch is open
+        msprof.MsprofReportApi(False, 15000, 1, 7, 100, 250, 0)
+    assert not list(run_dir.glob("*/data/*.npy"))
+    reported.set()
+    worker.join(5)
+    assert _on_disk(run_dir) == {"api": 4, "hwts": 3, "step_trace": 2,
+                                 "info.json": {"api": 4, "hwts": 3, "step_trace": 2}}
     lib.finalize()
