@@ -10,6 +10,8 @@ from collections.abc import Callable
 from harness import Result, times
 from workloads import scratch_dir
 
+from geprof_nb.nb import explorer
+
 #: What a person types: build ResNet-50 training, run ten steps.
 CELL = """\
 from geprof_nb import ge
@@ -35,8 +37,10 @@ def _shell():
 
 
 def geprof_cell(quick: bool) -> Result:
-    """``%%geprof`` over 10 steps of ResNet-50 training, every layer on, including the results
-    explorer and its static HTML report with figures (target: <= 3 s)."""
+    """``%%geprof`` over 10 steps of ResNet-50 training, every layer on, including every static output
+    (target: <= 3 s): the explorer's text summary, step timeline PNG and static HTML report with all its
+    figures embedded (``explorer.STATIC_FIGURES = "all"``: step timeline, task Gantt, op types, pipe
+    ratios, memory lifetimes; by default the report embeds the first two and names the others)."""
     shell = _shell()
     published: dict[str, int] = {}
 
@@ -48,18 +52,29 @@ def geprof_cell(quick: bool) -> Result:
         published["stdout_chars"] = len(sink.getvalue())
         return lambda: shutil.rmtree(out, ignore_errors=True)
 
-    t = times(run)
-    bundle = _bundle_sizes(shell.user_ns["bench_profile"])
+    default = explorer.STATIC_FIGURES
+    explorer.STATIC_FIGURES = "all"
+    try:
+        t = times(run)
+        bundle = _bundle_sizes(shell.user_ns["bench_profile"])
+    finally:
+        explorer.STATIC_FIGURES = default
     median = sorted(t)[len(t) // 2]
-    return Result("%%geprof cell, ResNet-50 x10 steps, with every static output", median, "s", "<= 3",
-                  median <= 3.0, {"runs_s": t, "mimebundle_chars": bundle, **published})
+    return Result("%%geprof cell, ResNet-50 x10 steps, all layers, every static output (HTML report with all 5 "
+                  "figures)", median, "s", "<= 3", median <= 3.0 and bundle["figures_not_embedded"] == 0,
+                  {"runs_s": t, "static_figures": "all", **bundle, **published})
 
 
-def _bundle_sizes(profile) -> dict[str, int]:
-    """Size of each representation the cell published (to show what was computed)."""
+def _bundle_sizes(profile) -> dict:
+    """Size of each representation the cell published and the figures its HTML report embeds (the
+    report's figures are cached per Profile, so this is what the cell drew)."""
     from geprof_nb.nb.display import profile_mimebundle
 
-    return {k: len(str(v)) for k, v in profile_mimebundle(profile).items()}
+    bundle = profile_mimebundle(profile)
+    page = str(bundle["text/html"])
+    return {"mimebundle_chars": {k: len(str(v)) for k, v in bundle.items()},
+            "figures_embedded": page.count('<img src="data:image/png;base64,'),
+            "figures_not_embedded": page.count("Figure not embedded")}
 
 
 BENCHMARKS = [geprof_cell]

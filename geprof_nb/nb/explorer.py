@@ -24,8 +24,10 @@ that tab's output.  Figures come from :mod:`.plots` through :func:`draw`, which 
 plot function or a plotting error into a message in the tab instead of a traceback.  The static
 report and the widget share one cache per Profile (:class:`Report`), so no figure or table is
 drawn twice.  The static report has every tab's tables (top N rows, the count stated) but embeds
-only the figures of :data:`STATIC_FIGURES` (the step timeline and the task Gantt): each figure
-costs 0.1-0.5 s to draw, and the others are named with the call that draws them.
+only the figures of :data:`STATIC_FIGURES` (the step timeline and the task Gantt): the other three
+(op types, pipe ratios, memory lifetimes) cost 0.35-0.6 s each, so embedding them would make every
+show 1-1.5 s slower (a fresh ResNet-50 Profile's bundle, 10 steps: 0.67 -> 2.1 s; 1000 steps: 2.6 ->
+4.1 s), and they are named with the call that draws them.  ``STATIC_FIGURES = "all"`` embeds every one.
 """
 
 from __future__ import annotations
@@ -59,8 +61,9 @@ STATIC_ROWS = 50
 SUMMARY_OPS = 10
 #: Findings in the Summary tab and the text summary.
 TOP_FINDINGS = 3
-#: The figures the static report embeds: drawing a figure takes 0.1-0.5 s, so the others (AI Core,
-#: Memory, API/Host, op types) are named with the call that draws them; ``"all"`` embeds every one.
+#: The figures the static report embeds: drawing one takes 0.2-0.6 s, so the others (AI Core,
+#: Memory, API/Host, op types) are named with the call that draws them; ``"all"`` embeds every one
+#: (set it before showing a Profile, e.g. for a notebook that nbconvert or GitHub will render).
 STATIC_FIGURES: Collection[str] = ("step_timeline", "task_gantt")
 #: Width of the task Gantt in pixels (the step timeline is 11 in at 100 dpi: the same).
 GANTT_WIDTH_PX = 1100

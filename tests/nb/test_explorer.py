@@ -346,13 +346,38 @@ def test_static_html_has_every_tab_and_escapes_op_names(hostile):
     assert HOSTILE in bundle["text/plain"]  # plain text is not HTML: the name as it is
 
 
+def embedded_figures(page: str) -> list[str]:
+    """The alt texts of the PNGs a static report embeds, in page order."""
+    return re.findall(r'<img src="data:image/png;base64,[^"]*" alt="([^"]*)"', page)
+
+
+def named_figures(page: str) -> list[tuple[str, str]]:
+    """(tab, call) of each figure a static report names instead of embedding it, in page order."""
+    return re.findall(r"Figure not embedded in this static report \(drawing it would slow every show down\): "
+                      r"open the ([^.]*) tab of the explorer, or draw it with `from geprof_nb.nb import plots; "
+                      r"([^`]*)`", page)
+
+
 def test_static_html_names_the_figures_it_does_not_embed_and_embeds_all_on_request(full):
     page = X.Explorer(full).static_html()
-    assert page.count("data:image/png;base64,") == 2
-    assert "plots.pipe_ratios(profile.ops())" in page and "plots.memory_lifetimes(profile, iteration=3)" in page
+    assert X.STATIC_FIGURES == ("step_timeline", "task_gantt")
+    assert embedded_figures(page) == ["FP/BP step timeline", "task Gantt per stream of iteration 3"]
+    assert named_figures(page) == [("Ops", "plots.op_type_bars(profile.op_statistic)"),
+                                   ("AI Core", "plots.pipe_ratios(profile.ops())"),
+                                   ("Memory", "plots.memory_lifetimes(profile, iteration=3)")]
     every = X.Explorer(full, static_figures="all").static_html()
-    assert every.count("data:image/png;base64,") == 5  # + op types, pipe ratios, memory lifetimes
-    assert "Figure not embedded" not in every
+    assert embedded_figures(every) == ["time per OP Type", "FP/BP step timeline",
+                                       "task Gantt per stream of iteration 3", "AI Core pipe ratios",
+                                       "tensor lifetimes in the memory pool, iteration 3"]
+    assert named_figures(every) == [] and "Figure not embedded" not in every
+
+
+def test_what_a_cell_shows_embeds_every_figure_when_static_figures_is_all(full, monkeypatch):
+    """What %%geprof and display(profile) publish follows explorer.STATIC_FIGURES (the benchmark of
+    target 9 sets it to "all")."""
+    monkeypatch.setattr(X, "STATIC_FIGURES", "all")
+    page = profile_mimebundle(full)["text/html"]
+    assert len(embedded_figures(page)) == 5 and named_figures(page) == []
 
 
 def test_bundle_text_summary_numbers_are_the_profiles(full):
