@@ -12,6 +12,7 @@ The rank is in the name of ``profiler_info_<rank>.json`` (msprof_analyze_inputs 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
@@ -266,27 +267,16 @@ class AscendPtSource(FileSource):
         path = self.output / "communication.json"
         if not path.is_file():
             return pd.DataFrame(columns=communication.COMMUNICATION_TIME)
-        content = read_json(path)
-        if not isinstance(content, dict):
-            raise ImportFormatError(f"{path}: expected an object of steps ({{\"step1\": {{\"collective\": ...}}}})")
         rows = []
-        for step_key, kinds in content.items():
-            m = re.fullmatch(r"step(\d+)", str(step_key))
-            if not m or not isinstance(kinds, dict):
-                raise ImportFormatError(f"{path}: key {step_key!r}: expected step<N> holding collective/p2p ops")
-            for kind, ops in kinds.items():
-                if not isinstance(ops, dict | None):
-                    raise ImportFormatError(f"{path}: {step_key}/{kind}: expected an object of ops, got "
-                                            f"{type(ops).__name__}")
-                for key, op in (ops or {}).items():
-                    if key.startswith("Total"):
-                        continue
-                    t = op.get("Communication Time Info") if isinstance(op, dict) else None
-                    if not isinstance(t, dict):
-                        raise ImportFormatError(f"{path}: {step_key}/{key}: missing 'Communication Time Info'")
-                    name = key.rsplit("@", 1)[0]
-                    rows.append([name, name.rsplit("_", 3)[0], int(m.group(1))]
-                                + [_number(path, key, t, c) for c in communication.COMMUNICATION_TIME[3:]])
+        for step, step_key, key, op in _ops_by_step(path):
+            if key.startswith("Total"):
+                continue
+            t = op.get("Communication Time Info") if isinstance(op, dict) else None
+            if not isinstance(t, dict):
+                raise ImportFormatError(f"{path}: {step_key}/{key}: missing 'Communication Time Info'")
+            name = key.rsplit("@", 1)[0]
+            rows.append([name, name.rsplit("_", 3)[0], step]
+                        + [_number(path, key, t, c) for c in communication.COMMUNICATION_TIME[3:]])
         frame = pd.DataFrame(rows, columns=communication.COMMUNICATION_TIME)
         frame["Iteration ID"] = frame["Iteration ID"].astype(np.int64)
         for c in communication.COMMUNICATION_TIME[3:]:
@@ -301,38 +291,44 @@ class AscendPtSource(FileSource):
         path = self.output / "communication_matrix.json"
         if not path.is_file():
             return pd.DataFrame(columns=communication.COMMUNICATION_MATRIX_LINKS)
-        content = read_json(path)
-        if not isinstance(content, dict):
-            raise ImportFormatError(f"{path}: expected an object of steps ({{\"step1\": {{\"collective\": ...}}}})")
         rows = []
-        for step_key, kinds in content.items():
-            m = re.fullmatch(r"step(\d+)", str(step_key))
-            if not m or not isinstance(kinds, dict):
-                raise ImportFormatError(f"{path}: key {step_key!r}: expected step<N> holding collective/p2p ops")
-            for kind, ops in kinds.items():
-                if not isinstance(ops, dict | None):
-                    raise ImportFormatError(f"{path}: {step_key}/{kind}: expected an object of ops, got "
-                                            f"{type(ops).__name__}")
-                for key, links in (ops or {}).items():
-                    if not isinstance(links, dict):
-                        raise ImportFormatError(f"{path}: {step_key}/{key}: expected an object of links "
-                                                "(\"<src rank>-<dst rank>\": {...})")
-                    name, group = key.rsplit("@", 1) if "@" in key else (key, "")
-                    for link, info in links.items():
-                        src, _, dst = str(link).partition("-")
-                        if not (src.isdigit() and dst.isdigit() and isinstance(info, dict)):
-                            raise ImportFormatError(f"{path}: {step_key}/{key}: link {link!r}: expected "
-                                                    "\"<src rank>-<dst rank>\" holding an object")
-                        rows.append([int(m.group(1)), name, group, int(src), int(dst),
-                                     str(info.get("Transport Type", "")),
-                                     *(_number(path, f"{key} {link}", info, c, "link")
-                                       for c in ("Transit Size(MB)", "Transit Time(ms)"))])
+        for step, step_key, key, links in _ops_by_step(path):
+            if not isinstance(links, dict):
+                raise ImportFormatError(f"{path}: {step_key}/{key}: expected an object of links "
+                                        "(\"<src rank>-<dst rank>\": {...})")
+            name, group = key.rsplit("@", 1) if "@" in key else (key, "")
+            for link, info in links.items():
+                src, _, dst = str(link).partition("-")
+                if not (src.isdigit() and dst.isdigit() and isinstance(info, dict)):
+                    raise ImportFormatError(f"{path}: {step_key}/{key}: link {link!r}: expected "
+                                            "\"<src rank>-<dst rank>\" holding an object")
+                rows.append([step, name, group, int(src), int(dst), str(info.get("Transport Type", "")),
+                             *(_number(path, f"{key} {link}", info, c, "link")
+                               for c in ("Transit Size(MB)", "Transit Time(ms)"))])
         frame = pd.DataFrame(rows, columns=communication.COMMUNICATION_MATRIX_LINKS)
         for c in ("Iteration ID", "Src Rank", "Dst Rank"):
             frame[c] = frame[c].astype(np.int64)
         for c in ("Transit Size(MB)", "Transit Time(ms)"):
             frame[c] = frame[c].astype(np.float64)
         return frame
+
+
+def _ops_by_step(path: Path) -> Iterator[tuple[int, str, str, object]]:
+    """``(step, step key, op key, op)`` of a communication.json / communication_matrix.json: an object of
+    ``step<N>`` holding collective/p2p objects of ops, its layout checked as it is read."""
+    content = read_json(path)
+    if not isinstance(content, dict):
+        raise ImportFormatError(f"{path}: expected an object of steps ({{\"step1\": {{\"collective\": ...}}}})")
+    for step_key, kinds in content.items():
+        m = re.fullmatch(r"step(\d+)", str(step_key))
+        if not m or not isinstance(kinds, dict):
+            raise ImportFormatError(f"{path}: key {step_key!r}: expected step<N> holding collective/p2p ops")
+        for kind, ops in kinds.items():
+            if not isinstance(ops, dict | None):
+                raise ImportFormatError(f"{path}: {step_key}/{kind}: expected an object of ops, got "
+                                        f"{type(ops).__name__}")
+            for key, op in (ops or {}).items():
+                yield int(m.group(1)), step_key, key, op
 
 
 def _other_core_missing(frame: pd.DataFrame) -> pd.DataFrame:
