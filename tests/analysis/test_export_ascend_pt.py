@@ -121,18 +121,7 @@ def test_preparing_is_the_first_kernel_start_minus_the_profiler_step_start(expor
     themselves: each step's first kernel_details Start Time minus its ProfilerStep#n ts in trace_view.json,
     exactly as step_trace_time.csv prints it (3 decimals); not the time since the previous step's end."""
     profile, (d, _) = exported
-    step_ts = {int(e["name"].split("#")[1]): Decimal(e["ts"]) for e in trace(d)
-               if e.get("cat") == "cpu_op" and e["name"].startswith("ProfilerStep#")}
-    header, rows = read_csv(output(d) / "kernel_details.csv")
-    start = header.index("Start Time(us)")
-    first: dict[int, Decimal] = {}
-    for r in rows:
-        ts = Decimal(r[start].rstrip("\t"))
-        first[int(r[0])] = min(first.get(int(r[0]), ts), ts)
-    expected = {s: first[s] - step_ts[s] for s in sorted(step_ts)}
-    assert len(expected) == 3 and all(v > 0 for v in expected.values())
-    header, rows = read_csv(output(d) / "step_trace_time.csv")
-    assert {int(r[1]): r[header.index("Preparing")] for r in rows} == {s: f"{v:.3f}" for s, v in expected.items()}
+    first, expected = _exported_preparing(d)
     assert profile.step_breakdown["Preparing"].tolist() == [float(v) for v in expected.values()]
     windows = step_windows(profile.source.step_bounds(), profile.source.op_rows())
     assert all(first[s] - Decimal(int(w0)) / 1000 != expected[s] for s, w0 in zip(windows["step"], windows["start"]))
@@ -144,20 +133,29 @@ def test_two_graphs_preparing_is_the_main_models_first_kernel_minus_its_profiler
     graph 2 that ran earlier in the window (it read -125 us)."""
     profile = run_two_graphs(tmp_path / "run")
     d = profile.export(tmp_path / "x", "ascend_pt")
+    header, rows = read_csv(output(d) / "kernel_details.csv")
+    assert {r[header.index("Model ID")] for r in rows} == {"1", "2"}
+    _exported_preparing(d, model="1")
+
+
+def _exported_preparing(d: Path, model: str | None = None) -> tuple[dict[int, Decimal], dict[int, Decimal]]:
+    """Each Step Id's first kernel start (of ``model``'s kernels, default all) in kernel_details.csv, and
+    that minus its ProfilerStep#n ts in trace_view.json; checks step_trace_time.csv prints the latter as its
+    Preparing (3 decimals).  Returns both."""
     step_ts = {int(e["name"].split("#")[1]): Decimal(e["ts"]) for e in trace(d)
                if e.get("cat") == "cpu_op" and e["name"].startswith("ProfilerStep#")}
     header, rows = read_csv(output(d) / "kernel_details.csv")
-    start, model = header.index("Start Time(us)"), header.index("Model ID")
-    assert {r[model] for r in rows} == {"1", "2"}
+    start, model_col = header.index("Start Time(us)"), header.index("Model ID")
     first: dict[int, Decimal] = {}
     for r in rows:
-        if r[model] == "1":
+        if model is None or r[model_col] == model:
             ts = Decimal(r[start].rstrip("\t"))
             first[int(r[0])] = min(first.get(int(r[0]), ts), ts)
     expected = {s: first[s] - step_ts[s] for s in sorted(step_ts)}
     assert len(expected) == 3 and all(v > 0 for v in expected.values())
     header, rows = read_csv(output(d) / "step_trace_time.csv")
     assert {int(r[1]): r[header.index("Preparing")] for r in rows} == {s: f"{v:.3f}" for s, v in expected.items()}
+    return first, expected
 
 
 def test_statistics_and_memory_tables(exported):
