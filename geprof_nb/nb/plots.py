@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
@@ -807,6 +808,256 @@ def _step_curve_points(t: np.ndarray, v: np.ndarray, x0: float, x1: float, colum
     return np.unique(np.r_[lowest, highest, first[1:] - 1, n - 1])
 
 
+@dataclass
+class _Tensors:
+    """Rows of ``tensor_lifetimes`` with their Allocation and Release Time(us) as floats (NaN: never
+    released), converted once and selected together."""
+
+    frame: pd.DataFrame
+    alloc_us: np.ndarray
+    release_us: np.ndarray
+
+    def largest(self, top: int | None) -> _Tensors:
+        """The ``top`` largest by Size(KB), in table order; all of them when ``top`` is None or not fewer."""
+        if top is None or len(self.frame) <= top:
+            return self
+        keep = np.sort(np.argsort(-_floats(self.frame["Size(KB)"]), kind="stable")[:top])
+        return _Tensors(self.frame.iloc[keep], self.alloc_us[keep], self.release_us[keep])
+
+
+@dataclass
+class _MemoryView:
+    """What :func:`memory_lifetimes` draws: the tensors that live in its time window ``[w0, w1]`` (µs),
+    the memory records in it and the peak to mark, for an iteration, a ``(first, last)`` pair of them or
+    :data:`ALL_ITERATIONS` (the whole run, from its first record to its last)."""
+
+    iteration: int | tuple[int, int] | str
+    w0: float
+    w1: float
+    tensors: _Tensors  # every tensor live in the window, before ``top`` (they name the peak's allocation)
+    memory_record: pd.DataFrame
+    record_us: np.ndarray  # memory_record's Timestamp(us), every row
+    in_window: np.ndarray  # the positions of the rows in the window, in time order
+    peak: Any
+
+    @property
+    def whole(self) -> bool:
+        """True for the whole run, False for an iteration or a range of them."""
+        return isinstance(self.iteration, str)
+
+    @property
+    def span_ms(self) -> float:
+        """The window's length (ms), at least 1 µs so that a single instant still has an x axis."""
+        return max((self.w1 - self.w0) / 1000.0, 1e-3)
+
+    def ms(self, t_us: Any) -> Any:
+        """x of times in µs: ms since the start of the window."""
+        return (t_us - self.w0) / 1000.0
+
+
+def _checked_iteration(iteration: Any) -> int | tuple[int, int] | str | None:
+    """``iteration`` as :func:`memory_lifetimes` takes it (a list is a ``(first, last)`` pair), checked
+    before any table is read."""
+    if isinstance(iteration, list):
+        iteration = tuple(iteration)
+    if isinstance(iteration, str) and iteration != ALL_ITERATIONS:
+        raise ValueError(f"iteration={iteration!r}: use an Iteration ID, a (first, last) pair, "
+                         f"{ALL_ITERATIONS!r} (the whole run) or None (the last iteration)")
+    return iteration
+
+
+def _last_iteration(step_trace: pd.DataFrame | None) -> int | str:
+    """The default view: the last iteration of ``step_trace``, as the explorer and ``Profile.ops()``
+    show, or the whole run without one."""
+    has_steps = step_trace is not None and len(step_trace)
+    return int(step_trace["Iteration ID"].iloc[-1]) if has_steps else ALL_ITERATIONS
+
+
+def _profile_memory(profile: Any, iteration: int | tuple[int, int] | str) -> tuple[Any, Any, Any]:
+    """A Profile's tensor_lifetimes, memory_record and peak for ``iteration``: the whole run's tables for
+    the whole run or a range, one iteration's own records (``Profile.step_memory``) for one iteration,
+    so that drawing a long run's last step does not build its whole-run tables."""
+    if isinstance(iteration, (str, tuple)):
+        return profile.tensor_lifetimes, profile.memory_record, profile.memory_peak
+    mem = profile.step_memory(int(iteration))
+    return mem.tensor_lifetimes, mem.memory_record, mem.peak
+
+
+def _memory_view(tensor_lifetimes: Any, memory_record: pd.DataFrame | None, peak: Any,
+                 step_trace: pd.DataFrame | None, iteration: Any) -> _MemoryView | None:
+    """The tables and time window :func:`memory_lifetimes` is asked for (its arguments, a Profile's
+    tables where not given), or None when neither table has a row."""
+    iteration = _checked_iteration(iteration)
+    profile = None
+    if not isinstance(tensor_lifetimes, pd.DataFrame) and hasattr(tensor_lifetimes, "step_memory"):
+        profile = tensor_lifetimes
+        step_trace = profile.step_trace if step_trace is None else step_trace
+    if iteration is None:
+        iteration = _last_iteration(step_trace)
+    if profile is not None:
+        tensor_lifetimes, profile_record, profile_peak = _profile_memory(profile, iteration)
+        memory_record = profile_record if memory_record is None else memory_record
+        peak = profile_peak if peak is None else peak
+    window = None if isinstance(iteration, str) else _iterations_window(step_trace, iteration)
+    tl = tensor_lifetimes if tensor_lifetimes is not None else pd.DataFrame()
+    mr = memory_record if memory_record is not None else pd.DataFrame()
+    if tl.empty and mr.empty:
+        return None
+    record_us = _floats(mr["Timestamp(us)"]) if len(mr) else np.zeros(0)
+    alloc = _floats(tl["Allocation Time(us)"]) if len(tl) else np.zeros(0)
+    release = _floats(tl["Release Time(us)"]) if len(tl) else np.zeros(0)
+    if window is None:  # the whole run: from its first event to its last
+        window = float(np.nanmin(np.r_[alloc, record_us])), float(np.nanmax(np.r_[alloc, release, record_us]))
+    w0, w1 = window
+    live = (alloc <= w1) & (np.isnan(release) | (release >= w0))
+    in_window = np.flatnonzero((record_us >= w0) & (record_us <= w1))
+    if not (np.diff(record_us[in_window]) >= 0).all():
+        in_window = in_window[np.argsort(record_us[in_window], kind="stable")]
+    return _MemoryView(iteration, w0, w1, _Tensors(tl[live], alloc[live], release[live]), mr, record_us,
+                       in_window, peak)
+
+
+def _stream_name(stream_id: int) -> str:
+    """A stream's name in the legend (-1: the stream is not known)."""
+    return f"stream {stream_id}" if stream_id >= 0 else "stream N/A"
+
+
+def _stacked_pools(model: np.ndarray, end_mib: np.ndarray) -> tuple[np.ndarray, float, list[tuple[float, int]]]:
+    """Stack the models' pools, in model order, each as high as its highest tensor end (``end_mib``):
+    each tensor's pool base (MiB), the stack's height and (top, model) of each pool."""
+    base = np.zeros(len(model))
+    bottom, pools = 0.0, []
+    for m in np.unique(model):
+        mine = model == m
+        base[mine] = bottom
+        bottom += float(np.nanmax(end_mib[mine]))
+        pools.append((bottom, int(m)))
+    return base, bottom, pools
+
+
+def _place_rows(model: np.ndarray, addr_mib: np.ndarray, size_mib: np.ndarray,
+                base: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One row per place in the pool (model, address, size): the boxes of a place never overlap in time,
+    so they merge per pixel column as a Gantt row's tasks do.  Each tensor's row, and each row's y and
+    height (MiB)."""
+    place = pd.DataFrame({"model": model, "address": addr_mib, "size": size_mib})
+    row = place.groupby(["model", "address", "size"], sort=False, dropna=False).ngroup().to_numpy()
+    row_y, row_h = np.zeros(row.max() + 1), np.zeros(row.max() + 1)
+    row_y[row], row_h[row] = base + addr_mib, size_mib
+    return row, row_y, row_h
+
+
+def _draw_stream_boxes(ax: Axes, boxes: _Bands, y: np.ndarray, h: np.ndarray, streams: np.ndarray,
+                       height: float, span_ms: float) -> None:
+    """Draw the boxes in their stream's colour, one compound path per stream and style.  A white edge
+    separates neighbours, but only on rectangles big enough to keep their colour (about 1% of the
+    axes, ``height`` × ``span_ms``, both ways); smaller ones are drawn plain."""
+    edged = (h >= 0.01 * height) & (boxes.width >= 0.01 * span_ms)
+    for k, sid in enumerate(streams):
+        for part, style in ((~edged, {}), (edged, {"edgecolor": "white", "linewidth": 0.4})):
+            mine = (boxes.kind == k) & part
+            if mine.any():
+                _add_rects(ax, boxes.start[mine], boxes.width[mine], y[mine], h[mine],
+                           _STREAM_COLORS[k % len(_STREAM_COLORS)], _stream_name(sid), **style)
+
+
+def _draw_pool_tops(ax: Axes, pools: list[tuple[float, int]]) -> None:
+    """A dashed line at the top of each model's pool, labelled with the model at the right."""
+    for top, m in pools:
+        ax.axhline(top, color="0.5", linewidth=0.6, linestyle="--")
+        ax.text(0.995, top, f"model {m} ", transform=ax.get_yaxis_transform(), ha="right", va="top",
+                fontsize=8, color="0.4")
+
+
+def _draw_tensor_boxes(ax: Axes, tensors: _Tensors, view: _MemoryView, width_px: int) -> str:
+    """Draw ``tensors`` as address × time boxes on ``ax``, merged per pixel column of ``width_px`` and
+    coloured by stream, the models' pools stacked; returns what the title says of them."""
+    tl = tensors.frame
+    size_mib = _floats(tl["Size(KB)"]) / 1024.0
+    addr_mib = _floats(tl["Address"]) / MiB
+    model = pd.to_numeric(tl["Model ID"], errors="coerce").fillna(-1).to_numpy(np.int64) if "Model ID" in tl \
+        else np.zeros(len(tl), np.int64)
+    base, height, pools = _stacked_pools(model, addr_mib + size_mib)
+    x = view.ms(tensors.alloc_us)
+    x_end = view.ms(np.minimum(np.where(np.isnan(tensors.release_us), view.w1, tensors.release_us), view.w1))
+    stream = pd.to_numeric(tl["Stream ID"], errors="coerce").fillna(-1).to_numpy(np.int64)
+    kind, streams = pd.factorize(stream, sort=True)
+    row, row_y, row_h = _place_rows(model, addr_mib, size_mib, base)
+    boxes = _merge_spans(row, x, x_end, kind, len(streams), 0.0, view.span_ms, width_px)
+    # a place's streams in one pixel column share its height by their time
+    y, h = row_y[boxes.row] + boxes.lower * row_h[boxes.row], boxes.height * row_h[boxes.row]
+    _draw_stream_boxes(ax, boxes, y, h, streams, height, view.span_ms)
+    if len(pools) > 1:
+        _draw_pool_tops(ax, pools)
+    ax.set_ylim(0, height * 1.02 if height > 0 else 1)
+    ax.set_ylabel("address in the pool (MiB)")
+    ax.legend([Patch(facecolor=_STREAM_COLORS[k % len(_STREAM_COLORS)]) for k in range(len(streams))],
+              [_stream_name(s) for s in streams], loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9, title="allocated on", title_fontsize=9)
+    _tidy(ax)
+    n_live = len(view.tensors.frame)
+    return f"the {len(tl):,} largest of {n_live:,} tensors" if len(tl) < n_live else f"{len(tl):,} tensors"
+
+
+def _peak_mark(view: _MemoryView, t_ms: np.ndarray, allocated: np.ndarray) -> tuple[float, float, str | None] | None:
+    """Where to mark the peak: (x ms, MiB, the tensor whose allocation reached it).  ``view.peak`` when it
+    lies in the window, else the window's highest record (``allocated`` at ``t_ms``), named by a tensor
+    allocated at that very record; None when no record has a value."""
+    peak = view.peak
+    if peak is not None and view.w0 <= peak.time_us <= view.w1:
+        return view.ms(peak.time_us), peak.allocated_bytes / MiB, peak.tensor
+    if not np.isfinite(allocated).any():
+        return None
+    i = int(np.nanargmax(allocated))
+    live = view.tensors
+    at = np.flatnonzero(live.alloc_us == view.record_us[view.in_window][i]) if "Name" in live.frame else []
+    return t_ms[i], allocated[i], str(live.frame["Name"].iloc[at[-1]]) if len(at) else None
+
+
+def _draw_peak(ax_m: Axes, ax_t: Axes | None, mark: tuple[float, float, str | None], label: str,
+               span_ms: float) -> None:
+    """Mark the peak: a dot on the usage curve (its legend entry says the size), a dotted line through
+    both axes at its time and the name of the tensor that reached it, on the side with room."""
+    px, py, tensor = mark
+    ax_m.plot([px], [py], "o", color="#c44e52", markersize=6, label=f"{label}: {format_size(py * MiB)}", zorder=5)
+    for ax in (ax_t, ax_m):
+        if ax is not None:
+            ax.axvline(px, color="#c44e52", linewidth=0.8, linestyle=":", zorder=4)
+    if tensor:
+        left = px < span_ms * 0.7
+        ax_m.annotate(_short(tensor, 50), (px, py), xytext=(8 if left else -8, -16), textcoords="offset points",
+                      fontsize=8, color="#c44e52", ha="left" if left else "right", va="top", zorder=6,
+                      bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
+
+
+def _draw_usage_curve(ax_m: Axes, ax_t: Axes | None, view: _MemoryView, width_px: int) -> None:
+    """Draw the allocated (step curve) and reserved (dashed) MiB of the window's records on ``ax_m``, at
+    most 3 points a pixel column, and mark the peak there and on ``ax_t`` (the tensors' axes, None
+    without them); a note instead when the window holds no record."""
+    t_ms = view.ms(view.record_us[view.in_window])
+    if not len(t_ms):
+        ax_m.text(0.5, 0.5, "no memory_record rows in this window", transform=ax_m.transAxes, ha="center",
+                  va="center", color="0.4")
+        return
+    mr = view.memory_record
+    allocated = _floats(mr["Total Allocated(MB)"])[view.in_window]
+    reserved = _floats(mr["Total Reserved(MB)"])[view.in_window] if "Total Reserved(MB)" in mr else None
+    drawn = _step_curve_points(t_ms, allocated, 0.0, view.span_ms, width_px)
+    ax_m.plot(t_ms[drawn], allocated[drawn], drawstyle="steps-post", color="#4c72b0", linewidth=1.1,
+              label="allocated")
+    if reserved is not None:
+        drawn = _step_curve_points(t_ms, reserved, 0.0, view.span_ms, width_px)
+        ax_m.plot(t_ms[drawn], reserved[drawn], drawstyle="steps-post", color="0.5", linestyle="--",
+                  linewidth=0.9, label="reserved")
+    mark = _peak_mark(view, t_ms, allocated)
+    if mark is not None:
+        label = "peak" if view.whole else f"peak of {_iterations_named(view.iteration)}"
+        _draw_peak(ax_m, ax_t, mark, label, view.span_ms)
+    top_y = np.nanmax(np.r_[allocated, reserved if reserved is not None else allocated])
+    ax_m.set_ylim(0, top_y * 1.1 if np.isfinite(top_y) and top_y > 0 else 1)
+    ax_m.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
+
+
 def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None = None, peak: Any = None,
                      step_trace: pd.DataFrame | None = None, iteration: int | tuple[int, int] | str | None = None,
                      top: int | None = None, title: str | None = None, width_px: int = 1100) -> Figure:
@@ -837,161 +1088,28 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
     ``top`` keeps the largest tensors only.  x in ms since the start of the first iteration shown, or
     of the first record.
     """
-    if isinstance(iteration, list):
-        iteration = tuple(iteration)
-    if isinstance(iteration, str) and iteration != ALL_ITERATIONS:
-        raise ValueError(f"iteration={iteration!r}: use an Iteration ID, a (first, last) pair, "
-                         f"{ALL_ITERATIONS!r} (the whole run) or None (the last iteration)")
-    profile = None
-    if not isinstance(tensor_lifetimes, pd.DataFrame) and hasattr(tensor_lifetimes, "step_memory"):
-        profile = tensor_lifetimes
-        step_trace = profile.step_trace if step_trace is None else step_trace
-    if iteration is None:
-        has_steps = step_trace is not None and len(step_trace)
-        iteration = int(step_trace["Iteration ID"].iloc[-1]) if has_steps else ALL_ITERATIONS
-    whole = isinstance(iteration, str)
-    if profile is not None:
-        if whole or isinstance(iteration, tuple):  # the whole tables
-            tables = profile.tensor_lifetimes, profile.memory_record, profile.memory_peak
-        else:
-            mem = profile.step_memory(int(iteration))
-            tables = mem.tensor_lifetimes, mem.memory_record, mem.peak
-        tensor_lifetimes = tables[0]
-        memory_record = tables[1] if memory_record is None else memory_record
-        peak = tables[2] if peak is None else peak
-    if not whole:
-        w0, w1 = _iterations_window(step_trace, iteration)
-    tl = tensor_lifetimes if tensor_lifetimes is not None else pd.DataFrame()
-    mr = memory_record if memory_record is not None else pd.DataFrame()
-    if tl.empty and mr.empty:
+    view = _memory_view(tensor_lifetimes, memory_record, peak, step_trace, iteration)
+    if view is None:
         return _empty_figure(NO_MEMORY_MESSAGE)
-
-    t_rec = _floats(mr["Timestamp(us)"]) if len(mr) else np.zeros(0)
-    alloc = _floats(tl["Allocation Time(us)"]) if len(tl) else np.zeros(0)
-    release = _floats(tl["Release Time(us)"]) if len(tl) else np.zeros(0)
-    if whole:
-        w0 = float(np.nanmin(np.r_[alloc, t_rec]))
-        w1 = float(np.nanmax(np.r_[alloc, release, t_rec]))
-    origin = w0
-    span_ms = max((w1 - w0) / 1000.0, 1e-3)
-
-    live = (alloc <= w1) & (np.isnan(release) | (release >= w0))
-    tl = tl[live]
-    alloc, release = alloc[live], release[live]
-    live_tl, live_alloc = tl, alloc
-    if top is not None and len(tl) > top:
-        keep = np.sort(np.argsort(-_floats(tl["Size(KB)"]), kind="stable")[:top])
-        tl, alloc, release = tl.iloc[keep], alloc[keep], release[keep]
-    view = np.flatnonzero((t_rec >= w0) & (t_rec <= w1))
-    if not (np.diff(t_rec[view]) >= 0).all():
-        view = view[np.argsort(t_rec[view], kind="stable")]
-
-    has_tensors = len(tl) > 0
+    tensors = view.tensors.largest(top)
+    has_tensors = len(tensors.frame) > 0
     fig = Figure(figsize=(width_px / 100, 6.5 if has_tensors else 3.5), layout="constrained")
     if has_tensors:
         ax_t, ax_m = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1.3])
+        shown = _draw_tensor_boxes(ax_t, tensors, view, width_px)
     else:
         ax_t, ax_m = None, fig.add_subplot()
-
-    if has_tensors:
-        size_mib = _floats(tl["Size(KB)"]) / 1024.0
-        addr_mib = _floats(tl["Address"]) / MiB
-        model = pd.to_numeric(tl["Model ID"], errors="coerce").fillna(-1).to_numpy(np.int64) if "Model ID" in tl \
-            else np.zeros(len(tl), np.int64)
-        models = np.unique(model)
-        base = np.zeros(len(tl))
-        bottom, seps = 0.0, []
-        for m in models:  # stack the models' pools
-            mine = model == m
-            base[mine] = bottom
-            bottom += float(np.nanmax(addr_mib[mine] + size_mib[mine]))
-            seps.append((bottom, int(m)))
-        x = (alloc - origin) / 1000.0
-        x_end = (np.minimum(np.where(np.isnan(release), w1, release), w1) - origin) / 1000.0
-        stream = pd.to_numeric(tl["Stream ID"], errors="coerce").fillna(-1).to_numpy(np.int64)
-        kind, streams = pd.factorize(stream, sort=True)
-        # one row per place in the pool: boxes of a place never overlap in time, so they merge per
-        # pixel column as a Gantt row's tasks do
-        place = pd.DataFrame({"model": model, "address": addr_mib, "size": size_mib})
-        row = place.groupby(["model", "address", "size"], sort=False, dropna=False).ngroup().to_numpy()
-        row_y, row_h = np.zeros(row.max() + 1), np.zeros(row.max() + 1)
-        row_y[row], row_h[row] = base + addr_mib, size_mib
-        boxes = _merge_spans(row, x, x_end, kind, len(streams), 0.0, span_ms, width_px)
-        # a place's streams in one pixel column share its height by their time
-        y, h = row_y[boxes.row] + boxes.lower * row_h[boxes.row], boxes.height * row_h[boxes.row]
-        # A white edge separates neighbours, but only on rectangles big enough to keep their colour
-        # (about 1% of the axes both ways); smaller ones are drawn plain.
-        edged = (h >= 0.01 * bottom) & (boxes.width >= 0.01 * span_ms)
-        for k, sid in enumerate(streams):
-            name = f"stream {sid}" if sid >= 0 else "stream N/A"
-            for part, style in ((~edged, {}), (edged, {"edgecolor": "white", "linewidth": 0.4})):
-                mine = (boxes.kind == k) & part
-                if mine.any():
-                    _add_rects(ax_t, boxes.start[mine], boxes.width[mine], y[mine], h[mine],
-                               _STREAM_COLORS[k % len(_STREAM_COLORS)], name, **style)
-        if len(models) > 1:
-            for sep, m in seps:
-                ax_t.axhline(sep, color="0.5", linewidth=0.6, linestyle="--")
-                ax_t.text(0.995, sep, f"model {m} ", transform=ax_t.get_yaxis_transform(), ha="right", va="top",
-                          fontsize=8, color="0.4")
-        ax_t.set_ylim(0, bottom * 1.02 if bottom > 0 else 1)
-        ax_t.set_ylabel("address in the pool (MiB)")
-        ax_t.legend([Patch(facecolor=_STREAM_COLORS[k % len(_STREAM_COLORS)]) for k in range(len(streams))],
-                    [f"stream {s}" if s >= 0 else "stream N/A" for s in streams], loc="upper left",
-                    bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9, title="allocated on", title_fontsize=9)
-        _tidy(ax_t)
-        n_live = len(live_tl)
-        shown = (f"the {len(tl):,} largest of {n_live:,} tensors" if len(tl) < n_live else f"{len(tl):,} tensors")
-    else:
         shown = "no tensor addresses in this data (geprof runs with --task-memory on have them)"
-
-    # the usage curve
-    t_ms = (t_rec[view] - origin) / 1000.0
-    if len(t_ms):
-        allocated = _floats(mr["Total Allocated(MB)"])[view]
-        reserved = _floats(mr["Total Reserved(MB)"])[view] if "Total Reserved(MB)" in mr else None
-        drawn = _step_curve_points(t_ms, allocated, 0.0, span_ms, width_px)
-        ax_m.plot(t_ms[drawn], allocated[drawn], drawstyle="steps-post", color="#4c72b0", linewidth=1.1,
-                  label="allocated")
-        if reserved is not None:
-            drawn = _step_curve_points(t_ms, reserved, 0.0, span_ms, width_px)
-            ax_m.plot(t_ms[drawn], reserved[drawn], drawstyle="steps-post", color="0.5", linestyle="--",
-                      linewidth=0.9, label="reserved")
-        label = "peak" if whole else f"peak of {_iterations_named(iteration)}"
-        mark = None
-        if peak is not None and w0 <= peak.time_us <= w1:
-            mark = ((peak.time_us - origin) / 1000.0, peak.allocated_bytes / MiB, peak.tensor)
-        elif np.isfinite(allocated).any():
-            i = int(np.nanargmax(allocated))
-            # the allocation that reached it: a tensor allocated at that very record
-            at = np.flatnonzero(live_alloc == t_rec[view][i]) if "Name" in live_tl else []
-            mark = (t_ms[i], allocated[i], str(live_tl["Name"].iloc[at[-1]]) if len(at) else None)
-        if mark is not None:
-            px, py, tensor = mark
-            ax_m.plot([px], [py], "o", color="#c44e52", markersize=6, label=f"{label}: {format_size(py * MiB)}", zorder=5)
-            for ax in (ax_t, ax_m):
-                if ax is not None:
-                    ax.axvline(px, color="#c44e52", linewidth=0.8, linestyle=":", zorder=4)
-            if tensor:
-                left = px < span_ms * 0.7
-                ax_m.annotate(_short(tensor, 50), (px, py), xytext=(8 if left else -8, -16), textcoords="offset points",
-                              fontsize=8, color="#c44e52", ha="left" if left else "right", va="top", zorder=6,
-                              bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
-        top_y = np.nanmax(np.r_[allocated, reserved if reserved is not None else allocated])
-        ax_m.set_ylim(0, top_y * 1.1 if np.isfinite(top_y) and top_y > 0 else 1)
-        ax_m.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
-    else:
-        ax_m.text(0.5, 0.5, "no memory_record rows in this window", transform=ax_m.transAxes, ha="center",
-                  va="center", color="0.4")
+    _draw_usage_curve(ax_m, ax_t, view, width_px)
     ax_m.set_ylabel("memory (MiB)")
-    ax_m.set_xlim(-0.01 * span_ms, 1.01 * span_ms)
-    first = iteration[0] if isinstance(iteration, tuple) else iteration
-    ax_m.set_xlabel("time since the first memory record (ms)" if whole
+    ax_m.set_xlim(-0.01 * view.span_ms, 1.01 * view.span_ms)
+    first = view.iteration[0] if isinstance(view.iteration, tuple) else view.iteration
+    ax_m.set_xlabel("time since the first memory record (ms)" if view.whole
                     else f"time since the start of iteration {first} (ms)")
     _tidy(ax_m)
     heading = title or "Tensor lifetimes"
-    if not whole:
-        heading += f": {_iterations_named(iteration)}"
+    if not view.whole:
+        heading += f": {_iterations_named(view.iteration)}"
     (ax_t if ax_t is not None else ax_m).set_title(f"{heading}  ({shown})", loc="left")
     return _literal(fig)
 
