@@ -35,6 +35,7 @@ from __future__ import annotations
 import html
 import traceback
 import weakref
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Collection
@@ -471,7 +472,7 @@ def _bounded(df: pd.DataFrame, what: str, n: int = STATIC_ROWS) -> tuple[pd.Data
 
 
 # --------------------------------------------------------------------------- tabs
-class Pane:
+class Pane(ABC):
     """One tab: a content box (built on first selection) and the same content as static HTML."""
 
     title = ""
@@ -491,9 +492,9 @@ class Pane:
     def css_class(self) -> str:
         return tab_class(self.title)
 
+    @abstractmethod
     def blocks(self) -> list:
         """The tab's default content (static report and non-interactive widget content)."""
-        raise NotImplementedError
 
     def build(self) -> Pane:
         """Fill the content box (once); an error shows in the tab rather than vanishing in a callback."""
