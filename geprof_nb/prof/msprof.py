@@ -146,7 +146,9 @@ def _dtype_descr(dtype: np.dtype) -> list | str:
 def _save_parts(f, parts: list[np.ndarray], dtype: np.dtype) -> int:
     """Write ``parts`` as one ``.npy`` array, byte for byte what ``np.save`` writes for their
     concatenation, without making the concatenation (a chunk of task records is megabytes: the
-    copy and its fresh pages cost more than the write).  Returns the number of records."""
+    copy and its fresh pages cost more than the write).  Each part goes out as one ``write`` of its
+    buffer (``tofile`` duplicates the file descriptor and seeks for every part).  Returns the number
+    of bytes written."""
     n = sum(len(p) for p in parts)
     header = {"descr": _dtype_descr(dtype), "fortran_order": False, "shape": (n,)}
     try:
@@ -154,13 +156,13 @@ def _save_parts(f, parts: list[np.ndarray], dtype: np.dtype) -> int:
     except ValueError:  # a header too long for format 1.0: np.save moves to 2.0 too
         np.lib.format.write_array_header_2_0(f, header)
     for p in parts:
-        p.tofile(f)
-    return n
+        f.write(np.ascontiguousarray(p).data)
+    return f.tell()
 
 
-def _remove(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink(missing_ok=True)
+def _remove(path: str | os.PathLike) -> None:
+    with contextlib.suppress(OSError):  # a file already gone included
+        os.unlink(path)
 
 
 def _run_dir_name(seq: int) -> str:
@@ -204,14 +206,14 @@ class Msprof:
         self.chunk_records = DEFAULT_CHUNK_RECORDS
         self.run_serial = 0  # increments with every run directory opened
         self.storage_limit_bytes: int | None = None
-        self._chunks: list[tuple[Path, int, str, int]] = []  # (path, bytes, kind, records), oldest first
+        self._chunks: list[tuple[str, int, str, int]] = []  # (path, bytes, kind, records), oldest first
         self._stored_bytes = 0
         self._info: dict = {}
         #: While True, reported records are counted and dropped (a step schedule's warmup window).
         self.discarding = False
         self._discarded = 0
         self._hash_line_open = False  # a failed hash-dictionary write left a partial line
-        self._made_dirs: set[Path] = set()  # chunk directories of this run that exist
+        self._made_dirs: set[str] = set()  # chunk directories of this run that exist
         self._finalize_hooks: list[Callable[[Path, str, str], Path | None]] = []
         #: Metadata set since info.json was last written: written before the next chunk and at finalize
         #: (a step's metadata arrives in a dozen calls; each write is an open, a dump and a rename).
@@ -653,10 +655,12 @@ class Msprof:
         run_dir = self.run_dir
         if run_dir is None:
             return False
-        self._flush_hashes()  # ids in a chunk must be resolvable once the chunk exists
-        with self._lock:  # and the metadata that reads it (devices, PMU events)
-            if self._info_dirty and self.run_dir is not None:
-                self._write_info()
+        if self._hash_lines_saved != len(self._hash_lines):
+            self._flush_hashes()  # ids in a chunk must be resolvable once the chunk exists
+        if self._info_dirty:  # and the metadata that reads it (devices, PMU events)
+            with self._lock:
+                if self._info_dirty and self.run_dir is not None:
+                    self._write_info()
         error: OSError | None = None
         with buf.lock:
             parts = buf.take_chunk(sealed_only)
@@ -665,15 +669,17 @@ class Msprof:
             n = sum(len(p) for p in parts)
             seq = buf.seq
             buf.seq += 1
-            directory = run_dir / buf.kind.directory(device_id)
-            path = directory / rawdata.chunk_name(buf.kind.name, seq)
-            tmp = path.with_suffix(".tmp")
+            # plain strings: a chunk's three paths cost tens of microseconds as Path objects
+            directory = os.path.join(run_dir, buf.kind.directory(device_id))
+            name = rawdata.chunk_name(buf.kind.name, seq)
+            path = os.path.join(directory, name)
+            tmp = path[: -len(".npy")] + ".tmp"
             try:
                 if directory not in self._made_dirs:
-                    directory.mkdir(parents=True, exist_ok=True)
+                    os.makedirs(directory, exist_ok=True)
                     self._made_dirs.add(directory)
                 with open(tmp, "wb") as f:
-                    _save_parts(f, parts, buf.kind.dtype)
+                    size = _save_parts(f, parts, buf.kind.dtype)
                 os.replace(tmp, path)
             except OSError as exc:  # a full disk must not stop the profiled job: count what was lost
                 _remove(tmp)
@@ -682,25 +688,25 @@ class Msprof:
                 buf.written += n
             written = buf.written
         if error is not None:
-            self._write_failed(str(path.relative_to(run_dir)), error, buf.kind.name, n)
+            self._write_failed(f"{buf.kind.directory(device_id)}/{name}", error, buf.kind.name, n)
             return True
         key = buf.kind.name if device_id == 0 or buf.kind.side == "host" else f"{buf.kind.name}@{device_id}"
         with self._lock:  # info.json is written under this lock: another thread may be dumping it
             self._info["records"][key] = max(self._info["records"].get(key, 0), written)
-        self._account(path, buf.kind, n)
+        self._account(path, size, buf.kind, n)
         return True
 
-    def _account(self, path: Path, kind: rawdata.RecordKind, records: int) -> None:
-        """Track stored bytes; past ``storage_limit``, delete the oldest aging chunks (msprof's aging)."""
+    def _account(self, path: str, size: int, kind: rawdata.RecordKind, records: int) -> None:
+        """Track stored bytes (``size``: the chunk's); past ``storage_limit``, delete the oldest aging
+        chunks (msprof's aging)."""
         with self._lock:
-            size = path.stat().st_size
             self._stored_bytes += size
             if kind.aging:
                 self._chunks.append((path, size, kind.name, records))
             limit = self.storage_limit_bytes
             while limit is not None and self._stored_bytes > limit and self._chunks:
                 old, old_size, old_kind, old_records = self._chunks.pop(0)
-                old.unlink(missing_ok=True)
+                _remove(old)
                 self._stored_bytes -= old_size
                 aged = self._info["aged_out"]
                 aged["chunks"] += 1

@@ -10,6 +10,7 @@ exactly.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -87,9 +88,10 @@ def _aging_run(tmp_path: Path, monkeypatch, limit: int | None) -> tuple[geprof_n
     flushed: list[tuple[str, int]] = []
     account = msprof.lib._account
 
-    def spy(path, kind, records):
-        flushed.append((str(path.relative_to(msprof.lib.run_dir)), path.stat().st_size))
-        account(path, kind, records)
+    def spy(path, size, kind, records):
+        assert size == os.path.getsize(path)  # the bytes the chunk's write counted are the file's
+        flushed.append((os.path.relpath(path, msprof.lib.run_dir), size))
+        account(path, size, kind, records)
 
     monkeypatch.setattr(msprof.lib, "_account", spy)
     s = ge.Session()
