@@ -21,7 +21,7 @@ from ..prof.threads import native_thread_id
 
 DEFAULT_DOMAIN = "default"
 _ids = itertools.count(1)
-_open: dict[int, tuple[int, str, str]] = {}  # id -> (start, message, domain)
+_open: dict[int, tuple[int, str, str, int]] = {}  # id -> (start, message, domain, msprof run serial)
 _props = ProfilingProperties.instance()
 
 
@@ -45,7 +45,7 @@ def range_start(message: str, domain: str = DEFAULT_DOMAIN) -> int:
     if not _props.switch & events.PROF_MSPROFTX_MASK:
         return 0
     range_id = next(_ids)
-    _open[range_id] = (clock.now_ns(), str(message), domain)
+    _open[range_id] = (clock.now_ns(), str(message), domain, msprof.lib.run_serial)
     return range_id
 
 
@@ -57,9 +57,16 @@ def range_end(range_id: int) -> None:
     if opened is None:
         warnings.warn(f"mstx.range_end({range_id}): no open range has this id", stacklevel=2)
         return
-    if _props.switch & events.PROF_MSPROFTX_MASK:  # a range that ends after Stop is not collected
-        start, message, domain = opened
-        _report(start, clock.now_ns(), rawdata.MSTX_RANGE, message, domain, range_id)
+    if not _props.switch & events.PROF_MSPROFTX_MASK:  # a range that ends after Stop is not collected
+        return
+    start, message, domain, run_serial = opened
+    if run_serial != msprof.lib.run_serial:  # its start is on another run's clock: no duration here
+        text = (f"mstx range {message!r} (id {range_id}) was opened in an earlier profiling run and ended "
+                "in this one: not recorded")
+        warnings.warn(text, stacklevel=2)
+        msprof.lib.add_note(text)
+        return
+    _report(start, clock.now_ns(), rawdata.MSTX_RANGE, message, domain, range_id)
 
 
 @contextlib.contextmanager

@@ -115,6 +115,26 @@ def test_range_end_of_an_unknown_id_warns_and_records_nothing(tmp_path):
     assert list(geprof_nb.load(tmp_path).msprof_tx["message"]) == ["once"]
 
 
+def test_a_range_opened_in_an_earlier_run_is_not_recorded_in_the_next(tmp_path):
+    """Its start is on the earlier run's clock: reported here it would end before it began."""
+    profiled(tmp_path / "one", msproftx="on")
+    session().run_graph(1)
+    rid = ge.mstx.range_start("opened in run 1")
+    ge.GEFinalize()
+    profiled(tmp_path / "two", msproftx="on")
+    assert session().run_graph(1) == ge.SUCCESS
+    with pytest.warns(UserWarning, match=r"mstx range 'opened in run 1' \(id \d+\) was opened in an earlier "
+                                         r"profiling run and ended in this one: not recorded"):
+        ge.mstx.range_end(rid)
+    with ge.mstx.range("run 2's own"):
+        pass
+    ge.GEFinalize()
+    p = geprof_nb.load(tmp_path / "two")
+    assert list(p.msprof_tx["message"]) == ["run 2's own"]
+    assert any("'opened in run 1'" in note and "not recorded" in note for note in p.notes)
+    assert geprof_nb.load(tmp_path / "one").msprof_tx.empty
+
+
 def test_a_range_may_end_on_another_thread(tmp_path):
     profiled(tmp_path, msproftx="on")
     rid = ge.mstx.range_start("cross")
