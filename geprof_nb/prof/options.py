@@ -171,31 +171,32 @@ class ProfilingOptions:
 
     # ------------------------------------------------------------------ parsing
     @classmethod
-    def parse(cls, data: str | Mapping[str, Any]) -> "ProfilingOptions":
+    def parse(cls, data: str | Mapping[str, Any], source: str = OPTION_PROFILING_OPTIONS) -> "ProfilingOptions":
         """Parse and validate a profilingOptions JSON string or dict.
 
-        Without an ``output`` field the run goes under ``$ASCEND_WORK_PATH`` when
-        that is set, else ``./`` (GE's order of precedence).
+        ``source`` names where the JSON came from in errors about it as a whole (the GE option, or
+        the environment variable that held it).  Without an ``output`` field the run goes under
+        ``$ASCEND_WORK_PATH`` when that is set, else ``./`` (GE's order of precedence).
         """
         if isinstance(data, (str, bytes)):
             try:
                 text = data.decode("utf-8") if isinstance(data, bytes) else data
             except UnicodeDecodeError as exc:
                 raise ProfilingOptionsError(
-                    "ge.exec.profilingOptions", f"is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                    source, f"is not UTF-8 text ({exc.reason} at byte {exc.start})",
                     "a JSON object in UTF-8") from None
             if not text.strip():
-                raise ProfilingOptionsError("ge.exec.profilingOptions", "is empty", "a JSON object")
+                raise ProfilingOptionsError(source, "is empty", "a JSON object")
             try:
                 data = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ProfilingOptionsError(
-                    "ge.exec.profilingOptions", f"is not valid JSON ({exc.msg} at line {exc.lineno} "
+                    source, f"is not valid JSON ({exc.msg} at line {exc.lineno} "
                     f"column {exc.colno})", 'a JSON object such as {"output": "./prof", "training_trace": "on"}'
                 ) from None
         if not isinstance(data, Mapping):
             raise ProfilingOptionsError(
-                "ge.exec.profilingOptions", f"must be a JSON object, got a JSON {_json_type(data)}",
+                source, f"must be a JSON object, got a JSON {_json_type(data)}",
                 "a JSON object of option names to string values",
             )
         known = {f.name for f in fields(cls)}
@@ -248,7 +249,7 @@ class ProfilingOptions:
             return opts.replace(**points) if points else opts
         for mode_name, opts_name in zip(ENV_MODE_NAMES, ENV_OPTIONS_NAMES):
             if environ.get(mode_name) == "true":
-                return cls.parse(environ.get(opts_name) or DEFAULT_ENV_OPTIONS)
+                return cls.parse(environ.get(opts_name) or DEFAULT_ENV_OPTIONS, source=opts_name)
         return None
 
 
@@ -263,7 +264,7 @@ def validate_field(key: str, value: Any) -> str:
     if key in FREQ_FIELDS:
         lo, hi = FREQ_FIELDS[key]
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ProfilingOptionsError(key, f"must be a number, got JSON {_json_type(value)}", f"{lo}..{hi}")
+            raise ProfilingOptionsError(key, f"must be an integer, got {_json_value(value)}", f"{lo}..{hi}")
         if isinstance(value, str) and not _ASCII_INT.fullmatch(value):
             # int() would also take "1_0" or Arabic-Indic digits, which GE's parser does not
             raise ProfilingOptionsError(key, f"{value!r} is not a number", f"{lo}..{hi}")
@@ -272,8 +273,7 @@ def validate_field(key: str, value: Any) -> str:
             raise ProfilingOptionsError(key, f"{n} is out of range", f"{lo}..{hi}")
         return str(n)
     if not isinstance(value, str):
-        got = "null" if value is None else f"{_json_type(value)} {json.dumps(value, default=repr)}"
-        raise ProfilingOptionsError(key, f"must be a string, got JSON {got}", _ACCEPTED.get(key, "a string"))
+        raise ProfilingOptionsError(key, f"must be a string, got {_json_value(value)}", _ACCEPTED.get(key, "a string"))
     if key in ("output", "fp_point", "bp_point"):
         if key == "output":
             _validate_output(value)
@@ -295,9 +295,22 @@ def validate_field(key: str, value: Any) -> str:
     return value
 
 
+_JSON_TYPE_NAMES = ((bool, "boolean"), (int, "number"), (float, "number"), (str, "string"), (list, "array"),
+                    (Mapping, "object"))
+
+
 def _json_type(value: Any) -> str:
-    """The JSON name of a parsed value's type (``null`` rather than Python's ``NoneType``)."""
-    return "null" if value is None else type(value).__name__
+    """The JSON name of a parsed value's type (``array``, ``string``, ... rather than Python's)."""
+    if value is None:
+        return "null"
+    return next((name for kind, name in _JSON_TYPE_NAMES if isinstance(value, kind)), type(value).__name__)
+
+
+def _json_value(value: Any) -> str:
+    """A parsed value as an error shows it: ``JSON null``, ``JSON number 1.5``, ``JSON boolean true``."""
+    if value is None:
+        return "JSON null"
+    return f"JSON {_json_type(value)} {json.dumps(value, default=repr)}"
 
 
 _ASCII_INT = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)

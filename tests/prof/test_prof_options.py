@@ -68,16 +68,16 @@ def _error(text):
 BAD = [
     # (id, options text, field, substrings the message must contain)
     ("malformed-json", '{"output": "./p", ', "ge.exec.profilingOptions", ["not valid JSON", "a JSON object"]),
-    ("json-array", '["output", "./p"]', "ge.exec.profilingOptions", ["must be a JSON object, got a JSON list"]),
-    ("json-string", '"on"', "ge.exec.profilingOptions", ["must be a JSON object, got a JSON str"]),
+    ("json-array", '["output", "./p"]', "ge.exec.profilingOptions", ["must be a JSON object, got a JSON array"]),
+    ("json-string", '"on"', "ge.exec.profilingOptions", ["must be a JSON object, got a JSON string"]),
     ("empty", "   ", "ge.exec.profilingOptions", ["is empty"]),
     ("unknown-aic-metrics", '{"aic_metrics": "PipeUtilisation"}', "aic_metrics",
      ["'PipeUtilisation' is not valid", *ALL_METRICS, "Custom:"]),
     ("training-trace-bool", '{"training_trace": true}', "training_trace",
-     ["must be a string, got JSON bool true", "'on'", "'off'"]),
+     ["must be a string, got JSON boolean true", "'on'", "'off'"]),
     ("training-trace-value", '{"training_trace": "yes"}', "training_trace", ["'yes' is not valid", "'on', 'off', ''"]),
     ("task-trace-value", '{"task_trace": "l2"}', "task_trace", ["'l2' is not valid", "'on', 'off', 'l0', 'l1'"]),
-    ("task-trace-number", '{"task_trace": 1}', "task_trace", ["must be a string, got JSON int 1"]),
+    ("task-trace-number", '{"task_trace": 1}', "task_trace", ["must be a string, got JSON number 1"]),
     ("storage-no-unit", '{"storage_limit": "200"}', "storage_limit", ["the unit MB is required", "'<n>MB'",
                                                                      "200 <= n <= 4294967295"]),
     ("storage-wrong-unit", '{"storage_limit": "200GB"}', "storage_limit", ["the unit MB is required"]),
@@ -86,7 +86,9 @@ BAD = [
     ("hccl-value", '{"hccl": "true"}', "hccl", ["'true' is not valid", "'on', 'off'"]),
     ("output-empty", '{"output": " "}', "output", ["is empty"]),
     ("freq-range", '{"sys_hardware_mem_freq": 101}', "sys_hardware_mem_freq", ["101 is out of range", "1..100"]),
-    ("freq-bool", '{"dvpp_freq": true}', "dvpp_freq", ["must be a number"]),
+    ("freq-bool", '{"dvpp_freq": true}', "dvpp_freq", ["must be an integer, got JSON boolean true", "1..100"]),
+    ("freq-float", '{"sys_hardware_mem_freq": 1.5}', "sys_hardware_mem_freq",
+     ["must be an integer, got JSON number 1.5"]),
     ("host-sys", '{"host_sys": "cpu,gpu"}', "host_sys", ["'cpu,gpu' is not valid", "cpu,mem,disk,network,osrt"]),
     ("custom-too-many", '{"aic_metrics": "Custom:0x1,0x2,0x3,0x4,0x5,0x6,0x7,0x8,0x9"}', "aic_metrics",
      ["names 9 events"]),
@@ -173,6 +175,18 @@ def test_environment_fallback(mode_var, opts_var):
     assert ProfilingOptions.resolve({}, environ={mode_var: "True", opts_var: OPTS_ENV}) is None
 
 
+@pytest.mark.parametrize("mode_var,opts_var", [("PROFILING_MODE", "PROFILING_OPTIONS"),
+                                               ("GE_PROFILING_MODE", "GE_PROFILING_OPTIONS")])
+@pytest.mark.parametrize("text,message", [("{bad json", "is not valid JSON"), ("[1]", "must be a JSON object, got a "
+                                                                               "JSON array")])
+def test_a_bad_environment_variable_is_named_not_the_ge_option(mode_var, opts_var, text, message):
+    """The user set no GE option: the error names the variable that holds the bad JSON."""
+    with pytest.raises(ProfilingOptionsError) as exc:
+        ProfilingOptions.resolve({}, environ={mode_var: "true", opts_var: text})
+    assert exc.value.field == opts_var
+    assert str(exc.value).startswith(f"profiling option {opts_var!r}: {message}")
+
+
 def test_ge_options_win_over_environment():
     env = {"PROFILING_MODE": "true", "PROFILING_OPTIONS": OPTS_ENV,
            "GE_PROFILING_MODE": "true", "GE_PROFILING_OPTIONS": OPTS_ENV}
@@ -218,7 +232,7 @@ def test_a_bad_fp_bp_point_ge_option_is_named_as_the_user_set_it(key):
     with pytest.raises(ProfilingOptionsError) as exc:
         ProfilingOptions.resolve({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": '{"output": "p"}',
                                   key: 5}, environ={})
-    assert str(exc.value) == f"profiling option {key!r}: must be a string, got JSON int 5; accepted: an op name or ''"
+    assert str(exc.value) == f"profiling option {key!r}: must be a string, got JSON number 5; accepted: an op name or ''"
     assert exc.value.field == key
 
 
