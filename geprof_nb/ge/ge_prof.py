@@ -146,14 +146,14 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
         problem = f"device_nums {device_nums} differs from the list length {len(ids)}"
     elif len(ids) > MSVP_MAX_DEV_NUM:
         problem = f"{len(ids)} devices exceed the maximum of {MSVP_MAX_DEV_NUM}"
-    elif len(ids) > device_count:
-        problem = f"{len(ids)} devices requested but only {device_count} present"
     elif any(isinstance(d, bool) or not isinstance(d, numbers.Integral) for d in ids):
         problem = f"device ids {ids} must be integers (not bool, str or float) in 0..{device_count - 1}"
+    elif len(set(ids)) != len(ids):  # before the count: [0, 0] asks for one device twice, not for two
+        problem = f"device ids {ids} contain duplicates"
+    elif len(ids) > device_count:
+        problem = f"{len(ids)} devices requested but only {device_count} present"
     elif any(d < 0 or d >= device_count for d in ids):
         problem = f"device ids {ids} must be in 0..{device_count - 1}"
-    elif len(set(ids)) != len(ids):
-        problem = f"device ids {ids} contain duplicates"
     elif aicore_events is not None:
         problem = "aicore_events is reserved; only None is supported"
     elif isinstance(aicore_metrics, bool) or not isinstance(aicore_metrics, int) or aicore_metrics not in AIC_METRICS_NAMES:

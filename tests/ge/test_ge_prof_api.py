@@ -213,6 +213,14 @@ def test_create_config_rejects_duplicate_device_ids(sess, monkeypatch):
     assert ok is not None and ok.dev_ids == (0, 1) and ge.GEGetErrorMsg() == ""
 
 
+def test_create_config_names_a_duplicate_before_the_device_count(sess):
+    """On a one-device machine [0, 0] asks for device 0 twice: the duplicate is the reason, not a count."""
+    assert ge.session.device_runtime().device_count == 1
+    assert ge.aclgrphProfCreateConfig([0, 0], M.kAicorePipeUtilization, BITS) is None
+    msg = ge.GEGetErrorMsg()
+    assert "device ids [0, 0] contain duplicates" in msg and "present" not in msg, msg
+
+
 # ------------------------------------------------------------------- out-of-order / repeated calls
 
 
