@@ -398,6 +398,7 @@ class Session:
         model = self._models.pop(graph_id, None)
         if model is not None:
             model.unload()
+        st.clear_error()
         return st.SUCCESS
 
     def build_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
@@ -410,7 +411,9 @@ class Session:
                 return self._no_graph("BuildGraph", graph_id)
             status, model = self._load(graph_id)
             if model is not None and inputs is not None:
-                return self._select_inputs(model, inputs, "BuildGraph")
+                status = self._select_inputs(model, inputs, "BuildGraph")
+            if status == st.SUCCESS:
+                st.clear_error()
             return status
 
     def _no_graph(self, api: str, graph_id: int) -> st.Status:
@@ -528,6 +531,7 @@ class Session:
                 return st.set_error(st.PARAM_INVALID, f"{api}: {exc}")
         name = _state.executor_override or self.options.get(OPTION_EXECUTOR) or _state.executor
         EXECUTORS[name].execute(model)
+        st.clear_error()
         return st.SUCCESS
 
     def model(self, graph_id: int) -> LoadedModel | None:

@@ -69,7 +69,8 @@ def set_error(status: Status, message: str) -> Status:
 
 
 def GEGetErrorMsg() -> str:  # noqa: N802 - C API name
-    """The message of the last failed GE call on this thread ("" if none)."""
+    """Why the last GE call on this thread failed ("" when it succeeded: every call that succeeds
+    clears the message, so a stale one never describes a later success)."""
     return getattr(_error, "message", "")
 
 

@@ -48,6 +48,18 @@ def test_run_unknown_graph(session):
     assert session.remove_graph(44) == st.GE_GRAPH_GRAPH_NOT_EXIST and "44" in ge.GEGetErrorMsg()
 
 
+@pytest.mark.parametrize("call", ["run_graph", "build_graph", "remove_graph", "add_graph"])
+def test_a_successful_call_clears_the_last_error(session, call):
+    """GEGetErrorMsg describes the last call: after a success it is empty whichever call it was."""
+    assert session.add_graph(1, _mlp()) == ge.SUCCESS
+    assert session.run_graph(99) == st.GE_GRAPH_GRAPH_NOT_EXIST and "99" in ge.GEGetErrorMsg()
+    if call == "add_graph":
+        assert session.add_graph(2, _mlp()) == ge.SUCCESS
+    else:
+        assert getattr(session, call)(1) == ge.SUCCESS
+    assert ge.GEGetErrorMsg() == ""
+
+
 def test_add_graph_twice(session):
     assert session.add_graph(3, _mlp()) == ge.SUCCESS
     assert ge.GEGetErrorMsg() == ""
