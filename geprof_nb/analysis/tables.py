@@ -186,7 +186,9 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     ge_type, has_basic = x.ge_type, x.has_basic
     n = len(hw)
 
-    is_comm = ge_type == GeTaskType.HCCL
+    # a collective by its GE task type, or (task_trace l0 records no basic info) by the runtime's task track
+    is_comm = (ge_type == GeTaskType.HCCL) | (scatter(n_conn, track["connection_id"], track["task_type"], -1,
+                                                      np.int64) == RtTaskType.HCCL)
     no_basic = ~has_basic
     op_type_ids = scatter(n_conn, basic["connection_id"], basic["op_type"], 0, np.uint64)
     block_dim = scatter(n_conn, basic["connection_id"], basic["block_dim"], 0, np.int64)

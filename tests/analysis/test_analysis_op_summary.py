@@ -74,6 +74,23 @@ def test_header_without_pmu(run_profiled):
     assert (ops["Op Name"] != "N/A").all()
 
 
+def test_collectives_at_task_trace_l0_are_treated_as_at_l1(run_profiled):
+    """l0 records no basic info, but the task track knows the HCCL tasks: their Task ID / Stream ID are
+    N/A and a compute op's wait is the gap after the previous compute task, at either level (the
+    virtual clock gives both runs the same timeline)."""
+    g = build_tiny_graph(world_size=2)[0]
+    l1 = run_profiled(g, steps=2, subdir="l1").profile.op_summary
+    l0 = run_profiled(g, steps=2, task_trace="l0", subdir="l0").profile.op_summary
+    comm = l1["Task Type"] == "COMMUNICATION"
+    assert comm.sum() == 2 and l0["Op Name"].tolist() == l1["Op Name"].tolist()
+    assert l0["Task Start Time(us)"].tolist() == l1["Task Start Time(us)"].tolist()
+    for col in ("Task ID", "Stream ID"):
+        assert l0[col][comm.to_numpy()].isna().all() and l0[col][~comm.to_numpy()].notna().all()
+    assert l0["Task Wait Time(us)"].tolist() == l1["Task Wait Time(us)"].tolist()
+    assert (l0["Task Wait Time(us)"][comm.to_numpy()] == 0).all()
+    assert (l0["Task Wait Time(us)"] > 1).any()  # a compute op waited for the collective between them
+
+
 # ------------------------------------------------------------------------------- rows
 def test_one_row_per_kernel_task_per_step(run):
     p = run.profile

@@ -376,7 +376,8 @@ class MsprofSource(FileSource):
     def communication_rows(self) -> np.ndarray:
         """Collectives by op_summary's Task Type or, where that is N/A (task_time level 0), by task_time's
         kernel_type: a row is a collective when task_time has an HCCL task with the same stream id, task id
-        and start (exact ns), what the two tables both say of a task."""
+        and start (exact ns), what the two tables both say of a task; a row whose Stream ID and Task ID
+        are N/A (how op_summary shows a collective) by the start alone."""
         return self._collectives.copy()
 
     @cached_property
@@ -395,12 +396,14 @@ class MsprofSource(FileSource):
         def ids(values) -> np.ndarray:  # -1 for N/A
             return pd.array(values, dtype="Int64").to_numpy(np.int64, na_value=-1)
 
+        hccl_start = start_times(tasks, "task_start(us)")
         hccl = pd.MultiIndex.from_arrays([ids(tasks.integers("stream_id", nullable=True)),
-                                          ids(tasks.integers("task_id", nullable=True)),
-                                          start_times(tasks, "task_start(us)")])
+                                          ids(tasks.integers("task_id", nullable=True)), hccl_start])
         stream, task = ids(f["Stream ID"]), ids(f["Task ID"])
-        ops = pd.MultiIndex.from_arrays([stream, task, rows.start_ns.astype(np.int64)])
-        return known | (ops.isin(hccl) & (stream >= 0) & (task >= 0))
+        start = rows.start_ns.astype(np.int64)
+        ops = pd.MultiIndex.from_arrays([stream, task, start])
+        by_ids = ops.isin(hccl) & (stream >= 0) & (task >= 0)
+        return known | by_ids | ((stream < 0) & (task < 0) & np.isin(start, hccl_start))
 
     def op_statistic(self) -> pd.DataFrame:
         if "op_statistic" not in self.sets:
