@@ -129,6 +129,26 @@ def test_missing_start_time(tmp_path):
         geprof_nb.load(run.path).op_summary  # noqa: B018
 
 
+def test_missing_duration(tmp_path):
+    """Every step split is start + duration: an N/A duration is refused where it is, not read as garbage."""
+    run = write_msprof(tmp_path)
+    path = op_summary_file(run)
+    replace_cell(path, 3, "Task Duration(us)", "N/A")
+    with pytest.raises(ImportFormatError) as err:
+        geprof_nb.load(run.path).step_breakdown  # noqa: B018
+    assert str(err.value) == (f"{path}, line 3, column 'Task Duration(us)': cannot parse 'N/A'; expected a "
+                              "duration in microseconds on every row (every executed task has one)")
+
+
+def test_missing_kernel_duration(tmp_path):
+    run = write_ascend_pt(tmp_path, step_id=False)
+    path = run.path / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    replace_cell(path, 2, "Duration(us)", "N/A")
+    with pytest.raises(ImportFormatError, match=r"kernel_details.csv, line 2, column 'Duration\(us\)': cannot parse "
+                                                r"'N/A'; expected a duration in microseconds on every row"):
+        geprof_nb.load(run.path).op_summary  # noqa: B018
+
+
 def test_bad_integer(tmp_path):
     run = write_msprof(tmp_path)
     replace_cell(op_summary_file(run), 4, "Block Num", "8.5")

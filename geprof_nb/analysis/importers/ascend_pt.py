@@ -24,7 +24,7 @@ from ..columns import PURE_CORE_TASK_TYPES, is_other_core_column
 from .csvfiles import CsvTable, ImportFormatError, Kinds, read_csv, read_json
 from .filesource import FileSource
 from .msprof import (API_STATISTIC_KINDS, DEVICE_ID, OP_STATISTIC_KINDS, OP_SUMMARY_KINDS, aic_metrics_of,
-                     chip_family, device_infos, start_times)
+                     chip_family, device_infos, require_durations, start_times)
 from .trace_view import TraceView, read_trace_view
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -164,6 +164,7 @@ class AscendPtSource(FileSource):
         renamed = CsvTable(k.files, [RENAMES.get(k.header[i], k.header[i]) for i in keep],
                            k.cells.select(keep).rename_columns([str(i) for i in range(len(keep))]), k.file_rows)
         start_ns = start_times(k, "Start Time(us)")
+        require_durations(k, "Duration(us)")
         given = {"Task Start Time(us)": start_ns / 1000.0}
         frame = _other_core_missing(
             self._with_device(self._typed("op_summary", renamed, OP_SUMMARY_KINDS, given=given), self.device_id))

@@ -205,6 +205,15 @@ def start_times(table: CsvTable, column: str) -> np.ndarray:
     return ns
 
 
+def require_durations(table: CsvTable, column: str) -> None:
+    """A task duration column must have a number on every row: every step split and span is built
+    from start + duration, so an N/A there would give wrong numbers, not a gap."""
+    valid = ~np.isnan(table.numbers(column))
+    if not valid.all():
+        raise table.bad_value(table.position(column), int(np.argmin(valid)),
+                              "a duration in microseconds on every row (every executed task has one)")
+
+
 class MsprofSource(FileSource):
     """The summaries of a real msprof run (``PROF_*`` or its ``mindstudio_profiler_output``)."""
 
@@ -281,6 +290,7 @@ class MsprofSource(FileSource):
     def _rows(self) -> tables.OpRows:
         table = self._summary.select(self._mine)
         start_ns = start_times(table, "Task Start Time(us)")
+        require_durations(table, "Task Duration(us)")
         frame = self._typed("op_summary", table, OP_SUMMARY_KINDS, given={"Task Start Time(us)": start_ns / 1000.0})
         model = frame["Model ID"].to_numpy(np.int64, na_value=-1) if "Model ID" in frame else np.zeros(len(frame),
                                                                                                    np.int64)
