@@ -129,6 +129,21 @@ def test_the_collector_is_left_as_found(tmp_path):
         gc.enable()
 
 
+@pytest.mark.parametrize("args", ['"NPU 0"', "[1]", "7"])
+def test_process_labels_whose_args_is_not_an_object_is_named(tmp_path, args):
+    path = trace(tmp_path, step('"1.0"', '"2.0"'), f'{{"ph": "M", "name": "process_labels", "pid": 1, "args": {args}}}')
+    with pytest.raises(ImportFormatError) as err:
+        read_trace_view(path)
+    assert str(err.value).startswith(f"{path}: event 1 (process_labels): 'args' is ")
+    assert str(err.value).endswith('; expected an object such as {"labels": "NPU 0"}')
+
+
+def test_process_labels_name_the_device(tmp_path):
+    path = trace(tmp_path, step('"1.0"', '"2.0"'),
+                 '{"ph": "M", "name": "process_labels", "pid": 1, "args": {"labels": "NPU 3"}}')
+    assert read_trace_view(path).device_id == 3
+
+
 # ---------------------------------------------------------------- what orjson refuses
 @pytest.mark.parametrize("content, message", [
     (step('"1.0"', "NaN"), "event 0 (ProfilerStep#1): 'ts' '1.0' / 'dur' nan are not µs decimals"),

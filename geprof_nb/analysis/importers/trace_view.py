@@ -173,8 +173,13 @@ def _trace_view(path: Path, content: object, exact: bool) -> TraceView:
     flows = [ev for ev, ph in zip(events, phases) if (ph == "s" or ph == "f") and ev.get("name") == "torch_to_npu"
              and str(ev.get("cat", "")).lower() == "async_npu"]
     device_id = None
-    for ev in (ev for ev, ph in zip(events, phases) if ph == "M" and ev.get("name") == "process_labels"):
-        m = re.fullmatch(r"NPU\s*(\d+)", str((ev.get("args") or {}).get("labels", "")).strip())
+    for i, ev in ((i, ev) for i, (ev, ph) in enumerate(zip(events, phases))
+                  if ph == "M" and ev.get("name") == "process_labels"):
+        args = ev.get("args") or {}
+        if not isinstance(args, dict):
+            raise ImportFormatError(f"{path}: event {i} (process_labels): 'args' is {args!r}; expected an object "
+                                    'such as {"labels": "NPU 0"}')
+        m = re.fullmatch(r"NPU\s*(\d+)", str(args.get("labels", "")).strip())
         if m:
             device_id = int(m.group(1))
             break
