@@ -128,12 +128,14 @@ class CompiledModel:
         return self.hccl_stream if node.engine == "HCCL" else self.compute_stream
 
     def _task_producers(self) -> dict[int, set[int]]:
-        """For every node, the nodes with a kernel whose output it depends on (through GE_LOCAL ops)."""
+        """For every node, the nodes with a task whose output it depends on (through GE_LOCAL ops): the
+        kernels, and the Data nodes whose input copy brings their tensor to the device."""
+        copied = {d.id for d in self.input_nodes} if self.input_copies else set()
         producers: dict[int, set[int]] = {}
         for node in self.graph.nodes:
             deps: set[int] = set()
             for src in [t.node for t in node.inputs] + node.control_inputs:
-                if src.id in self.kernels:
+                if src.id in self.kernels or src.id in copied:
                     deps.add(src.id)
                 else:
                     deps |= producers.get(src.id, set())
@@ -157,7 +159,12 @@ class CompiledModel:
         # (consumer stream, producer stream) -> latest producer already waited for; streams run
         # in order, so waiting for a later task covers every earlier one (GE's sync-event pruning)
         covered: dict[tuple[int, int], int] = {}
+        copies = self.input_nodes if self.input_copies else []
+        for data in copies:  # the input copies open the step on the compute stream
+            entries[data.id] = _Entry(self.compute_stream)
         for node in self.graph.nodes:
+            if node.id in entries:
+                continue
             kernel = self.kernels.get(node.id)
             before = points.logids_before(node.id) if points else []
             after = points.logids_after(node.id) if points else []
@@ -180,8 +187,10 @@ class CompiledModel:
             entries[node.id] = entry
 
         rows: list[tuple] = []  # (rt_type, stream, node, kernel, event, logid)
-        for data in self.input_nodes if self.input_copies else ():  # input copies open the step
-            rows.append((RtTaskType.MEMCPY_ASYNC, self.compute_stream, data.id, None, -1, -1))
+        copied = [entries.pop(data.id) for data in copies]
+        rows += [(RtTaskType.MEMCPY_ASYNC, e.stream, data.id, None, -1, -1) for data, e in zip(copies, copied)]
+        for data, e in zip(copies, copied):  # a tensor read on another stream: its copy records an event
+            rows += [(RtTaskType.EVENT_RECORD, e.stream, data.id, None, ev, -1) for ev in e.records]
         for node_id, e in entries.items():
             rows += [(RtTaskType.EVENT_WAIT, e.stream, -1, None, ev, -1) for ev in e.waits]
             rows += [(RtTaskType.PROFILER_TRACE, e.stream, node_id, None, -1, lg) for lg in e.before]

@@ -28,6 +28,14 @@ GRAPHS = {
 }
 
 
+def _input_to_allreduce():
+    """A collective on the HCCL stream reading a graph input: it must wait for the input's copy."""
+    g = ge.Graph("input-to-allreduce")
+    x = g.data("x", (256, 256), "float16")
+    g.output([g.op("Relu", g.op("HcomAllReduce", x, name="ar", rank_size=2), name="act")])
+    return g
+
+
 def _mlp_small_buckets():
     g = ge.Graph("mlp-buckets")
     x = g.data("x", (8, 32))
@@ -55,8 +63,9 @@ def _kernel_rows(table):
 
 
 def _node_task(table):
-    """node id -> index of its kernel task."""
-    return {int(table.node[i]): i for i in _kernel_rows(table)}
+    """node id -> index of its kernel task (of a Data node: its input copy)."""
+    copies = np.flatnonzero(table.rt_type == RtTaskType.MEMCPY_ASYNC).tolist()
+    return {int(table.node[i]): i for i in _kernel_rows(table) + copies}
 
 
 # ------------------------------------------------------------------------- compiler
@@ -117,6 +126,16 @@ def test_input_copies_open_the_step(compiled):
     assert (t.rt_type[:n_data] == RtTaskType.MEMCPY_ASYNC).all()
     assert (t.rt_type == RtTaskType.MEMCPY_ASYNC).sum() == n_data
     assert [cm.graph.nodes[int(i)].type for i in t.node[:n_data]] == ["Data"] * n_data
+
+
+def test_a_collective_reading_an_input_waits_for_its_copy():
+    t = _compile(_input_to_allreduce()).task_table()
+    names = ["MEMCPY_ASYNC", "EVENT_RECORD", "EVENT_WAIT", "HCCL", "EVENT_RECORD", "EVENT_WAIT", "KERNEL_AIVEC"]
+    assert [RtTaskType(int(r)).name for r in t.rt_type] == names
+    assert t.stream.tolist() == [COMPUTE, COMPUTE, HCCL, HCCL, HCCL, COMPUTE, COMPUTE]
+    assert t.event[1] == t.event[2] and t.event[4] == t.event[5] and t.event[1] != t.event[4]
+    st = StreamSchedule(t).steps(3, np.random.default_rng(0))
+    assert (st.start[:, 3] >= st.start[:, 0] + st.dur[:, 0]).all()  # the AllReduce starts after the copy ends
 
 
 def test_trace_tasks_surround_their_points(compiled):
