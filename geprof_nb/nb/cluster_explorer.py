@@ -271,7 +271,8 @@ class ClusterExplorer:
         sr = c.slow_ranks
         if len(sr):
             cols = ["Rank", "Step Time(us)", "Computing(us)", "Free(us)", "Wait Time(us)", "Own Time Ratio", "Slow"]
-            lines += ["", table_text(sr.head(5)[cols], f"slowest ranks (5 of {len(sr)}; cluster.slow_ranks)")]
+            shown = sr.head(5)
+            lines += ["", table_text(shown[cols], f"slowest ranks ({len(shown)} of {len(sr)}; cluster.slow_ranks)")]
         if len(c.slow_links):
             cols = ["Src Rank", "Dst Rank", "Link Type", "Bandwidth(GB/s)", "Median Bandwidth(GB/s)"]
             lines += ["", table_text(c.slow_links.head(5)[cols], "slow links (cluster.slow_links)")]

@@ -57,8 +57,8 @@ def _ticks(ax, axis: str, labels: list[str], limit: int = 32) -> None:
     step = max(1, -(-len(labels) // limit))
     positions = list(range(0, len(labels), step))
     if axis == "x":
-        ax.set_xticks(positions, [labels[i] for i in positions], rotation=90 if len(labels[0]) > 3 else 0,
-                      fontsize=8)
+        longest = max(len(labels[i]) for i in positions)  # "1-8" is short, "193-200" is not
+        ax.set_xticks(positions, [labels[i] for i in positions], rotation=90 if longest > 3 else 0, fontsize=8)
     else:
         ax.set_yticks(positions, [labels[i] for i in positions], fontsize=8)
 

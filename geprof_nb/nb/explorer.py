@@ -90,6 +90,9 @@ MSG_NO_RUNTIME_API = "Runtime API calls (rtKernelLaunch, rtMemcpyAsync, ...) are
 MSG_NO_HOST = ("No host events: profile with --ge-api l1 (InferShape, Tiling, AllocMemory and launch of each node "
                "of a dynamic-shape graph).")
 MSG_NO_FINDINGS = "No findings: nothing in this run crossed the advisor's thresholds."
+MSG_NO_STEP_RAN = ("No graph step ran while profiling collected (task_trace or training_trace was on, and the "
+                   "device reported nothing): run the graph inside the profiled cell or block, or between "
+                   "Start and Stop.")
 
 
 def tab_class(title: str) -> str:
@@ -146,7 +149,7 @@ class Chart:
         return self.make()
 
     def static_html(self, figures: Collection[str]) -> str:
-        if figures == "all" or self.name in figures:
+        if figures == "all" or not self.name or self.name in figures:  # a note (no name) is always shown
             return self.picture.html()
         return message_html(f"Figure not embedded in this static report (drawing it would slow every show down): "
                             f"open the {self.where} tab of the explorer, or draw it with "
@@ -265,6 +268,24 @@ class Report:
         return self._pictures[key]
 
     # ---------------------------------------------------------------- headline
+    @cached_property
+    def no_step_ran(self) -> bool:
+        """Profiling collected with a device layer on, yet the device recorded nothing (and lost nothing):
+        no step ran while it collected, so "switch X on" would be wrong advice.  An imported run (no
+        record counts) cannot tell."""
+        p = self.profile
+        records = p.info.get("records")
+        if not isinstance(records, dict) or len(self.ops) or len(p.step_trace) or sum(p.dropped.values()):
+            return False
+        opts = p.options
+        device_on = opts.get("task_trace", "on") != "off" or opts.get("training_trace") == "on"
+        device_records = sum(int(n) for kind, n in records.items() if kind.split("@")[0] in ("hwts", "step_trace"))
+        return device_on and device_records == 0
+
+    def missing(self, message: str) -> str:
+        """What to say where a tab has no data: ``message`` (how to collect it), unless no step ran."""
+        return MSG_NO_STEP_RAN if self.no_step_ran else message
+
     def where(self, iteration: Any = None) -> str:
         iteration = self.last_iteration if iteration is None else iteration
         return "the run" if iteration in (None, ALL) else f"iteration {iteration}"
@@ -288,7 +309,8 @@ class Report:
         if steps:
             parts.append(f"{steps} steps")
         if self.mean_step_us is not None:
-            parts.append(f"mean step time {self.mean_step_us:.3f} us ({self.mean_step_us / 1000:.3f} ms)")
+            parts.append(f"mean step time {self.mean_step_us:.3f} us ({self.mean_step_us / 1000:.3f} ms) by "
+                         "step_trace's Iteration Time")
         parts.append(f"{len(self.ops)} op tasks")
         top_type = self.top_op_type
         if top_type is not None:
@@ -366,18 +388,18 @@ class Report:
 
     def task_gantt(self, iteration: Any = ALL) -> Chart:
         if not len(self.ops):
-            return _note("task Gantt", MSG_NO_OPS)
+            return _note("task Gantt", self.missing(MSG_NO_OPS))
         it = self.gantt_iteration(iteration)
         title = "Tasks per stream" + (" (the last step; pick a step above to zoom)" if iteration == ALL else "")
         return Chart("task_gantt", f"plots.task_gantt(profile.op_summary, iteration={it}, "
                                    "iterations=profile.iteration_of_ops.to_numpy())", lambda: self.picture(
-            ("task_gantt", it), lambda: draw("task_gantt", self.ops, iteration=it, iterations=self.op_iterations,
+            ("task_gantt", it, title), lambda: draw("task_gantt", self.ops, iteration=it, iterations=self.op_iterations,
                                              title=title, width_px=GANTT_WIDTH_PX,
                                              alt=f"task Gantt per stream of iteration {it}")), "Timeline")
 
     def op_type_bars(self) -> Chart:
         if not len(self.profile.op_statistic):
-            return _note("time per OP Type", MSG_NO_OPS)
+            return _note("time per OP Type", self.missing(MSG_NO_OPS))
         return Chart("op_type_bars", "plots.op_type_bars(profile.op_statistic)", lambda: self.picture(
             ("op_type_bars",), lambda: draw("op_type_bars", self.profile.op_statistic, top=15,
                                             alt="time per OP Type")), "Ops")
@@ -534,20 +556,23 @@ class SummaryPane(Pane):
                f"<small>run directory: {html.escape(str(p.path))}</small></p>"]
         split = r.step_split
         if len(split):
-            out.append(table_html(split, "Step split (mean per step, step_breakdown)"))
+            stage = p.step_breakdown["Stage"].mean() if "Stage" in p.step_breakdown else float("nan")
+            out.append(table_html(split, f"Step split (mean per step, step_breakdown: a step there runs from the "
+                                         f"previous one's end, {stage:.3f} us on average, so the gap between "
+                                         "steps is in its Free)"))
         else:
-            out.append(message_html(MSG_NO_SPLIT if len(p.step_trace) else MSG_NO_STEPS))
+            out.append(message_html(r.missing(MSG_NO_SPLIT if len(p.step_trace) else MSG_NO_STEPS)))
         top, total = r.summary_ops
         if len(top):
             out.append(table_html(top, f"Top {len(top)} of {total} op tasks of {r.where()} by {DURATION}"))
         else:
-            out.append(message_html(MSG_NO_OPS))
+            out.append(message_html(r.missing(MSG_NO_OPS)))
         findings = r.findings
         if len(findings):
             out.append(_h4(f"Top findings ({min(TOP_FINDINGS, len(findings))} of {len(findings)}; see Advice)"))
             out.append(advice_html(findings.head(TOP_FINDINGS)[["Priority", "Rule", "Finding"]]))
         else:
-            out.append(message_html(MSG_NO_FINDINGS))
+            out.append(message_html(r.missing(MSG_NO_FINDINGS)))
         if p.notes:
             out.append(_h4("Notes") + list_html(p.notes, "geprof-notes"))
         return out
@@ -592,7 +617,7 @@ class OpsPane(Pane):
     def blocks(self) -> list:
         r = self.report
         if not len(r.ops):
-            return [message_html(MSG_NO_OPS)]
+            return [message_html(self.report.missing(MSG_NO_OPS))]
         frame, matched = self.select()
         it = r.last_iteration if r.last_iteration is not None else ALL
         label = self.describe(len(frame), matched, ALL, it, DURATION, False)
@@ -611,7 +636,7 @@ class OpsPane(Pane):
     def _widgets(self) -> list[widgets.Widget]:
         r = self.report
         if not len(r.ops):
-            return [widgets.HTML(message_html(MSG_NO_OPS))]
+            return [widgets.HTML(message_html(self.report.missing(MSG_NO_OPS)))]
         numeric = _numeric_columns(r.ops)
         types = sorted(set(r.op_types.tolist()))
         its = [int(i) for i in np.unique(r.op_iterations)]
@@ -671,7 +696,7 @@ class StepsPane(Pane):
             t, title = _bounded(st, "step_trace (times in us)")
             out.append(table_html(t, title))
         else:
-            out.append(message_html(MSG_NO_STEPS))
+            out.append(message_html(self.report.missing(MSG_NO_STEPS)))
         if len(sb):
             t, title = _bounded(sb, "step_breakdown: Computing, Communication and Free per step (us)")
             out.append(table_html(t, title))
@@ -723,7 +748,7 @@ class AICorePane(Pane):
     def blocks(self) -> list:
         r = self.report
         if not r.pmu_columns:
-            return [message_html(MSG_NO_PMU)]
+            return [message_html(self.report.missing(MSG_NO_PMU))]
         group = ", ".join(self.profile.info.get("pmu_events", {}).get("metrics", [])) if hasattr(
             self.profile, "info") else ""
         table, total = self.pmu_table()
@@ -740,7 +765,7 @@ class MemoryPane(Pane):
         mem = self.report.memory
         om = mem.operator_memory
         if not len(om):
-            return [message_html(MSG_NO_MEMORY)]
+            return [message_html(self.report.missing(MSG_NO_MEMORY))]
         out: list = []
         of = "" if mem.iteration is None else f" of iteration {mem.iteration}"
         peak = mem.peak
@@ -776,12 +801,12 @@ class ApiHostPane(Pane):
             if "Level" in api.columns and not (api["Level"].astype(str) == "runtime").any():
                 out.append(message_html(MSG_NO_RUNTIME_API))
         else:
-            out.append(message_html(MSG_NO_API))
+            out.append(message_html(self.report.missing(MSG_NO_API)))
         if len(he):
             out.append(self.report.host_scopes())
             out.append(table_html(self.host_summary(), f"host_events per event ({len(he)} spans)"))
         else:
-            out.append(message_html(MSG_NO_HOST))
+            out.append(message_html(self.report.missing(MSG_NO_HOST)))
         return out
 
 
@@ -811,7 +836,7 @@ class AdvicePane(Pane):
     def blocks(self) -> list:
         findings = self.report.findings
         if not len(findings):
-            return [message_html(MSG_NO_FINDINGS)]
+            return [message_html(self.report.missing(MSG_NO_FINDINGS))]
         return [f"<p>{len(findings)} findings, highest priority first</p>", advice_html(findings)]
 
 

@@ -37,7 +37,7 @@ from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
 from matplotlib.text import Text
 
-EMPTY_STEP_TRACE_MESSAGE = "no step trace data (enable training_trace)"
+EMPTY_STEP_TRACE_MESSAGE = "no step trace data (profile with training_trace on, and run a step while it collects)"
 EMPTY_OPS_MESSAGE = "no op tasks (enable task_trace)"
 EMPTY_OP_STATISTIC_MESSAGE = "no op_statistic rows (enable task_trace)"
 NO_RATIOS_MESSAGE = ("op_summary has no AI Core *_ratio columns: profile with --aic-metrics PipeUtilization "
@@ -894,11 +894,11 @@ def _memory_view(tensor_lifetimes: Any, memory_record: pd.DataFrame | None, peak
         step_trace = profile.step_trace if step_trace is None else step_trace
     if iteration is None:
         iteration = _last_iteration(step_trace)
+    window = None if isinstance(iteration, str) else _iterations_window(step_trace, iteration)
     if profile is not None:
         tensor_lifetimes, profile_record, profile_peak = _profile_memory(profile, iteration)
         memory_record = profile_record if memory_record is None else memory_record
         peak = profile_peak if peak is None else peak
-    window = None if isinstance(iteration, str) else _iterations_window(step_trace, iteration)
     tl = tensor_lifetimes if tensor_lifetimes is not None else pd.DataFrame()
     mr = memory_record if memory_record is not None else pd.DataFrame()
     if tl.empty and mr.empty:
@@ -1223,9 +1223,10 @@ def host_scopes(host_events: pd.DataFrame, api_calls: pd.DataFrame | None = None
                    fontsize=9, title="scope", title_fontsize=9)
     heading = title or "Host scopes"
     counts = [f"{n_events:,} host events"] + ([f"{n_api:,} API calls"] if n_api else [])
-    ax.set_title(f"{heading}  ({', '.join(counts)} over {x1:,.3f} ms)", loc="left")
-    if he.empty:
-        fig.text(0.5, 0.0, NO_HOST_EVENTS_MESSAGE, ha="center", va="bottom", fontsize=9, color="0.4")
+    # without host events the title says so on a second line, where the layout leaves it room (at the
+    # figure's foot the note covered the x label)
+    note = "\n" + textwrap.fill(NO_HOST_EVENTS_MESSAGE, max(40, width_px // 8)) if he.empty else ""
+    ax.set_title(f"{heading}  ({', '.join(counts)} over {x1:,.3f} ms){note}", loc="left")
     return _literal(fig)
 
 def figure_png(fig: Figure, dpi: int = 100) -> bytes:

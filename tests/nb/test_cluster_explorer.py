@@ -130,6 +130,22 @@ def test_a_thousand_ranks_are_binned_and_the_worst_rank_of_a_bin_shows():
     assert len(ax.get_yticklabels()) <= 32 and ax.get_yticklabels()[0].get_text() == "0-15"
 
 
+@pytest.mark.parametrize("steps", [200, 500])
+def test_binned_step_labels_are_turned_when_any_is_long(steps):
+    """The first bin's label ("1-4") is short, later ones ("193-196") are not: read by the longest."""
+    matrix = pd.DataFrame(np.ones((4, steps)), index=pd.Index(range(4), name="Rank"), columns=range(1, steps + 1))
+    ax = cluster_plots.rank_step_heatmap(matrix).axes[0]
+    labels = ax.get_xticklabels()
+    assert labels[0].get_text() in ("1-4", "1-8") and max(len(t.get_text()) for t in labels) > 3
+    assert {t.get_rotation() for t in labels} == {90.0}
+
+
+def test_text_summary_counts_the_slowest_ranks_it_shows(tmp_path):
+    c = simulate_cluster(tmp_path, ranks=4, steps=2)
+    text = CX.ClusterExplorer(c).text_summary()
+    assert "slowest ranks (4 of 4; cluster.slow_ranks)" in text and "5 of 4" not in text
+
+
 def test_a_thousand_rank_matrix_shows_its_slow_link_among_link_types():
     n = 1024
     src = np.arange(n)

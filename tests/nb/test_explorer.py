@@ -3,6 +3,7 @@ the static fallback bundle, escaping, and how long showing it takes."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -117,7 +118,10 @@ def test_summary_shows_headline_split_top_ops_findings_and_notes(full):
     ex = X.Explorer(full)
     text = widget_html(ex.summary.box)
     mean = full.step_trace["Iteration Time(us)"].mean()
-    assert "3 steps" in text and f"mean step time {mean:.3f} us" in text
+    assert "3 steps" in text and f"mean step time {mean:.3f} us ({mean / 1000:.3f} ms) by step_trace" in text
+    # the split's shares are of step_breakdown's Stage (from the previous step's end), and it says so
+    stage = full.step_breakdown["Stage"].mean()
+    assert f"a step there runs from the previous one&#x27;s end, {stage:.3f} us on average" in text
     split = full.step_breakdown[["Computing", "Communication(Not Overlapped)", "Free"]].mean()
     for part, value in split.items():
         assert html_escape(part) in text and f"{value:.3f}" in text
@@ -238,6 +242,10 @@ def test_step_selector_zooms_step_timeline_and_gantt_to_the_iteration(full):
         assert f"iteration {it}" in tl.gantt_figure.axes[0].get_title(loc="left")
         assert np.diff(tl.step_figure.axes[0].get_xlim())[0] < full_width / 2
         assert len(images(tl.box)) == 2
+    tl.step.value = 3  # the last step: the Gantt "All steps" drew, but with this choice's title
+    assert tl.gantt_figure.axes[0].get_title(loc="left").startswith("Tasks per stream: iteration 3")
+    tl.step.value = X.ALL
+    assert "pick a step above to zoom" in tl.gantt_figure.axes[0].get_title(loc="left")
 
 
 # ----------------------------------------------------------------------------- AI Core, Memory, API/Host
@@ -309,6 +317,36 @@ def test_empty_tabs_name_the_flag_that_fills_them(l0, hostile):
     assert "--ge-api l1" in api and "--runtime-api on" in api
     static = ex.static_html()
     assert "--task-memory on" in static and "--ge-api l1" in static and "--runtime-api on" in static
+
+
+def test_a_run_without_op_data_says_so_in_the_static_report(tmp_path):
+    """The no-data notes are shown in every report, not named as a figure left out (with an empty tab
+    and call)."""
+    p = run_profiled_session(tmp_path, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,)), 2,
+                             task_trace="off", training_trace="on").profile
+    assert len(p.step_trace) == 2 and p.op_summary.empty
+    page = X.Explorer(p).static_html()
+    assert "Figure not embedded" not in page and named_figures(page) == []
+    assert page.count(html_escape(X.MSG_NO_OPS)) >= 2  # the Timeline's Gantt and the Summary's top ops
+
+
+def test_a_run_in_which_no_step_ran_says_so_instead_of_naming_flags_that_were_on(tmp_path):
+    out, mode = tmp_path / "zero", clock.mode
+    try:  # profiling on, no graph run
+        assert ge.GEInitialize({"geprof.clock": "virtual", "ge.exec.profilingMode": "1", "ge.exec.profilingOptions":
+                                json.dumps({"output": str(out), "training_trace": "on", "task_memory": "on"})}) \
+            == ge.SUCCESS
+        ge.GEFinalize()
+    finally:
+        clock.set_mode(mode)
+    p = geprof_nb.load(out)
+    page = X.Explorer(p).static_html()
+    assert html_escape(X.MSG_NO_STEP_RAN) in page
+    for flag_advice in (X.MSG_NO_OPS, X.MSG_NO_STEPS, X.MSG_NO_MEMORY):
+        assert html_escape(flag_advice) not in page
+    off = run_profiled_session(tmp_path / "off", ge.models.mlp(batch_size=4, in_features=16, hidden=(16,)), 2,
+                               task_trace="off").profile  # steps ran, task_trace off: name the flag
+    assert html_escape(X.MSG_NO_OPS) in X.Explorer(off).static_html()
 
 
 def test_advice_tab_is_the_whole_advise_frame_coloured_by_priority(full):

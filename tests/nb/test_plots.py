@@ -996,6 +996,20 @@ def test_host_scopes_without_events_say_how_to_get_them(hccl_memory_run):
         plots.host_scopes(p.host_events, p.api_statistic)
 
 
+def test_host_scopes_of_api_calls_only_say_why_under_the_title(tmp_path):
+    """A static graph with --ge-api l1 and --runtime-api on: API rows, no GE host events. The note is the
+    title's second line (at the figure's foot it covered the x label)."""
+    p = run_profiled_session(tmp_path, ge.models.mlp(batch_size=8, hidden=(64,)), 2, ge_api="l1",
+                             runtime_api="on").profile
+    assert p.host_events.empty
+    fig = plots.host_scopes(p.host_events, p.source.api_calls())
+    ax = fig.axes[0]
+    assert figure_texts(fig) == [] and len(ax.get_yticklabels()) >= 2
+    title = ax.get_title(loc="left")
+    assert title.startswith("Host scopes  (0 host events, ") and title.split("\n", 1)[1].replace("\n", " ") \
+        == plots.NO_HOST_EVENTS_MESSAGE
+
+
 # ============================================================================ runs and PNGs
 @pytest.fixture(scope="module")
 def hccl_memory_run(tmp_path_factory):
