@@ -73,18 +73,49 @@ def _script(value: str) -> Path:
     return path
 
 
-def _print_tables(profile: Profile, top: int) -> None:
+def _print_tables(profile: Profile, top: int, notes: list[str]) -> None:
+    """Print the top ops, op_statistic and the step split, then ``notes``, which say why a table is empty or
+    what to keep in mind when reading it; a table without rows is one line saying so."""
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         ops = profile.ops().sort_values("Task Duration(us)", ascending=False).head(top)
         extra = [c for c in ("aic_mac_ratio", "aiv_vec_ratio", "mac_ratio", "vec_ratio") if c in ops.columns]
-        print(f"\nTop {len(ops)} ops of the last iteration by Task Duration(us):")
-        print(ops[COMPACT_OP_COLUMNS + extra].to_string(index=False, na_rep="N/A", float_format="%.3f"))
-        print("\nop_statistic (top 10 op types):")
-        print(profile.op_statistic.head(10).to_string(index=False, float_format="%.3f"))
+        _print_table(f"Top {len(ops)} ops of the last iteration by Task Duration(us)", ops[COMPACT_OP_COLUMNS + extra],
+                     _no_rows("no op data", profile, notes))
+        _print_table("op_statistic (top 10 op types)", profile.op_statistic.head(10),
+                     _no_rows("no op types" if len(ops) else "no op data", profile, notes))
         st = profile.step_trace
         if len(st):
             print("\nstep_trace (us):")
             print(st[COMPACT_STEP_COLUMNS].to_string(index=False, na_rep="N/A", float_format="%.3f"))
+    if notes:
+        print("\nNotes:")
+        for note in notes:
+            print(f"  - {note}")
+
+
+def _print_table(title: str, table: pd.DataFrame, no_rows: str) -> None:
+    """Print ``title`` and ``table``; a table without rows as one line, ``title: no_rows`` (not pandas'
+    "Empty DataFrame" listing)."""
+    if len(table):
+        print(f"\n{title}:")
+        print(table.to_string(index=False, na_rep="N/A", float_format="%.3f"))
+    else:
+        print(f"\n{title}: {no_rows}")
+
+
+def _no_rows(what: str, profile: Profile, notes: list[str]) -> str:
+    """What an empty table lacks and where the reason is: the option that turned it off, else the notes."""
+    if profile.options.get("task_trace") == "off":
+        return f"{what} (task_trace off)"
+    return f"{what} (see the notes below)" if notes else what
+
+
+def _notes(run: Profile | ClusterProfile, profile: Profile) -> list[str]:
+    """The notes printed after the tables of ``profile``: a cluster's own, then those of its rank shown."""
+    if not isinstance(run, ClusterProfile):
+        return profile.notes
+    rank = min(run.ranks)
+    return [*run.notes, *(f"rank {rank}: {note}" for note in profile.notes)]
 
 
 def _write_timeline(profile: Profile) -> Path | None:
@@ -129,7 +160,7 @@ def _show_run(run: Profile | ClusterProfile, top: int) -> None:
     profile = run.rank(min(run.ranks)) if isinstance(run, ClusterProfile) else run
     if isinstance(run, ClusterProfile):
         print(f"{run!r}; the tables of rank {min(run.ranks)}:")
-    _print_tables(profile, top)
+    _print_tables(profile, top, _notes(run, profile))
     png = _write_timeline(profile)
     print(f"\nRun directory: {run.path}")
     if png is not None:
@@ -204,7 +235,7 @@ def analyze(args: argparse.Namespace) -> int:
         print(f"\nThe tables of rank {min(run.ranks)}:")
         summary.update(ranks=list(run.ranks), rank=min(run.ranks),
                        slow_ranks=[int(r) for r in ranks.loc[ranks["Slow"], "Rank"]])
-    _print_tables(profile, args.top)
+    _print_tables(profile, args.top, _notes(run, profile))
     if args.json:
         print(json.dumps(summary))
     return 0

@@ -5,6 +5,7 @@ counts that must be positive are refused naming the flag."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -15,6 +16,7 @@ from cluster_testing import simulate_cluster
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import ClusterProfile
+from geprof_nb.analysis.source import OP_STATISTIC_L0_NOTE
 from geprof_nb.cli import main
 from geprof_nb.prof import msprof
 
@@ -83,6 +85,12 @@ def test_run_finalises_the_run_when_the_script_raises(script, tmp_path, capsys):
     assert "the profiled script raised RuntimeError: loss went NaN" in p.notes
     assert err.startswith(f'Traceback (most recent call last):\n  File "{script}", line 9, in <module>\n')
     assert err.endswith("RuntimeError: loss went NaN\n") and "collect.py" not in err and "runpy" not in err
+    lines = out.splitlines()
+    assert lines[:4] == ["", "Top 0 ops of the last iteration by Task Duration(us): no op data (task_trace off)", "",
+                         "op_statistic (top 10 op types): no op data (task_trace off)"]
+    notes = lines.index("Notes:")
+    assert lines[notes + 1:lines.index(f"Run directory: {p.path}") - 1] == [f"  - {n}" for n in p.notes]
+    assert "  - the profiled script raised RuntimeError: loss went NaN" in lines and "Empty DataFrame" not in out
 
 
 def test_run_exits_with_the_scripts_exit_status(tmp_path, capsys):
@@ -164,6 +172,8 @@ def test_analyze_of_a_cluster_lists_its_ranks_slowest_first_then_rank_0s_tables(
     rank0 = cluster.rank(0)
     assert lines[header + 2 + RANKS:header + 4 + RANKS] == ["", "The tables of rank 0:"]
     assert "step_trace (us):" in out and "op_statistic (top 10 op types):" in out
+    notes = lines.index("Notes:")  # the cluster's own notes, then rank 0's
+    assert lines[notes + 1:-1] == [*(f"  - {n}" for n in cluster.notes), *(f"  - rank 0: {n}" for n in rank0.notes)]
     assert json.loads(lines[-1]) == {"run": str(cluster.path), "iterations": 2, "op_tasks": len(rank0.op_summary),
                                      "ranks": [0, 1, 2, 3], "rank": 0, "slow_ranks": [SLOW_RANK]}
 
@@ -210,3 +220,40 @@ def test_export_that_cannot_write_is_one_line_naming_the_path(one_run, fmt, unde
     assert capsys.readouterr().err == (f"geprof export: --to {to}: cannot write the {fmt} export "
                                        f"({blocker} is a file, not a directory)\n")
     assert blocker.read_text() == "keep me"
+
+
+def test_analyze_says_in_one_line_that_a_table_has_no_rows_and_prints_the_notes_that_say_why(one_run, tmp_path,
+                                                                                            capsys):
+    hwts = geprof_nb.load(one_run).info["records"]["hwts"]
+    copy = tmp_path / "no_chunks"
+    shutil.copytree(one_run, copy)
+    shutil.rmtree(copy / "device_0")  # every device record is missing
+    assert main(["analyze", str(copy)]) == 0
+    p = geprof_nb.load(copy)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [repr(p), "",
+                     "Top 0 ops of the last iteration by Task Duration(us): no op data (see the notes below)", "",
+                     "op_statistic (top 10 op types): no op data (see the notes below)", "",
+                     "Notes:", *(f"  - {n}" for n in p.notes)]
+    assert (f"  - hwts: {hwts} of {hwts} written records are missing (chunk files deleted, truncated or not "
+            "copied)") in lines
+
+
+def test_analyze_at_task_trace_l0_says_op_statistic_has_no_op_types_and_why(run_profiled, tiny_graph, capsys):
+    p = run_profiled(tiny_graph(world_size=1)[0], steps=2, task_trace="l0").profile
+    assert main(["analyze", str(p.path), "--top", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:3] == ["", "Top 1 ops of the last iteration by Task Duration(us):"]  # op rows, without OP Type
+    assert lines[5:7] == ["", "op_statistic (top 10 op types): no op types (see the notes below)"]
+    assert lines[lines.index("Notes:") + 1:] == [f"  - {n}" for n in p.notes]
+    assert f"  - {OP_STATISTIC_L0_NOTE}" in lines
+
+
+def test_analyze_keeps_the_tables_and_adds_the_notes_after_them(one_run, capsys):
+    assert main(["analyze", str(one_run), "--top", "2"]) == 0
+    p = geprof_nb.load(one_run)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:3] == ["", "Top 2 ops of the last iteration by Task Duration(us):"]
+    steps = lines.index("step_trace (us):")
+    assert [row.split()[0] for row in lines[steps + 2:steps + 4]] == ["1", "2"]
+    assert lines[steps + 4:] == ["", "Notes:", *(f"  - {n}" for n in p.notes)] and p.notes
