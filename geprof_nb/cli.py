@@ -33,6 +33,10 @@ MODELS = {
 COMPACT_OP_COLUMNS = ["Op Name", "OP Type", "Task Type", "Task Duration(us)", "Block Num"]
 COMPACT_STEP_COLUMNS = ["Iteration ID", "Iteration Time(us)", "FP to BP Time(us)", "Iteration Refresh(us)",
                         "Data Aug Bound(us)"]
+#: step_breakdown columns that fit a terminal (a torch_npu file may lack all but Step, Computing,
+#: Communication(Not Overlapped) and Free).
+COMPACT_BREAKDOWN_COLUMNS = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
+                             "Free"]
 #: slow_ranks columns that fit a terminal.
 COMPACT_RANK_COLUMNS = ["Rank", "Step Time(us)", "Own Time(us)", "Computing(us)", "Communication(Not Overlapped)(us)",
                         "Free(us)", "Wait Time(us)", "Bound", "Slow"]
@@ -76,17 +80,15 @@ def _script(value: str) -> Path:
 def _print_tables(profile: Profile, top: int, notes: list[str]) -> None:
     """Print the top ops, op_statistic and the step split, then ``notes``, which say why a table is empty or
     what to keep in mind when reading it; a table without rows is one line saying so."""
+    no_task_data = "task_trace off" if profile.options.get("task_trace") == "off" else None
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         ops = profile.ops().sort_values("Task Duration(us)", ascending=False).head(top)
         extra = [c for c in ("aic_mac_ratio", "aiv_vec_ratio", "mac_ratio", "vec_ratio") if c in ops.columns]
         _print_table(f"Top {len(ops)} ops of the last iteration by Task Duration(us)", ops[COMPACT_OP_COLUMNS + extra],
-                     _no_rows("no op data", profile, notes))
+                     _no_rows("no op data", notes, no_task_data))
         _print_table("op_statistic (top 10 op types)", profile.op_statistic.head(10),
-                     _no_rows("no op types" if len(ops) else "no op data", profile, notes))
-        st = profile.step_trace
-        if len(st):
-            print("\nstep_trace (us):")
-            print(st[COMPACT_STEP_COLUMNS].to_string(index=False, na_rep="N/A", float_format="%.3f"))
+                     _no_rows("no op types" if len(ops) else "no op data", notes, no_task_data))
+        _print_table(*_step_table(profile), _no_rows("no step data", notes))
     if notes:
         print("\nNotes:")
         for note in notes:
@@ -103,10 +105,20 @@ def _print_table(title: str, table: pd.DataFrame, no_rows: str) -> None:
         print(f"\n{title}: {no_rows}")
 
 
-def _no_rows(what: str, profile: Profile, notes: list[str]) -> str:
-    """What an empty table lacks and where the reason is: the option that turned it off, else the notes."""
-    if profile.options.get("task_trace") == "off":
-        return f"{what} (task_trace off)"
+def _step_table(profile: Profile) -> tuple[str, pd.DataFrame]:
+    """The title and compact columns of the run's per-step table: step_trace (raw runs, msprof output), or,
+    when only it has rows, step_breakdown (an ascend_pt import has no step_trace)."""
+    trace = profile.step_trace
+    if not len(trace) and len(profile.step_breakdown):
+        breakdown = profile.step_breakdown
+        return "step_breakdown (us)", breakdown[[c for c in COMPACT_BREAKDOWN_COLUMNS if c in breakdown.columns]]
+    return "step_trace (us)", trace[COMPACT_STEP_COLUMNS]
+
+
+def _no_rows(what: str, notes: list[str], off: str | None = None) -> str:
+    """What an empty table lacks and where the reason is: ``off`` (the option that turned it off), else the notes."""
+    if off is not None:
+        return f"{what} ({off})"
     return f"{what} (see the notes below)" if notes else what
 
 
@@ -225,7 +237,7 @@ def analyze(args: argparse.Namespace) -> int:
     cluster = isinstance(run, ClusterProfile)
     profile = run.rank(min(run.ranks)) if cluster else run
     print(run)
-    summary = {"run": str(run.path), "iterations": len(profile.step_trace), "op_tasks": len(profile.op_summary)}
+    summary = {"run": str(run.path), "iterations": profile.iteration_count, "op_tasks": len(profile.op_summary)}
     if cluster:
         ranks = run.slow_ranks
         with pd.option_context("display.width", 200):

@@ -234,6 +234,7 @@ def test_analyze_says_in_one_line_that_a_table_has_no_rows_and_prints_the_notes_
     assert lines == [repr(p), "",
                      "Top 0 ops of the last iteration by Task Duration(us): no op data (see the notes below)", "",
                      "op_statistic (top 10 op types): no op data (see the notes below)", "",
+                     "step_trace (us): no step data (see the notes below)", "",
                      "Notes:", *(f"  - {n}" for n in p.notes)]
     assert (f"  - hwts: {hwts} of {hwts} written records are missing (chunk files deleted, truncated or not "
             "copied)") in lines
@@ -257,3 +258,19 @@ def test_analyze_keeps_the_tables_and_adds_the_notes_after_them(one_run, capsys)
     steps = lines.index("step_trace (us):")
     assert [row.split()[0] for row in lines[steps + 2:steps + 4]] == ["1", "2"]
     assert lines[steps + 4:] == ["", "Notes:", *(f"  - {n}" for n in p.notes)] and p.notes
+
+
+def test_analyze_of_an_ascend_pt_export_counts_its_iterations_and_shows_its_step_breakdown(one_run, tmp_path, capsys):
+    exported = geprof_nb.load(one_run).export(tmp_path / "apt", format="ascend_pt")
+    assert main(["analyze", str(exported), "--json", "--top", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    p = geprof_nb.load(exported)
+    assert len(p.step_trace) == 0 and len(p.step_breakdown) == 2  # torch_npu writes no step_trace
+    assert json.loads(lines[-1])["iterations"] == 2 and lines[0].endswith(" op tasks, 2 iterations>")
+    split = lines.index("step_breakdown (us):")
+    assert lines[split + 1].split() == ["Step", "Computing", "Communication(Not", "Overlapped)", "Overlapped",
+                                        "Communication", "Free"]
+    rows = [line.split() for line in lines[split + 2:split + 4]]
+    assert [r[:2] for r in rows] == [[str(step), f"{computing:.3f}"] for step, computing
+                                     in zip(p.step_breakdown["Step"], p.step_breakdown["Computing"])]
+    assert lines[split + 4:] == [lines[-1]] and not p.notes and "step_trace (us)" not in lines  # then the JSON

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import breakdown, memory, tables
+from .arguments import integer, member
 from .rundir import RunDir, is_run_dir, newest_run
 from .source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
 
@@ -176,8 +177,9 @@ class Profile:
         """One step's rows of operator_memory, memory_record and tensor_lifetimes and its own peak,
         built from that step's records only (a long run's whole tables have millions of rows).
         The whole tables (``StepMemory.iteration`` None) for ``iteration=None``, for imported data
-        (its tables do not tell steps apart) and for a device that runs several models."""
-        step = self.source.step_memory(iteration) if iteration is not None else None
+        (its tables do not tell steps apart) and for a device that runs several models.
+        An iteration the run does not have is a ValueError listing those it has."""
+        step = self.source.step_memory(self._iteration(iteration)) if iteration is not None else None
         if step is not None:
             return step
         return memory.StepMemory(None, self.operator_memory, self.memory_record, self.tensor_lifetimes,
@@ -199,18 +201,32 @@ class Profile:
         return pd.Series(self._op_rows.iteration, index=self.op_summary.index, name="Iteration ID")
 
     def ops(self, iteration: int | None = None) -> pd.DataFrame:
-        """op_summary rows of one iteration (the last one if ``None``)."""
+        """op_summary rows of one iteration (the last one if ``None``; all of them, none, in a run
+        without op data).  An iteration the run does not have is a ValueError listing those it has."""
         its = self._op_rows.iteration
-        if len(its) == 0:
-            return self.op_summary
         if iteration is None:
-            iteration = int(its.max())
-        return self.op_summary[its == iteration]
+            return self.op_summary[its == its.max()] if len(its) else self.op_summary
+        return self.op_summary[its == self._iteration(iteration)]
+
+    def _iteration(self, iteration: object) -> int:
+        """``iteration`` as an int if the run has it: op data in it, or a step trace row (a step
+        whose tasks were not recorded has one); else a TypeError or ValueError naming ``iteration``."""
+        number = integer("iteration", iteration)
+        if number in self.iterations:
+            return number
+        steps = np.union1d(self.iterations, self.step_trace["Iteration ID"].to_numpy(np.int64))
+        return member("iteration", number, steps, "this run", "iterations")
 
     @property
     def iterations(self) -> np.ndarray:
         """Iteration IDs that have op data."""
         return np.unique(self._op_rows.iteration)
+
+    @property
+    def iteration_count(self) -> int:
+        """How many iterations the run has: those with op data, or without task data (task_trace off,
+        every task record lost) the step trace's rows."""
+        return len(self.iterations) or len(self.step_trace)
 
     # ---------------------------------------------------------------- actions
     def export(self, path: str | Path, format: str = "msprof", **options) -> Path:  # noqa: A002
@@ -227,8 +243,7 @@ class Profile:
 
     def __repr__(self) -> str:
         state = "" if self.complete else " (incomplete)"
-        # without task data (task_trace off) the steps are the step trace's rows
-        steps = len(self.iterations) or len(self.step_trace)
+        steps = self.iteration_count
         return f"<geprof Profile {self.name}{state}: {len(self.op_summary)} op tasks, {steps} iterations>"
 
 
@@ -237,17 +252,19 @@ def load(path: str | Path, device_id: int | None = None):
     export, real msprof output, a torch_npu ``*_ascend_pt`` directory or a cluster of them.
 
     ``device_id`` picks a device of a run; by default its first (a rank of a
-    cluster runs on its server's device ``rank % 8``)."""
+    cluster runs on its server's device ``rank % 8``).  A device the run does not have
+    is a ValueError listing those it has."""
+    if device_id is not None:
+        device_id = integer("device_id", device_id)
     p = Path(path).expanduser().resolve()
     if not p.exists():
         raise FileNotFoundError(f"{p} does not exist")
-    if is_run_dir(p):
-        run = RunDir(p)
-        return Profile(run, run.device_ids[0] if device_id is None else device_id)
-    newest = newest_run(p)
+    newest = p if is_run_dir(p) else newest_run(p)
     if newest is not None and is_run_dir(newest):
         run = RunDir(newest)
-        return Profile(run, run.device_ids[0] if device_id is None else device_id)
+        devices = run.device_ids
+        return Profile(run, devices[0] if device_id is None else member("device_id", device_id, devices, str(newest),
+                                                                         "devices"))
     from .importers import load_path
 
     return load_path(newest or p, device_id)
