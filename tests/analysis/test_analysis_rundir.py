@@ -66,6 +66,44 @@ def test_repr_counts_the_step_trace_iterations_without_task_data(tmp_path):
     assert repr(p) == f"<geprof Profile {p.name}: 0 op tasks, 4 iterations>"
 
 
+def test_ops_and_step_memory_refuse_an_iteration_the_run_does_not_have(chunked_run):
+    p = chunked_run.profile
+    assert p.iterations.tolist() == [1, 2, 3]
+    ops = p.ops(np.int64(2))
+    assert len(ops) == len(p.ops(3)) > 0 and (p.iteration_of_ops[ops.index] == 2).all()
+    assert p.ops().equals(p.ops(3)) and p.step_memory(np.int64(2)).iteration == 2
+    for call in (p.ops, p.step_memory):
+        for bad in (0, 4, 99, -1):
+            with pytest.raises(ValueError) as err:
+                call(bad)
+            assert str(err.value) == f"iteration {bad} is not in this run; its iterations are 1..3"
+        for bad in ("3", 2.0, True):
+            with pytest.raises(TypeError) as err:
+                call(bad)
+            assert str(err.value) == f"iteration {bad!r} is not valid; accepted: an integer"
+
+
+def test_without_task_data_ops_of_a_step_trace_step_is_empty_and_others_are_refused(tmp_path):
+    p = run_profiled_session(tmp_path / "out", build_tiny_graph(world_size=2)[0], 3, task_trace="off").profile
+    assert p.iterations.size == 0 and p.step_trace["Iteration ID"].tolist() == [1, 2, 3]
+    assert p.ops().empty and p.ops(2).empty  # the default, and a step with no task records
+    with pytest.raises(ValueError) as err:
+        p.ops(4)
+    assert str(err.value) == "iteration 4 is not in this run; its iterations are 1..3"
+
+
+def test_load_refuses_a_device_the_run_does_not_have(chunked_run):
+    path = chunked_run.profile.path.resolve()
+    for where in (path, path.parent):  # the run, and the output directory holding it
+        with pytest.raises(ValueError) as err:
+            geprof_nb.load(where, device_id=5)
+        assert str(err.value) == f"device_id 5 is not in {path}; its devices are 0"
+    with pytest.raises(TypeError) as err:
+        geprof_nb.load(path, device_id="a")
+    assert str(err.value) == "device_id 'a' is not valid; accepted: an integer"
+    assert geprof_nb.load(path, device_id=np.int64(0)).device_id == 0
+
+
 def test_damaged_chunk_is_skipped(chunked_run):
     p = chunked_run.profile
     chunks = sorted((p.path / "device_0" / "data").glob("hwts.*.npy"))
