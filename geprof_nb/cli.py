@@ -9,6 +9,7 @@ import runpy
 import sys
 import traceback
 from pathlib import Path
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -17,8 +18,8 @@ from .analysis import ClusterProfile, Profile, load
 from .analysis.export import FORMATS, write_failure
 from .analysis.export.ascend_pt import rank_argument
 from .analysis.cluster_export import FORMATS as CLUSTER_FORMATS
-from .collect import (COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, OutputUnusable, collect, device_flag_type,
-                      load_collected)
+from .collect import (COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, Collected, OutputUnusable, collect,
+                      device_flag_type, load_collected)
 from .ge.device import DEFAULT_DEVICE, get_device
 from .ge.session import DEFAULT_EXECUTOR, EXECUTORS
 from .prof.clock import CLOCK_MODES
@@ -141,17 +142,12 @@ def _write_timeline(profile: Profile) -> Path | None:
 
 
 def demo(args: argparse.Namespace) -> int:
-    """Profile a zoo model's training on the virtual clock and show where time goes."""
-    opts = ProfilingOptions(output=str(args.output), training_trace="on", task_trace="on",
-                            aic_metrics="PipeUtilization")
-    status = ge.GEInitialize({
-        "ge.exec.profilingMode": "1", "ge.exec.profilingOptions": opts.to_json(),
-        "geprof.clock": "virtual", "geprof.device": args.device,
-    })
-    if status != ge.SUCCESS:
-        print(f"GEInitialize failed: {ge.GEGetErrorMsg()}", file=sys.stderr)
-        return 1
-    try:
+    """Profile a zoo model's training on the virtual clock and show where time goes; the run is opened as
+    ``geprof run`` opens one (its defaults, its refusal of an unusable ``--output``)."""
+    options = ProfilingOptions.parse({**COLLECTION_DEFAULTS, "output": str(args.output)})
+    failed: list[str] = []  # GE's message when a step fails
+
+    def train() -> None:
         sess = ge.Session()
         graph = MODELS[args.model](args)
         sess.add_graph(1, graph)
@@ -159,12 +155,38 @@ def demo(args: argparse.Namespace) -> int:
               f"for {args.steps} steps on a simulated {args.device}, virtual clock ...")
         for _ in range(args.steps):
             if sess.run_graph(1) != ge.SUCCESS:
-                print(f"RunGraph failed: {ge.GEGetErrorMsg()}", file=sys.stderr)
-                return 1
-    finally:
-        ge.GEFinalize()
-    _show_run(load(args.output), args.top)
-    return 0
+                failed.append(ge.GEGetErrorMsg())
+                return
+
+    with ge.simulation_settings(clock_mode="virtual", device=args.device):
+        collected = _collect("demo", train, options, subject="demo",
+                             info={"model": args.model, "batch_size": args.batch_size, "world_size": args.world_size})
+    if collected is None:
+        return 2
+    if failed:
+        print(f"RunGraph failed: {failed[0]}", file=sys.stderr)
+        return 1
+    return _show_collected(collected, args.top)
+
+
+def _collect(command: str, code: Callable[[], None], options: ProfilingOptions, **kwargs: Any) -> Collected | None:
+    """:func:`collect` ``code`` for ``geprof run`` / ``demo``; ``None``, said on stderr naming ``--output``, when
+    no run can be opened there (nothing ran)."""
+    try:
+        return collect(code, options, info_key="cli", **kwargs)
+    except OutputUnusable as exc:
+        print(f"geprof {command}: --output {exc.output}: cannot be used ({exc.reason}); accepted: a directory that can "
+              "be created and written", file=sys.stderr)
+        return None
+
+
+def _show_collected(collected: Collected, top: int) -> int:
+    """Show a finalised run (:func:`_show_run`) and return the exit status for what its code raised."""
+    profile, said = load_collected(collected)
+    if said:
+        print(said, file=sys.stderr)
+    _show_run(profile, top)
+    return _exit_status(collected.error)
 
 
 def _show_run(run: Profile | ClusterProfile, top: int) -> None:
@@ -200,20 +222,14 @@ def run(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(args.script.resolve().parent))  # as `python SCRIPT` does
     try:
         with ge.simulation_settings(executor=args.executor, clock_mode=args.clock, device=args.device):
-            collected = collect(lambda: runpy.run_path(script, run_name="__main__"), options,
-                                code_filename=script, subject="script", info_key="cli",
-                                info={"script": script, "argv": list(args.script_args)})
-    except OutputUnusable as exc:
-        print(f"geprof run: --output {exc.output}: cannot be used ({exc.reason}); accepted: a directory that can "
-              "be created and written", file=sys.stderr)
-        return 2
+            collected = _collect("run", lambda: runpy.run_path(script, run_name="__main__"), options,
+                                 code_filename=script, subject="script",
+                                 info={"script": script, "argv": list(args.script_args)})
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    profile, said = load_collected(collected)
-    if said:
-        print(said, file=sys.stderr)
-    _show_run(profile, args.top)
-    return _exit_status(collected.error)
+    if collected is None:
+        return 2
+    return _show_collected(collected, args.top)
 
 
 def _exit_status(error: BaseException | None) -> int:

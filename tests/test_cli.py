@@ -274,3 +274,31 @@ def test_analyze_of_an_ascend_pt_export_counts_its_iterations_and_shows_its_step
     assert [r[:2] for r in rows] == [[str(step), f"{computing:.3f}"] for step, computing
                                      in zip(p.step_breakdown["Step"], p.step_breakdown["Computing"])]
     assert lines[split + 4:] == [lines[-1]] and not p.notes and "step_trace (us)" not in lines  # then the JSON
+
+
+@pytest.mark.parametrize("command", ["demo", "run"])
+def test_an_output_that_is_a_file_is_one_line_naming_the_flag_exit_2(command, script, tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep me")
+    argv = (["demo", "--model", "mlp", "--steps", "1", "--output", str(blocker)] if command == "demo"
+            else ["run", "--output", str(blocker), str(script), "1"])
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (f"geprof {command}: --output {blocker}: cannot be used ([Errno 17] File exists: "
+                                 f"'{blocker}'); accepted: a directory that can be created and written\n")
+    assert blocker.read_text() == "keep me" and not msprof.lib.running
+
+
+def test_demo_profiles_every_step_of_the_model_it_names(tmp_path, capsys):
+    assert main(["demo", "--model", "mlp", "--steps", "2", "--batch-size", "8", "--world-size", "1",
+                 "--device", "Ascend910A", "--output", str(tmp_path / "out"), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Profiling mlp training (batch 8, world size 1) for 2 steps on a simulated Ascend910A, "
+                          "virtual clock ...\n")
+    p = geprof_nb.load(run_dir_line(out))
+    assert p.complete and p.info["clock"] == "virtual" and p.info["devices"]["0"]["name"] == "Ascend910A"
+    assert p.info["cli"] == {"model": "mlp", "batch_size": 8, "world_size": 1, "steps": 2}
+    assert list(p.step_trace["Iteration ID"]) == [1, 2] and len(p.op_summary) == 2 * len(p.ops())
+    assert p.info["pmu_events"]["metrics"] == ["PipeUtilization"] and p.options["training_trace"] == "on"
+    assert "Top 3 ops of the last iteration by Task Duration(us):" in out
+    assert (p.path / "step_timeline.png").is_file()
