@@ -320,7 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "The run is finalised even if the script raises (then the exit status is not 0). geprof's "
                        "flags go before SCRIPT; everything after SCRIPT is the script's.")
     p.add_argument("script", type=_script, metavar="SCRIPT", help="the Python script to run")
-    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
+    script_args = p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
+    script_args.required = False  # argparse makes a REMAINDER positional required: `geprof run` would ask for ARGS
     for flag, field, metavar, help_text in PROFILING_FLAGS:
         p.add_argument(flag, dest=field, type=_profiling_field(field), default=None, metavar=metavar, help=help_text)
     p.add_argument("--executor", choices=sorted(EXECUTORS), default=None,

@@ -117,6 +117,7 @@ def test_run_exits_with_the_scripts_exit_status(tmp_path, capsys):
      "argument --rank: --format parquet has no rank; accepted: --rank with --format ascend_pt\n"),
     (["run", "--task-trace", "l2", "x.py"], "argument --task-trace: 'l2' is not valid; accepted: "),
     (["run", "missing.py"], "argument SCRIPT: missing.py: no such file; accepted: a Python script file"),
+    (["run"], "the following arguments are required: SCRIPT\n"),
     (["run", "--device", "Ascend999", "x.py"], "argument --device: unknown device 'Ascend999'; accepted: "),
     (["run", "--device", "Ascend910B:cores=20", "x.py"],
      "argument --device: device 'Ascend910B:cores=20': 'cores' is not a device field; accepted: "),
