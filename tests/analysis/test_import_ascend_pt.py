@@ -258,6 +258,18 @@ def test_cluster_of_rank_directories(tmp_path):
     assert c.rank(1).device_id == 1 and len(c.step_breakdown) == 6
 
 
+def test_a_device_the_ranks_do_not_have_is_refused_naming_device_id(tmp_path):
+    run = write_ascend_pt(tmp_path / "one", device_id=6)
+    with pytest.raises(ValueError) as err:
+        geprof_nb.load(run.path, device_id=0)
+    assert str(err.value) == f"device_id 0 is not in {run.path.resolve()}; its devices are 6"
+    assert geprof_nb.load(run.path, device_id=6).device_id == 6
+    ranks = write_cluster(tmp_path / "cluster")  # rank r on device r
+    with pytest.raises(ValueError) as err:
+        geprof_nb.load(tmp_path / "cluster", device_id=1)
+    assert str(err.value) == f"device_id 1 is not in {ranks[0].path.resolve()}; its devices are 0"
+
+
 def test_dirs_without_ranks_open_the_newest(tmp_path):
     a = write_ascend_pt(tmp_path, 0)
     b = write_ascend_pt(tmp_path, 1, n_steps=2)

@@ -201,6 +201,14 @@ def test_a_device_is_chosen(tmp_path):
     assert len(p.step_trace) == 3 and len(p.task_time) == 13
 
 
+def test_a_device_the_data_does_not_have_is_refused_naming_device_id(tmp_path):
+    run = write_msprof(tmp_path, device_id=3)
+    with pytest.raises(ValueError) as err:
+        geprof_nb.load(run.path, device_id=0)
+    assert str(err.value) == f"device_id 0 is not in {run.path.resolve()}; its devices are 3"
+    assert geprof_nb.load(run.path, device_id=np.int64(3)).device_id == 3
+
+
 def test_rows_of_other_devices_are_left_out(tmp_path):
     run = write_msprof(tmp_path)
     path = next(run.output.glob("op_summary_*.csv"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..arguments import member
 from ..cluster import ClusterProfile
 from ..profile import Profile, load
 from .ascend_pt import OUTPUT_DIR as ASCEND_OUTPUT, AscendPtSource, is_ascend_pt, rank_of, run_timestamp
@@ -42,14 +43,20 @@ def _layout(path: Path) -> str | None:
     return None
 
 
-def _open(path: Path, layout: str, device_id: int, notes: list[str] | None = None) -> Profile:
+def _open(path: Path, layout: str, device_id: int | None, notes: list[str] | None = None) -> Profile:
+    """The Profile of one run; ``device_id`` None: the run's device (msprof data of several: device 0),
+    else that device, which the run must have (each of these layouts holds one device's data)."""
     if layout == "parquet":
         from ..parquet import ParquetSource
 
-        return Profile(ParquetSource(path, notes))
-    if layout == "ascend_pt":
-        return Profile(AscendPtSource(path, device_id, notes))
-    return Profile(MsprofSource(path, device_id, notes))
+        profile = Profile(ParquetSource(path, notes))
+    elif layout == "ascend_pt":
+        profile = Profile(AscendPtSource(path, device_id or 0, notes))
+    else:
+        profile = Profile(MsprofSource(path, device_id or 0, notes))
+    if device_id is not None:
+        member("device_id", device_id, [profile.device_id], str(path), "devices")
+    return profile
 
 
 def _newest(runs: list[Path]) -> Path:
@@ -78,7 +85,7 @@ def _cluster(path: Path, device_id: int | None) -> ClusterProfile | None:
             chosen[r] = _newest(dirs)
             if len(dirs) > 1:
                 notes.append(f"rank {r}: {len(dirs)} runs; read the newest, {chosen[r].name}")
-        return ClusterProfile(path, {r: _open(d, "ascend_pt", device_id or 0) for r, d in chosen.items()}, notes)
+        return ClusterProfile(path, {r: _open(d, "ascend_pt", device_id) for r, d in chosen.items()}, notes)
     ranks = {int(m.group(1)): c for c in children if (m := _RANK_DIR.fullmatch(c.name))}
     if len(ranks) >= 2:
         return ClusterProfile(path, {r: load(d, device_id) for r, d in sorted(ranks.items())}, notes)
@@ -94,7 +101,7 @@ def load_path(path: Path, device_id: int | None = None) -> Profile | ClusterProf
                                 "mindstudio_profiler_output, a .geprof_parquet export or a directory of them)")
     layout = _layout(path)
     if layout is not None:
-        return _open(path, layout, device_id or 0)
+        return _open(path, layout, device_id)
     cluster = _cluster(path, device_id)
     if cluster is not None:
         return cluster
@@ -106,4 +113,4 @@ def load_path(path: Path, device_id: int | None = None) -> Profile | ClusterProf
             f"{ASCEND_OUTPUT}/ (torch_npu), a .geprof_parquet export, or a directory of those")
     newest = _newest([c for c, _ in runs])
     notes = [f"{path} holds {len(runs)} runs; this is the newest, {newest.name}"] if len(runs) > 1 else []
-    return _open(newest, dict(runs)[newest], device_id or 0, notes)
+    return _open(newest, dict(runs)[newest], device_id, notes)
