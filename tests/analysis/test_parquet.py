@@ -124,6 +124,14 @@ def test_round_trip_of_imported_data(tmp_path):
     pd.testing.assert_frame_equal(q.source.step_breakdown_table(), pt.step_breakdown)
 
 
+def test_a_device_the_export_does_not_have_is_refused_naming_device_id(tmp_path):
+    out = export_parquet(geprof_nb.load(write_msprof(tmp_path / "m", device_id=3).path), tmp_path / "out")
+    with pytest.raises(ValueError) as err:
+        geprof_nb.load(out, device_id=0)
+    assert str(err.value) == f"device_id 0 is not in {out.resolve()}; its devices are 3"
+    assert geprof_nb.load(out, device_id=3).device_id == 3
+
+
 def test_profile_export_and_overwrite(memory_run, tmp_path):
     p = memory_run.profile
     out = p.export(tmp_path, format="parquet", compression="zstd")
