@@ -26,10 +26,24 @@ def rank_dir(path: Path, rank: int) -> Path:
     return Path(path) / f"rank_{int(rank)}"
 
 
+def check_cluster_options(format: str, options: dict[str, Any]) -> None:  # noqa: A002
+    """A ValueError for an option a cluster export in ``format`` does not take, naming it: the one-run
+    writers' options less ``rank``, which each rank's own number sets."""
+    from .export import check_options, writer, writer_options
+
+    if "rank" in options:
+        raise ValueError(f"export option rank: a ClusterProfile writes every rank as its own rank; for one rank, "
+                         f"cluster.rank(r).export(path, format={format!r})")
+    check_options(format, options, {f: tuple(o for o in writer_options(writer(f)) if o != "rank") for f in FORMATS})
+
+
 def export_cluster(cluster: ClusterProfile, path: Path, format: str = "ascend_pt",  # noqa: A002
                    **options: Any) -> Path:
-    """Write every rank of ``cluster`` under ``path``; returns ``path``."""
+    """Write every rank of ``cluster`` under ``path``; returns ``path``.  An option the format does not
+    take is a ValueError naming it; ``rank`` is none's (every rank is written as itself)."""
     path = Path(path)
+    if format in FORMATS:
+        check_cluster_options(format, options)
     if format == "ascend_pt":
         from .export.ascend_pt import export_ascend_pt
 

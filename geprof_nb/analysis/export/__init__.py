@@ -8,31 +8,59 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, Callable
 
 FORMATS = ("msprof", "ascend_pt", "chrome", "parquet")
 
 
-def export_profile(profile, path: Path, format: str, **options) -> Path:  # noqa: A002 - Profile.export's name
-    """Write ``profile`` under ``path``; returns the directory (or file) written."""
-    path = Path(path)
+def writer(format: str) -> Callable[..., Path]:  # noqa: A002 - Profile.export's name
+    """The function that writes one Profile in ``format`` (``writer(profile, path, **options)``)."""
     if format == "msprof":
         from .msprof import export_msprof
 
-        return export_msprof(profile, path, **options)
+        return export_msprof
     if format == "ascend_pt":
         from .ascend_pt import export_ascend_pt
 
-        return export_ascend_pt(profile, path, **options)
+        return export_ascend_pt
     if format == "chrome":
         from .chrome import export_chrome
 
-        return export_chrome(profile, path, **options)
+        return export_chrome
     if format == "parquet":
         from ..parquet import export_parquet
 
-        return export_parquet(profile, path, **options)
+        return export_parquet
     raise ValueError(f"unknown export format {format!r}: accepted formats are {', '.join(FORMATS)}")
+
+
+def writer_options(write: Callable[..., Path]) -> tuple[str, ...]:
+    """The options a writer takes: its parameters after the profile and the path."""
+    return tuple(inspect.signature(write).parameters)[2:]
+
+
+def check_options(format: str, options: Mapping[str, Any], accepted: Mapping[str, Sequence[str]]) -> None:  # noqa: A002
+    """A ValueError for the first of ``options`` that ``format`` does not take (``accepted``: each
+    format's options), naming it, the formats that take it and the options ``format`` takes."""
+    for name in options:
+        if name in accepted[format]:
+            continue
+        takers = [f for f, names in accepted.items() if name in names]
+        problem = (f"export option {name} is accepted only with format={' or '.join(map(repr, takers))}" if takers
+                   else f"unknown export option {name}")
+        takes = ", ".join(accepted[format]) or "no options"
+        raise ValueError(f"{problem}; format={format!r} takes {takes}")
+
+
+def export_profile(profile, path: Path, format: str, **options) -> Path:  # noqa: A002 - Profile.export's name
+    """Write ``profile`` under ``path``; returns the directory (or file) written.  An option the format
+    does not take is a ValueError naming it (:func:`check_options`)."""
+    write = writer(format)
+    check_options(format, options, {f: writer_options(writer(f)) for f in FORMATS})
+    return write(profile, Path(path), **options)
 
 
 def write_failure(exc: OSError, fmt: str, to: Path | str) -> str:
