@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .advisor import pmu_metric
+from .arguments import positive_integer
 from .breakdown import main_model, step_periods
+from .cluster import ClusterProfile
+from .profile import Profile
 from .text_columns import distinct_texts, text_codes
-
-if TYPE_CHECKING:
-    from .profile import Profile
 
 #: Rows of the regression / improvement tables.
 TOP_N = 10
@@ -365,9 +365,32 @@ def _pmu(a: Profile, b: Profile, graphs: _Graphs | None) -> pd.DataFrame:
     return out.iloc[np.argsort(-key.to_numpy(), kind="stable")].reset_index(drop=True)
 
 
+def _one_run(name: str, value: object) -> Profile:
+    """``value`` if it is one run's Profile; else a TypeError naming the argument ``name`` and what to pass."""
+    if isinstance(value, Profile):
+        return value
+    if isinstance(value, ClusterProfile):
+        raise TypeError(f"{name} is a ClusterProfile ({value.name}); compare takes one run's Profile: pass one "
+                        f"rank, e.g. {name}=cluster.rank({min(value.ranks, default=0)})")
+    hint = f": load it first, {name}=geprof_nb.load({str(value)!r})" if isinstance(value, (str, Path)) else ""
+    raise TypeError(f"{name} must be a Profile, not {type(value).__name__}{hint}")
+
+
+def _labels(names: object) -> tuple[str, str] | None:
+    """``names`` as the two runs' labels (None: their run names); else a TypeError naming ``names``."""
+    if names is None:
+        return None
+    if not (isinstance(names, (tuple, list)) and len(names) == 2 and all(isinstance(n, str) for n in names)):
+        raise TypeError(f"names must be two strings (a label for a and one for b), not {names!r}")
+    return names[0], names[1]
+
+
 def compare(a: Profile, b: Profile, top: int = TOP_N, names: tuple[str, str] | None = None) -> Comparison:
     """How Profile ``b`` differs from Profile ``a`` (``Diff`` = B - A); ``names`` label the two
-    runs (default: their run names)."""
+    runs (default: their run names); ``top`` (a positive int): rows of the regression and
+    improvement tables.  A wrong argument is a TypeError or ValueError naming it."""
+    a, b = _one_run("a", a), _one_run("b", b)
+    top, names = positive_integer("top", top), _labels(names)
     graphs = _graphs(a, b)
     of_a, of_b = (graphs.a, graphs.b) if graphs is not None else (None, None)
     ops = _with_models(_diff(_stats(a, "Op Name", of_a), _stats(b, "Op Name", of_b)), graphs)

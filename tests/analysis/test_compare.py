@@ -13,6 +13,7 @@ from geprof_testing import run_profiled_session, run_two_graphs
 
 import geprof_nb
 from geprof_nb import ge
+from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis import compare as compare_module
 from geprof_nb.analysis.compare import DIFF_COLUMNS, PMU_COLUMNS, Comparison, compare
 from geprof_nb.analysis.profile import Profile
@@ -175,6 +176,33 @@ def test_two_different_graphs(tmp_path):
     assert c.ops.loc["only_b", "Time/step A(us)"] == 0 and np.isnan(c.ops.loc["only_b", "Time/step Diff(%)"])
     assert c.ops.loc["only_b", "OP Type"] == "Gelu"
     assert "only_b" in c.regressions.index
+
+
+def test_arguments_are_checked_naming_the_argument_and_what_it_takes(batches, tmp_path):
+    a, b = batches
+    cluster = ClusterProfile(tmp_path / "CLUSTER_20260101000000000_ABCDEFGH", {2: a, 3: b})
+    positive = "is not valid; accepted: a positive integer (1, 2, 3, ...)"
+    cases = [
+        ((a, str(b.path)), {}, TypeError, f"b must be a Profile, not str: load it first, "
+                                          f"b=geprof_nb.load({str(b.path)!r})"),
+        ((Path(a.path), b), {}, TypeError, f"a must be a Profile, not {type(Path(a.path)).__name__}: load it first, "
+                                           f"a=geprof_nb.load({str(a.path)!r})"),
+        ((cluster, b), {}, TypeError, "a is a ClusterProfile (CLUSTER_20260101000000000_ABCDEFGH); compare takes one "
+                                      "run's Profile: pass one rank, e.g. a=cluster.rank(2)"),
+        ((a, None), {}, TypeError, "b must be a Profile, not NoneType"),
+        ((a, b), {"top": "5"}, TypeError, f"top '5' {positive}"),
+        ((a, b), {"top": 2.0}, TypeError, f"top 2.0 {positive}"),
+        ((a, b), {"top": 0}, ValueError, f"top 0 {positive}"),
+        ((a, b), {"top": -1}, ValueError, f"top -1 {positive}"),
+        ((a, b), {"names": "ab"}, TypeError, "names must be two strings (a label for a and one for b), not 'ab'"),
+    ]
+    for args, kwargs, error, text in cases:
+        for function in (compare, geprof_nb.compare):
+            with pytest.raises(error) as err:
+                function(*args, **kwargs)
+            assert str(err.value) == text
+    c = geprof_nb.compare(a, b, top=np.int64(1), names=["small", "large"])
+    assert len(c.regressions) == 1 and (c.a_name, c.b_name) == ("small", "large")
 
 
 def test_html_escapes_op_names(tmp_path):
