@@ -116,7 +116,8 @@ class ClusterTables:
 
     @cached_property
     def slow_ranks(self) -> pd.DataFrame:
-        """Ranks by busy time (step time minus collective wait), slowest first, with ratios to the median."""
+        """Ranks by own time (Computing + Free per step: step time minus the communication no compute
+        hides), slowest first, with ratios to the median."""
         return T.slow_ranks(self.step_periods, self.rank_step_wait, self.stragglers, self.slow_rank_threshold)
 
     @cached_property
@@ -239,7 +240,8 @@ class ClusterProfile:
 
     @property
     def slow_ranks(self) -> pd.DataFrame:
-        """Ranks by busy time (step time minus collective wait), slowest first."""
+        """Ranks by own time (Computing + Free per step: step time minus the communication no compute
+        hides), slowest first."""
         return self.tables().slow_ranks
 
     @property

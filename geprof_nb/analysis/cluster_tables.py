@@ -71,7 +71,7 @@ CLUSTER_COMMUNICATION_TIME = ["Rank", *COMMUNICATION_TIME]
 STRAGGLERS = ["Op Name", "OP Type", "Iteration ID", "Ranks", "First Rank", "First Arrival(us)", "Last Rank",
               "Last Arrival(us)", "Median Arrival(us)", "Late By(us)", "Spread(us)", "Wait Caused(us)"]
 
-#: A rank is slow when its busy time exceeds the median rank's by this share: msprof-analyze's
+#: A rank is slow when its own time (Computing + Free) exceeds the median rank's by this share: msprof-analyze's
 #: slow rank and slow link checks use a 5% gap (their ``RATIO_THRESHOLD``).
 SLOW_RANK_THRESHOLD = 0.05
 #: A link is slow when its bandwidth is below the median of its link type by this share: link

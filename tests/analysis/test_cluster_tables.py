@@ -9,6 +9,7 @@ import pytest
 from cluster_testing import FAULTS, LINK_FACTOR, SLOW_FACTOR, SLOW_LINK, SLOW_RANK, resnet, simulate_cluster
 
 from geprof_nb.analysis import ClusterProfile
+from geprof_nb.analysis.cluster import ClusterTables
 from geprof_nb.analysis import cluster_tables as T
 from geprof_nb.analysis.breakdown import STEP_TRACE_TIME, step_periods
 from geprof_nb.analysis.communication import COMMUNICATION_TIME
@@ -80,6 +81,13 @@ def test_the_slowed_rank_is_the_slow_rank_by_its_factor(faulty):
     assert (sr["Own Time Ratio"].iloc[1:] - 1).abs().max() < 0.01
     # all ranks' steps take as long (collectives synchronise them): step time alone would not tell
     assert sr["Step Time(us)"].max() / sr["Step Time(us)"].min() < 1.01
+
+
+def test_slow_ranks_says_it_ranks_by_own_time():
+    for doc in (ClusterProfile.slow_ranks.__doc__, ClusterTables.slow_ranks.__doc__):
+        assert doc.startswith("Ranks by own time (Computing + Free per step: step time minus the communication no "
+                              "compute\n        hides), slowest first")
+        assert "collective wait" not in doc
 
 
 def test_the_fast_ranks_wait_what_the_slow_rank_is_late(faulty):
