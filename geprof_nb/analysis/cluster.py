@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from . import cluster_tables as T
+from .arguments import integer
 from .communication import COMMUNICATION_MATRIX_LINKS
 
 if TYPE_CHECKING:
@@ -189,11 +190,13 @@ class ClusterProfile:
         return max(known) if known else len(self.ranks)
 
     def rank(self, i: int) -> Profile:
-        """The Profile of rank ``i``."""
+        """The Profile of rank ``i``: a TypeError naming ``rank`` for a non-integer (a bool or
+        a float too), a KeyError listing the ranks for one the cluster does not have."""
+        i = integer("rank", i)
         try:
             return self.ranks[i]
         except KeyError:
-            raise KeyError(f"no rank {i} in {self.name}; ranks: {list(self.ranks)}") from None
+            raise KeyError(f"no rank {i!r} in {self.name}; ranks: {list(self.ranks)}") from None
 
     @cached_property
     def step_breakdown(self) -> pd.DataFrame:

@@ -36,6 +36,19 @@ def test_the_cluster_root_loads_every_rank(faulty):
         assert p.info["cluster"]["rank"] == r and p.info["cluster"]["world_size"] == 8
 
 
+def test_rank_takes_an_integer_rank_the_cluster_has(tmp_path):
+    one, two = object(), object()  # rank() hands back what the cluster holds
+    cluster = ClusterProfile(tmp_path / "CLUSTER_20260101000000000_ABCDEFGH", {0: one, 1: two})
+    assert cluster.rank(1) is two and cluster.rank(np.int64(0)) is one
+    for bad in ("1", 1.0, True, None):
+        with pytest.raises(TypeError) as err:
+            cluster.rank(bad)
+        assert str(err.value) == f"rank {bad!r} is not valid; accepted: an integer"
+    with pytest.raises(KeyError) as err:
+        cluster.rank(5)
+    assert err.value.args[0] == "no rank 5 in CLUSTER_20260101000000000_ABCDEFGH; ranks: [0, 1]"
+
+
 def test_engine_must_be_known(faulty):
     with pytest.raises(ValueError, match="unknown engine 'spark'; accepted: pandas, dask"):
         faulty.tables("spark")
