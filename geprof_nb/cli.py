@@ -185,6 +185,8 @@ def _show_collected(collected: Collected, top: int) -> int:
     profile, said = load_collected(collected)
     if said:
         print(said, file=sys.stderr)
+    if profile is None:  # the run directory went away: nothing to show
+        return _exit_status(collected.error) or 1
     _show_run(profile, top)
     return _exit_status(collected.error)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from .analysis import ClusterProfile, Profile, load
+from .analysis import ClusterProfile, ImportFormatError, Profile, RunDirError, load
 from .analysis.rundir import RunDir
 from .ge.device import get_device
 from .ge.session import device_preset, step_hooks
@@ -328,9 +328,12 @@ INFO_NOT_WRITTEN_NOTE = ("the run's final info.json could not be written: this s
                          "the collecting process's; loading the run directory later reads its older info.json")
 
 
-def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile, str]:
+def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile | None, str]:
     """The finalised run as ``%%geprof``, ``geprof run`` and ``geprof_nb.profile()`` hand it back, and
     what to say about it on stderr ("" when nothing).
+
+    ``None`` when the run directory cannot be loaded at all (removed or replaced while the run collected):
+    the job has run, so this is said, not raised.
 
     When the run's final info.json could not be written (a full disk, a directory made read-only),
     the file in the run directory is an older one: status "running", without the later notes and
@@ -340,7 +343,12 @@ def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile, str]
     ``dropped`` are the run's own.  The message gives those counts per kind and the notes the run
     directory lacks: a later ``geprof_nb.load()`` of it shows neither.
     """
-    loaded = load(collected.run_dir)
+    try:
+        loaded = load(collected.run_dir)
+    except (OSError, ImportFormatError, RunDirError) as exc:
+        steps = f"{collected.steps} step{'s' * (collected.steps != 1)}"
+        return None, (f"geprof: the run directory {collected.run_dir} cannot be loaded ({exc}): it was removed or "
+                      f"replaced while the run collected; the {steps} ran, but what they recorded is lost")
     info = collected.info_not_written
     if info is None:
         return loaded, ""

@@ -68,8 +68,9 @@ def _schedule_of(value: StepSchedule | Mapping[str, int] | None) -> StepSchedule
 class ProfiledBlock:
     """One ``with`` block profiled as one run (made by :func:`geprof_nb.profile`).
 
-    After the block: :attr:`profile` (the loaded Profile, or ClusterProfile for several ranks),
-    :attr:`run_dir`, :attr:`steps` (steps the block ran) and :attr:`error` (what it raised, or None).
+    After the block: :attr:`profile` (the loaded Profile, or ClusterProfile for several ranks; None if
+    the run directory was removed while the block ran, which stderr says), :attr:`run_dir`, :attr:`steps`
+    (steps the block ran) and :attr:`error` (what it raised, or None).
     """
 
     def __init__(self, options: Mapping[str, Any], schedule: StepSchedule | Mapping[str, int] | None = None) -> None:
@@ -81,6 +82,7 @@ class ProfiledBlock:
         self.run_dir: Path | None = None
         self.steps = 0
         self.error: BaseException | None = None
+        self._finished = False
 
     def __enter__(self) -> ProfiledBlock:
         if self._collection is not None:
@@ -107,12 +109,15 @@ class ProfiledBlock:
         collected = collection.finish(error)
         self.run_dir, self.steps, self.error = collected.run_dir, collected.steps, collected.error
         self.profile, said = load_collected(collected)
+        self._finished = True
         if said:
             print(said, file=sys.stderr)
 
     def __repr__(self) -> str:
         if self._collection is None:
             return "<geprof_nb.profile(): not entered>"
-        if self.profile is None:
+        if not self._finished:
             return "<geprof_nb.profile(): collecting>"
+        if self.profile is None:
+            return f"<geprof_nb.profile(): {self.steps} step{'s' * (self.steps != 1)}; {self.run_dir} was lost>"
         return f"<geprof_nb.profile(): {self.steps} step{'s' * (self.steps != 1)} into {self.run_dir}>"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,24 @@ def test_a_run_directory_that_turns_unwritable_is_counted_in_the_profile_handed_
     assert [n.strip() for n in said[3:]] == msprof.lib.notes  # none reached the run directory's info.json
     older = geprof_nb.load(p.path)  # what the message warns of
     assert not older.complete and older.dropped == {}
+
+
+def test_a_run_directory_removed_while_the_block_runs_is_said_not_raised(sess, tmp_path, monkeypatch, capsys):
+    """The block's work is done: leaving it must not raise because the data went away (a cleanup job,
+    a user deleting it); the block says what was lost, and has no Profile."""
+    monkeypatch.setattr(msprof.lib, "chunk_records", 200)  # chunks (and their directories) are written mid-run
+    run = geprof_nb.profile(output=str(tmp_path / "out"))
+    with run:
+        run_steps(sess, 12)
+        shutil.rmtree(msprof.lib.run_dir)
+        run_steps(sess, 8)
+    assert run.profile is None and run.steps == 20 and run.error is None and not msprof.lib.running
+    err = capsys.readouterr().err
+    assert f"geprof: the run directory {run.run_dir} cannot be loaded (" in err
+    assert "it was removed or replaced while the run collected; the 20 steps ran, but what they recorded is lost" \
+        in err
+    assert repr(run) == f"<geprof_nb.profile(): 20 steps; {run.run_dir} was lost>"
+    run_steps(sess, 1)  # GE goes on
 
 
 @pytest.mark.parametrize("kwargs, error, message", [

@@ -185,7 +185,7 @@ class GeprofMagics(Magics):
         self.cell_defaults.cell_ran()
         if said:
             print(said, file=sys.stderr)
-        if not args.no_display:
+        if not args.no_display and profile is not None:
             nb_display.show_profile(profile)
         if collected.error is not None:
             raise collected.error

@@ -129,6 +129,19 @@ def test_output_flag_chooses_directory(ip, tmp_path):
     assert ip.user_ns["_geprof"].path.parent == (tmp_path / "elsewhere").resolve()
 
 
+def test_a_run_directory_removed_while_the_cell_runs_is_said_not_raised(ip, monkeypatch):
+    """The cell's work is done: no traceback from geprof for data that went away, nothing displayed, and
+    stderr says what was lost."""
+    monkeypatch.setattr(msprof.lib, "chunk_records", 200)  # chunks (and their directories) are written mid-run
+    cell = MLP_CELL.replace("range(3)", "range(12)") + "import shutil\nshutil.rmtree(msprof.lib.run_dir)\n"
+    ip.user_ns["msprof"] = msprof
+    cap = run(ip, "--clock virtual", cell)
+    assert ip.user_ns["_geprof"] is None and cap.outputs == []
+    assert "cannot be loaded" in cap.stderr and "the 12 steps ran, but what they recorded is lost" in cap.stderr
+    run(ip, "--no-display --clock virtual")  # the next cell works
+    assert len(ip.user_ns["_geprof"].step_trace) == 3
+
+
 def test_task_trace_l0_drops_op_info(ip):
     run(ip, "--task-trace l0 --no-display --clock virtual")
     ops = ip.user_ns["_geprof"].op_summary
