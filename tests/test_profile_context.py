@@ -158,6 +158,18 @@ def test_a_run_directory_that_turns_unwritable_is_counted_in_the_profile_handed_
     assert not older.complete and older.dropped == {}
 
 
+def test_a_run_loaded_while_it_collects_says_so_not_that_it_crashed(sess, tmp_path, monkeypatch):
+    monkeypatch.setattr(msprof.lib, "chunk_records", 200)  # some steps are on disk mid-run
+    with geprof_nb.profile(output=str(tmp_path / "out")) as run:
+        run_steps(sess, 12)
+        p = geprof_nb.load(msprof.lib.run_dir)
+        assert not p.complete and p.info["status"] == "running" and p.info["pid"] == os.getpid()
+        assert (f"the run was not finalised: its collecting process (pid {os.getpid()}) is still running, so it "
+                "may still be collecting: tables hold what was flushed so far") in p.notes
+        assert not any("crash" in n for n in p.notes) and len(p.step_trace) > 0
+    assert run.profile.complete and not any("not finalised" in n for n in run.profile.notes)
+
+
 def test_a_run_directory_removed_while_the_block_runs_is_said_not_raised(sess, tmp_path, monkeypatch, capsys):
     """The block's work is done: leaving it must not raise because the data went away (a cleanup job,
     a user deleting it); the block says what was lost, and has no Profile."""

@@ -10,6 +10,8 @@ their columns, and the ones that follow from op_summary are derived here.
 from __future__ import annotations
 
 import abc
+import os
+import socket
 from functools import cached_property
 from pathlib import Path
 
@@ -140,6 +142,26 @@ def _execution_iterations(models: np.ndarray, begins: np.ndarray, hw: np.ndarray
     out[at] = ran_iteration[first[hit]]
     return out
 
+
+
+def unfinalised_note(info: dict) -> str:
+    """Why a run has no final status.  Its collecting process still running on this host means it may
+    still be collecting (or could not write its final info.json), not that it crashed."""
+    pid = info.get("pid")
+    if isinstance(pid, int) and pid > 0 and info.get("hostname") == socket.gethostname() and _alive(pid):
+        return (f"the run was not finalised: its collecting process (pid {pid}) is still running, so it may "
+                "still be collecting: tables hold what was flushed so far")
+    return "the run was not finalised (crash or kill?): tables hold what was flushed"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by someone else
+        pass
+    return True
 
 class Source(abc.ABC):
     """The tables of one device of one profiling run."""
@@ -334,7 +356,7 @@ class RunDirSource(Source):
         info = self.info
         notes = []
         if not self.complete:
-            notes.append("the run was not finalised (crash or kill?): tables hold what was flushed")
+            notes.append(unfinalised_note(info))
         if info.get("note"):
             notes.append(str(info["note"]))
         aged = info.get("aged_out") or {}
