@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +128,11 @@ class _Steps:
         self.progress = progress
         self.guard = guard
         self.steps = 0
+        #: Steps that began while another thread's step was running: a schedule's window that opens or
+        #: closes between them cuts that step (:data:`OVERLAPPING_STEPS_NOTE`).
+        self.overlapping = 0
+        self._running = 0
+        self._lock = threading.Lock()
 
     def before_step(self, info: Any) -> None:
         if self.guard is not None:
@@ -138,8 +144,13 @@ class _Steps:
                 if self.guard is not None:
                     self.guard.exit(raise_pending=False)
                 raise
+        with self._lock:  # the step runs (after_step will be called)
+            self.overlapping += self._running > 0
+            self._running += 1
 
     def after_step(self, info: Any) -> None:
+        with self._lock:
+            self._running -= 1
         try:
             if self.collection is not None:
                 self.collection.after_step(info.ran)
@@ -280,6 +291,8 @@ class Collection:
             try:
                 if self.collection is not None:
                     self.collection.finish()  # closes an open window (a warmup one: its data is discarded)
+                    if self.hook.overlapping:
+                        msprof.lib.add_note(OVERLAPPING_STEPS_NOTE.format(n=self.hook.overlapping))
                 self.info["steps"] = steps
                 msprof.lib.set_run_info(self.info_key, self.info)
             finally:
@@ -322,6 +335,12 @@ def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepS
         error = users_traceback(exc, code_filename, run.trailing)
     return run.finish(error)
 
+
+#: The note of a scheduled run whose steps ran on several threads at once.
+OVERLAPPING_STEPS_NOTE = ("step schedule: {n} steps began while another thread's step was running; the schedule "
+                          "counts the steps of all threads as one sequence, so a window that opened or closed "
+                          "while several steps ran may hold part of a step, and the recorded steps are approximate "
+                          "(run the scheduled steps from one thread for exact windows)")
 
 #: A note of a Profile built on the collecting process's description (:func:`load_collected`).
 INFO_NOT_WRITTEN_NOTE = ("the run's final info.json could not be written: this status, these notes and counts are "

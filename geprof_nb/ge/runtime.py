@@ -146,6 +146,10 @@ class DeviceRuntime:
         self.cann_profiler = CannProfilerV2(device_id)
         #: Models holding unreported steps (kept alive until they are reported).
         self.pending_models: set[LoadedModel] = set()
+        #: Held while steps are handed to msprof or queued for it, and while a STOP flushes them: a
+        #: thread running steps never reports a batch it took after the STOP, nor queues a step after
+        #: the STOP's flush (either was lost with the run).
+        self.report_lock = threading.RLock()
 
     # ------------------------------------------------------------------ ids
     @staticmethod
@@ -187,10 +191,11 @@ class DeviceRuntime:
                 for type_id, name in names.items():
                     msprof.MsprofRegTypeInfo(level, type_id, name)
         elif handle.type in (CommandType.STOP, CommandType.FINALIZE):
-            self.flush()
-            flush_host_profiler()
-            props.stop()
-            self.pmu_events = {}
+            with self.report_lock:
+                self.flush()
+                flush_host_profiler()
+                props.stop()
+                self.pmu_events = {}
         return msprof.MSPROF_ERROR_NONE
 
     def flush(self) -> None:
@@ -722,6 +727,10 @@ class LoadedModel:
 
     def _flush(self, v: _Variant) -> None:
         """Report the steps of ``v`` that ran since the last report."""
+        with self.runtime.report_lock:
+            self._report_pending(v)
+
+    def _report_pending(self, v: _Variant) -> None:
         p = v.pending
         if p is None:
             return
@@ -815,18 +824,25 @@ class LoadedModel:
         rt.free_at = end
         self.iterations += 1
         if flags or ProfilingProperties.instance().switch:
-            p = v.pending
-            if p is None or p.flags != flags or p.node_api != node_api or p.timeline is not timeline:
-                self._flush(v)
-                p = v.pending = _Pending(flags, node_api, timeline)
-            p.k.append(k)
-            p.t0.append(t0)
-            p.iteration.append(self.iterations)
-            p.thread.append(native_thread_id())
-            rt.pending_models.add(self)
+            with rt.report_lock:
+                if GlobalProfilingWrapper.enable_flags or ProfilingProperties.instance().switch:  # no STOP came
+                    self._queue_step(v, flags, node_api, timeline, k, t0)
         if timeline is not None:
             clock.spend(timeline.total)
         return end
+
+    def _queue_step(self, v: _Variant, flags: int, node_api: bool, timeline: _HostTimeline | None, k: int,
+                    t0: int) -> None:
+        """Queue step ``k`` of the batch (launched at ``t0``) for the next report (caller holds the report lock)."""
+        p = v.pending
+        if p is None or p.flags != flags or p.node_api != node_api or p.timeline is not timeline:
+            self._report_pending(v)
+            p = v.pending = _Pending(flags, node_api, timeline)
+        p.k.append(k)
+        p.t0.append(t0)
+        p.iteration.append(self.iterations)
+        p.thread.append(native_thread_id())
+        self.runtime.pending_models.add(self)
 
 
 def _index_runs(index: np.ndarray) -> list[tuple[int, int, int]]:

@@ -176,3 +176,70 @@ def test_two_notebooks_profiling_into_one_output_directory_get_a_run_directory_e
         assert list(p.step_trace["Iteration ID"]) == list(range(1, steps + 1))
         info = json.loads((run_dir / rawdata.INFO_FILE).read_text())
         assert info["records"]["hwts"] == len(p.run.load("hwts"))
+
+
+def test_a_batch_another_thread_is_reporting_when_collection_stops_is_in_the_run(tmp_path, monkeypatch):
+    """A worker thread took its first 8 steps to report (its 9th step needs a new batch) just as the main
+    thread leaves the profile() block: the STOP waits for that report instead of closing the run under it
+    (the 8 steps were lost, with no note). Steps finishing after the STOP are not queued for a later run."""
+    from geprof_nb.ge import runtime
+
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    sess = ge.Session()
+    assert sess.add_graph(1, tiny_mlp()) == ge.SUCCESS
+    assert sess.run_graph(1) == ge.SUCCESS  # compiled before the block
+    reporting, release = threading.Event(), threading.Event()
+    report_steps = runtime.LoadedModel._report_steps
+
+    def slow_report(self, *args, **kwargs):
+        if threading.current_thread().name == "worker" and not reporting.is_set():
+            reporting.set()
+            release.wait(10)  # the main thread stops the collection meanwhile
+        return report_steps(self, *args, **kwargs)
+
+    monkeypatch.setattr(runtime.LoadedModel, "_report_steps", slow_report)
+    worker = threading.Thread(target=lambda: [sess.run_graph(1) for _ in range(9)], name="worker")
+    with geprof_nb.profile(output=str(tmp_path / "out")) as run:
+        worker.start()
+        assert reporting.wait(10)
+        threading.Timer(0.3, release.set).start()  # the block's exit below stops the collection first
+    worker.join(10)
+    assert list(run.profile.step_trace["Iteration ID"]) == list(range(2, 10))  # steps 2..9 of the model: 8
+    assert len(run.profile.op_summary) == 8 * n_kernels(sess)
+    ge.GEFinalize()
+
+
+def test_a_schedule_whose_steps_overlap_on_threads_says_its_windows_are_approximate(tmp_path, monkeypatch):
+    """The schedule counts all threads' steps as one sequence: with steps in flight on two threads a window
+    edge can cut one, which the run says (and one thread's steps never get the note)."""
+    from geprof_nb.collect import OVERLAPPING_STEPS_NOTE
+    from geprof_nb.ge import runtime
+
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    sess_a, sess_b = ge.Session(), ge.Session()
+    for s in (sess_a, sess_b):
+        assert s.add_graph(1, tiny_mlp()) == ge.SUCCESS
+    in_step, other_done = threading.Event(), threading.Event()
+    run_on_device = runtime.LoadedModel.run_on_device
+
+    def held(self, *args, **kwargs):
+        if threading.current_thread().name == "a" and not in_step.is_set():
+            in_step.set()
+            other_done.wait(10)  # thread b runs a whole step meanwhile
+        return run_on_device(self, *args, **kwargs)
+
+    monkeypatch.setattr(runtime.LoadedModel, "run_on_device", held)
+    schedule = {"wait": 1, "warmup": 0, "active": 2}
+    with geprof_nb.profile(output=str(tmp_path / "two"), schedule=schedule) as run:
+        a = threading.Thread(target=lambda: [sess_a.run_graph(1) for _ in range(3)], name="a")
+        a.start()
+        assert in_step.wait(10)
+        sess_b.run_graph(1)
+        other_done.set()
+        a.join(10)
+    assert OVERLAPPING_STEPS_NOTE.format(n=1) in run.profile.notes
+    with geprof_nb.profile(output=str(tmp_path / "one"), schedule=schedule) as run:
+        for _ in range(4):
+            sess_a.run_graph(1)
+    assert not any("began while another thread's step" in n for n in run.profile.notes)
+    ge.GEFinalize()
