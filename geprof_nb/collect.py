@@ -28,6 +28,7 @@ from typing import Any, Callable, Protocol
 from .analysis import ClusterProfile, ImportFormatError, Profile, RunDirError, load
 from .analysis.rundir import RunDir
 from .ge.device import get_device
+from .ge import acl
 from .ge.session import device_preset, step_hooks
 from .prof import msprof
 from .prof.events import AIC_METRICS
@@ -180,7 +181,7 @@ def users_traceback(error: BaseException, code_filename: str | None, trailing: t
     The frames above it (:func:`collect`, the caller's runner) are geprof's, not the
     person's: they should see the traceback their code would raise without profiling.  A
     Ctrl-C that the step guard raises at the end of a step also loses the frames at its end
-    from the files in ``trailing`` (this module's and the guard's).  An error raised before
+    from the files in ``trailing`` (the step APIs', this module's and the guard's).  An error raised before
     the code ran keeps its whole traceback.
     """
     frames = []
@@ -243,7 +244,10 @@ class Collection:
         self.guard = guard
         self.hook = _Steps(self.collection, self.progress, guard)
         #: Files whose frames end a Ctrl-C that the guard raises at the end of a step (see :func:`users_traceback`).
-        self.trailing = (__file__,) + ((inspect.getfile(type(guard)),) if guard is not None else ())
+        # the files of the frames a Ctrl-C raised at a step's end passes through after the user's line:
+        # the step APIs (run_graph, aclmdlExecute) and their hooks, this module, the guard
+        self.trailing = (__file__, inspect.getfile(type(step_hooks)), inspect.getfile(acl)) + \
+            ((inspect.getfile(type(guard)),) if guard is not None else ())
 
     @classmethod
     def open(cls, options: ProfilingOptions, schedule: StepSchedule | None = None, *, subject: str = "cell",

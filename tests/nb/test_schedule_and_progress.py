@@ -328,9 +328,14 @@ def test_sigint_in_the_middle_of_a_step_completes_the_step_first(ip, monkeypatch
 
     monkeypatch.setattr(LoadedModel, "run_on_device", run_on_device)
     before = signal.getsignal(signal.SIGINT)
-    with capture_output(), pytest.raises(KeyboardInterrupt):
+    with capture_output(), pytest.raises(KeyboardInterrupt) as raised:
         ip.run_cell_magic("geprof", "--clock virtual --executor v1", steps_cell(100))
     assert signal.getsignal(signal.SIGINT) is before
+    innermost = raised.value.__traceback__
+    while innermost.tb_next is not None:
+        innermost = innermost.tb_next
+    # the traceback ends at the cell's run_graph line, not in geprof's step machinery (hooks, guard)
+    assert "geprof_nb" not in innermost.tb_frame.f_code.co_filename, innermost.tb_frame.f_code.co_filename
     prof = ip.user_ns["_geprof"]
     assert list(prof.step_trace["Iteration ID"]) == [1, 2, 3, 4, 5]
     from geprof_nb.analysis.rundir import RunDir
