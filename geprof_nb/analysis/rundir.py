@@ -240,13 +240,20 @@ class RunDir:
     def device_info(self, device_id: int = 0) -> dict:
         return (self.info.get("devices") or {}).get(str(device_id), {})
 
+    def _holds_hashed_records(self) -> bool:
+        """Records of a kind that names strings by hash id were written (a run of step traces only needs
+        no hash dictionary, and writes none)."""
+        records = self.info.get("records") or {}
+        kinds = rawdata.RECORD_KINDS
+        return any(n and kinds[k.split("@")[0]].hashed for k, n in records.items() if k.split("@")[0] in kinds)
+
     @cached_property
     def hashes(self) -> dict[int, str]:
         """Hash id -> string (``MsprofGetHashId`` dictionary)."""
         out: dict[int, str] = {}
         path = self.path / rawdata.HASH_DICT_FILE
         if not path.exists():
-            if self.info.get("records"):  # records name strings by hash: without the dictionary they are unknown
+            if self._holds_hashed_records():  # they name strings by hash: without the dictionary they are unknown
                 self.damaged.append(f"{rawdata.HASH_DICT_FILE} (missing: names show as <unknown 0x...>)")
             return out
         with open(path, encoding="utf-8", errors="replace") as f:

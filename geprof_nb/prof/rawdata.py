@@ -345,6 +345,7 @@ class RecordKind:
     dtype: np.dtype
     side: str  # "host" or "device"
     aging: bool = True  # may be deleted past storage_limit (static descriptions may not)
+    hashed: bool = False  # names strings by hash id (the hash dictionary resolves them)
 
     def directory(self, device_id: int) -> str:
         return HOST_DIR if self.side == "host" else device_dir(device_id)
@@ -353,22 +354,22 @@ class RecordKind:
 RECORD_KINDS: dict[str, RecordKind] = {
     k.name: k
     for k in (
-        RecordKind("api", API_DTYPE, "host"),
-        RecordKind("event", EVENT_DTYPE, "host"),
-        RecordKind("node_basic_info", NODE_BASIC_INFO_DTYPE, "host", aging=False),
-        RecordKind("tensor_info", TENSOR_INFO_DTYPE, "host", aging=False),
-        RecordKind("model_info", MODEL_INFO_DTYPE, "host", aging=False),
-        RecordKind("context_id_info", CONTEXT_ID_INFO_DTYPE, "host", aging=False),
-        RecordKind("task_track", TASK_TRACK_DTYPE, "device", aging=False),
+        RecordKind("api", API_DTYPE, "host", hashed=True),
+        RecordKind("event", EVENT_DTYPE, "host", hashed=True),
+        RecordKind("node_basic_info", NODE_BASIC_INFO_DTYPE, "host", aging=False, hashed=True),
+        RecordKind("tensor_info", TENSOR_INFO_DTYPE, "host", aging=False, hashed=True),
+        RecordKind("model_info", MODEL_INFO_DTYPE, "host", aging=False, hashed=True),
+        RecordKind("context_id_info", CONTEXT_ID_INFO_DTYPE, "host", aging=False, hashed=True),
+        RecordKind("task_track", TASK_TRACK_DTYPE, "device", aging=False, hashed=True),
         RecordKind("memcpy_info", MEMCPY_INFO_DTYPE, "device", aging=False),
         RecordKind("hwts", HWTS_DTYPE, "device"),
         RecordKind("aicore_events", AICORE_EVENTS_DTYPE, "device", aging=False),
         RecordKind("step_trace", STEP_TRACE_DTYPE, "device"),
-        RecordKind("static_op_mem", STATIC_OP_MEM_DTYPE, "device", aging=False),
-        RecordKind("hccl_task", HCCL_TASK_DTYPE, "device"),
+        RecordKind("static_op_mem", STATIC_OP_MEM_DTYPE, "device", aging=False, hashed=True),
+        RecordKind("hccl_task", HCCL_TASK_DTYPE, "device", hashed=True),
         RecordKind("aicpu", AICPU_DTYPE, "device"),
-        RecordKind("host_event", HOST_EVENT_DTYPE, "host"),
-        RecordKind("mstx", MSTX_DTYPE, "host"),
+        RecordKind("host_event", HOST_EVENT_DTYPE, "host", hashed=True),
+        RecordKind("mstx", MSTX_DTYPE, "host", hashed=True),
     )
 }
 

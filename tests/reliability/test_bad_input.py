@@ -929,6 +929,21 @@ def test_missing_hash_dictionary_says_so_and_ops_keep_their_rows(chunked):
     assert "damaged files skipped: hash_dict.jsonl (missing: names show as <unknown 0x...>)" in p.notes
 
 
+def test_a_run_of_step_traces_only_needs_no_hash_dictionary(tmp_path):
+    """Step trace records name no strings: a run without a dictionary (a fresh process writes none when
+    nothing was hashed) is not damaged."""
+    profiled_ge(tmp_path, task_trace="off")
+    sess = ge.Session()
+    sess.add_graph(1, tiny_mlp())
+    run_steps(sess, 1, 2)
+    assert ge.GEFinalize() == ge.SUCCESS
+    run_dir = next(tmp_path.glob("PROF_*"))
+    (run_dir / rawdata.HASH_DICT_FILE).unlink(missing_ok=True)
+    p = geprof_nb.load(run_dir)
+    assert len(p.step_trace) == 2 and p.op_summary.empty
+    assert not any("damaged" in n or rawdata.HASH_DICT_FILE in n for n in p.notes), p.notes
+
+
 def test_a_half_written_tmp_chunk_of_a_crash_is_ignored(chunked):
     (chunked.path / rawdata.device_dir(0) / "hwts.000099.tmp").write_bytes(b"\x93NUMPY half")
     p = geprof_nb.load(chunked.path)
