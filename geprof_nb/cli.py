@@ -307,12 +307,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="geprof", description="GE profiling on a simulated Ascend runtime")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="profile a zoo model and show the results")
-    p.add_argument("--model", choices=sorted(MODELS), default="resnet50")
+    p.add_argument("--model", choices=sorted(MODELS), default="resnet50", help="zoo model to train (default: resnet50)")
     p.add_argument("--steps", type=_positive_int, default=10, help="steps to run (default: 10)")
-    p.add_argument("--batch-size", type=_positive_int, default=32)
-    p.add_argument("--world-size", type=_positive_int, default=8)
-    p.add_argument("--device", choices=sorted(ge.DEVICE_PRESETS), default="Ascend910B")
-    p.add_argument("--output", type=Path, default=Path("geprof_output"))
+    p.add_argument("--batch-size", type=_positive_int, default=32, help="samples per step (default: 32)")
+    p.add_argument("--world-size", type=_positive_int, default=8,
+                   help="ranks the gradient AllReduce spans (default: 8)")
+    p.add_argument("--device", choices=sorted(ge.DEVICE_PRESETS), default="Ascend910B",
+                   help="simulated device (default: Ascend910B)")
+    p.add_argument("--output", type=Path, default=Path("geprof_output"),
+                   help="directory the run directory is made in (default: geprof_output)")
     p.add_argument("--top", type=_positive_int, default=10, help="ops to list (default: 10)")
     p.set_defaults(func=demo)
     p = sub.add_parser("run", help="run a Python script under profiling, as a %%%%geprof cell runs, and print its "
