@@ -8,6 +8,7 @@ import json
 import runpy
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -81,15 +82,16 @@ def _script(value: str) -> Path:
 def _print_tables(profile: Profile, top: int, notes: list[str]) -> None:
     """Print the top ops, op_statistic and the step split, then ``notes``, which say why a table is empty or
     what to keep in mind when reading it; a table without rows is one line saying so."""
-    no_task_data = "task_trace off" if profile.options.get("task_trace") == "off" else None
+    no_step = "no step ran while profiling collected" if profile.no_step_ran else None
+    no_task_data = no_step or ("task_trace off" if profile.options.get("task_trace") == "off" else None)
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         ops = profile.ops().sort_values("Task Duration(us)", ascending=False).head(top)
         extra = [c for c in ("aic_mac_ratio", "aiv_vec_ratio", "mac_ratio", "vec_ratio") if c in ops.columns]
-        _print_table(f"Top {len(ops)} ops of the last iteration by Task Duration(us)", ops[COMPACT_OP_COLUMNS + extra],
-                     _no_rows("no op data", notes, no_task_data))
+        _print_table(f"Top {len(ops) or top} ops of the last iteration by Task Duration(us)",
+                     ops[COMPACT_OP_COLUMNS + extra], _no_rows("no op data", notes, no_task_data))
         _print_table("op_statistic (top 10 op types)", profile.op_statistic.head(10),
                      _no_rows("no op types" if len(ops) else "no op data", notes, no_task_data))
-        _print_table(*_step_table(profile), _no_rows("no step data", notes))
+        _print_table(*_step_table(profile), _no_rows("no step data", notes, no_step))
     if notes:
         print("\nNotes:")
         for note in notes:
@@ -355,11 +357,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (FileNotFoundError, ValueError, ProfilingOptionsError) as exc:
-        print(f"geprof: {exc}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():  # restores the warnings machinery on the way out
+        warnings.showwarning = _geprof_warnings_as_lines(warnings.showwarning)
+        try:
+            return args.func(args)
+        except (FileNotFoundError, ValueError, ProfilingOptionsError) as exc:
+            print(f"geprof: {exc}", file=sys.stderr)
+            return 2
+
+
+def _geprof_warnings_as_lines(show: Callable[..., None]) -> Callable[..., None]:
+    """geprof's own warnings as one ``geprof: warning: ...`` line each (their text is meant for the user,
+    not the package's file and source line); a script's warnings are shown by ``show`` as usual."""
+    package = str(Path(__file__).parent)
+
+    def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+        if str(filename).startswith(package):
+            print(f"geprof: warning: {message}", file=file or sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return show_warning
 
 
 if __name__ == "__main__":

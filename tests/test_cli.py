@@ -19,6 +19,7 @@ from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis.source import OP_STATISTIC_L0_NOTE
 from geprof_nb.cli import main
 from geprof_nb.prof import msprof
+from geprof_nb.prof.clock import clock
 
 #: A small training script: the MLP for argv[1] steps; argv[2], if given, is raised after them.
 SCRIPT = textwrap.dedent("""\
@@ -75,6 +76,19 @@ def test_run_profiles_every_step_of_the_script(script, tmp_path, capsys):
     assert sys.argv == argv and not msprof.lib.running
 
 
+def test_geprofs_own_warnings_are_one_line_each_and_a_scripts_are_shown_as_usual(tmp_path, capsys, recwarn):
+    path = tmp_path / "warns.py"
+    path.write_text(SCRIPT + "import warnings\nwarnings.warn('from the script')\n")
+    assert main(["run", "--clock", "virtual", "--aic-metrics", "Custom:0x49,0x8", "--output", str(tmp_path / "out"),
+                 str(path), "1"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert ("geprof: warning: aic_metrics 'Custom:0x49,0x8': Custom event groups are not simulated; no AI Core PMU "
+            "data is collected") in err
+    assert not any("geprof_nb" in line for line in err)  # no package file or source line
+    # the script's own warning goes to the warnings machinery in place (here pytest's recorder) untouched
+    assert [str(w.message) for w in recwarn if w.filename == str(path)] == ["from the script"]
+
+
 def test_run_finalises_the_run_when_the_script_raises(script, tmp_path, capsys):
     code = main(["run", "--clock", "virtual", "--task-trace", "off", "--output", str(tmp_path / "out"),
                  str(script), "2", "loss went NaN"])
@@ -86,7 +100,7 @@ def test_run_finalises_the_run_when_the_script_raises(script, tmp_path, capsys):
     assert err.startswith(f'Traceback (most recent call last):\n  File "{script}", line 9, in <module>\n')
     assert err.endswith("RuntimeError: loss went NaN\n") and "collect.py" not in err and "runpy" not in err
     lines = out.splitlines()
-    assert lines[:4] == ["", "Top 0 ops of the last iteration by Task Duration(us): no op data (task_trace off)", "",
+    assert lines[:4] == ["", "Top 10 ops of the last iteration by Task Duration(us): no op data (task_trace off)", "",
                          "op_statistic (top 10 op types): no op data (task_trace off)"]
     notes = lines.index("Notes:")
     assert lines[notes + 1:lines.index(f"Run directory: {p.path}") - 1] == [f"  - {n}" for n in p.notes]
@@ -233,12 +247,30 @@ def test_analyze_says_in_one_line_that_a_table_has_no_rows_and_prints_the_notes_
     p = geprof_nb.load(copy)
     lines = capsys.readouterr().out.splitlines()
     assert lines == [repr(p), "",
-                     "Top 0 ops of the last iteration by Task Duration(us): no op data (see the notes below)", "",
+                     "Top 10 ops of the last iteration by Task Duration(us): no op data (see the notes below)", "",
                      "op_statistic (top 10 op types): no op data (see the notes below)", "",
                      "step_trace (us): no step data (see the notes below)", "",
                      "Notes:", *(f"  - {n}" for n in p.notes)]
     assert (f"  - hwts: {hwts} of {hwts} written records are missing (chunk files deleted, truncated or not "
             "copied)") in lines
+
+
+def test_analyze_of_a_run_in_which_no_step_ran_says_so(tmp_path, capsys):
+    """Profiling was on and no graph ran: the tables say that, not a flag to switch on."""
+    out, mode = tmp_path / "zero", clock.mode
+    try:
+        assert ge.GEInitialize({"geprof.clock": "virtual", "ge.exec.profilingMode": "1",
+                                "ge.exec.profilingOptions": json.dumps({"output": str(out)})}) == ge.SUCCESS
+        ge.GEFinalize()
+    finally:
+        clock.set_mode(mode)
+    run = next(out.glob("PROF_*"))
+    assert main(["analyze", str(run)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:6] == ["", "Top 10 ops of the last iteration by Task Duration(us): no op data (no step ran while "
+                              "profiling collected)", "", "op_statistic (top 10 op types): no op data (no step ran "
+                              "while profiling collected)", ""]
+    assert lines[6] == "step_trace (us): no step data (no step ran while profiling collected)"
 
 
 def test_analyze_at_task_trace_l0_says_op_statistic_has_no_op_types_and_why(run_profiled, tiny_graph, capsys):

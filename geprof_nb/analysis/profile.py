@@ -222,6 +222,18 @@ class Profile:
         """Iteration IDs that have op data."""
         return np.unique(self._op_rows.iteration)
 
+    @cached_property
+    def no_step_ran(self) -> bool:
+        """Profiling collected with a device layer on (task_trace or training_trace), yet the device recorded
+        nothing and nothing was lost: no step ran while it collected.  False for imported data, which has
+        no record counts to tell by."""
+        records = self.info.get("records")
+        if not isinstance(records, dict) or len(self.op_summary) or len(self.step_trace) or sum(self.dropped.values()):
+            return False
+        device_on = self.options.get("task_trace", "on") != "off" or self.options.get("training_trace") == "on"
+        device_records = sum(int(n) for kind, n in records.items() if kind.split("@")[0] in ("hwts", "step_trace"))
+        return device_on and device_records == 0
+
     @property
     def iteration_count(self) -> int:
         """How many iterations the run has: those with op data, or without task data (task_trace off,

@@ -268,23 +268,10 @@ class Report:
         return self._pictures[key]
 
     # ---------------------------------------------------------------- headline
-    @cached_property
-    def no_step_ran(self) -> bool:
-        """Profiling collected with a device layer on, yet the device recorded nothing (and lost nothing):
-        no step ran while it collected, so "switch X on" would be wrong advice.  An imported run (no
-        record counts) cannot tell."""
-        p = self.profile
-        records = p.info.get("records")
-        if not isinstance(records, dict) or len(self.ops) or len(p.step_trace) or sum(p.dropped.values()):
-            return False
-        opts = p.options
-        device_on = opts.get("task_trace", "on") != "off" or opts.get("training_trace") == "on"
-        device_records = sum(int(n) for kind, n in records.items() if kind.split("@")[0] in ("hwts", "step_trace"))
-        return device_on and device_records == 0
-
     def missing(self, message: str) -> str:
-        """What to say where a tab has no data: ``message`` (how to collect it), unless no step ran."""
-        return MSG_NO_STEP_RAN if self.no_step_ran else message
+        """What to say where a tab has no data: ``message`` (how to collect it), unless no step ran
+        (:attr:`Profile.no_step_ran`: "switch X on" would be wrong advice then)."""
+        return MSG_NO_STEP_RAN if self.profile.no_step_ran else message
 
     def where(self, iteration: Any = None) -> str:
         iteration = self.last_iteration if iteration is None else iteration

@@ -204,8 +204,11 @@ def test_a_batch_another_thread_is_reporting_when_collection_stops_is_in_the_run
         assert reporting.wait(10)
         threading.Timer(0.3, release.set).start()  # the block's exit below stops the collection first
     worker.join(10)
-    assert list(run.profile.step_trace["Iteration ID"]) == list(range(2, 10))  # steps 2..9 of the model: 8
-    assert len(run.profile.op_summary) == 8 * n_kernels(sess)
+    steps = list(run.profile.step_trace["Iteration ID"])
+    # the batch being reported (the model's steps 2..9) is in the run; step 10, run while the STOP waited,
+    # is in it when the worker queued it before the STOP took the lock (both orders are right)
+    assert steps in (list(range(2, 10)), list(range(2, 11)))
+    assert len(run.profile.op_summary) == len(steps) * n_kernels(sess)
     ge.GEFinalize()
 
 
