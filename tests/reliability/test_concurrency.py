@@ -178,6 +178,22 @@ def test_two_notebooks_profiling_into_one_output_directory_get_a_run_directory_e
         assert info["records"]["hwts"] == len(p.run.load("hwts"))
 
 
+def hold_first_call(monkeypatch, cls: type, method: str, thread_name: str) -> tuple[threading.Event, threading.Event]:
+    """Make the first call of ``cls.method`` in the thread named ``thread_name`` wait: returns (entered,
+    release): ``entered`` is set when that call is held, which goes on once ``release`` is set."""
+    entered, release = threading.Event(), threading.Event()
+    original = getattr(cls, method)
+
+    def held(self, *args, **kwargs):
+        if threading.current_thread().name == thread_name and not entered.is_set():
+            entered.set()
+            release.wait(10)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, method, held)
+    return entered, release
+
+
 def test_a_batch_another_thread_is_reporting_when_collection_stops_is_in_the_run(tmp_path, monkeypatch):
     """A worker thread took its first 8 steps to report (its 9th step needs a new batch) just as the main
     thread leaves the profile() block: the STOP waits for that report instead of closing the run under it
@@ -188,16 +204,7 @@ def test_a_batch_another_thread_is_reporting_when_collection_stops_is_in_the_run
     sess = ge.Session()
     assert sess.add_graph(1, tiny_mlp()) == ge.SUCCESS
     assert sess.run_graph(1) == ge.SUCCESS  # compiled before the block
-    reporting, release = threading.Event(), threading.Event()
-    report_steps = runtime.LoadedModel._report_steps
-
-    def slow_report(self, *args, **kwargs):
-        if threading.current_thread().name == "worker" and not reporting.is_set():
-            reporting.set()
-            release.wait(10)  # the main thread stops the collection meanwhile
-        return report_steps(self, *args, **kwargs)
-
-    monkeypatch.setattr(runtime.LoadedModel, "_report_steps", slow_report)
+    reporting, release = hold_first_call(monkeypatch, runtime.LoadedModel, "_report_steps", "worker")
     worker = threading.Thread(target=lambda: [sess.run_graph(1) for _ in range(9)], name="worker")
     with geprof_nb.profile(output=str(tmp_path / "out")) as run:
         worker.start()
@@ -222,16 +229,7 @@ def test_a_schedule_whose_steps_overlap_on_threads_says_its_windows_are_approxim
     sess_a, sess_b = ge.Session(), ge.Session()
     for s in (sess_a, sess_b):
         assert s.add_graph(1, tiny_mlp()) == ge.SUCCESS
-    in_step, other_done = threading.Event(), threading.Event()
-    run_on_device = runtime.LoadedModel.run_on_device
-
-    def held(self, *args, **kwargs):
-        if threading.current_thread().name == "a" and not in_step.is_set():
-            in_step.set()
-            other_done.wait(10)  # thread b runs a whole step meanwhile
-        return run_on_device(self, *args, **kwargs)
-
-    monkeypatch.setattr(runtime.LoadedModel, "run_on_device", held)
+    in_step, other_done = hold_first_call(monkeypatch, runtime.LoadedModel, "run_on_device", "a")
     schedule = {"wait": 1, "warmup": 0, "active": 2}
     with geprof_nb.profile(output=str(tmp_path / "two"), schedule=schedule) as run:
         a = threading.Thread(target=lambda: [sess_a.run_graph(1) for _ in range(3)], name="a")
