@@ -129,7 +129,7 @@ class _Steps:
         self.progress = progress
         self.guard = guard
         self.steps = 0
-        #: Steps that began while another thread's step was running: a schedule's window that opens or
+        #: Scheduled steps that began while another thread's step was running: a window that opens or
         #: closes between them cuts that step (:data:`OVERLAPPING_STEPS_NOTE`).
         self.overlapping = 0
         self._running = 0
@@ -145,13 +145,15 @@ class _Steps:
                 if self.guard is not None:
                     self.guard.exit(raise_pending=False)
                 raise
-        with self._lock:  # the step runs (after_step will be called)
-            self.overlapping += self._running > 0
-            self._running += 1
+        if self.collection is not None:  # the step runs (after_step will be called); only a schedule cares
+            with self._lock:
+                self.overlapping += self._running > 0
+                self._running += 1
 
     def after_step(self, info: Any) -> None:
-        with self._lock:
-            self._running -= 1
+        if self.collection is not None:
+            with self._lock:
+                self._running -= 1
         try:
             if self.collection is not None:
                 self.collection.after_step(info.ran)
