@@ -15,34 +15,21 @@ point set, so changing ``fp_point``/``bp_point`` re-places them without a rebuil
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
-from ..prof.rawdata import Format, DataType, GeTaskType, RtTaskType, TensorType
+from ..prof.rawdata import GeTaskType, RtTaskType
 from ..prof.task_utils import ProfilingPoint, ProfilingTaskUtils
 from .device import CostModel, KernelTiming
-from .graph import DTYPES, FORMATS, Graph, GraphBuildError, Node, TensorDesc
+from .graph import Graph, GraphBuildError, Node
 from .ops import OpCost, op_cost
+from .task_desc import OpDescs
 
 EVENT_RECORD_NS = 300
 EVENT_WAIT_MIN_NS = 150
 PROFILER_TRACE_NS = 20
 #: Relative spread (sigma of a log-normal) of each kind of task's duration.
 JITTER_SIGMA = {"kernel": 0.02, "aicpu": 0.05, "hccl": 0.03, "memcpy": 0.03, "fixed": 0.0}
-
-
-class TensorInfo(NamedTuple):
-    """One tensor of a task, as MsprofTensorInfo carries it (a tuple: the reporter takes it as is)."""
-
-    kind: TensorType
-    format: Format
-    data_type: DataType
-    shape: tuple[int, ...]
-
-
-def tensor_info(kind: TensorType, desc: TensorDesc) -> TensorInfo:
-    return TensorInfo(kind, FORMATS[desc.format], DTYPES[desc.dtype][0], desc.shape)
 
 
 @dataclass
@@ -102,7 +89,9 @@ class CompiledModel:
     """A graph built for one device: kernel timings per node and task tables per trace-point set."""
 
     def __init__(self, graph: Graph, cost_model: CostModel, compute_stream: int, hccl_stream: int,
-                 input_copies: bool = True) -> None:
+                 input_copies: bool = True, describe: bool = False) -> None:
+        """``describe``: task profiling is on, so gather each op's :class:`~.task_desc.OpDescs` entry
+        while building it (see :attr:`op_descs`)."""
         if graph.net_output is None:
             raise GraphBuildError(f"graph {graph.name!r} has no outputs: call graph.output(...) (or "
                                   "ge.add_training) before adding it to a session")
@@ -113,15 +102,33 @@ class CompiledModel:
         self.hccl_stream = hccl_stream
         self.kernels: dict[int, KernelTiming] = {}
         self.costs: dict[int, OpCost] = {}  # what each kernel does, by node id
+        descs = OpDescs() if describe else None
         for node in graph.nodes:
-            if node.engine != "GE_LOCAL":
+            engine = node.engine
+            if engine != "GE_LOCAL":
                 dtype = node.inputs[0].dtype if node.inputs else node.outputs[0].dtype
                 self.costs[node.id] = cost = op_cost(node)
-                self.kernels[node.id] = cost_model.kernel(node.type, node.engine, cost, dtype, node.attrs)
+                self.kernels[node.id] = kernel = cost_model.kernel(node.type, engine, cost, dtype, node.attrs)
+                if descs is not None:
+                    descs.add(node, kernel, engine)
+        self._op_descs = descs
         self.input_nodes = [n for n in graph.nodes if n.type == "Data"]
         self.input_copies = input_copies
         self._producers = self._task_producers()
         self._tables: dict[tuple, TaskTable] = {}
+
+    @property
+    def op_descs(self) -> OpDescs:
+        """What task profiling reports of each op that launches a kernel (described now if the model
+        was built with task profiling off)."""
+        if self._op_descs is None:
+            descs = OpDescs()
+            for node in self.graph.nodes:
+                kernel = self.kernels.get(node.id)
+                if kernel is not None:
+                    descs.add(node, kernel, node.engine)
+            self._op_descs = descs
+        return self._op_descs
 
     # -------------------------------------------------------------- structure
     def stream_of(self, node: Node) -> int:
@@ -235,9 +242,3 @@ class CompiledModel:
             node=np.asarray(col[2], np.int32), base_ns=base, var_ns=var, sigma=sigma, block_cycles=cycles,
             event=np.asarray(col[4], np.int32), logid=np.asarray(col[5], np.int32), kernels=list(col[3]),
         )
-
-    # ------------------------------------------------------------- descriptions
-    def task_tensors(self, node: Node) -> list[TensorInfo]:
-        """Inputs then outputs of a node, for MsprofTensorInfo."""
-        return ([tensor_info(TensorType.INPUT, t.desc) for t in node.inputs]
-                + [tensor_info(TensorType.OUTPUT, d) for d in node.outputs])

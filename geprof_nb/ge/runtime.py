@@ -19,14 +19,13 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..prof import events, msprof, rawdata
 from ..prof.clock import clock
-from ..prof.collectors import CannProfilerV2, DeviceCollector, LoadedTaskInfo, TensorColumns, report_api_block
+from ..prof.collectors import CannProfilerV2, DeviceCollector, LoadedTaskInfo, report_api_block
 from ..prof.msprof import CommandHandle, CommandType
 from ..prof.options import ProfilingOptions
 from ..prof.api_types import ExecutorEvent, GeProfInfoType, LaunchType, RuntimeApiType, type_names
@@ -40,7 +39,7 @@ from .compiler import CompiledModel, TaskTable
 from .device import CostModel, DevicePreset
 from . import hccl
 from .aicpu import aicpu_records
-from .graph import DTYPES, FORMATS, Graph, GraphBuildError, TensorDesc
+from .graph import Graph, GraphBuildError
 from .memory import DeviceMemoryError, MemoryPlan, check_device_memory, plan_memory, static_op_mem
 from .schedule import StepTimes, StreamSchedule
 
@@ -63,12 +62,6 @@ L2_NOTE = ("l2 (L2 cache sampling, kProfL2cache) is not simulated: nothing is re
            "no l2_cache.csv); for L2 hit/miss counts per op use aic_metrics L2Cache on an A2-class chip (Ascend910B)")
 DEFAULT_SEED = 0
 _UINT32_MAX = np.iinfo(np.uint32).max
-#: Codes of the tensor descriptions as MsprofTensorInfo carries them (plain ints: quick to encode).
-_FORMAT_CODES = {name: int(code) for name, code in FORMATS.items()}
-_DTYPE_CODES = {name: int(code) for name, (code, _) in DTYPES.items()}
-_INPUT, _OUTPUT = int(rawdata.TensorType.INPUT), int(rawdata.TensorType.OUTPUT)
-_MEMCPY_ASYNC, _HOST_TO_DEVICE = int(RtTaskType.MEMCPY_ASYNC), int(rawdata.MemcpyDirection.HOST_TO_DEVICE)
-_FORMAT_OF, _DTYPE_OF, _SHAPE_OF = attrgetter("format"), attrgetter("dtype"), attrgetter("shape")
 
 
 class ModelIdCounter:
@@ -442,7 +435,8 @@ class LoadedModel:
             graph = concretize(self.graph, input_shapes) if self.dynamic else self.graph
             compute, hccl = self.streams
             variant = _Variant(CompiledModel(graph, self.runtime.cost_model, compute, hccl,
-                                             input_copies=not self.single_op))
+                                             input_copies=not self.single_op,
+                                             describe=bool(GlobalProfilingWrapper.enable_flags & BIT_TASK_TIME)))
             self._variants[key] = variant
         return variant
 
@@ -529,59 +523,13 @@ class LoadedModel:
 
     # -------------------------------------------------------------- reporting
     def task_info(self, variant: _Variant | None = None) -> LoadedTaskInfo:
-        """Static description of every task (of ``variant``, default the current build), for the reporters.
-
-        One pass over the kernel tasks collects plain lists (tensors as flat columns), so
-        describing a model costs a few microseconds per task when a collection starts.
-        """
+        """Static description of every task (of ``variant``, default the current build), for the reporters."""
         v = variant or self._sync_epoch()
         if v.task_info is not None and v.task_info[0] is v.table:
             return v.task_info[1]
-        t = v.table
-        nodes = v.compiled.graph.nodes
-        n = len(t)
-        base_flag = int(rawdata.OpFlag.DYNAMIC if self.dynamic else rawdata.OpFlag.STATIC)
-        hf32_flag = base_flag | int(rawdata.OpFlag.HF32_ELIGIBLE)
-        names, types = [""] * n, [""] * n
-        ge_types, blocks, mix = [int(rawdata.GeTaskType.INVALID)] * n, [0] * n, [0] * n
-        pmu: list[tuple[str, dict[str, int]]] = [("", {})] * n
-        flags = [base_flag] * n
-        ctx: list[tuple[int, ...]] = [()] * n
-        copy_bytes, copy_dirs = [0] * n, [0] * n
-        counts = [0] * n
-        descs: list[TensorDesc] = []  # every kernel's inputs then outputs, in task order
-        kinds: list[int] = []
-        on_ai_core: dict[str, bool] = {}
-        task_node, rt_types = t.node.tolist(), t.rt_type.tolist()
-        for i, kernel in enumerate(t.kernels):
-            if kernel is None:
-                if rt_types[i] == _MEMCPY_ASYNC:  # an input copy: its Data node's output, host to device
-                    copy_bytes[i] = nodes[task_node[i]].outputs[0].nbytes
-                    copy_dirs[i] = _HOST_TO_DEVICE
-                continue
-            node = nodes[task_node[i]]
-            names[i] = node.name
-            types[i] = node.type
-            ge_types[i] = int(kernel.ge_task_type)
-            blocks[i] = kernel.block_dim
-            pmu[i] = (kernel.pmu_core, kernel.counters)
-            mix[i] = kernel.mix_block_dim
-            ctx[i] = kernel.context_ids
-            inputs = [x.node.outputs[x.index] for x in node.inputs]
-            descs += inputs
-            descs += node.outputs
-            counts[i] = len(inputs) + len(node.outputs)
-            kinds += [_INPUT] * len(inputs) + [_OUTPUT] * len(node.outputs)
-            ai_core = on_ai_core.get(node.type)
-            if ai_core is None:
-                ai_core = on_ai_core[node.type] = node.engine == "AI_CORE"
-            if ai_core and inputs and inputs[0].dtype == "float32":
-                flags[i] = hf32_flag
-        tensors = TensorColumns(counts, kinds, list(map(_FORMAT_CODES.__getitem__, map(_FORMAT_OF, descs))),
-                                list(map(_DTYPE_CODES.__getitem__, map(_DTYPE_OF, descs))), list(map(_SHAPE_OF, descs)))
-        info = LoadedTaskInfo(self.model_id, self.graph_id, v.compiled.graph.name, t.stream, t.task_id, t.rt_type,
-                              names, types, ge_types, blocks, tensors, pmu, flags, mix, ctx, copy_bytes, copy_dirs)
-        v.task_info = (t, info)  # a replica (another rank) of this build describes it the same way
+        info = v.compiled.op_descs.task_info(v.table, v.compiled.graph.nodes, self.model_id, self.graph_id,
+                                             v.compiled.graph.name, self.dynamic)
+        v.task_info = (v.table, info)  # a replica (another rank) of this build describes it the same way
         return info
 
     def _report_static(self, v: _Variant, flags: int) -> None:

@@ -50,7 +50,9 @@ class TensorColumns:
 
 @dataclass
 class LoadedTaskInfo:
-    """What the runtime knows about each task of a loaded model, in launch order."""
+    """What the runtime knows about the tasks of a loaded model: per task (launch order) its stream,
+    task id and type; per op task (``op_rows``, ascending) the op and its kernel; per input copy
+    (``copy_rows``) what it moves."""
 
     model_id: int
     graph_id: int
@@ -58,17 +60,20 @@ class LoadedTaskInfo:
     stream: np.ndarray
     task_id: np.ndarray
     rt_type: np.ndarray
-    op_names: list[str]  # "" for tasks that belong to no op (events, copies, traces)
+    op_rows: np.ndarray  # task index of each op's kernel task (tasks of no op: events, copies, traces)
+    op_names: list[str]
     op_types: list[str]
     ge_task_types: list[int]
     block_dims: list[int]
-    tensors: TensorColumns  # per task (no tensors for tasks that belong to no op)
-    pmu: list[tuple[str, dict[str, int]]]  # ("aic"/"aiv"/"", per-block event counts)
+    tensors: TensorColumns  # per op
+    pmu_cores: list[str]  # "aic" / "aiv" / "" (no PMU)
+    pmu_counters: list[dict[str, int]]  # per-block event counts
     op_flags: list[int]  # rawdata.OpFlag bits
     mix_block_dims: list[int]  # vector blocks of MIX tasks (0 otherwise)
     context_ids: list[tuple[int, ...]]  # FFTS+ context ids (empty for ordinary tasks)
-    copy_bytes: list[int]  # bytes a MEMCPY_ASYNC task copies (0 for other tasks)
-    copy_directions: list[int]  # rawdata.MemcpyDirection of a MEMCPY_ASYNC task (0 for other tasks)
+    copy_rows: np.ndarray  # task index of each MEMCPY_ASYNC task
+    copy_bytes: list[int]
+    copy_directions: list[int]  # rawdata.MemcpyDirection
 
 
 def encode_tensor_info(connection_ids: list[int], op_name_ids: list[int],
@@ -119,65 +124,60 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
     """The static task records of a loaded model (timestamps and thread ids are filled at report time)."""
     n = len(info.stream)
     conn = np.arange(connection_base, connection_base + n, dtype=np.uint32)
-    hashes = msprof.lib.get_hash_ids(info.op_names)
+    ops = info.op_rows
+    op_hashes = np.asarray(msprof.lib.get_hash_ids(info.op_names), np.uint64)
     track = np.zeros(n, rawdata.TASK_TRACK_DTYPE)
     track["connection_id"] = conn
     track["model_id"] = info.model_id
     track["stream_id"] = info.stream
     track["task_id"] = info.task_id
     track["task_type"] = info.rt_type
-    track["kernel_name"] = hashes
+    track["kernel_name"][ops] = op_hashes  # 0: a task of no op
     model = np.zeros(1, rawdata.MODEL_INFO_DTYPE)
     model[0] = (info.model_id, info.graph_id, msprof.lib.get_hash_id(info.model_name), 0)
     blocks = {"task_track": track, "model_info": model}
-    copies = np.flatnonzero(info.rt_type == rawdata.RtTaskType.MEMCPY_ASYNC)
-    if len(copies):  # a few per model: picking them from the per-task lists beats converting the lists
-        memcpy = np.zeros(len(copies), rawdata.MEMCPY_INFO_DTYPE)
-        memcpy["connection_id"] = conn[copies]
-        memcpy["size"] = [info.copy_bytes[i] for i in copies.tolist()]
-        memcpy["direction"] = [info.copy_directions[i] for i in copies.tolist()]
+    if len(info.copy_rows):
+        memcpy = np.zeros(len(info.copy_rows), rawdata.MEMCPY_INFO_DTYPE)
+        memcpy["connection_id"] = conn[info.copy_rows]
+        memcpy["size"] = info.copy_bytes
+        memcpy["direction"] = info.copy_directions
         blocks["memcpy_info"] = memcpy
     if not with_basic_info:
         return blocks
-    op_list = [i for i, name in enumerate(info.op_names) if name]
-    ops = np.asarray(op_list, np.int64)
-    op_hashes = np.asarray(hashes, np.uint64)[ops]
-    op_types = [info.op_types[i] for i in op_list]
+    op_conn = conn[ops]
     basic = np.zeros(len(ops), rawdata.NODE_BASIC_INFO_DTYPE)
     basic["level"] = ReportLevel.NODE
     basic["type"] = NodeInfoType.BASIC_INFO
-    basic["connection_id"] = conn[ops]
+    basic["connection_id"] = op_conn
     basic["op_name"] = op_hashes
-    basic["task_type"] = np.asarray(info.ge_task_types, np.int64)[ops]
-    basic["op_type"] = np.asarray(msprof.lib.get_hash_ids(op_types), np.uint64)
-    basic["block_dim"] = np.asarray(info.block_dims, np.int64)[ops]
-    basic["op_flag"] = np.asarray(info.op_flags, np.int64)[ops]
-    basic["mix_block_dim"] = np.asarray(info.mix_block_dims, np.int64)[ops]
+    basic["task_type"] = info.ge_task_types
+    basic["op_type"] = np.asarray(msprof.lib.get_hash_ids(info.op_types), np.uint64)
+    basic["block_dim"] = info.block_dims
+    basic["op_flag"] = info.op_flags
+    basic["mix_block_dim"] = info.mix_block_dims
     blocks["node_basic_info"] = basic
-    ffts = [i for i in op_list if info.context_ids[i]]
+    ffts = [j for j, ids in enumerate(info.context_ids) if ids]
     if ffts:
         ctx = np.zeros(len(ffts), rawdata.CONTEXT_ID_INFO_DTYPE)
-        for r, i in enumerate(ffts):
-            ids = info.context_ids[i][: rawdata.CONTEXT_IDS_PER_RECORD]
-            ctx[r]["connection_id"] = conn[i]
-            ctx[r]["op_name"] = hashes[i]
+        for r, j in enumerate(ffts):
+            ids = info.context_ids[j][: rawdata.CONTEXT_IDS_PER_RECORD]
+            ctx[r]["connection_id"] = op_conn[j]
+            ctx[r]["op_name"] = op_hashes[j]
             ctx[r]["context_num"] = len(ids)
             ctx[r]["context_ids"][: len(ids)] = ids
         blocks["context_id_info"] = ctx
-    counts = np.asarray(info.tensors.counts, np.int64)
-    blocks["tensor_info"] = encode_tensor_info(conn[ops], op_hashes, TensorColumns(
-        counts[ops].tolist(), info.tensors.kinds, info.tensors.formats, info.tensors.data_types,
-        info.tensors.shapes))  # tasks of no op have no tensors, so the flat columns are the ops'
-    pmu_tasks = [i for i in op_list if info.pmu[i][0] in pmu_events]
-    if pmu_tasks:
-        ev = np.zeros(len(pmu_tasks), rawdata.AICORE_EVENTS_DTYPE)
-        ev["connection_id"] = conn[pmu_tasks]
-        cores = [info.pmu[i][0] for i in pmu_tasks]
+    blocks["tensor_info"] = encode_tensor_info(op_conn, op_hashes, info.tensors)
+    pmu_ops = [j for j, core in enumerate(info.pmu_cores) if core in pmu_events]
+    if pmu_ops:
+        ev = np.zeros(len(pmu_ops), rawdata.AICORE_EVENTS_DTYPE)
+        ev["connection_id"] = op_conn[pmu_ops]
+        cores = [info.pmu_cores[j] for j in pmu_ops]
         ev["core"] = [rawdata.PMU_CORE_AIC if core == "aic" else rawdata.PMU_CORE_AIV for core in cores]
         for core, names_ in pmu_events.items():  # one block assignment per core type
             rows = [r for r, c in enumerate(cores) if c == core]
             if rows and names_:
-                ev["events"][rows, : len(names_)] = _counter_matrix([info.pmu[pmu_tasks[r]][1] for r in rows], names_)
+                ev["events"][rows, : len(names_)] = _counter_matrix(
+                    [info.pmu_counters[pmu_ops[r]] for r in rows], names_)
         blocks["aicore_events"] = ev
     return blocks
 
@@ -220,7 +220,7 @@ class CannProfilerV2:
         if info.model_name:
             lib.get_hash_id(info.model_name)
         if with_basic_info:
-            lib.get_hash_ids([t for name, t in zip(info.op_names, info.op_types) if name])
+            lib.get_hash_ids(info.op_types)
         lib.report_block("task_track", blocks["task_track"], self.device_id)
         if "memcpy_info" in blocks:
             lib.report_block("memcpy_info", blocks["memcpy_info"], self.device_id)
