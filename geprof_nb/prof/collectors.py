@@ -120,12 +120,12 @@ def encode_tensor_info(connection_ids: list[int], op_name_ids: list[int],
 
 
 def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: dict[str, list[str]],
-                       with_basic_info: bool) -> dict[str, np.ndarray]:
+                       with_basic_info: bool, ids: "_ModelHashIds") -> dict[str, np.ndarray]:
     """The static task records of a loaded model (timestamps and thread ids are filled at report time)."""
     n = len(info.stream)
     conn = np.arange(connection_base, connection_base + n, dtype=np.uint32)
     ops = info.op_rows
-    op_hashes = np.asarray(msprof.lib.get_hash_ids(info.op_names), np.uint64)
+    op_hashes = np.asarray(ids.op_names, np.uint64)
     track = np.zeros(n, rawdata.TASK_TRACK_DTYPE)
     track["connection_id"] = conn
     track["model_id"] = info.model_id
@@ -134,7 +134,7 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
     track["task_type"] = info.rt_type
     track["kernel_name"][ops] = op_hashes  # 0: a task of no op
     model = np.zeros(1, rawdata.MODEL_INFO_DTYPE)
-    model[0] = (info.model_id, info.graph_id, msprof.lib.get_hash_id(info.model_name), 0)
+    model[0] = (info.model_id, info.graph_id, ids.model_name, 0)
     blocks = {"task_track": track, "model_info": model}
     if len(info.copy_rows):
         memcpy = np.zeros(len(info.copy_rows), rawdata.MEMCPY_INFO_DTYPE)
@@ -151,7 +151,7 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
     basic["connection_id"] = op_conn
     basic["op_name"] = op_hashes
     basic["task_type"] = info.ge_task_types
-    basic["op_type"] = np.asarray(msprof.lib.get_hash_ids(info.op_types), np.uint64)
+    basic["op_type"] = np.asarray(ids.op_types, np.uint64)
     basic["block_dim"] = info.block_dims
     basic["op_flag"] = info.op_flags
     basic["mix_block_dim"] = info.mix_block_dims
@@ -190,6 +190,22 @@ def _counter_matrix(counters: list[dict[str, int]], names: list[str]) -> np.ndar
     return flat.reshape(len(counters), len(names))
 
 
+@dataclass
+class _ModelHashIds:
+    """The hash ids of a model's strings, as one msprof library learns them."""
+
+    op_names: list[int]
+    model_name: int
+    op_types: list[int] | None  # learned only with node basic info
+
+    @classmethod
+    def learn(cls, info: LoadedTaskInfo, with_basic_info: bool) -> "_ModelHashIds":
+        lib = msprof.lib  # in the order the hash dictionary always had
+        names = lib.get_hash_ids(info.op_names)
+        model_name = lib.get_hash_id(info.model_name)
+        return cls(names, model_name, lib.get_hash_ids(info.op_types) if with_basic_info else None)
+
+
 #: (info, key, blocks) of the last model load encoded (see ``CannProfilerV2.report_model_load``).
 _LAST_MODEL_LOAD: list[tuple[LoadedTaskInfo, tuple, dict[str, np.ndarray]] | None] = [None]
 
@@ -209,18 +225,14 @@ class CannProfilerV2:
         library still learns the strings (its hash dictionary must name them).
         """
         lib = msprof.lib
+        ids = _ModelHashIds.learn(info, with_basic_info)  # every library, the cached blocks' too
         key = (connection_base, tuple((k, tuple(v)) for k, v in pmu_events.items()), with_basic_info)
         cached = _LAST_MODEL_LOAD[0]
         if cached is not None and cached[0] is info and cached[1] == key:
             blocks = cached[2]
         else:
-            blocks = _encode_model_load(info, connection_base, pmu_events, with_basic_info)
+            blocks = _encode_model_load(info, connection_base, pmu_events, with_basic_info, ids)
             _LAST_MODEL_LOAD[0] = (info, key, blocks)
-        lib.get_hash_ids(info.op_names)  # in the order the hash dictionary always had
-        if info.model_name:
-            lib.get_hash_id(info.model_name)
-        if with_basic_info:
-            lib.get_hash_ids(info.op_types)
         lib.report_block("task_track", blocks["task_track"], self.device_id)
         if "memcpy_info" in blocks:
             lib.report_block("memcpy_info", blocks["memcpy_info"], self.device_id)

@@ -34,6 +34,7 @@ import orjson
 
 from . import rawdata
 from .clock import clock
+from .writer import ChunkFile, writer
 
 # MsprofCtrlCallback init types (msprof_callback.h).
 MSPROF_CTRL_INIT_ACL_JSON = 0
@@ -85,79 +86,28 @@ ControlCallback = Callable[[CommandHandle], int]
 
 
 class _Buffer:
-    """Pending records of one kind: single rows and numpy blocks, flushed as one chunk."""
+    """Records of one kind reported since its last chunk was closed.
 
-    __slots__ = ("kind", "rows", "blocks", "pending", "sealed", "seq", "written", "lock")
+    Blocks go to the writer thread as they are reported, into the current chunk's file;
+    single rows are gathered and written as one block at the end of the chunk.  A chunk that
+    fills while a batch of steps is open is *sealed*: it takes no more records, and is closed
+    (renamed into place) at the next checkpoint, with every other kind's.
+    """
 
-    def __init__(self, kind: rawdata.RecordKind) -> None:
+    __slots__ = ("kind", "device_id", "rows", "chunk", "pending", "sealed", "seq", "kept", "written", "lost", "lock")
+
+    def __init__(self, kind: rawdata.RecordKind, device_id: int) -> None:
         self.kind = kind
+        self.device_id = device_id
         self.rows: list[tuple] = []
-        self.blocks: list[np.ndarray] = []
-        self.pending = 0
-        #: Full chunks set aside while a batch of steps is being reported, written at its checkpoint.
-        self.sealed: list[list[np.ndarray]] = []
+        self.chunk: ChunkFile | None = None  # the chunk records go to now
+        self.pending = 0  # records of ``chunk``, rows included
+        self.sealed: list[tuple[ChunkFile, int]] = []  # full chunks waiting for the checkpoint, oldest first
         self.seq = 0
-        self.written = 0
+        self.kept = 0  # records reported and kept (not discarded)
+        self.written = 0  # records in chunks renamed into place (by the writer thread)
+        self.lost = 0  # records in chunks that could not be written (by the writer thread)
         self.lock = threading.Lock()
-
-    def take(self) -> np.ndarray | None:
-        """Remove and return everything pending as one array (caller holds the lock)."""
-        parts = self.take_parts()
-        if parts is None:
-            return None
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-    def take_parts(self) -> list[np.ndarray] | None:
-        """Remove and return everything pending as the blocks it came in, in order (caller holds the lock)."""
-        if not self.pending:
-            return None
-        parts = list(self.blocks)
-        if self.rows:
-            parts.append(np.array(self.rows, dtype=self.kind.dtype))
-        self.rows, self.blocks, self.pending = [], [], 0
-        return parts
-
-    def seal(self) -> None:
-        """Set everything pending aside as one full chunk, written at the next checkpoint (caller holds
-        the lock): the chunk keeps its size though it is not written yet."""
-        parts = self.take_parts()
-        if parts is not None:
-            self.sealed.append(parts)
-
-    def take_chunk(self, sealed_only: bool = False) -> list[np.ndarray] | None:
-        """The next chunk to write, oldest first: a sealed one, else (unless ``sealed_only``) everything
-        pending (caller holds the lock)."""
-        if self.sealed:
-            return self.sealed.pop(0)
-        return None if sealed_only else self.take_parts()
-
-    @property
-    def unwritten(self) -> int:
-        """Records reported and not yet written (pending and sealed)."""
-        return self.pending + sum(len(p) for chunk in self.sealed for p in chunk)
-
-
-@functools.lru_cache(maxsize=64)
-def _dtype_descr(dtype: np.dtype) -> list | str:
-    """The ``.npy`` header's description of a record dtype (~60 µs to make; a run writes a dozen chunks)."""
-    return np.lib.format.dtype_to_descr(dtype)
-
-
-def _save_parts(f, parts: list[np.ndarray], dtype: np.dtype) -> int:
-    """Write ``parts`` as one ``.npy`` array, byte for byte what ``np.save`` writes for their
-    concatenation, without making the concatenation (a chunk of task records is megabytes: the
-    copy and its fresh pages cost more than the write).  Each part goes out as one ``write`` of its
-    buffer (``tofile`` duplicates the file descriptor and seeks for every part).  Returns the number
-    of bytes written."""
-    n = sum(len(p) for p in parts)
-    header = {"descr": _dtype_descr(dtype), "fortran_order": False, "shape": (n,)}
-    try:
-        np.lib.format.write_array_header_1_0(f, header)
-    except ValueError:  # a header too long for format 1.0: np.save moves to 2.0 too
-        np.lib.format.write_array_header_2_0(f, header)
-    for p in parts:
-        f.write(np.ascontiguousarray(p).data)
-    return f.tell()
 
 
 def _remove(path: str | os.PathLike) -> None:
@@ -196,7 +146,8 @@ class Msprof:
         #: The dictionary line of every string in ``_hashes``, in the order they were learned: each
         #: run's hash_dict.jsonl holds them all, the first ``_hash_lines_saved`` already written.
         self._hash_lines: list[bytes] = []
-        self._hash_lines_saved = 0
+        self._hash_lines_saved = 0  # by the writer thread
+        self._hash_lines_submitted = 0  # lines the writer was asked to write
         self._buffers: dict[tuple[str, int], _Buffer] = {}
         self.run_dir: Path | None = None
         self.last_run_dir: Path | None = None
@@ -213,7 +164,8 @@ class Msprof:
         self.discarding = False
         self._discarded = 0
         self._hash_line_open = False  # a failed hash-dictionary write left a partial line
-        self._made_dirs: set[str] = set()  # chunk directories of this run that exist
+        self._made_dirs: set[str] = set()  # chunk directories of this run made (or being made)
+        self._writer = writer()
         self._finalize_hooks: list[Callable[[Path, str, str], Path | None]] = []
         #: Metadata set since info.json was last written: written before the next chunk and at finalize
         #: (a step's metadata arrives in a dozen calls; each write is an open, a dump and a rename).
@@ -245,6 +197,7 @@ class Msprof:
         ``restart_clock=False`` keeps the process clock running: the other ranks of a
         simulated cluster open their runs mid-way and share rank 0's clock.
         """
+        self._writer.wait()  # what an earlier run handed the writer belongs to that run
         with self._lock:
             if self.running:
                 raise RuntimeError(f"msprof is already collecting into {self.run_dir}")
@@ -273,7 +226,7 @@ class Msprof:
             self.discarding = False
             self._discarded = 0
             self._checkpoint_due = False
-            self._hash_lines_saved = 0
+            self._hash_lines_saved = self._hash_lines_submitted = 0
             self._made_dirs = set()
             self._info = {
                 "geprof_raw_version": rawdata.RAW_FORMAT_VERSION,
@@ -358,7 +311,11 @@ class Msprof:
         with self._lock:
             if not self.running:
                 return None
-            self.flush()
+            self._submit_flush()
+        self._writer.wait()  # outside the lock, which the writer takes to note what it could not write
+        with self._lock:
+            if not self.running:  # another thread finalised it meanwhile
+                return None
             self.discarding = False
             self._info["status"] = status
             if note:
@@ -408,7 +365,7 @@ class Msprof:
     @property
     def records_reported(self) -> int:
         """Records reported to the current (or last) run and kept, written or pending; cheap to read."""
-        return sum(b.written + b.unwritten for b in list(self._buffers.values()))
+        return sum(b.kept - b.lost for b in list(self._buffers.values()))
 
     @property
     def notes(self) -> list[str]:
@@ -469,7 +426,7 @@ class Msprof:
             self._info_dirty = True
 
     def _write_info(self, strict: bool = False) -> None:
-        """Replace info.json atomically (caller holds the lock).
+        """Replace info.json atomically, now, in this thread (caller holds the lock).
 
         A failed write (a full disk) keeps the last complete info.json and is
         noted; only ``init`` (``strict``) raises: profiling must never stop the
@@ -477,30 +434,40 @@ class Msprof:
         """
         assert self.run_dir is not None
         self._info_dirty = False
-        tmp = self.run_dir / (rawdata.INFO_FILE + ".tmp")
+        self._replace_info(self.run_dir, self._info, orjson.dumps(self._info, default=str, option=_INFO_JSON_OPTIONS),
+                           strict)
+
+    def _replace_info(self, run_dir: Path, info: dict, data: bytes, strict: bool = False) -> None:
+        """Write ``data`` (``info`` dumped) as ``run_dir``'s info.json, through a temporary file."""
+        tmp = run_dir / (rawdata.INFO_FILE + ".tmp")
         try:
-            tmp.write_bytes(orjson.dumps(self._info, default=str, option=_INFO_JSON_OPTIONS))
-            os.replace(tmp, self.run_dir / rawdata.INFO_FILE)
+            tmp.write_bytes(data)
+            os.replace(tmp, run_dir / rawdata.INFO_FILE)
             self._info_on_disk = True
         except OSError as exc:
             if strict:
                 raise
             _remove(tmp)
-            self._info_dirty = True  # tried again with the next chunk
-            self._info_on_disk = False
-            self._write_failed(rawdata.INFO_FILE, exc)
+            with self._lock:
+                self._info_dirty = True  # tried again with the next chunk
+                self._info_on_disk = False
+            self._write_failed(rawdata.INFO_FILE, exc, info=info)
 
-    def _write_failed(self, what: str, exc: OSError, kind: str | None = None, records: int = 0) -> None:
+    def _write_failed(self, what: str, exc: OSError, kind: str | None = None, records: int = 0,
+                      info: dict | None = None) -> None:
         """A write into the run directory failed: count the records it held in info.json
-        ``write_failed`` (never silent) and note why; collection goes on."""
+        ``write_failed`` (never silent) and note why; collection goes on (``info``: the run's
+        metadata, by default the current run's)."""
         with self._lock:
+            info = self._info if info is None else info
             if kind is not None:
-                failed = self._info.setdefault("write_failed", {})
+                failed = info.setdefault("write_failed", {})
                 failed[kind] = failed.get(kind, 0) + int(records)
             reason = exc.strerror or str(exc)
             said = f"writing into the run directory failed ({reason}, first at "
-            if not any(n.startswith(said) for n in self._info.get("notes", [])):  # once per reason
-                self.add_note(f"{said}{what}); collection went on")
+            notes = info.setdefault("notes", [])
+            if not any(n.startswith(said) for n in notes):  # once per reason
+                notes.append(f"{said}{what}); collection went on")
 
     # ------------------------------------------------------------------ hashes
     def get_hash_id(self, text: str) -> int:
@@ -530,7 +497,7 @@ class Msprof:
         buf = self._buffers.get(key)
         if buf is None:
             with self._lock:
-                buf = self._buffers.setdefault(key, _Buffer(rawdata.RECORD_KINDS[kind]))
+                buf = self._buffers.setdefault(key, _Buffer(rawdata.RECORD_KINDS[kind], device_id))
         return buf
 
     def report_row(self, kind: str, row: tuple, device_id: int = 0) -> None:
@@ -541,15 +508,20 @@ class Msprof:
             return
         buf = self._buffer(kind, device_id)
         with buf.lock:
+            if buf.chunk is None:  # its file is made now, in the background, not when the chunk is closed
+                self._new_chunk(buf, self.run_dir)
             buf.rows.append(row)
             buf.pending += 1
+            buf.kept += 1
             full = buf.pending >= self.chunk_records
         if full:
             self._buffer_filled(buf)
 
     def report_block(self, kind: str, records: np.ndarray, device_id: int = 0) -> None:
-        """Append many records at once (a structured array of the kind's dtype)."""
-        if self.run_dir is None or len(records) == 0:
+        """Append many records at once (a structured array of the kind's dtype); the writer thread
+        writes them into the kind's current chunk file meanwhile."""
+        run_dir = self.run_dir
+        if run_dir is None or len(records) == 0:
             return
         if self.discarding:
             if records.dtype != rawdata.RECORD_KINDS[kind].dtype:
@@ -561,26 +533,98 @@ class Msprof:
         if records.dtype != buf.kind.dtype:
             raise TypeError(f"{kind} records must have dtype {buf.kind.dtype}, got {records.dtype}")
         with buf.lock:
-            buf.blocks.append(records)
+            chunk = buf.chunk or self._new_chunk(buf, run_dir)
+            self._writer.submit(functools.partial(chunk.append, records))
             buf.pending += len(records)
+            buf.kept += len(records)
             full = buf.pending >= self.chunk_records
         if full:
             self._buffer_filled(buf)
 
+    def _new_chunk(self, buf: _Buffer, run_dir: Path) -> ChunkFile:
+        """The next chunk file of ``buf``, which the writer creates at once (caller holds its lock); its
+        directory is made with the first."""
+        # plain strings: a chunk's paths cost tens of microseconds as Path objects
+        directory = os.path.join(run_dir, buf.kind.directory(buf.device_id))
+        first_in_directory = directory not in self._made_dirs
+        self._made_dirs.add(directory)
+        buf.chunk = ChunkFile(os.path.join(directory, rawdata.chunk_name(buf.kind.name, buf.seq)), buf.kind.dtype,
+                              make_dir=first_in_directory)
+        buf.seq += 1
+        self._writer.submit(buf.chunk.open)
+        return buf.chunk
+
+    def _seal(self, buf: _Buffer) -> None:
+        """End ``buf``'s current chunk: its rows go last, and it waits to be closed (caller holds its lock)."""
+        if not buf.pending:
+            return
+        if buf.rows:
+            run_dir = self.run_dir
+            if run_dir is None:  # finalised meanwhile: nothing is written any more
+                return
+            chunk = buf.chunk or self._new_chunk(buf, run_dir)
+            self._writer.submit(functools.partial(chunk.append, np.array(buf.rows, dtype=buf.kind.dtype)))
+            buf.rows = []
+        buf.sealed.append((buf.chunk, buf.pending))
+        buf.chunk, buf.pending = None, 0
+
     def flush(self) -> None:
-        """Write every pending record to disk as new chunks."""
+        """Write every pending record to disk as new chunks (returns once they are there)."""
         with self._lock:
-            buffers = list(self._buffers.items())
-        # the chunks sealed full go first, as they would have been written when they filled: storage
-        # aging deletes the oldest chunks, so a step's task records age out before its calls and trace
-        for (_, device_id), buf in buffers:
-            while self._write_next_chunk(buf, device_id, sealed_only=True):
-                pass
-        for (_, device_id), buf in buffers:
-            self._flush_buffer(buf, device_id)
-        with self._lock:
-            if self._info_dirty and self.run_dir is not None:
-                self._write_info()
+            self._submit_flush()
+        self._writer.wait()
+
+    def _submit_flush(self) -> None:
+        """Hand the writer everything reported so far: every buffer's chunks are closed, the
+        sealed ones first, as if each had been written when it filled (storage aging deletes
+        the oldest chunks, so a step's task records age out before its calls and trace), then
+        info.json if the metadata changed (caller holds the lock; :meth:`Writer.wait` then
+        returns once it is on disk)."""
+        if self.run_dir is None:
+            return
+        buffers = list(self._buffers.values())
+        for buf in buffers:
+            with buf.lock:
+                sealed, buf.sealed = buf.sealed, []
+            for chunk, n in sealed:
+                self._submit_close(buf, chunk, n)
+        for buf in buffers:
+            with buf.lock:
+                self._seal(buf)
+                sealed, buf.sealed = buf.sealed, []
+            for chunk, n in sealed:
+                self._submit_close(buf, chunk, n)
+        if self._info_dirty:
+            self._submit_info()
+
+    def _submit_close(self, buf: _Buffer, chunk: ChunkFile, records: int) -> None:
+        """Close ``chunk`` (``records`` of ``buf``) into place once the strings its records name and
+        the metadata that reads them are on disk (caller holds the lock)."""
+        if self._hash_lines_saved != len(self._hash_lines):  # (one a failed write left behind, too)
+            self._submit_hashes()
+        if self._info_dirty:
+            self._submit_info()
+        device_id = buf.device_id
+        key = buf.kind.name if device_id == 0 or buf.kind.side == "host" else f"{buf.kind.name}@{device_id}"
+        info = self._info
+        what = f"{buf.kind.directory(device_id)}/{os.path.basename(chunk.path)}"
+
+        def close() -> None:
+            try:
+                size = chunk.close()
+            except OSError as exc:  # a full disk must not stop the profiled job: count what was lost
+                with buf.lock:
+                    buf.lost += records
+                self._write_failed(what, exc, buf.kind.name, records, info)
+                return
+            with buf.lock:
+                buf.written += records
+                written = buf.written
+            with self._lock:  # info.json is dumped under this lock
+                info["records"][key] = max(info["records"].get(key, 0), written)
+                self._account(chunk.path, size, buf.kind, records)
+
+        self._writer.submit(close)
 
     @contextlib.contextmanager
     def reporting_batch(self) -> Iterator[None]:
@@ -588,113 +632,88 @@ class Msprof:
         its step trace, HCCL tasks or API calls.
 
         While any batch is open, in any thread, a buffer that fills is sealed as a full chunk but not
-        written, and the checkpoint it calls for waits until the last open batch is over, with every
+        closed, and the checkpoint it calls for waits until the last open batch is over, with every
         kind of its records reported.  (The runtime's batches hold about a chunk at most: a few sealed
-        chunks are held in memory meanwhile.)
+        chunks are held meanwhile.)
         """
         with self._lock:
             self._open_batches += 1
         try:
             yield
         finally:
-            with self._lock:  # checkpointing under the lock: no batch opens while it writes
+            with self._lock:  # checkpointing under the lock: no batch opens while it is handed over
                 self._open_batches -= 1
-                if self._checkpoint_due and not self._open_batches:
+                due = self._checkpoint_due and not self._open_batches
+                if due:
                     self._checkpoint_due = False
-                    self._checkpoint()
+                    self._submit_checkpoint()
+                elif self._hash_lines_submitted != len(self._hash_lines) and self.run_dir is not None:
+                    self._submit_hashes()  # the names the batch brought, in the background
+            if due:
+                self._writer.wait()
 
     def _buffer_filled(self, buf: _Buffer) -> None:
         """``buf`` reached ``chunk_records``: checkpoint now, or seal it and checkpoint once no batch
         of steps is open (:meth:`reporting_batch`)."""
         with self._lock:
-            if not self._open_batches:
-                self._checkpoint()
+            if self._open_batches:
+                with buf.lock:
+                    self._seal(buf)
+                self._checkpoint_due = True
                 return
-            with buf.lock:
-                buf.seal()
-            self._checkpoint_due = True
+            self._submit_checkpoint()
+        self._writer.wait()
 
-    def _checkpoint(self) -> None:
-        """A buffer reached ``chunk_records``: write it and every other pending buffer, the hash
-        dictionary and info.json (record counts, notes), so that the run directory holds everything
-        reported so far and loads on its own (step trace, static description and names with the task
-        records), and a crash loses only what is reported after this.
+    def _submit_checkpoint(self) -> None:
+        """A buffer reached ``chunk_records``: every buffer's chunks, the hash dictionary and info.json
+        (record counts, notes) go to disk, so that the run directory holds everything reported so far
+        and loads on its own (step trace, static description and names with the task records), and a
+        crash loses only what is reported after this (caller holds the lock; the caller then waits).
 
         Once per ``chunk_records`` records of one kind, never per step: a run that never fills a
-        buffer writes its chunks at finalize only, as before.
+        buffer closes its chunks at finalize only.
         """
-        self.flush()
-        with self._lock:  # with the record counts of the chunks just written
-            if self.run_dir is not None:
-                self._write_info()
+        self._submit_flush()
+        if self.run_dir is not None:
+            self._submit_info()
 
-    def _flush_hashes(self) -> None:
+    def _submit_info(self) -> None:
+        """Have the writer replace info.json with the metadata as it is when it gets there (caller holds the lock)."""
+        self._info_dirty = False
+        run_dir, info = self.run_dir, self._info
+
+        def write() -> None:
+            with self._lock:
+                data = orjson.dumps(info, default=str, option=_INFO_JSON_OPTIONS)
+            self._replace_info(run_dir, info, data)
+
+        self._writer.submit(write)
+
+    def _submit_hashes(self) -> None:
+        """Have the writer append the hash dictionary lines it has not written (caller holds the lock)."""
+        self._hash_lines_submitted = len(self._hash_lines)
+        self._writer.submit(functools.partial(self._write_hashes, self.run_dir))
+
+    def _write_hashes(self, run_dir: Path) -> None:
+        """Append the hash dictionary lines not yet in ``run_dir`` (writer thread)."""
         with self._lock:
             known = len(self._hash_lines)
-            if self._hash_lines_saved == known or self.run_dir is None:
+            if self._hash_lines_saved == known or self.run_dir != run_dir:
                 return
             lines = b"".join(self._hash_lines[self._hash_lines_saved:known])
             if self._hash_line_open:  # end the line a failed write cut off, so only that line is damaged
                 lines = b"\n" + lines
-            try:
-                with open(self.run_dir / rawdata.HASH_DICT_FILE, "ab") as f:
-                    f.write(lines)
-                self._hash_lines_saved = known
-                self._hash_line_open = False
-            except OSError as exc:  # written again with the next flush
-                self._hash_line_open = True
-                self._write_failed(rawdata.HASH_DICT_FILE, exc)
-
-    def _flush_buffer(self, buf: _Buffer, device_id: int) -> None:
-        """Write ``buf``'s sealed chunks, then what is pending, each as a new chunk file."""
-        while self._write_next_chunk(buf, device_id):
-            pass
-
-    def _write_next_chunk(self, buf: _Buffer, device_id: int, sealed_only: bool = False) -> bool:
-        """Write ``buf``'s next chunk (:meth:`_Buffer.take_chunk`); ``False`` when there was none."""
-        run_dir = self.run_dir
-        if run_dir is None:
-            return False
-        if self._hash_lines_saved != len(self._hash_lines):
-            self._flush_hashes()  # ids in a chunk must be resolvable once the chunk exists
-        if self._info_dirty:  # and the metadata that reads it (devices, PMU events)
+        try:
+            with open(run_dir / rawdata.HASH_DICT_FILE, "ab") as f:
+                f.write(lines)
+        except OSError as exc:  # written again before the next chunk
             with self._lock:
-                if self._info_dirty and self.run_dir is not None:
-                    self._write_info()
-        error: OSError | None = None
-        with buf.lock:
-            parts = buf.take_chunk(sealed_only)
-            if parts is None:
-                return False
-            n = sum(len(p) for p in parts)
-            seq = buf.seq
-            buf.seq += 1
-            # plain strings: a chunk's three paths cost tens of microseconds as Path objects
-            directory = os.path.join(run_dir, buf.kind.directory(device_id))
-            name = rawdata.chunk_name(buf.kind.name, seq)
-            path = os.path.join(directory, name)
-            tmp = path[: -len(".npy")] + ".tmp"
-            try:
-                if directory not in self._made_dirs:
-                    os.makedirs(directory, exist_ok=True)
-                    self._made_dirs.add(directory)
-                with open(tmp, "wb") as f:
-                    size = _save_parts(f, parts, buf.kind.dtype)
-                os.replace(tmp, path)
-            except OSError as exc:  # a full disk must not stop the profiled job: count what was lost
-                _remove(tmp)
-                error = exc
-            else:
-                buf.written += n
-            written = buf.written
-        if error is not None:
-            self._write_failed(f"{buf.kind.directory(device_id)}/{name}", error, buf.kind.name, n)
-            return True
-        key = buf.kind.name if device_id == 0 or buf.kind.side == "host" else f"{buf.kind.name}@{device_id}"
-        with self._lock:  # info.json is written under this lock: another thread may be dumping it
-            self._info["records"][key] = max(self._info["records"].get(key, 0), written)
-        self._account(path, size, buf.kind, n)
-        return True
+                self._hash_line_open = True
+            self._write_failed(rawdata.HASH_DICT_FILE, exc)
+            return
+        with self._lock:
+            self._hash_lines_saved = known
+            self._hash_line_open = False
 
     def _account(self, path: str, size: int, kind: rawdata.RecordKind, records: int) -> None:
         """Track stored bytes (``size``: the chunk's); past ``storage_limit``, delete the oldest aging

@@ -26,7 +26,7 @@ import pytest
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.prof import msprof
+from geprof_nb.prof import msprof, writer
 from geprof_testing import run_profiled_session
 
 
@@ -97,8 +97,9 @@ def n_kernels(sess: ge.Session, graph_id: int = 1) -> int:
 class FaultyDisk:
     """Writes under ``root`` fail with ``errno`` once ``allow`` of them have succeeded.
 
-    Counted write operations: ``Path.mkdir``, ``Path.write_text``/``write_bytes`` and
-    msprof's ``open`` for writing or appending.  ``failures`` counts the refused ones.
+    Counted write operations: ``Path.mkdir``, ``Path.write_text``/``write_bytes``, msprof's
+    ``open`` for writing or appending and the writer thread's chunk files.  ``failures`` counts
+    the refused ones.
     """
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, root: Path, allow: int = 0,
@@ -131,7 +132,14 @@ class FaultyDisk:
         monkeypatch.setattr(Path, "mkdir", mkdir)
         monkeypatch.setattr(Path, "write_text", write_text)
         monkeypatch.setattr(Path, "write_bytes", write_bytes)
+        real_create = writer._create
+
+        def create(path):
+            self._check(Path(path))
+            return real_create(path)
+
         monkeypatch.setattr(msprof, "open", opener, raising=False)
+        monkeypatch.setattr(writer, "_create", create)
 
     def _check(self, path: Path) -> None:
         if not self.enabled:

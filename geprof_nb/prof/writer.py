@@ -1,0 +1,194 @@
+"""msprof's writer thread: what the reporters hand over reaches the run directory in the background.
+
+The profiled job only appends jobs to a queue; creating files, writing record blocks and
+renaming finished chunks run in one thread per process, in the order the jobs were handed
+over, beside the job on another core (each system call releases the GIL), the way msprof's
+uploader thread drains its buffers to disk.  :meth:`Writer.wait` returns once every job
+handed over before it has run: a checkpoint and the finalise wait, so the run directory then
+holds everything reported before them, as when they wrote it themselves.
+
+:class:`ChunkFile` is one chunk being written: ``<kind>.<seq>.tmp`` grows block by block
+as records are reported and becomes ``<kind>.<seq>.npy`` once complete, so a crash leaves
+at most unfinished ``.tmp`` files beside the complete chunks.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import os
+import threading
+from typing import Callable
+
+import numpy as np
+
+
+class Writer:
+    """A FIFO of jobs run by one daemon thread, started when the first job arrives."""
+
+    def __init__(self) -> None:
+        self._jobs: collections.deque[Callable[[], None]] = collections.deque()
+        lock = threading.Lock()
+        self._has_jobs = threading.Condition(lock)  # the thread waits here when idle
+        self._progress = threading.Condition(lock)  # wait() waits here
+        self._submitted = 0
+        self._done = 0
+        self._targets: list[int] = []  # what each wait() in progress waits for
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` after every job submitted before it.  A job handles its own ``OSError``s."""
+        with self._has_jobs:
+            self._jobs.append(job)
+            self._submitted += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="msprof-writer", daemon=True)
+                self._thread.start()
+            self._has_jobs.notify()
+
+    def wait(self) -> None:
+        """Return once every job submitted before this call has run (raises what a job raised
+        unexpectedly, a bug: the thread goes on with the next job)."""
+        with self._progress:
+            target = self._submitted
+            if self._done < target:
+                self._targets.append(target)
+                while self._done < target:
+                    self._progress.wait()
+                self._targets.remove(target)
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _run(self) -> None:
+        while True:
+            with self._has_jobs:
+                while not self._jobs:
+                    self._has_jobs.wait()
+                job = self._jobs.popleft()
+            try:
+                job()
+            except BaseException as exc:  # noqa: BLE001 - handed to the next wait()
+                with self._progress:
+                    self._error = self._error or exc
+            with self._progress:
+                self._done += 1
+                if self._targets and self._done >= min(self._targets):  # wake a waiter only when it is due
+                    self._progress.notify_all()
+
+
+def _npy_header(dtype: np.dtype, records: int) -> bytes:
+    """The ``.npy`` header ``np.save`` writes for ``records`` records of ``dtype``.  Its length does
+    not depend on ``records`` (numpy pads it so an array can grow in place up to 21 digits)."""
+    out = io.BytesIO()
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (records,)}
+    try:
+        np.lib.format.write_array_header_1_0(out, header)
+    except ValueError:  # a header too long for format 1.0: np.save moves to 2.0 too
+        np.lib.format.write_array_header_2_0(out, header)
+    return out.getvalue()
+
+
+def _create(path: str) -> int:
+    """Open ``path`` for writing, empty, made if need be (a file descriptor)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+
+def _write_all(fd: int, data) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class ChunkFile:
+    """One chunk of records of a kind, written block by block into ``<path>.tmp`` (writer thread
+    only) and renamed to ``path`` by :meth:`close`.  The first block opens the file, making its
+    directory if ``make_dir``; after a failed write the chunk only remembers why."""
+
+    __slots__ = ("path", "tmp", "dtype", "make_dir", "records", "_fd", "_header_len", "error")
+
+    def __init__(self, path: str, dtype: np.dtype, make_dir: bool = False) -> None:
+        self.path = path
+        self.tmp = path[: -len(".npy")] + ".tmp"
+        self.dtype = dtype
+        self.make_dir = make_dir
+        self.records = 0
+        self._fd = -1
+        self._header_len = 0
+        self.error: OSError | None = None
+
+    def open(self) -> None:
+        """Create the file with a header for any number of records (the first write does, if this did not)."""
+        if self.error is not None or self._fd >= 0:
+            return
+        try:
+            if self.make_dir:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._fd = _create(self.tmp)
+            header = _npy_header(self.dtype, 0)
+            self._header_len = len(header)
+            _write_all(self._fd, header)
+        except OSError as exc:
+            self.error = exc
+            self._drop()
+
+    def append(self, block: np.ndarray) -> None:
+        """Write ``block`` (records of the chunk's dtype) after the ones before it."""
+        self.open()
+        if self.error is not None:
+            return
+        try:
+            _write_all(self._fd, np.ascontiguousarray(block))
+            self.records += len(block)
+        except OSError as exc:
+            self.error = exc
+            self._drop()
+
+    def close(self) -> int:
+        """Give the header the chunk's length and rename it into place; returns its size in bytes.
+        Raises the ``OSError`` of the first write that failed (the ``.tmp`` is then gone)."""
+        self.open()
+        if self.error is not None:
+            raise self.error
+        try:
+            header = _npy_header(self.dtype, self.records)
+            if len(header) != self._header_len:  # beyond numpy's room for growth (never for 21 digits)
+                raise OSError(f"{self.tmp}: .npy header grew from {self._header_len} to {len(header)} bytes")
+            os.pwrite(self._fd, header, 0)
+            os.close(self._fd)
+            self._fd = -1
+            os.replace(self.tmp, self.path)
+        except OSError as exc:
+            self.error = exc
+            self._drop()
+            raise
+        return self._header_len + self.records * self.dtype.itemsize
+
+    def _drop(self) -> None:
+        if self._fd >= 0:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = -1
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+
+
+_writer = Writer()
+
+
+def writer() -> Writer:
+    """The process's writer thread."""
+    return _writer
+
+
+def _after_fork_in_child() -> None:
+    global _writer
+    _writer = Writer()  # the parent's thread and queue do not exist here
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

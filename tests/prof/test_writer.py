@@ -1,0 +1,167 @@
+"""msprof's writer thread and the chunk files it writes block by block."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from geprof_nb import ge
+from geprof_nb.prof import rawdata, writer
+from geprof_nb.prof.msprof import lib
+from geprof_nb.prof.writer import ChunkFile, Writer
+
+
+def _records(n: int, first: int = 0) -> np.ndarray:
+    rec = np.zeros(n, rawdata.HWTS_DTYPE)
+    rec["start"] = np.arange(first, first + n) * 1000
+    rec["connection_id"] = np.arange(first, first + n)
+    return rec
+
+
+def test_a_chunk_written_block_by_block_is_the_file_np_save_writes(tmp_path):
+    blocks = [_records(3), _records(0, 3), _records(1000, 3), _records(7, 1003)]
+    chunk = ChunkFile(str(tmp_path / "hwts.000000.npy"), rawdata.HWTS_DTYPE)
+    for block in blocks:
+        chunk.append(block)
+    assert not (tmp_path / "hwts.000000.npy").exists() and (tmp_path / "hwts.000000.tmp").exists()
+    size = chunk.close()
+    np.save(tmp_path / "expected.npy", np.concatenate(blocks))
+    written = (tmp_path / "hwts.000000.npy").read_bytes()
+    assert written == (tmp_path / "expected.npy").read_bytes()
+    assert size == len(written) and chunk.records == 1010
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["expected.npy", "hwts.000000.npy"]
+
+
+def test_a_chunk_makes_its_directory_and_opens_before_its_first_block(tmp_path):
+    path = tmp_path / "device_0" / "data" / "step_trace.000000.npy"
+    chunk = ChunkFile(str(path), rawdata.STEP_TRACE_DTYPE, make_dir=True)
+    chunk.open()
+    header = path.with_suffix(".tmp").read_bytes()  # the header, with room for any length
+    np.save(tmp_path / "expected.npy", np.zeros(0, rawdata.STEP_TRACE_DTYPE))
+    assert len(header) == len((tmp_path / "expected.npy").read_bytes()) == 256
+    chunk.append(np.zeros(2, rawdata.STEP_TRACE_DTYPE))
+    chunk.close()
+    assert len(np.load(path)) == 2
+
+
+def test_a_failed_write_loses_the_chunk_and_says_why_at_close(tmp_path, monkeypatch):
+    chunk = ChunkFile(str(tmp_path / "hwts.000000.npy"), rawdata.HWTS_DTYPE)
+    chunk.append(_records(2))
+    real_write = os.write
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    chunk.append(_records(2, 2))
+    monkeypatch.setattr(os, "write", real_write)
+    chunk.append(_records(2, 4))  # after a failure the chunk takes nothing more
+    with pytest.raises(OSError, match="No space left"):
+        chunk.close()
+    assert list(tmp_path.iterdir()) == []  # neither the chunk nor its .tmp
+
+
+def test_jobs_run_in_the_order_given_and_wait_returns_once_they_ran():
+    w = Writer()
+    ran: list[int] = []
+    release = threading.Event()
+    w.submit(lambda: release.wait(5))
+    for i in range(50):
+        w.submit(lambda i=i: ran.append(i))
+    assert ran == []  # the first job holds the thread
+    release.set()
+    w.wait()
+    assert ran == list(range(50))
+
+
+def test_jobs_from_many_threads_all_run_before_each_threads_wait():
+    w = Writer()
+    seen: dict[int, list[int]] = {t: [] for t in range(4)}
+
+    def producer(t: int) -> None:
+        for i in range(200):
+            w.submit(lambda i=i: seen[t].append(i))
+        w.wait()
+        assert seen[t] == list(range(200))  # every job this thread handed over has run
+
+    threads = [threading.Thread(target=producer, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert all(v == list(range(200)) for v in seen.values())
+
+
+def test_a_job_that_raises_is_raised_by_the_next_wait_and_the_thread_goes_on():
+    w = Writer()
+    ran = []
+
+    def broken() -> None:
+        raise ValueError("a bug in a job")
+
+    w.submit(broken)
+    w.submit(lambda: ran.append(1))
+    with pytest.raises(ValueError, match="a bug in a job"):
+        w.wait()
+    w.submit(lambda: ran.append(2))
+    w.wait()
+    assert ran == [1, 2]
+
+
+def test_blocks_reach_the_run_directory_while_the_run_goes_on(tmp_path):
+    """The chunk files grow as steps are reported, before any checkpoint: at finalize only the last
+    blocks, the headers and the renames are left."""
+    opts = {"ge.exec.profilingMode": "1", "geprof.clock": "virtual",
+            "ge.exec.profilingOptions": '{"output": "%s", "training_trace": "on"}' % tmp_path}
+    assert ge.GEInitialize(opts) == ge.SUCCESS
+    try:
+        sess = ge.Session()
+        sess.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,)))
+        for _ in range(30):  # batches of 8 and 16 steps have been reported
+            assert sess.run_graph(1) == ge.SUCCESS
+        writer.writer().wait()
+        data = lib.run_dir / rawdata.device_dir(0)
+        tmp = data / "hwts.000000.tmp"
+        assert tmp.exists() and not (data / "hwts.000000.npy").exists()
+        n_tasks = int((sess.model(1).table.rt_type != rawdata.RtTaskType.PROFILER_TRACE).sum())
+        assert tmp.stat().st_size == 192 + 24 * n_tasks * rawdata.HWTS_DTYPE.itemsize  # 24 steps' records
+    finally:
+        ge.GEFinalize()
+    run_dir = lib.last_run_dir
+    assert not list(run_dir.rglob("*.tmp"))
+    assert len(np.load(run_dir / rawdata.device_dir(0) / "hwts.000000.npy")) == 30 * n_tasks
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_gets_a_writer_of_its_own():
+    w = writer.writer()
+    w.submit(lambda: None)
+    w.wait()
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's thread does not exist here; a new one must run its jobs
+        code = 1
+        try:
+            child = writer.writer()
+            ran = []
+            child.submit(lambda: ran.append(1))
+            child.wait()
+            code = 0 if child is not w and ran == [1] else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert writer.writer() is w
+
+
+def test_the_writer_is_a_daemon_thread_named_for_what_it_is():
+    w = writer.writer()
+    w.submit(lambda: None)
+    w.wait()
+    threads = [t for t in threading.enumerate() if t.name == "msprof-writer"]
+    assert threads and all(t.daemon for t in threads)
+    assert sys.modules["geprof_nb.prof.writer"] is writer
