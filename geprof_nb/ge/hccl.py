@@ -351,27 +351,30 @@ class SubTaskLayout:
         start = np.asarray(op_start_ns, np.int64)[:, self.seg] + ends - before[:, self.seg] - dur
         return start, dur
 
-    def records(self, op_start_ns: np.ndarray, op_dur_ns: np.ndarray, connection_ids: np.ndarray,
-                iteration: np.ndarray, name_ids: Mapping[str, int], stream_ids: np.ndarray) -> np.ndarray:
-        """``HCCL_TASK_DTYPE`` records of K executions of every collective, execution after execution
-        (within one, collective after collective, each as :meth:`SubTasks.records` gives it;
-        ``connection_ids``/``stream_ids`` per collective): the order they run in.
-
-        The records are a [K, S] grid filled field by field: the per-sub-task columns broadcast
-        over the executions, the times as :meth:`times` computes them.
-        """
-        start, dur = self.times(op_start_ns, op_dur_ns)
-        rec = np.empty(start.shape, HCCL_TASK_DTYPE)
-        rec["start"] = start
-        rec["dur"] = dur
-        rec["iteration"] = np.asarray(iteration)[:, None]
-        rec["plane"] = 0
+    def template(self, connection_ids: np.ndarray, name_ids: Mapping[str, int], stream_ids: np.ndarray) -> np.ndarray:
+        """One execution's ``HCCL_TASK_DTYPE`` records [S] with every field but the times and the
+        iteration filled (``connection_ids``/``stream_ids`` per collective): what :meth:`records`
+        repeats for every execution."""
+        rec = np.zeros(len(self.seg), HCCL_TASK_DTYPE)  # plane 0
         rec["connection_id"] = np.asarray(connection_ids)[self.seg]
         rec["name"] = np.asarray([name_ids[str(n)] for n in self.names], np.uint64)[self.name_codes.ravel()]
         for field, column in (("src_rank", "src"), ("dst_rank", "dst"), ("transport", "transport"),
                               ("link", "link"), ("size", "size")):
             rec[field] = self.columns[column]
         rec["stream_id"] = np.asarray(stream_ids)[self.seg]
+        return rec
+
+    def records(self, op_start_ns: np.ndarray, op_dur_ns: np.ndarray, iteration: np.ndarray,
+                template: np.ndarray) -> np.ndarray:
+        """``HCCL_TASK_DTYPE`` records of K executions of every collective, execution after execution
+        (within one, collective after collective, each as :meth:`SubTasks.records` gives it): the
+        order they run in.  ``template`` is :meth:`template`'s, copied per execution, then the
+        times as :meth:`times` computes them and the iteration are set."""
+        start, dur = self.times(op_start_ns, op_dur_ns)
+        rec = np.tile(template, (len(start), 1))
+        rec["start"] = start
+        rec["dur"] = dur
+        rec["iteration"] = np.asarray(iteration)[:, None]
         return rec.ravel()
 
 

@@ -344,6 +344,8 @@ class _Variant:
         self.table: TaskTable | None = None
         #: (rank, links) -> (the table it lays out, its HCCL tasks, their sub-tasks side by side)
         self.hccl_layouts: dict[tuple, tuple[TaskTable, np.ndarray, hccl.SubTaskLayout]] = {}
+        #: (what it was made for, the records of one execution of every collective's sub-tasks but their times)
+        self.hccl_template: tuple[tuple, np.ndarray] | None = None
         self.schedule: StreamSchedule | None = None
         self.batch: _Batch | None = None
         self.batch_key: str = ""
@@ -622,8 +624,11 @@ class LoadedModel:
         _, tasks, layout = laid_out
         if not len(tasks):
             return
-        lib.report_block("hccl_task", layout.records(start[:, tasks], dur[:, tasks], v.connection_base + tasks,
-                                                     iterations, name_ids, t.stream[tasks]), self.runtime.device_id)
+        made_for = (key, v.connection_base, tuple(name_ids.values()))
+        if v.hccl_template is None or v.hccl_template[0] != made_for:  # once per collection
+            v.hccl_template = (made_for, layout.template(v.connection_base + tasks, name_ids, t.stream[tasks]))
+        lib.report_block("hccl_task", layout.records(start[:, tasks], dur[:, tasks], iterations, v.hccl_template[1]),
+                         self.runtime.device_id)
 
     def _report_aicpu(self, v: _Variant, start: np.ndarray, dur: np.ndarray, iterations: np.ndarray) -> None:
         """AI CPU kernel details (compute / memcpy / dispatch split) of the steps."""

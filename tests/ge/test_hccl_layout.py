@@ -24,7 +24,9 @@ def test_layout_matches_ring_subtasks_collective_by_collective(k):
     iteration = np.arange(1, k + 1)
     conn = np.arange(40, 40 + len(COLLECTIVES))
     streams = np.arange(2, 2 + len(COLLECTIVES))
-    rec = layout.records(start, dur, conn, iteration, NAME_IDS, streams).reshape(k, -1)  # execution by execution
+    template = layout.template(conn, NAME_IDS, streams)
+    assert template.shape == (layout.sizes.sum(),) and (template["start"] == 0).all()
+    rec = layout.records(start, dur, iteration, template).reshape(k, -1)  # execution by execution
     assert rec.shape == (k, layout.sizes.sum())
     blocks = [rec[:, lo:lo + n].ravel() for lo, n in zip(layout.first, layout.sizes)]
     for i, (op, nb, n, r, root) in enumerate(COLLECTIVES):
