@@ -502,14 +502,15 @@ class Msprof:
 
     def report_row(self, kind: str, row: tuple, device_id: int = 0) -> None:
         """Append one record (a tuple in the kind's field order)."""
-        if self.run_dir is None or self.discarding:
+        run_dir = self.run_dir
+        if run_dir is None or self.discarding:
             if self.discarding:
                 self._discard(1)
             return
         buf = self._buffer(kind, device_id)
         with buf.lock:
             if buf.chunk is None:  # its file is made now, in the background, not when the chunk is closed
-                self._new_chunk(buf, self.run_dir)
+                self._new_chunk(buf, run_dir)
             buf.rows.append(row)
             buf.pending += 1
             buf.kept += 1

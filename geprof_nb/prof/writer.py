@@ -187,8 +187,9 @@ def writer() -> Writer:
 
 
 def _after_fork_in_child() -> None:
-    global _writer
-    _writer = Writer()  # the parent's thread and queue do not exist here
+    # the parent's thread does not exist here, and its locks may have been held when it forked:
+    # the same object (msprof keeps it) starts over, empty, and starts a thread of its own when needed
+    _writer.__init__()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
