@@ -8,6 +8,7 @@ import json
 import math
 from decimal import ROUND_FLOOR, Decimal, localcontext
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -34,15 +35,23 @@ def outcome(read, path):
 
 @pytest.fixture
 def readings(monkeypatch):
-    """The ``exact_floats`` of each read_json call read_trace_view makes."""
+    """Each reading read_trace_view makes: False for orjson's (part by part or whole), True for the
+    stdlib's with numbers as written."""
     calls = []
-    real = trace_view.read_json
+    real_read, real_parts = trace_view.read_json, trace_view._parts
 
-    def spy(path, exact_floats=False):
+    def read(path, exact_floats=False):
         calls.append(exact_floats)
-        return real(path, exact_floats)
+        return real_read(path, exact_floats)
 
-    monkeypatch.setattr(trace_view, "read_json", spy)
+    def parts(data):
+        found = real_parts(data)
+        if found is not None:
+            calls.append(False)
+        return found
+
+    monkeypatch.setattr(trace_view, "read_json", read)
+    monkeypatch.setattr(trace_view, "_parts", parts)
     return calls
 
 
@@ -230,3 +239,61 @@ def test_read_json_exact_floats_keeps_numbers_as_written(tmp_path):
     got = read_json(path, exact_floats=True)
     assert got == ["1700000000123456.789", "1.5e3", "1.5", 2]
     assert [type(v) for v in got] == [NumberText, NumberText, str, int]
+
+
+# ------------------------------------------------------------------- part by part
+def label(n: int) -> str:
+    return f'{{"ph": "M", "name": "process_labels", "pid": 9, "args": {{"labels": "NPU {n}"}}}}'
+
+
+TRICKY = [  # events a cut between two parts could fall into: strings, nesting, whitespace
+    '{"ph": "X", "name": "op},{\\"ph\\": \\"s\\"}", "ts": "5.0", "dur": 1}',
+    '{"ph": "X", "name": "n", "args": {"parts": [{"a": 1}, {"b": 2}], "m": {"k": {"v": "},{"}}}}',
+    '{ "ph" : "C" ,\n "name" : "mem" , "args" : { "x" : 1 } }',
+]
+
+
+@pytest.mark.parametrize("part_bytes", [1, 40, 300, 10**9])
+def test_a_list_read_part_by_part_gives_what_the_whole_reading_gives(tmp_path, monkeypatch, part_bytes):
+    monkeypatch.setattr(trace_view, "PART_BYTES", part_bytes)
+    events = [step('"1.0"', "2.5"), *TRICKY, flow("s", '"7"', '"3.0"'), label(5), step('"10.0"', "1", n=2),
+              flow("f", '"7"', '"4.5"'), label(6), *TRICKY]
+    path = trace(tmp_path, *events)
+    assert outcome(read_trace_view, path) == outcome(stdlib_reading, path) == (
+        [[1, 1000, 3500], [2, 10000, 11000]], {4500: 3000}, 5)
+    path.write_text("[\n " + ",\n ".join(events) + "\n]\n")  # one event a line
+    assert outcome(read_trace_view, path) == outcome(stdlib_reading, path)
+
+
+@pytest.mark.parametrize("part_bytes", [1, 60, 10**9])
+def test_errors_read_part_by_part_name_the_event_in_the_whole_file(tmp_path, monkeypatch, part_bytes):
+    monkeypatch.setattr(trace_view, "PART_BYTES", part_bytes)
+    good = [step('"1.0"', "2.5"), flow("s", '"7"', '"3.0"'), *TRICKY]
+    bad_step = trace(tmp_path, *good, step('"soon"', "1", n=2))
+    with pytest.raises(ImportFormatError, match=r"event 5 \(ProfilerStep#2\): 'ts' 'soon' / 'dur' 1 are not"):
+        read_trace_view(bad_step)
+    # a later event that is no object is what the whole file says, though a bad step comes first
+    not_object = trace(tmp_path, step('"soon"', "1"), *good, "7")
+    with pytest.raises(ImportFormatError, match=r"event 6 is a int, expected an object"):
+        read_trace_view(not_object)
+    truncated = trace(tmp_path, raw=("[" + ", ".join(good)).encode())
+    with pytest.raises(ImportFormatError, match=r"not valid JSON .*truncated file\?"):
+        read_trace_view(truncated)
+
+
+def test_only_a_bare_list_is_read_part_by_part(tmp_path, readings):
+    wrapped = trace(tmp_path, raw=('{"traceEvents": [' + step('"1.0"', "2.5") + "]}").encode())
+    assert read_trace_view(wrapped).steps.values.tolist() == [[1, 1000, 3500]]
+    assert trace_view._parts(wrapped.read_bytes()) is None and readings == [False]
+    listed = trace(tmp_path, step('"1.0"', "2.5"))
+    assert trace_view._parts(listed.read_bytes()) is not None
+
+
+def test_a_long_list_is_parsed_in_parts_of_whole_events(tmp_path, monkeypatch):
+    monkeypatch.setattr(trace_view, "PART_BYTES", 200)
+    events = [flow("s" if k % 2 == 0 else "f", f'"{k // 2}"', f'"{k}.0"') for k in range(40)]
+    path = trace(tmp_path, *events)
+    parts = list(trace_view._parts(path.read_bytes()))
+    assert len(parts) > 5 and [first for first, _ in parts] == list(np.cumsum([0] + [len(e) for _, e in parts[:-1]]))
+    assert [ev for _, evs in parts for ev in evs] == json.loads(path.read_text())
+    assert read_trace_view(path).launch_of == {(k + 1) * 1000: k * 1000 for k in range(0, 40, 2)}
