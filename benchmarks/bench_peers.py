@@ -1,4 +1,4 @@
-"""Side by side with the peers, in one process (targets 4 and 5):
+"""Side by side with the peers, both sides in one process, a process of its own per comparison (targets 4 and 5):
 
 * an enabled host scope vs ``torch.profiler.record_function`` under an active CPU
   ``torch.profiler.profile`` and vs VizTracer's custom events (``log_event``);
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import Comparison, Result, alternate_self_timed, compare, skipped
+from harness import Comparison, Result, alternate_self_timed, compare, isolated, skipped
 from workloads import resnet_run, scratch_dir
 
 from geprof_nb.prof.host_profiler import ProfilingEvent, global_profiler
@@ -26,6 +26,7 @@ from geprof_nb.prof.properties import BIT_GE_HOST, GlobalProfilingWrapper
 from geprof_nb.prof.scope import profiling_scope
 
 
+@isolated
 def host_scope_vs_peers(quick: bool) -> Result:
     """Per-event cost of an enabled ``profiling_scope`` (GE's host layer on) vs the faster of
     torch's ``record_function`` (CPU profiler active) and VizTracer's ``log_event`` (tracer running)
@@ -87,6 +88,7 @@ def host_scope_vs_peers(quick: bool) -> Result:
 OP_STAT_EVENTS = 100_000
 
 
+@isolated
 def op_statistic_vs_key_averages(quick: bool) -> Result:
     """Our op_statistic from a fresh Profile of a run with N op tasks (raw records read, op rows
     built, aggregated) vs ``key_averages()`` of a torch CPU profile holding N ``record_function``
@@ -120,6 +122,7 @@ def op_statistic_vs_key_averages(quick: bool) -> Result:
                   {**c.detail("ours", "key_averages"), "op_tasks": rows, "torch_events": events})
 
 
+@isolated
 def hta_vs_importer(quick: bool) -> Result:
     """Holistic Trace Analysis loading a trace (``TraceAnalysis``) vs our importer reading the
     ``trace_view.json`` of our ascend_pt export with the same events (target: <= 0.5x).

@@ -51,6 +51,16 @@ def skipped(name: str, unit: str, target: str, package: str) -> Result:
                   {"skipped": f"{package} is not installed (pip install {package})"})
 
 
+def isolated(bench: Callable[[bool], Result]) -> Callable[[bool], Result]:
+    """Mark a benchmark to run in a Python process of its own (``run.py`` starts one for it): a peer
+    that imports torch, VizTracer or HTA leaves state (thread pools, tracers, a heap of their
+    objects) that slows what runs after it in that process, and what ran before leaves the heap
+    state it meets (a full run read the trace_view.json / HTA ratio 0.88 after the torch and
+    VizTracer comparisons, 0.48 alone).  Both sides still run alternately in that one process."""
+    bench.isolated = True
+    return bench
+
+
 def _verdict(r: Result) -> str:
     return "skipped" if r.passed is None else ("yes" if r.passed else "NO")
 

@@ -16,7 +16,9 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +32,7 @@ import bench_layers  # noqa: E402
 import bench_notebook  # noqa: E402
 import bench_peers  # noqa: E402
 import bench_plots  # noqa: E402
-from harness import markdown, table  # noqa: E402
+from harness import Result, markdown, table  # noqa: E402
 
 SUITES = [bench_layers, bench_collection, bench_peers, bench_analysis, bench_exports, bench_plots, bench_notebook,
           bench_cluster]
@@ -56,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     parser.add_argument("-k", default="", help="only benchmarks whose function name contains this")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the benchmarks marked isolated in this process too (what their own process runs)")
     args = parser.parse_args(argv)
     results = []
     began = time.perf_counter()
@@ -64,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.k and args.k not in bench.__name__:
                 continue
             t = time.perf_counter()
-            result = bench(args.quick)
+            if getattr(bench, "isolated", False) and not args.in_process:
+                result = _in_own_process(bench.__name__, args.quick)
+            else:
+                result = bench(args.quick)
             result.detail["benchmark_s"] = round(time.perf_counter() - t, 2)
             print(f"{result.name}: {result.figure:.4g} {result.unit} (target {result.target}) "
                   f"[{result.detail['benchmark_s']} s]", flush=True)
@@ -81,6 +88,20 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({"quick": args.quick, "machine": machine(), "seconds": round(total, 1),
                                          "results": [r.as_dict() for r in results]}, indent=1))
     return 0
+
+
+def _in_own_process(name: str, quick: bool) -> Result:
+    """Run the one benchmark called ``name`` in a new Python process and take its result."""
+    with tempfile.TemporaryDirectory(prefix="geprof_bench_") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, __file__, "-k", name, "--in-process", "--json", str(out)] + (["--quick"] if quick else [])
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0:
+            sys.stdout.write(done.stdout)
+            raise RuntimeError(f"benchmark {name} failed in its own process (exit {done.returncode})")
+        (record,) = [r for r in json.loads(out.read_text())["results"] if r["name"]]
+    figure = float("nan") if record["figure"] is None else record["figure"]
+    return Result(record["name"], figure, record["unit"], record["target"], record["passed"], record["detail"])
 
 
 if __name__ == "__main__":
