@@ -15,6 +15,7 @@ at most unfinished ``.tmp`` files beside the complete chunks.
 from __future__ import annotations
 
 import collections
+import functools
 import io
 import os
 import threading
@@ -78,11 +79,17 @@ class Writer:
                     self._progress.notify_all()
 
 
+@functools.lru_cache(maxsize=64)
+def _dtype_descr(dtype: np.dtype) -> list | str:
+    """The ``.npy`` header's description of a record dtype (a chunk's header is made twice)."""
+    return np.lib.format.dtype_to_descr(dtype)
+
+
 def _npy_header(dtype: np.dtype, records: int) -> bytes:
     """The ``.npy`` header ``np.save`` writes for ``records`` records of ``dtype``.  Its length does
     not depend on ``records`` (numpy pads it so an array can grow in place up to 21 digits)."""
     out = io.BytesIO()
-    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (records,)}
+    header = {"descr": _dtype_descr(dtype), "fortran_order": False, "shape": (records,)}
     try:
         np.lib.format.write_array_header_1_0(out, header)
     except ValueError:  # a header too long for format 1.0: np.save moves to 2.0 too
@@ -92,7 +99,7 @@ def _npy_header(dtype: np.dtype, records: int) -> bytes:
 
 def _create(path: str) -> int:
     """Open ``path`` for writing, empty, made if need be (a file descriptor)."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o644)  # (Windows: no text mode)
 
 
 def _write_all(fd: int, data) -> None:
@@ -155,7 +162,8 @@ class ChunkFile:
             header = _npy_header(self.dtype, self.records)
             if len(header) != self._header_len:  # beyond numpy's room for growth (never for 21 digits)
                 raise OSError(f"{self.tmp}: .npy header grew from {self._header_len} to {len(header)} bytes")
-            os.pwrite(self._fd, header, 0)
+            os.lseek(self._fd, 0, os.SEEK_SET)  # only this thread writes the file (os.pwrite is POSIX only)
+            _write_all(self._fd, header)
             os.close(self._fd)
             self._fd = -1
             os.replace(self.tmp, self.path)
@@ -192,4 +200,5 @@ def _after_fork_in_child() -> None:
     _writer.__init__()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
