@@ -55,9 +55,11 @@ class Writer:
             target = self._submitted
             if self._done < target:
                 self._targets.append(target)
-                while self._done < target:
-                    self._progress.wait()
-                self._targets.remove(target)
+                try:
+                    while self._done < target:
+                        self._progress.wait()
+                finally:  # a Ctrl-C while waiting leaves no target behind
+                    self._targets.remove(target)
             error, self._error = self._error, None
         if error is not None:
             raise error

@@ -169,3 +169,21 @@ def test_the_writer_is_a_daemon_thread_named_for_what_it_is():
     threads = [t for t in threading.enumerate() if t.name == "msprof-writer"]
     assert threads and all(t.daemon for t in threads)
     assert sys.modules["geprof_nb.prof.writer"] is writer
+
+
+def test_a_wait_interrupted_leaves_no_target_behind():
+    w = Writer()
+    release = threading.Event()
+    w.submit(lambda: release.wait(5))
+    real_wait = w._progress.wait
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    w._progress.wait = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        w.wait()
+    w._progress.wait = real_wait
+    assert w._targets == []
+    release.set()
+    w.wait()
