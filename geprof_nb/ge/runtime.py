@@ -624,7 +624,7 @@ class LoadedModel:
         _, tasks, layout = laid_out
         if not len(tasks):
             return
-        made_for = (key, v.connection_base, tuple(name_ids.values()))
+        made_for = (layout, v.connection_base, tuple(name_ids.values()))
         if v.hccl_template is None or v.hccl_template[0] != made_for:  # once per collection
             v.hccl_template = (made_for, layout.template(v.connection_base + tasks, name_ids, t.stream[tasks]))
         lib.report_block("hccl_task", layout.records(start[:, tasks], dur[:, tasks], iterations, v.hccl_template[1]),

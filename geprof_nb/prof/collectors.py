@@ -14,6 +14,7 @@ raw layouts of :mod:`prof.rawdata` and report through :mod:`prof.msprof`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -35,10 +36,10 @@ class TensorColumns:
     a list of tuples per op would need a Python step per tensor.
     """
 
-    counts: list[int]
-    kinds: list[int]  # rawdata.TensorType
-    formats: list[int]  # rawdata.Format
-    data_types: list[int]  # rawdata.DataType
+    counts: Sequence[int]
+    kinds: Sequence[int]  # rawdata.TensorType (a list or an int array)
+    formats: Sequence[int]  # rawdata.Format
+    data_types: Sequence[int]  # rawdata.DataType
     shapes: list[tuple[int, ...]]
 
     @classmethod
@@ -156,15 +157,15 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
     basic["op_flag"] = info.op_flags
     basic["mix_block_dim"] = info.mix_block_dims
     blocks["node_basic_info"] = basic
-    ffts = [j for j, ids in enumerate(info.context_ids) if ids]
+    ffts = [j for j, context in enumerate(info.context_ids) if context]
     if ffts:
         ctx = np.zeros(len(ffts), rawdata.CONTEXT_ID_INFO_DTYPE)
         for r, j in enumerate(ffts):
-            ids = info.context_ids[j][: rawdata.CONTEXT_IDS_PER_RECORD]
+            context = info.context_ids[j][: rawdata.CONTEXT_IDS_PER_RECORD]
             ctx[r]["connection_id"] = op_conn[j]
             ctx[r]["op_name"] = op_hashes[j]
-            ctx[r]["context_num"] = len(ids)
-            ctx[r]["context_ids"][: len(ids)] = ids
+            ctx[r]["context_num"] = len(context)
+            ctx[r]["context_ids"][: len(context)] = context
         blocks["context_id_info"] = ctx
     blocks["tensor_info"] = encode_tensor_info(op_conn, op_hashes, info.tensors)
     pmu_ops = [j for j, core in enumerate(info.pmu_cores) if core in pmu_events]
