@@ -40,9 +40,9 @@ def readings(monkeypatch):
     calls = []
     real_read, real_parts = trace_view.read_json, trace_view._parts
 
-    def read(path, exact_floats=False):
+    def read(path, exact_floats=False, data=None):
         calls.append(exact_floats)
-        return real_read(path, exact_floats)
+        return real_read(path, exact_floats, data)
 
     def parts(data):
         found = real_parts(data)
@@ -297,3 +297,12 @@ def test_a_long_list_is_parsed_in_parts_of_whole_events(tmp_path, monkeypatch):
     assert len(parts) > 5 and [first for first, _ in parts] == list(np.cumsum([0] + [len(e) for _, e in parts[:-1]]))
     assert [ev for _, evs in parts for ev in evs] == json.loads(path.read_text())
     assert read_trace_view(path).launch_of == {(k + 1) * 1000: k * 1000 for k in range(0, 40, 2)}
+
+
+def test_a_wrapped_trace_is_read_from_disk_once(tmp_path, monkeypatch):
+    path = trace(tmp_path, raw=('{"traceEvents": [' + step('"1.0"', "2.5") + "]}").encode())
+    reads = []
+    real = type(path).read_bytes
+    monkeypatch.setattr(type(path), "read_bytes", lambda self: reads.append(self) or real(self))
+    assert read_trace_view(path).steps.values.tolist() == [[1, 1000, 3500]]
+    assert reads == [path]

@@ -61,7 +61,7 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def read_json(path: Path, exact_floats: bool = False) -> Any:
+def read_json(path: Path, exact_floats: bool = False, data: bytes | None = None) -> Any:
     """A JSON file's content, or an ImportFormatError naming the file.
 
     Parsed with orjson (traces and communication.json run to hundreds of MB); the stdlib parser
@@ -70,9 +70,10 @@ def read_json(path: Path, exact_floats: bool = False) -> Any:
     every number it uses, communication.json and the info.json facts are read as floats anyway,
     and such a value in profiler_info.json would show as a float.  ``exact_floats``: the stdlib
     parser, numbers with a fraction or an exponent as :class:`NumberText` (exact ns timestamps).
+    ``data``: the file's bytes when the caller has read them already.
     """
     if not exact_floats:
-        data = path.read_bytes()
+        data = path.read_bytes() if data is None else data
         bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0  # which orjson refuses
         body = memoryview(data)[bom:] if bom else data
         try:

@@ -154,13 +154,14 @@ def read_trace_view(path: Path) -> TraceView:
     """
     with gc_paused():
         try:
-            parts = _parts(path.read_bytes())
+            data = path.read_bytes()
+            parts = _parts(data)
             if parts is not None:
                 try:
                     return _read_events(path, parts, exact=False)
                 except (orjson.JSONDecodeError, ImportFormatError):
                     pass  # read whole: the whole file decides what it is and words the error
-            return _trace_view(path, read_json(path), exact=False)
+            return _trace_view(path, read_json(path, data=data), exact=False)
         except _Inexact:
             return _trace_view(path, read_json(path, exact_floats=True), exact=True)
 
