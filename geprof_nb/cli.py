@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import runpy
 import sys
 import traceback
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
@@ -143,6 +145,28 @@ def _write_timeline(profile: Profile) -> Path | None:
     return png
 
 
+@contextlib.contextmanager
+def _ge_log_reported_here() -> Iterator[None]:
+    """GE's error log kept off stderr while a command that says GE's failure itself runs (the message would
+    otherwise print twice: once by Python's last-resort log handler, once by the command).  Logging the user
+    configured still gets every record."""
+    log = logging.getLogger("geprof_nb.ge")
+    quiet = logging.NullHandler()
+    log.addHandler(quiet)
+    try:
+        yield
+    finally:
+        log.removeHandler(quiet)
+
+
+def _demo_hint(message: str, args: argparse.Namespace) -> str:
+    """What to change when the demo's model does not fit the simulated device."""
+    if "of device memory" not in message:
+        return ""
+    return (f"\n  --model {args.model} at --batch-size {args.batch_size} does not fit {args.device}'s memory; "
+            "a smaller --batch-size needs less")
+
+
 def demo(args: argparse.Namespace) -> int:
     """Profile a zoo model's training on the virtual clock and show where time goes; the run is opened as
     ``geprof run`` opens one (its defaults, its refusal of an unusable ``--output``)."""
@@ -160,13 +184,13 @@ def demo(args: argparse.Namespace) -> int:
                 failed.append(ge.GEGetErrorMsg())
                 return
 
-    with ge.simulation_settings(clock_mode="virtual", device=args.device):
+    with ge.simulation_settings(clock_mode="virtual", device=args.device), _ge_log_reported_here():
         collected = _collect("demo", train, options, subject="demo",
                              info={"model": args.model, "batch_size": args.batch_size, "world_size": args.world_size})
     if collected is None:
         return 2
     if failed:
-        print(f"RunGraph failed: {failed[0]}", file=sys.stderr)
+        print(f"geprof demo: RunGraph failed: {failed[0]}{_demo_hint(failed[0], args)}", file=sys.stderr)
         return 1
     return _show_collected(collected, args.top)
 

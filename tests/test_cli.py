@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -320,6 +321,20 @@ def test_an_output_that_is_a_file_is_one_line_naming_the_flag_exit_2(command, sc
     assert out == "" and err == (f"geprof {command}: --output {blocker}: cannot be used ([Errno 17] File exists: "
                                  f"'{blocker}'); accepted: a directory that can be created and written\n")
     assert blocker.read_text() == "keep me" and not msprof.lib.running
+
+
+def test_demo_says_a_model_that_does_not_fit_once_and_what_to_change(tmp_path):
+    # in its own process: pytest's log capture would hide a second copy printed by Python's last-resort handler
+    argv = ["demo", "--model", "resnet50", "--steps", "2", "--batch-size", "4096", "--output", str(tmp_path)]
+    done = subprocess.run([sys.executable, "-c", f"from geprof_nb.cli import main; raise SystemExit(main({argv!r}))"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2 and sum("of device memory" in line for line in lines) == 1
+    assert lines[0].startswith("geprof demo: RunGraph failed: [FAILED] BuildGraph 1: graph 'resnet50' needs ")
+    assert "of device memory" in lines[0] and "device Ascend910B has 68719476736 bytes (64.0 GiB)" in lines[0]
+    assert lines[1] == ("  --model resnet50 at --batch-size 4096 does not fit Ascend910B's memory; "
+                        "a smaller --batch-size needs less")
 
 
 def test_demo_profiles_every_step_of_the_model_it_names(tmp_path, capsys):
