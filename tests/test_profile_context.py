@@ -20,6 +20,7 @@ from geprof_nb.ge.session import device_runtime
 from geprof_nb.prof import msprof, rawdata
 from geprof_nb.prof.options import ProfilingOptions, ProfilingOptionsError
 from geprof_nb.prof.step_schedule import StepSchedule
+from geprof_nb.prof.writer import writer
 
 MATMUL = "dense_0/MatMulV2"
 
@@ -162,6 +163,7 @@ def test_a_run_loaded_while_it_collects_says_so_not_that_it_crashed(sess, tmp_pa
     monkeypatch.setattr(msprof.lib, "chunk_records", 200)  # some steps are on disk mid-run
     with geprof_nb.profile(output=str(tmp_path / "out")) as run:
         run_steps(sess, 12)
+        writer().wait()  # the checkpoints the full chunks made are on disk (the writer goes on beside the job)
         p = geprof_nb.load(msprof.lib.run_dir)
         assert not p.complete and p.info["status"] == "running" and p.info["pid"] == os.getpid()
         assert (f"the run was not finalised: its collecting process (pid {os.getpid()}) is still running, so it "
@@ -177,6 +179,7 @@ def test_a_run_directory_removed_while_the_block_runs_is_said_not_raised(sess, t
     run = geprof_nb.profile(output=str(tmp_path / "out"))
     with run:
         run_steps(sess, 12)
+        writer().wait()  # (rmtree fails on a directory the writer is adding files to)
         shutil.rmtree(msprof.lib.run_dir)
         run_steps(sess, 8)
     assert run.profile is None and run.steps == 20 and run.error is None and not msprof.lib.running

@@ -4,8 +4,8 @@ The profiled job only appends jobs to a queue; creating files, writing record bl
 renaming finished chunks run in one thread per process, in the order the jobs were handed
 over, beside the job on another core (each system call releases the GIL), the way msprof's
 uploader thread drains its buffers to disk.  :meth:`Writer.wait` returns once every job
-handed over before it has run: a checkpoint and the finalise wait, so the run directory then
-holds everything reported before them, as when they wrote it themselves.
+handed over before it (or before a :meth:`Writer.mark`) has run: the finalise and an explicit
+flush wait for everything, a checkpoint for the checkpoint before it.
 
 :class:`ChunkFile` is one chunk being written: ``<kind>.<seq>.tmp`` grows block by block
 as records are reported and becomes ``<kind>.<seq>.npy`` once complete, so a crash leaves
@@ -48,11 +48,16 @@ class Writer:
                 self._thread.start()
             self._has_jobs.notify()
 
-    def wait(self) -> None:
-        """Return once every job submitted before this call has run (raises what a job raised
-        unexpectedly, a bug: the thread goes on with the next job)."""
+    def mark(self) -> int:
+        """How many jobs were submitted so far: :meth:`wait` with it waits for those only."""
         with self._progress:
-            target = self._submitted
+            return self._submitted
+
+    def wait(self, upto: int | None = None) -> None:
+        """Return once every job submitted before this call (or the first ``upto`` jobs, a :meth:`mark`)
+        has run (raises what a job raised unexpectedly, a bug: the thread goes on with the next job)."""
+        with self._progress:
+            target = self._submitted if upto is None else min(upto, self._submitted)
             if self._done < target:
                 self._targets.append(target)
                 try:

@@ -13,6 +13,7 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.prof import msprof, rawdata
 from geprof_nb.prof.msprof import CommandHandle, CommandType, lib
+from geprof_nb.prof.writer import writer
 
 from geprof_testing import run_profiled_session
 
@@ -230,6 +231,7 @@ def test_a_full_buffer_writes_every_pending_buffer_and_info_json(tmp_path, monke
     lib.report_block("hwts", np.zeros(9, rawdata.HWTS_DTYPE))
     assert not list(run_dir.glob("*/data/*.npy"))  # no buffer full: nothing written mid-run (as before)
     lib.report_block("hwts", np.zeros(1, rawdata.HWTS_DTYPE))  # the 10th: hwts is full
+    writer().wait()  # the checkpoint is handed to the writer, which goes on beside the job
     written = {"api": 1, "node_basic_info": 2, "hwts": 10, "step_trace": 3}
     assert _on_disk(run_dir) == written | {"info.json": written}
     assert "checkpoint_test/op" in (run_dir / rawdata.HASH_DICT_FILE).read_text()
@@ -237,6 +239,37 @@ def test_a_full_buffer_writes_every_pending_buffer_and_info_json(tmp_path, monke
     assert _on_disk(run_dir)["step_trace"] == 3
     lib.finalize()
     assert _on_disk(run_dir)["step_trace"] == 6
+
+
+def test_a_checkpoint_waits_for_the_one_before_it_not_for_itself(tmp_path, monkeypatch):
+    """The job goes on while the writer writes a checkpoint; the next checkpoint waits until that one is on
+    disk, so at most one is in flight (and in memory)."""
+    monkeypatch.setattr(lib, "chunk_records", 4)
+    run_dir = lib.init(tmp_path)
+    release = threading.Event()
+    writer().submit(lambda: release.wait(10))  # a writer that is busy (a slow disk)
+    done = []
+
+    def fill() -> None:
+        lib.report_block("hwts", np.zeros(4, rawdata.HWTS_DTYPE))
+        done.append(len(done) + 1)
+
+    try:
+        first = threading.Thread(target=fill)
+        first.start()
+        first.join(5)
+        assert done == [1]  # returned with its checkpoint still queued behind the busy writer
+        assert not list(run_dir.glob("*/data/*.npy"))
+        second = threading.Thread(target=fill)
+        second.start()
+        second.join(0.3)
+        assert second.is_alive() and done == [1]  # waits for the first checkpoint
+    finally:
+        release.set()
+    second.join(5)
+    assert done == [1, 2] and len(np.load(run_dir / "device_0" / "data" / "hwts.000000.npy")) == 4
+    lib.finalize()
+    assert _on_disk(run_dir) == {"hwts": 8, "info.json": {"hwts": 8}}
 
 
 def test_a_buffer_full_inside_a_batch_waits_for_the_batch_and_keeps_its_chunks(tmp_path, monkeypatch):
@@ -250,8 +283,10 @@ def test_a_buffer_full_inside_a_batch_waits_for_the_batch_and_keeps_its_chunks(t
         with lib.reporting_batch():  # nested: the outer batch checkpoints
             lib.report_block("step_trace", np.zeros(2, rawdata.STEP_TRACE_DTYPE))
         lib.report_block("hwts", np.zeros(1, rawdata.HWTS_DTYPE))
+        writer().wait()
         assert not list(run_dir.glob("*/data/*.npy"))
         assert lib.records_reported == 11
+    writer().wait()
     assert _on_disk(run_dir) == {"hwts": 9, "step_trace": 2, "info.json": {"hwts": 9, "step_trace": 2}}
     assert [p.name for p in sorted(run_dir.glob("*/data/hwts.*.npy"))] == [
         "hwts.000000.npy", "hwts.000001.npy", "hwts.000002.npy"]  # the sealed chunks keep their size
@@ -277,9 +312,11 @@ def test_a_buffer_filled_by_another_thread_waits_for_an_open_batch(tmp_path, mon
     assert opened.wait(5)
     for _ in range(4):  # the api buffer fills in this thread while the batch is open
         msprof.MsprofReportApi(False, 15000, 1, 7, 100, 250, 0)
+    writer().wait()
     assert not list(run_dir.glob("*/data/*.npy"))
     reported.set()
     worker.join(5)
+    writer().wait()
     assert _on_disk(run_dir) == {"api": 4, "hwts": 3, "step_trace": 2,
                                  "info.json": {"api": 4, "hwts": 3, "step_trace": 2}}
     lib.finalize()

@@ -181,6 +181,7 @@ with ge.simulation_settings(clock_mode="virtual"):
     with geprof_nb.profile(output=sys.argv[1], hccl="on"):
         for _ in range(int(sys.argv[2])):
             assert sess.run_graph(1) == ge.SUCCESS
+        msprof.writer().wait()  # the last checkpoint, which the writer was given, is on disk (no flush)
         print(msprof.lib.run_dir, flush=True)
         sys.stdin.readline()  # waits between two steps until killed
 """
