@@ -112,6 +112,12 @@ class Comparison:
         return statistics.median(x / y for x, y in zip(self.a, self.b))
 
     @property
+    def difference(self) -> float:
+        """Median of the per-round differences ``a[i] - b[i]`` (seconds): what ``a`` costs more, with a
+        slow spell spanning a round cancelled as in :attr:`ratio`."""
+        return statistics.median(x - y for x, y in zip(self.a, self.b))
+
+    @property
     def fastest_ratio(self) -> float:
         """Fastest ``a`` over fastest ``b``: the runs least disturbed by other work on the machine.
         Reported beside the ratio; where the two differ by much, the machine was noisy."""
