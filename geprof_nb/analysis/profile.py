@@ -200,13 +200,28 @@ class Profile:
         """The Iteration ID of every op_summary row (aligned with its index)."""
         return pd.Series(self._op_rows.iteration, index=self.op_summary.index, name="Iteration ID")
 
-    def ops(self, iteration: int | None = None) -> pd.DataFrame:
+    def ops(self, iteration: int | None = None, model_id: int | None = None) -> pd.DataFrame:
         """op_summary rows of one iteration (the last one if ``None``; all of them, none, in a run
-        without op data).  An iteration the run does not have is a ValueError listing those it has."""
-        its = self._op_rows.iteration
+        without op data).  An iteration the run does not have is a ValueError listing those it has.
+
+        Each model counts its own iterations (a run that trains one graph and evaluates another has an
+        iteration 3 of each), and the rows are every model's unless ``model_id`` names one: then its
+        rows only, ``None`` meaning its last iteration.  A model id the run does not have is a
+        ValueError listing those it has."""
+        rows, its = self.op_summary, self._op_rows.iteration
+        if model_id is not None:
+            if "Model ID" not in rows.columns:
+                raise ValueError(f"model_id {model_id!r}: this run's op_summary has no Model ID column "
+                                 "(torch_npu's kernel_details has none); accepted: None")
+            models = rows["Model ID"].to_numpy(np.int64)
+            mine = models == member("model_id", model_id, np.unique(models), "this run", "model ids")
+            rows, its = rows[mine], its[mine]
+            if iteration is not None:
+                number = member("iteration", iteration, np.unique(its), f"model {model_id}", "iterations")
+                return rows[its == number]
         if iteration is None:
-            return self.op_summary[its == its.max()] if len(its) else self.op_summary
-        return self.op_summary[its == self._iteration(iteration)]
+            return rows[its == its.max()] if len(its) else rows
+        return rows[its == self._iteration(iteration)]
 
     def _iteration(self, iteration: object) -> int:
         """``iteration`` as an int if the run has it: op data in it, or a step trace row (a step

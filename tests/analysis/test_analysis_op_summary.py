@@ -386,3 +386,27 @@ def test_times_ns_gives_the_recorded_ns_the_float_us_column_cannot(resnet_run):
     with pytest.raises(ValueError, match="table 'op_statistic' has no timestamp columns; tables with them: "
                                          "op_summary, step_trace, "):
         p.times_ns("op_statistic")
+
+
+def test_ops_of_one_model_keeps_its_iterations_apart_from_the_others(tmp_path):
+    """Each model counts its own iterations: iteration 2 of a run that trains graph 1 and infers with graph 2
+    is one of each, and ``model_id`` picks one model's."""
+    p = run_two_graphs(tmp_path)
+    models = p.op_summary["Model ID"]
+    per_model = models.value_counts().to_dict()
+    assert sorted(per_model) == [1, 2]
+    both = p.ops(2)
+    assert set(both["Model ID"]) == {1, 2} and len(both) == (per_model[1] + per_model[2]) // 3
+    for model in (1, 2):
+        mine = p.ops(2, model_id=model)
+        assert set(mine["Model ID"]) == {model} and len(mine) == per_model[model] // 3
+        assert (p.iteration_of_ops[mine.index] == 2).all()
+        last = p.ops(model_id=model)
+        assert (p.iteration_of_ops[last.index] == 3).all() and len(last) == per_model[model] // 3
+    assert len(p.ops(2, model_id=1)) + len(p.ops(2, model_id=2)) == len(both)
+    with pytest.raises(ValueError, match=r"^model_id 7 is not in this run; its model ids are 1, 2$"):
+        p.ops(model_id=7)
+    with pytest.raises(ValueError, match=r"^iteration 9 is not in model 2; its iterations are 1..3$"):
+        p.ops(9, model_id=2)
+    with pytest.raises(TypeError, match=r"^model_id '1' is not valid; accepted: an integer$"):
+        p.ops(model_id="1")

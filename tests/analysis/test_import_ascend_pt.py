@@ -155,6 +155,8 @@ def test_level0_without_step_id_uses_the_trace(tmp_path):
                                "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
                                "Output Formats"]
     assert p.device_id == 5 and (f["Device_id"] == 5).all()
+    with pytest.raises(ValueError, match=r"^model_id 1: this run's op_summary has no Model ID column "):
+        p.ops(model_id=1)
     # device kernels run after the host step ends sometimes; the torch_to_npu flows still place them
     assert p.source.op_rows().iteration.tolist() == [k.step for k in run.kernels]
     assert any("ProfilerStep" in n for n in p.notes)
