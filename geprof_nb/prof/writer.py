@@ -14,6 +14,7 @@ at most unfinished ``.tmp`` files beside the complete chunks.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import functools
 import io
@@ -68,6 +69,18 @@ class Writer:
             error, self._error = self._error, None
         if error is not None:
             raise error
+
+    def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every job submitted so far; True if they all ran."""
+        with self._progress:
+            target = self._submitted
+            if self._done >= target:
+                return True
+            self._targets.append(target)
+            try:
+                return self._progress.wait_for(lambda: self._done >= target, timeout)
+            finally:
+                self._targets.remove(target)
 
     def _run(self) -> None:
         while True:
@@ -205,6 +218,17 @@ def _after_fork_in_child() -> None:
     # the parent's thread does not exist here, and its locks may have been held when it forked:
     # the same object (msprof keeps it) starts over, empty, and starts a thread of its own when needed
     _writer.__init__()
+
+
+#: How long the interpreter's exit waits for the writer (a hung disk must not hang the exit).
+EXIT_DRAIN_S = 30.0
+
+
+@atexit.register
+def _drain_at_exit() -> None:
+    # the thread is a daemon, stopped where it is when the interpreter ends: what a job handed over
+    # (a checkpoint in flight, when a script ends without GEFinalize) is written first
+    _writer.drain(EXIT_DRAIN_S)
 
 
 if hasattr(os, "register_at_fork"):  # POSIX

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import subprocess
 import sys
 import threading
 
@@ -187,3 +188,35 @@ def test_a_wait_interrupted_leaves_no_target_behind():
     assert w._targets == []
     release.set()
     w.wait()
+
+
+EXITS_WITHOUT_FINALIZE = """
+import sys, time
+import numpy as np
+from geprof_nb.prof import rawdata, writer
+from geprof_nb.prof.msprof import lib
+
+lib.chunk_records = 4
+lib.init(sys.argv[1])
+writer.writer().submit(lambda: time.sleep(float(sys.argv[2])))  # a slow disk: the checkpoint is still queued
+lib.report_block("hwts", np.zeros(4, rawdata.HWTS_DTYPE))  # full: a checkpoint, which the job does not wait for
+print(lib.run_dir, flush=True)
+"""  # ... and the script ends: no finalize
+
+
+def test_a_script_that_ends_without_finalize_keeps_what_it_handed_the_writer(tmp_path):
+    done = subprocess.run([sys.executable, "-c", EXITS_WITHOUT_FINALIZE, str(tmp_path), "0.5"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    run_dir = done.stdout.strip()
+    chunk = os.path.join(run_dir, rawdata.device_dir(0), "hwts.000000.npy")
+    assert len(np.load(chunk)) == 4  # written and renamed into place at the interpreter's exit
+
+
+def test_drain_gives_up_after_its_timeout_and_says_so():
+    w = Writer()
+    release = threading.Event()
+    w.submit(lambda: release.wait(5))
+    assert w.drain(0.05) is False and w._targets == []
+    release.set()
+    assert w.drain(5) is True
