@@ -58,14 +58,7 @@ class Writer:
         """Return once every job submitted before this call (or the first ``upto`` jobs, a :meth:`mark`)
         has run (raises what a job raised unexpectedly, a bug: the thread goes on with the next job)."""
         with self._progress:
-            target = self._submitted if upto is None else min(upto, self._submitted)
-            if self._done < target:
-                self._targets.append(target)
-                try:
-                    while self._done < target:
-                        self._progress.wait()
-                finally:  # a Ctrl-C while waiting leaves no target behind
-                    self._targets.remove(target)
+            self._wait_for(self._submitted if upto is None else min(upto, self._submitted), None)
             error, self._error = self._error, None
         if error is not None:
             raise error
@@ -73,14 +66,17 @@ class Writer:
     def drain(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for every job submitted so far; True if they all ran."""
         with self._progress:
-            target = self._submitted
-            if self._done >= target:
-                return True
-            self._targets.append(target)
-            try:
-                return self._progress.wait_for(lambda: self._done >= target, timeout)
-            finally:
-                self._targets.remove(target)
+            return self._wait_for(self._submitted, timeout)
+
+    def _wait_for(self, target: int, timeout: float | None) -> bool:
+        """Wait until ``target`` jobs have run (caller holds the lock); False if ``timeout`` passed first."""
+        if self._done >= target:
+            return True
+        self._targets.append(target)
+        try:
+            return self._progress.wait_for(lambda: self._done >= target, timeout)
+        finally:  # a Ctrl-C while waiting leaves no target behind
+            self._targets.remove(target)
 
     def _run(self) -> None:
         while True:
