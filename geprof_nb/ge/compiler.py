@@ -15,6 +15,7 @@ point set, so changing ``fp_point``/``bp_point`` re-places them without a rebuil
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -54,6 +55,14 @@ class TaskTable:
     @property
     def nominal_ns(self) -> np.ndarray:
         return self.base_ns + self.var_ns
+
+    @cached_property
+    def stream_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The first and the last task of each stream.  A stream runs its tasks in launch order, one
+        after the other, so a step starts with one of the first and ends with one of the last."""
+        first = np.unique(self.stream, return_index=True)[1]
+        last = len(self.stream) - 1 - np.unique(self.stream[::-1], return_index=True)[1]
+        return first, last
 
 
 @dataclass

@@ -586,13 +586,14 @@ class LoadedModel:
             rec = np.zeros((n, width), rawdata.STEP_TRACE_DTYPE)
             rec["model_id"] = self.model_id
             rec["index_id"] = iterations[:, None]
-            rec["timestamp"][:, 0] = start.min(axis=1)
+            first, last = t.stream_bounds  # (the step's first start and last end: not a pass over every task)
+            rec["timestamp"][:, 0] = start[:, first].min(axis=1)
             rec["tag_id"][:, 0] = rawdata.MODEL_START_TAG
             rec["timestamp"][:, 1:-1] = start[:, traces]
             rec["tag_id"][:, 1:-1] = t.logid[traces]
             rec["stream_id"][:, 1:-1] = t.stream[traces]
             rec["task_id"][:, 1:-1] = t.task_id[traces]
-            rec["timestamp"][:, -1] = (start + dur).max(axis=1)
+            rec["timestamp"][:, -1] = (start[:, last] + dur[:, last]).max(axis=1)
             rec["tag_id"][:, -1] = rawdata.MODEL_END_TAG
             for block in _step_blocks(rec.ravel(), n):
                 rt.device_collector.report_step_trace(block)
