@@ -228,6 +228,7 @@ class Msprof:
             self.discarding = False
             self._discarded = 0
             self._checkpoint_due = False
+            self._checkpoint_mark = 0  # (the writer ran every job before: init waited)
             self._hash_lines_saved = self._hash_lines_submitted = 0
             self._made_dirs = set()
             self._info = {

@@ -133,7 +133,8 @@ def test_a_run_directory_removed_while_the_cell_runs_is_said_not_raised(ip, monk
     """The cell's work is done: no traceback from geprof for data that went away, nothing displayed, and
     stderr says what was lost."""
     monkeypatch.setattr(msprof.lib, "chunk_records", 200)  # chunks (and their directories) are written mid-run
-    cell = MLP_CELL.replace("range(3)", "range(12)") + ("import shutil\nmsprof.writer().wait()  # (the writer adds files)\n"
+    cell = MLP_CELL.replace("range(3)", "range(12)") + ("import shutil\nfrom geprof_nb.prof.writer import writer\n"
+                                                       "writer().wait()  # (rmtree fails while the writer adds files)\n"
                                                        "shutil.rmtree(msprof.lib.run_dir)\n")
     ip.user_ns["msprof"] = msprof
     cap = run(ip, "--clock virtual", cell)

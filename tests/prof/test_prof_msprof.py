@@ -267,7 +267,7 @@ def test_a_checkpoint_waits_for_the_one_before_it_not_for_itself(tmp_path, monke
     finally:
         release.set()
     second.join(5)
-    assert done == [1, 2] and len(np.load(run_dir / "device_0" / "data" / "hwts.000000.npy")) == 4
+    assert done == [1, 2] and len(np.load(run_dir / rawdata.device_dir(0) / "hwts.000000.npy")) == 4
     lib.finalize()
     assert _on_disk(run_dir) == {"hwts": 8, "info.json": {"hwts": 8}}
 

@@ -173,6 +173,7 @@ import sys
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.prof import msprof
+from geprof_nb.prof.writer import writer
 
 msprof.lib.chunk_records = 64  # a chunk fills every two steps: nothing is flushed but by full buffers
 with ge.simulation_settings(clock_mode="virtual"):
@@ -181,7 +182,7 @@ with ge.simulation_settings(clock_mode="virtual"):
     with geprof_nb.profile(output=sys.argv[1], hccl="on"):
         for _ in range(int(sys.argv[2])):
             assert sess.run_graph(1) == ge.SUCCESS
-        msprof.writer().wait()  # the last checkpoint, which the writer was given, is on disk (no flush)
+        writer().wait()  # the last checkpoint, which the writer was given, is on disk (no flush)
         print(msprof.lib.run_dir, flush=True)
         sys.stdin.readline()  # waits between two steps until killed
 """
