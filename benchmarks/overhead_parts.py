@@ -1,0 +1,145 @@
+"""Where the overhead row's extra time goes: ``python benchmarks/overhead_parts.py [--steps N] [--rounds N]``.
+
+A diagnostic, not a benchmark of the suite: it runs the overhead row's workload
+(ResNet-50 training, world size 8, every layer) with pieces of the profiling
+work taken away, to say what a change of design could save at best:
+
+* ``no file written``: every job msprof hands its writer thread counts as done
+  without running (no file is made or written: the job's own work only);
+* ``no file, no step records``: also no batch of steps is turned into device
+  records (HWTS, step trace, HCCL sub-tasks, AI CPU); the static description,
+  the API and host layers, init and finalise remain.  That is what a separate
+  collector process, at no cost of its own, would leave in the job;
+* ``off, a forked child alive``: profiling off, with a child forked at the
+  start of the run and alive until its end (what forking a collector would
+  cost the job before the collector does anything).
+
+The modes run in turn, round after round, in this process; each row reports
+the median of the rounds' ratios to ``off`` and of their differences (ms).
+These runs write no usable run directory; removing it is not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import alternate_self_timed  # noqa: E402
+from workloads import ALL_LAYERS, resnet50_training, run_session, scratch_dir  # noqa: E402
+
+from geprof_nb.ge import runtime  # noqa: E402
+from geprof_nb.prof import writer  # noqa: E402
+from geprof_nb.prof.properties import BIT_TASK_TIME  # noqa: E402
+
+
+@contextlib.contextmanager
+def _no_files() -> Iterator[None]:
+    """Jobs handed to the writer are counted as run and not run."""
+    def skip(self: writer.Writer, job: Callable[[], None]) -> None:
+        with self._progress:
+            self._submitted += 1
+            self._done += 1
+
+    real = writer.Writer.submit
+    writer.Writer.submit = skip
+    try:
+        yield
+    finally:
+        writer.Writer.submit = real
+
+
+@contextlib.contextmanager
+def _no_step_records() -> Iterator[None]:
+    """A batch of steps reports only the model's static description (once per collection)."""
+    def static_only(self: runtime.LoadedModel, v, flags: int, *steps) -> None:
+        if flags & BIT_TASK_TIME:
+            self._report_static(v, flags)
+
+    real = runtime.LoadedModel._report_steps
+    runtime.LoadedModel._report_steps = static_only
+    try:
+        with _no_files():
+            yield
+    finally:
+        runtime.LoadedModel._report_steps = real
+
+
+@contextlib.contextmanager
+def _forked_child() -> Iterator[None]:
+    """A child process forked now, waiting on a pipe, ended and reaped on exit."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: wait for the parent's word, then leave at once
+        os.read(read_end, 1)
+        os._exit(0)
+    try:
+        yield
+    finally:
+        os.write(write_end, b"x")
+        os.waitpid(pid, 0)
+        os.close(read_end)
+        os.close(write_end)
+
+
+#: mode -> (profiled, what is taken away while it runs)
+MODES: dict[str, tuple[bool, Callable[[], contextlib.AbstractContextManager]]] = {
+    "off": (False, contextlib.nullcontext),
+    "on (as is)": (True, contextlib.nullcontext),
+    "on, no file written": (True, _no_files),
+    "on, no file, no step records": (True, _no_step_records),
+    "off, a forked child alive": (False, _forked_child),
+}
+
+
+def measure(steps: int, rounds: int) -> dict[str, list[float]]:
+    """Seconds of every mode's runs, the modes taking turns (one warm-up round)."""
+    graph = resnet50_training()
+
+    def side(profiled: bool, taken_away: Callable[[], contextlib.AbstractContextManager]) -> Callable[[], float]:
+        def run() -> float:
+            out = scratch_dir()
+            t = time.perf_counter()
+            with taken_away():
+                run_session(graph, steps, ALL_LAYERS if profiled else None, out)
+            elapsed = time.perf_counter() - t
+            shutil.rmtree(out, ignore_errors=True)
+            return elapsed
+        return run
+
+    return alternate_self_timed({name: side(*mode) for name, mode in MODES.items()}, runs=rounds)
+
+
+def report(runs: dict[str, list[float]]) -> str:
+    """One line per mode: median ms, median ratio to off, median extra ms (both per round)."""
+    off = runs["off"]
+    lines = [f"{'mode':32s} {'median':>9s} {'/ off':>7s} {'extra':>9s}"]
+    for name, ts in runs.items():
+        ratio = statistics.median(t / o for t, o in zip(ts, off))
+        extra = statistics.median((t - o) * 1e3 for t, o in zip(ts, off))
+        lines.append(f"{name:32s} {statistics.median(ts) * 1e3:6.1f} ms {ratio:6.3f}x {extra:+6.1f} ms")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200, help="steps per run (the overhead row's: 200)")
+    parser.add_argument("--rounds", type=int, default=41, help="rounds of every mode (default 41)")
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.rounds < 1:
+        parser.error("--steps and --rounds take a positive number")
+    print(f"ResNet-50 training, world size 8, {args.steps} steps, {args.rounds} rounds\n")
+    print(report(measure(args.steps, args.rounds)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
