@@ -2,8 +2,10 @@
 
 A diagnostic, not a benchmark of the suite: it runs the overhead row's workload
 (ResNet-50 training, world size 8, every layer) with pieces of the profiling
-work taken away, to say what a change of design could save at best:
+work moved or taken away, to say what a change of design could save at best:
 
+* ``files written inline``: every job msprof hands its writer thread runs at
+  once in the job's thread (what the writer thread saves, or costs);
 * ``no file written``: every job msprof hands its writer thread counts as done
   without running (no file is made or written: the job's own work only);
 * ``no file, no step records``: also no batch of steps is turned into device
@@ -42,15 +44,18 @@ from geprof_nb.prof.properties import BIT_TASK_TIME  # noqa: E402
 
 
 @contextlib.contextmanager
-def _no_files() -> Iterator[None]:
-    """Jobs handed to the writer are counted as run and not run."""
-    def skip(self: writer.Writer, job: Callable[[], None]) -> None:
+def _writer_jobs(run: bool) -> Iterator[None]:
+    """Jobs handed to the writer thread count as run by it: ``run``, they run at once in the thread
+    that hands them over; otherwise not at all."""
+    def instead(self: writer.Writer, job: Callable[[], None]) -> None:
+        if run:
+            job()
         with self._progress:
             self._submitted += 1
             self._done += 1
 
     real = writer.Writer.submit
-    writer.Writer.submit = skip
+    writer.Writer.submit = instead
     try:
         yield
     finally:
@@ -67,7 +72,7 @@ def _no_step_records() -> Iterator[None]:
     real = runtime.LoadedModel._report_steps
     runtime.LoadedModel._report_steps = static_only
     try:
-        with _no_files():
+        with _writer_jobs(run=False):
             yield
     finally:
         runtime.LoadedModel._report_steps = real
@@ -90,25 +95,27 @@ def _forked_child() -> Iterator[None]:
         os.close(write_end)
 
 
-#: mode -> (profiled, what is taken away while it runs)
+#: mode -> (profiled, what is changed while it runs)
 MODES: dict[str, tuple[bool, Callable[[], contextlib.AbstractContextManager]]] = {
     "off": (False, contextlib.nullcontext),
     "on (as is)": (True, contextlib.nullcontext),
-    "on, no file written": (True, _no_files),
+    "on, files written inline": (True, lambda: _writer_jobs(run=True)),
+    "on, no file written": (True, lambda: _writer_jobs(run=False)),
     "on, no file, no step records": (True, _no_step_records),
-    "off, a forked child alive": (False, _forked_child),
 }
+if hasattr(os, "fork"):  # POSIX
+    MODES["off, a forked child alive"] = (False, _forked_child)
 
 
 def measure(steps: int, rounds: int) -> dict[str, list[float]]:
     """Seconds of every mode's runs, the modes taking turns (one warm-up round)."""
     graph = resnet50_training()
 
-    def side(profiled: bool, taken_away: Callable[[], contextlib.AbstractContextManager]) -> Callable[[], float]:
+    def side(profiled: bool, changed: Callable[[], contextlib.AbstractContextManager]) -> Callable[[], float]:
         def run() -> float:
             out = scratch_dir()
             t = time.perf_counter()
-            with taken_away():
+            with changed():
                 run_session(graph, steps, ALL_LAYERS if profiled else None, out)
             elapsed = time.perf_counter() - t
             shutil.rmtree(out, ignore_errors=True)
