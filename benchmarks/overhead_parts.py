@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import alternate_self_timed  # noqa: E402
+from harness import Comparison, alternate_self_timed  # noqa: E402
 from workloads import ALL_LAYERS, resnet50_training, run_session, scratch_dir  # noqa: E402
 
 from geprof_nb.ge import runtime  # noqa: E402
@@ -127,12 +126,10 @@ def measure(steps: int, rounds: int) -> dict[str, list[float]]:
 
 def report(runs: dict[str, list[float]]) -> str:
     """One line per mode: median ms, median ratio to off, median extra ms (both per round)."""
-    off = runs["off"]
     lines = [f"{'mode':32s} {'median':>9s} {'/ off':>7s} {'extra':>9s}"]
     for name, ts in runs.items():
-        ratio = statistics.median(t / o for t, o in zip(ts, off))
-        extra = statistics.median((t - o) * 1e3 for t, o in zip(ts, off))
-        lines.append(f"{name:32s} {statistics.median(ts) * 1e3:6.1f} ms {ratio:6.3f}x {extra:+6.1f} ms")
+        c = Comparison(ts, runs["off"])
+        lines.append(f"{name:32s} {c.a_median * 1e3:6.1f} ms {c.ratio:6.3f}x {c.difference * 1e3:+6.1f} ms")
     return "\n".join(lines)
 
 
