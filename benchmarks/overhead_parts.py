@@ -12,6 +12,10 @@ work moved or taken away, to say what a change of design could save at best:
   records (HWTS, step trace, HCCL sub-tasks, AI CPU); the static description,
   the API and host layers, init and finalise remain.  That is what a separate
   collector process, at no cost of its own, would leave in the job;
+* ``nothing of the model reported``: also no static description (the compiler gathers no op
+  descriptions; no task, tensor, PMU or memory-plan records): what remains is the API and host
+  layers, init and finalise.  No design that still describes the model can cost less, in
+  whatever language it is written;
 * ``off, a forked child alive``: profiling off, with a child forked at the
   start of the run and alive until its end (what forking a collector would
   cost the job before the collector does anything).
@@ -37,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import Comparison, alternate_self_timed  # noqa: E402
 from workloads import ALL_LAYERS, resnet50_training, run_session, scratch_dir  # noqa: E402
 
-from geprof_nb.ge import runtime  # noqa: E402
+from geprof_nb.ge import runtime, task_desc  # noqa: E402
 from geprof_nb.prof import writer  # noqa: E402
 from geprof_nb.prof.properties import BIT_TASK_TIME  # noqa: E402
 
@@ -78,6 +82,20 @@ def _no_step_records() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _no_description() -> Iterator[None]:
+    """Nothing of the model is described or reported: no step records and no static description (the
+    compiler gathers no op descriptions; no task, tensor, PMU or memory-plan records)."""
+    real_steps, real_add = runtime.LoadedModel._report_steps, task_desc.OpDescs.add
+    runtime.LoadedModel._report_steps = lambda self, v, flags, *steps: None
+    task_desc.OpDescs.add = lambda self, node, kernel, engine: None
+    try:
+        with _writer_jobs(run=False):
+            yield
+    finally:
+        runtime.LoadedModel._report_steps, task_desc.OpDescs.add = real_steps, real_add
+
+
+@contextlib.contextmanager
 def _forked_child() -> Iterator[None]:
     """A child process forked now, waiting on a pipe, ended and reaped on exit."""
     read_end, write_end = os.pipe()
@@ -101,6 +119,7 @@ MODES: dict[str, tuple[bool, Callable[[], contextlib.AbstractContextManager]]] =
     "on, files written inline": (True, lambda: _writer_jobs(run=True)),
     "on, no file written": (True, lambda: _writer_jobs(run=False)),
     "on, no file, no step records": (True, _no_step_records),
+    "on, nothing of the model reported": (True, _no_description),
 }
 if hasattr(os, "fork"):  # POSIX
     MODES["off, a forked child alive"] = (False, _forked_child)
@@ -126,10 +145,10 @@ def measure(steps: int, rounds: int) -> dict[str, list[float]]:
 
 def report(runs: dict[str, list[float]]) -> str:
     """One line per mode: median ms, median ratio to off, median extra ms (both per round)."""
-    lines = [f"{'mode':32s} {'median':>9s} {'/ off':>7s} {'extra':>9s}"]
+    lines = [f"{'mode':36s} {'median':>9s} {'/ off':>7s} {'extra':>9s}"]
     for name, ts in runs.items():
         c = Comparison(ts, runs["off"])
-        lines.append(f"{name:32s} {c.a_median * 1e3:6.1f} ms {c.ratio:6.3f}x {c.difference * 1e3:+6.1f} ms")
+        lines.append(f"{name:36s} {c.a_median * 1e3:6.1f} ms {c.ratio:6.3f}x {c.difference * 1e3:+6.1f} ms")
     return "\n".join(lines)
 
 
