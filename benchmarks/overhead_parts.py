@@ -66,10 +66,11 @@ def _writer_jobs(run: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _no_step_records() -> Iterator[None]:
-    """A batch of steps reports only the model's static description (once per collection)."""
+def _no_step_records(static: bool = True) -> Iterator[None]:
+    """A batch of steps reports only the model's static description (once per collection), or with
+    ``static`` false nothing at all."""
     def static_only(self: runtime.LoadedModel, v, flags: int, *steps) -> None:
-        if flags & BIT_TASK_TIME:
+        if static and flags & BIT_TASK_TIME:
             self._report_static(v, flags)
 
     real = runtime.LoadedModel._report_steps
@@ -85,14 +86,13 @@ def _no_step_records() -> Iterator[None]:
 def _no_description() -> Iterator[None]:
     """Nothing of the model is described or reported: no step records and no static description (the
     compiler gathers no op descriptions; no task, tensor, PMU or memory-plan records)."""
-    real_steps, real_add = runtime.LoadedModel._report_steps, task_desc.OpDescs.add
-    runtime.LoadedModel._report_steps = lambda self, v, flags, *steps: None
+    real = task_desc.OpDescs.add
     task_desc.OpDescs.add = lambda self, node, kernel, engine: None
     try:
-        with _writer_jobs(run=False):
+        with _no_step_records(static=False):
             yield
     finally:
-        runtime.LoadedModel._report_steps, task_desc.OpDescs.add = real_steps, real_add
+        task_desc.OpDescs.add = real
 
 
 @contextlib.contextmanager
@@ -145,10 +145,11 @@ def measure(steps: int, rounds: int) -> dict[str, list[float]]:
 
 def report(runs: dict[str, list[float]]) -> str:
     """One line per mode: median ms, median ratio to off, median extra ms (both per round)."""
-    lines = [f"{'mode':36s} {'median':>9s} {'/ off':>7s} {'extra':>9s}"]
+    width = max(map(len, runs))
+    lines = [f"{'mode':{width}s} {'median':>9s} {'/ off':>7s} {'extra':>9s}"]
     for name, ts in runs.items():
         c = Comparison(ts, runs["off"])
-        lines.append(f"{name:36s} {c.a_median * 1e3:6.1f} ms {c.ratio:6.3f}x {c.difference * 1e3:+6.1f} ms")
+        lines.append(f"{name:{width}s} {c.a_median * 1e3:6.1f} ms {c.ratio:6.3f}x {c.difference * 1e3:+6.1f} ms")
     return "\n".join(lines)
 
 
