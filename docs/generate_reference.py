@@ -73,7 +73,7 @@ def _cell(text: str) -> str:
 
 
 def _code(text: str) -> str:
-    return f"`{text}`".replace("|", "\\|")
+    return f"`{text}`"
 
 
 def _name(action: argparse.Action) -> str:
@@ -96,7 +96,8 @@ def _value(action: argparse.Action) -> str:
         return ""
     if action.metavar is None and action.choices is not None:
         return " \\| ".join(_code(str(c)) for c in action.choices)
-    return _code(_plain_value(action))
+    # one code span per alternative (`on` \| `off`): a pipe escaped inside a code span is not read alike everywhere
+    return " \\| ".join(_code(alternative) for alternative in _plain_value(action).split("|"))
 
 
 def _synopsis(prog: str, parser: argparse.ArgumentParser) -> str:

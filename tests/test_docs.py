@@ -65,7 +65,7 @@ def test_flag_reference_has_one_row_per_flag_with_its_field_and_default(generate
     assert "L2Cache and MemoryAccess need an A2-class chip (Ascend910B)" in aic
     (ranks,) = _table_rows(text, "--ranks")
     assert "ge.exec.rankSize" in ranks and "world\\_size=N" not in ranks and "world_size=N" in ranks
-    assert "`on\\|off\\|l0\\|l1`" in _table_rows(text, "--task-trace")[0]
+    assert "| `on` \\| `off` \\| `l0` \\| `l1` |" in _table_rows(text, "--task-trace")[0]
     assert "`v1` \\| `v2`" in _table_rows(text, "--executor")[0]
     assert "::" not in text  # reST literal-block markers became fenced code blocks
     examples = text.split("Examples:\n\n```text\n", 1)[1].split("\n```", 1)[0]
