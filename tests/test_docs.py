@@ -1,11 +1,13 @@
-"""The docs: generated references equal to what the parsers say."""
+"""The docs: generated references equal to what the parsers say, a README that stays short, no dead links."""
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
 DOCS = REPO / "docs"
 REGENERATE = "python docs/generate_reference.py"
 
@@ -94,3 +96,66 @@ def test_escaping_keeps_help_prose_literal():
         "under CLUSTER\\_\\*/rank\\_&lt;r&gt;/ and `a_*<b>` task_time \\_geprof"
     assert gen._markdown_text("Examples::\n\n  %%geprof --active 3\n  x = 1\n\nAfter ``code``.") == \
         "Examples:\n\n```text\n%%geprof --active 3\nx = 1\n```\n\nAfter `code`."
+
+
+def test_readme_starts_with_the_two_set_up_commands_and_stays_short():
+    text = README.read_text(encoding="utf-8")
+    size = len(text.encode("utf-8"))
+    assert size < 15_000, f"README.md is {size:,} bytes; keep it under 15,000 (details go to docs/)"
+    blocks = re.findall(r"```bash\n(.*?)\n```", text, re.S)
+    assert blocks[:2] == [
+        'python3 -m venv .venv && . .venv/bin/activate && pip install -e . && geprof demo',
+        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test,interop,cluster]" && python -m pytest',
+    ]
+    assert text.index(blocks[1]) < text.index("![")  # the commands come before anything else shown
+    assert "DESIGN.md" not in text  # no link out of the repository
+
+
+def _markdown_files() -> list[Path]:
+    return [README, *sorted(DOCS.rglob("*.md")), *sorted((REPO / "benchmarks").glob("*.md"))]
+
+
+#: ``[text](target)`` and ``![alt](target)``, outside code.
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def _links(path: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return _LINK.findall(text)
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors of the headings of ``path``."""
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    out: set[str] = set()
+    for heading in re.findall(r"^#+ (.+)$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        n = sum(1 for a in out if a == slug or re.fullmatch(re.escape(slug) + r"-\d+", a))
+        out.add(f"{slug}-{n}" if n else slug)  # a repeated heading is slug-1, slug-2, ...
+    return out
+
+
+def test_every_relative_link_points_at_a_file_that_exists():
+    files = _markdown_files()
+    assert len(files) > 10  # README, the docs pages, benchmarks/README.md
+    dead = []
+    for path in files:
+        for target in _links(path):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            file_part, _, anchor = target.partition("#")
+            linked = (path.parent / file_part).resolve() if file_part else path
+            if not linked.exists():
+                dead.append(f"{path.relative_to(REPO)}: {target}")
+            elif REPO not in linked.parents and linked != REPO:
+                dead.append(f"{path.relative_to(REPO)}: {target} (outside the repository)")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+                dead.append(f"{path.relative_to(REPO)}: {target} (no such heading)")
+    assert not dead, "dead links:\n" + "\n".join(dead)
+
+
+def test_every_docs_page_is_reachable_from_the_index():
+    linked = {(DOCS / t.partition("#")[0]).resolve() for t in _links(DOCS / "index.md")}
+    pages = {p.resolve() for p in DOCS.rglob("*.md")} - {(DOCS / "index.md").resolve()}
+    assert not pages - linked, sorted(p.relative_to(DOCS).as_posix() for p in pages - linked)
