@@ -193,7 +193,7 @@ def table(results: list[Result]) -> str:
 
 
 def markdown(results: list[Result]) -> str:
-    """The same table in Markdown (for the README)."""
+    """The same table in Markdown (for benchmarks/README.md)."""
     lines = ["| benchmark | figure | target | met |", "|---|---|---|---|"]
     for r in results:
         verdict = {"yes": "yes", "NO": "**no**", "-": "-"}.get(_verdict(r), "skipped")
