@@ -18,6 +18,8 @@ from typing import Callable
 
 #: Runs after the warm-up; the issue asks for at least five.
 RUNS = 5
+#: The ``target`` of a figure reported as information, with nothing it must meet.
+NO_TARGET = "none (information)"
 
 Measured = Callable[[], object]
 
@@ -34,7 +36,7 @@ class Result:
     figure: float
     unit: str
     target: str
-    passed: bool | None  # None: not measured (a peer package is not installed)
+    passed: bool | None  # None: not measured (a peer package is not installed), or no target (NO_TARGET)
     detail: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -43,6 +45,11 @@ class Result:
         if out["figure"] != out["figure"]:
             out["figure"] = None
         return out
+
+
+def information(name: str, figure: float, unit: str, detail: dict) -> Result:
+    """The record of a figure reported for what it says, with no target to meet."""
+    return Result(name, figure, unit, NO_TARGET, None, detail)
 
 
 def skipped(name: str, unit: str, target: str, package: str) -> Result:
@@ -61,7 +68,14 @@ def isolated(bench: Callable[[bool], Result]) -> Callable[[bool], Result]:
     return bench
 
 
+def has_target(r: Result) -> bool:
+    """Whether ``r`` has a target to meet (not one reported as information)."""
+    return r.target != NO_TARGET
+
+
 def _verdict(r: Result) -> str:
+    if not has_target(r):
+        return "-"
     return "skipped" if r.passed is None else ("yes" if r.passed else "NO")
 
 
@@ -160,11 +174,18 @@ def alternate_self_timed(sides: dict[str, Callable[[], float]], runs: int = RUNS
     return out
 
 
+def _figure(r: Result) -> str:
+    """The figure to 4 significant digits, large ones with thousands separators (7,250,000, not 7.25e+06)."""
+    if r.figure == r.figure and abs(r.figure) >= 10_000:
+        return f"{float(f'{r.figure:.4g}'):,.0f} {r.unit}"
+    return f"{r.figure:.4g} {r.unit}"
+
+
 def table(results: list[Result]) -> str:
     """A plain-text table of results."""
     rows = [("benchmark", "figure", "target", "ok")]
     for r in results:
-        rows.append((r.name, f"{r.figure:.4g} {r.unit}", r.target, _verdict(r)))
+        rows.append((r.name, _figure(r), r.target, _verdict(r)))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -172,9 +193,9 @@ def table(results: list[Result]) -> str:
 
 
 def markdown(results: list[Result]) -> str:
-    """The same table in Markdown (for the README)."""
+    """The same table in Markdown (for benchmarks/README.md)."""
     lines = ["| benchmark | figure | target | met |", "|---|---|---|---|"]
     for r in results:
-        verdict = {"yes": "yes", "NO": "**no**"}.get(_verdict(r), "skipped")
-        lines.append(f"| {r.name} | {r.figure:.4g} {r.unit} | {r.target} | {verdict} |")
+        verdict = {"yes": "yes", "NO": "**no**", "-": "-"}.get(_verdict(r), "skipped")
+        lines.append(f"| {r.name} | {_figure(r)} | {r.target} | {verdict} |")
     return "\n".join(lines)

@@ -32,7 +32,7 @@ import bench_layers  # noqa: E402
 import bench_notebook  # noqa: E402
 import bench_peers  # noqa: E402
 import bench_plots  # noqa: E402
-from harness import Result, markdown, table  # noqa: E402
+from harness import Result, has_target, markdown, table  # noqa: E402
 
 SUITES = [bench_layers, bench_collection, bench_peers, bench_analysis, bench_exports, bench_plots, bench_notebook,
           bench_cluster]
@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - began
     print()
     print(table(results))
-    print(f"\n{sum(r.passed is True for r in results)}/{len(results)} targets met in {total:.0f} s "
+    targeted = [r for r in results if has_target(r)]
+    print(f"\n{sum(r.passed is True for r in targeted)}/{len(targeted)} targets met in {total:.0f} s "
           f"({'quick' if args.quick else 'full'} run); {machine()}")
     if args.markdown:
         print()

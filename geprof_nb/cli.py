@@ -334,15 +334,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="profile a zoo model and show the results")
     p.add_argument("--model", choices=sorted(MODELS), default="resnet50", help="zoo model to train (default: resnet50)")
-    p.add_argument("--steps", type=_positive_int, default=10, help="steps to run (default: 10)")
-    p.add_argument("--batch-size", type=_positive_int, default=32, help="samples per step (default: 32)")
-    p.add_argument("--world-size", type=_positive_int, default=8,
+    p.add_argument("--steps", type=_positive_int, default=10, metavar="N", help="steps to run (default: 10)")
+    p.add_argument("--batch-size", type=_positive_int, default=32, metavar="N", help="samples per step (default: 32)")
+    p.add_argument("--world-size", type=_positive_int, default=8, metavar="N",
                    help="ranks the gradient AllReduce spans (default: 8)")
     p.add_argument("--device", choices=sorted(ge.DEVICE_PRESETS), default="Ascend910B",
                    help="simulated device (default: Ascend910B)")
-    p.add_argument("--output", type=Path, default=Path("geprof_output"),
+    p.add_argument("--output", type=Path, default=Path("geprof_output"), metavar="DIR",
                    help="directory the run directory is made in (default: geprof_output)")
-    p.add_argument("--top", type=_positive_int, default=10, help="ops to list (default: 10)")
+    p.add_argument("--top", type=_positive_int, default=10, metavar="N", help="ops to list (default: 10)")
     p.set_defaults(func=demo)
     p = sub.add_parser("run", help="run a Python script under profiling, as a %%%%geprof cell runs, and print its "
                        "tables", usage="geprof run [flags] SCRIPT [ARGS ...]",
@@ -362,18 +362,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", type=device_flag_type, default=None, metavar=DEVICE_METAVAR,
                    help=f"device preset of a GE the script initialises: {', '.join(ge.DEVICE_PRESETS)}, or a what-if "
                         f"such as Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 (default: {DEFAULT_DEVICE})")
-    p.add_argument("--top", type=_positive_int, default=10, help="ops to list (default: 10)")
+    p.add_argument("--top", type=_positive_int, default=10, metavar="N", help="ops to list (default: 10)")
     p.set_defaults(func=run)
     p = sub.add_parser("analyze", help="print the tables of a run directory or a cluster")
-    p.add_argument("path", type=Path, help=PATH_HELP)
-    p.add_argument("--top", type=_positive_int, default=10, help="ops to list (default: 10)")
+    p.add_argument("path", type=Path, metavar="PATH", help=PATH_HELP)
+    p.add_argument("--top", type=_positive_int, default=10, metavar="N", help="ops to list (default: 10)")
     p.add_argument("--json", action="store_true", help="also print a JSON summary line")
     p.set_defaults(func=analyze)
     p = sub.add_parser("export", help="write a run as msprof, ascend_pt (msprof-analyze), chrome or parquet files")
-    p.add_argument("path", type=Path, help=PATH_HELP)
-    p.add_argument("--format", required=True, choices=FORMATS)
-    p.add_argument("--to", type=Path, required=True, help="directory to write into (chrome: also a .json file)")
-    p.add_argument("--rank", type=rank_argument, default=None,
+    p.add_argument("path", type=Path, metavar="PATH", help=PATH_HELP)
+    p.add_argument("--format", required=True, choices=FORMATS, help="the format to write")
+    p.add_argument("--to", type=Path, required=True, metavar="DIR",
+                   help="directory to write into (chrome: also a .json file)")
+    p.add_argument("--rank", type=rank_argument, default=None, metavar="N",
                    help="ascend_pt: the rank this run is exported as (default: 0; a cluster's ranks keep theirs)")
     p.set_defaults(func=export, usage_error=p.error)  # for flag combinations argparse cannot check one by one
     return parser

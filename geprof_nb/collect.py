@@ -48,18 +48,22 @@ COLLECTION_DEFAULTS = {
 PROFILING_FLAGS = [
     ("--output", "output", "DIR", "directory for run directories (default: geprof_output)"),
     ("--training-trace", "training_trace", "on|off", "FP/BP step trace (default: on)"),
-    ("--task-trace", "task_trace", "on|off|l0|l1", "task time: l1 with op info and PMU, l0 times only (default: on = l1)"),
+    ("--task-trace", "task_trace", "on|off|l0|l1",
+     "task time: l1 with op info and PMU, l0 times only (default: on = l1; GE options also call the field task_time)"),
     ("--fp-point", "fp_point", "OP", "op that starts the forward pass (default: auto-detect)"),
     ("--bp-point", "bp_point", "OP", "op that ends the backward pass (default: auto-detect)"),
     ("--hccl", "hccl", "on|off", "collective communication data (default: off)"),
     ("--aicpu", "aicpu", "on|off", "AI CPU data (default: off)"),
-    ("--aic-metrics", "aic_metrics", "GROUP", "AI Core PMU group: " + ", ".join(AIC_METRICS) + ", or Custom:0x49,0x8,... "
-     f"(up to 8 PMU event ids in [0x{CUSTOM_EVENT_MIN:X}, 0x{CUSTOM_EVENT_MAX:X}]) (default: PipeUtilization)"),
+    ("--aic-metrics", "aic_metrics", "GROUP",
+     "AI Core PMU group: " + ", ".join(AIC_METRICS) + ", or Custom:0x49,0x8,... (up to 8 PMU event ids in "
+     f"[0x{CUSTOM_EVENT_MIN:X}, 0x{CUSTOM_EVENT_MAX:X}]); L2Cache and MemoryAccess need an A2-class chip (Ascend910B) "
+     "(default: PipeUtilization)"),
     ("--msproftx", "msproftx", "on|off", "msproftx / mstx ranges (default: off)"),
     ("--ge-api", "ge_api", "off|l0|l1", "GE API and host scheduling of dynamic-shape ops (default: off)"),
     ("--runtime-api", "runtime_api", "on|off", "runtime API calls (default: off)"),
     ("--task-memory", "task_memory", "on|off", "static memory plan events (geprof extension; default: off)"),
-    ("--storage-limit", "storage_limit", "SIZE", "delete the oldest data past this size, e.g. 500MB (>= 200MB)"),
+    ("--storage-limit", "storage_limit", "SIZE",
+     "delete the oldest data past this size, e.g. 500MB (>= 200MB; default: none)"),
 ]
 
 #: The metavar of ``--device`` (``%%geprof`` and ``geprof run``).

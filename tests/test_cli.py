@@ -151,7 +151,7 @@ def test_export_help_says_the_path_may_be_a_cluster_root(capsys):
     with pytest.raises(SystemExit):
         main(["export", "--help"])
     helps = " ".join(capsys.readouterr().out.split())
-    assert ("path a run directory, an output directory (newest run), a cluster root (CLUSTER_*) or real tool "
+    assert ("PATH a run directory, an output directory (newest run), a cluster root (CLUSTER_*) or real tool "
             "output") in helps
 
 

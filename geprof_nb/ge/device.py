@@ -394,7 +394,7 @@ class CostModel:
     def _becomes_mix(self, cost: OpCost, dtype: str, mac_cycles: float) -> bool:
         """A2 turns a large-K matrix product into a MIX_AIC (FFTS+) task: K > 1000, theoretical MAC
         time > 50 us and K not 512-byte aligned (reference §7, whose "516B" we read as a typo for 512 B;
-        README, What is simulated)."""
+        docs/simulation.md)."""
         k = cost.inner_dim
         return (self.device.stars and k > MIX_MIN_K and mac_cycles / self.device.aic_frequency_mhz > MIX_MIN_MAC_US
                 and (k * _dtype_bytes(dtype)) % MIX_ALIGN_BYTES != 0)

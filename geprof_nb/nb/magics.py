@@ -45,7 +45,15 @@ from .config import ConfigStore, cell_flags, cell_settings, parse_flags
 CELL_EPILOG = """
 Defaults: `%geprof config` (the options panel) sets the defaults of every flag
 above; a flag on the cell overrides them for that cell.  Without a step
-schedule every step of the cell is collected.
+schedule every step of the cell is collected.  The built-in defaults are GE's,
+except --training-trace on (GE: off: the step timeline is what a notebook is
+for) and --output geprof_output (GE: ./).  A bad value is refused, naming the
+flag and the values it accepts.
+
+GE's l2 field (aclgrphProf's kProfL2cache) has no flag: GE options accept it,
+but L2 cache sampling is not simulated (nothing is recorded, no l2_cache.csv,
+and the run's notes say so); for L2 hit and miss counts per op use
+--aic-metrics L2Cache on an A2-class chip.
 
 Step schedule (torch.profiler.schedule semantics; a step is one run_graph,
 run_graph_async or aclmdlExecute call, counted from 0 in the cell): the first

@@ -2,8 +2,6 @@
 
 import contextlib
 import io
-import re
-from pathlib import Path
 
 import pytest
 from IPython.core.error import UsageError
@@ -36,28 +34,11 @@ def test_cell_magic_help_has_usage_every_flag_and_examples(ip):
     assert len(used) >= 18  # nearly every flag appears in an example
 
 
-def readme_flag_rows() -> dict[str, str]:
-    """README's ``%%geprof`` flag table: flag -> its row (a row naming several flags is each one's)."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    table = text.split("## `%%geprof` flags", 1)[1].split("\n\n", 2)[1]
-    rows = {}
-    for row in table.splitlines()[2:]:
-        for flag in re.findall(r"`(--?[a-z-]+)", row.split("|")[1]):
-            rows[flag] = row
-    return rows
-
-
-def test_readme_flag_table_has_a_row_for_every_flag():
-    rows = readme_flag_rows()
-    assert set(FLAG_OF.values()) <= set(rows), set(FLAG_OF.values()) - set(rows)
-    assert "`ge.exec.rankSize`" in rows["--ranks"] and "world_size=N" in rows["--ranks"]
-
-
 def test_custom_aic_metrics_and_their_range_are_in_the_help_and_the_readme(ip):
-    """The --aic-metrics error accepts Custom:0x..; the help and README say so, with the event id range."""
+    """The --aic-metrics error accepts Custom:0x..; the help says so, with the event id range (and so does
+    docs/reference/flags.md, made from the help: tests/test_docs.py)."""
     help_text = " ".join(ip.find_cell_magic("geprof").__doc__.split())  # argparse wraps the help
     assert "or Custom:0x49,0x8,... (up to 8 PMU event ids in [0x1, 0x6E])" in help_text
-    assert "or `Custom:0x49,0x8,...` (up to 8 PMU event ids in [0x1, 0x6E])" in readme_flag_rows()["--aic-metrics"]
     with pytest.raises(UsageError, match=r"'Custom:0x6F' is not valid; accepted: 'Custom:' and 1 to 8 hex event ids "
                                          r"in \[0x1, 0x6E\]"):
         ip.run_cell_magic("geprof", "--aic-metrics Custom:0x6F", "pass")
