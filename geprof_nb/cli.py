@@ -358,7 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=sorted(EXECUTORS), default=None,
                    help=f"GE executor: v2 (RT2) or v1 (hybrid) (default: {DEFAULT_EXECUTOR})")
     p.add_argument("--clock", choices=list(CLOCK_MODES), default=None,
-                   help="real: host time is wall time; virtual: fixed host costs, runs repeat exactly (default: real)")
+                   help="real: host time is your code's wall time between geprof calls plus GE's modelled costs; "
+                   "virtual: modelled costs only, runs repeat exactly (default: real)")
     p.add_argument("--device", type=device_flag_type, default=None, metavar=DEVICE_METAVAR,
                    help=f"device preset of a GE the script initialises: {', '.join(ge.DEVICE_PRESETS)}, or a what-if "
                         f"such as Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 (default: {DEFAULT_DEVICE})")

@@ -31,6 +31,7 @@ from .ge.device import get_device
 from .ge import acl
 from .ge.session import device_preset, step_hooks
 from .prof import msprof
+from .prof.clock import toolkit_entry
 from .prof.events import AIC_METRICS
 from .prof.options import CUSTOM_EVENT_MAX, CUSTOM_EVENT_MIN, ProfilingOptions
 from .prof.run_opener import open_run
@@ -247,11 +248,14 @@ class Collection:
         self.hook = _Steps(self.collection, self.progress, guard)
         #: Files whose frames end a Ctrl-C that the guard raises at the end of a step (see :func:`users_traceback`).
         # the files of the frames a Ctrl-C raised at a step's end passes through after the user's line:
-        # the step APIs (run_graph, aclmdlExecute) and their hooks, this module, the guard
-        self.trailing = (__file__, inspect.getfile(type(step_hooks)), inspect.getfile(acl)) + \
+        # the step APIs (run_graph, aclmdlExecute), the clock's pause around them and their hooks, this
+        # module, the guard
+        self.trailing = (__file__, inspect.getfile(type(step_hooks)), inspect.getfile(acl),
+                         inspect.getfile(toolkit_entry)) + \
             ((inspect.getfile(type(guard)),) if guard is not None else ())
 
     @classmethod
+    @toolkit_entry
     def open(cls, options: ProfilingOptions, schedule: StepSchedule | None = None, *, subject: str = "cell",
              info_key: str = "magic", info: dict[str, Any] | None = None,
              make_progress: Callable[[], StepProgress] | None = None, guard: StepGuard | None = None) -> Collection:
@@ -268,6 +272,7 @@ class Collection:
             raise OutputUnusable(options.output, exc) from None
         return cls(switch, schedule, subject, info_key, info, make_progress, guard)
 
+    @toolkit_entry
     def start(self) -> None:
         """Start collecting (without a schedule: now; with one: from its first recorded step) and hook the steps."""
         if self.guard is not None:
@@ -276,6 +281,7 @@ class Collection:
             msprof.lib.start(self.switch)
         step_hooks.add(self.hook)
 
+    @toolkit_entry
     def finish(self, error: BaseException | None) -> Collected:
         """Finalise the run; ``error`` (what the code raised) is said in the run's note and returned with it."""
         guard = self.guard
