@@ -82,8 +82,14 @@ def _script(value: str) -> Path:
 
 
 def _print_tables(profile: Profile, top: int, notes: list[str]) -> None:
-    """Print the top ops, op_statistic and the step split, then ``notes``, which say why a table is empty or
-    what to keep in mind when reading it; a table without rows is one line saying so."""
+    """Print the step figure (what the explorer's headline leads with), the top ops, op_statistic and the step
+    table, then ``notes``, which say why a table is empty or what to keep in mind when reading it; a table
+    without rows is one line saying so."""
+    split = profile.step_split
+    if split is not None:
+        other = ("; step_trace's Iteration Time below is an iteration's own span, without the gap before it"
+                 if len(profile.step_trace) else "")
+        print(f"\n{split.headline()} ({split.basis()}{other})")
     no_step = "no step ran while profiling collected" if profile.no_step_ran else None
     no_task_data = no_step or ("task_trace off" if profile.options.get("task_trace") == "off" else None)
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):

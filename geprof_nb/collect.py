@@ -86,7 +86,7 @@ class StepProgress(Protocol):
 
     def step(self, steps: int, recorded: int | None = None, phase: str = "") -> Any: ...
 
-    def finish(self, status: str = "done") -> Any: ...
+    def finish(self, status: str = "done", step_figure: Callable[[], str | None] | None = None) -> Any: ...
 
 
 class StepGuard(Protocol):
@@ -119,6 +119,9 @@ class Collected:
     error: BaseException | None
     steps: int
     info_not_written: dict[str, Any] | None = None
+    #: The progress display, finished by :func:`load_collected` with the run's step figure, and how the code ended.
+    progress: StepProgress | None = None
+    status: str = "done"
 
 
 class _Steps:
@@ -309,19 +312,14 @@ class Collection:
                 msprof.lib.set_run_info(self.info_key, self.info)
             finally:
                 run_dir = msprof.lib.finalize(note=note)  # flushes the runtime's pending device records
-            if self.progress is not None:
-                try:
-                    self.progress.finish("done" if error is None else
-                                         "interrupted" if interrupted else f"stopped by {type(error).__name__}")
-                except Exception:  # noqa: BLE001 - the display of progress never hides the run
-                    pass
+            status = "done" if error is None else "interrupted" if interrupted else f"stopped by {type(error).__name__}"
         finally:
             if guard is not None:
                 late = guard.exit(raise_pending=False)
                 guard.uninstall()
         if late and error is None:
             error = KeyboardInterrupt()
-        return Collected(run_dir, error, self.hook.steps, msprof.lib.info_not_written())
+        return Collected(run_dir, error, self.hook.steps, msprof.lib.info_not_written(), self.progress, status)
 
 
 def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepSchedule | None = None, *,
@@ -377,9 +375,11 @@ def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile | Non
     try:
         loaded = load(collected.run_dir)
     except (OSError, ImportFormatError, RunDirError) as exc:
+        _finish_progress(collected, None)
         steps = f"{collected.steps} step{'s' * (collected.steps != 1)}"
         return None, (f"geprof: the run directory {collected.run_dir} cannot be loaded ({exc}): it was removed or "
                       f"replaced while the run collected; the {steps} ran, but what they recorded is lost")
+    _finish_progress(collected, None if isinstance(loaded, ClusterProfile) else loaded)
     info = collected.info_not_written
     if info is None:
         return loaded, ""
@@ -402,3 +402,18 @@ def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile | Non
     if lost:
         said += ["  notes the run directory lacks:", *(f"    {n}" for n in lost)]
     return loaded, "\n".join(said)
+
+
+def _finish_progress(collected: Collected, profile: Profile | None) -> None:
+    """End the progress display with the run's step figure (a single run's; computed only if it is shown)."""
+    if collected.progress is None:
+        return
+
+    def step_figure() -> str | None:
+        split = profile.step_split if profile is not None else None
+        return split.headline() if split is not None else None
+
+    try:
+        collected.progress.finish(collected.status, step_figure)
+    except Exception:  # noqa: BLE001 - the display of progress never hides the run
+        pass

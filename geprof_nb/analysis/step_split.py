@@ -15,7 +15,7 @@ Outliers are told apart only from :data:`MIN_PERIODS_FOR_OUTLIERS` whole periods
 fewer has every period in its mean.
 
 Other step figures are other definitions and are named where they appear: step_trace's
-Iteration Time (an iteration's own span, FP start to iteration end, without the gap before it).
+Iteration Time (an iteration's own span, model start to iteration end, without the gap before it).
 """
 
 from __future__ import annotations
@@ -102,10 +102,10 @@ class StepSplit:
         """What the figure is: how many step periods it averages and which outliers it leaves out."""
         n = len(self.steps)
         if not self.whole:
-            text = ("the run's only step, its own span (no step before it)" if n == 1 else
-                    f"mean of {n} steps, each its own span (no step follows another in a collection window)")
+            text = ("the run's only step, its own span: no step before it" if n == 1 else
+                    f"mean of {n} steps, each its own span: no step follows another in a collection window")
         else:
-            text = f"mean of {n} step period{'s' * (n != 1)} (from one iteration's end to the next)"
+            text = f"mean of {n} step period{'s' * (n != 1)}, from one iteration's end to the next"
         if self.outliers:
             text += "; left out as outliers: " + ", ".join(o.describe() for o in self.outliers)
         return text

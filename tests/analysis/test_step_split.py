@@ -38,7 +38,7 @@ def test_the_figure_is_the_mean_of_the_whole_periods_and_its_shares_add_up():
     assert split.free_us == pytest.approx(100.0) and split.length_us == pytest.approx(1000.0)
     assert split.shares == pytest.approx((80.0, 10.0, 10.0))
     assert split.headline() == "step 1.000 ms = Computing 80.0% / exposed Communication 10.0% / Free 10.0%"
-    assert split.basis() == "mean of 3 step periods (from one iteration's end to the next)"
+    assert split.basis() == "mean of 3 step periods, from one iteration's end to the next"
 
 
 def test_a_one_off_stall_is_left_out_and_named():
@@ -54,7 +54,7 @@ def test_a_one_off_stall_is_left_out_and_named():
     assert (stall.step, stall.whole, stall.is_stall) == (6, True, True)
     assert stall.length_us == pytest.approx(308_780.0) and stall.extra_free_us == pytest.approx(300_000.0)
     assert split.headline() == "step 8.780 ms = Computing 93.4% / exposed Communication 1.5% / Free 5.1%"
-    assert split.basis() == ("mean of 8 step periods (from one iteration's end to the next); left out as outliers: "
+    assert split.basis() == ("mean of 8 step periods, from one iteration's end to the next; left out as outliers: "
                              "step 6 (308.8 ms, 300.0 ms more Free than the median step)")
 
 
@@ -91,7 +91,7 @@ def test_steps_that_each_span_only_themselves_say_so():
     bounds = chained(2).assign(window=[0, 1])  # each step alone in its collection window
     split = step_split(rows, bounds)
     assert not split.whole and split.steps == (1, 2) and split.free_us == pytest.approx(20.0)
-    assert split.basis() == "mean of 2 steps, each its own span (no step follows another in a collection window)"
+    assert split.basis() == "mean of 2 steps, each its own span: no step follows another in a collection window"
 
 
 def test_no_rows_or_no_parts_is_no_figure():
@@ -108,5 +108,5 @@ def test_a_real_one_step_torch_npu_run():
     assert split.steps == (50,) and split.outliers == () and not split.whole
     assert split.length_us == pytest.approx(computing + exposed + free)
     assert split.headline() == "step 129.863 ms = Computing 6.8% / exposed Communication 73.9% / Free 19.3%"
-    assert split.basis() == "the run's only step, its own span (no step before it)"
+    assert split.basis() == "the run's only step, its own span: no step before it"
     assert sum(split.shares) == pytest.approx(100.0)
