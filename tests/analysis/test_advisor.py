@@ -546,3 +546,27 @@ def test_shapes_compared_between_steps_not_inside_one():
     f = finding(advise(_real_rows_in_steps(2, change=relu)), DYNAMIC)
     assert f["Finding"].startswith("1 dynamic-shape op(s) see 2 different input shape sets over 2 steps")
     assert f"{relu!r}: 32,64,55,55 -> 32,192,27,27 -> 32,384,13,13 -> 32,256,13,13 -> ..." in f["Evidence"]
+
+
+@pytest.mark.skipif(not REAL_LEVEL2.exists(), reason="the real 910B data is not on this machine")
+def test_a_burst_of_ops_in_one_step_is_no_per_step_claim():
+    """Step 4 of five copies of the real step also runs 2,000 TransData back to back after its last task (a
+    one-off format conversion, ~110 ms): the step is an outlier, so TransData is its typical ~1.4 ms per step,
+    1 % of the step, no finding.  The old advisor averaged the burst in: ~23 ms "per step", a High finding."""
+    p = _real_rows_in_steps(5)
+    ops, start_ns, its = p.op_summary, p.source.op_rows().start_ns, p.iteration_of_ops.to_numpy()
+    step4 = its == 53
+    td = ops.index[(ops["OP Type"] == "TransData").to_numpy() & step4][0]
+    end4 = int((start_ns[step4] + np.rint(ops.loc[step4, "Task Duration(us)"].to_numpy() * 1000)).max())
+    dur_ns = int(round(ops.loc[td, "Task Duration(us)"] * 1000))
+    burst = pd.DataFrame([ops.loc[td]] * 2000).reset_index(drop=True)
+    burst_start = end4 + np.arange(2000, dtype=np.int64) * dur_ns
+    burst["Task Start Time(us)"] = burst_start / 1000.0
+    frame = pd.concat([ops, burst], ignore_index=True)
+    starts = np.concatenate([start_ns, burst_start])
+    burst_p = Profile(_Tables(OpRows(frame, np.concatenate([its, np.full(2000, 53)]), starts, np.arange(len(frame)))))
+    assert burst_p.step_split.outlier_steps == {53}
+    found = advise(burst_p)
+    assert TRANSDATA not in rules(found)
+    per_step = float(ops.loc[(ops["OP Type"] == "TransData").to_numpy() & (its == 50), "Task Duration(us)"].sum())
+    assert 100 * per_step / burst_p.step_split.length_us < 100 * advisor.TRANSDATA_MIN_SHARE  # the typical share
