@@ -82,8 +82,14 @@ def _script(value: str) -> Path:
 
 
 def _print_tables(profile: Profile, top: int, notes: list[str]) -> None:
-    """Print the top ops, op_statistic and the step split, then ``notes``, which say why a table is empty or
-    what to keep in mind when reading it; a table without rows is one line saying so."""
+    """Print the step figure (what the explorer's headline leads with), the top ops, op_statistic and the step
+    table, then ``notes``, which say why a table is empty or what to keep in mind when reading it; a table
+    without rows is one line saying so."""
+    split = profile.step_split
+    if split is not None:
+        other = ("; step_trace's Iteration Time below is an iteration's own span, without the gap before it"
+                 if len(profile.step_trace) else "")
+        print(f"\n{split.headline()} ({split.basis()}{other})")
     no_step = "no step ran while profiling collected" if profile.no_step_ran else None
     no_task_data = no_step or ("task_trace off" if profile.options.get("task_trace") == "off" else None)
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
@@ -358,7 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=sorted(EXECUTORS), default=None,
                    help=f"GE executor: v2 (RT2) or v1 (hybrid) (default: {DEFAULT_EXECUTOR})")
     p.add_argument("--clock", choices=list(CLOCK_MODES), default=None,
-                   help="real: host time is wall time; virtual: fixed host costs, runs repeat exactly (default: real)")
+                   help="real: host time is your code's wall time between geprof calls plus GE's modelled costs; "
+                   "virtual: modelled costs only, runs repeat exactly (default: real)")
     p.add_argument("--device", type=device_flag_type, default=None, metavar=DEVICE_METAVAR,
                    help=f"device preset of a GE the script initialises: {', '.join(ge.DEVICE_PRESETS)}, or a what-if "
                         f"such as Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 (default: {DEFAULT_DEVICE})")

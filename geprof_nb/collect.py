@@ -31,6 +31,7 @@ from .ge.device import get_device
 from .ge import acl
 from .ge.session import device_preset, step_hooks
 from .prof import msprof
+from .prof.clock import toolkit_entry
 from .prof.events import AIC_METRICS
 from .prof.options import CUSTOM_EVENT_MAX, CUSTOM_EVENT_MIN, ProfilingOptions
 from .prof.run_opener import open_run
@@ -89,7 +90,7 @@ class StepProgress(Protocol):
 
     def step(self, steps: int, recorded: int | None = None, phase: str = "") -> Any: ...
 
-    def finish(self, status: str = "done") -> Any: ...
+    def finish(self, status: str = "done", step_figure: Callable[[], str | None] | None = None) -> Any: ...
 
 
 class StepGuard(Protocol):
@@ -122,6 +123,9 @@ class Collected:
     error: BaseException | None
     steps: int
     info_not_written: dict[str, Any] | None = None
+    #: The progress display, finished by :func:`load_collected` with the run's step figure, and how the code ended.
+    progress: StepProgress | None = None
+    status: str = "done"
 
 
 class _Steps:
@@ -251,11 +255,14 @@ class Collection:
         self.hook = _Steps(self.collection, self.progress, guard)
         #: Files whose frames end a Ctrl-C that the guard raises at the end of a step (see :func:`users_traceback`).
         # the files of the frames a Ctrl-C raised at a step's end passes through after the user's line:
-        # the step APIs (run_graph, aclmdlExecute) and their hooks, this module, the guard
-        self.trailing = (__file__, inspect.getfile(type(step_hooks)), inspect.getfile(acl)) + \
+        # the step APIs (run_graph, aclmdlExecute), the clock's pause around them and their hooks, this
+        # module, the guard
+        self.trailing = (__file__, inspect.getfile(type(step_hooks)), inspect.getfile(acl),
+                         inspect.getfile(toolkit_entry)) + \
             ((inspect.getfile(type(guard)),) if guard is not None else ())
 
     @classmethod
+    @toolkit_entry
     def open(cls, options: ProfilingOptions, schedule: StepSchedule | None = None, *, subject: str = "cell",
              info_key: str = "magic", info: dict[str, Any] | None = None,
              make_progress: Callable[[], StepProgress] | None = None, guard: StepGuard | None = None) -> Collection:
@@ -272,6 +279,7 @@ class Collection:
             raise OutputUnusable(options.output, exc) from None
         return cls(switch, schedule, subject, info_key, info, make_progress, guard)
 
+    @toolkit_entry
     def start(self) -> None:
         """Start collecting (without a schedule: now; with one: from its first recorded step) and hook the steps."""
         if self.guard is not None:
@@ -280,6 +288,7 @@ class Collection:
             msprof.lib.start(self.switch)
         step_hooks.add(self.hook)
 
+    @toolkit_entry
     def finish(self, error: BaseException | None) -> Collected:
         """Finalise the run; ``error`` (what the code raised) is said in the run's note and returned with it."""
         guard = self.guard
@@ -307,19 +316,14 @@ class Collection:
                 msprof.lib.set_run_info(self.info_key, self.info)
             finally:
                 run_dir = msprof.lib.finalize(note=note)  # flushes the runtime's pending device records
-            if self.progress is not None:
-                try:
-                    self.progress.finish("done" if error is None else
-                                         "interrupted" if interrupted else f"stopped by {type(error).__name__}")
-                except Exception:  # noqa: BLE001 - the display of progress never hides the run
-                    pass
+            status = "done" if error is None else "interrupted" if interrupted else f"stopped by {type(error).__name__}"
         finally:
             if guard is not None:
                 late = guard.exit(raise_pending=False)
                 guard.uninstall()
         if late and error is None:
             error = KeyboardInterrupt()
-        return Collected(run_dir, error, self.hook.steps, msprof.lib.info_not_written())
+        return Collected(run_dir, error, self.hook.steps, msprof.lib.info_not_written(), self.progress, status)
 
 
 def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepSchedule | None = None, *,
@@ -375,9 +379,11 @@ def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile | Non
     try:
         loaded = load(collected.run_dir)
     except (OSError, ImportFormatError, RunDirError) as exc:
+        _finish_progress(collected, None)
         steps = f"{collected.steps} step{'s' * (collected.steps != 1)}"
         return None, (f"geprof: the run directory {collected.run_dir} cannot be loaded ({exc}): it was removed or "
                       f"replaced while the run collected; the {steps} ran, but what they recorded is lost")
+    _finish_progress(collected, None if isinstance(loaded, ClusterProfile) else loaded)
     info = collected.info_not_written
     if info is None:
         return loaded, ""
@@ -400,3 +406,18 @@ def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile | Non
     if lost:
         said += ["  notes the run directory lacks:", *(f"    {n}" for n in lost)]
     return loaded, "\n".join(said)
+
+
+def _finish_progress(collected: Collected, profile: Profile | None) -> None:
+    """End the progress display with the run's step figure (a single run's; computed only if it is shown)."""
+    if collected.progress is None:
+        return
+
+    def step_figure() -> str | None:
+        split = profile.step_split if profile is not None else None
+        return split.headline() if split is not None else None
+
+    try:
+        collected.progress.finish(collected.status, step_figure)
+    except Exception:  # noqa: BLE001 - the display of progress never hides the run
+        pass

@@ -70,6 +70,16 @@ def run_profiled_session(output: Path, graph: Any, steps: int = 3, *, device: st
     return ProfiledRun(geprof_nb.load(output), graph, table, compiled, model_id, steps, Path(output), notes)
 
 
+def step_headline_by_hand(profile: Any, steps: list[int]) -> str:
+    """The step figure of ``steps`` (whole step periods, no outlier among them) from step_breakdown's
+    cells: "step X ms = Computing a% / exposed Communication b% / Free c%"."""
+    sb = profile.step_breakdown.set_index("Step").loc[steps]
+    computing, exposed, free = (float(sb[c].mean()) for c in ("Computing", "Communication(Not Overlapped)", "Free"))
+    length = computing + exposed + free
+    return (f"step {length / 1000:.3f} ms = Computing {100 * computing / length:.1f}% / exposed Communication "
+            f"{100 * exposed / length:.1f}% / Free {100 * free / length:.1f}%")
+
+
 def small_resnet(world_size: int = 8, **kw: Any):
     return ge.models.resnet50(batch_size=2, image_size=64, training=True, world_size=world_size, **kw)
 

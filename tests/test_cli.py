@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cluster_testing import simulate_cluster
+from geprof_testing import step_headline_by_hand
 
 import geprof_nb
 from geprof_nb import ge
@@ -278,8 +279,10 @@ def test_analyze_at_task_trace_l0_says_op_statistic_has_no_op_types_and_why(run_
     p = run_profiled(tiny_graph(world_size=1)[0], steps=2, task_trace="l0").profile
     assert main(["analyze", str(p.path), "--top", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1:3] == ["", "Top 1 ops of the last iteration by Task Duration(us):"]  # op rows, without OP Type
-    assert lines[5:7] == ["", "op_statistic (top 10 op types): no op types (see the notes below)"]
+    assert lines[1:3] == ["", f"{p.step_split.headline()} ({p.step_split.basis()}; step_trace's Iteration Time "
+                              "below is an iteration's own span, without the gap before it)"]  # the step figure leads
+    assert lines[3:5] == ["", "Top 1 ops of the last iteration by Task Duration(us):"]  # op rows, without OP Type
+    assert lines[7:9] == ["", "op_statistic (top 10 op types): no op types (see the notes below)"]
     assert lines[lines.index("Notes:") + 1:] == [f"  - {n}" for n in p.notes]
     assert f"  - {OP_STATISTIC_L0_NOTE}" in lines
 
@@ -288,7 +291,8 @@ def test_analyze_keeps_the_tables_and_adds_the_notes_after_them(one_run, capsys)
     assert main(["analyze", str(one_run), "--top", "2"]) == 0
     p = geprof_nb.load(one_run)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1:3] == ["", "Top 2 ops of the last iteration by Task Duration(us):"]
+    assert lines[1] == "" and lines[2].startswith(f"{p.step_split.headline()} (")
+    assert lines[3:5] == ["", "Top 2 ops of the last iteration by Task Duration(us):"]
     steps = lines.index("step_trace (us):")
     assert [row.split()[0] for row in lines[steps + 2:steps + 4]] == ["1", "2"]
     assert lines[steps + 4:] == ["", "Notes:", *(f"  - {n}" for n in p.notes)] and p.notes
@@ -349,4 +353,8 @@ def test_demo_profiles_every_step_of_the_model_it_names(tmp_path, capsys):
     assert list(p.step_trace["Iteration ID"]) == [1, 2] and len(p.op_summary) == 2 * len(p.ops())
     assert p.info["pmu_events"]["metrics"] == ["PipeUtilization"] and p.options["training_trace"] == "on"
     assert "Top 3 ops of the last iteration by Task Duration(us):" in out
+    # where the time goes leads with the step figure: step 2, the one whole step period (step 1 spans only itself)
+    assert out.splitlines()[1:3] == ["", f"{step_headline_by_hand(p, [2])} (mean of 1 step period, from one "
+                                         "iteration's end to the next; step_trace's Iteration Time below is an "
+                                         "iteration's own span, without the gap before it)"]
     assert (p.path / "step_timeline.png").is_file()

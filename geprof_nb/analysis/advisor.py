@@ -2,10 +2,16 @@
 
 Every rule is a small function of a :class:`~.profile.Profile`'s tables (never raw records, never
 the runtime), so the advisor works on imported msprof / torch_npu output as well as on geprof
-runs.  A rule whose tables or columns are missing finds nothing.  Times are per step (the
-iterations op_summary covers); "time at stake" is what the suggested change could save at most,
-per step, and sets the priority as a share of the step.  A single-op (aclopExecute) run is one step,
-the whole run (:class:`_Run`).
+runs.  A rule whose tables or columns are missing finds nothing.  Times are per step; "time at
+stake" is what the suggested change could save at most, per step, and sets the priority as a
+share of the step.  A single-op (aclopExecute) run is one step, the whole run (:class:`_Run`).
+
+Per step means over the *typical* steps: the outlier steps of :mod:`.step_split` (a step half as
+long again as the median one) are left out of every per-step figure, and the step is the
+Profile's step figure (``Profile.step_split``), so one stall cannot become a per-step claim; each
+finding's evidence says how many steps its figures average.  A one-off stall is its own finding,
+with its step and size (:func:`one_off_stalls`).  Rules that compare steps with each other stay
+silent on one-step data.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pandas as pd
 
-from .breakdown import covered_time, main_model, step_periods
+from .breakdown import covered_time, main_model, step_windows
 from .communication import collective_op_types
 from .importers.csvfiles import ImportFormatError
+from .step_split import StepSplit
 from .text_columns import distinct_texts, text_test, text_values
 
 if TYPE_CHECKING:
@@ -73,6 +80,9 @@ HOST_GAP_MIN_SHARE = 0.20
 #: the device waits for input data or for the host loop a tenth of the time.
 DATA_AUG_MIN_SHARE = 0.10
 
+#: One-off stalls listed one by one; beyond this many, one finding names the rest.
+MAX_STALLS = 3
+
 #: Communication no compute hides (step_breakdown), as a share of the step, that makes the finding.
 COMM_EXPOSED_MIN_SHARE = 0.10
 #: Several collectives per step shorter than this are latency-bound (a ring AllReduce pays 2 x (ranks - 1)
@@ -124,13 +134,30 @@ class _Run:
     """
 
     profile: Profile
-    ops: pd.DataFrame  # op_summary + _it, _start, _end, _gap (us), sorted by iteration and start
-    steps: int
+    ops: pd.DataFrame  # op_summary of the typical steps + _it, _start, _end, _gap (us), by iteration and start
+    steps: int  # the typical steps: what per-step figures are means over
     step_us: float
     unit: str = "step"
+    #: The Profile's step figure (None without a step_breakdown, and for a single-op run).
+    split: StepSplit | None = None
+    #: Every step of the run, outliers included (what a one-off cost is spread over).
+    all_steps: int = 1
 
     def share(self, us: float) -> float:
         return us / self.step_us if self.step_us > 0 else 0.0
+
+    @property
+    def left_out(self) -> list[int]:
+        """The outlier steps no per-step figure counts."""
+        return sorted(self.split.outlier_steps) if self.split is not None else []
+
+    def per_step_basis(self) -> str:
+        """What the per-step figures of a finding average, for its evidence."""
+        text = f"per step: mean of {self.steps} step{'s' * (self.steps != 1)}"
+        if self.left_out:
+            steps = ", ".join(str(s) for s in self.left_out)
+            text += f", outlier step{'s' * (len(self.left_out) != 1)} {steps} left out (see the step figure)"
+        return text
 
 
 def _n(count: float) -> str:
@@ -174,12 +201,30 @@ def _ops_with_times(profile: Profile, whole_run: bool = False) -> pd.DataFrame:
     return f.drop(columns="_model").sort_values(["_it", "_start"], kind="stable")
 
 
-def _step_us(profile: Profile) -> float:
-    """Mean step length: step_breakdown's Stage over whole step periods, from one iteration end to the
-    next (:func:`.breakdown.step_periods`: a first step spans only itself)."""
-    periods = step_periods(profile.step_breakdown, profile.source.step_bounds())
-    stage = periods["Stage"].astype(float).dropna() if "Stage" in periods else pd.Series(dtype=float)
-    return float(stage.mean()) if len(stage) else 0.0
+def _typical_ops(profile: Profile, ops: pd.DataFrame, split: StepSplit | None) -> pd.DataFrame:
+    """``ops`` without the outlier steps' rows: the main model's iterations of those steps (every
+    model's where the run does not say which model the steps are)."""
+    if split is None or not split.outliers or ops.empty:
+        return ops
+    outlier = ops["_it"].isin(split.outlier_steps).to_numpy()
+    main = main_model(profile.step_trace)
+    if main is not None and "Model ID" in ops:
+        outlier = outlier & (pd.to_numeric(ops["Model ID"], errors="coerce") == main).to_numpy()
+    return ops[~outlier]
+
+
+def _outside_outliers(run: _Run, frame: pd.DataFrame, start_us: str) -> pd.DataFrame:
+    """The rows of a whole-run table (host_events, task_time) that start outside every outlier step's
+    window (from the previous iteration's end to its own), so their per-step sums count the typical steps."""
+    if not run.left_out or frame.empty or start_us not in frame:
+        return frame
+    windows = step_windows(run.profile.source.step_bounds(), run.profile.source.op_rows())
+    windows = windows[windows["step"].isin(run.left_out)]
+    start = pd.to_numeric(frame[start_us], errors="coerce").to_numpy(np.float64)
+    inside = np.zeros(len(frame), bool)
+    for lo, hi in zip(windows["start"].to_numpy() / 1000.0, windows["end"].to_numpy() / 1000.0):
+        inside |= (start >= lo) & (start < hi)
+    return frame[~inside]
 
 
 def pmu_metric(ops: pd.DataFrame, name: str) -> pd.Series | None:
@@ -422,14 +467,14 @@ def host_bound_gaps(run: _Run) -> Finding | None:
 
 def _host_work_per_step(run: _Run) -> dict[str, float]:
     """Host time per step by event: GE host profiler spans, else node-level API records."""
-    he = run.profile.host_events
+    he = _outside_outliers(run, run.profile.host_events, "Start(us)")
     if not he.empty and {"Event", "Duration(us)"} <= set(he.columns):
         per = he.groupby("Event", observed=True)["Duration(us)"].sum() / run.steps
     else:
-        api = run.profile.api_statistic
+        api = run.profile.api_statistic  # totals of the whole run: over every step
         if api.empty or not {"Level", "API Name", "Time(us)"} <= set(api.columns):
             return {}
-        per = api[api["Level"] == "node"].groupby("API Name")["Time(us)"].sum() / run.steps
+        per = api[api["Level"] == "node"].groupby("API Name")["Time(us)"].sum() / run.all_steps
     return {str(k): float(v) for k, v in per.sort_values(ascending=False).items() if v > 0}
 
 
@@ -459,7 +504,7 @@ def data_aug_bound(run: _Run) -> Finding | None:
     main = main_model(st)
     if main is not None:  # the steps are the main model's; another graph's iterations have their own gaps
         st = st[st["Model ID"] == main]
-    st = st[st["Data Aug Bound(us)"].notna()]
+    st = st[st["Data Aug Bound(us)"].notna() & ~st["Iteration ID"].isin(run.left_out)]
     dab = st["Data Aug Bound(us)"]
     if dab.empty:
         return None
@@ -485,7 +530,7 @@ def data_aug_bound(run: _Run) -> Finding | None:
                       "to DVPP), and feed data already in the model's dtype and layout so no conversion runs "
                       "per batch.")
     else:
-        tt = run.profile.task_time
+        tt = _outside_outliers(run, run.profile.task_time, "task_start(us)")
         if {"kernel_type", "task_time(us)"} <= set(tt.columns):
             copies = tt[tt["kernel_type"].astype(str) == "MEMCPY_ASYNC"]["task_time(us)"]
             if len(copies):
@@ -501,9 +546,77 @@ def data_aug_bound(run: _Run) -> Finding | None:
         evidence, suggestion, mean_dab)
 
 
+def one_off_stalls(run: _Run) -> list[Finding]:
+    """Outlier steps (:mod:`.step_split`) whose excess is device idle time: the host, or the input pipeline,
+    stalled once.  Each is its own finding with its step and size; the per-step figures leave it out.
+    Time at stake is the stall spread over the run's steps (what it cost per step, once), which ranks
+    it among the per-step findings; the finding says what it cost once."""
+    split = run.split
+    stalls = [o for o in split.outliers if o.whole and o.is_stall] if split is not None else []
+    if not stalls:
+        return []
+    bd = run.profile.step_breakdown
+    gaps = _gaps_before_steps(run)
+    typical_gap = float(gaps[gaps.index.isin(split.steps)].mean()) if len(gaps) else float("nan")
+    out = []
+    for o in stalls[:MAX_STALLS]:
+        gap = float(gaps.get(o.step, float("nan")))
+        before = gap - typical_gap >= 0.5 * o.extra_free_us  # the gap before the step holds it
+        where = f"before step {o.step}" if before else f"in step {o.step} (between step {o.step - 1}'s end and its own)"
+        free = float(bd.loc[pd.to_numeric(bd["Step"], errors="coerce") == o.step, "Free"].iloc[0])
+        evidence = (f"step {o.step}: {o.length_us / 1000:,.1f} ms from the previous iteration's end to its own, a "
+                    f"typical step {split.length_us / 1000:,.3f} ms (the step figure); its Free "
+                    f"{_us(free)}, a typical step's {_us(split.free_us)}")
+        if before:
+            evidence += (f"; Data Aug Bound (previous iteration end to FP start) {_us(gap)}, a typical step's "
+                         f"{_us(typical_gap)}")
+        spread = o.extra_free_us / run.all_steps
+        out.append(Finding(
+            "One-off stall",
+            f"A {o.extra_free_us / 1000:,.1f} ms stall {where}: the device idled that much longer than in a typical "
+            f"step, once ({_us(spread)} per step over the run's {run.all_steps} steps).",
+            evidence,
+            f"Look at what ran once before step {o.step}: your loop's own work at that step (a checkpoint save, an "
+            "evaluation, logging, a first-time import or allocation), the input pipeline (a data loader refilling, "
+            "a file read), or another process on the host. The per-step figures leave this step out; a stall that "
+            "repeats every N steps shows here at each occurrence.",
+            spread))
+    rest = stalls[MAX_STALLS:]
+    if rest:
+        total = sum(o.extra_free_us for o in rest)
+        out.append(Finding(
+            "One-off stall", f"{len(rest)} more stalls: {total / 1000:,.1f} ms in all",
+            "; ".join(o.describe() for o in rest), "See the stalls above: look at what those steps did once.",
+            total / run.all_steps))
+    return out
+
+
+def _gaps_before_steps(run: _Run) -> pd.Series:
+    """The main model's Data Aug Bound (previous iteration end to FP start, us) by Iteration ID."""
+    try:
+        st = run.profile.step_trace
+    except ImportFormatError:
+        return pd.Series(dtype=float)
+    if "Data Aug Bound(us)" not in st:
+        return pd.Series(dtype=float)
+    main = main_model(st)
+    if main is not None:
+        st = st[st["Model ID"] == main]
+    st = st.dropna(subset=["Data Aug Bound(us)"])
+    return pd.Series(st["Data Aug Bound(us)"].to_numpy(np.float64), index=st["Iteration ID"].to_numpy(np.int64))
+
+
+def _typical_breakdown(run: _Run) -> pd.DataFrame:
+    """The step_breakdown rows the step figure averages (its typical whole periods)."""
+    bd = run.profile.step_breakdown
+    if run.split is None or bd.empty:
+        return bd
+    return bd[pd.to_numeric(bd["Step"], errors="coerce").isin(run.split.steps)]
+
+
 def communication_not_overlapped(run: _Run) -> Finding | None:
     """Collectives that compute does not hide (step_breakdown's Communication(Not Overlapped))."""
-    bd = run.profile.step_breakdown
+    bd = _typical_breakdown(run)
     col = "Communication(Not Overlapped)"
     if not {col, "Communication", "Overlapped", "Computing"} <= set(bd.columns) or not bd[col].notna().any():
         return None
@@ -604,9 +717,12 @@ def transdata_conversions(run: _Run) -> Finding | None:
 
 
 def dynamic_shape_recompiles(run: _Run) -> Finding | None:
-    """Dynamic-shape ops whose input shapes change from step to step (a new InferShape/Tiling/compile per shape)."""
+    """Dynamic-shape ops whose input shapes change from step to step (a new InferShape/Tiling/compile per shape).
+
+    It compares steps: an op's shapes in one step against the other steps' (an op name that runs with
+    several shapes inside every step, the same in each, changes nothing), so one step finds nothing."""
     ops = run.ops
-    if ops.empty or not {"OP State", "Input Shapes", "Op Name"} <= set(ops.columns):
+    if run.steps < 2 or ops.empty or not {"OP State", "Input Shapes", "Op Name"} <= set(ops.columns):
         return None
     texts, position = distinct_texts(ops["Input Shapes"])
     is_dyn = text_test(ops["OP State"], lambda t: t == "dynamic") & (texts != "N/A").to_numpy(bool)[position]
@@ -615,10 +731,12 @@ def dynamic_shape_recompiles(run: _Run) -> Finding | None:
     shape_text = texts.array.take(position[is_dyn])
     shape_id = pd.factorize(texts)[0][position[is_dyn]]  # one id per distinct text
     dyn = ops.loc[is_dyn, ["Op Name", "_it", "_gap"]].assign(_shape=shape_id)
+    per_step = dyn.groupby(["Op Name", "_it"], observed=True, sort=False)["_shape"].agg(tuple)  # in launch order
+    step_sets = per_step.groupby(level=0, observed=True).nunique()
     first_seen = ~dyn.duplicated(["Op Name", "_shape"]).to_numpy()  # each op's shapes in the order they first ran
     shapes = (pd.Series(shape_text[first_seen], index=dyn.index[first_seen])
               .groupby(dyn["Op Name"][first_seen], observed=True).agg(list))
-    changing = shapes[shapes.map(len) > 1]
+    changing = shapes[shapes.index.isin(step_sets.index[step_sets > 1])]
     if changing.empty:
         return None
     at_stake, source = _shape_host_time(run, set(changing.index.astype(str)), dyn)
@@ -639,7 +757,7 @@ def dynamic_shape_recompiles(run: _Run) -> Finding | None:
 
 def _shape_host_time(run: _Run, names: set[str], dyn: pd.DataFrame) -> tuple[float, str]:
     """Host time per step the changing ops spend on shape work, and where the number comes from."""
-    he = run.profile.host_events
+    he = _outside_outliers(run, run.profile.host_events, "Start(us)")
     if not he.empty and {"Element", "Event", "Duration(us)"} <= set(he.columns):
         sel = (text_test(he["Element"], lambda t: t.isin(names))
                & text_test(he["Event"], lambda t: t.isin(SHAPE_HOST_EVENTS)))
@@ -649,17 +767,18 @@ def _shape_host_time(run: _Run, names: set[str], dyn: pd.DataFrame) -> tuple[flo
         sel = api[(api["Level"] == "node") & api["API Name"].isin(SHAPE_HOST_EVENTS)]
         if len(sel):
             share = len(names) / max(1, dyn["Op Name"].nunique())
-            return (float(sel["Time(us)"].sum()) * share / run.steps,
+            return (float(sel["Time(us)"].sum()) * share / run.all_steps,
                     "node-level InferShape + Tiling (api_statistic), prorated to those ops")
     gap = float(dyn["_gap"][text_test(dyn["Op Name"], lambda t: t.isin(names))].sum()) / run.steps
     return gap, "device idle before those ops (no host data collected)"
 
 
-Rule = Callable[[_Run], "Finding | None"]
-#: The rules, each a function of the tables (see its docstring and the thresholds above).
+Rule = Callable[[_Run], "Finding | list[Finding] | None"]
+#: The rules, each a function of the tables (see its docstring and the thresholds above): a per-step
+#: finding or none, or (one-off stalls) a list of one-off findings.
 RULES: tuple[Rule, ...] = (aicpu_on_critical_path, low_cube_utilization, memory_bound_ops, host_bound_gaps,
-                           data_aug_bound, communication_not_overlapped, many_tiny_kernels, transdata_conversions,
-                           dynamic_shape_recompiles)
+                           data_aug_bound, one_off_stalls, communication_not_overlapped, many_tiny_kernels,
+                           transdata_conversions, dynamic_shape_recompiles)
 
 
 def _priority(share: float) -> str:
@@ -670,12 +789,25 @@ def advise(profile: Profile) -> pd.DataFrame:
     """Findings ranked High, Medium, Low, then by time at stake per step (columns :data:`COLUMNS`)."""
     whole_run = _single_op_run(profile.op_summary)
     ops = _ops_with_times(profile, whole_run)
-    steps = max(1, int(ops["_it"].nunique())) if len(ops) else 1
+    all_steps = max(1, int(ops["_it"].nunique())) if len(ops) else 1
     if whole_run:
-        run = _Run(profile, ops, steps, float(ops["_end"].max() - ops["_start"].min()), "run")
+        run = _Run(profile, ops, all_steps, float(ops["_end"].max() - ops["_start"].min()), "run")
     else:
-        run = _Run(profile, ops, steps, _step_us(profile))
-    return findings_table([f for f in (rule(run) for rule in RULES) if f is not None], run.share)
+        split = profile.step_split
+        typical = _typical_ops(profile, ops, split)
+        steps = max(1, int(typical["_it"].nunique())) if len(typical) else 1
+        run = _Run(profile, typical, steps, split.length_us if split is not None else 0.0, split=split,
+                   all_steps=all_steps)
+    findings = []
+    for rule in RULES:
+        found = rule(run)
+        if isinstance(found, Finding):
+            if run.unit == "step":  # a single-op run is one unit: nothing is averaged
+                found.evidence += f"; {run.per_step_basis()}"
+            findings.append(found)
+        elif found:
+            findings.extend(found)  # one-off findings: not per-step figures
+    return findings_table(findings, run.share)
 
 
 def findings_table(findings: list[Finding], share: Callable[[float], float]) -> pd.DataFrame:

@@ -108,11 +108,16 @@ def step_periods(breakdown: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:
     """
     if breakdown.empty:
         return breakdown
-    if len(bounds):
-        whole = np.isin(pd.to_numeric(breakdown["Step"], errors="coerce"), chained_steps(bounds))
-    else:
-        whole = np.arange(len(breakdown)) > 0
+    whole = whole_periods(breakdown, bounds)
     return breakdown[whole] if whole.any() else breakdown
+
+
+def whole_periods(breakdown: pd.DataFrame, bounds: pd.DataFrame) -> np.ndarray:
+    """Per step_breakdown row, whether its window is a whole step period (:func:`chained_steps`;
+    without step bounds every row but the first)."""
+    if len(bounds):
+        return np.isin(pd.to_numeric(breakdown["Step"], errors="coerce"), chained_steps(bounds))
+    return np.arange(len(breakdown)) > 0
 
 
 def main_model(step_trace: pd.DataFrame) -> int | None:

@@ -29,6 +29,7 @@ import pandas as pd
 from . import cluster_tables as T
 from .arguments import integer
 from .communication import COMMUNICATION_MATRIX_LINKS
+from .step_split import StepSplit, step_split
 
 if TYPE_CHECKING:
     from .profile import Profile
@@ -116,10 +117,40 @@ class ClusterTables:
         return T.whole_step_periods(self.cluster_step_trace_time, self.step_bounds() if self.step_bounds else {})
 
     @cached_property
+    def rank_step_splits(self) -> dict[int, StepSplit]:
+        """Each rank's step figure (:mod:`.step_split`) of its cluster_step_trace_time rows: its typical
+        step and the outlier steps it leaves out."""
+        rows = self.cluster_step_trace_time
+        rows = rows[rows["Type"] == "rank"]
+        bounds = self.step_bounds() if self.step_bounds else {}
+        none = pd.DataFrame(columns=["step", "begin", "end"])
+        splits = {int(r): step_split(g, bounds.get(int(r), none)) for r, g in rows.groupby("Index", sort=True)}
+        return {r: s for r, s in splits.items() if s is not None}
+
+    @cached_property
+    def outlier_steps(self) -> list[int]:
+        """Steps that are an outlier on any rank (with synchronised collectives a stall on one rank makes
+        the step long on all): no per-step mean of the cluster counts them."""
+        return sorted({o.step for s in self.rank_step_splits.values() for o in s.outliers})
+
+    @cached_property
+    def typical_periods(self) -> pd.DataFrame:
+        """:attr:`step_periods` without the :attr:`outlier_steps`: what the cluster's per-step means count."""
+        periods = self.step_periods
+        return periods[~periods["Step"].isin(self.outlier_steps)]
+
+    @cached_property
     def slow_ranks(self) -> pd.DataFrame:
         """Ranks by own time (Computing + Free per step: step time minus the communication no compute
-        hides), slowest first, with ratios to the median."""
-        return T.slow_ranks(self.step_periods, self.rank_step_wait, self.stragglers, self.slow_rank_threshold)
+        hides), slowest first, with ratios to the median; over the typical steps (:attr:`typical_periods`),
+        so a one-off stall does not make its rank slow."""
+        return T.slow_ranks(self.typical_periods, self.rank_step_wait, self.typical_stragglers, self.slow_rank_threshold)
+
+    @cached_property
+    def typical_stragglers(self) -> pd.DataFrame:
+        """:attr:`stragglers` without the collectives of the :attr:`outlier_steps`."""
+        st = self.stragglers
+        return st[~st["Iteration ID"].isin(self.outlier_steps)] if len(st) else st
 
     @cached_property
     def communication_matrix(self) -> pd.DataFrame:

@@ -6,6 +6,10 @@ clusters.  The output has :mod:`.advisor`'s columns and ranking: the time at sta
 step, and its share of the median rank's step sets the priority (High >= 20%, Medium >= 5%).
 With synchronised collectives a cluster runs at the pace of its slowest member, so what one
 slow rank or link costs is lost on every rank: the time at stake is that loss.
+
+Per step means over the typical steps, as :mod:`.advisor` counts them: a step that is an outlier on
+any rank (a one-off stall, which every rank waits for) is left out of the slow-rank, wait and
+straggler figures and is its own finding (:func:`one_off_stalls`), naming the rank that stalled.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .advisor import Finding, _us, findings_table
+from .step_split import OutlierStep
 
 if TYPE_CHECKING:
     from .cluster import ClusterProfile, ClusterTables
@@ -44,16 +49,23 @@ def _step_us(t: ClusterTables) -> float:
 
 
 def _steps(t: ClusterTables) -> int:
-    """The steps collected (the most of any rank): what sums over every collective are divided by."""
+    """The steps collected (the most of any rank): what sums over the whole collection are divided by."""
     rows = t.cluster_step_trace_time
+    return max(1, int(rows.groupby("Index").size().max())) if len(rows) else 1
+
+
+def _typical_steps(t: ClusterTables) -> int:
+    """The steps collected less the outlier steps: what sums over the typical steps' collectives are divided by."""
+    rows = t.cluster_step_trace_time
+    rows = rows[~rows["Step"].isin(t.outlier_steps)]
     return max(1, int(rows.groupby("Index").size().max())) if len(rows) else 1
 
 
 def _late_per_step(t: ClusterTables, rank: int) -> float:
     """What the ranks wait for ``rank`` per step: its lateness (vs the median rank) where it arrived last."""
-    st = t.stragglers
+    st = t.typical_stragglers
     mine = st[(st["Last Rank"] == rank) & (st["Spread(us)"] > 0)] if len(st) else st
-    return float(mine["Late By(us)"].sum()) / _steps(t) if len(mine) else 0.0
+    return float(mine["Late By(us)"].sum()) / _typical_steps(t) if len(mine) else 0.0
 
 
 def _slow_rank_cost(t: ClusterTables, rank: int, deviation: float) -> float:
@@ -169,11 +181,11 @@ def high_wait(t: ClusterTables) -> list[Finding]:
 def stragglers(t: ClusterTables) -> list[Finding]:
     """Ranks (not already found slow) that arrive last at most collectives whose arrivals differ,
     by more than noise: late launches rather than slow compute."""
-    st = t.stragglers
+    st = t.typical_stragglers
     spread = st[st["Spread(us)"] > 0] if len(st) else st
     if spread.empty:
         return []
-    steps = _steps(t)
+    steps = _typical_steps(t)
     out = []
     per = spread.groupby("Last Rank").agg(n=("Op Name", "count"), late=("Late By(us)", "mean"),
                                           total=("Late By(us)", "sum"), caused=("Wait Caused(us)", "sum"))
@@ -196,8 +208,38 @@ def stragglers(t: ClusterTables) -> list[Finding]:
     return out
 
 
+def one_off_stalls(t: ClusterTables) -> list[Finding]:
+    """Outlier steps whose excess is device idle time on some rank: that rank stalled once, and every
+    other rank waited for it inside the step's collectives.  Time at stake: the stall spread over the
+    collected steps (what it cost per step, once)."""
+    stalls: dict[int, list[tuple[int, OutlierStep]]] = {}
+    for rank, split in t.rank_step_splits.items():
+        for o in split.outliers:
+            if o.whole and o.is_stall:
+                stalls.setdefault(o.step, []).append((rank, o))
+    steps = _steps(t)
+    out = []
+    for step in sorted(stalls)[:MAX_EACH]:
+        rank, o = max(stalls[step], key=lambda ro: ro[1].extra_free_us)
+        typical = t.rank_step_splits[rank]
+        out.append(Finding(
+            "One-off stall",
+            f"A {o.extra_free_us / 1000:,.1f} ms stall on rank {rank} in step {step} (between step {step - 1}'s end and "
+            f"its own): every rank waited for it, once ({_us(o.extra_free_us / steps)} per step over the "
+            f"{steps} steps)",
+            f"rank {rank}'s step {step}: {o.length_us / 1000:,.1f} ms, a typical step {typical.length_us / 1000:,.3f} ms; "
+            f"its Free {o.extra_free_us / 1000:,.1f} ms above a typical step's; the other ranks spent the stall waiting "
+            "in the step's collectives; the per-step figures leave this step out",
+            f"Look at what rank {rank} did once before step {step}: its loop's own work (a checkpoint save, an "
+            "evaluation, logging), its data loader or storage, another process on its host.",
+            o.extra_free_us / steps))
+    return out
+
+
 Rule = Callable[["ClusterTables"], list[Finding]]
-RULES: tuple[Rule, ...] = (slow_ranks, slow_links, high_wait, stragglers)
+RULES: tuple[Rule, ...] = (slow_ranks, slow_links, high_wait, stragglers, one_off_stalls)
+#: The rules whose figures are per-step means over the typical steps (slow links are the whole collection's).
+TYPICAL_STEP_RULES = (slow_ranks, high_wait, stragglers)
 
 
 def advise(cluster: ClusterProfile) -> pd.DataFrame:
@@ -208,4 +250,21 @@ def advise(cluster: ClusterProfile) -> pd.DataFrame:
     def share(us: float) -> float:
         return us / step_us if step_us > 0 else 0.0
 
-    return findings_table([f for rule in RULES for f in rule(t)], share)
+    findings = []
+    for rule in RULES:
+        found = rule(t)
+        if rule in TYPICAL_STEP_RULES:
+            for f in found:
+                f.evidence += f"; {_per_step_basis(t)}"
+        findings.extend(found)
+    return findings_table(findings, share)
+
+
+def _per_step_basis(t: ClusterTables) -> str:
+    """What the per-step figures of the typical-step rules average, for their evidence."""
+    n = _typical_steps(t)
+    text = f"per step: mean of {n} step{'s' * (n != 1)}"
+    if t.outlier_steps:
+        steps = ", ".join(str(s) for s in t.outlier_steps)
+        text += f", outlier step{'s' * (len(t.outlier_steps) != 1)} {steps} left out"
+    return text

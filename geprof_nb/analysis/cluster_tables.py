@@ -19,7 +19,9 @@ Definitions (times in us unless a column says ms):
 * ``slow_ranks``: per rank, the mean per step of step time, Computing, Communication(Not
   Overlapped), Free and collective wait, over the rank's whole step periods (``Steps`` of them;
   :func:`whole_step_periods`: a first step spans only itself, so a stall before every step would
-  count one step short), as compare and Profile.advise count steps.  With synchronised collectives every rank's step
+  count one step short) less the cluster's outlier steps (a step far longer than the median one on
+  any rank, :mod:`.step_split`: a one-off stall is not a per-step mean), as Profile.advise counts
+  steps.  With synchronised collectives every rank's step
   takes as long as the slowest one's, and the others spend the difference waiting inside
   collectives, so step time alone does not find the slow rank.  ``Own Time`` does: step time
   minus the communication no compute hides, i.e. Computing + Free, what the step would take if
@@ -174,8 +176,8 @@ def whole_step_periods(cstt: pd.DataFrame, bounds: dict[int, pd.DataFrame]) -> p
 def slow_ranks(periods: pd.DataFrame, wait: pd.DataFrame, stragglers_: pd.DataFrame,
                threshold: float = SLOW_RANK_THRESHOLD) -> pd.DataFrame:
     """Ranks by own time (Computing + Free per step), slowest first (see the module docstring):
-    means over ``periods``, the :func:`whole_step_periods` of cluster_step_trace_time, the collective
-    wait over the same ranks' steps."""
+    means over ``periods`` (the :func:`whole_step_periods` of cluster_step_trace_time, without the outlier
+    steps), the collective wait over the same ranks' steps."""
     types = {"Rank": np.int64, "Steps": np.int64, "Bound": str, "Last Arrivals": np.int64, "Slow": bool}
     rows = periods[periods["Type"] == "rank"]
     if rows.empty:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import breakdown, memory, tables
+from .step_split import StepSplit, step_split
 from .arguments import integer, member
 from .rundir import RunDir, is_run_dir, newest_run
 from .source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
@@ -194,6 +195,13 @@ class Profile:
             return recorded
         return breakdown.step_breakdown(self.source.span_rows(), self.source.step_bounds(), self.device_id,
                                         self.source.communication_rows())
+
+    @cached_property
+    def step_split(self) -> StepSplit | None:
+        """The step figure every summary leads with: the mean typical step period and its split
+        (``split.headline()``: "step X ms = Computing a% / exposed Communication b% / Free c%"), the
+        outlier steps it leaves out (:mod:`.step_split`); ``None`` without a step_breakdown."""
+        return step_split(self.step_breakdown, self.source.step_bounds())
 
     @property
     def iteration_of_ops(self) -> pd.Series:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..prof.api_types import AclProfType
-from ..prof.clock import clock
+from ..prof.clock import clock, toolkit_entry
 from ..prof.host_profiler import ProfilingEvent
 from ..prof.scope import AclProfilingReporter, profiling_scope
 from . import status as st
@@ -86,6 +86,7 @@ def _bad_model_id(api: str, model_id: Any) -> int:
                   f"got {type(model_id).__name__} {model_id!r}")
 
 
+@toolkit_entry
 def aclgrphBuildModel(graph: Graph, build_options: Mapping[str, str] | None = None) -> tuple[ModelBufferData | None, st.Status]:  # noqa: N802,E501
     """Build a graph into a model buffer (the "om"): ``(model, status)``."""
     if not isinstance(graph, Graph):
@@ -100,6 +101,7 @@ def aclgrphBuildModel(graph: Graph, build_options: Mapping[str, str] | None = No
     return ModelBufferData(data), st.SUCCESS
 
 
+@toolkit_entry
 def aclgrphSaveModel(output_file: str, model: ModelBufferData) -> st.Status:  # noqa: N802
     """Write a model buffer to ``<output_file>.om``."""
     if not isinstance(model, ModelBufferData):
@@ -129,6 +131,7 @@ def _load(graph: Graph, api: AclProfType, api_name: str) -> tuple[int, int]:
     return model.model_id, ACL_SUCCESS
 
 
+@toolkit_entry
 def aclmdlLoadFromMem(model: ModelBufferData | bytes, model_size: int | None = None) -> tuple[int, int]:  # noqa: N802
     """Load a model buffer: ``(model_id, ret)``."""
     _ensure_initialized()
@@ -145,6 +148,7 @@ def aclmdlLoadFromMem(model: ModelBufferData | bytes, model_size: int | None = N
     return _load(graph, AclProfType.AclmdlLoadFromMem, "aclmdlLoadFromMem")
 
 
+@toolkit_entry
 def aclmdlLoadFromFile(model_path: str) -> tuple[int, int]:  # noqa: N802
     """Load a saved ``.om`` file: ``(model_id, ret)``."""
     _ensure_initialized()
@@ -189,6 +193,7 @@ def _select_shapes(model: LoadedModel, inputs: Sequence[Any] | None) -> int:
     return ACL_SUCCESS
 
 
+@toolkit_entry
 def aclmdlExecute(model_id: int, inputs: Sequence[Any] | None = None, outputs: Sequence[Any] | None = None) -> int:  # noqa: N802
     """Run a loaded model once, synchronously.
 
@@ -222,6 +227,7 @@ def _execute(model_id: int, inputs: Sequence[Any] | None, outputs: Sequence[Any]
     return ACL_SUCCESS
 
 
+@toolkit_entry
 def aclmdlUnload(model_id: int) -> int:  # noqa: N802
     """Unload a model; its id becomes free."""
     if not _is_model_id(model_id):
@@ -252,6 +258,7 @@ def _op_key(op_type: str, descs: list[TensorDesc], attrs: Mapping[str, Any]) -> 
     return (op_type, tuple((d.shape, d.dtype, d.format) for d in descs), repr(sorted(attrs.items())))
 
 
+@toolkit_entry
 def aclopExecute(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any] | None = None,  # noqa: N802
                  attrs: Mapping[str, Any] | None = None, stream: int | None = None) -> int:
     """Run one op asynchronously on the default stream (``aclrtSynchronizeStream`` waits for it).
@@ -310,6 +317,7 @@ def _build_op_model(op_type: str, descs: list[TensorDesc], attrs: dict[str, Any]
     return LoadedModel(device_runtime(), g, graph_id=0, single_op=True)
 
 
+@toolkit_entry
 def aclrtSynchronizeStream(stream: int | None = None) -> int:  # noqa: N802
     """Wait until the device has finished everything launched so far."""
     runtime = device_runtime()

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..prof.clock import toolkit_entry
 from .graph import Graph, GraphBuildError, Node, Tensor
 
 #: Default gradient bucket size for AllReduce fusion.
@@ -305,6 +306,7 @@ def _buckets(grads: list[tuple[Node, Tensor]], bucket_bytes: int) -> list[list[t
     return [b for b in buckets if b]
 
 
+@toolkit_entry
 def add_training(graph: Graph, loss: Tensor, optimizer: str = "Momentum", world_size: int = 1,
                  bucket_bytes: int = DEFAULT_BUCKET_BYTES, learning_rate: float = 0.1) -> TrainingInfo:
     """Append backward, gradient AllReduce (``world_size > 1``), optimizer updates and NetOutput."""

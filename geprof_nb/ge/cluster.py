@@ -55,7 +55,6 @@ import numpy as np
 
 from ..prof import msprof
 from ..prof.api_types import type_names
-from ..prof.clock import clock
 from ..prof.collectors import report_api_block
 from ..prof.msprof import Msprof
 from ..prof.properties import BIT_TASK_TIME, ProfilingProperties
@@ -330,8 +329,7 @@ class RankGroup:
         ranks, n = self.spec.world_size, len(v.table)
         b = v.batch
         if b is None or b.next >= len(b.times.end) or self.times is None or self.times.start.shape[2] != n:
-            with clock.paused():
-                model._flush(v)
+            model._flush(v)
             k = max(1, min(64, BATCH_ELEMENTS // max(1, ranks * n)))
             self.times = StepTimes(np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks, n), np.int64),
                                    np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks), np.int64))
@@ -348,8 +346,7 @@ class RankGroup:
         if self.returned_abs is not None:
             lag = np.maximum(self.returned_abs - min(t0 - LAUNCH_LATENCY_NS, int(self.returned_abs[0])), 0)
             lag[0] = 0
-        with clock.paused():  # the other ranks' devices are not the host's work
-            step = self._schedule(v).step(lag + self._delays(model.iterations + 1), self.rng)
+        step = self._schedule(v).step(lag + self._delays(model.iterations + 1), self.rng)
         tt = self.times
         tt.start[k], tt.dur[k], tt.block_cycles[k], tt.end[k] = step.start, step.dur, step.block_cycles, step.end
         self.calls[k] = lag
@@ -364,8 +361,7 @@ class RankGroup:
         assert self.times is not None and self.calls is not None
         if msprof.lib.discarding:  # a step schedule's warmup window: no rank keeps it
             return
-        with clock.paused():  # the other ranks' reporting is not the host's work either
-            self._report_ranks(v, pending, ks, t0, iterations)
+        self._report_ranks(v, pending, ks, t0, iterations)
 
     def _report_ranks(self, v: "_Variant", pending: "_Pending", ks: np.ndarray, t0: np.ndarray,
                       iterations: np.ndarray) -> None:

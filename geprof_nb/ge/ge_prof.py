@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..prof import events, msprof
+from ..prof.clock import toolkit_entry
 from ..prof.events import ProfDataTypeConfig, ProfilingAicoreMetrics
 from ..prof.run_opener import open_run
 from . import status as st
@@ -76,6 +77,7 @@ def _fail(message: str, status: int = st.FAILED) -> st.Status:
     return st.set_error(st.Status(status), message)
 
 
+@toolkit_entry
 def aclgrphProfInit(profiler_path: str | None, length: int | None = None) -> st.Status:  # noqa: N802
     """Open a profiling run under ``profiler_path`` (collection starts with aclgrphProfStart)."""
     with _state.lock:
@@ -115,6 +117,7 @@ def aclgrphProfInit(profiler_path: str | None, length: int | None = None) -> st.
         return st.SUCCESS
 
 
+@toolkit_entry
 def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_nums: int | None = None,  # noqa: N802
                             aicore_metrics: int | None = None, aicore_events: object = None,
                             data_type_config: int | None = None) -> aclgrphProfConfig | None:
@@ -190,6 +193,7 @@ def _usable(config: object) -> bool:
     return isinstance(config, aclgrphProfConfig) and not config.destroyed
 
 
+@toolkit_entry
 def aclgrphProfDestroyConfig(profiler_config: aclgrphProfConfig | None) -> st.Status:  # noqa: N802
     if not _usable(profiler_config):
         return _fail("aclgrphProfDestroyConfig: the config is null or already destroyed")
@@ -215,6 +219,7 @@ def _options_for(config: aclgrphProfConfig) -> dict[str, str]:
     }
 
 
+@toolkit_entry
 def aclgrphProfStart(profiler_config: aclgrphProfConfig | None) -> st.Status:  # noqa: N802
     """Start collecting what the config asks for, from now on."""
     with _state.lock:
@@ -244,6 +249,7 @@ def aclgrphProfStart(profiler_config: aclgrphProfConfig | None) -> st.Status:  #
         return st.SUCCESS
 
 
+@toolkit_entry
 def aclgrphProfStop(profiler_config: aclgrphProfConfig | None) -> st.Status:  # noqa: N802
     """Stop collecting; the config's data types must be the ones Start used."""
     with _state.lock:
@@ -260,6 +266,7 @@ def aclgrphProfStop(profiler_config: aclgrphProfConfig | None) -> st.Status:  # 
         return st.SUCCESS
 
 
+@toolkit_entry
 def aclgrphProfFinalize() -> st.Status:  # noqa: N802
     """Close the run (stopping collection first if needed)."""
     with _state.lock:

@@ -13,6 +13,7 @@ import operator
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
+from ..prof.clock import toolkit_entry
 from ..prof.rawdata import DataType, Format
 
 #: Canonical dtype name -> (GE DataType, bytes per element).
@@ -315,6 +316,7 @@ class Graph:
             self._consumers.setdefault(t.node.id, []).append((node, i))
         return node
 
+    @toolkit_entry
     def data(self, name: str, shape: Sequence[int], dtype: str = "float16", format: str = "ND",  # noqa: A002
              index: int | None = None, default_shape: Sequence[int] | None = None) -> Tensor:
         """A graph input, fed by ``run_graph(inputs=...)``.
@@ -334,6 +336,7 @@ class Graph:
         node = self._add(self._unique_name(name, "Data"), "Data", [], [desc], attrs)
         return node.output(0)
 
+    @toolkit_entry
     def variable(self, name: str, shape: Sequence[int], dtype: str = "float32", format: str = "ND",  # noqa: A002
                  trainable: bool = True) -> Tensor:
         """A tensor that lives on the device across steps: a weight, or optimizer state."""
@@ -342,6 +345,7 @@ class Graph:
         node = self._add(self._unique_name(name, "Variable"), "Variable", [], [desc], {"trainable": trainable})
         return node.output(0)
 
+    @toolkit_entry
     def const(self, name: str | None = None, shape: Sequence[int] = (), dtype: str = "float32",
               value: Any = None) -> Tensor:
         """A constant (weights folded into the model, scalars such as a learning rate)."""
@@ -349,6 +353,7 @@ class Graph:
         desc = TensorDesc(checked_shape(shape, where), canonical_dtype(dtype, where), "ND")
         return self._add(self._unique_name(name, "Const"), "Const", [], [desc], {"value": value}).output(0)
 
+    @toolkit_entry
     def op(self, op_type: str, inputs: Sequence[Tensor] | Tensor = (), name: str | None = None,
            control_inputs: Sequence[Node | Tensor] = (), **attrs: Any) -> Tensor | tuple[Tensor, ...]:
         """Add an op; returns its output tensor, or a tuple when it has several."""
@@ -421,6 +426,7 @@ class Graph:
                     out[key] = desc.probe_shapes
         return out
 
+    @toolkit_entry
     def output(self, tensors: Sequence[Tensor] | Tensor, control_inputs: Sequence[Node | Tensor] = ()) -> Node:
         """Mark the graph outputs (adds the ``NetOutput`` node, named ``Node_Output`` as in GE)."""
         if any(n.type == "NetOutput" for n in self.nodes):

@@ -8,6 +8,7 @@ master weights, ``Cast`` to float16 for the cube ops, float32 optimizer state.
 
 from __future__ import annotations
 
+from ..prof.clock import toolkit_entry
 from .autodiff import add_training
 from .graph import Graph, GraphBuildError, Tensor
 
@@ -54,6 +55,7 @@ def _finish(g: Graph, loss: Tensor, outputs: list[Tensor], training: bool, world
 
 
 # -------------------------------------------------------------------------- MLP
+@toolkit_entry
 def mlp(batch_size: int = 32, in_features: int = 784, hidden: tuple[int, ...] = (1024, 1024),
         out_features: int = 10, training: bool = True, world_size: int = 1, optimizer: str = "Momentum",
         data: str = "Data", dtype: str = "float16", dynamic: bool = False) -> Graph:
@@ -111,6 +113,7 @@ def _bottleneck(g: Graph, x: Tensor, width: int, stride: int, name: str, trainin
         return g.op("Relu", g.op("Add", [y, shortcut]))
 
 
+@toolkit_entry
 def resnet50(batch_size: int = 32, training: bool = True, world_size: int = 1, image_size: int = 224,
              num_classes: int = 1000, optimizer: str = "Momentum", data: str = "Data", dynamic: bool = False) -> Graph:
     """ResNet-50 v1.5 (stride on the 3x3 conv) in NCHW, float16 compute; ``dynamic``: unknown batch."""
@@ -177,6 +180,7 @@ def _encoder_layer(g: Graph, x: Tensor, mask: Tensor, seq: int, heads: int, ffn:
         return _layer_norm(g, g.op("Add", [out, x]), "output_norm")
 
 
+@toolkit_entry
 def bert(layers: int = 12, seq_len: int = 128, batch_size: int = 32, training: bool = True,
          world_size: int = 1, hidden: int = 768, heads: int = 12, vocab_size: int = 30522,
          max_position: int = 512, num_labels: int = 2, optimizer: str = "AdamW", data: str = "Data",

@@ -15,7 +15,7 @@ from typing import Iterator
 import numpy as np
 
 from ..prof import events, msprof, rawdata
-from ..prof.clock import clock
+from ..prof.clock import clock, toolkit_entry
 from ..prof.properties import ProfilingProperties
 from ..prof.threads import native_thread_id
 
@@ -32,6 +32,7 @@ def _report(start: int, end: int, event_type: int, message: str, domain: str, ma
     msprof.lib.report_block("mstx", rec)
 
 
+@toolkit_entry
 def mark(message: str, domain: str = DEFAULT_DOMAIN) -> None:
     """An instant marker."""
     if not _props.switch & events.PROF_MSPROFTX_MASK:
@@ -40,6 +41,7 @@ def mark(message: str, domain: str = DEFAULT_DOMAIN) -> None:
     _report(now, now, rawdata.MSTX_MARKER, str(message), domain, next(_ids))
 
 
+@toolkit_entry
 def range_start(message: str, domain: str = DEFAULT_DOMAIN) -> int:
     """Open a range; returns its id (0 when msproftx is off)."""
     if not _props.switch & events.PROF_MSPROFTX_MASK:
@@ -49,6 +51,7 @@ def range_start(message: str, domain: str = DEFAULT_DOMAIN) -> int:
     return range_id
 
 
+@toolkit_entry
 def range_end(range_id: int) -> None:
     """Close a range opened by :func:`range_start`."""
     if not range_id:

@@ -399,8 +399,7 @@ class LoadedModel:
             defaults = self.default_input_shapes() if self.dynamic else {}
             if defaults is not None:  # a dynamic graph without default shapes is built at its first inputs
                 self._current = self._variant(defaults)
-                with clock.paused():  # simulator work, as in run_on_device
-                    self._sync_epoch()  # plans its memory: a model that does not fit fails to load
+                self._sync_epoch()  # plans its memory: a model that does not fit fails to load
         except Exception:
             self._unload()
             raise
@@ -452,8 +451,7 @@ class LoadedModel:
             if variant.table is None:  # a new build: its memory is planned before it runs
                 previous, self._current = self._current, variant
                 try:
-                    with clock.paused():
-                        self._sync_epoch()
+                    self._sync_epoch()
                 except DeviceMemoryError:
                     self._variants = {k: v for k, v in self._variants.items() if v is not variant}
                     self._current = previous
@@ -755,25 +753,21 @@ class LoadedModel:
         """
         rt = self.runtime
         flags = GlobalProfilingWrapper.enable_flags
-        # Simulating the device (placing the trace tasks, replaying a batch of steps, handing
-        # finished batches to msprof) is not work the host does: in real-clock mode it must not
-        # show up as host time, i.e. as the device idling before the next step.
-        with clock.paused():
-            v = self._sync_epoch()
-            timeline = None
-            if host_costs is not None:
-                timeline = v.timelines.get(host_costs.executor)
-                if timeline is None:
-                    timeline = v.timelines[host_costs.executor] = host_timeline(v.table, host_costs)
-            t0 = launch_ns + LAUNCH_LATENCY_NS  # the step's times count from here
+        v = self._sync_epoch()
+        timeline = None
+        if host_costs is not None:
+            timeline = v.timelines.get(host_costs.executor)
             if timeline is None:
-                t0 = max(t0, rt.free_at)
-            if self.cluster is not None:
-                times, k = self.cluster.next_times(v, t0)
-            else:
-                times, k = self._next_times(v, timeline)
-            if timeline is not None and rt.free_at > t0:
-                self._place_on_busy_device(v, times, k, timeline, rt.free_at - t0)
+                timeline = v.timelines[host_costs.executor] = host_timeline(v.table, host_costs)
+        t0 = launch_ns + LAUNCH_LATENCY_NS  # the step's times count from here
+        if timeline is None:
+            t0 = max(t0, rt.free_at)
+        if self.cluster is not None:
+            times, k = self.cluster.next_times(v, t0)
+        else:
+            times, k = self._next_times(v, timeline)
+        if timeline is not None and rt.free_at > t0:
+            self._place_on_busy_device(v, times, k, timeline, rt.free_at - t0)
         end = t0 + int(times.end[k])
         rt.free_at = end
         self.iterations += 1

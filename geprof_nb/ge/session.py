@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..prof import msprof
 from ..prof.api_types import GeProfInfoType
-from ..prof.clock import CLOCK_MODES, clock
+from ..prof.clock import CLOCK_MODES, clock, toolkit_entry
 from ..prof.options import ProfilingOptions, ProfilingOptionsError
 from ..prof.properties import BIT_GE_HOST, ProfilingProperties
 from ..prof.scope import GraphProfilingReporter
@@ -183,6 +183,7 @@ def _check_settings(options: Mapping[str, Any]) -> str:
     return ""
 
 
+@toolkit_entry
 def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa: N802
     """Initialise GE; with ``ge.exec.profilingMode == "1"`` (or the environment) start profiling."""
     try:
@@ -236,6 +237,7 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
         return st.SUCCESS
 
 
+@toolkit_entry
 def GEFinalize() -> st.Status:  # noqa: N802
     """Close every session; finalise profiling that GE options started."""
     with _state.lock:
@@ -343,6 +345,7 @@ def _reported_id(graph_id: Any) -> int:
 class Session:
     """A GE session (``ge::Session``): add graphs, build them, run them."""
 
+    @toolkit_entry
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
         _ensure_initialized()
         self.options = dict(options or {})
@@ -362,6 +365,7 @@ class Session:
             return st.set_error(st.FAILED, "this Session was closed (GEFinalize closes every session)")
         return None
 
+    @toolkit_entry
     def add_graph(self, graph_id: int, graph: Graph, options: Mapping[str, str] | None = None) -> st.Status:
         """Register ``graph`` under ``graph_id``; it is built on first run (or by ``build_graph``)."""
         with GraphProfilingReporter(GeProfInfoType.kAddGraph, _reported_id(graph_id)):
@@ -383,6 +387,7 @@ class Session:
         st.clear_error()
         return st.SUCCESS
 
+    @toolkit_entry
     def remove_graph(self, graph_id: int) -> st.Status:
         """Unregister a graph and unload its model."""
         with GraphProfilingReporter(GeProfInfoType.kRemoveGraph, _reported_id(graph_id)):
@@ -401,6 +406,7 @@ class Session:
         st.clear_error()
         return st.SUCCESS
 
+    @toolkit_entry
     def build_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
         """Compile and load the graph now (otherwise the first ``run_graph`` does it)."""
         with GraphProfilingReporter(GeProfInfoType.kBuildGraph, _reported_id(graph_id)):
@@ -484,6 +490,7 @@ class Session:
             return st.set_error(st.GE_GRAPH_INFERSHAPE_FAILED, f"{api}: {exc}")
         return st.SUCCESS
 
+    @toolkit_entry
     def run_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
         """Run one step of the graph (synchronously, like ``Session::RunGraph``)."""
         if step_hooks.hooks:
@@ -494,15 +501,18 @@ class Session:
         with GraphProfilingReporter(GeProfInfoType.kRunGraph, _reported_id(graph_id)):
             return self._run(graph_id, inputs, "RunGraph")
 
+    @toolkit_entry
     def run_graph_async(self, graph_id: int, inputs: Sequence[Any] | None = None,
                         callback: Any = None) -> st.Status:
-        """``Session::RunGraphAsync``: run one step, then call ``callback(status, outputs)`` if given."""
+        """``Session::RunGraphAsync``: run one step, then call ``callback(status, outputs)`` if given
+        (the user's code: the real clock counts while it runs)."""
         if step_hooks.hooks:
             status = step_hooks.run("RunGraphAsync", self._run_graph_async, graph_id, inputs)
         else:
             status = self._run_graph_async(graph_id, inputs)
         if callback is not None:
-            callback(status, [])
+            with clock.users_code():
+                callback(status, [])
         return status
 
     def _run_graph_async(self, graph_id: int, inputs: Sequence[Any] | None) -> st.Status:
@@ -534,10 +544,12 @@ class Session:
         st.clear_error()
         return st.SUCCESS
 
+    @toolkit_entry
     def model(self, graph_id: int) -> LoadedModel | None:
         """The loaded model of a graph (``None`` until it is built)."""
         return self._models.get(graph_id)
 
+    @toolkit_entry
     def close(self) -> None:
         """Unload every model of this session."""
         for model in self._models.values():

@@ -120,8 +120,9 @@ def cell_flags(func: Callable) -> Callable:
                  help="GE executor (GE option geprof.executor): v2 (RT2) or v1 (hybrid); matters most for dynamic "
                       f"shapes (default: {DEFAULT_EXECUTOR})"),
         argument("--clock", choices=list(CLOCK_MODES), default=None, action=_SetOnce,
-                 help="host clock (GE option geprof.clock): real: host time is wall time; virtual: fixed host costs, "
-                      "runs repeat exactly (default: real)"),
+                 help="host clock (GE option geprof.clock): real: host time is your code's wall time between geprof "
+                      "calls plus GE's modelled costs; "
+                 "virtual: modelled costs only, runs repeat exactly (default: real)"),
         argument("--device", type=device_flag_type, default=None, action=_SetOnce, metavar=DEVICE_METAVAR,
                  help=f"device preset (GE option geprof.device) for a GE initialised in the cell: {', '.join(PRESETS)}, "
                       "or a what-if such as Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 "

@@ -278,12 +278,6 @@ class Report:
         return "the run" if iteration in (None, ALL) else f"iteration {iteration}"
 
     @cached_property
-    def mean_step_us(self) -> float | None:
-        st = self.profile.step_trace
-        it = st["Iteration Time(us)"].dropna() if len(st) else pd.Series(dtype=float)
-        return float(it.mean()) if len(it) else None
-
-    @cached_property
     def headline(self) -> str:
         p = self.profile
         parts = [p.name]
@@ -292,12 +286,11 @@ class Report:
         lost = sum(p.dropped.values())
         if lost:  # full ring buffers, storage_limit aging, failed writes: never silent (Notes say which)
             parts.append(f"{lost} records LOST (dropped or not written; see Notes)")
+        if p.step_split is not None:  # the one step figure (analysis/step_split.py), before anything else
+            parts.append(p.step_split.headline())
         steps = len(p.step_trace)
         if steps:
             parts.append(f"{steps} steps")
-        if self.mean_step_us is not None:
-            parts.append(f"mean step time {self.mean_step_us:.3f} us ({self.mean_step_us / 1000:.3f} ms) by "
-                         "step_trace's Iteration Time")
         parts.append(f"{len(self.ops)} op tasks")
         top_type = self.top_op_type
         if top_type is not None:
@@ -328,16 +321,13 @@ class Report:
 
     @cached_property
     def step_split(self) -> pd.DataFrame:
-        """Mean per step of Computing, Communication(Not Overlapped), Free, in us and % of the step."""
-        sb = self.profile.step_breakdown
-        parts = [c for c in STEP_SPLIT if c in sb.columns]
-        if not len(sb) or not parts:
+        """The step figure's parts (Computing, Communication(Not Overlapped), Free) and the step they add up
+        to, in us and % of the step (:attr:`Profile.step_split`: the typical step periods' mean)."""
+        split = self.profile.step_split
+        if split is None:
             return pd.DataFrame(columns=["Part", "Time per step(us)", "Share of step(%)"])
-        mean = sb[parts].mean()
-        stage = float(sb["Stage"].mean()) if "Stage" in sb.columns else float(mean.sum())
-        share = mean / stage * 100 if stage > 0 else mean * np.nan
-        return pd.DataFrame({"Part": parts, "Time per step(us)": mean.to_numpy(),
-                             "Share of step(%)": share.to_numpy()})
+        return pd.DataFrame({"Part": [*STEP_SPLIT, "Step"], "Time per step(us)": [*split.parts_us, split.length_us],
+                             "Share of step(%)": [*split.shares, sum(split.shares)]})
 
     def top_ops(self, n: int = TOP_OPS, iteration: Any = None, columns: list[str] | None = None
                 ) -> tuple[pd.DataFrame, int]:
@@ -543,10 +533,9 @@ class SummaryPane(Pane):
                f"<small>run directory: {html.escape(str(p.path))}</small></p>"]
         split = r.step_split
         if len(split):
-            stage = p.step_breakdown["Stage"].mean() if "Stage" in p.step_breakdown else float("nan")
-            out.append(table_html(split, f"Step split (mean per step, step_breakdown: a step there runs from the "
-                                         f"previous one's end, {stage:.3f} us on average, so the gap between "
-                                         "steps is in its Free)"))
+            out.append(table_html(split, f"Step split: {p.step_split.basis()}; a step runs from the previous "
+                                         "iteration's end, so the gap between steps is in its Free (step_trace's "
+                                         "Iteration Time, in Steps, is an iteration's own span, without the gap)"))
         else:
             out.append(message_html(r.missing(MSG_NO_SPLIT if len(p.step_trace) else MSG_NO_STEPS)))
         top, total = r.summary_ops
@@ -877,10 +866,10 @@ class Explorer:
         lines = [f"geprof {r.headline}", f"run directory: {p.path}"]
         if not p.complete:
             lines.append("(incomplete run)")
-        split = r.step_split
-        if len(split):
-            lines.append("step split (mean per step): " + ", ".join(
-                f"{part} {us:.3f} us ({share:.1f}%)" for part, us, share in split.itertuples(index=False)))
+        split = p.step_split
+        if split is not None:
+            lines.append(f"step split ({split.basis()}): " + ", ".join(
+                f"{part} {us:.3f} us" for part, us in zip(STEP_SPLIT, split.parts_us)))
         top, total = r.summary_ops
         if len(top):
             lines += ["", table_text(top, f"top {len(top)} of {total} op tasks of {r.where()} by {DURATION}")]

@@ -10,8 +10,9 @@ shared with ``geprof run``), and shows the result.
   decides per step (``run_graph``, ``run_graph_async``, ``aclmdlExecute``)
   whether msprof collects, through the same Start/Stop control path as the C
   API.  Without one every step of the cell is collected.
-* A progress line (:mod:`.progress`) shows steps, simulated device time and the
-  records reported to msprof while a long cell runs.
+* A progress line (:mod:`.progress`) shows steps, how far the simulated device
+  timeline got and the records reported to msprof while a long cell runs; its
+  final line has the run's step figure.
 * If the cell raises or is interrupted (Ctrl-C), what was collected is still
   finalised and shown, then the error propagates with the user's traceback.
   Ctrl-C during a step takes effect when the step is over, so the run never
@@ -62,10 +63,11 @@ steps collected and discarded, --active steps recorded; --repeat cycles
 (0: until the cell ends).  The Profile holds exactly the recorded steps; its
 notes say which steps they were.
 
-While the cell runs, a progress line shows steps, simulated device time and
-records reported to msprof.  Ctrl-C stops the cell at the end of the current step: the
-data collected so far is finalised, shown and bound, then KeyboardInterrupt is
-raised.  The Profile is bound to _geprof (and to NAME with -o).
+While the cell runs, a progress line shows steps, how far the simulated device
+timeline got and the records reported to msprof; its final line has the step
+figure ("step X ms = Computing a% / exposed Communication b% / Free c%").
+Ctrl-C stops the cell at the end of the current step: the data collected so
+far is finalised, shown and bound, then KeyboardInterrupt is raised.  The Profile is bound to _geprof (and to NAME with -o).
 
 Examples::
 

@@ -46,7 +46,8 @@ OK_STYLE = "color:#2e7d32"
 HELP = {field: help_text for _, field, _, help_text in PROFILING_FLAGS}
 HELP.update({
     "executor": f"GE executor (default: as GE is initialised, {DEFAULT_EXECUTOR})",
-    "clock": "real: host time is wall time; virtual: runs repeat exactly (default: as GE is initialised, real)",
+    "clock": "real: host time is your code's wall time, never geprof's own work; virtual: runs repeat exactly "
+             "(default: as GE is initialised, real)",
     "device": f"device preset for a GE initialised in the cell (default: {DEFAULT_DEVICE})",
     "ranks": "ranks simulated together, one run directory each (0: as the session's options say)",
     "skip_first": "steps not profiled at the start",

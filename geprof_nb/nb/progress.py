@@ -1,7 +1,7 @@
 """Progress of a long ``%%geprof`` cell, and Ctrl-C that keeps what was collected.
 
-:class:`Progress` shows steps done, the simulated device time (how far the
-device timeline has advanced since the cell started) and the records reported to
+:class:`Progress` shows steps done, how far the simulated device timeline has
+advanced since the cell started (not a step time) and the records reported to
 msprof so far (the device's task logs reach msprof in batches of steps, so that
 count grows in steps).  In a notebook kernel it is an ipywidgets line (an
 ``IntProgress`` when the number of steps is known from a step schedule, and an
@@ -9,7 +9,8 @@ count grows in steps).  In a notebook kernel it is an ipywidgets line (an
 ``\\r``.  Updates are throttled by wall time (:data:`UPDATE_INTERVAL_S`, at most
 about 5 per second, never per step), nothing is shown for a cell shorter than
 one interval, and at the end the widget is closed and its output replaced by a
-static text/plain final line (the text line is ended with a newline).
+static text/plain final line (the text line is ended with a newline), which has
+the run's step figure, the one the explorer's headline leads with.
 
 :class:`InterruptGuard` makes a step atomic with respect to Ctrl-C: while a
 step runs on the main thread, SIGINT is deferred to the end of the step, so an
@@ -80,8 +81,9 @@ class Progress:
         """How far the simulated device timeline has advanced since the cell started."""
         return self._device_ns
 
-    def text(self, final: bool = False, status: str = "done") -> str:
-        """The progress line: steps, simulated device time, records reported (and the schedule's state)."""
+    def text(self, final: bool = False, status: str = "done", step_figure: str | None = None) -> str:
+        """The progress line: steps, how far the simulated device timeline got, records reported (and the
+        schedule's state); the final line has the run's step figure (``step_figure``) instead of the timeline."""
         if self.total and self.steps <= self.total:  # the schedule's length; past it, nothing is profiled
             steps = f"{self.steps}/{self.total} steps"
         else:
@@ -89,7 +91,10 @@ class Progress:
         parts = [steps]
         if self.recorded is not None:
             parts.append(f"{self.recorded} recorded")
-        parts.append(f"simulated device time {self._device_ns / 1e6:.3f} ms")
+        if final and step_figure:
+            parts.append(step_figure)
+        else:  # the whole timeline since the cell began: not a step time
+            parts.append(f"device timeline {self._device_ns / 1e6:.3f} ms since the cell began")
         parts.append(f"{msprof.lib.records_reported:,} records reported")  # device logs arrive in batches
         if self.phase and not final:
             parts.append(f"now: {self.phase}")
@@ -136,13 +141,14 @@ class Progress:
             self._label.value = f"<code>{html.escape(text)}</code>"
         self.shown = True
 
-    def finish(self, status: str = "done") -> str:
+    def finish(self, status: str = "done", step_figure: Callable[[], str | None] | None = None) -> str:
         """The cell is over (``status``: "done", "interrupted", "stopped by ValueError", ...): finalise the
-        line (text: end it; widget: close it, leave a static text line). Returns the final text."""
+        line (text: end it; widget: close it, leave a static text line) with the run's step figure
+        (``step_figure()``, asked only when the line is shown). Returns the final text."""
         self._sample()
-        text = self.text(final=True, status=status)
         if not self.shown or self.mode == "off":
-            return text
+            return self.text(final=True, status=status)
+        text = self.text(final=True, status=status, step_figure=step_figure() if step_figure is not None else None)
         if self.mode == "text":
             pad = " " * max(0, self._width - len(text))
             sys.stderr.write("\r" + text + pad + "\n")

@@ -33,7 +33,7 @@ import numpy as np
 import orjson
 
 from . import rawdata
-from .clock import clock
+from .clock import clock, toolkit_entry
 from .writer import ChunkFile, writer
 
 # MsprofCtrlCallback init types (msprof_callback.h).
@@ -780,6 +780,7 @@ def reporting_to(instance: Msprof) -> Iterator[Msprof]:
 
 
 # ------------------------------------------------------- C-named entry points
+@toolkit_entry
 def MsprofInit(data_type: int, data: str | dict, length: int | None = None) -> int:  # noqa: N802
     """Initialise collection from GE options (a profilingOptions JSON) and start it."""
     from .options import ProfilingOptions, ProfilingOptionsError
@@ -796,6 +797,7 @@ def MsprofInit(data_type: int, data: str | dict, length: int | None = None) -> i
     return lib.start(opts.data_type_config())
 
 
+@toolkit_entry
 def MsprofFinalize() -> int:  # noqa: N802
     lib.finalize()
     return MSPROF_ERROR_NONE
@@ -805,28 +807,33 @@ def MsprofSysCycleTime() -> int:  # noqa: N802
     return clock.now_ns()
 
 
+@toolkit_entry
 def MsprofGetHashId(text: str, length: int | None = None) -> int:  # noqa: N802
     return lib.get_hash_id(text)
 
 
+@toolkit_entry
 def MsprofReportApi(aging_flag: bool, level: int, type: int, thread_id: int, begin: int, end: int,  # noqa: N802,A002
                     item_id: int = 0) -> int:
     lib.report_row("api", (level, type, thread_id, begin, end, item_id))
     return MSPROF_ERROR_NONE
 
 
+@toolkit_entry
 def MsprofReportEvent(aging_flag: bool, level: int, type: int, thread_id: int, request_id: int,  # noqa: N802,A002
                       timestamp: int, item_id: int = 0) -> int:
     lib.report_row("event", (level, type, thread_id, request_id, timestamp, item_id))
     return MSPROF_ERROR_NONE
 
 
+@toolkit_entry
 def MsprofReportCompactInfo(aging_flag: bool, records: np.ndarray) -> int:  # noqa: N802
     """Node basic info (``NODE_BASIC_INFO_DTYPE`` records)."""
     lib.report_block("node_basic_info", records)
     return MSPROF_ERROR_NONE
 
 
+@toolkit_entry
 def MsprofReportAdditionalInfo(aging_flag: bool, kind: str, records: np.ndarray) -> int:  # noqa: N802
     """Tensor info or model info records."""
     if kind not in ("tensor_info", "model_info"):
@@ -835,10 +842,12 @@ def MsprofReportAdditionalInfo(aging_flag: bool, kind: str, records: np.ndarray)
     return MSPROF_ERROR_NONE
 
 
+@toolkit_entry
 def MsprofRegisterCallback(module_id: int, callback: ControlCallback) -> int:  # noqa: N802
     return lib.register_callback(module_id, callback)
 
 
+@toolkit_entry
 def MsprofRegTypeInfo(level: int, type_id: int, type_name: str) -> int:  # noqa: N802
     lib.register_type_info(level, type_id, type_name)
     return MSPROF_ERROR_NONE

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run_two_graphs
+from geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run_two_graphs, small_resnet
 
 import geprof_nb
 from geprof_nb import ge
@@ -444,3 +444,129 @@ def test_single_op_run_idle_between_ops_is_host_bound(tmp_path):
     tiny = finding(found, TINY)
     assert tiny["Finding"].startswith("50 kernels per run are shorter than 5 us")
     assert tiny["Time at stake (us)"] == pytest.approx(50 * ops["Task Duration(us)"].min(), abs=1e-3)
+
+
+# ------------------------------------------------------------ one-off stalls, one-step data
+STALL = "One-off stall"
+REAL_LEVEL2 = Path("/work/shared/real-data/msinsight_pytorch_text/level2/rank0_ascend_pt")
+
+
+def real_clock_resnet(tmp_path: Path, sleep_before: dict[int, float], steps: int = 8) -> Profile:
+    """The small ResNet-50 (8 ranks) on the real clock, ``time.sleep(s)`` in the loop before the steps
+    ``sleep_before`` names (1-based: the step the sleep comes before)."""
+    import time
+
+    with ge.simulation_settings(clock_mode="real"):
+        sess = ge.Session()
+        assert sess.add_graph(1, small_resnet(8)) == ge.SUCCESS
+        with geprof_nb.profile(output=str(tmp_path / "real")) as run:
+            for step in range(1, steps + 1):
+                if step in sleep_before:
+                    time.sleep(sleep_before[step])
+                assert sess.run_graph(1) == ge.SUCCESS
+    return run.profile
+
+
+def test_a_one_off_host_stall_is_its_own_finding_and_no_per_step_claim(tmp_path, resnet_run):
+    """time.sleep(0.2) in the user's loop before step 5 of 8: one finding names the 200 ms stall before step 5;
+    no rule turns it into a per-step claim (the old advisor: a High Large Data Aug Bound of ~25 ms per
+    step, its own evidence a median of 0.1 ms), and the per-step findings are the virtual-clock run's."""
+    p = real_clock_resnet(tmp_path, {5: 0.2})
+    found = advise(p)
+    stall = finding(found, STALL)
+    sb = p.step_breakdown.set_index("Step")
+    others = sb.drop(index=[1, 5])["Free"]  # the whole periods but the stall
+    extra = float(sb.loc[5, "Free"] - pd.concat([others, sb.loc[[5], "Free"]]).median())
+    assert 200_000 <= extra < 260_000
+    assert stall["Finding"].startswith(f"A {extra / 1000:,.1f} ms stall before step 5: ")
+    assert f"once ({extra / 8:,.1f} us per step over the run's 8 steps)" in stall["Finding"]
+    assert stall["Time at stake (us)"] == pytest.approx(extra / 8, abs=1e-3) and stall["Priority"] == "High"
+    assert "Data Aug Bound (previous iteration end to FP start)" in stall["Evidence"]
+    assert DATA not in rules(found) and HOST not in rules(found)
+    virtual = advise(resnet_run.profile)  # the same model on the virtual clock, 3 steps
+    assert rules(found) - {STALL} == rules(virtual) == {COMM, TINY}
+    assert "per step: mean of 7 steps, outlier step 5 left out" in finding(found, COMM)["Evidence"]
+    # the shares are of the step figure, the typical steps' mean period
+    split = p.step_split
+    assert split.outlier_steps == {5} and split.steps == (2, 3, 4, 6, 7, 8)
+    comm = finding(found, COMM)
+    assert comm["Share of step (%)"] == pytest.approx(100 * comm["Time at stake (us)"] / split.length_us, abs=0.01)
+    typical = sb.loc[list(split.steps), "Communication(Not Overlapped)"].mean()
+    assert comm["Time at stake (us)"] == pytest.approx(typical, abs=1e-3)
+
+
+def test_host_time_before_every_step_is_a_per_step_finding_not_a_stall(tmp_path):
+    """A 3 ms sleep before every step (a slow input pipeline) is per-step host time: Large Data Aug Bound
+    says it, per step, and no step is an outlier."""
+    p = real_clock_resnet(tmp_path, {s: 0.003 for s in range(1, 9)})
+    found = advise(p)
+    assert STALL not in rules(found) and p.step_split.outliers == ()
+    data = finding(found, DATA)
+    assert "per step: mean of 8 steps" in data["Evidence"]
+    st = p.step_trace.dropna(subset=["Data Aug Bound(us)"])
+    assert data["Time at stake (us)"] == pytest.approx(st["Data Aug Bound(us)"].mean(), abs=1e-3)
+    assert data["Time at stake (us)"] >= 3_000
+
+
+@pytest.mark.skipif(not REAL_LEVEL2.exists(), reason="the real 910B data is not on this machine")
+def test_a_real_one_step_run_gets_no_finding_that_compares_steps():
+    """MindStudio Insight's torch_npu Level2 data is one step (50): the old advisor said "27 dynamic-shape ops
+    see 1 different input shape sets over 1 steps" (op names that run with several shapes inside the step)."""
+    found = advise(geprof_nb.load(REAL_LEVEL2))
+    assert DYNAMIC not in rules(found) and STALL not in rules(found)
+    assert COMM in rules(found)
+
+
+def _real_rows_in_steps(steps: int, change: str | None = None) -> Profile:
+    """The real Level2 step's op rows repeated as ``steps`` steps, 130 ms apart, in one model (Model ID 1:
+    not single ops, so the steps count); ``change``: an op whose shapes differ in the last step."""
+    real = geprof_nb.load(REAL_LEVEL2).op_summary
+    start_ns = np.rint(real["Task Start Time(us)"].to_numpy() * 1000).astype(np.int64)
+    frames, starts, its = [], [], []
+    for k in range(steps):
+        f = real.assign(**{"Model ID": 1})
+        if change is not None and k == steps - 1:
+            f["Input Shapes"] = f["Input Shapes"].astype(str).where(f["Op Name"] != change, "1,2,3,4")
+        frames.append(f)
+        starts.append(start_ns + k * 130_000_000)
+        its.append(np.full(len(f), 50 + k))
+    frame = pd.concat(frames, ignore_index=True)
+    frame["Task Start Time(us)"] = np.concatenate(starts) / 1000.0
+    return Profile(_Tables(OpRows(frame, np.concatenate(its), np.concatenate(starts), np.arange(len(frame)))))
+
+
+@pytest.mark.skipif(not REAL_LEVEL2.exists(), reason="the real 910B data is not on this machine")
+def test_shapes_compared_between_steps_not_inside_one():
+    """An op name that runs with four shapes inside every step (seven calls), the same each time, changes nothing
+    between steps; one whose shape differs in the second step does."""
+    relu = "aclnnInplaceRelu_Relu_Relu"
+    same = _real_rows_in_steps(2)
+    assert same.op_summary["Op Name"].eq(relu).sum() == 2 * 7  # the premise: seven calls per step, four shapes
+    assert DYNAMIC not in rules(advise(same))
+    f = finding(advise(_real_rows_in_steps(2, change=relu)), DYNAMIC)
+    assert f["Finding"].startswith("1 dynamic-shape op(s) see 2 different input shape sets over 2 steps")
+    assert f"{relu!r}: 32,64,55,55 -> 32,192,27,27 -> 32,384,13,13 -> 32,256,13,13 -> ..." in f["Evidence"]
+
+
+@pytest.mark.skipif(not REAL_LEVEL2.exists(), reason="the real 910B data is not on this machine")
+def test_a_burst_of_ops_in_one_step_is_no_per_step_claim():
+    """Step 4 of five copies of the real step also runs 2,000 TransData back to back after its last task (a
+    one-off format conversion, ~110 ms): the step is an outlier, so TransData is its typical ~1.4 ms per step,
+    1 % of the step, no finding.  The old advisor averaged the burst in: ~23 ms "per step", a High finding."""
+    p = _real_rows_in_steps(5)
+    ops, start_ns, its = p.op_summary, p.source.op_rows().start_ns, p.iteration_of_ops.to_numpy()
+    step4 = its == 53
+    td = ops.index[(ops["OP Type"] == "TransData").to_numpy() & step4][0]
+    end4 = int((start_ns[step4] + np.rint(ops.loc[step4, "Task Duration(us)"].to_numpy() * 1000)).max())
+    dur_ns = int(round(ops.loc[td, "Task Duration(us)"] * 1000))
+    burst = pd.DataFrame([ops.loc[td]] * 2000).reset_index(drop=True)
+    burst_start = end4 + np.arange(2000, dtype=np.int64) * dur_ns
+    burst["Task Start Time(us)"] = burst_start / 1000.0
+    frame = pd.concat([ops, burst], ignore_index=True)
+    starts = np.concatenate([start_ns, burst_start])
+    burst_p = Profile(_Tables(OpRows(frame, np.concatenate([its, np.full(2000, 53)]), starts, np.arange(len(frame)))))
+    assert burst_p.step_split.outlier_steps == {53}
+    found = advise(burst_p)
+    assert TRANSDATA not in rules(found)
+    per_step = float(ops.loc[(ops["OP Type"] == "TransData").to_numpy() & (its == 50), "Task Duration(us)"].sum())
+    assert 100 * per_step / burst_p.step_split.length_us < 100 * advisor.TRANSDATA_MIN_SHARE  # the typical share

@@ -76,7 +76,9 @@ def _wait_tables(waits: list[float], link_lost_us: float | None = None, steps: i
                              columns=T.SLOW_LINKS)
     cstt = pd.DataFrame({"Step": np.tile(np.arange(1, steps + 1), n), "Type": "rank",
                          "Index": np.repeat(np.arange(n), steps)})
-    return SimpleNamespace(slow_ranks=slow_ranks, slow_links=links, stragglers=pd.DataFrame(columns=T.STRAGGLERS),
+    no_stragglers = pd.DataFrame(columns=T.STRAGGLERS)
+    return SimpleNamespace(slow_ranks=slow_ranks, slow_links=links, stragglers=no_stragglers,
+                           typical_stragglers=no_stragglers, outlier_steps=[], rank_step_splits={},
                            communication_time=pd.DataFrame(columns=T.CLUSTER_COMMUNICATION_TIME),
                            cluster_step_trace_time=cstt, slow_rank_threshold=T.SLOW_RANK_THRESHOLD)
 
@@ -112,3 +114,23 @@ def test_a_jittery_host_makes_a_straggler(tmp_path):
     st = c.stragglers
     mine = st[(st["Last Rank"] == 5) & (st["Spread(us)"] > 0)]
     assert straggler["Time at stake (us)"].iloc[0] == pytest.approx(mine["Late By(us)"].sum() / 4)
+
+
+def test_a_one_off_stall_on_one_rank_is_its_own_finding_not_a_slow_rank(tmp_path):
+    """Rank 2's data loader stalls 200 ms once, before step 5 of 8 (every rank waits for it there): the old
+    advisor called rank 2 slow, "1641% above the median rank" per step; the stall is one finding naming the
+    rank, the step and its size, and the per-step rules count the other steps."""
+    c = simulate_cluster(tmp_path, {"loader_stall": {"every": 5, "us": 200_000, "ranks": [2]}}, ranks=4, steps=8,
+                         graph=resnet(4, batch_size=2, image_size=64))
+    advice = c.advise()
+    assert advice["Rule"].tolist() == ["One-off stall"]
+    t = c.tables()
+    assert t.outlier_steps == [5]
+    assert not c.slow_ranks["Slow"].any() and (c.slow_ranks["Steps"] == 6).all()  # steps 2-4 and 6-8
+    free = t.cluster_step_trace_time.set_index(["Index", "Step"])["Free"]
+    rank2 = free.loc[2]
+    extra = float(rank2.loc[5] - rank2.drop(index=1).median())
+    assert 199_900 <= extra < 200_100
+    stall = advice.iloc[0]
+    assert stall["Finding"].startswith(f"A {extra / 1000:,.1f} ms stall on rank 2 in step 5 ")
+    assert stall["Time at stake (us)"] == pytest.approx(extra / 8, abs=1e-3)

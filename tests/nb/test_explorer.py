@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 from geprof_testing import run_profiled_session as _run_profiled_session
-from geprof_testing import small_resnet
+from geprof_testing import small_resnet, step_headline_by_hand
 from ipywidgets.widgets.widget import _instances
 from IPython.utils.capture import capture_output
 
@@ -117,14 +117,15 @@ def test_only_the_summary_is_built_until_a_tab_is_selected(full):
 def test_summary_shows_headline_split_top_ops_findings_and_notes(full):
     ex = X.Explorer(full)
     text = widget_html(ex.summary.box)
-    mean = full.step_trace["Iteration Time(us)"].mean()
-    assert "3 steps" in text and f"mean step time {mean:.3f} us ({mean / 1000:.3f} ms) by step_trace" in text
-    # the split's shares are of step_breakdown's Stage (from the previous step's end), and it says so
-    stage = full.step_breakdown["Stage"].mean()
-    assert f"a step there runs from the previous one&#x27;s end, {stage:.3f} us on average" in text
-    split = full.step_breakdown[["Computing", "Communication(Not Overlapped)", "Free"]].mean()
-    for part, value in split.items():
+    # one step figure leads: the whole step periods (steps 2 and 3: step 1 spans only itself), and it says so
+    headline = step_headline_by_hand(full, [2, 3])
+    assert f"<b>geprof</b> {full.name} | {headline} | 3 steps |" in text
+    assert "mean step time" not in text  # step_trace's Iteration Time is another definition: not in the headline
+    assert "Step split: mean of 2 step periods, from one iteration&#x27;s end to the next" in text
+    split = full.step_breakdown.set_index("Step").loc[[2, 3], ["Computing", "Communication(Not Overlapped)", "Free"]]
+    for part, value in split.mean().items():
         assert html_escape(part) in text and f"{value:.3f}" in text
+    assert f"{split.mean().sum():.3f}" in text and "100.000" in text  # the Step row: the parts add up
     top = full.ops().nlargest(1, "Task Duration(us)")["Op Name"].iloc[0]
     assert top in text
     findings = full.advise()
@@ -422,13 +423,13 @@ def test_bundle_text_summary_numbers_are_the_profiles(full):
     bundle = X.Explorer(full).mimebundle()
     assert set(bundle) == BUNDLE_KEYS
     text = bundle["text/plain"]
-    mean = full.step_trace["Iteration Time(us)"].mean()
-    assert f"mean step time {mean:.3f} us ({mean / 1000:.3f} ms)" in text
+    assert text.startswith(f"geprof {full.name} | {step_headline_by_hand(full, [2, 3])} | 3 steps")
     top = full.ops().sort_values("Task Duration(us)", ascending=False, kind="stable").iloc[0]
     first_row = text.split("top 10 of", 1)[1].splitlines()[2]
     assert first_row.split()[0] == top["Op Name"] and f"{top['Task Duration(us)']:.3f}" in first_row
-    split = full.step_breakdown["Computing"].mean()
-    assert f"Computing {split:.3f} us" in text
+    split = full.step_breakdown.set_index("Step").loc[[2, 3], "Computing"].mean()
+    assert (f"step split (mean of 2 step periods, from one iteration's end to the next): Computing {split:.3f} us"
+            in text)
     assert "[" + full.advise()["Priority"].iloc[0] + "] " + full.advise()["Rule"].iloc[0] in text
     assert bundle["image/png"][:4] == b"\x89PNG"
 

@@ -5,6 +5,7 @@ import threading
 
 import numpy as np
 import pytest
+from geprof_testing import step_headline_by_hand
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
@@ -190,13 +191,15 @@ def test_progress_line_on_stderr_in_a_terminal(ip, monkeypatch):
     prof = ip.user_ns["_geprof"]
     err = cap.stderr
     lines = err.split("\r")
-    assert lines[1].startswith("geprof: 1 step, simulated device time ")
-    assert "geprof: 5 steps, simulated device time" in err
+    assert lines[1].startswith("geprof: 1 step, device timeline ")
+    assert "geprof: 5 steps, device timeline" in err
+    live = lines[-2]
+    device_ms = float(live.split("device timeline ")[1].split(" ms since the cell began")[0])
+    assert device_ms * 1000 >= prof.step_trace["Iteration Time(us)"].sum() > 0  # the whole timeline, not a step
     final = lines[-1]
-    assert final.endswith("\n") and final.startswith("geprof (done): 5 steps, simulated device time ")
-    assert f"{sum(prof.info['records'].values()):,} records reported" in final  # everything, once finalised
-    device_ms = float(final.split("simulated device time ")[1].split(" ms")[0])
-    assert device_ms * 1000 >= prof.step_trace["Iteration Time(us)"].sum() > 0
+    # the final line has the step figure the explorer leads with (steps 2-5: step 1 spans only itself)
+    assert final == (f"geprof (done): 5 steps, {step_headline_by_hand(prof, [2, 3, 4, 5])}, "
+                     f"{sum(prof.info['records'].values()):,} records reported\n")  # every record, once finalised
 
 
 def test_progress_line_with_a_schedule_counts_recorded_steps(ip, monkeypatch):
@@ -205,7 +208,7 @@ def test_progress_line_with_a_schedule_counts_recorded_steps(ip, monkeypatch):
     assert cap.stderr == ""  # --no-display shows no progress either
     cap = run(ip, "--skip-first 1 --warmup 1 --active 2 --repeat 1 --clock virtual", steps_cell(6))
     err = cap.stderr
-    assert "geprof: 2/4 steps, 0 recorded, simulated device time" in err and "now: recording" in err
+    assert "geprof: 2/4 steps, 0 recorded, device timeline" in err and "now: recording" in err
     assert "geprof: 4/4 steps, 2 recorded" in err and "now: not profiled" in err
     assert "geprof: 5 steps, 2 recorded" in err  # past the schedule's 4 steps
     assert "geprof (done): 6 steps, 2 recorded" in err

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-
+import threading
 import time
 
 import pytest
@@ -109,6 +109,88 @@ def test_clock_modes():
     c.set_mode("real")
     c.set_mode("virtual")  # entering virtual mode starts at the epoch
     assert c.now_ns() == VIRTUAL_EPOCH_NS
+
+
+def test_real_clock_paused_counts_only_modelled_costs_and_waits():
+    """Inside the toolkit the wall clock does not count; spend and wait_until still advance the
+    reading, and the wall clock runs on from there once control is back in the user's code."""
+    c = SimClock("real")
+    with c.paused():
+        t0 = c.now_ns()
+        time.sleep(0.05)  # the toolkit's own work: not host time
+        assert c.now_ns() == t0
+        assert c.spend(1_000) == t0 + 1_000 == c.now_ns()
+        assert c.wait_until(t0 + 5_000) == t0 + 5_000 == c.now_ns()
+        assert c.wait_until(t0) == t0 + 5_000  # never back
+    after = c.now_ns()
+    assert t0 + 5_000 <= after < t0 + 5_000 + 20_000_000  # not the 50 ms sleep
+    time.sleep(0.05)  # the user's code: host time
+    assert c.now_ns() - after >= 50_000_000
+
+
+def test_pausing_is_re_entrant_and_per_thread():
+    """Nested entries pause once; the clock stays paused while any thread is inside."""
+    c = SimClock("real")
+    inside, release = threading.Event(), threading.Event()
+
+    def toolkit_call_on_a_thread():
+        with c.paused():
+            inside.set()
+            release.wait(5)
+
+    c.enter()
+    c.enter()
+    c.leave()
+    held = c.now_ns()
+    time.sleep(0.02)
+    assert c.now_ns() == held  # still inside the outer entry
+    c.leave()
+    worker = threading.Thread(target=toolkit_call_on_a_thread)
+    worker.start()
+    assert inside.wait(5)
+    held = c.now_ns()
+    time.sleep(0.02)
+    assert c.now_ns() == held  # another thread is inside the toolkit: paused for this one too
+    release.set()
+    worker.join(5)
+    running = c.now_ns()
+    time.sleep(0.02)
+    assert c.now_ns() - running >= 20_000_000
+
+
+def test_users_code_inside_the_toolkit_counts():
+    """A callback the toolkit runs (run_graph_async's) is the user's code: wall time counts there."""
+    c = SimClock("real")
+    with c.paused():
+        with c.paused():
+            t0 = c.now_ns()
+            with c.users_code():
+                time.sleep(0.03)
+            t1 = c.now_ns()
+            time.sleep(0.03)
+            assert c.now_ns() == t1  # paused again, at the same depth
+    assert t1 - t0 >= 30_000_000
+
+
+def test_mode_changes_while_paused():
+    """GEInitialize / GEFinalize switch the mode inside the toolkit: virtual stays virtual on leaving,
+    real resumes from wall time."""
+    c = SimClock("real")
+    with c.paused():
+        c.set_mode("virtual")
+        assert c.now_ns() == VIRTUAL_EPOCH_NS
+    c.spend(7)
+    assert c.now_ns() == VIRTUAL_EPOCH_NS + 7  # virtual: paused or not, only modelled costs
+    with c.paused():
+        c.set_mode("real")
+        wall = c.now_ns()
+        assert abs(wall - time.time_ns()) < 10 ** 8
+        time.sleep(0.02)
+        assert c.now_ns() == wall
+    c.restart()
+    with c.paused():
+        c.restart()  # a run opened inside the toolkit starts at wall time
+        assert abs(c.now_ns() - time.time_ns()) < 10 ** 8
 
 
 # ------------------------------------------------------------------------------ enums
