@@ -144,14 +144,17 @@ def _task_names(run: RunDir, rec: np.ndarray) -> pd.Categorical:
 
 
 def collective_op_types(comm: pd.DataFrame) -> pd.Series:
-    """The GE op type (``HcomAllReduce``, ...) of op_summary rows of collectives.  At ``task_trace``
-    l0 op_summary has no OP Type; it then comes from the node's name (GE names collective nodes after
-    their type, e.g. ``gradients/HcomAllReduce_0``)."""
+    """The op type (GE's ``HcomAllReduce``, or msprof's ``hcom_allReduce_``) of op_summary rows of
+    collectives.  At ``task_trace`` l0 (torch_npu Level0) op_summary has no OP Type; it then comes
+    from the name: GE names collective nodes after their type (``gradients/HcomAllReduce_0``), msprof
+    and torch_npu name a collective ``<type>_<group>_<index>_<execution>`` (``hcom_allReduce__868_0_1``)."""
     known = comm["OP Type"].astype(str)
     missing = (known == NA).to_numpy()
     if not missing.any():
         return known
-    from_name = comm["Op Name"][missing].astype(str).str.extract(r"(Hcom[A-Za-z]+)", expand=False).fillna("Hcom")
+    names = comm["Op Name"][missing].astype(str)
+    from_name = names.str.extract(r"^(hcom_[A-Za-z]+_)", expand=False).fillna(
+        names.str.extract(r"(Hcom[A-Za-z]+)", expand=False)).fillna("Hcom")
     return known.where(~missing, from_name)
 
 

@@ -204,10 +204,12 @@ class Source(abc.ABC):
     def task_level(self) -> str:
         """The task_time level the op data was collected at: ``"l0"`` (no op basic info) or ``"l1"``.
 
-        Read from the data here: l0 when there are op rows and none knows its Task Type.
+        Read from the data here: l0 when there are op rows and none but the collectives knows its
+        Task Type (torch_npu's Level0 labels its collectives' Accelerator Core and nothing else).
         """
         f = self.op_rows().frame
-        known = f["Task Type"].astype(str) != tables.NA if "Task Type" in f.columns else np.zeros(0, bool)
+        types = f["Task Type"].astype(str) if "Task Type" in f.columns else pd.Series([], dtype=str)
+        known = (types != tables.NA) & (types != "COMMUNICATION")
         return "l0" if len(f) and not known.any() else "l1"
 
     # --------------------------------------------------------------- tables

@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -769,7 +770,6 @@ def _latin1_in_first_row(data: bytes) -> bytes:
 
 FAULTS: dict[str, Callable[[bytes], bytes]] = {
     "empty": lambda d: b"",
-    "cut-inside-last-value": _cut_inside_last_value,
     "latin1-byte": _latin1_in_first_row,
     "utf16": lambda d: d.decode("utf-8").encode("utf-16"),
     "wrong-schema": lambda d: b"alpha,beta,gamma\n1,2,3\n",
@@ -777,7 +777,6 @@ FAULTS: dict[str, Callable[[bytes], bytes]] = {
 #: what each fault's message says (after the file's path)
 FAULT_MESSAGES = {
     "empty": ": empty file (expected a CSV header line)",
-    "cut-inside-last-value": ": truncated: the last line",
     "latin1-byte": ": not UTF-8 text in column ",
     "utf16": ": not UTF-8 text (",
     "wrong-schema": ": missing column ",
@@ -827,6 +826,29 @@ def test_damaged_file_is_an_import_error_naming_it_and_the_rest_loads(case, tmp_
         # what is intact still loads
         p = geprof_nb.load(run.path)
         assert len(p.op_summary) > 0 and p.op_summary["Op Name"].notna().all()
+
+
+@pytest.mark.parametrize("layout, name, table, column", IMPORTED_FILES,
+                         ids=[f"{c[0]}-{c[1].split('_2024')[0]}" for c in IMPORTED_FILES])
+def test_file_cut_inside_its_last_value_loads_every_row_and_says_it_may_be_cut(layout, name, table, column,
+                                                                               tmp_path):
+    """Its last row has every cell, so nothing shows it was cut (msprof-analyze reads such a file too): it is
+    read, and the notes say that its last cell may be incomplete."""
+    run = _write(layout, tmp_path / "in")
+    path = next(run.path.rglob(name))
+    whole = getattr(geprof_nb.load(run.path), table)
+    data = path.read_bytes()
+    path.write_bytes(_cut_inside_last_value(data))
+    last = data.rstrip(b"\r\n").count(b"\n") + 1
+    p = geprof_nb.load(run.path)
+    if name.startswith("msprof_tx"):  # its last cell, N/A, is cut to N: no time, an error naming it
+        with pytest.raises(ImportFormatError, match=rf"^{re.escape(str(path))}, line {last}, column 'Device End_time"
+                                                    r"\(us\)': cannot parse 'N'"):
+            getattr(p, table)
+        return
+    assert len(getattr(p, table)) == len(whole) > 0
+    assert (f"{path}: its last line ({last}) has no line break after it, as a file cut off while being written "
+            "ends: read as it is (if the file was cut there, that row's last cell is incomplete)") in p.notes
 
 
 @pytest.mark.parametrize("layout", ["msprof", "ascend_pt"])

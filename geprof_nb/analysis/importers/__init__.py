@@ -1,10 +1,11 @@
 """Readers for profiling output that geprof did not write itself, and the layout detection.
 
 ``load_path`` recognises (in this order): a geprof Parquet export (``manifest.json``),
-a torch_npu ``*_ascend_pt`` directory (or its ``ASCEND_PROFILER_OUTPUT``), real
-msprof output (``PROF_*`` with ``mindstudio_profiler_output``, or that directory
-itself), and directories holding such runs: several ranks (``*_ascend_pt`` dirs
-with distinct ``profiler_info_<rank>.json``, or ``rank<N>`` dirs) make a
+a torch_npu run directory (one holding ``ASCEND_PROFILER_OUTPUT``, whatever its name;
+torch_npu names it ``*_ascend_pt``) or its ``ASCEND_PROFILER_OUTPUT``, real msprof
+output (``PROF_*`` with ``mindstudio_profiler_output``, or that directory itself), and
+directories holding such runs: several ranks (torch_npu run directories with distinct
+``profiler_info_<rank>.json``, or ``rank<N>`` dirs) make a
 :class:`~..cluster.ClusterProfile`, otherwise the newest run is opened.
 """
 
@@ -34,7 +35,7 @@ def _layout(path: Path) -> str | None:
         return None
     if is_parquet_export(path):
         return "parquet"
-    if path.name == ASCEND_OUTPUT or (path / ASCEND_OUTPUT).is_dir():
+    if path.name == ASCEND_OUTPUT or is_ascend_pt(path):
         return "ascend_pt"
     if (path / MSPROF_OUTPUT).is_dir() or find_sets(path)[0]:
         return "msprof"
@@ -66,17 +67,18 @@ def _newest(runs: list[Path]) -> Path:
     def key(p: Path) -> tuple:
         if m := _PROF_NAME.fullmatch(p.name):
             return (m.group(2), int(m.group(1)), p.name)
-        return (run_timestamp(p) if is_ascend_pt(p) else "", 0, p.name)
+        return (run_timestamp(p), 0, p.name)
 
     return max(runs, key=key)
 
 
 def _cluster(path: Path, device_id: int | None) -> ClusterProfile | None:
-    """Several ranks under ``path``: ``*_ascend_pt`` dirs with distinct ranks, or ``rank<N>`` dirs."""
+    """Several ranks under ``path``: torch_npu run directories (known by their ``ASCEND_PROFILER_OUTPUT``,
+    not their names) with distinct ranks, or ``rank<N>`` dirs."""
     children = sorted(c for c in path.iterdir() if c.is_dir())
     by_rank: dict[int, list[Path]] = {}
     for c in children:
-        if c.name.endswith("ascend_pt") and (c / ASCEND_OUTPUT).is_dir() and (r := rank_of(c)) is not None:
+        if is_ascend_pt(c) and (r := rank_of(c)) is not None:
             by_rank.setdefault(r, []).append(c)
     notes = []
     if len(by_rank) >= 2:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from .. import api, breakdown, communication, memory, tables
 from ..columns import PURE_CORE_TASK_TYPES, is_other_core_column
-from .csvfiles import CsvTable, ImportFormatError, Kinds, read_csv, read_json
+from .csvfiles import CsvTable, ImportFormatError, Kinds, read_json
 from .filesource import FileSource
 from .msprof import (API_STATISTIC_KINDS, DEVICE_ID, OP_STATISTIC_KINDS, OP_SUMMARY_KINDS, aic_metrics_of,
                      chip_family, device_infos, require_durations, start_times)
@@ -44,7 +44,22 @@ OPERATOR_MEMORY_KINDS: Kinds = {"Name": "category", "Allocation Time(us)": "ts",
 MEMORY_RECORD_KINDS: Kinds = {"Component": "category", "Timestamp(us)": "ts", "Stream Ptr": "int",
                               "Device Type": "category"}
 STEP_TRACE_TIME_KINDS: Kinds = {"Device_id": "int", "Step": "int"}
+#: How kernel_details' own column names are read (before the renames): its start time is a timestamp.
+KERNEL_KINDS: Kinds = {"Start Time(us)": "ts"}
+#: The CSV files of ASCEND_PROFILER_OUTPUT read here, with the kinds of their columns.
+CSV_KINDS: dict[str, Kinds] = {"kernel_details.csv": KERNEL_KINDS, "step_trace_time.csv": STEP_TRACE_TIME_KINDS,
+                               "op_statistic.csv": OP_STATISTIC_KINDS, "api_statistic.csv": API_STATISTIC_KINDS,
+                               "operator_memory.csv": OPERATOR_MEMORY_KINDS, "memory_record.csv": MEMORY_RECORD_KINDS}
+#: The memory files and the columns each needs.
+MEMORY_FILES = {"memory_record.csv": ["Component", "Timestamp(us)", "Total Allocated(MB)"],
+                "operator_memory.csv": ["Name", "Size(KB)", "Allocation Time(us)"]}
+#: How torch_npu labels a collective's Accelerator Core, read as msprof's Task Type (reference §4.1).
+COLLECTIVE_CORE = {"HCCL": "COMMUNICATION"}
+#: How far (µs) a collective's start in communication.json may lie from its kernel's: the file prints it
+#: as a float (0.25 µs apart at today's epoch) and rounded to 0.1 µs.
+START_SLACK_US = 1.0
 _RANK_FILE = re.compile(r"profiler_info_(\d+)\.json")
+_NPU_DEVICE = re.compile(r"NPU:(\d+)")
 
 
 def rank_of(directory: Path) -> int | None:
@@ -56,13 +71,15 @@ def rank_of(directory: Path) -> int | None:
 
 
 def is_ascend_pt(directory: Path) -> bool:
-    return directory.name.endswith("ascend_pt") or (directory / OUTPUT_DIR).is_dir()
+    """A torch_npu run directory, known by its content (its name need not end in ``_ascend_pt``)."""
+    return (directory / OUTPUT_DIR).is_dir()
 
 
 def run_timestamp(directory: Path) -> str:
-    """The timestamp field of ``<worker>_<pid>_<timestamp>_ascend_pt`` (msprof-analyze's ``split('_')[-3]``)."""
+    """The timestamp field of ``<worker>_<pid>_<timestamp>_ascend_pt`` (msprof-analyze's ``split('_')[-3]``);
+    "" for a directory not named so."""
     parts = directory.name.split("_")
-    return parts[-3] if len(parts) >= 3 else ""
+    return parts[-3] if len(parts) >= 4 and parts[-1] == "pt" and parts[-2] == "ascend" else ""
 
 
 class AscendPtSource(FileSource):
@@ -81,14 +98,15 @@ class AscendPtSource(FileSource):
                                     "kernel_details.csv (was the profile parsed? torch_npu writes it at the end)")
         self._notes = list(notes or [])
         self.rank = rank_of(path)
-        self._kernels = read_csv([kernel_path])
+        self._kernels = self._read([kernel_path], KERNEL_KINDS)
         self._kernels.require(KERNEL_REQUIRED, "torch_npu kernel_details")
         if self._kernels.has("Device_id"):
             ids = np.unique(self._kernels.integers("Device_id", nullable=False, required=DEVICE_ID))
             self.device_id = int(ids[0]) if len(ids) else device_id
         else:
             trace = self._trace
-            self.device_id = trace.device_id if trace is not None and trace.device_id is not None else device_id
+            known = trace.device_id if trace is not None and trace.device_id is not None else self._memory_device()
+            self.device_id = device_id if known is None else known
         self._profiler_info = self._json(f"profiler_info_{self.rank}.json" if self.rank is not None
                                          else "profiler_info.json")
         self._metadata = self._json("profiler_metadata.json")
@@ -96,6 +114,19 @@ class AscendPtSource(FileSource):
     @property
     def path(self) -> Path:
         return self._path
+
+    def _memory_device(self) -> int | None:
+        """The device the memory files name in every row (``Device Type`` ``NPU:<n>``), None if they do not:
+        torch_npu's kernel_details has no Device_id, and its trace labels the device processes ``NPU``."""
+        for name, required in MEMORY_FILES.items():
+            table = self._csv(name, required)
+            if table is None or not table.has("Device Type"):
+                continue
+            devices = {m.group(1) for d in np.unique(np.asarray(table.category("Device Type"), dtype=str))
+                       if (m := _NPU_DEVICE.fullmatch(d))}
+            if len(devices) == 1:
+                return int(devices.pop())
+        return None
 
     def _json(self, name: str) -> dict:
         """A metadata file's content ({} when absent; a damaged one is noted, not fatal)."""
@@ -127,7 +158,8 @@ class AscendPtSource(FileSource):
         self.op_rows()  # step assignment adds its notes
         self.info  # noqa: B018 - and reading the device facts notes a damaged info.json.<n>
         self._collectives  # noqa: B018 - and so do collectives that match no kernel
-        return list(self._notes)
+        files = {(self.output / name,): kinds for name, kinds in CSV_KINDS.items() if (self.output / name).is_file()}
+        return [*self._notes, *self.file_notes(files)]
 
     @cached_property
     def _trace(self) -> TraceView | None:
@@ -143,17 +175,9 @@ class AscendPtSource(FileSource):
         path = self.output / name
         if not path.is_file():
             return None
-        table = read_csv([path])
+        table = self._read([path], CSV_KINDS[name])
         table.require(required, f"torch_npu {name}")
         return table
-
-    def _with_device(self, frame: pd.DataFrame, value: object) -> pd.DataFrame:
-        """torch_npu leaves Device_id out of some files; put it first as msprof has it."""
-        if "Device_id" not in frame.columns:
-            n = len(frame)
-            frame.insert(0, "Device_id", pd.array([value] * n, dtype="str") if isinstance(value, str)
-                         else np.full(n, value, np.int64))
-        return frame
 
     # ------------------------------------------------------------------ tables
     @cached_property
@@ -161,13 +185,18 @@ class AscendPtSource(FileSource):
         k = self._kernels
         step_col = next((c for c in STEP_COLUMNS if k.has(c)), None)
         keep = [i for i, c in enumerate(k.header) if c not in STEP_COLUMNS]
-        renamed = CsvTable(k.files, [RENAMES.get(k.header[i], k.header[i]) for i in keep],
-                           k.cells.select(keep).rename_columns([str(i) for i in range(len(keep))]), k.file_rows)
+        renamed = k.columns(keep, [RENAMES.get(k.header[i], k.header[i]) for i in keep])
         start_ns = start_times(k, "Start Time(us)")
         require_durations(k, "Duration(us)")
-        given = {"Task Start Time(us)": start_ns / 1000.0}
+        given = {"Task Start Time(us)": start_ns / 1000.0,
+                 "Task Type": renamed.category("Task Type", labels=COLLECTIVE_CORE)}
+        labelled = np.isin(np.asarray(renamed.category("Task Type")), list(COLLECTIVE_CORE))
+        if labelled.any():
+            self._notes.append(f"{int(labelled.sum())} kernels are collectives labelled Accelerator Core "
+                               f"{'/'.join(COLLECTIVE_CORE)} (torch_npu's label): shown as Task Type COMMUNICATION, "
+                               "msprof's label, and counted as communication")
         frame = _other_core_missing(
-            self._with_device(self._typed("op_summary", renamed, OP_SUMMARY_KINDS, given=given), self.device_id))
+            self.with_device(self._typed("op_summary", renamed, OP_SUMMARY_KINDS, given=given), self.device_id))
         if step_col is not None:
             steps = k.integers(step_col, nullable=True)
             iteration = steps.to_numpy(np.int64, na_value=0)
@@ -185,11 +214,9 @@ class AscendPtSource(FileSource):
         return self._rows
 
     def communication_rows(self) -> np.ndarray:
-        """Collectives by kernel_details' Accelerator Core or, where that is N/A (Level0), by
-        communication.json: a kernel is a collective when a collective there starts and lasts as it does.
-        The file prints the start as a float (0.25 us apart at today's epoch, so several kernels can
-        share one: the kernel's ns as a float must equal it) and the elapse time in ms to 6 decimals
-        (whole ns: the kernel's duration must equal it)."""
+        """Collectives: kernels whose Task Type is COMMUNICATION (Accelerator Core ``HCCL`` in the file) and
+        the kernels of communication.json's collectives (:func:`collective_kernels`), which find them
+        where Accelerator Core is N/A (Level0)."""
         return self._collectives.copy()
 
     @cached_property
@@ -203,16 +230,13 @@ class AscendPtSource(FileSource):
             return known
         if ct.empty:
             return known
-        dur_ns = np.rint(rows.frame["Task Duration(us)"].to_numpy(float) * 1000).astype(np.int64)
-        kernels = pd.MultiIndex.from_arrays([rows.start_ns / 1000.0, dur_ns])
-        elapse_ns = np.rint(np.nan_to_num(ct["Elapse Time(ms)"].to_numpy(float), nan=-1) * 1e6).astype(np.int64)
-        ops = pd.MultiIndex.from_arrays([ct["Start Timestamp(us)"].to_numpy(float), elapse_ns])
-        unmatched = int((~ops.isin(kernels)).sum())
+        matched, unmatched = collective_kernels(rows, ct)
         if unmatched and self.task_level == "l0":
             self._notes.append(f"{unmatched} of the {len(ct)} collectives in communication.json match no "
-                               "kernel_details row by start and duration; kernel_details has no Accelerator Core "
-                               "(Level0), so their kernels, if any, count as computing, not communication")
-        return known | kernels.isin(ops)
+                               "kernel_details row by name and time (or by start and duration); kernel_details has "
+                               "no Accelerator Core (Level0), so their kernels, if any, count as computing, not "
+                               "communication")
+        return known | matched
 
     def step_bounds(self) -> pd.DataFrame:
         """Exact ns per step: from its ``ProfilerStep#<n>`` start (trace_view.json) to its end on the
@@ -235,7 +259,7 @@ class AscendPtSource(FileSource):
         table = self._csv("step_trace_time.csv", ["Step", "Computing", "Communication(Not Overlapped)", "Free"])
         if table is None:
             return None
-        frame = self._with_device(self._typed("step_breakdown", table, STEP_TRACE_TIME_KINDS, "float"), self.device_id)
+        frame = self.with_device(self._typed("step_breakdown", table, STEP_TRACE_TIME_KINDS, "float"), self.device_id)
         return frame[[c for c in breakdown.STEP_TRACE_TIME if c in frame.columns]
                      + [c for c in frame.columns if c not in breakdown.STEP_TRACE_TIME]]
 
@@ -243,22 +267,22 @@ class AscendPtSource(FileSource):
         table = self._csv("op_statistic.csv", ["OP Type", "Core Type", "Count", "Total Time(us)"])
         if table is None:
             return super().op_statistic()
-        return self._with_device(self._typed("op_statistic", table, OP_STATISTIC_KINDS), self.device_id)
+        return self.with_device(self._typed("op_statistic", table, OP_STATISTIC_KINDS), self.device_id)
 
     def api_statistic(self) -> pd.DataFrame:
         table = self._csv("api_statistic.csv", ["Level", "API Name", "Time(us)", "Count"])
         if table is None:
             return pd.DataFrame(columns=api.API_STATISTIC)
-        return self._with_device(self._typed("api_statistic", table, API_STATISTIC_KINDS), "host")
+        return self.with_device(self._typed("api_statistic", table, API_STATISTIC_KINDS), "host")
 
     def operator_memory(self) -> pd.DataFrame:
-        table = self._csv("operator_memory.csv", ["Name", "Size(KB)", "Allocation Time(us)"])
+        table = self._csv("operator_memory.csv", MEMORY_FILES["operator_memory.csv"])
         if table is None:
             return pd.DataFrame(columns=memory.OPERATOR_MEMORY)
         return self._typed("operator_memory", table, OPERATOR_MEMORY_KINDS, "float")
 
     def memory_record(self) -> pd.DataFrame:
-        table = self._csv("memory_record.csv", ["Component", "Timestamp(us)", "Total Allocated(MB)"])
+        table = self._csv("memory_record.csv", MEMORY_FILES["memory_record.csv"])
         if table is None:
             return pd.DataFrame(columns=memory.MEMORY_RECORD)
         return self._typed("memory_record", table, MEMORY_RECORD_KINDS, "float")
@@ -312,6 +336,40 @@ class AscendPtSource(FileSource):
         for c in ("Transit Size(MB)", "Transit Time(ms)"):
             frame[c] = frame[c].astype(np.float64)
         return frame
+
+
+def collective_kernels(rows: tables.OpRows, ct: pd.DataFrame) -> tuple[np.ndarray, int]:
+    """Which kernels are communication.json's collectives (``ct``: :meth:`AscendPtSource.communication_time`),
+    and how many collectives match none.
+
+    A collective is the kernel of its name (its key before ``@``) during which it starts, within
+    :data:`START_SLACK_US`; of several, the one that starts nearest.  A kernel named otherwise (a
+    geprof export names its kernels after the graph nodes) is it when both start and duration lie within
+    :data:`START_SLACK_US` of the collective's.  The elapse time is not compared exactly: the file prints
+    it with sub-ns digits (``79.08952021875`` ms for a kernel of 79089.520 µs).
+    """
+    f = rows.frame
+    start = rows.start_ns / 1000.0
+    dur = f["Task Duration(us)"].to_numpy(float)
+    names = f["Op Name"].astype(str).to_numpy(object)
+    by_name = pd.Series(np.arange(len(names))).groupby(names, sort=False).indices if len(names) else {}
+    by_start = np.argsort(start, kind="stable")
+    sorted_start = start[by_start]
+    matched = np.zeros(len(names), bool)
+    unmatched = 0
+    for name, begin, elapse_ms in zip(ct["Op Name"].astype(str), ct["Start Timestamp(us)"].to_numpy(float),
+                                      ct["Elapse Time(ms)"].to_numpy(float)):
+        mine = by_name.get(name, np.zeros(0, np.int64))
+        mine = mine[(start[mine] - START_SLACK_US <= begin) & (begin <= start[mine] + dur[mine] + START_SLACK_US)]
+        if not len(mine):
+            near = by_start[np.searchsorted(sorted_start, begin - START_SLACK_US, side="left"):
+                            np.searchsorted(sorted_start, begin + START_SLACK_US, side="right")]
+            mine = near[np.abs(dur[near] - elapse_ms * 1000) <= START_SLACK_US]
+        if len(mine):
+            matched[mine[np.argmin(np.abs(start[mine] - begin))]] = True
+        else:
+            unmatched += 1
+    return matched, unmatched
 
 
 def _ops_by_step(path: Path) -> Iterator[tuple[int, str, str, object]]:

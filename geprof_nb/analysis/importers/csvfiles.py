@@ -16,10 +16,13 @@ import codecs
 import csv
 import gc
 import json
+import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,10 @@ from ..rundir import RunDirError
 NA_TOKENS = ("N/A", "")
 _NA = pa.array(NA_TOKENS)
 _DECIMAL = r"^(?P<whole>\d+)(?:\.(?P<frac>\d*))?$"
+_EXPONENT = re.compile(r"^\d+(?:\.\d*)?[eE][+-]?\d+$")
+_HALF = Fraction(1, 2)
+_HALF_NS_US = Decimal("0.0005")
+_INT64_NS_US = Decimal(2**63) / 1000
 
 
 class ImportFormatError(RunDirError):
@@ -109,11 +116,24 @@ def _without_na(trimmed: pa.ChunkedArray) -> tuple[pa.ChunkedArray, np.ndarray]:
     return pc.if_else(missing, pa.scalar(None, pa.string()), trimmed), _mask(missing)
 
 
+def exponent_ns(text: str) -> int | None:
+    """Exact ns of a µs number in exponent notation (``1.69512E+15``, as a spreadsheet writes it), by its
+    value, rounded half up; None if it is not one, is negative or is past int64 ns (bounds first:
+    ``1e-999999`` or ``1e999999`` would make a huge Fraction)."""
+    if not _EXPONENT.fullmatch(text.strip()):
+        return None
+    value = Decimal(text.strip())
+    if value >= _INT64_NS_US:
+        return None
+    return math.floor(Fraction(value) * 1000 + _HALF) if value >= _HALF_NS_US else 0
+
+
 def decimal_ns(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact ns of µs decimal strings (``"1717575960208020.758\\t"`` -> 1717575960208020758).
 
     Returns (ns, valid, bad): ``valid`` marks parsed cells, ``bad`` cells that are neither a
-    decimal nor N/A.  Digits past the ns are rounded half up; no float is involved.
+    decimal nor N/A.  Digits past the ns are rounded half up; no float is involved.  A cell in
+    exponent notation (a file saved by a spreadsheet) is read by its value (:func:`exponent_ns`).
     """
     v = _trimmed(column)
     missing = _mask(pc.is_in(v, value_set=_NA))
@@ -125,7 +145,18 @@ def decimal_ns(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndar
     whole_n = pc.cast(whole, pa.int64()).to_numpy()
     frac_n = pc.cast(frac, pa.int64()).to_numpy()
     ns = np.where(ok, whole_n * 1000 + frac_n // 10 + (frac_n % 10 >= 5), 0).astype(np.int64)
+    if bad.any():
+        cells = v.to_numpy(zero_copy_only=False)
+        for i in np.flatnonzero(bad).tolist():
+            exact = exponent_ns(cells[i])
+            if exact is not None:
+                ns[i], ok[i], bad[i] = exact, True, False
     return ns, ok, bad
+
+
+def exponent_cells(column: pa.ChunkedArray) -> np.ndarray:
+    """Where a column's cells are numbers in exponent notation."""
+    return _mask(pc.fill_null(pc.match_substring_regex(_trimmed(column), _EXPONENT.pattern), False))
 
 
 @dataclass
@@ -137,6 +168,11 @@ class CsvTable:
     cells: pa.Table  # string columns named "0".."n-1"
     file_rows: list[int] = field(default_factory=list)  # data rows per file, in order
     row_ids: np.ndarray | None = None  # each row's index among all rows read (after select)
+    #: per file, the 1-based line of each row read (None: the rows are lines 2, 3, ... in order)
+    file_lines: list[np.ndarray | None] = field(default_factory=list)
+    #: what the reading passed over or could not check (rows skipped, with file and lines; a last line
+    #: without a line break), for the Profile's notes
+    skipped: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return self.cells.num_rows
@@ -159,9 +195,10 @@ class CsvTable:
         """The file and 1-based line of a data row (line 1 is the header)."""
         if self.row_ids is not None:
             row = int(self.row_ids[row])
-        for path, n in zip(self.files, self.file_rows):
+        lines = self.file_lines or [None] * len(self.files)
+        for path, n, at in zip(self.files, self.file_rows, lines):
             if row < n:
-                return path, row + 2
+                return path, row + 2 if at is None else int(at[row])
             row -= n
         return self.files[-1], row + 2
 
@@ -176,7 +213,28 @@ class CsvTable:
         if keep.all():
             return self
         ids = np.flatnonzero(keep) if self.row_ids is None else self.row_ids[keep]
-        return CsvTable(self.files, self.header, self.cells.filter(pa.array(keep)), self.file_rows, ids)
+        return replace(self, cells=self.cells.filter(pa.array(keep)), row_ids=ids)
+
+    def columns(self, keep: list[int], header: list[str]) -> CsvTable:
+        """The columns at positions ``keep``, named ``header`` (the rows and their lines unchanged)."""
+        cells = self.cells.select(keep).rename_columns([str(i) for i in range(len(keep))])
+        return replace(self, header=list(header), cells=cells)
+
+    def notes(self, exact: tuple[str, ...] = ()) -> list[str]:
+        """What a reader of the table should know: rows skipped, and ``exact`` columns (timestamps, ids)
+        holding numbers in exponent notation, which a spreadsheet cut to a few digits."""
+        out = list(self.skipped)
+        for pos, column in enumerate(self.header):
+            if column not in exact:
+                continue
+            where = exponent_cells(self.cells.column(pos))
+            if where.any():
+                path, line = self.where(int(np.argmax(where)))
+                value = self.cells.column(pos)[int(np.argmax(where))].as_py().strip()
+                out.append(f"{path}: column {column!r} has {int(where.sum())} numbers in exponent notation (line "
+                           f"{line}: {value}), as a spreadsheet saves them: read by their value, they are only "
+                           "as exact as the digits written (times or ids closer than that cannot be told apart)")
+        return out
 
     # ----------------------------------------------------------- conversions
     def _pos(self, column: str | int) -> int:
@@ -222,22 +280,27 @@ class CsvTable:
         try:
             ints = pc.cast(values, pa.int64())
         except pa.ArrowInvalid:
-            ok = _mask(pc.fill_null(pc.match_substring_regex(values, r"^[+-]?\d+$"), True))
-            raise self.bad_value(pos, int(np.argmax(~ok)), "an integer (or N/A)") from None
+            ints, bad = _exponent_integers(values)
+            if bad is not None:
+                raise self.bad_value(pos, bad, "an integer (or N/A)") from None
         if not nullable and not missing.any():
             return ints.to_numpy()
         arr = pd.array(pc.fill_null(ints, 0).to_numpy(), dtype="Int64")
         arr[missing] = pd.NA
         return arr
 
-    def category(self, column: str | int, unquote: bool = False) -> pd.Categorical:
-        """Text as a categorical with object categories, ``N/A`` kept as text (as in op_summary)."""
+    def category(self, column: str | int, unquote: bool = False,
+                 labels: dict[str, str] | None = None) -> pd.Categorical:
+        """Text as a categorical with object categories, ``N/A`` kept as text (as in op_summary);
+        ``labels``: values read as others (torch_npu's ``HCCL`` as msprof's ``COMMUNICATION``)."""
         encoded = pc.dictionary_encode(self.cells.column(self._pos(column))).combine_chunks()
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         names = [unneutralised(s) for s in encoded.dictionary.to_pylist()]
         if unquote:
             names = [unquoted(s) for s in names]
-        if len(set(names)) < len(names):  # "a" and '"a"' (or "=a" and "'=a") in one column
+        if labels:
+            names = [labels.get(s, s) for s in names]
+        if len(set(names)) < len(names):  # "a" and '"a"' (or "=a" and "'=a", or two labels) in one column
             first: dict[str, int] = {}
             codes = np.asarray([first.setdefault(n, len(first)) for n in names], np.int64)[codes]
             names = list(first)
@@ -246,6 +309,21 @@ class CsvTable:
     def strings(self, column: str | int) -> pd.Series:
         values = self.cells.column(self._pos(column)).to_numpy(zero_copy_only=False)
         return pd.Series([unneutralised(v) for v in values], dtype="str")
+
+
+def _exponent_integers(values: pa.ChunkedArray) -> tuple[pa.Array, int | None]:
+    """Integer cells some of which are in exponent notation (``9.4509E+13``, a spreadsheet's), read by
+    their value: (the int64 values, None), or (None, the first cell that is no integer)."""
+    out = []
+    for i, cell in enumerate(values.to_pylist()):
+        if cell is None or re.fullmatch(r"[+-]?\d+", cell):
+            out.append(None if cell is None else int(cell))
+            continue
+        value = Decimal(cell) if _EXPONENT.fullmatch(cell) else None
+        if value is None or value != value.to_integral_value() or value >= 2**63:
+            return None, i
+        out.append(int(value))
+    return pa.array(out, pa.int64()), None
 
 
 def unneutralised(cell: str) -> str:
@@ -284,54 +362,109 @@ def _fields(path: Path, line: str, which: str) -> list[str]:
                                 "one row per line") from None
 
 
-def _check_last_line(path: Path, n_columns: int) -> None:
-    """A file cut off while being written ends in a row with too few fields."""
+def _records(path: Path) -> Iterator[tuple[int, int]]:
+    """(first line, number of fields) of every data record of a CSV file (blank lines skipped), as the
+    csv module splits it: line numbers that count a quoted cell's line breaks."""
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+        reader = csv.reader(f)
+        line = 1
+        next(reader, None)  # the header
+        for cells in reader:
+            first, line = line + 1, reader.line_num
+            if cells:
+                yield first, len(cells)
+
+
+def _row_lines(path: Path, n_columns: int, n_read: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """The lines of the rows a reading that skipped rows of the wrong width kept, and (line, fields) of
+    those it skipped; an ImportFormatError if the csv module does not split the file into as many rows."""
+    kept, skipped = [], []
+    for line, n in _records(path):
+        if n == n_columns:
+            kept.append(line)
+        else:
+            skipped.append((line, n))
+    if len(kept) != n_read:
+        raise ImportFormatError(f"{path}: its rows cannot be told apart ({n_read} rows of the header's {n_columns} "
+                                f"fields read, {len(kept)} when split line by line): a quote left open?")
+    return np.asarray(kept, np.int64), skipped
+
+
+def _skipped_note(path: Path, n_columns: int, skipped: list[tuple[int, int]], last_line: int) -> str:
+    """The note naming the rows of the wrong width a reading skipped."""
+    shown = skipped[:10]
+    lines = ", ".join(f"{line} ({n} fields)" for line, n in shown)
+    more = f" and {len(skipped) - len(shown)} more" if len(skipped) > len(shown) else ""
+    cut = (" The last of them ends the file with too few cells: the file is truncated there (cut off while being "
+           "written?)." if skipped[-1][0] == last_line and skipped[-1][1] < n_columns else "")
+    return (f"{path}: {len(skipped)} rows skipped, whose cells do not match the header's {n_columns} columns: "
+            f"line{'s' if len(skipped) > 1 else ''} {lines}{more}. A row cut short or hand-edited cannot say "
+            f"which cell is missing, so none of it is read; every other row is.{cut}")
+
+
+def _ends_with_line_break(path: Path) -> bool:
     with open(path, "rb") as f:
-        f.seek(0, 2)
-        size = f.tell()
-        f.seek(max(0, size - 65536))
-        tail = f.read()
-    lines = tail.rstrip(b"\r\n").splitlines()
-    if len(lines) < 2 and size > 65536:
-        return
-    last = lines[-1].decode("utf-8", errors="replace") if lines else ""
-    fields = _fields(path, last, "last")
-    if 0 < len(fields) < n_columns:
-        raise ImportFormatError(f"{path}: truncated: the last line has {len(fields)} of the header's {n_columns} "
-                                f"fields")
-    if size and not tail.endswith(b"\n"):
-        # msprof and torch_npu end every row with a line break: a file cut off inside its last
-        # value has the right number of fields but no final line break
-        raise ImportFormatError(f"{path}: truncated: the last line has no line break at its end (cut off while "
-                                "being written?); accepted: a CSV file whose every line ends with a line break")
+        f.seek(-1, 2)
+        return f.read(1) == b"\n"
+
+
+def _last_line(path: Path) -> int:
+    """The number of the file's last non-blank line."""
+    with open(path, "rb") as f:
+        lines = f.read().rstrip(b"\r\n").count(b"\n")
+    return lines + 1
 
 
 def read_csv(files: list[Path]) -> CsvTable:
-    """Read one CSV (or its slices, in order) as text; the slices must share one header."""
+    """Read one CSV (or its slices, in order) as text; the slices must share one header.
+
+    A row with more or fewer cells than the header (a file cut off while being written, or edited
+    by hand) is skipped, not read shifted, and said in :attr:`CsvTable.skipped`; a last line without a
+    line break is read like any other (msprof-analyze reads it), and said: it may be cut inside its last cell.
+    """
     header = _read_header(files[0])
     names = [str(i) for i in range(len(header))]
     read = pcsv.ReadOptions(column_names=names, skip_rows=1)
     convert = pcsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=False,
                                   quoted_strings_can_be_null=False)
-    parts, rows = [], []
+    parts, rows, lines, skipped = [], [], [], []
     for path in files:
         if path is not files[0] and (h := _read_header(path)) != header:
             raise ImportFormatError(f"{path}: header differs from the first slice {files[0].name} "
                                     f"({len(h)} vs {len(header)} columns); slices of one summary must match")
-        _check_last_line(path, len(header))
+        wrong_width: list[int] = []
+
+        def skip(row: pcsv.InvalidRow) -> str:  # which lines they were is found after (pyarrow may not know)
+            wrong_width.append(row.actual_columns)
+            return "skip"
+
+        parse = pcsv.ParseOptions(invalid_row_handler=skip)
         try:
-            part = pcsv.read_csv(path, read_options=read, convert_options=convert)
+            part = pcsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
         except pa.ArrowInvalid as exc:
             msg = str(exc)
             if "UTF8" in msg:
                 col = re.search(r"column #(\d+)", msg)
                 where = f" in column {header[int(col.group(1))]!r}" if col else ""
                 raise ImportFormatError(f"{path}: not UTF-8 text{where} ({msg})") from None
+            try:  # a row of the wrong width that is not UTF-8 either cannot be handed to skip()
+                path.read_bytes().decode("utf-8")
+            except UnicodeDecodeError as bad:
+                raise ImportFormatError(f"{path}: not UTF-8 text ({bad.reason} at byte {bad.start})") from None
             raise ImportFormatError(f"{path}: not a CSV with the header's {len(header)} columns ({msg})") from None
+        at = None
+        if wrong_width:
+            at, passed = _row_lines(path, len(header), part.num_rows)
+            skipped.append(_skipped_note(path, len(header), passed, _last_line(path)))
+        elif part.num_rows and not _ends_with_line_break(path):
+            skipped.append(f"{path}: its last line ({_last_line(path)}) has no line break after it, as a file cut "
+                           "off while being written ends: read as it is (if the file was cut there, that row's "
+                           "last cell is incomplete)")
         parts.append(part)
         rows.append(part.num_rows)
+        lines.append(at)
     cells = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-    return CsvTable(list(files), header, cells, rows)
+    return CsvTable(list(files), header, cells, rows, file_lines=lines, skipped=skipped)
 
 
 # ----------------------------------------------------------------- typing

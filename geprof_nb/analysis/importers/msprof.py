@@ -23,7 +23,7 @@ import pandas as pd
 from ...prof.rawdata import RtTaskType
 from .. import api, breakdown, columns as C, communication, tables, tx
 from ..aicpu import AICPU
-from .csvfiles import CsvTable, ImportFormatError, Kinds, read_csv, read_json
+from .csvfiles import CsvTable, ImportFormatError, Kinds, read_json
 
 #: What a Device_id cell must hold (the rows are split by device before anything else).
 DEVICE_ID = "a device id (an integer) on every row"
@@ -48,7 +48,16 @@ OP_SUMMARY_KINDS: Kinds = {
     "Output Shapes": "shape", "Output Data Types": "shape", "Output Formats": "shape", "Context ID": "Int64",
     "Model Name": "category", "Infer ID": "Int64",
 }
-OP_SUMMARY_REQUIRED = ["Device_id", "Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)"]
+OP_SUMMARY_REQUIRED = ["Op Name", "OP Type", "Task Type", "Task Start Time(us)", "Task Duration(us)"]
+#: Names older CANN versions gave op_summary columns -> today's (reference §4.1).
+OLDER_OP_SUMMARY_NAMES = {"Task Start Time": "Task Start Time(us)", "Block Dim": "Block Num",
+                          "Mix Block Dim": "Mix Block Num"}
+#: How op_summary's columns are read as the file names them (an older header's too).
+OP_SUMMARY_FILE_KINDS: Kinds = {**OP_SUMMARY_KINDS, **{old: OP_SUMMARY_KINDS[new] for old, new in
+                                                       OLDER_OP_SUMMARY_NAMES.items()}}
+#: PMU columns without an ``aic_``/``aiv_`` prefix, as op_summary names them for an AI Core that runs
+#: cube and vector work itself (910A, 310P; :func:`chip_family`), older CANN versions included.
+_UNPREFIXED_PMU = ("total_cycles", "vec_ratio", "mac_ratio", "memory_bound")
 OP_STATISTIC_KINDS: Kinds = {"Device_id": "int", "Model Name": "str", "OP Type": "str", "Core Type": "str",
                              "Count": "int"}
 API_STATISTIC_KINDS: Kinds = {"Device_id": "str", "Level": "str", "API Name": "str", "Count": "int"}
@@ -64,7 +73,7 @@ MSPROF_TX_KINDS: Kinds = {
 }
 AICPU_KINDS: Kinds = {"Timestamp(us)": "ts", "Node": "str", "Stream ID": "Int64", "Task ID": "Int64"}
 #: Columns other than these are numbers (float, NaN for N/A) unless they hold text.
-_KINDS = {"op_summary": OP_SUMMARY_KINDS, "op_statistic": OP_STATISTIC_KINDS, "api_statistic": API_STATISTIC_KINDS,
+_KINDS = {"op_summary": OP_SUMMARY_FILE_KINDS, "op_statistic": OP_STATISTIC_KINDS, "api_statistic": API_STATISTIC_KINDS,
           "task_time": TASK_TIME_KINDS, "step_trace": STEP_TRACE_KINDS,
           "communication_statistic": COMMUNICATION_STATISTIC_KINDS, "msprof_tx": MSPROF_TX_KINDS,
           "aicpu": AICPU_KINDS}
@@ -229,9 +238,14 @@ class MsprofSource(FileSource):
             raise ImportFormatError(f"{self.output}: {skipped}; no complete op_summary to import" if skipped else
                                     f"{self.output}: no op_summary_*.csv (msprof writes it for every run with "
                                     "task_time on); nothing to import")
-        self._summary = read_csv(list(self.sets["op_summary"].files))
+        self._summary = self._current_names(self._read(list(self.sets["op_summary"].files), OP_SUMMARY_FILE_KINDS))
         self._summary.require(OP_SUMMARY_REQUIRED, "msprof op_summary")
-        devices = self._summary.integers("Device_id", nullable=False, required=DEVICE_ID)
+        if self._summary.has("Device_id"):
+            devices = self._summary.integers("Device_id", nullable=False, required=DEVICE_ID)
+        else:
+            devices = np.full(len(self._summary), device_id, np.int64)
+            self._notes.append(f"{self._summary.files[0]}: no Device_id column (an older CANN op_summary): its rows "
+                               f"are read as device {device_id}")
         present = sorted({int(d) for d in np.unique(devices)})
         if present and device_id not in present:
             if len(present) > 1:
@@ -250,6 +264,21 @@ class MsprofSource(FileSource):
     def path(self) -> Path:
         return self._path
 
+    def _current_names(self, table: CsvTable) -> CsvTable:
+        """op_summary with today's column names where an older CANN version wrote other ones, said in the notes."""
+        renamed = {old: new for old, new in OLDER_OP_SUMMARY_NAMES.items() if table.has(old) and not table.has(new)}
+        if not renamed:
+            return table
+        header = [renamed.get(c, c) for c in table.header]
+        pmu = [c for c in _UNPREFIXED_PMU if c in header]
+        self._notes.append(
+            f"{table.files[0]}: an older CANN op_summary header: read "
+            + ", ".join(f"{old!r} as {new!r}" for old, new in renamed.items())
+            + (f"; its PMU columns ({', '.join(pmu)}, ...) have no aic_/aiv_ prefix: the names msprof still gives "
+               "them for an AI Core that runs cube and vector work itself (910A, 310P), read as that chip family's"
+               if pmu else ""))
+        return table.columns(list(range(len(header))), header)
+
     @cached_property
     def info(self) -> dict:
         header = self._summary.header
@@ -265,14 +294,15 @@ class MsprofSource(FileSource):
 
     def notes(self) -> list[str]:
         self.op_rows()  # iteration assignment adds its notes
-        return list(self._notes)
+        files = {fs.files: _KINDS[kind] for kind, fs in sorted(self.sets.items())}
+        return [*self._notes, *self.file_notes(files)]
 
     # ------------------------------------------------------------------ tables
     def _table(self, kind: str) -> CsvTable | None:
         fs = self.sets.get(kind)
         if fs is None:
             return None
-        table = read_csv(list(fs.files))
+        table = self._read(list(fs.files), _KINDS[kind])
         table.require(_REQUIRED[kind], f"msprof {kind}")
         return table
 
@@ -291,7 +321,8 @@ class MsprofSource(FileSource):
         table = self._summary.select(self._mine)
         start_ns = start_times(table, "Task Start Time(us)")
         require_durations(table, "Task Duration(us)")
-        frame = self._typed("op_summary", table, OP_SUMMARY_KINDS, given={"Task Start Time(us)": start_ns / 1000.0})
+        frame = self.with_device(self._typed("op_summary", table, OP_SUMMARY_KINDS,
+                                             given={"Task Start Time(us)": start_ns / 1000.0}), self.device_id)
         model = frame["Model ID"].to_numpy(np.int64, na_value=-1) if "Model ID" in frame else np.zeros(len(frame),
                                                                                                    np.int64)
         iteration, late = iterations_from_step_trace(model, start_ns, self._step_windows)

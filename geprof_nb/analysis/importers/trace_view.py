@@ -27,7 +27,6 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
@@ -36,7 +35,7 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
-from .csvfiles import ImportFormatError, NumberText, decimal_ns, gc_paused, read_json
+from .csvfiles import ImportFormatError, NumberText, decimal_ns, exponent_ns, gc_paused, read_json
 
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 #: Between two events of a list: where a part may end.
@@ -44,8 +43,6 @@ _EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
 PART_BYTES = 1 << 20
 _DECIMAL = re.compile(r"(\d+)(?:\.(\d*))?")
 _HALF = Fraction(1, 2)
-_HALF_NS_US = Decimal("0.0005")
-_INT64_NS_US = Decimal(2**63) / 1000
 
 
 class _Inexact(Exception):
@@ -68,7 +65,7 @@ def ns_of(value: object) -> int | None:
         return None
     m = _DECIMAL.fullmatch(value.strip())
     if not m:
-        return _exponent_ns(value) if type(value) is NumberText else None
+        return exponent_ns(value) if type(value) is NumberText else None
     frac = (m.group(2) or "").ljust(4, "0")[:4]
     return int(m.group(1)) * 1000 + int(frac) // 10 + (int(frac[3]) >= 5)
 
@@ -84,15 +81,6 @@ def _float_ns(value: float) -> int:
     if not low == ns == high:
         raise _Inexact
     return ns
-
-
-def _exponent_ns(text: NumberText) -> int | None:
-    """A number such as ``1.5e3`` by its value; None if negative or past int64 ns (bounds first:
-    ``1e-999999`` or ``1e999999`` would make a huge Fraction)."""
-    value = Decimal(text)
-    if value.is_signed() or value >= _INT64_NS_US:
-        return None
-    return math.floor(Fraction(value) * 1000 + _HALF) if value >= _HALF_NS_US else 0
 
 
 @dataclass
