@@ -311,18 +311,20 @@ def test_names_from_data_cannot_leave_the_output_directory(hostile_run, tmp_path
     content.setdefault("info", {})["hostname"] = hostile
     manifest.write_text(json.dumps(content))
     p = geprof_nb.load(pq)
-    target = tmp_path / "target"
-    target.mkdir()
-    before = _files_under(tmp_path.parent)
+    # nested deep enough that a name climbing out of it (``..``, ``../../x``) still lands under tmp_path, which
+    # is all that is walked (not every earlier test's directory beside it)
+    target = tmp_path / "a" / "b" / "c" / "target"
+    target.mkdir(parents=True)
+    before = _files_under(tmp_path)
     written = [p.export(target, format="chrome"), p.export(target, format="ascend_pt"),
                p.export(target, format="ascend_pt", worker=hostile or None, rank=3),
                p.export(target, format="parquet")]
-    new = _files_under(tmp_path.parent) - before
+    new = _files_under(tmp_path) - before
     assert new and all(f.is_relative_to(target.resolve()) for f in new), sorted(new - {target.resolve()})
     for w in written:
         assert w.resolve().is_relative_to(target.resolve())
         assert "\x00" not in str(w)
-    assert not (tmp_path / "escaped").exists() and not Path("/tmp/absolute_escape").exists()
+    assert not list(tmp_path.rglob("escaped")) and not Path("/tmp/absolute_escape").exists()
 
 
 def test_op_and_graph_names_never_become_paths(hostile_run, tmp_path):
