@@ -6,12 +6,11 @@ Never imports the runtime (``geprof_nb.ge``): it works from files alone.
 from pathlib import Path
 from typing import Any
 
+from ..errors import ImportFormatError, RunDirError
 from .cluster import ClusterProfile
-from .importers import ImportFormatError
 from .parquet import export_parquet
 from .profile import Profile
 from .profile import load as _load
-from .rundir import RunDirError
 
 
 def load(path: str | Path, *args: Any, engine: str | None = None, scheduler: Any = None,

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pandas as pd
 
+from ..errors import ImportFormatError
 from .breakdown import covered_time, main_model, step_windows
 from .communication import collective_op_types
-from .importers.csvfiles import ImportFormatError
 from .step_split import StepSplit
 from .text_columns import distinct_texts, text_test, text_values
 

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..errors import ImportFormatError
 from .cluster_export import rank_dir
-from .importers.csvfiles import ImportFormatError
 from .parquet import MANIFEST, ParquetSource, _disk_names, _empty, export_parquet
 
 if TYPE_CHECKING:

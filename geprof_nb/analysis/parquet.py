@@ -27,9 +27,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from ..errors import ImportFormatError
 from . import tables
 from .export.naming import safe_component
-from .importers.csvfiles import ImportFormatError, read_json
+from .importers.csvfiles import read_json
 from .importers.filesource import FileSource
 from .memory import MemoryPeak
 from .source import TIMESTAMP_COLUMNS

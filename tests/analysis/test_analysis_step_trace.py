@@ -12,7 +12,7 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import columns as C
 from geprof_nb.analysis.breakdown import chained_steps, step_windows
-from geprof_nb.analysis.rundir import RunDirError
+from geprof_nb.errors import RunDirError
 from geprof_nb.prof import rawdata
 
 from geprof_testing import TS_TOL_US, build_tiny_graph

@@ -10,8 +10,7 @@ import pytest
 from real_fixtures import STAMP, write_ascend_pt, write_msprof
 
 import geprof_nb
-from geprof_nb.analysis import RunDirError
-from geprof_nb.analysis.importers import ImportFormatError
+from geprof_nb.errors import ImportFormatError, RunDirError
 from geprof_nb.analysis.parquet import export_parquet
 
 

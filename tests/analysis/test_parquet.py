@@ -13,7 +13,7 @@ from real_fixtures import write_ascend_pt, write_msprof
 
 import geprof_nb
 from geprof_nb.analysis import Profile, tables
-from geprof_nb.analysis.importers import ImportFormatError
+from geprof_nb.errors import ImportFormatError
 from geprof_nb.analysis.parquet import TABLES, ParquetSource, export_parquet
 from geprof_nb.analysis.source import TIMESTAMP_COLUMNS, Source
 

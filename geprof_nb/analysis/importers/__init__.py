@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ...errors import ImportFormatError
 from ..arguments import member
 from ..cluster import ClusterProfile
 from ..profile import Profile, load
 from .ascend_pt import OUTPUT_DIR as ASCEND_OUTPUT, AscendPtSource, is_ascend_pt, rank_of, run_timestamp
-from .csvfiles import ImportFormatError
 from .msprof import OUTPUT_DIR as MSPROF_OUTPUT, MsprofSource, find_sets
 
 __all__ = ["AscendPtSource", "ImportFormatError", "MsprofSource", "load_path"]

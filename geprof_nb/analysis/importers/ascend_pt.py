@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...errors import ImportFormatError
 from .. import api, breakdown, communication, memory, tables
 from ..columns import PURE_CORE_TASK_TYPES, is_other_core_column
-from .csvfiles import CsvTable, ImportFormatError, Kinds, read_json
+from .csvfiles import CsvTable, Kinds, read_json
 from .filesource import FileSource
 from .msprof import (API_STATISTIC_KINDS, DEVICE_ID, OP_STATISTIC_KINDS, OP_SUMMARY_KINDS, aic_metrics_of,
                      chip_family, device_infos, require_durations, start_times)

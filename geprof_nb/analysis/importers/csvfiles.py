@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from ..rundir import RunDirError
+from ...errors import ImportFormatError
 
 #: Cells msprof prints for a value it does not have.
 NA_TOKENS = ("N/A", "")
@@ -43,10 +43,6 @@ _EXPONENT = re.compile(r"^\d+(?:\.\d*)?[eE][+-]?\d+$")
 _HALF = Fraction(1, 2)
 _HALF_NS_US = Decimal("0.0005")
 _INT64_NS_US = Decimal(2**63) / 1000
-
-
-class ImportFormatError(RunDirError):
-    """A file is not in the layout or format the importer expects (the message names the file)."""
 
 
 class NumberText(str):

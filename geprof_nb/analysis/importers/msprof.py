@@ -20,10 +20,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...errors import ImportFormatError
 from ...prof.rawdata import RtTaskType
 from .. import api, breakdown, columns as C, communication, tables, tx
 from ..aicpu import AICPU
-from .csvfiles import CsvTable, ImportFormatError, Kinds, read_json
+from .csvfiles import CsvTable, Kinds, read_json
 
 #: What a Device_id cell must hold (the rows are split by device before anything else).
 DEVICE_ID = "a device id (an integer) on every row"

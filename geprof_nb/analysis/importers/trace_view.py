@@ -35,7 +35,8 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
-from .csvfiles import ImportFormatError, NumberText, decimal_ns, exponent_ns, gc_paused, read_json
+from ...errors import ImportFormatError
+from .csvfiles import NumberText, decimal_ns, exponent_ns, gc_paused, read_json
 
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 #: Between two events of a list: where a part may end.
