@@ -29,6 +29,7 @@ import pandas as pd
 from . import cluster_tables as T
 from .arguments import integer
 from .communication import COMMUNICATION_MATRIX_LINKS
+from .importers.ascend_pt import AscendPtSource
 from .step_split import StepSplit, step_split
 
 if TYPE_CHECKING:
@@ -241,8 +242,6 @@ class ClusterProfile:
     def recorded_links(self) -> pd.DataFrame:
         """The torch_npu ranks' ``communication_matrix.json`` links, ``Rank`` first
         (:data:`.communication.COMMUNICATION_MATRIX_LINKS`): such runs record no HCCL sub-tasks."""
-        from .importers.ascend_pt import AscendPtSource
-
         parts = [p.source.communication_matrix().assign(Rank=np.int64(r)) for r, p in self.ranks.items()
                  if isinstance(p.source, AscendPtSource)]
         if not parts:
