@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ImportFormatError
-from .breakdown import covered_time, main_model, step_windows
-from .communication import collective_op_types
-from .step_split import StepSplit
-from .text_columns import distinct_texts, text_test, text_values
+from .tables.breakdown import covered_time, main_model, step_windows
+from .tables.communication import collective_op_types
+from .tables.step_split import StepSplit
+from .tables.text_columns import distinct_texts, text_test, text_values
 
 if TYPE_CHECKING:
     from .profile import Profile

@@ -28,9 +28,9 @@ import pandas as pd
 
 from . import cluster_tables as T
 from .arguments import integer
-from .communication import COMMUNICATION_MATRIX_LINKS
+from .tables.communication import COMMUNICATION_MATRIX_LINKS
 from .importers.ascend_pt import AscendPtSource
-from .step_split import StepSplit, step_split
+from .tables.step_split import StepSplit, step_split
 
 if TYPE_CHECKING:
     from .profile import Profile

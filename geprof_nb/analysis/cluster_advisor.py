@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .advisor import Finding, _us, findings_table
-from .step_split import OutlierStep
+from .tables.step_split import OutlierStep
 
 if TYPE_CHECKING:
     from .cluster import ClusterProfile, ClusterTables

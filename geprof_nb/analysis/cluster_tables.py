@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .breakdown import STEP_TRACE_TIME, step_periods
-from .communication import COMMUNICATION_TIME
+from .tables.breakdown import STEP_TRACE_TIME, step_periods
+from .tables.communication import COMMUNICATION_TIME
 
 #: msprof-analyze ``cluster_step_trace_time.csv`` (without the DP/PP/TP Index it adds when
 #: profiler_metadata.json carries distributed_args).

@@ -23,10 +23,10 @@ import pandas as pd
 
 from .advisor import pmu_metric
 from .arguments import positive_integer
-from .breakdown import main_model, step_periods
+from .tables.breakdown import main_model, step_periods
 from .cluster import ClusterProfile
 from .profile import Profile
-from .text_columns import distinct_texts, text_codes
+from .tables.text_columns import distinct_texts, text_codes
 
 #: Rows of the regression / improvement tables.
 TOP_N = 10

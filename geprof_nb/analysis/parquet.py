@@ -28,11 +28,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..errors import ImportFormatError
-from . import tables
+from .tables import summary
 from .export.naming import safe_component
 from .importers.csvfiles import read_json
 from .importers.filesource import FileSource
-from .memory import MemoryPeak
+from .tables.memory import MemoryPeak
 from .source import TIMESTAMP_COLUMNS
 
 FORMAT = "geprof_parquet"
@@ -285,14 +285,14 @@ class ParquetSource(FileSource):
         return frame if frame is not None else getattr(super(), name)()
 
     @cached_property
-    def _rows(self) -> tables.OpRows:
+    def _rows(self) -> summary.OpRows:
         frame = self.table("op_summary")
         extra = self.table("op_rows")
         if extra is None or len(extra) != len(frame):
             raise ImportFormatError(f"{self._path}: op_rows.parquet is missing or does not match op_summary")
-        return tables.OpRows(frame, *(extra[c].to_numpy(np.int64) for c in OP_ROWS))
+        return summary.OpRows(frame, *(extra[c].to_numpy(np.int64) for c in OP_ROWS))
 
-    def op_rows(self) -> tables.OpRows:
+    def op_rows(self) -> summary.OpRows:
         return self._rows
 
     def communication_rows(self) -> np.ndarray:

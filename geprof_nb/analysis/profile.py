@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import breakdown, memory, tables
-from .step_split import StepSplit, step_split
+from .tables import breakdown, memory, summary
+from .tables.step_split import StepSplit, step_split
 from .arguments import integer, member
 from .rundir import RunDir
 from .source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
 
 
 class Profile:
-    """The tables of one run (msprof column names; see :mod:`.tables` for dtypes).
+    """The tables of one run (msprof column names; see :mod:`.tables.summary` for dtypes).
 
     Built on a :class:`~.source.Source`: a geprof run directory, or imported
     msprof / torch_npu output.
@@ -79,7 +79,7 @@ class Profile:
 
     # ------------------------------------------------------------------- tables
     @cached_property
-    def _op_rows(self) -> tables.OpRows:
+    def _op_rows(self) -> summary.OpRows:
         return self.source.op_rows()
 
     @property

@@ -20,9 +20,9 @@ import pandas as pd
 
 from ..prof import rawdata
 from ..prof.api_types import LAUNCH_TYPE_NAMES
-from . import aicpu, api, breakdown, communication, host, memory, tables, tx
-from . import columns as C
-from .indexing import scatter
+from .tables import aicpu, api, breakdown, communication, host, memory, summary, tx
+from .tables import columns as C
+from .tables.indexing import scatter
 from .rundir import RunDir
 
 #: The absolute-time columns of the tables.  The DataFrames hold them as float us, which
@@ -209,16 +209,16 @@ class Source(abc.ABC):
         """
         f = self.op_rows().frame
         types = f["Task Type"].astype(str) if "Task Type" in f.columns else pd.Series([], dtype=str)
-        known = (types != tables.NA) & (types != "COMMUNICATION")
+        known = (types != summary.NA) & (types != "COMMUNICATION")
         return "l0" if len(f) and not known.any() else "l1"
 
     # --------------------------------------------------------------- tables
     @abc.abstractmethod
-    def op_rows(self) -> tables.OpRows:
+    def op_rows(self) -> summary.OpRows:
         """op_summary with each row's iteration and exact start time."""
 
-    def span_rows(self) -> tables.OpRows:
-        """The op rows with at least :data:`.tables.SPAN_COLUMNS`, what step_breakdown and the collective
+    def span_rows(self) -> summary.OpRows:
+        """The op rows with at least :data:`.tables.summary.SPAN_COLUMNS`, what step_breakdown and the collective
         tables read (here op_summary's own rows)."""
         return self.op_rows()
 
@@ -230,7 +230,7 @@ class Source(abc.ABC):
         """Per OP Type and Core Type totals; empty at task level l0 (:data:`OP_STATISTIC_L0_NOTE`)."""
         if self.task_level == "l0":
             return empty(C.OP_STATISTIC)
-        return tables.op_statistic(self.op_rows().frame)
+        return summary.op_statistic(self.op_rows().frame)
 
     def step_trace(self) -> pd.DataFrame:
         return empty(C.STEP_TRACE)
@@ -242,7 +242,7 @@ class Source(abc.ABC):
         return breakdown.bounds_from_step_trace(self.step_trace())
 
     def task_time(self) -> pd.DataFrame:
-        return empty(tables.TASK_TIME)
+        return empty(summary.TASK_TIME)
 
     def api_statistic(self) -> pd.DataFrame:
         return empty(api.API_STATISTIC)
@@ -376,7 +376,7 @@ class RunDirSource(Source):
         for kind, n in (info.get("write_failed") or {}).items():
             notes.append(f"{n} {kind} records could not be written to the run directory (disk full or not writable)")
         notes.extend(info.get("notes") or [])
-        repeated = tables.repeated_steps(self.run, self.device_id)
+        repeated = summary.repeated_steps(self.run, self.device_id)
         if repeated:
             (model, iteration), n = next(iter(repeated.items()))
             notes.append(f"step_trace: {len(repeated)} (Model ID, Iteration ID) pairs were recorded by more than one "
@@ -397,18 +397,18 @@ class RunDirSource(Source):
         return out
 
     @cached_property
-    def _rows(self) -> tables.OpRows:
-        return tables.op_rows(self.run, self.device_id)
+    def _rows(self) -> summary.OpRows:
+        return summary.op_rows(self.run, self.device_id)
 
-    def op_rows(self) -> tables.OpRows:
+    def op_rows(self) -> summary.OpRows:
         return self._rows
 
     @cached_property
-    def _spans(self) -> tables.OpRows:
-        return tables.op_spans(self.run, self.device_id)
+    def _spans(self) -> summary.OpRows:
+        return summary.op_spans(self.run, self.device_id)
 
-    def span_rows(self) -> tables.OpRows:
-        """op_summary's rows when they are built, else :func:`.tables.op_spans` (the same rows and
+    def span_rows(self) -> summary.OpRows:
+        """op_summary's rows when they are built, else :func:`.tables.summary.op_spans` (the same rows and
         values, without the columns nothing here reads): a cluster's step and collective tables need
         not build every rank's op_summary."""
         return self._rows if "_rows" in self.__dict__ else self._spans
@@ -428,10 +428,10 @@ class RunDirSource(Source):
         return breakdown.communication_rows(rows) | np.isin(rows.connection_id, hccl)
 
     def step_trace(self) -> pd.DataFrame:
-        return tables.step_trace(self.run, self.device_id)
+        return summary.step_trace(self.run, self.device_id)
 
     def step_bounds(self) -> pd.DataFrame:
-        """:func:`.tables.step_bounds` and ``framework_begin``: when the host began the step, the begin
+        """:func:`.tables.summary.step_bounds` and ``framework_begin``: when the host began the step, the begin
         of the ModelExecute call that ran it (the ascend_pt export's ``ProfilerStep#<n>``; -1 where the
         run recorded none), from which step_breakdown's Preparing counts.  A copy of one frame per
         source: step_breakdown, the overlap layer and the ProfilerSteps of an export each ask for it."""
@@ -439,7 +439,7 @@ class RunDirSource(Source):
 
     @cached_property
     def _step_bounds(self) -> pd.DataFrame:
-        bounds = tables.step_bounds(self.run, self.device_id)
+        bounds = summary.step_bounds(self.run, self.device_id)
         if bounds.empty:
             bounds["framework_begin"] = np.zeros(0, np.int64)
             return bounds
@@ -450,7 +450,7 @@ class RunDirSource(Source):
 
     def _execution_begins(self, main_model: int) -> tuple[np.ndarray, np.ndarray]:
         """(iteration, begin ns) of the first ModelExecute call of each iteration of ``main_model`` (the
-        model the steps count, :func:`.tables.step_bounds`)."""
+        model the steps count, :func:`.tables.summary.step_bounds`)."""
         run = self.run
         calls = self._host_calls
         none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -473,7 +473,7 @@ class RunDirSource(Source):
         return iteration, calls["begin"].to_numpy(np.int64)[mine][first]
 
     def task_time(self) -> pd.DataFrame:
-        return tables.task_time(self.run, self.device_id)
+        return summary.task_time(self.run, self.device_id)
 
     @cached_property
     def _host_calls(self) -> pd.DataFrame:

@@ -19,10 +19,10 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import advisor
 from geprof_nb.analysis.advisor import COLUMNS, advise
-from geprof_nb.analysis.columns import op_summary_columns
+from geprof_nb.analysis.tables.columns import op_summary_columns
 from geprof_nb.analysis.profile import Profile
 from geprof_nb.analysis.source import Source
-from geprof_nb.analysis.tables import OpRows
+from geprof_nb.analysis.tables.summary import OpRows
 
 AICPU = "AI CPU op on the critical path"
 CUBE = "Low cube utilisation"

@@ -9,8 +9,8 @@ from geprof_testing import run_profiled_session
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis import columns as C
-from geprof_nb.analysis import tables
+from geprof_nb.analysis.tables import columns as C
+from geprof_nb.analysis.tables import summary
 from geprof_nb.analysis.source import OP_STATISTIC_L0_NOTE
 
 OP_STATISTIC_HEADER = ("Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),"
@@ -75,7 +75,7 @@ def test_core_types(resnet_run, mlp_910a_run):
 
 def test_empty_summary_gives_empty_statistic(resnet_run):
     ops = resnet_run.profile.op_summary
-    empty = tables.op_statistic(ops[ops["Task Type"] == "COMMUNICATION"])
+    empty = summary.op_statistic(ops[ops["Task Type"] == "COMMUNICATION"])
     assert empty.empty and list(empty.columns) == OP_STATISTIC_HEADER
 
 

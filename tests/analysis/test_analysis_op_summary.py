@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geprof_nb.analysis import columns as C
-from geprof_nb.analysis import tables
+from geprof_nb.analysis.tables import columns as C
+from geprof_nb.analysis.tables import summary
 from geprof_nb.ge.graph import DTYPES, FORMATS
 from geprof_nb.prof.rawdata import DataType, Format
 
@@ -125,7 +125,7 @@ def test_sorted_by_start_and_durations_exact(run):
     p = run.profile
     ops = p.op_summary
     assert ops["Task Start Time(us)"].is_monotonic_increasing
-    rows = tables.op_rows(p.run)
+    rows = summary.op_rows(p.run)
     hw = p.run.load("hwts")
     dur_by_start = dict(zip(hw["start"].tolist(), hw["dur"].tolist()))
     for s, d in zip(rows.start_ns[:200], ops["Task Duration(us)"].to_numpy()[:200]):
@@ -193,7 +193,7 @@ def test_tensor_columns_describe_inputs_and_outputs(resnet_run):
 def test_task_wait_time(run):
     p = run.profile
     ops = p.op_summary
-    rows = tables.op_rows(p.run)
+    rows = summary.op_rows(p.run)
     start = rows.start_ns
     dur = np.rint(ops["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
     comm = (ops["Task Type"] == "COMMUNICATION").to_numpy()
@@ -326,8 +326,8 @@ def test_dtypes_of_the_frame(resnet_run):
 
 
 def _assert_spans_are_op_rows(rundir) -> None:
-    spans, rows = tables.op_spans(rundir), tables.op_rows(rundir)
-    pd.testing.assert_frame_equal(spans.frame, rows.frame[tables.SPAN_COLUMNS], check_exact=True)
+    spans, rows = summary.op_spans(rundir), summary.op_rows(rundir)
+    pd.testing.assert_frame_equal(spans.frame, rows.frame[summary.SPAN_COLUMNS], check_exact=True)
     for field in ("iteration", "start_ns", "connection_id"):
         assert np.array_equal(getattr(spans, field), getattr(rows, field)), field
 
@@ -352,7 +352,7 @@ def test_device_timeline_is_consistent(run):
     """On the device: no overlap within a stream, and each synchronous step starts after the previous ended."""
     p = run.profile
     ops = p.op_summary
-    rows = tables.op_rows(p.run)
+    rows = summary.op_rows(p.run)
     start = rows.start_ns
     end = start + np.rint(ops["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
     stream = ops["Stream ID"].astype("Int64").fillna(-1).to_numpy()

@@ -10,8 +10,8 @@ import pytest
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis import columns as C
-from geprof_nb.analysis.breakdown import chained_steps, step_windows
+from geprof_nb.analysis.tables import columns as C
+from geprof_nb.analysis.tables.breakdown import chained_steps, step_windows
 from geprof_nb.errors import RunDirError
 from geprof_nb.prof import rawdata
 

@@ -7,8 +7,8 @@ from geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis.breakdown import STEP_TRACE_TIME, covered_time, main_model, step_breakdown
-from geprof_nb.analysis.tables import OpRows
+from geprof_nb.analysis.tables.breakdown import STEP_TRACE_TIME, covered_time, main_model, step_breakdown
+from geprof_nb.analysis.tables.summary import OpRows
 
 T0 = 1_767_225_600_000_000_000
 

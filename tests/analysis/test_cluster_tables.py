@@ -11,8 +11,8 @@ from cluster_testing import FAULTS, LINK_FACTOR, SLOW_FACTOR, SLOW_LINK, SLOW_RA
 from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis.cluster import ClusterTables
 from geprof_nb.analysis import cluster_tables as T
-from geprof_nb.analysis.breakdown import STEP_TRACE_TIME, step_periods
-from geprof_nb.analysis.communication import COMMUNICATION_TIME
+from geprof_nb.analysis.tables.breakdown import STEP_TRACE_TIME, step_periods
+from geprof_nb.analysis.tables.communication import COMMUNICATION_TIME
 
 HCCS_GBPS = 90.0  # the Ascend910B preset's HCCS bandwidth per rank (decimal GB/s)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geprof_nb.analysis import communication as comm
+from geprof_nb.analysis.tables import communication as comm
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.ge import hccl
 from geprof_nb.prof.rawdata import GeTaskType, LinkType, RtTaskType, TransportType
@@ -193,7 +193,7 @@ def test_communication_time_values(run):
 
 
 def test_shared_op_rows_give_the_same_tables(run):
-    from geprof_nb.analysis.tables import op_rows
+    from geprof_nb.analysis.tables.summary import op_rows
 
     rows = op_rows(run)
     pd.testing.assert_frame_equal(comm.hccl_tasks(run, rows=rows), comm.hccl_tasks(run))
@@ -233,7 +233,7 @@ def test_simulated_ring_through_the_tables(tmp_path):
 
 
 def test_analysis_modules_do_not_import_the_runtime():
-    code = ("import sys, geprof_nb.analysis.communication, geprof_nb.analysis.aicpu; "
+    code = ("import sys, geprof_nb.analysis.tables.communication, geprof_nb.analysis.tables.aicpu; "
             "bad = sorted(m for m in sys.modules if m.startswith('geprof_nb.ge')); print(bad); "
             "sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],

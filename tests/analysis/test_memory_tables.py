@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geprof_nb.analysis import memory
-from geprof_nb.analysis.memory import (MEMORY_RECORD, OPERATOR_MEMORY, memory_peak,
-                                       memory_record, operator_memory, tensor_lifetimes)
+from geprof_nb.analysis.tables import memory
+from geprof_nb.analysis.tables.memory import (MEMORY_RECORD, OPERATOR_MEMORY, memory_peak, memory_record,
+                                              operator_memory, tensor_lifetimes)
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.prof import rawdata
 from memory_runs import HELD, write_memory_run
@@ -281,7 +281,7 @@ def test_a_step_that_its_own_tasks_cannot_tell_is_read_from_the_whole_run(tmp_pa
 
 
 def test_analysis_memory_does_not_import_the_runtime():
-    code = ("import sys, geprof_nb.analysis.memory; "
+    code = ("import sys, geprof_nb.analysis.tables.memory; "
             "bad = sorted(m for m in sys.modules if m.startswith('geprof_nb.ge')); print(bad); "
             "sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -12,7 +12,8 @@ from geprof_testing import build_tiny_graph, run_profiled_session
 from real_fixtures import write_ascend_pt, write_msprof
 
 import geprof_nb
-from geprof_nb.analysis import Profile, tables
+from geprof_nb.analysis import Profile
+from geprof_nb.analysis.tables import summary
 from geprof_nb.errors import ImportFormatError
 from geprof_nb.analysis.parquet import TABLES, ParquetSource, export_parquet
 from geprof_nb.analysis.source import TIMESTAMP_COLUMNS, Source
@@ -196,13 +197,13 @@ class _Synthetic(Source):
             "Task Start Time(us)": start / 1000.0, "Task Duration(us)": rng.integers(1_000, 9_000, n) / 1000.0,
             "aic_mac_ratio": np.where(rng.random(n) < 0.3, np.nan, rng.random(n).round(3)),
         })
-        self.rows = tables.OpRows(frame, np.repeat(np.arange(1, 11), n // 10), start, np.arange(n) % 4096)
+        self.rows = summary.OpRows(frame, np.repeat(np.arange(1, 11), n // 10), start, np.arange(n) % 4096)
 
     @property
     def path(self) -> Path:
         return Path("/synthetic/PROF_000001_20260101000000000_SYNTHETIC")
 
-    def op_rows(self) -> tables.OpRows:
+    def op_rows(self) -> summary.OpRows:
         return self.rows
 
 

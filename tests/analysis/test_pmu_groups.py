@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from geprof_testing import run_profiled_session, small_resnet
 
-from geprof_nb.analysis import columns as C
+from geprof_nb.analysis.tables import columns as C
 from geprof_nb.ge.device import PRESETS, CostModel
 from geprof_nb.ge.ops import op_cost
 from geprof_nb.prof.events import AIC_METRICS, PMU_EVENTS
@@ -472,7 +472,7 @@ def test_custom_metrics_warn_and_collect_no_pmu_columns(run_profiled):
 # ------------------------------------------------------------------------- formulas
 def test_msprof_formulas_on_known_counts():
     """Each metric kind against msprof's formula, with two waves (more blocks than cores)."""
-    from geprof_nb.analysis import pmu
+    from geprof_nb.analysis.tables import pmu
 
     counts = {"mac_cycles": 600.0, "icache_miss": 5.0, "icache_req": 50.0, "cube_fp16_instr": 400.0,
               "cube_int8_instr": 100.0, "main_mem_read_bytes": 1 << 20, "write_cache_hit": 7.0,

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import geprof_nb
-from geprof_nb.analysis.step_split import MIN_PERIODS_FOR_OUTLIERS, OUTLIER_SHARE, step_split
+from geprof_nb.analysis.tables.step_split import MIN_PERIODS_FOR_OUTLIERS, OUTLIER_SHARE, step_split
 
 REAL = Path("/work/shared/real-data/msinsight_pytorch_text/level2/rank0_ascend_pt")
 

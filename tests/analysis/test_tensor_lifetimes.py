@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from geprof_testing import run_profiled_session, small_resnet
 
-from geprof_nb.analysis.memory import TENSOR_LIFETIMES, operator_memory, tensor_lifetimes
+from geprof_nb.analysis.tables.memory import TENSOR_LIFETIMES, operator_memory, tensor_lifetimes
 from geprof_nb.analysis.profile import Profile
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.analysis.source import Source

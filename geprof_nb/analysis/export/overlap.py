@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..breakdown import communication_rows, step_windows
-from ..tables import OpRows
+from ..tables.breakdown import communication_rows, step_windows
+from ..tables.summary import OpRows
 
 Intervals = list[tuple[int, int]]
 #: Slice names, in the order of their thread ids in the Overlap Analysis process.

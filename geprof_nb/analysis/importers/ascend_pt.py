@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ImportFormatError
-from .. import api, breakdown, communication, memory, tables
-from ..columns import PURE_CORE_TASK_TYPES, is_other_core_column
+from ..tables import api, breakdown, communication, memory, summary
+from ..tables.columns import PURE_CORE_TASK_TYPES, is_other_core_column
 from .csvfiles import CsvTable, Kinds, read_json
 from .filesource import FileSource
 from .msprof import (API_STATISTIC_KINDS, DEVICE_ID, OP_STATISTIC_KINDS, OP_SUMMARY_KINDS, aic_metrics_of,
@@ -182,7 +182,7 @@ class AscendPtSource(FileSource):
 
     # ------------------------------------------------------------------ tables
     @cached_property
-    def _rows(self) -> tables.OpRows:
+    def _rows(self) -> summary.OpRows:
         k = self._kernels
         step_col = next((c for c in STEP_COLUMNS if k.has(c)), None)
         keep = [i for i, c in enumerate(k.header) if c not in STEP_COLUMNS]
@@ -209,9 +209,9 @@ class AscendPtSource(FileSource):
         else:
             iteration = np.ones(len(frame), np.int64)
             self._notes.append("no Step Id and no ProfilerStep in trace_view.json: every kernel is in iteration 1")
-        return tables.OpRows(frame, iteration, start_ns, np.full(len(frame), -1, np.int64))
+        return summary.OpRows(frame, iteration, start_ns, np.full(len(frame), -1, np.int64))
 
-    def op_rows(self) -> tables.OpRows:
+    def op_rows(self) -> summary.OpRows:
         return self._rows
 
     def communication_rows(self) -> np.ndarray:
@@ -339,7 +339,7 @@ class AscendPtSource(FileSource):
         return frame
 
 
-def collective_kernels(rows: tables.OpRows, ct: pd.DataFrame) -> tuple[np.ndarray, int]:
+def collective_kernels(rows: summary.OpRows, ct: pd.DataFrame) -> tuple[np.ndarray, int]:
     """Which kernels are communication.json's collectives (``ct``: :meth:`AscendPtSource.communication_time`),
     and how many collectives match none.
 

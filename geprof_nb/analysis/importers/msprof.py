@@ -22,8 +22,8 @@ import pandas as pd
 
 from ...errors import ImportFormatError
 from ...prof.rawdata import RtTaskType
-from .. import api, breakdown, columns as C, communication, tables, tx
-from ..aicpu import AICPU
+from ..tables import api, breakdown, columns as C, communication, summary, tx
+from ..tables.aicpu import AICPU
 from .csvfiles import CsvTable, Kinds, read_json
 
 #: What a Device_id cell must hold (the rows are split by device before anything else).
@@ -318,7 +318,7 @@ class MsprofSource(FileSource):
         return self._typed(kind, table, _KINDS[kind])
 
     @cached_property
-    def _rows(self) -> tables.OpRows:
+    def _rows(self) -> summary.OpRows:
         table = self._summary.select(self._mine)
         start_ns = start_times(table, "Task Start Time(us)")
         require_durations(table, "Task Duration(us)")
@@ -332,9 +332,9 @@ class MsprofSource(FileSource):
                                "they are counted in the last iteration")
         if self._step_windows.empty:
             self._notes.append("no step_trace: every op_summary row is in iteration 1")
-        return tables.OpRows(frame, iteration, start_ns, np.full(len(frame), -1, np.int64))
+        return summary.OpRows(frame, iteration, start_ns, np.full(len(frame), -1, np.int64))
 
-    def op_rows(self) -> tables.OpRows:
+    def op_rows(self) -> summary.OpRows:
         return self._rows
 
     @cached_property
@@ -456,7 +456,7 @@ class MsprofSource(FileSource):
         return self._frame("api_statistic", api.API_STATISTIC)
 
     def task_time(self) -> pd.DataFrame:
-        return self._frame("task_time", tables.TASK_TIME)
+        return self._frame("task_time", summary.TASK_TIME)
 
     def communication_statistic(self) -> pd.DataFrame:
         if "communication_statistic" not in self.sets:

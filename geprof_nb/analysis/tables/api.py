@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..prof.rawdata import LEVEL_NAMES
-from .rundir import RunDir
+from ...prof.rawdata import LEVEL_NAMES
+from ..rundir import RunDir
 
 API_STATISTIC = ["Device_id", "Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)", "Variance"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..prof import rawdata
-from .rundir import RunDir
+from ...prof import rawdata
+from ..rundir import RunDir
 
 MSPROF_TX = ["Device_id", "pid", "tid", "category", "event_type", "payload_type", "payload_value",
              "Start_time(us)", "End_time(us)", "message_type", "message", "domain", "Device Start_time(us)",

@@ -8,9 +8,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..prof import rawdata
-from ..prof.host_profiler import event_string
-from .rundir import RunDir
+from ...prof import rawdata
+from ...prof.host_profiler import event_string
+from ..rundir import RunDir
 
 HOST_EVENTS = ["Thread ID", "Element", "Event", "Start(us)", "End(us)", "Duration(us)"]
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .tables import OpRows, follows_previous
+from .summary import OpRows, follows_previous
 
 STEP_TRACE_TIME = ["Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped",
                    "Communication", "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)",

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from .indexing import scatter
-from .rundir import RunDir
-from .tables import NA
+from ..rundir import RunDir
+from .summary import NA
 
 AICPU = ["Timestamp(us)", "Node", "Compute_time(us)", "Memcpy_time(us)", "Task_time(us)", "Dispatch_time(us)",
          "Total_time(us)", "Stream ID", "Task ID"]

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..prof import rawdata
-from ..prof.rawdata import DataType, Format, GeTaskType, OpFlag, RtTaskType
+from ...prof import rawdata
+from ...prof.rawdata import DataType, Format, GeTaskType, OpFlag, RtTaskType
 from . import columns as C
 from . import pmu
 from .indexing import scatter
-from .rundir import RunDir
+from ..rundir import RunDir
 
 NA = "N/A"
 _DTYPE_NAMES = {int(d): d.name[len("DT_"):] for d in DataType}

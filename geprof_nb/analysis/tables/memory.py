@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..prof import rawdata
-from .rundir import RunDir
+from ...prof import rawdata
+from ..rundir import RunDir
 
 OPERATOR_MEMORY = [
     "Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Active Release Time(us)", "Duration(us)",
