@@ -29,7 +29,7 @@ import pandas as pd
 from . import cluster_tables as T
 from .arguments import integer
 from .tables.communication import COMMUNICATION_MATRIX_LINKS
-from .importers.ascend_pt import AscendPtSource
+from .sources.ascend_pt import AscendPtSource
 from .tables.step_split import StepSplit, step_split
 
 if TYPE_CHECKING:

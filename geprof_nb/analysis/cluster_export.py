@@ -52,7 +52,7 @@ def export_cluster(cluster: ClusterProfile, path: Path, format: str = "ascend_pt
             export_ascend_pt(profile, path, rank=r, world_size=world_size, **options)
         return path
     if format == "parquet":
-        from .parquet import export_parquet
+        from .sources.parquet import export_parquet
 
         for r, profile in cluster.ranks.items():
             export_parquet(profile, rank_dir(path, r), **options)

@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..errors import ImportFormatError
 from .cluster_export import rank_dir
-from .parquet import MANIFEST, ParquetSource, _disk_names, _empty, export_parquet
+from .sources.parquet import MANIFEST, ParquetSource, _disk_names, _empty, export_parquet
 
 if TYPE_CHECKING:
     from .cluster import ClusterProfile

@@ -12,7 +12,7 @@ from .tables import breakdown, memory, summary
 from .tables.step_split import StepSplit, step_split
 from .arguments import integer, member
 from .rundir import RunDir
-from .source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
+from .sources.source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
 
 
 class Profile:

@@ -21,7 +21,7 @@ from geprof_nb.analysis import advisor
 from geprof_nb.analysis.advisor import COLUMNS, advise
 from geprof_nb.analysis.tables.columns import op_summary_columns
 from geprof_nb.analysis.profile import Profile
-from geprof_nb.analysis.source import Source
+from geprof_nb.analysis.sources.source import Source
 from geprof_nb.analysis.tables.summary import OpRows
 
 AICPU = "AI CPU op on the critical path"

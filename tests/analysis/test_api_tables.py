@@ -15,7 +15,7 @@ from rawrun_helpers import records, write_run
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis.source import _latest_call_before
+from geprof_nb.analysis.sources.source import _latest_call_before
 from geprof_nb.ge import status as st
 from geprof_nb.prof.api_types import AclProfType, GeProfInfoType
 from geprof_nb.prof import events, scope

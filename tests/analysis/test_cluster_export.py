@@ -15,7 +15,7 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis.cluster import ClusterTables
-from geprof_nb.analysis.parquet import ParquetSource
+from geprof_nb.analysis.sources.parquet import ParquetSource
 
 
 @pytest.fixture(scope="module")

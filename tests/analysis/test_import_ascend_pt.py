@@ -15,7 +15,7 @@ import geprof_nb
 from geprof_nb.analysis import Profile
 from geprof_nb.analysis.tables.breakdown import STEP_TRACE_TIME
 from geprof_nb.analysis.cluster import ClusterProfile
-from geprof_nb.analysis.importers.ascend_pt import AscendPtSource
+from geprof_nb.analysis.sources.ascend_pt import AscendPtSource
 from geprof_nb.errors import ImportFormatError
 
 

@@ -9,7 +9,7 @@ from real_fixtures import A2_MEMORY_HEADER, A2_PIPE_HEADER, A910_PIPE_HEADER, OL
 
 import geprof_nb
 from geprof_nb.analysis import Profile
-from geprof_nb.analysis.importers.msprof import MsprofSource
+from geprof_nb.analysis.sources.msprof import MsprofSource
 
 
 @pytest.fixture

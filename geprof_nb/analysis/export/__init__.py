@@ -31,7 +31,7 @@ def writer(format: str) -> Callable[..., Path]:  # noqa: A002 - Profile.export's
 
         return export_chrome
     if format == "parquet":
-        from ..parquet import export_parquet
+        from ..sources.parquet import export_parquet
 
         return export_parquet
     raise ValueError(f"unknown export format {format!r}: accepted formats are {', '.join(FORMATS)}")

@@ -27,12 +27,12 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ..errors import ImportFormatError
-from .tables import summary
-from .export.naming import safe_component
-from .importers.csvfiles import read_json
-from .importers.filesource import FileSource
-from .tables.memory import MemoryPeak
+from ...errors import ImportFormatError
+from ..tables import summary
+from ..export.naming import safe_component
+from .csvfiles import read_json
+from .filesource import FileSource
+from ..tables.memory import MemoryPeak
 from .source import TIMESTAMP_COLUMNS
 
 FORMAT = "geprof_parquet"

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..source import TIMESTAMP_COLUMNS, Source
+from .source import TIMESTAMP_COLUMNS, Source
 from .csvfiles import CsvTable, Kinds, read_csv, typed_frame
 
 

@@ -25,12 +25,11 @@ from ...prof.rawdata import RtTaskType
 from ..tables import api, breakdown, columns as C, communication, summary, tx
 from ..tables.aicpu import AICPU
 from .csvfiles import CsvTable, Kinds, read_json
-
-#: What a Device_id cell must hold (the rows are split by device before anything else).
-DEVICE_ID = "a device id (an integer) on every row"
 from .filesource import FileSource
 from .trace_view import ns_of
 
+#: What a Device_id cell must hold (the rows are split by device before anything else).
+DEVICE_ID = "a device id (an integer) on every row"
 OUTPUT_DIR = "mindstudio_profiler_output"
 KINDS = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trace", "communication_statistic",
          "msprof_tx", "aicpu")
