@@ -319,7 +319,7 @@ class ClusterProfile:
         ``*_ascend_pt`` directory per rank, what ``msprof-analyze cluster`` and ``advisor`` read as
         one cluster) or ``parquet`` (``rank_<r>/<run>.geprof_parquet``, what ``geprof_nb.load``
         and the Dask engine read)."""
-        from .cluster_export import export_cluster
+        from .export.cluster import export_cluster
 
         return export_cluster(self, Path(path), format, **options)
 

@@ -32,8 +32,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ImportFormatError
-from .cluster_export import rank_dir
-from .sources.parquet import MANIFEST, ParquetSource, _disk_names, _empty, export_parquet
+from .export.cluster import rank_dir
+from .export.parquet import export_parquet
+from .sources.parquet import MANIFEST, ParquetSource, disk_names, empty_column
 
 if TYPE_CHECKING:
     from .cluster import ClusterProfile
@@ -115,10 +116,10 @@ class DaskInputs:
         missing = [c for c in wanted if c not in specs]
         if missing:
             raise ImportFormatError(f"{source.path / MANIFEST}: table {table!r} has no column {missing[0]!r}")
-        disk = dict(zip(names, _disk_names(names)))
+        disk = dict(zip(names, disk_names(names)))
         where = f"{source.path / MANIFEST} (table {table})"
         meta = pd.DataFrame({"Rank": pd.Series([], dtype=np.int64),
-                             **{c: _empty(specs[c], where) for c in wanted}})
+                             **{c: empty_column(specs[c], where) for c in wanted}})
         return meta, wanted, [disk[c] for c in wanted]
 
     def stacked(self, table: str, columns: list[str] | None = None):

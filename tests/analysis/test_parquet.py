@@ -15,7 +15,8 @@ import geprof_nb
 from geprof_nb.analysis import Profile
 from geprof_nb.analysis.tables import summary
 from geprof_nb.errors import ImportFormatError
-from geprof_nb.analysis.sources.parquet import TABLES, ParquetSource, export_parquet
+from geprof_nb.analysis.export.parquet import TABLES, export_parquet
+from geprof_nb.analysis.sources.parquet import ParquetSource
 from geprof_nb.analysis.sources.source import TIMESTAMP_COLUMNS, Source
 
 

@@ -10,7 +10,8 @@ import geprof_nb.analysis
 from geprof_nb.analysis import registry
 from geprof_nb.analysis.sources.ascend_pt import AscendPtSource
 from geprof_nb.analysis.sources.msprof import MsprofSource
-from geprof_nb.analysis.sources.parquet import ParquetSource, export_parquet
+from geprof_nb.analysis.export.parquet import export_parquet
+from geprof_nb.analysis.sources.parquet import ParquetSource
 from geprof_nb.analysis.registry import ASCEND_PT, DAMAGED_PARQUET, LAYOUTS, MSPROF, PARQUET, layout_of
 
 

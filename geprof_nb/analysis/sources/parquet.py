@@ -1,6 +1,6 @@
-"""Parquet export of a Profile, and the Source that reads it back.
+"""The geprof Parquet export's layout, and ``ParquetSource``, which reads it back.
 
-``export_parquet`` writes ``<path>/<run name>.geprof_parquet/``: one Parquet
+An export (:func:`..export.parquet.export_parquet`) is ``<run name>.geprof_parquet/``: one Parquet
 file per non-empty table, op_summary's per-row iteration / exact start ns /
 connection id in ``op_rows.parquet``, the exact step bounds in
 ``step_bounds.parquet``, every other table's exact timestamps (the source's
@@ -9,17 +9,14 @@ info, device, notes, and every table's columns and dtypes).  The manifest
 restores what Parquet cannot carry by itself: duplicate column names
 (step_trace's ``Reduce`` pairs are stored as ``<name> #<k>``), categoricals
 with object categories, object columns, and the dtypes of empty tables, so a
-round trip gives equal frames.  Files are written with pandas' ``to_parquet``
-and read with pyarrow, column by column without consolidating them (a
-1,000,000-row op_summary loads in a fraction of a second); nothing read is
+round trip gives equal frames.  Files are read with pyarrow, column by column without
+consolidating them (a 1,000,000-row op_summary loads in a fraction of a second); nothing read is
 evaluated or unpickled.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from functools import cached_property
 from pathlib import Path
 
@@ -29,20 +26,14 @@ import pyarrow.parquet as pq
 
 from ...errors import ImportFormatError
 from ..tables import summary
-from ..export.naming import safe_component
+from ..tables.memory import MemoryPeak
 from .csvfiles import read_json
 from .filesource import FileSource
-from ..tables.memory import MemoryPeak
-from .source import TIMESTAMP_COLUMNS
 
 FORMAT = "geprof_parquet"
 VERSION = 1
 SUFFIX = ".geprof_parquet"
 MANIFEST = "manifest.json"
-#: Profile tables written (Profile attribute = file stem).
-TABLES = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trace", "step_breakdown", "host_events",
-          "msprof_tx", "communication_statistic", "hccl_tasks", "communication_time", "aicpu", "operator_memory",
-          "memory_record")
 OP_ROWS = ("iteration", "start_ns", "connection_id")
 #: op_rows.parquet's bool column of which rows are collectives (the exporting source's
 #: ``communication_rows``; exports written before it existed lack it).
@@ -72,13 +63,7 @@ def has_unreadable_manifest(path: Path) -> bool:
     return False
 
 
-def _dtype_spec(dtype) -> str | dict:
-    if isinstance(dtype, pd.CategoricalDtype):
-        return {"categories": str(dtype.categories.dtype), "ordered": bool(dtype.ordered)}
-    return str(dtype)
-
-
-def _disk_names(columns: list[str]) -> list[str]:
+def disk_names(columns: list[str]) -> list[str]:
     """Unique column names for the file: the k-th repeat of a name becomes ``<name> #<k>``."""
     seen: dict[str, int] = {}
     out = []
@@ -86,66 +71,6 @@ def _disk_names(columns: list[str]) -> list[str]:
         k = seen.get(c, 0)
         seen[c] = k + 1
         out.append(c if k == 0 else f"{c} #{k + 1}")
-    return out
-
-
-def _write(frame: pd.DataFrame, directory: Path, stem: str, compression: str | None) -> dict:
-    """Write one table (if it has rows) and describe it for the manifest."""
-    columns = [str(c) for c in frame.columns]
-    entry = {"file": None, "rows": len(frame), "columns": columns,
-             "dtypes": [_dtype_spec(frame.iloc[:, i].dtype) for i in range(frame.shape[1])]}
-    if len(frame):
-        entry["file"] = f"{stem}.parquet"
-        frame.set_axis(_disk_names(columns), axis=1).to_parquet(directory / entry["file"], engine="pyarrow",
-                                                                compression=compression, index=False)
-    return entry
-
-
-def export_parquet(profile, path: Path, *, compression: str | None = "snappy", overwrite: bool = False) -> Path:
-    """Write ``profile`` (a :class:`~.profile.Profile`) to ``<path>/<run name>.geprof_parquet/`` and return that
-    directory.  ``compression``: any codec pyarrow knows (``snappy``, ``zstd``, ``gzip``, None).
-    The directory is built beside its final name and renamed into place, so a failed export
-    leaves nothing half-written; an existing export is replaced only with ``overwrite=True``."""
-    out = Path(path) / f"{safe_component(profile.name)}{SUFFIX}"  # a name read from a manifest is data
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"{out} exists (export_parquet(..., overwrite=True) replaces it)")
-    if out.exists() and not is_parquet_export(out):
-        raise FileExistsError(f"{out} exists and is not a geprof Parquet export; not replacing it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
-    try:
-        entries = {}
-        for name in TABLES:
-            frame = getattr(profile, name)
-            entries[name] = _write(frame, work, name, compression)
-            if name != "op_summary" and len(frame) and set(frame.columns) & set(TIMESTAMP_COLUMNS.get(name, ())):
-                times = profile.source.times_ns(name, frame)
-                entries[f"{name}.times"] = _write(times, work, f"{name}.times", compression)
-        rows = profile.source.op_rows()
-        op_rows = pd.DataFrame({"iteration": rows.iteration, "start_ns": rows.start_ns,
-                                "connection_id": rows.connection_id}).astype(np.int64)
-        op_rows[COMMUNICATION] = profile.source.communication_rows()  # at task_trace l0 no column tells
-        entries["op_rows"] = _write(op_rows, work, "op_rows", compression)
-        entries["step_bounds"] = _write(profile.source.step_bounds().astype(np.int64), work, "step_bounds",
-                                        compression)
-        peak = profile.memory_peak
-        manifest = {
-            "format": FORMAT, "version": VERSION, "run": profile.name, "source": type(profile.source).__name__,
-            "device_id": int(profile.device_id), "device": profile.device, "info": profile.info,
-            "options": profile.options, "complete": bool(profile.complete), "notes": list(profile.notes),
-            "dropped": dict(profile.dropped),
-            "memory_peak": None if peak is None else {k: getattr(peak, k) for k in MemoryPeak.__dataclass_fields__},
-            "tables": entries,
-        }
-        (work / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        work.rename(out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return out
 
 
@@ -171,7 +96,8 @@ def _restore(column: pd.Series, spec, where: str) -> pd.Series:
     return column if column.dtype == want else column.astype(want)
 
 
-def _empty(spec, where: str) -> pd.Series:
+def empty_column(spec, where: str) -> pd.Series:
+    """An empty column with the dtype a manifest records (``spec``; ``where`` names it in an error)."""
     if isinstance(spec, dict):
         categories = pd.Index([], dtype=_pandas_dtype(spec.get("categories", "object"), where))
         return pd.Series(pd.Categorical([], categories=categories, ordered=bool(spec.get("ordered"))))
@@ -256,7 +182,7 @@ class ParquetSource(FileSource):
         if len(columns) != len(dtypes):
             raise ImportFormatError(f"{where}: {len(columns)} columns but {len(dtypes)} dtypes")
         if entry.get("file") is None:
-            frame = pd.DataFrame({i: _empty(d, where) for i, d in enumerate(dtypes)}, index=pd.RangeIndex(0))
+            frame = pd.DataFrame({i: empty_column(d, where) for i, d in enumerate(dtypes)}, index=pd.RangeIndex(0))
         else:
             file = self._path / Path(entry["file"]).name
             try:  # what pd.read_parquet does, without consolidating the columns into 2-D blocks (2x faster)

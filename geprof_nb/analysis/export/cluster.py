@@ -15,8 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import check_options, writer, writer_options
+
 if TYPE_CHECKING:
-    from .cluster import ClusterProfile
+    from ..cluster import ClusterProfile
 
 FORMATS = ("ascend_pt", "parquet")
 
@@ -29,8 +31,6 @@ def rank_dir(path: Path, rank: int) -> Path:
 def check_cluster_options(format: str, options: dict[str, Any]) -> None:  # noqa: A002
     """A ValueError for an option a cluster export in ``format`` does not take, naming it: the one-run
     writers' options less ``rank``, which each rank's own number sets."""
-    from .export import check_options, writer, writer_options
-
     if "rank" in options:
         raise ValueError(f"export option rank: a ClusterProfile writes every rank as its own rank; for one rank, "
                          f"cluster.rank(r).export(path, format={format!r})")
@@ -45,14 +45,14 @@ def export_cluster(cluster: ClusterProfile, path: Path, format: str = "ascend_pt
     if format in FORMATS:
         check_cluster_options(format, options)
     if format == "ascend_pt":
-        from .export.ascend_pt import export_ascend_pt
+        from .ascend_pt import export_ascend_pt
 
         world_size = options.pop("world_size", cluster.world_size)
         for r, profile in cluster.ranks.items():
             export_ascend_pt(profile, path, rank=r, world_size=world_size, **options)
         return path
     if format == "parquet":
-        from .sources.parquet import export_parquet
+        from .parquet import export_parquet
 
         for r, profile in cluster.ranks.items():
             export_parquet(profile, rank_dir(path, r), **options)
