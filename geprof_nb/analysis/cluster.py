@@ -310,7 +310,7 @@ class ClusterProfile:
     def advise(self) -> pd.DataFrame:
         """Cluster findings (slow rank, slow link, high wait, stragglers) ranked High/Medium/Low,
         with evidence and a suggestion (the columns of :meth:`Profile.advise`)."""
-        from .cluster_advisor import advise
+        from .findings.cluster_advisor import advise
 
         return advise(self)
 

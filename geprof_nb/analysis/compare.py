@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .advisor import pmu_metric
+from .findings.advisor import pmu_metric
 from .arguments import positive_integer
 from .tables.breakdown import main_model, step_periods
 from .cluster import ClusterProfile

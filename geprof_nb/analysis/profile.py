@@ -272,7 +272,7 @@ class Profile:
 
     def advise(self) -> pd.DataFrame:
         """Findings ranked High/Medium/Low, each with evidence and a suggestion."""
-        from .advisor import advise
+        from .findings.advisor import advise
 
         return advise(self)
 

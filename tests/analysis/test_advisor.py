@@ -17,8 +17,8 @@ from geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis import advisor
-from geprof_nb.analysis.advisor import COLUMNS, advise
+from geprof_nb.analysis.findings import advisor
+from geprof_nb.analysis.findings.advisor import COLUMNS, advise
 from geprof_nb.analysis.tables.columns import op_summary_columns
 from geprof_nb.analysis.profile import Profile
 from geprof_nb.analysis.sources.source import Source

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pandas as pd
 
-from ..errors import ImportFormatError
-from .tables.breakdown import covered_time, main_model, step_windows
-from .tables.communication import collective_op_types
-from .tables.step_split import StepSplit
-from .tables.text_columns import distinct_texts, text_test, text_values
+from ...errors import ImportFormatError
+from ..tables.breakdown import covered_time, main_model, step_windows
+from ..tables.communication import collective_op_types
+from ..tables.step_split import StepSplit
+from ..tables.text_columns import distinct_texts, text_test, text_values
 
 if TYPE_CHECKING:
-    from .profile import Profile
+    from ..profile import Profile
 
 COLUMNS = ["Priority", "Rule", "Finding", "Evidence", "Suggestion", "Time at stake (us)", "Share of step (%)"]
 PRIORITIES = ("High", "Medium", "Low")
@@ -165,7 +165,8 @@ def _n(count: float) -> str:
     return f"{count:.0f}" if abs(count - round(count)) < 0.05 else f"{count:.1f}"
 
 
-def _us(v: float) -> str:
+def us_text(v: float) -> str:
+    """A time in us as every finding prints it: ``1,234.5 us``."""
     return f"{v:,.1f} us"
 
 
@@ -310,12 +311,12 @@ def aicpu_on_critical_path(run: _Run) -> Finding | None:
         return None
     top = _top(per_op, "exposed")
     split = _aicpu_split(run)
-    evidence = "; ".join(f"{name!r} ({r.type}) {_us(r.exposed)}/step with nothing else running "
-                         f"(of {_us(r.dur)}){split.get(name, '')}" for name, r in top.iterrows())
+    evidence = "; ".join(f"{name!r} ({r.type}) {us_text(r.exposed)}/step with nothing else running "
+                         f"(of {us_text(r.dur)}){split.get(name, '')}" for name, r in top.iterrows())
     types = ", ".join(sorted(set(top["type"].astype(str))))
     return Finding(
         "AI CPU op on the critical path",
-        f"{len(per_op)} AI CPU op(s) hold the device for {_us(at_stake)} per step "
+        f"{len(per_op)} AI CPU op(s) hold the device for {us_text(at_stake)} per step "
         f"({_pct(run.share(at_stake))} of the step) while no other task runs.",
         evidence,
         f"Move {types} off AI CPU: GE falls back to AI CPU when no AI Core kernel supports the op, its "
@@ -332,7 +333,7 @@ def _aicpu_split(run: _Run) -> dict[str, str]:
     if t.empty or not need <= set(t.columns):
         return {}
     mean = t.groupby("Node")[["Compute_time(us)", "Memcpy_time(us)"]].mean()
-    return {str(n): f" (per call: compute {_us(r['Compute_time(us)'])}, memcpy {_us(r['Memcpy_time(us)'])})"
+    return {str(n): f" (per call: compute {us_text(r['Compute_time(us)'])}, memcpy {us_text(r['Memcpy_time(us)'])})"
             for n, r in mean.iterrows()}
 
 
@@ -368,7 +369,7 @@ def low_cube_utilization(run: _Run) -> Finding | None:
         return None
     top = _top(low, "stake")
     evidence = "; ".join(
-        f"{name!r} ({r.type} {r.shapes}) {_us(r.dur)} per call: mac_ratio {r.mac:.2f} on {_pct(r.cores)} of the "
+        f"{name!r} ({r.type} {r.shapes}) {us_text(r.dur)} per call: mac_ratio {r.mac:.2f} on {_pct(r.cores)} of the "
         f"AI Cores (effective {_pct(r.eff)})" + (f", mte2_ratio {r.mte2:.2f}" if pd.notna(r.mte2) else "")
         for name, r in top.iterrows())
     memory_bound = bool((top["mte2"] > top["mac"] * MEMORY_BOUND_FACTOR).any())
@@ -384,7 +385,7 @@ def low_cube_utilization(run: _Run) -> Finding | None:
     return Finding(
         "Low cube utilisation",
         f"{len(low)} MatMul/Conv op(s) of at least {CUBE_MIN_OP_US:g} us use under {_pct(CUBE_LOW_UTILIZATION)} "
-        f"of the cube; at {_pct(CUBE_TARGET_UTILIZATION)} they would save {_us(at_stake)} per step.",
+        f"of the cube; at {_pct(CUBE_TARGET_UTILIZATION)} they would save {us_text(at_stake)} per step.",
         evidence, "; ".join(hints) + ".", at_stake)
 
 
@@ -412,13 +413,14 @@ def memory_bound_ops(run: _Run) -> Finding | None:
         return None
     biggest = f.sort_values(_DUR, ascending=False).iloc[0]
     shape = f" [{biggest['Input Shapes']}]" if "Input Shapes" in f else ""
-    evidence = "; ".join(f"{t}: {_n(r.n)} op(s)/step, {_us(r.total)}/step, mte2_ratio {r.mte2:.2f} vs compute "
+    evidence = "; ".join(f"{t}: {_n(r.n)} op(s)/step, {us_text(r.total)}/step, mte2_ratio {r.mte2:.2f} vs compute "
                          f"{r.compute:.2f}" for t, r in _top(per_type, "stake").iterrows())
-    evidence += f"; longest: {biggest['Op Name']!r}{shape} {_us(biggest[_DUR])}"
+    evidence += f"; longest: {biggest['Op Name']!r}{shape} {us_text(biggest[_DUR])}"
     return Finding(
         "Memory-bound ops",
         f"{_n(bound.sum() / run.steps)} op(s) per step spend most of their time moving data from HBM "
-        f"(MTE2 at least {MEMORY_BOUND_FACTOR:g}x the compute pipe): {_us(at_stake)} per step beyond their compute.",
+        f"(MTE2 at least {MEMORY_BOUND_FACTOR:g}x the compute pipe): {us_text(at_stake)} per step beyond their "
+        "compute.",
         evidence,
         "Cut the bytes: fuse chains of element-wise ops so intermediates stay in UB (keep GE's fusion passes on; "
         "do not switch them off in ge.fusionSwitchFile; use fused ops such as LayerNorm/Gelu instead of their "
@@ -438,14 +440,14 @@ def host_bound_gaps(run: _Run) -> Finding | None:
     dynamic = int(text_test(ops["OP State"], lambda t: t == "dynamic").sum()) if "OP State" in ops else 0
     per = run.unit
     evidence = (f"{_n(len(gaps) / run.steps)} gaps of at least {MIN_GAP_US:g} us per {per} between device tasks, "
-                f"median {_us(float(gaps.median()))}; {_n(dynamic / run.steps)} of "
+                f"median {us_text(float(gaps.median()))}; {_n(dynamic / run.steps)} of "
                 f"{_n(len(ops) / run.steps)} op tasks per {per} are dynamic-shape")
     if per == "run":
         evidence = (f"single-op run: {len(ops)} op tasks (aclopExecute) from the first task's start to the last "
-                    f"one's end: {_us(run.step_us)}, busy {_us(float(ops[_DUR].sum()))}; " + evidence)
+                    f"one's end: {us_text(run.step_us)}, busy {us_text(float(ops[_DUR].sum()))}; " + evidence)
     host = _host_work_per_step(run)
     if host:
-        evidence += f"; host work per {per}: " + ", ".join(f"{k} {_us(v)}" for k, v in host.items())
+        evidence += f"; host work per {per}: " + ", ".join(f"{k} {us_text(v)}" for k, v in host.items())
     if per == "run":
         suggestion = ("Each aclopExecute pays its host work (op model match or build, launch) while the device "
                       "waits: build the ops into one graph (a GE Session graph, or aclgrphBuildModel + aclmdlExecute) "
@@ -460,7 +462,7 @@ def host_bound_gaps(run: _Run) -> Finding | None:
                       "and keep Python work out of the step loop.")
     return Finding(
         "Host-bound: device idle between tasks",
-        f"The device idles {_us(idle)} per {run.unit} ({_pct(run.share(idle))} of the {run.unit}) between "
+        f"The device idles {us_text(idle)} per {run.unit} ({_pct(run.share(idle))} of the {run.unit}) between "
         "consecutive tasks, waiting for the host to launch them.",
         evidence, suggestion, idle)
 
@@ -512,11 +514,11 @@ def data_aug_bound(run: _Run) -> Finding | None:
     mean_dab = float((dab - others).mean())
     if run.share(mean_dab) < DATA_AUG_MIN_SHARE:
         return None
-    evidence = (f"Data Aug Bound mean {_us(float(dab.mean()))} (median {_us(float(dab.median()))}, max "
-                f"{_us(float(dab.max()))}) over {len(dab)} iterations; step {_us(run.step_us)}")
+    evidence = (f"Data Aug Bound mean {us_text(float(dab.mean()))} (median {us_text(float(dab.median()))}, max "
+                f"{us_text(float(dab.max()))}) over {len(dab)} iterations; step {us_text(run.step_us)}")
     if others.any():
-        evidence += (f"; other models' tasks ran {_us(float(others.mean()))} of it, so the device waits "
-                     f"{_us(mean_dab)}")
+        evidence += (f"; other models' tasks ran {us_text(float(others.mean()))} of it, so the device waits "
+                     f"{us_text(mean_dab)}")
     ops = run.ops
     is_getnext = (text_test(ops["OP Type"], lambda t: t.isin(DATA_SOURCE_TYPES)) if "OP Type" in ops
                   else np.zeros(len(ops), bool))
@@ -524,7 +526,7 @@ def data_aug_bound(run: _Run) -> Finding | None:
     if len(getnext):
         gn = float(getnext[_DUR].sum()) / run.steps
         names = ", ".join(repr(n) for n in getnext["Op Name"].astype(str).unique()[:3])
-        evidence += f"; dataset iterator {names} runs {_us(gn)} per step before the FP point"
+        evidence += f"; dataset iterator {names} runs {us_text(gn)} per step before the FP point"
         suggestion = ("The dataset iterator cannot keep up: prefetch more batches (dataset.prefetch, a deeper "
                       "GetNext device queue), parallelise decode and augmentation (more map workers, or move them "
                       "to DVPP), and feed data already in the model's dtype and layout so no conversion runs "
@@ -534,15 +536,15 @@ def data_aug_bound(run: _Run) -> Finding | None:
         if {"kernel_type", "task_time(us)"} <= set(tt.columns):
             copies = tt[tt["kernel_type"].astype(str) == "MEMCPY_ASYNC"]["task_time(us)"]
             if len(copies):
-                evidence += f"; input copies (MEMCPY_ASYNC) {_us(float(copies.sum()) / run.steps)} per step"
+                evidence += f"; input copies (MEMCPY_ASYNC) {us_text(float(copies.sum()) / run.steps)} per step"
         suggestion = ("The host gap between iterations (input copy, the next RunGraph) is exposed: enable data sink "
                       "and run several iterations per launch (TF adapter enable_data_pre_proc=True with "
                       "iterations_per_loop > 1, MindSpore dataset_sink_mode=True with sink_size), prefetch input "
                       "batches, and keep Python work between steps out of the loop.")
     return Finding(
         "Large Data Aug Bound",
-        f"The device waits {_us(mean_dab)} per step ({_pct(run.share(mean_dab))} of the step) between the end of one "
-        "iteration and the FP start of the next.",
+        f"The device waits {us_text(mean_dab)} per step ({_pct(run.share(mean_dab))} of the step) between the end "
+        "of one iteration and the FP start of the next.",
         evidence, suggestion, mean_dab)
 
 
@@ -566,15 +568,15 @@ def one_off_stalls(run: _Run) -> list[Finding]:
         free = float(bd.loc[pd.to_numeric(bd["Step"], errors="coerce") == o.step, "Free"].iloc[0])
         evidence = (f"step {o.step}: {o.length_us / 1000:,.1f} ms from the previous iteration's end to its own, a "
                     f"typical step {split.length_us / 1000:,.3f} ms (the step figure); its Free "
-                    f"{_us(free)}, a typical step's {_us(split.free_us)}")
+                    f"{us_text(free)}, a typical step's {us_text(split.free_us)}")
         if before:
-            evidence += (f"; Data Aug Bound (previous iteration end to FP start) {_us(gap)}, a typical step's "
-                         f"{_us(typical_gap)}")
+            evidence += (f"; Data Aug Bound (previous iteration end to FP start) {us_text(gap)}, a typical step's "
+                         f"{us_text(typical_gap)}")
         spread = o.extra_free_us / run.all_steps
         out.append(Finding(
             "One-off stall",
             f"A {o.extra_free_us / 1000:,.1f} ms stall {where}: the device idled that much longer than in a typical "
-            f"step, once ({_us(spread)} per step over the run's {run.all_steps} steps).",
+            f"step, once ({us_text(spread)} per step over the run's {run.all_steps} steps).",
             evidence,
             f"Look at what ran once before step {o.step}: your loop's own work at that step (a checkpoint save, an "
             "evaluation, logging, a first-time import or allocation), the input pipeline (a data loader refilling, "
@@ -623,27 +625,28 @@ def communication_not_overlapped(run: _Run) -> Finding | None:
     exposed = float(bd[col].mean())
     if run.share(exposed) < COMM_EXPOSED_MIN_SHARE:
         return None
-    evidence = (f"not overlapped {_us(exposed)} of {_us(float(bd['Communication'].mean()))} communication per step "
-                f"(overlapped {_us(float(bd['Overlapped'].mean()))}), computing {_us(float(bd['Computing'].mean()))}")
+    evidence = (f"not overlapped {us_text(exposed)} of {us_text(float(bd['Communication'].mean()))} communication "
+                f"per step (overlapped {us_text(float(bd['Overlapped'].mean()))}), computing "
+                f"{us_text(float(bd['Computing'].mean()))}")
     ops = run.ops
     comm = ops[ops["_comm"]]
     mean_us = float(comm[_DUR].mean()) if len(comm) else float("nan")
     if len(comm):
         counts = collective_op_types(comm).value_counts() / run.steps
         evidence += (f"; {_n(len(comm) / run.steps)} collective(s) per step ("
-                     + ", ".join(f"{t} x{_n(n)}" for t, n in counts.items()) + f"), mean {_us(mean_us)}")
+                     + ", ".join(f"{t} x{_n(n)}" for t, n in counts.items()) + f"), mean {us_text(mean_us)}")
     ct = run.profile.communication_time
     if "Wait Time Ratio" in ct and ct["Wait Time Ratio"].notna().any():
         evidence += f"; wait time ratio {float(ct['Wait Time Ratio'].mean()):.2f} (HCCL notify waits)"
     if len(comm) > run.steps and mean_us < COMM_LATENCY_BOUND_US:
         first = (f"Fuse gradients into fewer, larger AllReduce buckets: {_n(len(comm) / run.steps)} collectives of "
-                 f"{_us(mean_us)} per step are latency-bound")
+                 f"{us_text(mean_us)} per step are latency-bound")
     else:
         first = ("Overlap the gradient AllReduce with the backward pass: split gradients into more, smaller buckets "
                  "so they start while backward still runs and only the last one is exposed")
     return Finding(
         "Communication not overlapped with compute",
-        f"{_us(exposed)} per step ({_pct(run.share(exposed))} of the step) is communication that no compute hides.",
+        f"{us_text(exposed)} per step ({_pct(run.share(exposed))} of the step) is communication that no compute hides.",
         evidence,
         f"{first} (ge.add_training(bucket_bytes=...), TF adapter hccl split strategy set_split_strategy_by_size / "
         "by_idx, MindSpore all_reduce_fusion_config); give each device more work per step (batch size, gradient "
@@ -669,7 +672,7 @@ def many_tiny_kernels(run: _Run) -> Finding | None:
              else pd.Series(dtype=float))
     per = run.unit
     evidence = (f"{_n(per_step)} of {_n(len(dur) / run.steps)} kernels per {per} run under {TINY_KERNEL_US:g} us "
-                f"({_us(float(tiny.sum()) / run.steps)} per {per}); no kernel takes less than {_us(floor)}, "
+                f"({us_text(float(tiny.sum()) / run.steps)} per {per}); no kernel takes less than {us_text(floor)}, "
                 "its fixed cost; most frequent: " + ", ".join(f"{t} x{_n(n)}" for t, n in types.head(5).items()))
     optimizer = [t for t in types.index if OPTIMIZER_TYPE.search(t)]
     hint = (f" Replace the per-variable {', '.join(optimizer)} kernels with a fused optimizer over flattened "
@@ -677,7 +680,7 @@ def many_tiny_kernels(run: _Run) -> Finding | None:
     return Finding(
         "Many tiny kernels",
         f"{_n(per_step)} kernels per {per} are shorter than {TINY_KERNEL_US:g} us; their fixed launch cost alone "
-        f"is about {_us(at_stake)} per {per}.",
+        f"is about {us_text(at_stake)} per {per}.",
         evidence,
         "Fuse them: keep GE's fusion passes on (check ge.fusionSwitchFile), use fused ops (LayerNorm, Gelu, "
         "BNTraining*, fused attention) instead of chains of small ones, and give each kernel more work (a larger "
@@ -700,13 +703,13 @@ def transdata_conversions(run: _Run) -> Finding | None:
         total=(_DUR, "sum"), **{c: (c, "first") for c in cols if c in td})
     per_op["total"] /= run.steps
     evidence = f"{_n(len(td) / run.steps)} TransData per step; " + "; ".join(
-        f"{name!r} {_us(r.total)}/step"
+        f"{name!r} {us_text(r.total)}/step"
         + (f" {r['Input Formats']} -> {r['Output Formats']}" if "Input Formats" in r and "Output Formats" in r else "")
         + (f" [{r['Input Shapes']}]" if "Input Shapes" in r else "")
         for name, r in _top(per_op, "total").iterrows())
     return Finding(
         "TransData format conversions",
-        f"{_n(len(td) / run.steps)} TransData op(s) per step convert tensor layouts for {_us(at_stake)} per step "
+        f"{_n(len(td) / run.steps)} TransData op(s) per step convert tensor layouts for {us_text(at_stake)} per step "
         f"({_pct(run.share(at_stake))} of the step) without computing anything.",
         evidence,
         "Keep tensors in the layout the cube uses: feed the convolution chain NC1HWC0 (5HD) data and keep its "
@@ -747,7 +750,7 @@ def dynamic_shape_recompiles(run: _Run) -> Finding | None:
     return Finding(
         "Dynamic shapes change between steps",
         f"{len(changing)} dynamic-shape op(s) see {n_sets} different input shape sets over {run.steps} steps; each "
-        f"new shape costs InferShape, Tiling (and on real GE an op compile): {_us(at_stake)} per step.",
+        f"new shape costs InferShape, Tiling (and on real GE an op compile): {us_text(at_stake)} per step.",
         f"{example!r}: {seq}; {source}",
         "Bucket the shapes: pad batches to a few fixed sizes (gears) and build them with ge.inputShape + "
         "ge.dynamicDims (ATC --dynamic_batch_size / --dynamic_dims), or make the input static (drop_remainder=True, "

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pandas as pd
 
-from .advisor import Finding, _us, findings_table
-from .tables.step_split import OutlierStep
+from .advisor import Finding, findings_table, us_text
+from ..tables.step_split import OutlierStep
 
 if TYPE_CHECKING:
-    from .cluster import ClusterProfile, ClusterTables
+    from ..cluster import ClusterProfile, ClusterTables
 
 #: Findings of one kind listed one by one; beyond this many, one finding names the worst.
 MAX_EACH = 3
@@ -90,11 +90,12 @@ def slow_ranks(t: ClusterTables) -> list[Finding]:
         rank, part = int(row["Rank"]), row["Bound"]
         others = sr[sr["Rank"] != rank]
         wait_others = float(others["Wait Time(us)"].median()) if len(others) else 0.0
-        evidence = (f"per step: Computing {_us(row['Computing(us)'])} (median rank {_us(med_comp)}, "
-                    f"x{row['Computing Ratio']:.2f}), Free {_us(row['Free(us)'])} (median {_us(med_free)}); own time "
-                    f"{_us(row['Own Time(us)'])} vs median {_us(row['Median Own Time(us)'])}, z-score "
+        evidence = (f"per step: Computing {us_text(row['Computing(us)'])} (median rank {us_text(med_comp)}, "
+                    f"x{row['Computing Ratio']:.2f}), Free {us_text(row['Free(us)'])} (median {us_text(med_free)}); "
+                    f"own time {us_text(row['Own Time(us)'])} vs median {us_text(row['Median Own Time(us)'])}, z-score "
                     f"{row['Z-Score']:.1f}; it arrived last at {int(row['Last Arrivals'])} collectives; collective "
-                    f"wait {_us(row['Wait Time(us)'])} on this rank, {_us(wait_others)} on the median other rank")
+                    f"wait {us_text(row['Wait Time(us)'])} on this rank, {us_text(wait_others)} on the median other "
+                    "rank")
         if part == "Free":
             suggestion = (f"Rank {rank}'s device idles between tasks longer than the others': look at its host "
                           f"(cluster.rank({rank}).host_events and api_statistic: launch jitter, CPU contention, "
@@ -130,8 +131,8 @@ def slow_links(t: ClusterTables) -> list[Finding]:
         out.append(Finding(
             "Slow link",
             f"Link {src} -> {dst} ({link}) runs at {bw:.1f} GB/s, {ratio:.0%} of the {link} median {median:.1f} GB/s",
-            f"{tasks} {transport} transfers, {size / 1e6:,.1f} MB in {_us(time_us)} over the collection; at the "
-            f"median bandwidth they would take {_us(time_us - lost)}",
+            f"{tasks} {transport} transfers, {size / 1e6:,.1f} MB in {us_text(time_us)} over the collection; at the "
+            f"median bandwidth they would take {us_text(time_us - lost)}",
             f"Check the {link} link from rank {src} to rank {dst} (port and cable, link retraining and error counters, "
             "e.g. hccn_tool / npu-smi on both servers). A ring collective moves at its slowest link's pace, so every "
             "rank waits for this one.", max(0.0, float(lost)) / steps))
@@ -164,15 +165,16 @@ def high_wait(t: ClusterTables) -> list[Finding]:
         return []
     least = int(sr["Rank"].iloc[int(np.argmin(wait))])
     most = int(sr["Rank"].iloc[int(np.argmax(wait))])
-    beyond = f" ({_us(explained)} of it the other findings count: {_us(unexplained)} unexplained)" if explained else ""
+    beyond = (f" ({us_text(explained)} of it the other findings count: {us_text(unexplained)} unexplained)"
+              if explained else "")
     ct = t.communication_time
     ratio = float(ct["Wait Time Ratio"].median()) if len(ct) and ct["Wait Time Ratio"].notna().any() else float("nan")
     return [Finding(
         "High wait",
-        f"Ranks wait {_us(median)} per step inside collectives (median rank, {median / step_us:.0%} of the step), "
-        f"{_us(excess)} more than rank {least}, which waits least{beyond}",
-        f"Notify_Wait per step: rank {least} {_us(floor)}, median {_us(median)}, rank {most} {_us(float(wait.max()))};"
-        f" median wait ratio (wait / (wait + transit)) of a collective {ratio:.2f}",
+        f"Ranks wait {us_text(median)} per step inside collectives (median rank, {median / step_us:.0%} of the "
+        f"step), {us_text(excess)} more than rank {least}, which waits least{beyond}",
+        f"Notify_Wait per step: rank {least} {us_text(floor)}, median {us_text(median)}, rank {most} "
+        f"{us_text(float(wait.max()))}; median wait ratio (wait / (wait + transit)) of a collective {ratio:.2f}",
         "Waiting is imbalance: ranks reach a collective at different times (a slow or jittery rank) or a ring step "
         "waits for a slow link. If arrivals vary at random, look at host launch jitter and data loading "
         "(cluster.stragglers shows who is late where).", unexplained)]
@@ -199,9 +201,10 @@ def stragglers(t: ClusterTables) -> list[Finding]:
         out.append(Finding(
             "Straggler",
             f"Rank {rank} arrives last at {int(row['n'])} of {len(spread)} collectives whose arrivals differ, "
-            f"{_us(row['late'])} after the median rank on average",
-            f"the others wait {_us(row['caused'] / steps)} per step for it in total (summed over ranks); the latest: "
-            f"{worst['Op Name']} (step {int(worst['Iteration ID'])}), {_us(float(worst['Late By(us)']))} late",
+            f"{us_text(row['late'])} after the median rank on average",
+            f"the others wait {us_text(row['caused'] / steps)} per step for it in total (summed over ranks); the "
+            f"latest: {worst['Op Name']} (step {int(worst['Iteration ID'])}), {us_text(float(worst['Late By(us)']))} "
+            "late",
             f"Find what delays rank {rank} before these collectives: its compute (see a slow-rank finding), its "
             "host launch (host_events, api_statistic of cluster.rank(r)) or its input pipeline.",
             float(row["total"]) / steps))
@@ -225,7 +228,7 @@ def one_off_stalls(t: ClusterTables) -> list[Finding]:
         out.append(Finding(
             "One-off stall",
             f"A {o.extra_free_us / 1000:,.1f} ms stall on rank {rank} in step {step} (between step {step - 1}'s end and "
-            f"its own): every rank waited for it, once ({_us(o.extra_free_us / steps)} per step over the "
+            f"its own): every rank waited for it, once ({us_text(o.extra_free_us / steps)} per step over the "
             f"{steps} steps)",
             f"rank {rank}'s step {step}: {o.length_us / 1000:,.1f} ms, a typical step {typical.length_us / 1000:,.3f} ms; "
             f"its Free {o.extra_free_us / 1000:,.1f} ms above a typical step's; the other ranks spent the stall waiting "
