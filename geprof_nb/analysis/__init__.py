@@ -5,7 +5,7 @@ open a run, :mod:`.registry`) gives a :class:`Profile` or a :class:`ClusterProfi
 """
 
 from ..errors import ImportFormatError, RunDirError
-from .cluster import ClusterProfile
+from .cluster.profile import ClusterProfile
 from .export.parquet import export_parquet
 from .profile import Profile
 from .registry import load

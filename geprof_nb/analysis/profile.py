@@ -18,7 +18,7 @@ from .sources.source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSourc
 class Profile:
     """The tables of one run (msprof column names; see :mod:`.tables.summary` for dtypes).
 
-    Built on a :class:`~.source.Source`: a geprof run directory, or imported
+    Built on a :class:`~.sources.source.Source`: a geprof run directory, or imported
     msprof / torch_npu output.
     """
 

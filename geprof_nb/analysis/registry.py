@@ -11,7 +11,7 @@
    cannot be read (opening it names the manifest and the error);
 3. several ranks: torch_npu run directories with distinct ``profiler_info_<rank>.json`` (the newest
    run of each rank), or ``rank<N>`` directories (each opened as here) make a
-   :class:`~.cluster.ClusterProfile`;
+   :class:`~.cluster.profile.ClusterProfile`;
 4. a directory of runs in those layouts: the newest, with a note saying so.
 
 A new kind of run is a :class:`Layout` added to :data:`LAYOUTS`: how to tell it from its directory
@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from ..errors import ImportFormatError
 from .arguments import integer, member
-from .cluster import ClusterProfile
+from .cluster.profile import ClusterProfile
 from .sources.ascend_pt import OUTPUT_DIR as ASCEND_OUTPUT, AscendPtSource, is_ascend_pt, rank_of, run_timestamp
 from .sources.msprof import OUTPUT_DIR as MSPROF_OUTPUT, MsprofSource, find_sets
 from .sources.parquet import ParquetSource, has_unreadable_manifest, is_parquet_export

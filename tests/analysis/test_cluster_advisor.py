@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, resnet, simulate_cluster
 
-from geprof_nb.analysis import cluster_tables as T
+from geprof_nb.analysis.cluster import cross_rank as T
 from geprof_nb.analysis.findings.advisor import COLUMNS
 from geprof_nb.analysis.findings.cluster_advisor import WAIT_EXCESS_MIN_SHARE, high_wait
 

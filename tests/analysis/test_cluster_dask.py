@@ -14,7 +14,7 @@ from cluster_testing import FAULTS, simulate_cluster
 
 import geprof_nb
 from geprof_nb.analysis import ClusterProfile
-from geprof_nb.analysis.cluster import ClusterTables
+from geprof_nb.analysis.cluster.profile import ClusterTables
 
 distributed = pytest.importorskip("distributed", reason="the Dask engine needs the cluster extra (dask[distributed])")
 

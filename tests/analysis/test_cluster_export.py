@@ -14,7 +14,7 @@ from cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, simulate_cluster
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import ClusterProfile
-from geprof_nb.analysis.cluster import ClusterTables
+from geprof_nb.analysis.cluster.profile import ClusterTables
 from geprof_nb.analysis.sources.parquet import ParquetSource
 
 

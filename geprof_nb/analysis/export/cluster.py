@@ -1,4 +1,4 @@
-"""Every rank of a :class:`~.cluster.ClusterProfile` written in one go.
+"""Every rank of a :class:`~..cluster.profile.ClusterProfile` written in one go.
 
 * ``ascend_pt``: one torch_npu ``<worker>-rank<r>_<pid>_<ts>_ascend_pt`` directory per rank,
   side by side under ``path``: what ``msprof-analyze cluster -d path`` and ``advisor all -d path``
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import check_options, writer, writer_options
 
 if TYPE_CHECKING:
-    from ..cluster import ClusterProfile
+    from ..cluster.profile import ClusterProfile
 
 FORMATS = ("ascend_pt", "parquet")
 

@@ -1,7 +1,7 @@
 """Overlap Analysis slices: each step's Computing, Communication,
 Communication(Not Overlapped) and Free intervals.
 
-The same definitions as :func:`..breakdown.step_breakdown` (the tasks of an
+The same definitions as :func:`..tables.breakdown.step_breakdown` (the tasks of an
 iteration clipped to its step window; compute = every op_summary task that is
 not a collective), but as intervals instead of totals, so that the slices
 of a step add up to its step_trace_time row and msprof-analyze, which sums the

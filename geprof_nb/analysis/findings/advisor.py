@@ -1,12 +1,12 @@
 """Findings: where a profiled run loses time, with evidence and what a GE / Ascend user can do about it.
 
-Every rule is a small function of a :class:`~.profile.Profile`'s tables (never raw records, never
+Every rule is a small function of a :class:`~..profile.Profile`'s tables (never raw records, never
 the runtime), so the advisor works on imported msprof / torch_npu output as well as on geprof
 runs.  A rule whose tables or columns are missing finds nothing.  Times are per step; "time at
 stake" is what the suggested change could save at most, per step, and sets the priority as a
 share of the step.  A single-op (aclopExecute) run is one step, the whole run (:class:`_Run`).
 
-Per step means over the *typical* steps: the outlier steps of :mod:`.step_split` (a step half as
+Per step means over the *typical* steps: the outlier steps of :mod:`..tables.step_split` (a step half as
 long again as the median one) are left out of every per-step figure, and the step is the
 Profile's step figure (``Profile.step_split``), so one stall cannot become a per-step claim; each
 finding's evidence says how many steps its figures average.  A one-off stall is its own finding,
@@ -549,7 +549,7 @@ def data_aug_bound(run: _Run) -> Finding | None:
 
 
 def one_off_stalls(run: _Run) -> list[Finding]:
-    """Outlier steps (:mod:`.step_split`) whose excess is device idle time: the host, or the input pipeline,
+    """Outlier steps (:mod:`..tables.step_split`) whose excess is device idle time: the host, or the input pipeline,
     stalled once.  Each is its own finding with its step and size; the per-step figures leave it out.
     Time at stake is the stall spread over the run's steps (what it cost per step, once), which ranks
     it among the per-step findings; the finding says what it cost once."""

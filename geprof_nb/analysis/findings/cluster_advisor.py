@@ -1,7 +1,7 @@
 """Findings for a whole cluster: slow ranks, slow links, time lost waiting, stragglers.
 
-The rules read only the cross-rank tables of :mod:`.cluster_tables` (through a
-:class:`~.cluster.ClusterProfile`), so they work with either engine and on imported
+The rules read only the cross-rank tables of :mod:`..cluster.cross_rank` (through a
+:class:`~..cluster.profile.ClusterProfile`), so they work with either engine and on imported
 clusters.  The output has :mod:`.advisor`'s columns and ranking: the time at stake is per
 step, and its share of the median rank's step sets the priority (High >= 20%, Medium >= 5%).
 With synchronised collectives a cluster runs at the pace of its slowest member, so what one
@@ -23,7 +23,7 @@ from .advisor import Finding, findings_table, us_text
 from ..tables.step_split import OutlierStep
 
 if TYPE_CHECKING:
-    from ..cluster import ClusterProfile, ClusterTables
+    from ..cluster.profile import ClusterProfile, ClusterTables
 
 #: Findings of one kind listed one by one; beyond this many, one finding names the worst.
 MAX_EACH = 3

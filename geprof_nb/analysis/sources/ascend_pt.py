@@ -312,7 +312,7 @@ class AscendPtSource(FileSource):
     def communication_matrix(self) -> pd.DataFrame:
         """communication_matrix.json as it is (:data:`.communication.COMMUNICATION_MATRIX_LINKS`): its local
         ranks, transport names and units.  A cluster maps the ranks and sums the links
-        (:func:`.cluster_tables.recorded_link_totals`): one rank's file names its group's other ranks
+        (:func:`..cluster.cross_rank.recorded_link_totals`): one rank's file names its group's other ranks
         by local rank only."""
         path = self.output / "communication_matrix.json"
         if not path.is_file():

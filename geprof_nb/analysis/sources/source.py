@@ -218,7 +218,7 @@ class Source(abc.ABC):
         """op_summary with each row's iteration and exact start time."""
 
     def span_rows(self) -> summary.OpRows:
-        """The op rows with at least :data:`.tables.summary.SPAN_COLUMNS`, what step_breakdown and the collective
+        """The op rows with at least :data:`..tables.summary.SPAN_COLUMNS`, what step_breakdown and the collective
         tables read (here op_summary's own rows)."""
         return self.op_rows()
 
@@ -408,7 +408,7 @@ class RunDirSource(Source):
         return summary.op_spans(self.run, self.device_id)
 
     def span_rows(self) -> summary.OpRows:
-        """op_summary's rows when they are built, else :func:`.tables.summary.op_spans` (the same rows and
+        """op_summary's rows when they are built, else :func:`..tables.summary.op_spans` (the same rows and
         values, without the columns nothing here reads): a cluster's step and collective tables need
         not build every rank's op_summary."""
         return self._rows if "_rows" in self.__dict__ else self._spans
@@ -431,7 +431,7 @@ class RunDirSource(Source):
         return summary.step_trace(self.run, self.device_id)
 
     def step_bounds(self) -> pd.DataFrame:
-        """:func:`.tables.summary.step_bounds` and ``framework_begin``: when the host began the step, the begin
+        """:func:`..tables.summary.step_bounds` and ``framework_begin``: when the host began the step, the begin
         of the ModelExecute call that ran it (the ascend_pt export's ``ProfilerStep#<n>``; -1 where the
         run recorded none), from which step_breakdown's Preparing counts.  A copy of one frame per
         source: step_breakdown, the overlap layer and the ProfilerSteps of an export each ask for it."""
@@ -450,7 +450,7 @@ class RunDirSource(Source):
 
     def _execution_begins(self, main_model: int) -> tuple[np.ndarray, np.ndarray]:
         """(iteration, begin ns) of the first ModelExecute call of each iteration of ``main_model`` (the
-        model the steps count, :func:`.tables.summary.step_bounds`)."""
+        model the steps count, :func:`..tables.summary.step_bounds`)."""
         run = self.run
         calls = self._host_calls
         none = (np.zeros(0, np.int64), np.zeros(0, np.int64))

@@ -116,7 +116,7 @@ class StepSplit:
 
 
 def step_split(breakdown: pd.DataFrame, bounds: pd.DataFrame) -> StepSplit | None:
-    """The step figure of a run's step_breakdown and step bounds (:meth:`.source.Source.step_bounds`);
+    """The step figure of a run's step_breakdown and step bounds (:meth:`..sources.source.Source.step_bounds`);
     ``None`` when step_breakdown has no rows or lacks a part."""
     if breakdown.empty or not set(PARTS) <= set(breakdown.columns):
         return None

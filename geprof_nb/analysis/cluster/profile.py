@@ -1,4 +1,4 @@
-"""``ClusterProfile``: the ranks of one distributed run, one :class:`~.profile.Profile` each,
+"""``ClusterProfile``: the ranks of one distributed run, one :class:`~..profile.Profile` each,
 and the tables that compare them.
 
 Made by :func:`geprof_nb.load` from a directory of ``*_ascend_pt`` runs (rank from
@@ -6,7 +6,7 @@ Made by :func:`geprof_nb.load` from a directory of ``*_ascend_pt`` runs (rank fr
 cluster's ``CLUSTER_*`` root) or of such directories holding Parquet exports.
 
 The cross-rank questions (which card is slow, which link is slow, how long ranks wait for
-each other) are answered by the tables of :mod:`.cluster_tables`, computed by an engine:
+each other) are answered by the tables of :mod:`.cross_rank`, computed by an engine:
 
 * ``pandas`` (the default) stacks the ranks' Profile tables in this process;
 * ``dask`` (:mod:`.dask_engine`) reads every rank's tables from Parquet lazily and reduces the
@@ -14,7 +14,7 @@ each other) are answered by the tables of :mod:`.cluster_tables`, computed by an
   one machine's memory.
 
 Both give equal frames.  Findings for the whole cluster come from :meth:`ClusterProfile.advise`
-(:mod:`.cluster_advisor`).
+(:mod:`..findings.cluster_advisor`).
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import pandas as pd
 
-from . import cluster_tables as T
-from .arguments import integer
-from .tables.communication import COMMUNICATION_MATRIX_LINKS
-from .sources.ascend_pt import AscendPtSource
-from .tables.step_split import StepSplit, step_split
+from . import cross_rank as T
+from ..arguments import integer
+from ..tables.communication import COMMUNICATION_MATRIX_LINKS
+from ..sources.ascend_pt import AscendPtSource
+from ..tables.step_split import StepSplit, step_split
 
 if TYPE_CHECKING:
-    from .profile import Profile
+    from ..profile import Profile
 
 ENGINES = ("pandas", "dask")
 #: The stacked per-rank tables the cross-rank analysis reads.
@@ -69,7 +69,7 @@ class ClusterTables:
     """The cross-rank tables of one engine's inputs, each computed once when first read.
 
     ``inputs`` provides ``stacked(table, columns)`` (pandas or Dask frames) and ``compute(frame)``
-    (a pandas frame); the reductions of :mod:`.cluster_tables` run on the stacked frames, the
+    (a pandas frame); the reductions of :mod:`.cross_rank` run on the stacked frames, the
     finishing steps on the computed results.  ``recorded_links`` gives the links torch_npu ranks
     recorded instead of sub-tasks (:meth:`ClusterProfile.recorded_links`), ``step_bounds`` each rank's
     step bounds (:meth:`ClusterProfile.step_bounds`; without: no rank has any); both are small and read
@@ -113,7 +113,7 @@ class ClusterTables:
 
     @cached_property
     def step_periods(self) -> pd.DataFrame:
-        """cluster_step_trace_time's rows that are whole step periods (:func:`.cluster_tables.whole_step_periods`):
+        """cluster_step_trace_time's rows that are whole step periods (:func:`.cross_rank.whole_step_periods`):
         what per-step means count."""
         return T.whole_step_periods(self.cluster_step_trace_time, self.step_bounds() if self.step_bounds else {})
 
@@ -241,7 +241,7 @@ class ClusterProfile:
 
     def recorded_links(self) -> pd.DataFrame:
         """The torch_npu ranks' ``communication_matrix.json`` links, ``Rank`` first
-        (:data:`.communication.COMMUNICATION_MATRIX_LINKS`): such runs record no HCCL sub-tasks."""
+        (:data:`..tables.communication.COMMUNICATION_MATRIX_LINKS`): such runs record no HCCL sub-tasks."""
         parts = [p.source.communication_matrix().assign(Rank=np.int64(r)) for r, p in self.ranks.items()
                  if isinstance(p.source, AscendPtSource)]
         if not parts:
@@ -310,7 +310,7 @@ class ClusterProfile:
     def advise(self) -> pd.DataFrame:
         """Cluster findings (slow rank, slow link, high wait, stragglers) ranked High/Medium/Low,
         with evidence and a suggestion (the columns of :meth:`Profile.advise`)."""
-        from .findings.cluster_advisor import advise
+        from ..findings.cluster_advisor import advise
 
         return advise(self)
 
@@ -319,7 +319,7 @@ class ClusterProfile:
         ``*_ascend_pt`` directory per rank, what ``msprof-analyze cluster`` and ``advisor`` read as
         one cluster) or ``parquet`` (``rank_<r>/<run>.geprof_parquet``, what ``geprof_nb.load``
         and the Dask engine read)."""
-        from .export.cluster import export_cluster
+        from ..export.cluster import export_cluster
 
         return export_cluster(self, Path(path), format, **options)
 

@@ -3,10 +3,10 @@ a Dask cluster.
 
 A profile of a large cluster does not fit one machine: one rank's HCCL sub-tasks are ~50 rows
 per collective execution, times steps, buckets and ranks.  Here every rank's tables live in its
-Parquet export (:func:`~.parquet.export_parquet`, ``rank_<r>/<run>.geprof_parquet``), one
+Parquet export (:func:`~..export.parquet.export_parquet`, ``rank_<r>/<run>.geprof_parquet``), one
 partition per rank; ``dask.dataframe.from_map`` reads a partition (only the columns the analysis
 needs, with pyarrow) when a task runs, on whichever worker runs it.  The reductions of
-:mod:`.cluster_tables` (``link_totals`` of the sub-tasks, ``rank_step_wait_totals``) run on the
+:mod:`.cross_rank` (``link_totals`` of the sub-tasks, ``rank_step_wait_totals``) run on the
 workers; only their small results, and the per-collective tables (one row per collective
 execution and rank), come back to this process, where the same finishing code as the pandas
 engine's makes the tables.  So both engines give equal frames.
@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ImportFormatError
-from .export.cluster import rank_dir
-from .export.parquet import export_parquet
-from .sources.parquet import MANIFEST, ParquetSource, disk_names, empty_column
+from ...errors import ImportFormatError
+from ..export.cluster import rank_dir
+from ..export.parquet import export_parquet
+from ..sources.parquet import MANIFEST, ParquetSource, disk_names, empty_column
 
 if TYPE_CHECKING:
-    from .cluster import ClusterProfile
+    from .profile import ClusterProfile
 
 LOCAL_SCHEDULERS = ("threads", "sync", "synchronous", "single-threaded", "processes")
 

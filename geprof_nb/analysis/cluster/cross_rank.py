@@ -1,6 +1,6 @@
 """Cross-rank tables of a cluster, from the per-rank tables stacked with a ``Rank`` column.
 
-One module for both engines (:mod:`.cluster` with pandas, :mod:`.dask_engine` with Dask):
+One module for both engines (:mod:`.profile` with pandas, :mod:`.dask_engine` with Dask):
 every function here takes the stacked tables and returns a pandas DataFrame with fixed
 columns, dtypes and row order, so the two engines give equal frames.  The functions whose
 input can be large (the HCCL sub-tasks: ~50 per collective execution per rank) are split
@@ -15,12 +15,12 @@ Definitions (times in us unless a column says ms):
   rank (msprof-analyze ``StepTraceTimeAnalysis``; the ``stage`` rows it adds for pipeline
   stages need p2p groups, which a data-parallel run has none of).
 * ``rank_step_wait``: per rank and step, the collectives' elapse / transit / wait /
-  synchronization time summed (communication.json's split, :mod:`.communication`).
+  synchronization time summed (communication.json's split, :mod:`..tables.communication`).
 * ``slow_ranks``: per rank, the mean per step of step time, Computing, Communication(Not
   Overlapped), Free and collective wait, over the rank's whole step periods (``Steps`` of them;
   :func:`whole_step_periods`: a first step spans only itself, so a stall before every step would
   count one step short) less the cluster's outlier steps (a step far longer than the median one on
-  any rank, :mod:`.step_split`: a one-off stall is not a per-step mean), as Profile.advise counts
+  any rank, :mod:`..tables.step_split`: a one-off stall is not a per-step mean), as Profile.advise counts
   steps.  With synchronised collectives every rank's step
   takes as long as the slowest one's, and the others spend the difference waiting inside
   collectives, so step time alone does not find the slow rank.  ``Own Time`` does: step time
@@ -31,7 +31,7 @@ Definitions (times in us unless a column says ms):
   z-score, which part explains the deviation (``Bound``: Computing or Free), and how often the
   rank arrived last at a collective (msprof-analyze's slow_rank recipe votes the same way).
 * ``communication_matrix``: per (Src Rank, Dst Rank, Link Type, Transport Type), the transit
-  sub-tasks (msprof-analyze's definition, as in :mod:`.communication`: Memcpy / Reduce_Inline
+  sub-tasks (msprof-analyze's definition, as in :mod:`..tables.communication`: Memcpy / Reduce_Inline
   over SDMA on a real link, RDMASend over RDMA; each recorded once, by the sending rank)
   summed: count, bytes, time, bandwidth (decimal GB/s = bytes / ns, as msprof).  torch_npu runs
   record no sub-tasks but each rank's ``communication_matrix.json``: its links are summed the same
@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .tables.breakdown import STEP_TRACE_TIME, step_periods
-from .tables.communication import COMMUNICATION_TIME
+from ..tables.breakdown import STEP_TRACE_TIME, step_periods
+from ..tables.communication import COMMUNICATION_TIME
 
 #: msprof-analyze ``cluster_step_trace_time.csv`` (without the DP/PP/TP Index it adds when
 #: profiler_metadata.json carries distributed_args).
@@ -165,7 +165,7 @@ def rank_step(cstt: pd.DataFrame, wait: pd.DataFrame, metric: str) -> pd.DataFra
 
 def whole_step_periods(cstt: pd.DataFrame, bounds: dict[int, pd.DataFrame]) -> pd.DataFrame:
     """The ``rank`` rows of cluster_step_trace_time whose window is a whole step period, rank by rank
-    (:func:`.breakdown.step_periods` of the rank's rows and step ``bounds``; a rank without bounds
+    (:func:`..tables.breakdown.step_periods` of the rank's rows and step ``bounds``; a rank without bounds
     drops its first row, as a Profile without them does)."""
     rows = cstt[cstt["Type"] == "rank"]
     none = pd.DataFrame(columns=["step", "begin", "end"])
@@ -240,7 +240,7 @@ _LINK_KEYS = ["Src Rank", "Dst Rank", "Link Type", "Transport Type"]
 
 def recorded_link_totals(links: pd.DataFrame) -> pd.DataFrame:
     """:func:`link_totals` of the ranks' ``communication_matrix.json`` (stacked, ``Rank`` first;
-    :data:`.communication.COMMUNICATION_MATRIX_LINKS`), as msprof-analyze's cluster sums them: a
+    :data:`..tables.communication.COMMUNICATION_MATRIX_LINKS`), as msprof-analyze's cluster sums them: a
     group's local rank ``i`` is the rank whose file has the ``i-i`` link (links it cannot map are left
     out), the entries that are statistics of others are left out, and every sized link between two
     ranks counts, one task per entry (the file has no sub-task count).  The file names a link by its
