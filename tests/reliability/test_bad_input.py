@@ -9,7 +9,7 @@ the message names the field or file and says what is accepted, and that the run
 made before the bad input is still on disk, unchanged and loadable.
 
 The cases here are distinct from the ones in tests/prof/test_prof_options.py,
-tests/ge/test_ge_prof_api.py, tests/analysis/test_import_errors.py and
+tests/ge/test_ge_prof_api.py, tests/analysis/sources/test_import_errors.py and
 tests/nb/test_panel.py (which cover the first layer of each).
 """
 
@@ -798,7 +798,7 @@ IMPORTED_FILES = [
 ]
 FILE_CASES = [(layout, name, table, column, fault) for layout, name, table, column in IMPORTED_FILES
               for fault in FAULTS
-              # covered in tests/analysis/test_import_errors.py
+              # covered in tests/analysis/sources/test_import_errors.py
               if not (name == "kernel_details.csv" and fault in ("empty", "wrong-schema"))
               and not (name.startswith("step_trace_") and fault == "wrong-schema")]
 

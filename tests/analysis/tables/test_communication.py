@@ -236,7 +236,7 @@ def test_analysis_modules_do_not_import_the_runtime():
     code = ("import sys, geprof_nb.analysis.tables.communication, geprof_nb.analysis.tables.aicpu; "
             "bad = sorted(m for m in sys.modules if m.startswith('geprof_nb.ge')); print(bad); "
             "sys.exit(1 if bad else 0)")
-    res = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
+    res = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
 

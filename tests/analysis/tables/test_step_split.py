@@ -1,4 +1,4 @@
-"""The step figure every summary leads with (analysis/step_split.py): its arithmetic, the outlier
+"""The step figure every summary leads with (analysis/tables/step_split.py): its arithmetic, the outlier
 rule, and a real one-step torch_npu run."""
 
 from __future__ import annotations

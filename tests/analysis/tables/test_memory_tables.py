@@ -1,4 +1,4 @@
-"""torch_npu-style memory tables (analysis.memory): a static plan (``static_op_mem``, once) timed by
+"""torch_npu-style memory tables (analysis.tables.memory): a static plan (``static_op_mem``, once) timed by
 the task log (HWTS) and the step trace, in a run directory."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.prof import rawdata
 from memory_runs import HELD, write_memory_run
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MB = 1024 * 1024
 
 #: Model 1 (pool 4096): (tensor, addr, size, alloc conn, free conn, stream). "out" is held to the step's end.
