@@ -24,8 +24,9 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ImportFormatError
-from ..tables.breakdown import covered_time, main_model, step_windows
+from ..tables.breakdown import main_model, step_windows
 from ..tables.communication import collective_op_types
+from ..tables.intervals import covered_time
 from ..tables.step_split import StepSplit
 from ..tables.text_columns import distinct_texts, text_test, text_values
 
@@ -258,32 +259,6 @@ def _is_kernel(ops: pd.DataFrame) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------ rules
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted intervals covering the given ones."""
-    if len(starts) == 0:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    new = np.r_[True, s[1:] > np.maximum.accumulate(e)[:-1]]
-    idx = np.flatnonzero(new)
-    return s[idx], np.maximum.reduceat(e, idx)
-
-
-def _covered(starts: np.ndarray, ends: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
-    """Length of each [start, end) that the disjoint sorted intervals (us, ue) cover."""
-    if len(us) == 0:
-        return np.zeros(len(starts))
-    before = np.r_[0.0, np.cumsum(ue - us)]
-
-    def upto(t: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(us, t, side="right")
-        last = np.maximum(k - 1, 0)
-        partial = np.clip(np.minimum(t, ue[last]) - us[last], 0, None)
-        return np.where(k > 0, before[last] + partial, 0.0)
-
-    return upto(ends) - upto(starts)
-
-
 def aicpu_on_critical_path(run: _Run) -> Finding | None:
     """AI CPU kernels (other than the dataset iterator) running while nothing else runs."""
     ops = run.ops
@@ -300,8 +275,7 @@ def aicpu_on_critical_path(run: _Run) -> Finding | None:
     for it in np.unique(its[is_cpu]):
         lo, hi = np.searchsorted(its, it, "left"), np.searchsorted(its, it, "right")
         s, e, mine = start[lo:hi], end[lo:hi], is_cpu[lo:hi]
-        others = _union(s[~mine], e[~mine])
-        exposed[lo + np.flatnonzero(mine)] = (e[mine] - s[mine]) - _covered(s[mine], e[mine], *others)
+        exposed[lo + np.flatnonzero(mine)] = (e[mine] - s[mine]) - covered_time(s[~mine], e[~mine], s[mine], e[mine])
     cpu = ops.loc[is_cpu, ["Op Name", "OP Type", _DUR]].assign(_exposed=exposed[is_cpu])
     per_op = cpu.groupby("Op Name", observed=True).agg(
         type=("OP Type", "first"), exposed=("_exposed", "sum"), dur=(_DUR, "sum"))

@@ -31,41 +31,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .intervals import union
 from .summary import OpRows, follows_previous
 
 STEP_TRACE_TIME = ["Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped",
                    "Communication", "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)",
                    "Preparing"]
-
-
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals into disjoint ones, sorted."""
-    if len(starts) == 0:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > reach[:-1]]
-    return s[new], np.maximum.reduceat(e, np.flatnonzero(new))
-
-
-def covered_time(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per window [``lo``, ``hi``], how long the intervals [``starts``, ``ends``] cover of it (overlapping
-    intervals counted once): a prefix sum over their union, so any number of windows and intervals cost
-    a sort and a few searches."""
-    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
-    us, ue = _union(np.asarray(starts, float), np.asarray(ends, float))
-    if not len(us):
-        return np.zeros(len(lo))
-    lengths = ue - us
-    before = np.concatenate(([0.0], np.cumsum(lengths)))  # union length before each merged interval
-
-    def up_to(x: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(us, x, "right") - 1
-        j = np.maximum(i, 0)
-        return np.where(i >= 0, before[j] + np.clip(x - us[j], 0, lengths[j]), 0.0)
-
-    return np.maximum(up_to(hi) - up_to(lo), 0.0)
 
 
 def _length(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -186,8 +157,8 @@ def step_breakdown(rows: OpRows, bounds: pd.DataFrame, device_id: int = 0,
             continue
         s, e = np.clip(start[inside], w0, w1), np.clip(end[inside], w0, w1)
         c = comm[inside]
-        computing, communication = _length(*_union(s[~c], e[~c])), _length(*_union(s[c], e[c]))
-        busy = _length(*_union(s, e))
+        computing, communication = _length(*union(s[~c], e[~c])), _length(*union(s[c], e[c]))
+        busy = _length(*union(s, e))
         overlapped = computing + communication - busy  # both unions are disjoint intervals
         not_overlapped = communication - overlapped
         e2e = w1 - w0

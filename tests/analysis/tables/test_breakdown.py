@@ -7,7 +7,7 @@ from geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis.tables.breakdown import STEP_TRACE_TIME, covered_time, main_model, step_breakdown
+from geprof_nb.analysis.tables.breakdown import STEP_TRACE_TIME, main_model, step_breakdown
 from geprof_nb.analysis.tables.summary import OpRows
 
 T0 = 1_767_225_600_000_000_000
@@ -162,13 +162,6 @@ def test_aged_out_steps_leave_the_kept_steps_preparing_as_in_the_full_run(tmp_pa
     kept = aged.step_breakdown.set_index("Step")["Preparing"]
     assert len(kept) >= 1
     pd.testing.assert_series_equal(kept, full.step_breakdown.set_index("Step").loc[kept.index, "Preparing"])
-
-
-def test_covered_time_counts_the_union_of_intervals_inside_each_window():
-    starts, ends = np.array([0, 5, 6, 20.0]), np.array([3, 8, 10, 25.0])  # union: [0,3] [5,10] [20,25]
-    lo, hi = np.array([-5, 2, 7, 11, 0, 26.0]), np.array([1, 6, 9, 30, 100, 40.0])
-    assert covered_time(starts, ends, lo, hi).tolist() == [1, 2, 2, 5, 13, 0]
-    assert covered_time(starts[:0], ends[:0], lo, hi).tolist() == [0] * 6
 
 
 def test_preparing_counts_to_the_main_models_own_first_task():
