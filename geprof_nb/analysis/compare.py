@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .findings.advisor import pmu_metric
 from .arguments import positive_integer
-from .tables.breakdown import main_model, step_periods
 from .cluster.profile import ClusterProfile
+from .findings.advisor import pmu_metric
 from .profile import Profile
+from .tables.breakdown import main_model, step_periods
 from .tables.text_columns import distinct_texts, text_codes
 
 #: Rows of the regression / improvement tables.

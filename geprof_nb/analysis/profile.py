@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .tables import breakdown, memory, summary
-from .tables.step_split import StepSplit, step_split
 from .arguments import integer, member
 from .rundir import RunDir
 from .sources.source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
+from .tables import breakdown, memory, summary
+from .tables.step_split import StepSplit, step_split
 
 
 class Profile:

@@ -8,11 +8,11 @@ from real_fixtures import write_ascend_pt, write_msprof
 import geprof_nb
 import geprof_nb.analysis
 from geprof_nb.analysis import registry
+from geprof_nb.analysis.export.parquet import export_parquet
+from geprof_nb.analysis.registry import ASCEND_PT, DAMAGED_PARQUET, LAYOUTS, MSPROF, PARQUET, layout_of
 from geprof_nb.analysis.sources.ascend_pt import AscendPtSource
 from geprof_nb.analysis.sources.msprof import MsprofSource
-from geprof_nb.analysis.export.parquet import export_parquet
 from geprof_nb.analysis.sources.parquet import ParquetSource
-from geprof_nb.analysis.registry import ASCEND_PT, DAMAGED_PARQUET, LAYOUTS, MSPROF, PARQUET, layout_of
 
 
 def test_load_is_the_registry_load():

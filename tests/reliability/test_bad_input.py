@@ -33,8 +33,8 @@ from reliability_helpers import FaultyDisk, n_kernels, profiled_ge, run_steps, t
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.errors import ImportFormatError
 from geprof_nb.cli import main
+from geprof_nb.errors import ImportFormatError
 from geprof_nb.ge import acl, ge_prof
 from geprof_nb.ge import status as ge_status
 from geprof_nb.ge.graph import GraphBuildError

@@ -32,10 +32,10 @@ from reliability_helpers import profiled_ge, run_steps, tiny_mlp
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.errors import ImportFormatError, RunDirError
 from geprof_nb.analysis.sources.csvfiles import read_csv
-from geprof_nb.analysis.sources.trace_view import read_trace_view
 from geprof_nb.analysis.sources.parquet import ParquetSource
+from geprof_nb.analysis.sources.trace_view import read_trace_view
+from geprof_nb.errors import ImportFormatError, RunDirError
 from geprof_nb.ge.device import PRESETS
 from geprof_nb.nb import config as nb_config
 from geprof_nb.nb.config import CONFIG_FIELDS, ConfigError, ConfigStore, builtin_defaults, flag_line

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import pandas as pd
 
-from . import cross_rank as T
 from ..arguments import integer
-from ..tables.communication import COMMUNICATION_MATRIX_LINKS
 from ..sources.ascend_pt import AscendPtSource
+from ..tables.communication import COMMUNICATION_MATRIX_LINKS
 from ..tables.step_split import StepSplit, step_split
+from . import cross_rank as T
 
 if TYPE_CHECKING:
     from ..profile import Profile

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pandas as pd
 
-from .advisor import Finding, findings_table, us_text
 from ..tables.step_split import OutlierStep
+from .advisor import Finding, findings_table, us_text
 
 if TYPE_CHECKING:
     from ..cluster.profile import ClusterProfile, ClusterTables

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .source import TIMESTAMP_COLUMNS, Source
 from .csvfiles import CsvTable, Kinds, read_csv, typed_frame
+from .source import TIMESTAMP_COLUMNS, Source
 
 
 def exact_columns(kinds: Kinds) -> tuple[str, ...]:

@@ -20,10 +20,10 @@ import pandas as pd
 
 from ...prof import rawdata
 from ...prof.api_types import LAUNCH_TYPE_NAMES
+from ..rundir import RunDir
 from ..tables import aicpu, api, breakdown, communication, host, memory, summary, tx
 from ..tables import columns as C
 from ..tables.indexing import scatter
-from ..rundir import RunDir
 
 #: The absolute-time columns of the tables.  The DataFrames hold them as float us, which
 #: at today's epoch (~1.7e15 us) resolve only 0.25 us; exports print them from exact

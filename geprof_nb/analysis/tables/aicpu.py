@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .indexing import scatter
 from ..rundir import RunDir
+from .indexing import scatter
 from .summary import NA
 
 AICPU = ["Timestamp(us)", "Node", "Compute_time(us)", "Memcpy_time(us)", "Task_time(us)", "Dispatch_time(us)",

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from ...prof.rawdata import LinkType, RtTaskType, TransportType
-from .summary import NA, OpRows, op_rows
 from ..rundir import RunDir
+from .summary import NA, OpRows, op_rows
 from .text_columns import TextValues, text_array
 
 COMMUNICATION_STATISTIC = ["Device_id", "OP Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",

@@ -44,9 +44,9 @@ import numpy as np
 import pandas as pd
 
 from ...prof import rawdata
+from ..rundir import RunDir
 from . import columns as C
 from .indexing import scatter
-from ..rundir import RunDir
 
 #: 2**30: msprof's "GB" (``/ 8589934592`` on bit counts).
 GB = float(1 << 30)

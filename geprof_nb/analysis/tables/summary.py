@@ -16,10 +16,10 @@ import pandas as pd
 
 from ...prof import rawdata
 from ...prof.rawdata import DataType, Format, GeTaskType, OpFlag, RtTaskType
+from ..rundir import RunDir
 from . import columns as C
 from . import pmu
 from .indexing import scatter
-from ..rundir import RunDir
 
 NA = "N/A"
 _DTYPE_NAMES = {int(d): d.name[len("DT_"):] for d in DataType}

@@ -9,8 +9,8 @@ import pytest
 from cluster_testing import FAULTS, LINK_FACTOR, SLOW_FACTOR, SLOW_LINK, SLOW_RANK, resnet, simulate_cluster
 
 from geprof_nb.analysis import ClusterProfile
-from geprof_nb.analysis.cluster.profile import ClusterTables
 from geprof_nb.analysis.cluster import cross_rank as T
+from geprof_nb.analysis.cluster.profile import ClusterTables
 from geprof_nb.analysis.tables.breakdown import STEP_TRACE_TIME, step_periods
 from geprof_nb.analysis.tables.communication import COMMUNICATION_TIME
 

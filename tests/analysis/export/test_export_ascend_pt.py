@@ -15,9 +15,9 @@ from real_fixtures import STAMP, write_msprof
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.export.ascend_pt import KERNEL_RENAMES
+from geprof_nb.analysis.export.timeline import format_pid
 from geprof_nb.analysis.tables import memory
 from geprof_nb.analysis.tables.breakdown import step_windows
-from geprof_nb.analysis.export.timeline import format_pid
 
 
 @pytest.fixture(scope="module")

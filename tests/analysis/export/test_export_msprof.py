@@ -17,12 +17,12 @@ from geprof_testing import build_tiny_graph, read_csv, run_profiled_session, sma
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis.tables import columns as C
 from geprof_nb.analysis.export import export_profile
 from geprof_nb.analysis.export.cells import wait_cells
 from geprof_nb.analysis.export.naming import stamp14
 from geprof_nb.analysis.export.timeline import format_pid
 from geprof_nb.analysis.sources.source import Source
+from geprof_nb.analysis.tables import columns as C
 from geprof_nb.prof import rawdata
 
 TIMESTAMP = re.compile(r"^\d+\.\d{3}\t$")

@@ -19,9 +19,9 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.findings import advisor
 from geprof_nb.analysis.findings.advisor import COLUMNS, advise
-from geprof_nb.analysis.tables.columns import op_summary_columns
 from geprof_nb.analysis.profile import Profile
 from geprof_nb.analysis.sources.source import Source
+from geprof_nb.analysis.tables.columns import op_summary_columns
 from geprof_nb.analysis.tables.summary import OpRows
 
 AICPU = "AI CPU op on the critical path"

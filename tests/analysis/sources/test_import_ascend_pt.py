@@ -13,9 +13,9 @@ from real_fixtures import (PT_LINK_GBPS, PT_LINK_MB, PT_LINK_MS, STEP_TRACE_TIME
 
 import geprof_nb
 from geprof_nb.analysis import Profile
-from geprof_nb.analysis.tables.breakdown import STEP_TRACE_TIME
 from geprof_nb.analysis.cluster.profile import ClusterProfile
 from geprof_nb.analysis.sources.ascend_pt import AscendPtSource
+from geprof_nb.analysis.tables.breakdown import STEP_TRACE_TIME
 from geprof_nb.errors import ImportFormatError
 
 

@@ -18,8 +18,8 @@ from real_data import (COMPUTE_ADVICE, LEVELS, OLDER_OP_SUMMARY, PYTORCH_TEXT, R
 import geprof_nb
 from geprof_nb.analysis import Profile
 from geprof_nb.analysis.cluster.profile import ClusterProfile
-from geprof_nb.analysis.sources.trace_view import read_trace_view
 from geprof_nb.analysis.sources.source import OP_STATISTIC_L0_NOTE
+from geprof_nb.analysis.sources.trace_view import read_trace_view
 
 HCCL_NOTE = ("{} kernels are collectives labelled Accelerator Core HCCL (torch_npu's label): shown as Task Type "
              "COMMUNICATION, msprof's label, and counted as communication")

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from real_fixtures import write_ascend_pt
 
 from geprof_nb.analysis.sources import trace_view
-from geprof_nb.errors import ImportFormatError
 from geprof_nb.analysis.sources.csvfiles import NumberText, read_json
 from geprof_nb.analysis.sources.trace_view import read_trace_view
+from geprof_nb.errors import ImportFormatError
 
 
 def stdlib_reading(path):

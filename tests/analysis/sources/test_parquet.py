@@ -13,11 +13,11 @@ from real_fixtures import write_ascend_pt, write_msprof
 
 import geprof_nb
 from geprof_nb.analysis import Profile
-from geprof_nb.analysis.tables import summary
-from geprof_nb.errors import ImportFormatError
 from geprof_nb.analysis.export.parquet import TABLES, export_parquet
 from geprof_nb.analysis.sources.parquet import ParquetSource
 from geprof_nb.analysis.sources.source import TIMESTAMP_COLUMNS, Source
+from geprof_nb.analysis.tables import summary
+from geprof_nb.errors import ImportFormatError
 
 
 def assert_same_profile(p: Profile, q: Profile) -> None:

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geprof_nb.analysis.tables.aicpu import AICPU, aicpu
 from geprof_nb.analysis.rundir import RunDir
+from geprof_nb.analysis.tables.aicpu import AICPU, aicpu
 from geprof_nb.ge.aicpu import aicpu_records
 from geprof_nb.prof.rawdata import RtTaskType
 

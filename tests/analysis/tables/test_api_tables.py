@@ -17,8 +17,8 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.sources.source import _latest_call_before
 from geprof_nb.ge import status as st
-from geprof_nb.prof.api_types import AclProfType, GeProfInfoType
 from geprof_nb.prof import events, scope
+from geprof_nb.prof.api_types import AclProfType, GeProfInfoType
 from geprof_nb.prof.properties import BIT_ALL, BIT_TASK_TIME, GlobalProfilingWrapper, ProfilingProperties
 from geprof_nb.prof.rawdata import ReportLevel
 

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geprof_nb.analysis.tables import communication as comm
 from geprof_nb.analysis.rundir import RunDir
+from geprof_nb.analysis.tables import communication as comm
 from geprof_nb.ge import hccl
 from geprof_nb.prof.rawdata import GeTaskType, LinkType, RtTaskType, TransportType
 

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.analysis.tables import memory
 from geprof_nb.analysis.tables.memory import (MEMORY_RECORD, OPERATOR_MEMORY, memory_peak, memory_record,
                                               operator_memory, tensor_lifetimes)
-from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.prof import rawdata
 from memory_runs import HELD, write_memory_run
 

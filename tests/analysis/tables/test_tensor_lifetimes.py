@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from geprof_testing import run_profiled_session, small_resnet
 
-from geprof_nb.analysis.tables.memory import TENSOR_LIFETIMES, operator_memory, tensor_lifetimes
 from geprof_nb.analysis.profile import Profile
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.analysis.sources.source import Source
+from geprof_nb.analysis.tables.memory import TENSOR_LIFETIMES, operator_memory, tensor_lifetimes
 from geprof_nb.ge.memory import plan_memory
 from memory_runs import HELD, write_memory_run
 
