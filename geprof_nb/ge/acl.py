@@ -18,7 +18,8 @@ from ..prof.clock import clock, toolkit_entry
 from ..prof.host_profiler import ProfilingEvent
 from ..prof.scope import AclProfilingReporter, profiling_scope
 from . import status as st
-from .graph import Graph, GraphBuildError, TensorDesc, canonical_dtype, checked_shape, tensor_mismatch
+from .graph import Graph
+from .tensor import GraphBuildError, TensorDesc, canonical_dtype, checked_shape, tensor_mismatch
 from .memory import DeviceMemoryError
 from .runtime import SYNC_LATENCY_NS, LoadedModel
 from .runtime_v2 import ExecutorV2

@@ -49,9 +49,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from ..prof import events
 from ..prof.options import ProfilingOptionsError
 from ..prof.rawdata import GeTaskType, RtTaskType
-from .graph import DTYPES
 from . import hccl
 from .ops import OpCost
+from .tensor import DTYPES
 
 GiB = 1 << 30
 MIX_MIN_K = 1000

@@ -39,7 +39,8 @@ from .compiler import CompiledModel, TaskTable
 from .device import CostModel, DevicePreset
 from . import hccl
 from .aicpu import aicpu_records
-from .graph import Graph, GraphBuildError
+from .graph import Graph
+from .tensor import GraphBuildError
 from .memory import DeviceMemoryError, MemoryPlan, check_device_memory, plan_memory, static_op_mem
 from .schedule import StepTimes, StreamSchedule
 
