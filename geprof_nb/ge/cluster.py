@@ -29,9 +29,11 @@ time because each step starts where the previous one left every rank.  Rank 0 is
 the process's own device: its host layers (API, GE host, mstx) and device data
 go through ``msprof.lib`` as for a single device.  Every other rank reports its
 device data (task log, step trace, static task info, memory, HCCL, AI CPU) to a
-library of its own, under ``<output>/CLUSTER_<time>_<tag>/rank_<r>/PROF_*``; at
-finalize rank 0's run joins them as ``rank_0/``, so the cluster root is what
-``geprof_nb.load`` reads as a ``ClusterProfile``.
+library of its own, under ``<output>/CLUSTER_<time>_<tag>/rank_<r>/PROF_*``.  The
+cluster root is chosen when the cluster starts collecting (its first reported step):
+rank 0's run moves into its ``rank_0/`` then, and the other ranks' runs open beside
+it and end with it, so the cluster root is what ``geprof_nb.load`` reads as a
+``ClusterProfile`` from then on.
 
 Faults for what-if studies (:class:`Faults`, GE option ``geprof.faults`` as JSON):
 ``{"slow_ranks": {"3": 1.3}, "slow_links": {"0-1": 0.5}, "host_jitter_us": {"5": 300},
@@ -42,9 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import random
-import shutil
 import string
 import time
 from dataclasses import dataclass
@@ -386,35 +386,57 @@ def _cluster_dir_name() -> str:
     return f"CLUSTER_{stamp}_{''.join(random.choices(string.ascii_uppercase, k=8))}"
 
 
+class _OpenCluster:
+    """The other ranks' runs of one run of rank 0, under the cluster root; they end with rank 0's run."""
+
+    def __init__(self, serial: int, spec: ClusterSpec, root: Path) -> None:
+        self.serial = serial
+        self.spec = spec
+        self.root = root
+        self.runs: dict[int, _RankRun] = {}
+
+    def finalize(self, status: str, note: str) -> None:
+        """Rank 0's run is over: close every rank's run (rank 0's pending steps reached every rank when it
+        stopped) and let go of their libraries and devices."""
+        for run in self.runs.values():
+            run.lib.finalize(status, note)
+        self.runs = {}
+
+
 class ClusterRuns:
     """The other ranks' run directories of the current msprof run (one set per run of rank 0)."""
 
     def __init__(self) -> None:
-        self.serial = -1
-        self.root: Path | None = None
-        self.spec: ClusterSpec | None = None
-        self.runs: dict[int, _RankRun] = {}
+        self._open: _OpenCluster | None = None
 
     def ranks(self, spec: ClusterSpec, runtime: DeviceRuntime) -> dict[int, _RankRun]:
-        """Open (once per run of rank 0) a library and a device per rank, under the cluster root."""
+        """Open (once per run of rank 0) a library and a device per rank, under the cluster root.
+
+        The cluster root is chosen now, beside rank 0's run directory, and rank 0's run moves into
+        its ``rank_0/`` at once: from here on every rank's data is where ``geprof_nb.load(root)``
+        reads it, also if the process dies before the run is finalised.
+        """
         lib0 = msprof.lib
-        if self.serial == lib0.run_serial and self.spec == spec:
-            return self.runs
-        if self.serial == lib0.run_serial and self.spec is not None:
+        cluster = self._open
+        if cluster is not None and cluster.serial == lib0.run_serial:
+            if cluster.spec == spec:
+                return cluster.runs
             raise ClusterOptionError(f"one profiling run holds one cluster: this run already simulates "
-                                     f"{self.spec.world_size} ranks; finish it before running {spec.world_size}")
+                                     f"{cluster.spec.world_size} ranks; finish it before running {spec.world_size}")
         assert lib0.run_dir is not None
-        self.serial, self.spec, self.runs = lib0.run_serial, spec, {}
-        self.root = lib0.run_dir.parent / _cluster_dir_name()
-        self.root.mkdir()
+        root = lib0.run_dir.parent / _cluster_dir_name()
+        root.mkdir()
+        lib0.move_into(root / "rank_0")
+        cluster = self._open = _OpenCluster(lib0.run_serial, spec, root)
+        lib0.part_of(root, [cluster])
         info = spec.info()
-        lib0.set_run_info("cluster", {"rank": 0, **info, "root": str(self.root)})
+        lib0.set_run_info("cluster", {"rank": 0, **info, "root": str(root)})
         for r in range(1, spec.world_size):
             lib = Msprof()
-            lib.init(self.root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
+            lib.init(root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
             rt = DeviceRuntime(runtime.preset, device_id=r % spec.ranks_per_node, seed=runtime.seed + r)
             rt.rank, rt.device_count, rt.epoch = r, spec.world_size, 1
-            lib.set_run_info("cluster", {"rank": r, **info, "root": str(self.root)})
+            lib.set_run_info("cluster", {"rank": r, **info, "root": str(root)})
             lib.set_device_info(rt.device_id, runtime.preset.info())
             with msprof.reporting_to(lib):  # counters programmed, and described in info.json, as rank 0's
                 rt.program_pmu(ProfilingProperties.instance().aic_metrics)
@@ -422,21 +444,8 @@ class ClusterRuns:
                 for type_id, type_name in types.items():
                     lib.register_type_info(level, type_id, type_name)
             lib.start(lib0.switch)
-            self.runs[r] = _RankRun(lib, rt)
-        lib0.on_finalize(self._finalize)
-        return self.runs
-
-    def _finalize(self, run_dir: Path, status: str, note: str) -> Path:
-        """Rank 0's run is over: close every rank's run and file rank 0's under ``rank_0/``."""
-        for run in self.runs.values():  # rank 0's pending steps reached every rank when it stopped
-            run.lib.finalize(status, note)
-        root = self.root
-        assert root is not None
-        target = root / "rank_0"
-        target.mkdir(exist_ok=True)
-        shutil.move(os.fspath(run_dir), os.fspath(target / run_dir.name))
-        self.runs, self.spec, self.root = {}, None, None
-        return root
+            cluster.runs[r] = _RankRun(lib, rt)
+        return cluster.runs
 
 
 #: The process's cluster run directories (like ``msprof.lib``, one per process).

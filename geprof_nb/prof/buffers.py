@@ -16,7 +16,7 @@ import threading
 import numpy as np
 
 from . import rawdata
-from .writer import ChunkFile, Writer
+from .writer import ChunkFile, RunLocation, Writer
 
 
 class RecordBuffer:
@@ -39,14 +39,14 @@ class RecordBuffer:
 
 
 class RunBuffers:
-    """Every buffer of one run, by (kind, device id), and the chunk files they write into ``run_dir``."""
+    """Every buffer of one run, by (kind, device id), and the chunk files they write where the run is."""
 
-    def __init__(self, run_dir: str | os.PathLike, writer: Writer, lock: threading.RLock) -> None:
-        self.run_dir = os.fspath(run_dir)
+    def __init__(self, location: RunLocation, writer: Writer, lock: threading.RLock) -> None:
+        self.location = location
         self._writer = writer
         self._lock = lock
         self.by_key: dict[tuple[str, int], RecordBuffer] = {}
-        self._made_dirs: set[str] = set()  # chunk directories of this run made (or being made)
+        self._made_dirs: set[str] = set()  # chunk directories of this run made (or being made), relative
 
     def __iter__(self):
         return iter(list(self.by_key.values()))
@@ -86,12 +86,11 @@ class RunBuffers:
     def new_chunk(self, buf: RecordBuffer) -> ChunkFile:
         """The next chunk file of ``buf``, which the writer creates at once (caller holds its lock); its
         directory is made with the first."""
-        # plain strings: a chunk's paths cost tens of microseconds as Path objects
-        directory = os.path.join(self.run_dir, buf.kind.directory(buf.device_id))
+        directory = buf.kind.directory(buf.device_id)
         first_in_directory = directory not in self._made_dirs
         self._made_dirs.add(directory)
         buf.chunk = ChunkFile(os.path.join(directory, rawdata.chunk_name(buf.kind.name, buf.seq)), buf.kind.dtype,
-                              make_dir=first_in_directory)
+                              make_dir=first_in_directory, location=self.location)
         buf.seq += 1
         self._writer.submit(buf.chunk.open)
         return buf.chunk

@@ -19,7 +19,7 @@ from . import rawdata
 from .buffers import RecordBuffer, RunBuffers
 from .hash_dict import HashFile
 from .run_info import RunInfo, remove
-from .writer import ChunkFile, Writer
+from .writer import ChunkFile, RunLocation, Writer
 
 
 class StorageAging:
@@ -28,19 +28,19 @@ class StorageAging:
     def __init__(self, limit_bytes: int | None, info: RunInfo) -> None:
         self.limit_bytes = limit_bytes
         self._info = info
-        self._chunks: list[tuple[str, int, str, int]] = []  # (path, bytes, kind, records), oldest first
+        self._chunks: list[tuple[ChunkFile, int, str, int]] = []  # (chunk, bytes, kind, records), oldest first
         self.stored_bytes = 0
 
-    def account(self, path: str, size: int, kind: rawdata.RecordKind, records: int) -> None:
-        """Count a chunk closed into place (``size``: its bytes); delete the oldest past the limit (caller
-        holds the library's lock)."""
+    def account(self, chunk: ChunkFile, size: int, kind: rawdata.RecordKind, records: int) -> None:
+        """Count a chunk closed into place (``size``: its bytes); delete the oldest past the limit (writer
+        thread; caller holds the library's lock)."""
         self.stored_bytes += size
         if kind.aging:
-            self._chunks.append((path, size, kind.name, records))
+            self._chunks.append((chunk, size, kind.name, records))
         limit = self.limit_bytes
         while limit is not None and self.stored_bytes > limit and self._chunks:
             old, old_size, old_kind, old_records = self._chunks.pop(0)
-            remove(old)
+            remove(old.path)
             self.stored_bytes -= old_size
             aged = self._info.content["aged_out"]
             aged["chunks"] += 1
@@ -52,9 +52,9 @@ class RunHandoff:
     """The hand-offs of one run to the writer thread (every ``submit_*`` expects the caller to hold the
     library's ``lock``; :meth:`Writer.wait` afterwards returns once they are on disk)."""
 
-    def __init__(self, run_dir: Path, buffers: RunBuffers, hashes: HashFile, info: RunInfo, aging: StorageAging,
-                 writer: Writer, lock: threading.RLock) -> None:
-        self.run_dir = run_dir
+    def __init__(self, location: RunLocation, buffers: RunBuffers, hashes: HashFile, info: RunInfo,
+                 aging: StorageAging, writer: Writer, lock: threading.RLock) -> None:
+        self.location = location
         self.buffers = buffers
         self.hashes = hashes
         self.info = info
@@ -112,7 +112,7 @@ class RunHandoff:
             with self._lock:  # info.json is dumped under this lock
                 records_of = info.content["records"]
                 records_of[key] = max(records_of.get(key, 0), written)
-                self.aging.account(chunk.path, size, buf.kind, records)
+                self.aging.account(chunk, size, buf.kind, records)
 
         self._writer.submit(close)
 
@@ -134,16 +134,16 @@ class RunHandoff:
         """Have the writer replace info.json with the metadata as it is when it gets there."""
         info = self.info
         info.dirty = False
-        run_dir = self.run_dir
+        location = self.location
 
         def write() -> None:
             with self._lock:
                 data = info.dumps()
-            info.replace(run_dir, data)
+            info.replace(Path(location.path), data)
 
         self._writer.submit(write)
 
     def submit_hashes(self) -> None:
         """Have the writer append the hash dictionary lines it has not written."""
         self.hashes.submitted_all()
-        self._writer.submit(functools.partial(self.hashes.write, self.run_dir))
+        self._writer.submit(functools.partial(self.hashes.write, self.location))

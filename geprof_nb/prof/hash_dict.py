@@ -11,11 +11,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import threading
-from pathlib import Path
 from typing import Callable
 
 from . import rawdata
+from .writer import RunLocation
 
 
 def hash_id(text: str) -> int:
@@ -93,8 +94,8 @@ class HashFile:
         """The writer is being asked for every line known now (caller holds the lock)."""
         self.submitted = len(self.dictionary.lines)
 
-    def write(self, run_dir: Path) -> None:
-        """Append the lines not yet in ``run_dir`` (writer thread)."""
+    def write(self, location: RunLocation) -> None:
+        """Append the lines not yet in the run's file (writer thread)."""
         with self._lock:
             known = len(self.dictionary.lines)
             if self.saved == known or not self._is_open():
@@ -103,7 +104,7 @@ class HashFile:
             if self.line_open:  # end the line a failed write cut off, so only that line is damaged
                 lines = b"\n" + lines
         try:
-            with open(run_dir / rawdata.HASH_DICT_FILE, "ab") as f:
+            with open(os.path.join(location.path, rawdata.HASH_DICT_FILE), "ab") as f:
                 f.write(lines)
         except OSError as exc:  # written again before the next chunk
             with self._lock:

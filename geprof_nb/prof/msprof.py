@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from .clock import clock, toolkit_entry
 from .handoff import RunHandoff, StorageAging
 from .hash_dict import HashDictionary, HashFile, hash_id  # noqa: F401 - hash_id: msprof's too
 from .run_info import RunInfo, remove
-from .writer import Writer, writer
+from .writer import RunLocation, Writer, writer
 
 # MsprofCtrlCallback init types (msprof_callback.h).
 MSPROF_CTRL_INIT_ACL_JSON = 0
@@ -102,21 +102,32 @@ def _storage_limit_bytes(options: dict) -> int | None:
     return int(limit[:-2]) * 1024 * 1024 if limit.endswith("MB") else None
 
 
+class CompanionRun(Protocol):
+    """A run that ends with another (:meth:`Msprof.part_of`): a simulated cluster's other ranks."""
+
+    def finalize(self, status: str, note: str) -> object: ...
+
+
 class Run:
     """One run directory and everything that starts over with it: its info.json, its hash dictionary
     file, its buffers, its hand-offs to the writer and what a warmup window discarded."""
 
     def __init__(self, path: Path, options: dict, info: RunInfo, dictionary: HashDictionary, writer_: Writer,
                  lock: threading.RLock) -> None:
+        #: Where the run directory is (the writer thread moves it: :meth:`Msprof.move_into`).
+        self.location = RunLocation(path)
         self.path = path
         self.info = info
         #: True once the run was finalised (or could not be opened): it takes no more writes.
         self.closed = False
         self.discarded = 0  # records dropped by the current discard window
+        #: The directory this run is part of, with its companions (``None``: the run directory itself).
+        self.root: Path | None = None
+        self.companions: list[CompanionRun] = []
         self.hashes = HashFile(dictionary, lock, info.write_failed, lambda: not self.closed)
-        self.buffers = RunBuffers(path, writer_, lock)
+        self.buffers = RunBuffers(self.location, writer_, lock)
         self.aging = StorageAging(_storage_limit_bytes(options), info)
-        self.handoff = RunHandoff(path, self.buffers, self.hashes, info, self.aging, writer_, lock)
+        self.handoff = RunHandoff(self.location, self.buffers, self.hashes, info, self.aging, writer_, lock)
 
 
 class Msprof:
@@ -129,7 +140,6 @@ class Msprof:
         self.hashes = HashDictionary(self._lock)
         #: The current run, or the last one once it is finalised (its counts and notes stay readable).
         self._run: Run | None = None
-        self.run_dir: Path | None = None
         self.last_run_dir: Path | None = None
         self.switch = 0
         self.options: dict = {}
@@ -139,7 +149,6 @@ class Msprof:
         #: While True, reported records are counted and dropped (a step schedule's warmup window).
         self.discarding = False
         self._writer = writer()
-        self._finalize_hooks: list[Callable[[Path, str, str], Path | None]] = []
         #: Batches of steps being reported now, in any thread (:meth:`reporting_batch`): a buffer that
         #: fills meanwhile is checkpointed once no batch is open.
         self._open_batches = 0
@@ -148,7 +157,14 @@ class Msprof:
     @property
     def running(self) -> bool:
         """A run directory is open (between init and finalize)."""
-        return self.run_dir is not None
+        run = self._run
+        return run is not None and not run.closed
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The open run's directory (``None`` when no run is open)."""
+        run = self._run
+        return None if run is None or run.closed else run.path
 
     @property
     def mode(self) -> str | None:
@@ -189,7 +205,7 @@ class Msprof:
             if restart_clock:
                 clock.restart()
             self.run_serial += 1
-            self.run_dir = run_dir.resolve()
+            path = run_dir.resolve()
             self.options = dict(options or {})
             self.discarding = False
             info = RunInfo({
@@ -210,17 +226,16 @@ class Msprof:
                 "type_info": {},
                 "aged_out": {"chunks": 0, "bytes": 0, "records": {}},
             }, self._lock)
-            self._run = Run(self.run_dir, self.options, info, self.hashes, self._writer, self._lock)
+            self._run = Run(path, self.options, info, self.hashes, self._writer, self._lock)
             try:
-                info.write(self.run_dir, strict=True)
+                info.write(path, strict=True)
             except OSError:  # the directory cannot take even info.json: no run is open
-                self.run_dir = None
                 self._run.closed = True
                 remove(run_dir / (rawdata.INFO_FILE + ".tmp"))
                 with contextlib.suppress(OSError):
                     run_dir.rmdir()
                 raise
-            return self.run_dir
+            return path
 
     def start(self, switch: int, dev_ids: tuple[int, ...] = (0,), options: dict | None = None) -> int:
         """Tell every registered module to start collecting the data types in ``switch``.
@@ -249,7 +264,7 @@ class Msprof:
             cb(handle)
         with self._lock:  # what the modules described when they started (devices, PMU events), in one write
             if self.running and self._run.info.dirty:
-                self._run.info.write(self.run_dir)
+                self._run.info.write(self._run.path)
         return MSPROF_ERROR_NONE
 
     def stop(self) -> int:
@@ -289,22 +304,55 @@ class Msprof:
             if note:
                 run.info.content["note"] = note
             run.info.content["end_ns"] = clock.now_ns()
-            run.info.write(self.run_dir)
+            run.info.write(run.path)
             run.closed = True
-            run_dir, self.run_dir = self.run_dir, None
-            hooks, self._finalize_hooks = self._finalize_hooks, []
-        for hook in hooks:  # e.g. a simulated cluster closes its other ranks and files this one under rank_0/
-            run_dir = hook(run_dir, status, note) or run_dir
+            companions, run.companions = run.companions, []
+            finished = run.root or run.path
+        for companion in companions:  # a simulated cluster's other ranks end with rank 0
+            companion.finalize(status, note)
         with self._lock:
-            self.last_run_dir = run_dir
+            self.last_run_dir = finished
             self.switch = 0
-            return run_dir
+            return finished
 
-    def on_finalize(self, hook: Callable[[Path, str, str], Path | None]) -> None:
-        """Call ``hook(run_dir, status, note)`` once this run is finalised; it may move the run
-        directory and return where it now is (what :meth:`finalize` then returns)."""
+    def move_into(self, directory: str | os.PathLike) -> Path:
+        """Move the open run into ``directory`` (made if need be) now; returns where it is.
+
+        A simulated cluster files rank 0's run under ``CLUSTER_*/rank_0/`` when the cluster opens, so
+        that everything the ranks record is in place from then on.  The writer thread moves it
+        between two of its jobs: what it wrote goes along, what it writes later follows (the chunks
+        being written name their files relative to the run).  ``OSError`` if it cannot be moved.
+        """
         with self._lock:
-            self._finalize_hooks.append(hook)
+            if not self.running:
+                raise RuntimeError("no run is open to be moved")
+            run = self._run
+            target = Path(directory) / run.path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            failed: list[OSError] = []
+
+            def move() -> None:
+                with self._lock:  # a calling thread writing info.json meanwhile sees one place or the other
+                    try:
+                        os.rename(run.location.path, target)
+                    except OSError as exc:
+                        failed.append(exc)
+                        return
+                    run.location.path, run.path = os.fspath(target), target
+
+            self._writer.submit(move)
+        self._writer.wait()
+        if failed:
+            raise failed[0]
+        return target
+
+    def part_of(self, root: str | os.PathLike, companions: Sequence[CompanionRun]) -> None:
+        """This run is one of several under ``root`` (a simulated cluster's ranks): the ``companions``
+        are finalised with it, with its status and note, and :meth:`finalize` returns ``root``."""
+        with self._lock:
+            if self.running:
+                self._run.root = Path(root)
+                self._run.companions.extend(companions)
 
     # --------------------------------------------------------------- discarding
     def begin_discard(self) -> None:
@@ -406,11 +454,11 @@ class Msprof:
     # --------------------------------------------------------------- reporting
     def report_row(self, kind: str, row: tuple, device_id: int = 0) -> None:
         """Append one record (a tuple in the kind's field order)."""
-        if self.run_dir is None or self.discarding:
+        run = self._run
+        if run is None or run.closed or self.discarding:
             if self.discarding:
                 self._discard(1)
             return
-        run = self._run
         buf = run.buffers.get(kind, device_id)
         if run.buffers.add_row(buf, row, self.chunk_records):
             self._buffer_filled(run, buf)
@@ -418,7 +466,8 @@ class Msprof:
     def report_block(self, kind: str, records: np.ndarray, device_id: int = 0) -> None:
         """Append many records at once (a structured array of the kind's dtype); the writer thread
         writes them into the kind's current chunk file meanwhile."""
-        if self.run_dir is None or len(records) == 0:
+        run = self._run
+        if run is None or run.closed or len(records) == 0:
             return
         if self.discarding:
             if records.dtype != rawdata.RECORD_KINDS[kind].dtype:
@@ -426,7 +475,6 @@ class Msprof:
                                 f"got {records.dtype}")
             self._discard(len(records))
             return
-        run = self._run
         buf = run.buffers.get(kind, device_id)
         if records.dtype != buf.kind.dtype:
             raise TypeError(f"{kind} records must have dtype {buf.kind.dtype}, got {records.dtype}")

@@ -9,12 +9,12 @@ import numpy as np
 
 from geprof_nb.prof import rawdata
 from geprof_nb.prof.buffers import RunBuffers
-from geprof_nb.prof.writer import Writer
+from geprof_nb.prof.writer import RunLocation, Writer
 
 
 def test_rows_and_blocks_fill_chunks_and_sealing_puts_the_rows_last(tmp_path):
     w = Writer()
-    buffers = RunBuffers(tmp_path, w, threading.RLock())
+    buffers = RunBuffers(RunLocation(tmp_path), w, threading.RLock())
     api = buffers.get("api")
     assert buffers.get("api") is api and buffers.get("api", 1) is not api
     row = (15000, 1, 7, 100, 250, 3)
@@ -39,7 +39,7 @@ def test_rows_and_blocks_fill_chunks_and_sealing_puts_the_rows_last(tmp_path):
 
 
 def test_sealing_an_empty_buffer_makes_no_chunk(tmp_path):
-    buffers = RunBuffers(tmp_path, Writer(), threading.RLock())
+    buffers = RunBuffers(RunLocation(tmp_path), Writer(), threading.RLock())
     buf = buffers.get("step_trace")
     buffers.seal(buf)
     assert buf.sealed == [] and buf.seq == 0

@@ -10,7 +10,7 @@ from geprof_nb.prof import msprof, rawdata
 from geprof_nb.prof.handoff import StorageAging
 from geprof_nb.prof.msprof import lib
 from geprof_nb.prof.run_info import RunInfo
-from geprof_nb.prof.writer import writer
+from geprof_nb.prof.writer import ChunkFile, writer
 
 
 def _on_disk(run_dir) -> dict[str, int]:
@@ -131,7 +131,7 @@ def test_aging_deletes_the_oldest_aging_chunks_past_the_limit_and_counts_them(tm
         path = tmp_path / f"{kind}.{i}.npy"
         path.write_bytes(b"x" * 100)
         paths.append(path)
-        aging.account(str(path), 100, rawdata.RECORD_KINDS[kind], 10 + i)
+        aging.account(ChunkFile(str(path), rawdata.RECORD_KINDS[kind].dtype), 100, rawdata.RECORD_KINDS[kind], 10 + i)
     assert not rawdata.RECORD_KINDS["node_basic_info"].aging  # a static description never ages out
     assert [p.exists() for p in paths] == [False, True, False, True]
     assert aging.stored_bytes == 200

@@ -10,6 +10,7 @@ import numpy as np
 from geprof_nb.prof import msprof, rawdata
 from geprof_nb.prof.hash_dict import HashDictionary, HashFile, hash_id
 from geprof_nb.prof.msprof import lib
+from geprof_nb.prof.writer import RunLocation
 
 
 def test_an_id_is_the_strings_blake2b_64_bits_little_endian():
@@ -46,11 +47,11 @@ def test_a_run_file_appends_only_the_lines_it_does_not_have(tmp_path):
     f = _hash_file(d, lock, [])
     assert f.behind and f.unsubmitted
     f.submitted_all()
-    f.write(tmp_path)
+    f.write(RunLocation(tmp_path))
     d.get_hash_id("b")
     d.get_hash_id("a")  # known: no second line
-    f.write(tmp_path)
-    f.write(tmp_path)  # nothing new
+    f.write(RunLocation(tmp_path))
+    f.write(RunLocation(tmp_path))  # nothing new
     lines = [json.loads(line) for line in (tmp_path / rawdata.HASH_DICT_FILE).read_text().splitlines()]
     assert lines == [{"id": str(hash_id("a")), "s": "a"}, {"id": str(hash_id("b")), "s": "b"}]
     assert not f.behind
@@ -65,7 +66,7 @@ def test_a_failed_append_is_noted_and_written_again_on_a_line_of_its_own(tmp_pat
     failures: list = []
     f = _hash_file(d, lock, failures)
     d.get_hash_id("x")
-    f.write(tmp_path)
+    f.write(RunLocation(tmp_path))
     d.get_hash_id("y")
     real_open = open
 
@@ -76,10 +77,10 @@ def test_a_failed_append_is_noted_and_written_again_on_a_line_of_its_own(tmp_pat
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(hash_dict, "open", full_disk, raising=False)
-    f.write(tmp_path)
+    f.write(RunLocation(tmp_path))
     assert failures == [(rawdata.HASH_DICT_FILE, errno.ENOSPC)] and f.behind and f.line_open
     monkeypatch.undo()
-    f.write(tmp_path)
+    f.write(RunLocation(tmp_path))
     text = (tmp_path / rawdata.HASH_DICT_FILE).read_text().splitlines()
     assert text[0] == json.dumps({"id": str(hash_id("x")), "s": "x"}) and text[1] == '{"id": "1'
     assert json.loads(text[2]) == {"id": str(hash_id("y")), "s": "y"}  # only the cut line is damaged

@@ -12,6 +12,7 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.prof import msprof, rawdata
 from geprof_nb.prof.msprof import CommandHandle, CommandType, lib
+from geprof_nb.prof.writer import writer
 
 from geprof_testing import run_profiled_session
 
@@ -213,3 +214,45 @@ def test_a_new_run_starts_with_nothing_of_the_last(tmp_path, monkeypatch):
 
     assert RunDir(first).info["records"] == {"hwts": 5} and RunDir(second).info["records"] == {"hwts": 2}
     assert "discarded" not in RunDir(second).info
+
+
+def test_a_run_moved_while_it_writes_keeps_every_record(tmp_path, monkeypatch):
+    """move_into moves the open run with the chunks being written: the rows and blocks reported before and
+    after, the hash dictionary and info.json all end up in the new place, nothing in the old one."""
+    monkeypatch.setattr(lib, "chunk_records", 4)
+    old = lib.init(tmp_path / "out")
+    lib.report_block("hwts", np.zeros(3, rawdata.HWTS_DTYPE))
+    lib.report_block("hwts", np.zeros(2, rawdata.HWTS_DTYPE))  # hwts is full: a checkpoint before the move
+    lib.report_row("api", (15000, 1, 7, 100, 250, lib.get_hash_id("moved/before")))  # open chunks after it
+    lib.report_block("step_trace", np.zeros(2, rawdata.STEP_TRACE_DTYPE))
+    writer().wait()
+    assert list(old.rglob("hwts.000000.npy")) and list(old.rglob("api.*.tmp")) and list(old.rglob("step_trace.*.tmp"))
+    new = lib.move_into(tmp_path / "out" / "CLUSTER_x" / "rank_0")
+    assert new == tmp_path / "out" / "CLUSTER_x" / "rank_0" / old.name and lib.run_dir == new
+    assert not old.exists() and (new / rawdata.INFO_FILE).exists()
+    lib.report_row("api", (15000, 1, 7, 300, 350, lib.get_hash_id("moved/after")))
+    lib.report_block("hwts", np.zeros(1, rawdata.HWTS_DTYPE))
+    assert lib.finalize() == new and lib.last_run_dir == new
+    from geprof_nb.analysis.rundir import RunDir
+
+    rd = RunDir(new)
+    assert len(rd.load("hwts")) == 6 and rd.load("api")["end"].tolist() == [250, 350]
+    assert {"moved/before", "moved/after"} <= set(rd.hashes.values())
+    assert len(rd.load("step_trace")) == 2
+    assert rd.info["status"] == "complete" and rd.info["records"] == {"api": 2, "hwts": 6, "step_trace": 2}
+    assert not list(new.rglob("*.tmp")) and sorted(p.name for p in (tmp_path / "out").iterdir()) == ["CLUSTER_x"]
+
+
+def test_a_run_part_of_a_collection_ends_its_companions_and_returns_the_root(tmp_path):
+    ended = []
+
+    class Companion:
+        def finalize(self, status, note):
+            ended.append((status, note))
+
+    lib.init(tmp_path)
+    lib.part_of(tmp_path / "root", [Companion(), Companion()])
+    assert lib.finalize("complete", "the cell raised") == tmp_path / "root" == lib.last_run_dir
+    assert ended == [("complete", "the cell raised")] * 2
+    lib.init(tmp_path)
+    assert lib.finalize() != tmp_path / "root" and len(ended) == 2  # the next run is a run of its own

@@ -89,10 +89,10 @@ def _aging_run(tmp_path: Path, monkeypatch, limit: int | None) -> tuple[geprof_n
     flushed: list[tuple[str, int]] = []
     account = StorageAging.account
 
-    def spy(aging, path, size, kind, records):
-        assert size == os.path.getsize(path)  # the bytes the chunk's write counted are the file's
-        flushed.append((os.path.relpath(path, msprof.lib.run_dir), size))
-        account(aging, path, size, kind, records)
+    def spy(aging, chunk, size, kind, records):
+        assert size == os.path.getsize(chunk.path)  # the bytes the chunk's write counted are the file's
+        flushed.append((os.path.relpath(chunk.path, msprof.lib.run_dir), size))
+        account(aging, chunk, size, kind, records)
 
     monkeypatch.setattr(StorageAging, "account", spy)
     s = ge.Session()
