@@ -171,16 +171,19 @@ class DeviceRuntime:
         self.pmu_events = {}
         if not aic_metrics:
             return
-        group = events.PMU_EVENTS.get(aic_metrics, {}).get(self.preset.chip_family)
-        if group is None:  # a run started before this device existed (a %%geprof cell, the C API) gets here
-            why = ("Custom event groups are not simulated" if aic_metrics.startswith("Custom:") else
-                   f"{self.preset.name} has no such counter group (it has: "
-                   f"{', '.join(events.aic_metrics_on(self.preset.chip_family))})")
+        family = self.preset.chip_family
+        why = ""
+        if aic_metrics.startswith("Custom:"):
+            why = "Custom event groups are not simulated"
+        elif events.lacks_counter_group(aic_metrics, family):  # a run started before this device existed
+            why = (f"{self.preset.name} has no such counter group (it has: "  # (a %%geprof cell, the C API)
+                   f"{', '.join(events.aic_metrics_on(family))})")
+        if why:
             text = f"aic_metrics {aic_metrics!r}: {why}; no AI Core PMU data is collected"
             warnings.warn(text, stacklevel=2)
             msprof.lib.add_note(text)
             return
-        self.pmu_events = {core: list(names) for core, names in group.items()}
+        self.pmu_events = {core: list(names) for core, names in events.PMU_EVENTS[aic_metrics][family].items()}
         for core, names in self.pmu_events.items():
             msprof.lib.set_pmu_events(core, names)
         msprof.lib.set_pmu_events("metrics", [aic_metrics])

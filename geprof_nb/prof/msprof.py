@@ -175,9 +175,16 @@ class Msprof:
 
     @property
     def storage_limit_bytes(self) -> int | None:
-        """The current (or last) run's ``storage_limit`` in bytes (``None``: no limit)."""
+        """The current (or last) run's ``storage_limit`` in bytes (``None``: no limit); set at init from the
+        options, and may be changed while the run collects."""
         run = self._run
         return run.aging.limit_bytes if run is not None else None
+
+    @storage_limit_bytes.setter
+    def storage_limit_bytes(self, limit: int | None) -> None:
+        with self._lock:
+            if self._run is not None:
+                self._run.aging.limit_bytes = limit
 
     def init(self, output: str | os.PathLike, options: dict | None = None, mode: str = "ge_options",
              restart_clock: bool = True) -> Path:

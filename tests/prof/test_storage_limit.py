@@ -85,7 +85,7 @@ def _aging_run(tmp_path: Path, monkeypatch, limit: int | None) -> tuple[geprof_n
     MODEL_IDS.restart()
     assert _init(tmp_path, "200MB", training_trace="on") == ge.SUCCESS
     monkeypatch.setattr(msprof.lib, "chunk_records", CHUNK_RECORDS)
-    monkeypatch.setattr(msprof.lib._run.aging, "limit_bytes", limit)
+    monkeypatch.setattr(msprof.lib, "storage_limit_bytes", limit)
     flushed: list[tuple[str, int]] = []
     account = StorageAging.account
 
