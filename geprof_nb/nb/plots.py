@@ -1230,9 +1230,16 @@ def host_scopes(host_events: pd.DataFrame, api_calls: pd.DataFrame | None = None
     return _literal(fig)
 
 def figure_png(fig: Figure, dpi: int = 100) -> bytes:
-    """Render a figure to PNG bytes, for static HTML fallbacks where no live matplotlib backend exists."""
+    """Render a figure to PNG bytes, for static HTML fallbacks where no live matplotlib backend exists:
+    the one renderer of every figure the explorers, the notebook and ``geprof run`` show.
+
+    A figure with a layout engine (all of this module's) already fits its decorations inside itself;
+    "tight" would draw it twice to find what it already knows.  Unless an axes keeps a fixed aspect
+    (a heatmap's square cells, :mod:`.cluster_plots`): the layout then leaves the figure's sides
+    empty, and "tight" crops them.
+    """
     buf = BytesIO()
-    # A figure with a layout engine (all of this module's) already fits its decorations inside
-    # itself; "tight" would draw it twice to find what it already knows.
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches=None if fig.get_layout_engine() is not None else "tight")
+    fixed_aspect = any(ax.get_aspect() != "auto" for ax in fig.axes)
+    tight = fixed_aspect or fig.get_layout_engine() is None
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight" if tight else None)
     return buf.getvalue()

@@ -246,6 +246,27 @@ def test_figure_png_renders_at_the_requested_dpi():
     assert int.from_bytes(small[16:20], "big") == pytest.approx(width / 2, abs=3)
 
 
+def test_figure_png_crops_only_what_a_layout_cannot_fill():
+    """A constrained figure is rendered whole (its layout already fits it: 400 x 200 px at 100 dpi); one
+    whose axes keep a fixed aspect (square heatmap cells, in a wide figure) is cropped to its content,
+    as a figure without a layout engine is."""
+    from matplotlib.figure import Figure
+
+    def size(png: bytes) -> tuple[int, int]:
+        return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+    lines = Figure(figsize=(4, 2), layout="constrained")
+    lines.add_subplot().plot([0, 1], [0, 1])
+    assert size(figure_png(lines)) == (400, 200)
+    square = Figure(figsize=(8, 2), layout="constrained")
+    square.add_subplot().imshow(np.arange(4.0).reshape(2, 2))  # aspect "equal": ~2 in wide, not 8
+    width, height = size(figure_png(square))
+    assert width < 400 and height < 250  # (tight adds its padding)
+    plain = Figure(figsize=(8, 2))
+    plain.add_subplot().imshow(np.arange(4.0).reshape(2, 2))
+    assert size(figure_png(plain))[0] < 400
+
+
 def test_plots_never_load_pyplot():
     code = ("import sys, pandas as pd; from geprof_nb.nb.plots import step_timeline, figure_png; "
             "from geprof_nb.analysis import columns as C; "
