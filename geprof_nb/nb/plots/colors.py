@@ -23,8 +23,6 @@ TASK_TYPE_COLORS = {
     "DVPP": "#b07aa1",
     "FUSION": "#9c755f",
 }
-
-
 _ALIASES = {  # other spellings of the same kinds (task_time kernel types, real msprof output)
     "KERNEL_AICORE": "AI_CORE", "AIC": "AI_CORE", "AICORE": "AI_CORE",
     "KERNEL_AIVEC": "AI_VECTOR_CORE", "AIV": "AI_VECTOR_CORE", "AI_VEC": "AI_VECTOR_CORE",
@@ -32,8 +30,6 @@ _ALIASES = {  # other spellings of the same kinds (task_time kernel types, real 
     "HCCL": "COMMUNICATION", "HCCL_AI_CPU": "COMMUNICATION", "COMMUNICATION_TASK": "COMMUNICATION",
     "MEMCPY": "MEMCPY_ASYNC", "MEMCPY_ASYNC_V2": "MEMCPY_ASYNC",
 }
-
-
 #: Host scopes and API names with a fixed colour (the rest hash into :data:`EXTRA_COLORS`).
 HOST_COLORS = {
     "InferShape": "#4c72b0",
@@ -47,8 +43,6 @@ HOST_COLORS = {
     "RunGraph": "#8c8c8c",
     "ModelExecute": "#bcbcbc",
 }
-
-
 EXTRA_COLORS = ["#e377c2", "#17becf", "#bcbd22", "#9467bd", "#ff9896", "#98df8a", "#aec7e8", "#ffbb78",
                  "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#7f7f7f", "#2ca02c", "#1f77b4"]
 

@@ -11,11 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 EMPTY_OPS_MESSAGE = "no op tasks (enable task_trace)"
-
-
 FIGSIZE = (11.0, 3.5)
-
-
 MiB = 1024 * 1024
 
 

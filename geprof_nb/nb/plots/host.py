@@ -15,8 +15,6 @@ from .spans import span_chart
 
 STACKED_SCOPES_NOTE = ("Scopes narrower than a pixel column are merged per column; where scopes share a column, "
                        "its height is split among them by their time.")
-
-
 NO_HOST_EVENTS_MESSAGE = ("no GE host events: profile a dynamic-shape graph (e.g. ge.models.mlp(dynamic=True)) "
                           "with --ge-api l1")
 

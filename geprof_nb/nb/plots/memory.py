@@ -15,8 +15,6 @@ from .memory_view import MemoryView, Tensors, iterations_named, select_memory_vi
 from .spans import Bands, add_rects, merge_spans
 
 NO_MEMORY_MESSAGE = "no memory records: profile with --task-memory on"
-
-
 #: Tensor colours of memory_lifetimes, by the stream that allocated them (in stream id order).
 _STREAM_COLORS = ["#4c72b0", "#c44e52", "#55a868", "#8172b3", "#dd8452", "#937860", "#64b5cd", "#da8bc3"]
 

@@ -13,8 +13,6 @@ from .figure import EMPTY_OPS_MESSAGE, empty_figure, factorize, literal, short, 
 
 NO_RATIOS_MESSAGE = ("op_summary has no AI Core *_ratio columns: profile with --aic-metrics PipeUtilization "
                      "(and --task-trace l1) for the pipe ratios")
-
-
 #: Pipe colours of pipe_ratios; ``aiv_`` pipes of an A2 chip get a lighter shade of the same colour.
 PIPE_COLORS = {
     "mac": "#4c72b0", "vec": "#55a868", "scalar": "#8172b3", "mte1": "#ccb974", "mte2": "#dd8452",

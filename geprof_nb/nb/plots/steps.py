@@ -14,19 +14,12 @@ from .figure import FIGSIZE, empty_figure, floats, id_list, literal
 from .spans import column_bars, disjoint_pieces
 
 EMPTY_STEP_TRACE_MESSAGE = "no step trace data (profile with training_trace on, and run a step while it collects)"
-
-
 _MAX_ITERATION_LABELS = 20  # more labels than this overlap on an 11-inch axis
-
-
 _ZOOM_MARGIN = 0.05  # share of the iteration's span added on each side when zoomed
-
-
 #: Pixel columns of the step timeline: its width at 100 dpi (the axes get fewer, so a column is never
 #: wider than a pixel).
 STEP_COLUMNS = int(FIGSIZE[0] * 100)
-
-
+#: The colour of each row of the step timeline.
 ROW_COLORS = {
     "Data Aug Bound": "#f2a541",
     "GetNext": TASK_TYPE_COLORS["AI_CPU"],  # GetNext is an AI CPU op
