@@ -10,6 +10,7 @@ batch of step times drawn ahead (:class:`StepBatch`) and the steps run but not r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
@@ -140,7 +141,7 @@ class ModelBuilds:
     def __len__(self) -> int:
         return len(self._builds)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ModelBuild]:
         return iter(self._builds.values())
 
     @property

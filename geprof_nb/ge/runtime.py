@@ -20,7 +20,7 @@ import sys
 import threading
 import warnings
 import weakref
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from .memory import DeviceMemoryError, MemoryPlan
 from .schedule import StepTimes
 from .step_report import StepReporter
 from .tensor import GraphBuildError
+
+if TYPE_CHECKING:
+    from .hccl import Links
 
 #: Host launch to device start of a model's first task.
 LAUNCH_LATENCY_NS = 12_000
@@ -266,7 +269,7 @@ class LoadedModel:
             self._unload()
             raise
 
-    def run_on_ranks(self, ranks: OtherRanks, links) -> None:
+    def run_on_ranks(self, ranks: OtherRanks, links: Links) -> None:
         """Run every step on the other ranks of a simulated cluster too, its collectives over ``links``
         (the cluster's interconnect: its size per server and slow links)."""
         self.cluster = ranks

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from .builds import ModelBuild
 from .compiler import TaskTable
 from .host_launch import HOST_PHASES, HOST_PROFILERS, KERNEL_TYPES, LAUNCH_TYPES, HostTimeline
 from .memory import plan_memory, static_op_mem
+
+if TYPE_CHECKING:
+    from .runtime import DeviceRuntime
 
 #: Names of HCCL sub-tasks (hashed once per run).
 HCCL_SUBTASK_NAMES = ("Notify_Record", "Notify_Wait", "Memcpy", "Reduce_Inline", "RDMASend")
@@ -74,9 +78,9 @@ class _Reported:
 
 
 class StepReporter:
-    """Reports the steps of one model as one device records them (``runtime``: a ``DeviceRuntime``)."""
+    """Reports the steps of one model as one device (``runtime``) records them."""
 
-    def __init__(self, runtime, model_id: int, graph_id: int, graph_name: str, single_op: bool, dynamic: bool,
+    def __init__(self, runtime: DeviceRuntime, model_id: int, graph_id: int, graph_name: str, single_op: bool, dynamic: bool,
                  links: hccl.Links) -> None:
         self.runtime = runtime
         self.model_id = model_id
@@ -88,7 +92,7 @@ class StepReporter:
         self.links = links
         self._reported: weakref.WeakKeyDictionary[ModelBuild, _Reported] = weakref.WeakKeyDictionary()
 
-    def on_device(self, runtime) -> StepReporter:
+    def on_device(self, runtime: DeviceRuntime) -> StepReporter:
         """This model as another rank's device ``runtime`` records it: the same ids and links, its own
         connection ids and collectors."""
         return StepReporter(runtime, self.model_id, self.graph_id, self.graph_name, self.single_op, self.dynamic,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from typing import Iterator
 
 import numpy as np
 
@@ -48,7 +49,7 @@ class RunBuffers:
         self.by_key: dict[tuple[str, int], RecordBuffer] = {}
         self._made_dirs: set[str] = set()  # chunk directories of this run made (or being made), relative
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[RecordBuffer]:
         return iter(list(self.by_key.values()))
 
     def get(self, kind: str, device_id: int = 0) -> RecordBuffer:
