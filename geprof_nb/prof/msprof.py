@@ -138,6 +138,10 @@ class Msprof:
         self._callbacks: dict[int, ControlCallback] = {}
         #: Every string this library was asked the id of: each run's hash_dict.jsonl holds them all.
         self.hashes = HashDictionary(self._lock)
+        #: ``MsprofGetHashId`` (:meth:`HashDictionary.get_hash_id`), and many strings' ids at once
+        #: (:meth:`HashDictionary.get_hash_ids`); bound here, the reporters call them per name.
+        self.get_hash_id = self.hashes.get_hash_id
+        self.get_hash_ids = self.hashes.get_hash_ids
         #: The current run, or the last one once it is finalised (its counts and notes stay readable).
         self._run: Run | None = None
         self.last_run_dir: Path | None = None
@@ -449,14 +453,6 @@ class Msprof:
         with self._lock:
             if self._run is not None:
                 self._run.info.register_type(level, type_id, name)
-
-    # ------------------------------------------------------------------ hashes
-    def get_hash_id(self, text: str) -> int:
-        return self.hashes.get_hash_id(text)
-
-    def get_hash_ids(self, texts: list[str]) -> list[int]:
-        """The ids of many strings at once, 0 for an empty string (the name of a task of no op)."""
-        return self.hashes.get_hash_ids(texts)
 
     # --------------------------------------------------------------- reporting
     def report_row(self, kind: str, row: tuple, device_id: int = 0) -> None:
