@@ -16,6 +16,7 @@ from geprof_nb.nb.config import ConfigError, ConfigStore
 from geprof_nb.prof import msprof
 from geprof_nb.prof.events import AIC_METRICS, lacks_counter_group
 from geprof_nb.prof.options import ProfilingOptions, ProfilingOptionsError
+from geprof_nb.prof.properties import GlobalProfilingWrapper
 
 #: One preset of each chip family.
 DEVICES = ("Ascend910A", "Ascend910B")
@@ -85,9 +86,9 @@ def _noted_by_the_device(device: str, group: str, tmp_path) -> bool:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert ge.GEInitialize({"geprof.device": device}) == ge.SUCCESS
-    ge.GEFinalize()
     noted = any("has no such counter group" in n for n in msprof.lib.notes)
-    msprof.lib.finalize()
+    msprof.lib.finalize()  # first: its STOP reaches GE, which switches its layers off (after GEFinalize none would)
+    ge.GEFinalize()
     assert noted == any("has no such counter group" in str(w.message) for w in caught)
     return noted
 
@@ -106,3 +107,4 @@ def test_every_entry_point_refuses_what_the_one_decision_refuses(device, group, 
     if c_api is not None:
         answers["aclgrphProfCreateConfig"] = c_api
     assert answers == dict.fromkeys(answers, lacks)
+    assert not GlobalProfilingWrapper.enable_flags  # nothing left collecting for the next test
