@@ -5,10 +5,6 @@ analysis/ are layers, each importing only the layers below it).
 Every import counts, those inside functions too (a lazy import still runs), relative ones resolved; only
 those under ``if TYPE_CHECKING:`` do not (they never run).  ``import a.b`` and ``from a import b`` with a
 module ``a.b`` are edges to ``a.b``; ``from a import name`` of anything else is an edge to ``a``.
-
-The cycles and private imports outside analysis/ are another branch's work: the whole-package tests are
-``xfail(strict=True)`` until both branches are merged (then they pass, strict makes them fail, and the
-marks come off), and meanwhile no cycle or private import may appear beyond the known ones.
 """
 
 from __future__ import annotations
@@ -21,12 +17,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "geprof_nb"
 
-#: The cycles outside analysis/ when this test was written (each as its set of modules).
-KNOWN_CYCLES = [
-    {"geprof_nb.ge.graph", "geprof_nb.ge.ops"},
-    {"geprof_nb.nb.cluster_explorer", "geprof_nb.nb.display", "geprof_nb.nb.explorer"},
-    {"geprof_nb", "geprof_nb.nb.commands", "geprof_nb.nb.extension", "geprof_nb.nb.magics"},
-]
 #: analysis/'s rooms, lowest first: a module imports modules of its own room and of the layers below only
 #: ("" is the package itself, geprof_nb.analysis; rooms of one layer do not import each other).
 ANALYSIS_LAYERS = (
@@ -39,15 +29,6 @@ ANALYSIS_LAYERS = (
     ("registry", "compare"),  # opening a path; comparing two runs
     ("",),
 )
-#: The imports of another module's private names outside analysis/ when this test was written.
-KNOWN_PRIVATE_IMPORTS = {
-    ("geprof_nb.ge.acl", "geprof_nb.ge.session", "_ensure_initialized"),
-    ("geprof_nb.ge.acl", "geprof_nb.ge.session", "_remember_graph"),
-    ("geprof_nb.ge.cluster", "geprof_nb.ge.runtime", "_Pending"),
-    ("geprof_nb.ge.cluster", "geprof_nb.ge.runtime", "_Variant"),
-    ("geprof_nb.ge.cluster", "geprof_nb.ge.runtime", "_Batch"),
-    ("geprof_nb.nb.cluster_explorer", "geprof_nb.nb.explorer", "_figure_png"),
-}
 
 
 def _modules(root: Path = ROOT / PACKAGE) -> dict[str, Path]:
@@ -230,41 +211,12 @@ def test_the_builder_resolves_relative_lazy_and_type_checking_imports(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------- cycles
-def test_no_import_cycle_touches_analysis(graph):
-    """The analysis package, the errors module and the package's own modules that load runs."""
-    mine = [c for c in graph.components() if any(_under(m, "geprof_nb.analysis") or m == "geprof_nb.errors"
-                                                for m in c)]
-    assert not mine, f"import cycles through analysis/:\n{_shown(graph, mine)}"
-
-
-def test_no_import_cycle_beyond_the_known_ones(graph):
-    """A cycle anywhere in the package that was not there when this test was written fails here (one made of
-    some modules of a known cycle is a known one that shrank)."""
-    new = [c for c in graph.components() if not any(c <= known for known in KNOWN_CYCLES)]
-    assert not new, f"new import cycles:\n{_shown(graph, new)}"
-
-
-@pytest.mark.xfail(strict=True, reason="cycles outside analysis/, another branch's work: ge.graph <-> ge.ops; "
-                                       "nb.explorer / nb.display / nb.cluster_explorer; geprof_nb <-> "
-                                       "nb.commands / nb.extension / nb.magics")
 def test_the_package_has_no_import_cycle(graph):
     cycles = graph.components()
     assert not cycles, f"import cycles:\n{_shown(graph, cycles)}"
 
 
 # ------------------------------------------------------------------------------------ private names
-def test_analysis_imports_no_private_name_of_another_module(graph):
-    mine = sorted(p for p in graph.private if _under(p[0], "geprof_nb.analysis") or p[0] == "geprof_nb.errors")
-    assert not mine, f"private names imported: {mine}"
-
-
-def test_no_private_import_beyond_the_known_ones(graph):
-    new = sorted(graph.private - KNOWN_PRIVATE_IMPORTS)
-    assert not new, f"new imports of another module's private name: {new}"
-
-
-@pytest.mark.xfail(strict=True, reason="private imports outside analysis/, another branch's work: ge.acl and "
-                                       "ge.cluster (ge.session, ge.runtime), nb.cluster_explorer (nb.explorer)")
 def test_the_package_imports_no_private_name_of_another_module(graph):
     assert not graph.private, f"private names imported: {sorted(graph.private)}"
 

@@ -11,9 +11,10 @@ from .autodiff import add_training
 from .device import PRESETS as DEVICE_PRESETS
 from .ge_prof import (aclgrphProfConfig, aclgrphProfCreateConfig, aclgrphProfDestroyConfig, aclgrphProfFinalize,
                       aclgrphProfInit, aclgrphProfStart, aclgrphProfStop)
-from .graph import Graph, GraphBuildError, Tensor, TensorDesc
+from .graph import Graph, Tensor
 from .session import GEFinalize, GEInitialize, Session, simulation_settings
 from .status import FAILED, PARAM_INVALID, SUCCESS, GEGetErrorMsg, Status
+from .tensor import GraphBuildError, TensorDesc
 from ..prof.events import ProfDataTypeConfig, ProfilingAicoreMetrics
 from ..prof.host_profiler import ProfilingEvent
 from ..prof.scope import profiling_scope

@@ -18,12 +18,13 @@ from ..prof.clock import clock, toolkit_entry
 from ..prof.host_profiler import ProfilingEvent
 from ..prof.scope import AclProfilingReporter, profiling_scope
 from . import status as st
-from .graph import Graph, GraphBuildError, TensorDesc, canonical_dtype, checked_shape, tensor_mismatch
+from .graph import Graph
+from .tensor import GraphBuildError, TensorDesc, canonical_dtype, checked_shape, tensor_mismatch
 from .memory import DeviceMemoryError
 from .runtime import SYNC_LATENCY_NS, LoadedModel
 from .runtime_v2 import ExecutorV2
 from .serialize import ModelFormatError, graph_from_bytes, graph_to_bytes
-from .session import _ensure_initialized, _remember_graph, device_runtime, register_finalize_hook, step_hooks
+from .session import device_runtime, ensure_initialized, register_finalize_hook, remember_graph, step_hooks
 
 ACL_SUCCESS = 0
 # ACL error codes; named, so GEGetErrorMsg() and a printed return value say which error it is.
@@ -127,14 +128,14 @@ def _load(graph: Graph, api: AclProfType, api_name: str) -> tuple[int, int]:
             return 0, _error(ACL_ERROR_DESERIALIZE_MODEL, f"{api_name}: {exc}")
     with _state.lock:
         _state.models[model.model_id] = model
-    _remember_graph(graph)
+    remember_graph(graph)
     return model.model_id, ACL_SUCCESS
 
 
 @toolkit_entry
 def aclmdlLoadFromMem(model: ModelBufferData | bytes, model_size: int | None = None) -> tuple[int, int]:  # noqa: N802
     """Load a model buffer: ``(model_id, ret)``."""
-    _ensure_initialized()
+    ensure_initialized()
     data = model.data if isinstance(model, ModelBufferData) else model
     if model_size is not None and (isinstance(model_size, bool) or not isinstance(model_size, int)):
         return 0, _error(ACL_ERROR_INVALID_PARAM, f"aclmdlLoadFromMem: model_size must be an int (the buffer's "
@@ -151,7 +152,7 @@ def aclmdlLoadFromMem(model: ModelBufferData | bytes, model_size: int | None = N
 @toolkit_entry
 def aclmdlLoadFromFile(model_path: str) -> tuple[int, int]:  # noqa: N802
     """Load a saved ``.om`` file: ``(model_id, ret)``."""
-    _ensure_initialized()
+    ensure_initialized()
     try:
         data = Path(model_path).read_bytes()
     except OSError as exc:
@@ -266,7 +267,7 @@ def aclopExecute(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any] | N
     The first call with a given op, shapes and attributes builds and loads a
     single-op model (as ACL's op model cache does); later calls only match it.
     """
-    _ensure_initialized()
+    ensure_initialized()
     with AclProfilingReporter(AclProfType.AclopExecute):
         if not isinstance(op_type, str) or not op_type:
             return _error(ACL_ERROR_INVALID_PARAM, f"aclopExecute: op_type must be a non-empty string such as 'Relu', "

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..prof.clock import toolkit_entry
-from .graph import Graph, GraphBuildError, Node, Tensor
+from .graph import Graph, Node, Tensor
+from .tensor import GraphBuildError
 
 #: Default gradient bucket size for AllReduce fusion.
 DEFAULT_BUCKET_BYTES = 32 * 1024 * 1024

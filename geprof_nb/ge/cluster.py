@@ -29,9 +29,11 @@ time because each step starts where the previous one left every rank.  Rank 0 is
 the process's own device: its host layers (API, GE host, mstx) and device data
 go through ``msprof.lib`` as for a single device.  Every other rank reports its
 device data (task log, step trace, static task info, memory, HCCL, AI CPU) to a
-library of its own, under ``<output>/CLUSTER_<time>_<tag>/rank_<r>/PROF_*``; at
-finalize rank 0's run joins them as ``rank_0/``, so the cluster root is what
-``geprof_nb.load`` reads as a ``ClusterProfile``.
+library of its own, under ``<output>/CLUSTER_<time>_<tag>/rank_<r>/PROF_*``.  The
+cluster root is chosen when the cluster starts collecting (its first reported step):
+rank 0's run moves into its ``rank_0/`` then, and the other ranks' runs open beside
+it and end with it, so the cluster root is what ``geprof_nb.load`` reads as a
+``ClusterProfile`` from then on.
 
 Faults for what-if studies (:class:`Faults`, GE option ``geprof.faults`` as JSON):
 ``{"slow_ranks": {"3": 1.3}, "slow_links": {"0-1": 0.5}, "host_jitter_us": {"5": 300},
@@ -42,14 +44,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import random
-import shutil
 import string
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -60,13 +60,12 @@ from ..prof.msprof import Msprof
 from ..prof.properties import BIT_TASK_TIME, ProfilingProperties
 from ..prof.rawdata import ModelInfoType, ReportLevel, RtTaskType
 from . import hccl
+from .builds import ModelBuild, PendingSteps, StepBatch
 from .compiler import EVENT_WAIT_MIN_NS, TaskTable
 from .device import DevicePreset
-from .runtime import LAUNCH_LATENCY_NS, SYNC_LATENCY_NS
+from .runtime import LAUNCH_LATENCY_NS, SYNC_LATENCY_NS, DeviceRuntime, LoadedModel
 from .schedule import StepTimes, StreamSchedule, jitter_factors
-
-if TYPE_CHECKING:
-    from .runtime import DeviceRuntime, LoadedModel, _Pending, _Variant
+from .step_report import StepReporter
 
 OPTION_RANK_SIZE = "ge.exec.rankSize"
 OPTION_RANKS_PER_NODE = "geprof.ranksPerNode"
@@ -278,16 +277,17 @@ class RankSchedule:
 class _RankRun:
     """One rank's msprof library and device for the current run directory."""
 
-    def __init__(self, lib: Msprof, runtime: "DeviceRuntime") -> None:
+    def __init__(self, lib: Msprof, runtime: DeviceRuntime) -> None:
         self.lib = lib
         self.runtime = runtime
-        self.models: dict[int, "LoadedModel"] = {}  # id(rank 0's model) -> this rank's replica
+        self.reporters: dict[int, StepReporter] = {}  # id(rank 0's model) -> its reporter on this rank's device
 
 
 class RankGroup:
-    """The other ranks of one loaded model: their step times and their reporting."""
+    """The other ranks of one loaded model: their step times and their reporting (the model's
+    :class:`~.runtime.OtherRanks`)."""
 
-    def __init__(self, model: "LoadedModel", spec: ClusterSpec) -> None:
+    def __init__(self, model: LoadedModel, spec: ClusterSpec) -> None:
         self.model = model
         self.spec = spec
         self.rng = np.random.default_rng(model.runtime.seed + 7919)
@@ -297,7 +297,7 @@ class RankGroup:
         self.returned_abs: np.ndarray | None = None  # [R] when each rank's last (synchronous) run returned
 
     # ------------------------------------------------------------------ times
-    def _schedule(self, v: "_Variant") -> RankSchedule:
+    def _schedule(self, v: ModelBuild) -> RankSchedule:
         table = v.table
         sched = self.schedules.get(id(table))
         if sched is None or sched.table is not table:
@@ -320,22 +320,19 @@ class RankGroup:
             delay[list(f.loader_ranks) if f.loader_ranks else slice(None)] += f.loader_stall_us * 1e3
         return np.rint(delay).astype(np.int64)
 
-    def next_times(self, v: "_Variant", t0: int) -> tuple[StepTimes, int]:
-        """Compute the next step on every rank; returns rank 0's batch and the step's index in it
-        (the model's ``_next_times`` contract)."""
-        from .runtime import _Batch
-
+    def next_times(self, v: ModelBuild, t0: int) -> tuple[StepTimes, int]:
+        """Compute the next step on every rank; returns rank 0's batch and the step's index in it."""
         model = self.model
         ranks, n = self.spec.world_size, len(v.table)
         b = v.batch
         if b is None or b.next >= len(b.times.end) or self.times is None or self.times.start.shape[2] != n:
-            model._flush(v)
+            model.flush_build(v)
             k = max(1, min(64, BATCH_ELEMENTS // max(1, ranks * n)))
             self.times = StepTimes(np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks, n), np.int64),
                                    np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks), np.int64))
             self.calls = np.zeros((k, ranks), np.int64)
             tt = self.times
-            b = v.batch = _Batch(StepTimes(tt.start[:, 0], tt.dur[:, 0], tt.block_cycles[:, 0], tt.end[:, 0]))
+            b = v.batch = StepBatch(StepTimes(tt.start[:, 0], tt.dur[:, 0], tt.block_cycles[:, 0], tt.end[:, 0]))
         k = b.next
         # Every rank's host runs rank 0's loop: between its previous run's return and this call it
         # does what rank 0's host did, so it calls as much after rank 0's call (t0 - launch latency)
@@ -355,7 +352,7 @@ class RankGroup:
         return b.times, k
 
     # -------------------------------------------------------------- reporting
-    def report(self, v: "_Variant", pending: "_Pending", ks: np.ndarray, t0: np.ndarray,
+    def report(self, v: ModelBuild, pending: PendingSteps, ks: np.ndarray, t0: np.ndarray,
                iterations: np.ndarray) -> None:
         """Report the pending steps of every rank but 0 (rank 0 reported them as the process's device)."""
         assert self.times is not None and self.calls is not None
@@ -363,20 +360,19 @@ class RankGroup:
             return
         self._report_ranks(v, pending, ks, t0, iterations)
 
-    def _report_ranks(self, v: "_Variant", pending: "_Pending", ks: np.ndarray, t0: np.ndarray,
+    def _report_ranks(self, v: ModelBuild, pending: PendingSteps, ks: np.ndarray, t0: np.ndarray,
                       iterations: np.ndarray) -> None:
         switch = msprof.lib.switch
         runs = cluster_runs.ranks(self.spec, self.model.runtime)
         tt = self.times
         for r, run in runs.items():
-            replica = run.models.get(id(self.model))
-            if replica is None:
-                replica = run.models[id(self.model)] = self.model.replica(run.runtime)
-            rv = replica.replica_variant(v)
+            reporter = run.reporters.get(id(self.model))
+            if reporter is None:
+                reporter = run.reporters[id(self.model)] = self.model.reporter.on_device(run.runtime)
             with msprof.reporting_to(run.lib):
                 if not run.lib.started:
                     run.lib.start(switch)
-                replica._report_steps(rv, pending.flags, t0[:, None] + tt.start[ks, r], tt.dur[ks, r],
+                reporter.report_steps(v, pending.flags, t0[:, None] + tt.start[ks, r], tt.dur[ks, r],
                                       tt.block_cycles[ks, r], iterations)
                 if pending.flags & BIT_TASK_TIME:  # each rank's own host launched its model (ModelExecute)
                     report_api_block(ReportLevel.MODEL, np.full(len(ks), int(ModelInfoType.EXECUTE)),
@@ -390,37 +386,57 @@ def _cluster_dir_name() -> str:
     return f"CLUSTER_{stamp}_{''.join(random.choices(string.ascii_uppercase, k=8))}"
 
 
+class _OpenCluster:
+    """The other ranks' runs of one run of rank 0, under the cluster root; they end with rank 0's run."""
+
+    def __init__(self, serial: int, spec: ClusterSpec, root: Path) -> None:
+        self.serial = serial
+        self.spec = spec
+        self.root = root
+        self.runs: dict[int, _RankRun] = {}
+
+    def finalize(self, status: str, note: str) -> None:
+        """Rank 0's run is over: close every rank's run (rank 0's pending steps reached every rank when it
+        stopped) and let go of their libraries and devices."""
+        for run in self.runs.values():
+            run.lib.finalize(status, note)
+        self.runs = {}
+
+
 class ClusterRuns:
     """The other ranks' run directories of the current msprof run (one set per run of rank 0)."""
 
     def __init__(self) -> None:
-        self.serial = -1
-        self.root: Path | None = None
-        self.spec: ClusterSpec | None = None
-        self.runs: dict[int, _RankRun] = {}
+        self._open: _OpenCluster | None = None
 
-    def ranks(self, spec: ClusterSpec, runtime: "DeviceRuntime") -> dict[int, _RankRun]:
-        """Open (once per run of rank 0) a library and a device per rank, under the cluster root."""
+    def ranks(self, spec: ClusterSpec, runtime: DeviceRuntime) -> dict[int, _RankRun]:
+        """Open (once per run of rank 0) a library and a device per rank, under the cluster root.
+
+        The cluster root is chosen now, beside rank 0's run directory, and rank 0's run moves into
+        its ``rank_0/`` at once: from here on every rank's data is where ``geprof_nb.load(root)``
+        reads it, also if the process dies before the run is finalised.
+        """
         lib0 = msprof.lib
-        if self.serial == lib0.run_serial and self.spec == spec:
-            return self.runs
-        if self.serial == lib0.run_serial and self.spec is not None:
+        cluster = self._open
+        if cluster is not None and cluster.serial == lib0.run_serial:
+            if cluster.spec == spec:
+                return cluster.runs
             raise ClusterOptionError(f"one profiling run holds one cluster: this run already simulates "
-                                     f"{self.spec.world_size} ranks; finish it before running {spec.world_size}")
-        from .runtime import DeviceRuntime
-
+                                     f"{cluster.spec.world_size} ranks; finish it before running {spec.world_size}")
         assert lib0.run_dir is not None
-        self.serial, self.spec, self.runs = lib0.run_serial, spec, {}
-        self.root = lib0.run_dir.parent / _cluster_dir_name()
-        self.root.mkdir()
+        root = lib0.run_dir.parent / _cluster_dir_name()
+        root.mkdir()
+        lib0.move_into(root / "rank_0")
+        cluster = self._open = _OpenCluster(lib0.run_serial, spec, root)
+        lib0.part_of(root, [cluster])
         info = spec.info()
-        lib0.set_run_info("cluster", {"rank": 0, **info, "root": str(self.root)})
+        lib0.set_run_info("cluster", {"rank": 0, **info, "root": str(root)})
         for r in range(1, spec.world_size):
             lib = Msprof()
-            lib.init(self.root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
+            lib.init(root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
             rt = DeviceRuntime(runtime.preset, device_id=r % spec.ranks_per_node, seed=runtime.seed + r)
             rt.rank, rt.device_count, rt.epoch = r, spec.world_size, 1
-            lib.set_run_info("cluster", {"rank": r, **info, "root": str(self.root)})
+            lib.set_run_info("cluster", {"rank": r, **info, "root": str(root)})
             lib.set_device_info(rt.device_id, runtime.preset.info())
             with msprof.reporting_to(lib):  # counters programmed, and described in info.json, as rank 0's
                 rt.program_pmu(ProfilingProperties.instance().aic_metrics)
@@ -428,21 +444,8 @@ class ClusterRuns:
                 for type_id, type_name in types.items():
                     lib.register_type_info(level, type_id, type_name)
             lib.start(lib0.switch)
-            self.runs[r] = _RankRun(lib, rt)
-        lib0.on_finalize(self._finalize)
-        return self.runs
-
-    def _finalize(self, run_dir: Path, status: str, note: str) -> Path:
-        """Rank 0's run is over: close every rank's run and file rank 0's under ``rank_0/``."""
-        for run in self.runs.values():  # rank 0's pending steps reached every rank when it stopped
-            run.lib.finalize(status, note)
-        root = self.root
-        assert root is not None
-        target = root / "rank_0"
-        target.mkdir(exist_ok=True)
-        shutil.move(os.fspath(run_dir), os.fspath(target / run_dir.name))
-        self.runs, self.spec, self.root = {}, None, None
-        return root
+            cluster.runs[r] = _RankRun(lib, rt)
+        return cluster.runs
 
 
 #: The process's cluster run directories (like ``msprof.lib``, one per process).

@@ -22,7 +22,8 @@ import numpy as np
 from ..prof.rawdata import GeTaskType, RtTaskType
 from ..prof.task_utils import ProfilingPoint, ProfilingTaskUtils
 from .device import CostModel, KernelTiming
-from .graph import Graph, GraphBuildError, Node
+from .graph import Graph, Node
+from .tensor import GraphBuildError
 from .ops import OpCost, op_cost
 from .task_desc import OpDescs
 

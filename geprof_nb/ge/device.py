@@ -49,9 +49,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from ..prof import events
 from ..prof.options import ProfilingOptionsError
 from ..prof.rawdata import GeTaskType, RtTaskType
-from .graph import DTYPES
 from . import hccl
 from .ops import OpCost
+from .tensor import DTYPES
 
 GiB = 1 << 30
 MIX_MIN_K = 1000
@@ -152,13 +152,10 @@ class DevicePreset:
 
     def check_aic_metrics(self, aic_metrics: str) -> None:
         """``ProfilingOptionsError`` if this chip's AI Core counters have no ``aic_metrics`` group
-        (L2Cache and MemoryAccess need an A2-class chip); a Custom group is checked by the options."""
-        if not aic_metrics or aic_metrics.startswith("Custom:"):
-            return
-        groups = events.aic_metrics_on(self.chip_family)
-        if aic_metrics not in groups:
+        (:func:`~geprof_nb.prof.events.lacks_counter_group` decides)."""
+        if events.lacks_counter_group(aic_metrics, self.chip_family):
             raise ProfilingOptionsError("aic_metrics", f"{aic_metrics!r} is not available on {self.name}",
-                                        ", ".join(groups))
+                                        ", ".join(events.aic_metrics_on(self.chip_family)))
 
     def info(self) -> dict:
         """What msprof records about the device (``info.json`` DeviceInfo)."""

@@ -179,10 +179,10 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
 
 def _chip_problem(preset, aicore_metrics: int) -> str:
     """Why the device's AI Core counters cannot take ``aicore_metrics`` ("" if they can)."""
-    groups = events.aic_metrics_on(preset.chip_family)
     metric = ProfilingAicoreMetrics(aicore_metrics)
-    if AIC_METRICS_NAMES[metric] in groups:
+    if not events.lacks_counter_group(AIC_METRICS_NAMES[metric], preset.chip_family):
         return ""
+    groups = events.aic_metrics_on(preset.chip_family)
     return (f"{metric.name} is not available on {preset.name}; accepted: "
             + ", ".join(m.name for m, name in AIC_METRICS_NAMES.items() if name in groups))
 

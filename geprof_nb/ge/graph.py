@@ -9,165 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import operator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from ..prof.clock import toolkit_entry
-from ..prof.rawdata import DataType, Format
-
-#: Canonical dtype name -> (GE DataType, bytes per element).
-DTYPES: dict[str, tuple[DataType, int]] = {
-    "float16": (DataType.DT_FLOAT16, 2),
-    "float32": (DataType.DT_FLOAT, 4),
-    "bfloat16": (DataType.DT_BF16, 2),
-    "float64": (DataType.DT_DOUBLE, 8),
-    "int8": (DataType.DT_INT8, 1),
-    "uint8": (DataType.DT_UINT8, 1),
-    "int16": (DataType.DT_INT16, 2),
-    "uint16": (DataType.DT_UINT16, 2),
-    "int32": (DataType.DT_INT32, 4),
-    "uint32": (DataType.DT_UINT32, 4),
-    "int64": (DataType.DT_INT64, 8),
-    "uint64": (DataType.DT_UINT64, 8),
-    "bool": (DataType.DT_BOOL, 1),
-}
-DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "float": "float32", "fp32": "float32",
-                 "bf16": "bfloat16", "double": "float64"}
-FORMATS: dict[str, Format] = {f.name[len("FORMAT_"):]: f for f in Format}
+from .ops import get_op, known_op_types, op_cost
+from .tensor import (MAX_TENSOR_BYTES, PROBE_DIMS, UNKNOWN_DIM, GraphBuildError, TensorDesc, canonical_dtype,
+                     canonical_format, checked_shape)
+from .tensor import DTYPES, FORMATS  # noqa: F401 - the tables of a graph's dtypes and formats, read from here too
 
 #: GE's name for the NetOutput node (``NODE_NAME_NET_OUTPUT``).
 NET_OUTPUT_NAME = "Node_Output"
-
-
-class GraphBuildError(ValueError):
-    """An op could not be added: wrong inputs, bad attributes or shapes that do not fit."""
-
-
-def canonical_dtype(dtype: str, where: str = "dtype") -> str:
-    name = DTYPE_ALIASES.get(str(dtype).lower(), str(dtype).lower())
-    if name not in DTYPES:
-        raise GraphBuildError(f"{where}: unknown dtype {dtype!r}; accepted: {', '.join(DTYPES)}")
-    return name
-
-
-def canonical_format(fmt: str, where: str = "format") -> str:
-    name = str(fmt).upper()
-    if name not in FORMATS:
-        raise GraphBuildError(f"{where}: unknown format {fmt!r}; accepted: {', '.join(FORMATS)}")
-    return name
-
-
-#: An unknown dimension (a dynamic-shape graph input), as GE writes it.
-UNKNOWN_DIM = -1
-#: Shape inference of ops with unknown input dims runs twice with these in
-#: their place; output dims that come out equal are known, the others unknown.
-PROBE_DIMS = (61, 67)
-
-
-#: GE sizes tensors in int64 bytes; a larger tensor cannot be described.
-MAX_TENSOR_BYTES = 2**63 - 1
-
-
-def _dim(d: Any) -> int | None:
-    """``d`` as an int if it is one (Python or numpy integer, not a bool), else ``None``."""
-    if isinstance(d, bool):  # numpy bools already refuse operator.index
-        return None
-    try:
-        return operator.index(d)
-    except TypeError:
-        return None
-
-
-def checked_shape(shape: Any, where: str, allow_unknown: bool = False) -> tuple[int, ...]:
-    accepted = "ints >= 1, or -1 for an unknown (dynamic) one" if allow_unknown else "ints >= 1"
-    scalar = _dim(shape)
-    if scalar is not None:
-        shape = (scalar,)
-    try:
-        given = tuple(shape)
-    except TypeError:
-        raise GraphBuildError(f"{where}: shape must be a sequence of ints, got {shape!r}") from None
-    if isinstance(shape, (str, bytes)):
-        raise GraphBuildError(f"{where}: shape must be a sequence of ints, got {shape!r}")
-    dims = tuple(_dim(d) for d in given)
-    for i, d in enumerate(dims):
-        if d is None:
-            raise GraphBuildError(f"{where}: shape {list(given)!r}: dimension {i} ({given[i]!r}) is not an int; "
-                                  f"accepted: {accepted}")
-    if any(d < 1 and not (allow_unknown and d == UNKNOWN_DIM) for d in dims):
-        raise GraphBuildError(f"{where}: shape {list(dims)} is not valid; accepted: "
-                              + accepted.replace("ints", "dimensions"))
-    return dims
-
-
-@dataclass(frozen=True)
-class TensorDesc:
-    """Shape, dtype and format of one tensor (``ge::TensorDesc``)."""
-
-    shape: tuple[int, ...]
-    dtype: str = "float16"
-    format: str = "ND"
-    #: Shape before a format change (TransData to NC1HWC0 needs it to come back).
-    origin_shape: tuple[int, ...] | None = None
-    #: For a shape with unknown dims: the concrete shapes it had when the graph's unknown input
-    #: dims were taken as each of :data:`PROBE_DIMS` (so a flattened [-1, h] of a [-1, s, h] still
-    #: has s-multiple rows when the next op is inferred).
-    probe_shapes: tuple[tuple[int, ...], ...] | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def is_dynamic(self) -> bool:
-        return UNKNOWN_DIM in self.shape
-
-    @property
-    def numel(self) -> int:
-        """Element count (negative if a dimension is unknown)."""
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    @property
-    def itemsize(self) -> int:
-        return DTYPES[self.dtype][1]
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * self.itemsize
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    def with_(self, **changes: Any) -> "TensorDesc":
-        return replace(self, **changes)
-
-    def __str__(self) -> str:
-        return f"{self.dtype}[{','.join(map(str, self.shape))}]:{self.format}"
-
-
-def tensor_mismatch(x: Any, want: TensorDesc) -> str:
-    """Why the array ``x`` cannot stand for a tensor described by ``want`` ("" if it can).
-
-    One check for every API that takes arrays for a graph's tensors (``Session.run_graph``,
-    ``aclmdlExecute``), so they accept the same inputs: the shape must match (a -1 dim takes
-    any size >= 1) and a dtype, where ``x`` has one GE knows, must be ``want``'s.
-    """
-    given = getattr(x, "shape", ())
-    try:
-        dims = [_dim(d) for d in given]
-    except TypeError:
-        dims = [None]
-    if None in dims:
-        return f"has shape {given!r}; accepted: an array whose shape is a sequence of ints"
-    fits = len(dims) == want.rank and all(w == g or (w == UNKNOWN_DIM and g >= 1) for w, g in zip(want.shape, dims))
-    if not fits:
-        return f"has shape {dims}, expected {list(want.shape)}" + (" (-1: any size)" if want.is_dynamic else "")
-    dtype = str(getattr(x, "dtype", "")).lower()
-    dtype = DTYPE_ALIASES.get(dtype, dtype)
-    if dtype in DTYPES and dtype != want.dtype:
-        return f"has dtype {dtype}, expected {want.dtype}"
-    return ""
 
 
 class Tensor:
@@ -223,8 +75,6 @@ class Node:
 
     @property
     def op_def(self):
-        from .ops import get_op
-
         return get_op(self.type)
 
     @property
@@ -357,8 +207,6 @@ class Graph:
     def op(self, op_type: str, inputs: Sequence[Tensor] | Tensor = (), name: str | None = None,
            control_inputs: Sequence[Node | Tensor] = (), **attrs: Any) -> Tensor | tuple[Tensor, ...]:
         """Add an op; returns its output tensor, or a tuple when it has several."""
-        from .ops import get_op, known_op_types
-
         if not isinstance(op_type, str):
             raise GraphBuildError(f"op type must be a string such as 'MatMulV2', got {type(op_type).__name__} "
                                   f"{op_type!r}")
@@ -480,8 +328,6 @@ class Graph:
 
         For a dynamic-shape graph, FLOPs count only ops whose shapes are known.
         """
-        from .ops import op_cost
-
         params = [n.outputs[0] for n in self.nodes if n.type == "Variable" and n.attrs.get("trainable", True)]
         fwd_end = self.forward_end if self.forward_end is not None else len(self.nodes)
         fwd = total = 0

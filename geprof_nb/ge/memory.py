@@ -29,7 +29,8 @@ import numpy as np
 
 from ..prof.rawdata import HELD_TO_STEP_END, STATIC_OP_MEM_DTYPE, RtTaskType
 from .compiler import CompiledModel, TaskTable
-from .graph import Graph, GraphBuildError
+from .graph import Graph
+from .tensor import GraphBuildError
 
 #: GE aligns every block to 512 bytes after adding 32 bytes of padding.
 MEMORY_ALIGN = 512

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ..prof.clock import toolkit_entry
 from .autodiff import add_training
-from .graph import Graph, GraphBuildError, Tensor
+from .graph import Graph, Tensor
+from .tensor import GraphBuildError
 
 DATA_SOURCES = ("Data", "GetNext")
 

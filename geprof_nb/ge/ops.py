@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .graph import GraphBuildError, Node, TensorDesc, canonical_dtype, canonical_format
+from .tensor import GraphBuildError, TensorDesc, canonical_dtype, canonical_format
+
+if TYPE_CHECKING:
+    from .graph import Node
 
 ENGINES = ("AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "HCCL", "GE_LOCAL")
 

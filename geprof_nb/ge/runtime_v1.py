@@ -9,7 +9,8 @@ from __future__ import annotations
 from ..prof.clock import clock
 from ..prof.collectors import ProfilerCollector
 from ..prof.properties import BIT_TASK_TIME, GlobalProfilingWrapper
-from .runtime import NODE_HOST_COSTS, SYNC_LATENCY_NS, LoadedModel, report_runtime_api
+from .host_launch import NODE_HOST_COSTS
+from .runtime import SYNC_LATENCY_NS, LoadedModel, report_runtime_api
 
 #: Host cost of one RunGraph through the V1 hybrid executor (modelled).
 HOST_RUN_NS = 55_000

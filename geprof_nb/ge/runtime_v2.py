@@ -13,7 +13,8 @@ from __future__ import annotations
 from ..prof.clock import clock
 from ..prof.host_profiler import MODEL_ELEMENT, MODEL_EXECUTE, rt2_profiler
 from ..prof.properties import BIT_GE_HOST, BIT_TASK_TIME, GlobalProfilingWrapper
-from .runtime import NODE_HOST_COSTS, SYNC_LATENCY_NS, LoadedModel, report_runtime_api
+from .host_launch import NODE_HOST_COSTS
+from .runtime import SYNC_LATENCY_NS, LoadedModel, report_runtime_api
 
 #: Host cost of one RunGraph through RT2 (modelled).
 HOST_RUN_NS = 35_000

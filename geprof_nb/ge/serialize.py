@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .graph import Graph, GraphBuildError, Node
+from .graph import Graph, Node
+from .tensor import GraphBuildError
 
 MAGIC = b"GEPROF-OM 1\n"
 

@@ -28,7 +28,8 @@ from ..prof.scope import GraphProfilingReporter
 from . import status as st
 from .cluster import MAX_RANKS, OPTION_FAULTS, OPTION_RANK_SIZE, OPTION_RANKS_PER_NODE, ClusterOptionError, ClusterSpec, RankGroup
 from .device import DEFAULT_DEVICE, PRESETS, DevicePreset, get_device
-from .graph import Graph, GraphBuildError, tensor_mismatch
+from .graph import Graph
+from .tensor import GraphBuildError, tensor_mismatch
 from .memory import DeviceMemoryError
 from .runtime import DEFAULT_SEED, GE_PROFILING_TO_STD_OUT, DeviceRuntime, LoadedModel, flush_host_profiler
 from .runtime_v1 import ExecutorV1
@@ -150,7 +151,8 @@ def last_graph() -> Graph | None:
     return None if ref is None else ref()
 
 
-def _remember_graph(graph: Graph) -> None:
+def remember_graph(graph: Graph) -> None:
+    """``graph`` is the one most recently added or loaded (what :func:`last_graph` returns while it lives)."""
     _state.last_graph = weakref.ref(graph)
 
 
@@ -327,7 +329,8 @@ def simulation_settings(executor: str | None = None, clock_mode: str | None = No
         clock.set_mode(mode)
 
 
-def _ensure_initialized() -> None:
+def ensure_initialized() -> None:
+    """Initialise GE with default options if it is not (a Session or an ACL call made first does)."""
     if not _state.initialized:
         _log.info("GE was not initialised: GEInitialize({}) called implicitly")
         GEInitialize({})
@@ -347,7 +350,7 @@ class Session:
 
     @toolkit_entry
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
-        _ensure_initialized()
+        ensure_initialized()
         self.options = dict(options or {})
         problem = _check_settings(self.options)
         if problem:
@@ -383,7 +386,7 @@ class Session:
             return st.set_error(st.GE_GRAPH_GRAPH_ALREADY_EXIST, f"AddGraph: graph id {graph_id} is already added "
                                 f"(graph {self._graphs[graph_id].name!r}); remove_graph it first or use another id")
         self._graphs[graph_id] = graph
-        _remember_graph(graph)
+        remember_graph(graph)
         st.clear_error()
         return st.SUCCESS
 
@@ -462,8 +465,7 @@ class Session:
         if sizes - {spec.world_size}:
             return (f"{OPTION_RANK_SIZE}={spec.world_size}, but graph {model.graph.name!r} was built for "
                     f"world_size {sorted(sizes)[0]}; build it with world_size={spec.world_size}")
-        model.cluster = RankGroup(model, spec)
-        model.links = spec.links
+        model.run_on_ranks(RankGroup(model, spec), spec.links)
         return ""
 
     def _select_inputs(self, model: LoadedModel, inputs: Sequence[Any], api: str) -> st.Status:

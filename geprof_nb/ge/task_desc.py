@@ -19,7 +19,8 @@ import numpy as np
 
 from ..prof import rawdata
 from ..prof.collectors import LoadedTaskInfo, TensorColumns
-from .graph import DTYPES, FORMATS, Node
+from .graph import Node
+from .tensor import DTYPES, FORMATS
 
 _FORMAT_CODES = {name: int(code) for name, code in FORMATS.items()}
 _DTYPE_CODES = {name: int(code) for name, (code, _) in DTYPES.items()}

@@ -1,6 +1,7 @@
 """The explorer of a cluster: what ``display(cluster)`` shows for a :class:`ClusterProfile`.
 
-Two tabs, in the single-run explorer's style (:mod:`.explorer`, whose pieces it reuses):
+Two tabs, in the single-run explorer's style (:mod:`.explorer`, whose pieces it reuses, with
+:mod:`.report`'s figures and :mod:`.html_parts`):
 
 * **Cluster**: the headline (ranks, steps, step time, slow ranks and links), the cluster
   findings (``ClusterProfile.advise``), rank x step heatmaps of step time and of collective
@@ -27,16 +28,16 @@ from __future__ import annotations
 import html
 import traceback
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any
 
 import ipywidgets as widgets
 import pandas as pd
 
 from ..analysis import ClusterProfile
 from . import cluster_plots
-from .display import list_html, message_html, table_html, table_text
-from .explorer import (PENDING, WIDGET_VIEW_MIME, Explorer, Picture, PictureView, _figure_png, advice_html,
-                       tab_class)
+from .explorer import PENDING, WIDGET_VIEW_MIME, Explorer, PictureView, tab_class
+from .html_parts import advice_html, bounded, list_html, message_html, table_html, table_text
+from .report import Picture, render
 
 TAB_TITLES = ("Cluster", "Ranks")
 #: Rows of each table the Cluster tab shows (the count is stated).
@@ -49,19 +50,6 @@ MSG_NO_MATRIX = ("No communication between ranks: profile with --hccl on for the
                  "(the communication matrix and slow links come from their transfers).")
 MSG_NO_FINDINGS = "No cluster findings: no rank, link or collective crossed the advisor's thresholds."
 MSG_NO_SLOW_LINKS = "No slow links: every link is within {:.0%} of its link type's median bandwidth."
-
-
-def _picture(alt: str, make: Callable[[], Any]) -> Picture:
-    """A figure from :mod:`.cluster_plots` as PNG; a failing plot is a message, not a traceback."""
-    try:
-        fig = make()
-        return Picture(alt, png=_figure_png(fig), figure=fig)
-    except Exception as exc:  # noqa: BLE001 - a figure must not take the whole report down
-        return Picture(alt, message=f"could not draw the {alt}: {type(exc).__name__}: {exc}")
-
-
-def _bounded(df: pd.DataFrame, what: str, n: int = TABLE_ROWS) -> tuple[pd.DataFrame, str]:
-    return (df, f"{what}: {len(df)} rows") if len(df) <= n else (df.head(n), f"{what}: first {n} of {len(df)} rows")
 
 
 class ClusterReport:
@@ -98,18 +86,18 @@ class ClusterReport:
 
     @cached_property
     def step_heatmap(self) -> Picture:
-        return _picture("step time heatmap", lambda: cluster_plots.rank_step_heatmap(
+        return render("step time heatmap", lambda: cluster_plots.rank_step_heatmap(
             self.cluster.rank_step("Stage"), title="Step time per rank and step", value="step time"))
 
     @cached_property
     def wait_heatmap(self) -> Picture:
-        return _picture("wait time heatmap", lambda: cluster_plots.rank_step_heatmap(
+        return render("wait time heatmap", lambda: cluster_plots.rank_step_heatmap(
             self.cluster.rank_step("Wait Time(us)"), title="Collective wait time (Notify_Wait) per rank and step",
             value="wait time", cmap="magma"))
 
     @cached_property
     def matrix_heatmap(self) -> Picture:
-        return _picture("communication matrix", lambda: cluster_plots.communication_heatmap(
+        return render("communication matrix", lambda: cluster_plots.communication_heatmap(
             self.cluster.communication_matrix))
 
 
@@ -144,22 +132,23 @@ class ClusterPane:
         out.append(r.matrix_heatmap if len(c.communication_matrix) else message_html(MSG_NO_MATRIX))
         sr = c.slow_ranks
         if len(sr):
-            t, title = _bounded(sr, "slow_ranks: ranks by own time (Computing + Free) per step, slowest first (us)")
+            t, title = bounded(sr, "slow_ranks: ranks by own time (Computing + Free) per step, slowest first (us)",
+                               TABLE_ROWS)
             out.append(table_html(t, title, "geprof-slow-ranks"))
         links = c.slow_links
         if len(links):
-            t, title = _bounded(links, "slow_links: links below their link type's median bandwidth")
+            t, title = bounded(links, "slow_links: links below their link type's median bandwidth", TABLE_ROWS)
             out.append(table_html(t, title, "geprof-slow-links"))
         elif len(c.communication_matrix):
             out.append(message_html(MSG_NO_SLOW_LINKS.format(c.tables().slow_link_threshold)))
         st = c.stragglers
         if len(st):
             late = st.sort_values("Late By(us)", ascending=False, kind="stable")
-            t, title = _bounded(late, "stragglers: the last rank at each collective, latest first")
+            t, title = bounded(late, "stragglers: the last rank at each collective, latest first", TABLE_ROWS)
             out.append(table_html(t, title, "geprof-stragglers"))
         cstt = c.cluster_step_trace_time
         if len(cstt):
-            t, title = _bounded(cstt, "cluster_step_trace_time (msprof-analyze columns, us)")
+            t, title = bounded(cstt, "cluster_step_trace_time (msprof-analyze columns, us)", TABLE_ROWS)
             out.append(table_html(t, title))
         if c.notes:
             out.append("<h4>Notes</h4>" + list_html(c.notes, "geprof-notes"))
@@ -232,7 +221,7 @@ class RanksPane:
         rows = pd.DataFrame({"Rank": list(self.cluster.ranks),
                              "Run": [p.name for p in self.cluster.ranks.values()],
                              "Path": [str(p.path) for p in self.cluster.ranks.values()]})
-        t, title = _bounded(rows, "ranks (each rank's explorer: display(cluster.rank(r)))", 64)
+        t, title = bounded(rows, "ranks (each rank's explorer: display(cluster.rank(r)))", 64)
         return f'<section class="geprof-static-ranks"><h3>Ranks</h3>{table_html(t, title)}</section>'
 
 

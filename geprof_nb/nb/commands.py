@@ -15,8 +15,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from .. import compare as compare_profiles
 from ..analysis import ClusterProfile, Profile, RunDirError, load
+from ..analysis.compare import compare as compare_profiles
 from ..analysis.export.cluster import FORMATS as CLUSTER_EXPORT_FORMATS
 from ..analysis.export import FORMATS as EXPORT_FORMATS, write_failure
 from ..analysis.export.ascend_pt import rank_argument

@@ -428,7 +428,8 @@ def _check_device_counters(aic_metrics: str, device: str, field: str = "aic_metr
         preset.check_aic_metrics(aic_metrics)
     except ProfilingOptionsError as exc:
         if field == "device":
-            having = [name for name, p in PRESETS.items() if aic_metrics in events.aic_metrics_on(p.chip_family)]
+            having = [name for name, p in PRESETS.items()
+                      if not events.lacks_counter_group(aic_metrics, p.chip_family)]
             raise ConfigError(field, f"{device!r} has no --aic-metrics {aic_metrics} counters; accepted: "
                                      f"{', '.join(having)} (or another --aic-metrics first)") from None
         raise ConfigError("aic_metrics", f"{aic_metrics!r} is not available on --device {device}; "

@@ -20,25 +20,24 @@ Layout of the widget (CSS classes for browser tests and styling)::
 
 Only the Summary tab is built when the explorer is shown; every other tab is built the first
 time it is selected (``Tab.selected_index`` observer), and the controls of a tab re-render only
-that tab's output.  Figures come from :mod:`.plots` through :func:`draw`, which turns a missing
-plot function or a plotting error into a message in the tab instead of a traceback.  The static
-report and the widget share one cache per Profile (:class:`Report`), so no figure or table is
-drawn twice.  The static report has every tab's tables (top N rows, the count stated) but embeds
-only the figures of :data:`STATIC_FIGURES` (the step timeline and the task Gantt): the other three
-(op types, pipe ratios, memory lifetimes) cost 0.35-0.6 s each, so embedding them would make every
-show 1-1.5 s slower (a fresh ResNet-50 Profile's bundle, 10 steps: 0.67 -> 2.1 s; 1000 steps: 2.6 ->
-4.1 s), and they are named with the call that draws them.  ``STATIC_FIGURES = "all"`` embeds every one.
+that tab's output.  What the tabs show comes from the widget-free report model (:mod:`.report`:
+figures drawn by :mod:`.plots` through ``report.draw``, which turns a plotting error into a message
+in the tab instead of a traceback); the static report and the widget share one
+:class:`~.report.Report` per Profile, so no figure or table is drawn twice.  The static report
+has every tab's tables (top N rows, the count stated) but embeds only the figures of
+:data:`STATIC_FIGURES` (the step timeline and the task Gantt): the other three (op types, pipe
+ratios, memory lifetimes) cost 0.35-0.6 s each, so embedding them would make every show 1-1.5 s
+slower (a fresh ResNet-50 Profile's bundle, 10 steps: 0.67 -> 2.1 s; 1000 steps: 2.6 -> 4.1 s), and
+they are named with the call that draws them.  ``STATIC_FIGURES = "all"`` embeds every one.
 """
 
 from __future__ import annotations
 
 import html
 import traceback
-import weakref
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Collection
+from typing import Any, Collection
 
 import ipywidgets as widgets
 import numpy as np
@@ -46,10 +45,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..analysis import Profile
-from ..analysis.tables.memory import StepMemory
-from ..analysis.tables import columns as C
 from . import plots
-from .display import TOP_OPS, list_html, message_html, png_img_html, table_html, table_text
+from .html_parts import TOP_OPS, advice_html, bounded, heading, list_html, message_html, table_html, table_text
+from .report import (ALL, DURATION, MSG_NO_API, MSG_NO_FINDINGS, MSG_NO_HOST, MSG_NO_MEMORY, MSG_NO_OPS, MSG_NO_PMU,
+                     MSG_NO_RUNTIME_API, MSG_NO_SPLIT, MSG_NO_STEPS, STEP_SPLIT, TOP_FINDINGS, Chart, Picture, Report)
 
 TAB_TITLES = ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice")
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
@@ -58,41 +57,16 @@ WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 MAX_ROWS = 500
 #: Rows of the static report's long tables (step_trace, op_statistic, api_statistic, ...).
 STATIC_ROWS = 50
-#: Ops in the Summary tab.
-SUMMARY_OPS = 10
-#: Findings in the Summary tab and the text summary.
-TOP_FINDINGS = 3
 #: The figures the static report embeds: drawing one takes 0.2-0.6 s, so the others (AI Core,
 #: Memory, API/Host, op types) are named with the call that draws them; ``"all"`` embeds every one
 #: (set it before showing a Profile, e.g. for a notebook that nbconvert or GitHub will render).
 STATIC_FIGURES: Collection[str] = ("step_timeline", "task_gantt")
-#: Width of the task Gantt in pixels (the step timeline is 11 in at 100 dpi: the same).
-GANTT_WIDTH_PX = 1100
 
-ALL = "__all__"  # value of the "All" choice of the Ops and Timeline selectors
-DURATION = "Task Duration(us)"
 OPS_GROUPS = ("basic", "shapes/formats", "PMU")
 ALWAYS_SHOWN = ("Op Name", "OP Type")
-STEP_SPLIT = ("Computing", "Communication(Not Overlapped)", "Free")
-PRIORITY_COLORS = {"High": "#f8d7da", "Medium": "#fff3cd", "Low": "#d1ecf1"}
 
 PENDING = ("This tab is drawn by the running kernel when it is first selected. Without a kernel, the output's "
            "static HTML report (what nbconvert and GitHub show) has every tab.")
-MSG_NO_OPS = "No op data: profile with --task-trace on (l1 for op names, types and shapes)."
-MSG_NO_STEPS = "No step trace: profile with --training-trace on."
-MSG_NO_SPLIT = "No step split (Computing / Communication / Free): it needs op data, profile with --task-trace on."
-MSG_NO_PMU = ("No AI Core PMU data in this run: profile with --aic-metrics PipeUtilization (or another "
-              "group) and --task-trace on (l1).")
-MSG_NO_MEMORY = "No memory data: profile with --task-memory on."
-MSG_NO_API = ("No API data: profile with --runtime-api on (runtime API calls) or --ge-api l1 "
-              "(GE API and host scheduling).")
-MSG_NO_RUNTIME_API = "Runtime API calls (rtKernelLaunch, rtMemcpyAsync, ...) are not in this run: add --runtime-api on."
-MSG_NO_HOST = ("No host events: profile with --ge-api l1 (InferShape, Tiling, AllocMemory and launch of each node "
-               "of a dynamic-shape graph).")
-MSG_NO_FINDINGS = "No findings: nothing in this run crossed the advisor's thresholds."
-MSG_NO_STEP_RAN = ("No graph step ran while profiling collected (task_trace or training_trace was on, and the "
-                   "device reported nothing): run the graph inside the profiled cell or block, or between "
-                   "Start and Stop.")
 
 
 def tab_class(title: str) -> str:
@@ -100,328 +74,9 @@ def tab_class(title: str) -> str:
     return "geprof-tab-" + title.lower().replace("/", "-").replace(" ", "-")
 
 
-# --------------------------------------------------------------------------- figures
-@dataclass
-class Picture:
-    """A drawn figure as PNG, or the message saying why there is none."""
-
-    alt: str
-    png: bytes | None = None
-    figure: Figure | None = None
-    message: str = ""
-
-    def html(self) -> str:
-        return png_img_html(self.png, self.alt) if self.png is not None else message_html(self.message)
-
-
-def draw(name: str, *args: Any, alt: str | None = None, **kwargs: Any) -> Picture:
-    """Call ``plots.<name>(*args, **kwargs)`` and render it to PNG; the adapter between the
-    explorer and :mod:`.plots`.  A missing function or a failing plot gives a Picture with a
-    message (shown in the tab), never an exception."""
-    alt = alt or name.replace("_", " ")
-    fn = getattr(plots, name, None)
-    if not callable(fn):
-        return Picture(alt, message=f"{alt}: this version of geprof_nb.nb.plots has no {name}().")
-    try:
-        fig = fn(*args, **kwargs)
-        to_png = getattr(plots, "figure_png", None)
-        png = to_png(fig) if callable(to_png) else _figure_png(fig)
-    except Exception as exc:  # noqa: BLE001 - a figure must not take the whole report down
-        return Picture(alt, message=f"could not draw the {alt}: {type(exc).__name__}: {exc}")
-    return Picture(alt, png=png, figure=fig)
-
-
-@dataclass
-class Chart:
-    """A tab's figure, drawn the first time something shows it (its tab, or the static report).
-
-    ``name`` is the :mod:`.plots` function; ``call`` the code that draws it, which the static
-    report names in place of a figure it does not embed (see :data:`STATIC_FIGURES`).
-    """
-
-    name: str
-    call: str
-    make: Callable[[], Picture]
-    where: str = ""  # the tab that shows it
-
-    @cached_property
-    def picture(self) -> Picture:
-        return self.make()
-
-    def static_html(self, figures: Collection[str]) -> str:
-        if figures == "all" or not self.name or self.name in figures:  # a note (no name) is always shown
-            return self.picture.html()
-        return message_html(f"Figure not embedded in this static report (drawing it would slow every show down): "
-                            f"open the {self.where} tab of the explorer, or draw it with "
-                            f"`from geprof_nb.nb import plots; {self.call}`.")
-
-
-def _note(alt: str, message: str) -> Chart:
-    """A Chart that is only a message (no data to draw): shown in the static report too."""
-    return Chart("", "", lambda: Picture(alt, message=message))
-
-
-def _figure_png(fig: Figure) -> bytes:
-    from io import BytesIO
-
-    buf = BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    return buf.getvalue()
-
-
-# --------------------------------------------------------------------------- content
-def _ops_column_groups(columns: list[str]) -> dict[str, list[str]]:
-    """op_summary columns by group: basic, shapes/formats (tensor info), PMU (after
-    ``Context ID`` / from ``aicore_time(us)`` on: the aic_metrics columns)."""
-    if "aicore_time(us)" in columns:
-        start = columns.index("aicore_time(us)")
-    elif "Context ID" in columns:
-        start = columns.index("Context ID") + 1
-    else:
-        known = [i for i, c in enumerate(columns) if c in C.OP_SUMMARY_BASE or c in C.OP_SUMMARY_TENSOR_A2]
-        start = max(known) + 1 if known else len(columns)
-    head = columns[:start]
-    tensor = set(C.OP_SUMMARY_TENSOR_A2)
-    return {"basic": [c for c in head if c not in tensor], "shapes/formats": [c for c in head if c in tensor],
-            "PMU": columns[start:]}
-
-
 def _numeric_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns
             if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
-
-
-class Report:
-    """Everything the explorer and the static report show, computed once per Profile
-    (:meth:`of` keeps one per Profile, so showing a Profile again draws nothing again)."""
-
-    _of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-    def __init__(self, profile: Profile) -> None:
-        # a weak reference: the cache of Reports must not keep its Profiles alive (the Explorers
-        # that show a Profile hold it)
-        self._profile = weakref.ref(profile)
-        self._pictures: dict[tuple, Picture] = {}
-
-    @property
-    def profile(self) -> Profile:
-        profile = self._profile()
-        if profile is None:
-            raise ReferenceError("the Profile of this report no longer exists")
-        return profile
-
-    @classmethod
-    def of(cls, profile: Profile) -> Report:
-        try:
-            return cls._of[profile]
-        except (KeyError, TypeError):
-            report = cls(profile)
-            try:
-                cls._of[profile] = report
-            except TypeError:  # not weak-referenceable: no sharing
-                pass
-            return report
-
-    # ---------------------------------------------------------------- basics
-    @cached_property
-    def ops(self) -> pd.DataFrame:
-        return self.profile.op_summary
-
-    @cached_property
-    def op_iterations(self) -> np.ndarray:
-        """The Iteration ID of every op_summary row."""
-        return self.profile.iteration_of_ops.to_numpy()
-
-    @cached_property
-    def op_types(self) -> np.ndarray:
-        return self.ops["OP Type"].astype(str).to_numpy() if "OP Type" in self.ops else np.array([], dtype=object)
-
-    @cached_property
-    def last_iteration(self) -> int | None:
-        its = self.op_iterations
-        return int(its.max()) if len(its) else None
-
-    @cached_property
-    def step_ids(self) -> list[int]:
-        """The iterations a step selector offers: step_trace's, else those of the op rows."""
-        st = self.profile.step_trace
-        ids = st["Iteration ID"].to_numpy() if len(st) else np.unique(self.op_iterations)
-        return [int(i) for i in ids]
-
-    @cached_property
-    def column_groups(self) -> dict[str, list[str]]:
-        return _ops_column_groups(list(self.ops.columns))
-
-    @cached_property
-    def pmu_columns(self) -> list[str]:
-        """PMU columns that hold at least one value (none when the run has no aic_metrics data)."""
-        cols = self.column_groups["PMU"]
-        return [c for c in cols if self.ops[c].notna().any()] if len(self.ops) else []
-
-    @cached_property
-    def findings(self) -> pd.DataFrame:
-        return self.profile.advise()
-
-    def picture(self, key: tuple, make: Callable[[], Picture]) -> Picture:
-        if key not in self._pictures:
-            self._pictures[key] = make()
-        return self._pictures[key]
-
-    # ---------------------------------------------------------------- headline
-    def missing(self, message: str) -> str:
-        """What to say where a tab has no data: ``message`` (how to collect it), unless no step ran
-        (:attr:`Profile.no_step_ran`: "switch X on" would be wrong advice then)."""
-        return MSG_NO_STEP_RAN if self.profile.no_step_ran else message
-
-    def where(self, iteration: Any = None) -> str:
-        iteration = self.last_iteration if iteration is None else iteration
-        return "the run" if iteration in (None, ALL) else f"iteration {iteration}"
-
-    @cached_property
-    def headline(self) -> str:
-        p = self.profile
-        parts = [p.name]
-        if not p.complete:
-            parts.append("INCOMPLETE run (not finalised): tables hold what was flushed")
-        lost = sum(p.dropped.values())
-        if lost:  # full ring buffers, storage_limit aging, failed writes: never silent (Notes say which)
-            parts.append(f"{lost} records LOST (dropped or not written; see Notes)")
-        if p.step_split is not None:  # the one step figure (analysis/step_split.py), before anything else
-            parts.append(p.step_split.headline())
-        steps = len(p.step_trace)
-        if steps:
-            parts.append(f"{steps} steps")
-        parts.append(f"{len(self.ops)} op tasks")
-        top_type = self.top_op_type
-        if top_type is not None:
-            parts.append(f"top op type {top_type[0]} ({top_type[1]:.1f}% of op time of {self.where()})")
-        return " | ".join(parts)
-
-    @cached_property
-    def summary_op_time(self) -> pd.Series:
-        """Task durations of the op rows the Summary's shares are of: the last iteration's (every
-        row when no iteration is known), communication ops included."""
-        if DURATION not in self.ops.columns:
-            return pd.Series(dtype=float)
-        durations = self.ops[DURATION]
-        return durations[self.op_iterations == self.last_iteration] if self.last_iteration is not None else durations
-
-    @cached_property
-    def top_op_type(self) -> tuple[str, float] | None:
-        """The OP Type with the largest share of :attr:`summary_op_time` and that share (%): the
-        total the Summary's "Share of op time(%)" column divides by, so headline and table agree."""
-        durations = self.summary_op_time
-        if not len(durations) or "OP Type" not in self.ops.columns:
-            return None
-        by_type = durations.groupby(self.ops["OP Type"].loc[durations.index].astype(object)).sum()
-        total = float(durations.sum())
-        if not len(by_type) or total <= 0:
-            return None
-        return str(by_type.idxmax()), float(by_type.max()) / total * 100
-
-    @cached_property
-    def step_split(self) -> pd.DataFrame:
-        """The step figure's parts (Computing, Communication(Not Overlapped), Free) and the step they add up
-        to, in us and % of the step (:attr:`Profile.step_split`: the typical step periods' mean)."""
-        split = self.profile.step_split
-        if split is None:
-            return pd.DataFrame(columns=["Part", "Time per step(us)", "Share of step(%)"])
-        return pd.DataFrame({"Part": [*STEP_SPLIT, "Step"], "Time per step(us)": [*split.parts_us, split.length_us],
-                             "Share of step(%)": [*split.shares, sum(split.shares)]})
-
-    def top_ops(self, n: int = TOP_OPS, iteration: Any = None, columns: list[str] | None = None
-                ) -> tuple[pd.DataFrame, int]:
-        """The n longest op tasks of an iteration (default: the last) and how many it has."""
-        ops = self.ops
-        iteration = self.last_iteration if iteration is None else iteration
-        if iteration not in (None, ALL) and len(ops):
-            ops = ops[self.op_iterations == iteration]
-        if DURATION in ops.columns:
-            ops = ops.sort_values(DURATION, ascending=False, kind="stable", na_position="last")
-        top = ops.head(n)
-        return (top[columns] if columns is not None else top), len(ops)
-
-    @cached_property
-    def summary_ops(self) -> tuple[pd.DataFrame, int]:
-        cols = [c for c in ("Op Name", "OP Type", "Task Type", DURATION, "Block Num") if c in self.ops.columns]
-        top, total = self.top_ops(SUMMARY_OPS, columns=cols)
-        if len(top) and DURATION in top.columns:
-            op_time = float(self.summary_op_time.sum())
-            top = top.assign(**{"Share of op time(%)": top[DURATION] / max(op_time, 1e-12) * 100})
-        return top, total
-
-    # ---------------------------------------------------------------- figures
-    def step_timeline(self, iteration: Any = ALL) -> Chart:
-        it = None if iteration == ALL else int(iteration)
-        alt = "FP/BP step timeline" + ("" if it is None else f" of iteration {it}")
-        arg = "" if it is None else f", iteration={it}"
-        return Chart("step_timeline", f"plots.step_timeline(profile.step_trace{arg})", lambda: self.picture(
-            ("step_timeline", it), lambda: draw("step_timeline", self.profile.step_trace, iteration=it, alt=alt)),
-            "Timeline")
-
-    def gantt_iteration(self, iteration: Any = ALL) -> int | None:
-        """The iteration the Gantt draws: the selected one, or the last when all steps are selected."""
-        return self.last_iteration if iteration == ALL else int(iteration)
-
-    def task_gantt(self, iteration: Any = ALL) -> Chart:
-        if not len(self.ops):
-            return _note("task Gantt", self.missing(MSG_NO_OPS))
-        it = self.gantt_iteration(iteration)
-        title = "Tasks per stream" + (" (the last step; pick a step above to zoom)" if iteration == ALL else "")
-        return Chart("task_gantt", f"plots.task_gantt(profile.op_summary, iteration={it}, "
-                                   "iterations=profile.iteration_of_ops.to_numpy())", lambda: self.picture(
-            ("task_gantt", it, title), lambda: draw("task_gantt", self.ops, iteration=it, iterations=self.op_iterations,
-                                             title=title, width_px=GANTT_WIDTH_PX,
-                                             alt=f"task Gantt per stream of iteration {it}")), "Timeline")
-
-    def op_type_bars(self) -> Chart:
-        if not len(self.profile.op_statistic):
-            return _note("time per OP Type", self.missing(MSG_NO_OPS))
-        return Chart("op_type_bars", "plots.op_type_bars(profile.op_statistic)", lambda: self.picture(
-            ("op_type_bars",), lambda: draw("op_type_bars", self.profile.op_statistic, top=15,
-                                            alt="time per OP Type")), "Ops")
-
-    def pipe_ratios(self) -> Chart:
-        return Chart("pipe_ratios", "plots.pipe_ratios(profile.ops())", lambda: self.picture(
-            ("pipe_ratios",), lambda: draw("pipe_ratios", self.profile.ops(), top=15,
-                                           title=f"AI Core ratios of {self.where()}", alt="AI Core pipe ratios")),
-            "AI Core")
-
-    @cached_property
-    def memory_iteration(self) -> int | None:
-        """The iteration the memory figure zooms to: the last one of step_trace (None: the whole run)."""
-        st = self.profile.step_trace
-        return int(st["Iteration ID"].iloc[-1]) if len(st) else None
-
-    @cached_property
-    def memory(self) -> StepMemory:
-        """The memory tables the Memory tab shows: those of :attr:`memory_iteration` alone (a long run's
-        whole tables have millions of rows), or the whole run's where a step's cannot be told apart
-        or it has none (its tasks lost)."""
-        step = self.profile.step_memory(self.memory_iteration)
-        return step if step.iteration is None or len(step.memory_record) else self.profile.step_memory(None)
-
-    def memory_lifetimes(self) -> Chart:
-        p, it, mem = self.profile, self.memory_iteration, self.memory
-        alt = "tensor lifetimes in the memory pool" + ("" if it is None else f", iteration {it}")
-        return Chart("memory_lifetimes", f"plots.memory_lifetimes(profile, iteration={it})", lambda: self.picture(
-            ("memory_lifetimes", it), lambda: draw(
-                "memory_lifetimes", mem.tensor_lifetimes, memory_record=mem.memory_record, peak=mem.peak,
-                step_trace=p.step_trace, iteration=plots.ALL_ITERATIONS if it is None else it, alt=alt)), "Memory")
-
-    def host_scopes(self) -> Chart:
-        p = self.profile
-
-        def make() -> Picture:
-            try:
-                calls = p.source.api_calls()  # per-call host API records (raw runs only)
-            except Exception:  # noqa: BLE001 - the host events alone still make the figure
-                calls = None
-            calls = calls if calls is not None and len(calls) else None
-            return draw("host_scopes", p.host_events, api_calls=calls, alt="host scopes: API calls and GE host events")
-
-        return Chart("host_scopes", "plots.host_scopes(profile.host_events)",
-                     lambda: self.picture(("host_scopes",), make), "API/Host")
 
 
 # --------------------------------------------------------------------------- blocks
@@ -459,15 +114,6 @@ class PictureView:
 
 def _block_widget(block) -> widgets.Widget:
     return PictureView(block.picture).box if isinstance(block, Chart) else widgets.HTML(block)
-
-
-def _h4(text: str) -> str:
-    return f"<h4>{html.escape(text)}</h4>"
-
-
-def _bounded(df: pd.DataFrame, what: str, n: int = STATIC_ROWS) -> tuple[pd.DataFrame, str]:
-    """The first n rows and a title that states the count."""
-    return (df, f"{what}: {len(df)} rows") if len(df) <= n else (df.head(n), f"{what}: first {n} of {len(df)} rows")
 
 
 # --------------------------------------------------------------------------- tabs
@@ -545,12 +191,12 @@ class SummaryPane(Pane):
             out.append(message_html(r.missing(MSG_NO_OPS)))
         findings = r.findings
         if len(findings):
-            out.append(_h4(f"Top findings ({min(TOP_FINDINGS, len(findings))} of {len(findings)}; see Advice)"))
+            out.append(heading(f"Top findings ({min(TOP_FINDINGS, len(findings))} of {len(findings)}; see Advice)"))
             out.append(advice_html(findings.head(TOP_FINDINGS)[["Priority", "Rule", "Finding"]]))
         else:
             out.append(message_html(r.missing(MSG_NO_FINDINGS)))
         if p.notes:
-            out.append(_h4("Notes") + list_html(p.notes, "geprof-notes"))
+            out.append(heading("Notes") + list_html(p.notes, "geprof-notes"))
         return out
 
 
@@ -605,7 +251,7 @@ class OpsPane(Pane):
         stat = self.profile.op_statistic
         if not len(stat):
             return []
-        table, title = _bounded(stat, "op_statistic: time per OP Type and Core Type")
+        table, title = bounded(stat, "op_statistic: time per OP Type and Core Type", STATIC_ROWS)
         return [table_html(table, title), self.report.op_type_bars()]
 
     # ------------------------------------------------------------ widgets
@@ -669,12 +315,12 @@ class StepsPane(Pane):
         st, sb = self.profile.step_trace, self.profile.step_breakdown
         out = []
         if len(st):
-            t, title = _bounded(st, "step_trace (times in us)")
+            t, title = bounded(st, "step_trace (times in us)", STATIC_ROWS)
             out.append(table_html(t, title))
         else:
             out.append(message_html(self.report.missing(MSG_NO_STEPS)))
         if len(sb):
-            t, title = _bounded(sb, "step_breakdown: Computing, Communication and Free per step (us)")
+            t, title = bounded(sb, "step_breakdown: Computing, Communication and Free per step (us)", STATIC_ROWS)
             out.append(table_html(t, title))
         return out
 
@@ -772,7 +418,7 @@ class ApiHostPane(Pane):
         api, he = p.api_statistic, p.host_events
         out: list = []
         if len(api):
-            t, title = _bounded(api, "api_statistic: host API calls per level")
+            t, title = bounded(api, "api_statistic: host API calls per level", STATIC_ROWS)
             out.append(table_html(t, title))
             if "Level" in api.columns and not (api["Level"].astype(str) == "runtime").any():
                 out.append(message_html(MSG_NO_RUNTIME_API))
@@ -784,26 +430,6 @@ class ApiHostPane(Pane):
         else:
             out.append(message_html(self.report.missing(MSG_NO_HOST)))
         return out
-
-
-def advice_html(findings: pd.DataFrame) -> str:
-    """Findings as an escaped HTML table, each row coloured by its priority."""
-    cols = list(findings.columns)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-    rows = []
-    for rec in findings.itertuples(index=False):
-        prio = str(rec[0]) if cols and cols[0] == "Priority" else ""
-        color = PRIORITY_COLORS.get(prio, "")
-        cells = "".join(f"<td>{html.escape(_cell(v))}</td>" for v in rec)
-        rows.append(f'<tr class="geprof-priority-{html.escape(prio.lower())}" style="background:{color}">{cells}</tr>')
-    return (f'<div style="overflow-x:auto"><table class="dataframe geprof-table geprof-advice" border="0">'
-            f'<thead><tr style="text-align:left">{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, float):
-        return "N/A" if np.isnan(v) else f"{v:.3f}"
-    return str(v)
 
 
 class AdvicePane(Pane):

@@ -164,3 +164,17 @@ PMU_EVENTS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
 def aic_metrics_on(chip_family: str) -> tuple[str, ...]:
     """The aic_metrics groups the AI Core counters of a chip family can be programmed with."""
     return tuple(name for name, chips in PMU_EVENTS.items() if chip_family in chips)
+
+
+def lacks_counter_group(aic_metrics: str, chip_family: str) -> bool:
+    """True if ``aic_metrics`` names a counter group the AI Core counters of ``chip_family`` do not have
+    (L2Cache and MemoryAccess need an A2-class chip).
+
+    The one decision: ``%%geprof``, ``%geprof config``, ``geprof run``, a collection, GE's options and
+    the C API refuse such a group before a run opens, and a device that comes up inside a run already
+    open with it notes that the run has no PMU data; each only words it.  No group, or a ``Custom:``
+    event list (checked by the options), lacks nothing here.
+    """
+    if not aic_metrics or aic_metrics.startswith("Custom:"):
+        return False
+    return chip_family not in PMU_EVENTS.get(aic_metrics, {})

@@ -287,6 +287,9 @@ STATIC_OP_MEM_DTYPE = np.dtype(
     [("model_id", "<u4"), ("tensor", "<u8"), ("addr", "<u8"), ("size", "<u8"), ("alloc_conn", "<u4"),
      ("free_conn", "<u4"), ("stream_id", "<u2"), ("pool_size", "<u8")]
 )
+#: The model id of single-op (aclopExecute) tasks, which belong to no model: uint32 max (msprof's op_summary
+#: shows 4294967295).
+SINGLE_OP_MODEL_ID = 0xFFFFFFFF
 #: ``free_conn`` of a tensor held to the end of the step (a graph output, or read on another stream).
 HELD_TO_STEP_END = 0xFFFFFFFF
 

@@ -9,7 +9,9 @@ flush wait for everything, a checkpoint for the checkpoint before it.
 
 :class:`ChunkFile` is one chunk being written: ``<kind>.<seq>.tmp`` grows block by block
 as records are reported and becomes ``<kind>.<seq>.npy`` once complete, so a crash leaves
-at most unfinished ``.tmp`` files beside the complete chunks.
+at most unfinished ``.tmp`` files beside the complete chunks.  A run's chunks name their
+files relative to its :class:`RunLocation`, which this thread reads when it gets to them: a
+run moved between two jobs keeps every file, the open ones included.
 """
 
 from __future__ import annotations
@@ -124,22 +126,44 @@ def _write_all(fd: int, data) -> None:
         view = view[os.write(fd, view):]
 
 
+class RunLocation:
+    """Where a run directory is now (a plain string: a chunk's paths cost tens of microseconds as
+    Path objects).  Only the writer thread moves it, between two jobs."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+
+
 class ChunkFile:
     """One chunk of records of a kind, written block by block into ``<path>.tmp`` (writer thread
     only) and renamed to ``path`` by :meth:`close`.  The first block opens the file, making its
-    directory if ``make_dir``; after a failed write the chunk only remembers why."""
+    directory if ``make_dir``; after a failed write the chunk only remembers why.
 
-    __slots__ = ("path", "tmp", "dtype", "make_dir", "records", "_fd", "_header_len", "error")
+    With a ``location``, ``path`` is relative to it and resolved when the writer gets to it."""
 
-    def __init__(self, path: str, dtype: np.dtype, make_dir: bool = False) -> None:
-        self.path = path
-        self.tmp = path[: -len(".npy")] + ".tmp"
+    __slots__ = ("_path", "location", "dtype", "make_dir", "records", "_fd", "_header_len", "error")
+
+    def __init__(self, path: str, dtype: np.dtype, make_dir: bool = False, location: RunLocation | None = None) -> None:
+        self._path = path
+        self.location = location
         self.dtype = dtype
         self.make_dir = make_dir
         self.records = 0
         self._fd = -1
         self._header_len = 0
         self.error: OSError | None = None
+
+    @property
+    def path(self) -> str:
+        """Where the complete chunk goes (where its run is now)."""
+        return self._path if self.location is None else os.path.join(self.location.path, self._path)
+
+    @property
+    def tmp(self) -> str:
+        """The file the chunk grows in until it is complete."""
+        return self.path[: -len(".npy")] + ".tmp"
 
     def open(self) -> None:
         """Create the file with a header for any number of records (the first write does, if this did not)."""
@@ -182,7 +206,8 @@ class ChunkFile:
             _write_all(self._fd, header)
             os.close(self._fd)
             self._fd = -1
-            os.replace(self.tmp, self.path)
+            path = self.path
+            os.replace(path[: -len(".npy")] + ".tmp", path)
         except OSError as exc:
             self.error = exc
             self._drop()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -69,6 +72,43 @@ def test_one_run_directory_per_rank_under_a_cluster_root(tmp_path):
     kernels = {r: len(p.op_summary) for r, p in c.ranks.items()}
     assert len(set(kernels.values())) == 1 and kernels[0] > 0
     assert not c.rank(0).api_statistic.empty  # the process's host layers are rank 0's
+
+
+#: A cluster job that dies mid-run: no GEFinalize, what it reported flushed (a checkpoint's worth).
+DIES_MID_RUN = """
+import json, os, sys
+from geprof_nb import ge
+from geprof_nb.prof import msprof
+opts = {"output": sys.argv[1], "training_trace": "on", "task_trace": "on"}
+assert ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts),
+                        "geprof.clock": "virtual"}) == ge.SUCCESS
+s = ge.Session(options={"ge.exec.rankSize": "2"})
+assert s.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,), world_size=2)) == ge.SUCCESS
+for _ in range(int(sys.argv[2])):
+    assert s.run_graph(1) == ge.SUCCESS
+s.model(1).flush()  # the steps reach msprof batch by batch, every rank's together
+msprof.lib.flush()
+print(msprof.lib.run_dir, flush=True)
+os._exit(0)  # dies: the run is never finalised
+"""
+
+
+def test_a_cluster_job_that_dies_mid_run_has_every_rank_under_the_cluster_root(tmp_path):
+    """Rank 0's run is filed under the cluster root when the cluster opens, not when the run is finalised:
+    a job that never gets there leaves a cluster root that loads with rank 0 in it."""
+    steps = 12
+    done = subprocess.run([sys.executable, "-c", DIES_MID_RUN, str(tmp_path), str(steps)], capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    (root,) = tmp_path.glob("CLUSTER_*")
+    assert not list(tmp_path.glob("PROF_*"))  # nothing left beside the cluster root
+    assert Path(done.stdout.strip()).parent == root / "rank_0"  # where the open run was while the job ran
+    c = geprof_nb.load(root)
+    assert isinstance(c, ClusterProfile) and list(c.ranks) == [0, 1]
+    for p in c.ranks.values():
+        assert not p.complete and p.info["status"] == "running"
+        assert list(p.step_trace["Iteration ID"]) == list(range(1, steps + 1))
+    assert not c.rank(0).api_statistic.empty  # rank 0's host layers (reported before the cluster opened) too
 
 
 def test_collectives_end_together_at_the_last_arrival_plus_the_transfer(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.tables.api import api_calls
-from geprof_nb.ge.runtime import NODE_HOST_COSTS
+from geprof_nb.ge.host_launch import NODE_HOST_COSTS
 from geprof_nb.prof.rawdata import ReportLevel
 from geprof_nb.prof.threads import native_thread_id
 
@@ -64,7 +64,7 @@ def test_dynamic_mlp_runs_with_default_and_given_batch_sizes(tmp_path):
     assert s.run_graph(1, mlp_inputs(8)) == ge.SUCCESS
     assert s.run_graph(1, mlp_inputs(1)) == ge.SUCCESS
     assert s.run_graph(1, mlp_inputs(8)) == ge.SUCCESS
-    assert len(s.model(1)._variants) == 3  # one build per distinct shape set, cached
+    assert len(s.model(1).builds) == 3  # one build per distinct shape set, cached
     ge.GEFinalize()
     p = geprof_nb.load(tmp_path)
     assert list(p.iterations) == [1, 2, 3, 4]

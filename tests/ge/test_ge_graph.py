@@ -7,7 +7,7 @@ import re
 import pytest
 
 from geprof_nb import ge
-from geprof_nb.ge.graph import NET_OUTPUT_NAME, TensorDesc
+from geprof_nb.ge.graph import NET_OUTPUT_NAME
 from geprof_nb.ge.ops import get_op, known_op_types, op_cost
 
 SOURCE_TYPES = {"Data", "Variable", "Const"}  # created with Graph.data / variable / const
@@ -427,13 +427,6 @@ def test_graph_name_and_second_output_are_rejected():
     g.output(x)
     with pytest.raises(ge.GraphBuildError, match="already has outputs"):
         g.output(x)
-
-
-def test_tensor_desc_sizes():
-    d = TensorDesc((2, 3, 4), "float16")
-    assert (d.numel, d.itemsize, d.nbytes, d.rank) == (24, 2, 48, 3)
-    assert TensorDesc((5,), "int64").nbytes == 40
-    assert str(d) == "float16[2,3,4]:ND"
 
 
 # ------------------------------------------------------------------------------ costs

@@ -388,7 +388,7 @@ def test_a_dynamic_model_fails_only_for_inputs_too_big_for_the_device():
     assert session.run_graph(1, [big]) == ge.FAILED
     assert "RunGraph: graph 'dyn' needs 4398046512128 bytes (4096.0 GiB) of device memory" in ge.GEGetErrorMsg()
     assert session.run_graph(1, [np.zeros((8, 2**20), np.float16)]) == ge.SUCCESS
-    assert len(session.model(1)._variants) == 2  # the build that did not fit is not kept
+    assert len(session.model(1).builds) == 2  # the build that did not fit is not kept
 
 
 def test_zoo_models_at_default_sizes_fit_the_smallest_device():

@@ -17,7 +17,8 @@ from geprof_nb import ge
 from geprof_nb.nb import cluster_explorer as CX
 from geprof_nb.nb import cluster_plots
 from geprof_nb.nb.display import profile_mimebundle, show_profile
-from geprof_nb.nb.explorer import WIDGET_VIEW_MIME, Explorer, Picture
+from geprof_nb.nb.explorer import WIDGET_VIEW_MIME, Explorer
+from geprof_nb.nb.report import Picture
 from IPython.utils.capture import capture_output
 
 HOSTILE = "<img src=x onerror=alert(1)>"

@@ -16,6 +16,8 @@ from IPython.utils.capture import capture_output
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.nb import explorer as X
+from geprof_nb.nb import html_parts as H
+from geprof_nb.nb import report as R
 from geprof_nb.nb import plots
 from geprof_nb.nb.display import profile_mimebundle, show_profile
 from geprof_nb.prof.clock import clock
@@ -106,7 +108,7 @@ def test_only_the_summary_is_built_until_a_tab_is_selected(full):
     ex = X.Explorer(full)
     assert [p.built for p in ex.panes.values()] == [True] + [False] * 7
     # an unbuilt tab shows a note (what a saved notebook without a kernel shows), not its content box
-    assert all(widget_html(ex.tab.children[i]) == X.message_html(X.PENDING) for i in range(1, 8))
+    assert all(widget_html(ex.tab.children[i]) == H.message_html(X.PENDING) for i in range(1, 8))
     assert ex.tab.children[0].children == (ex.summary.box,)
     ex.tab.selected_index = 5  # what a click on "Memory" does
     assert ex.memory.built and ex.tab.children[5].children == (ex.memory.box,)
@@ -167,10 +169,10 @@ def test_ops_filter_by_op_type_keeps_only_that_type_and_counts_them(full):
     assert len(ops.frame) == n > 0
     assert ops.count_label.value.startswith(f"Showing {n} of {n} op tasks (OP Type Conv2D, iteration 3)")
     assert body_rows(ops.table.value) == n
-    ops.type_filter.value = X.ALL
+    ops.type_filter.value = R.ALL
     assert len(ops.frame) == X.MAX_ROWS < len(last)
     assert ops.count_label.value.startswith(f"Showing {X.MAX_ROWS} of {len(last)} op tasks (all OP Types")
-    assert ops.type_filter.options[0] == ("All", X.ALL)
+    assert ops.type_filter.options[0] == ("All", R.ALL)
 
 
 def test_ops_sort_by_a_column_is_descending_and_top_n_limits_rows(full):
@@ -195,12 +197,12 @@ def test_ops_iteration_selector_and_column_groups(full):
     first = full.ops(1)
     assert ops.count_label.value.startswith(f"Showing {X.MAX_ROWS} of {len(first)} op tasks (all OP Types, iteration 1)")
     assert ops.frame.index.isin(first.index).all()
-    ops.iteration.value = X.ALL
+    ops.iteration.value = R.ALL
     assert f"of {len(full.op_summary)} op tasks (all OP Types, all iterations)" in ops.count_label.value
     # default: basic + PMU; shapes/formats hidden so the table stays readable
     assert "aic_mac_ratio" in ops.frame.columns and "Input Shapes" not in ops.frame.columns
     ops.groups["PMU"].value = False
-    pmu = X._ops_column_groups(list(full.op_summary.columns))["PMU"]
+    pmu = R._ops_column_groups(list(full.op_summary.columns))["PMU"]
     assert pmu and not set(pmu) & set(ops.frame.columns)
     assert "aic_mac_ratio" not in ops.table.value
     ops.groups["shapes/formats"].value = True
@@ -229,7 +231,7 @@ def test_steps_tab_shows_step_trace_and_breakdown(full):
 
 def test_step_selector_zooms_step_timeline_and_gantt_to_the_iteration(full):
     tl = X.Explorer(full).select("Timeline")
-    assert tl.step.value == X.ALL and len(images(tl.box)) == 2
+    assert tl.step.value == R.ALL and len(images(tl.box)) == 2
     full_width = np.diff(tl.step_figure.axes[0].get_xlim())[0]
     assert "iteration 3" in tl.gantt_figure.axes[0].get_title(loc="left")  # all steps: the Gantt shows the last one
     ops, its = full.op_summary, full.iteration_of_ops.to_numpy()
@@ -245,7 +247,7 @@ def test_step_selector_zooms_step_timeline_and_gantt_to_the_iteration(full):
         assert len(images(tl.box)) == 2
     tl.step.value = 3  # the last step: the Gantt "All steps" drew, but with this choice's title
     assert tl.gantt_figure.axes[0].get_title(loc="left").startswith("Tasks per stream: iteration 3")
-    tl.step.value = X.ALL
+    tl.step.value = R.ALL
     assert "pick a step above to zoom" in tl.gantt_figure.axes[0].get_title(loc="left")
 
 
@@ -328,7 +330,7 @@ def test_a_run_without_op_data_says_so_in_the_static_report(tmp_path):
     assert len(p.step_trace) == 2 and p.op_summary.empty
     page = X.Explorer(p).static_html()
     assert "Figure not embedded" not in page and named_figures(page) == []
-    assert page.count(html_escape(X.MSG_NO_OPS)) >= 2  # the Timeline's Gantt and the Summary's top ops
+    assert page.count(html_escape(R.MSG_NO_OPS)) >= 2  # the Timeline's Gantt and the Summary's top ops
 
 
 def test_a_run_in_which_no_step_ran_says_so_instead_of_naming_flags_that_were_on(tmp_path):
@@ -342,12 +344,12 @@ def test_a_run_in_which_no_step_ran_says_so_instead_of_naming_flags_that_were_on
         clock.set_mode(mode)
     p = geprof_nb.load(out)
     page = X.Explorer(p).static_html()
-    assert html_escape(X.MSG_NO_STEP_RAN) in page
-    for flag_advice in (X.MSG_NO_OPS, X.MSG_NO_STEPS, X.MSG_NO_MEMORY):
+    assert html_escape(R.MSG_NO_STEP_RAN) in page
+    for flag_advice in (R.MSG_NO_OPS, R.MSG_NO_STEPS, R.MSG_NO_MEMORY):
         assert html_escape(flag_advice) not in page
     off = run_profiled_session(tmp_path / "off", ge.models.mlp(batch_size=4, in_features=16, hidden=(16,)), 2,
                                task_trace="off").profile  # steps ran, task_trace off: name the flag
-    assert html_escape(X.MSG_NO_OPS) in X.Explorer(off).static_html()
+    assert html_escape(R.MSG_NO_OPS) in X.Explorer(off).static_html()
 
 
 def test_advice_tab_is_the_whole_advise_frame_coloured_by_priority(full):
@@ -355,15 +357,19 @@ def test_advice_tab_is_the_whole_advise_frame_coloured_by_priority(full):
     text = widget_html(X.Explorer(full).select("Advice").box)
     assert text.count('<tr class="geprof-priority-') == len(findings) > 0
     for f in findings.itertuples():
-        assert f'<tr class="geprof-priority-{f.Priority.lower()}" style="background:{X.PRIORITY_COLORS[f.Priority]}"' \
+        assert f'<tr class="geprof-priority-{f.Priority.lower()}" style="background:{H.PRIORITY_COLORS[f.Priority]}"' \
             in text
         assert html_escape(f.Suggestion) in text
 
 
-def test_a_missing_plot_function_leaves_a_message_in_its_tab(full, monkeypatch):
-    monkeypatch.delattr(plots, "pipe_ratios")
+def test_a_plot_that_fails_leaves_a_message_in_its_tab(full, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ValueError("no ratios to draw")
+
+    monkeypatch.setattr(plots, "pipe_ratios", broken)
     pane = X.Explorer(geprof_nb.load(full.path)).select("AI Core")  # a new Profile: nothing drawn yet
-    assert "has no pipe_ratios()" in widget_html(pane.box) and not images(pane.box)
+    assert "could not draw the AI Core pipe ratios: ValueError: no ratios to draw" in widget_html(pane.box)
+    assert not images(pane.box)
     assert "geprof-pmu-table" in widget_html(pane.box)  # the rest of the tab is still there
 
 

@@ -26,7 +26,7 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.analysis.tables import columns as C
-from geprof_nb.ge.runtime import NODE_HOST_COSTS
+from geprof_nb.ge.host_launch import NODE_HOST_COSTS
 from geprof_nb.nb.config import PROFILING_FLAGS
 from geprof_nb.nb.magics import GeprofMagics
 from geprof_nb.prof import msprof

@@ -22,6 +22,7 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.tables import columns as C
 from geprof_nb.nb import plots
+from geprof_nb.nb.plots import spans, steps
 from geprof_nb.nb.plots import EMPTY_STEP_TRACE_MESSAGE, figure_png, step_timeline
 
 T = 1.7e15  # an absolute µs timestamp of the size msprof writes
@@ -210,7 +211,7 @@ def test_every_step_of_a_long_run_shows_in_every_row():
         assert painted.all(), (label, np.flatnonzero(~painted)[:10])
     # bounded: one bar collection per row and the iteration-end lines, at most a bar per column in a row
     assert len(ax.collections) == len(labels) + 1 and not ax.patches
-    assert all(len(c.get_paths()) <= plots._STEP_COLUMNS for c in ax.collections)
+    assert all(len(c.get_paths()) <= steps.STEP_COLUMNS for c in ax.collections)
 
 
 def test_sub_pixel_bars_are_shaded_by_the_time_they_fill():
@@ -219,7 +220,7 @@ def test_sub_pixel_bars_are_shaded_by_the_time_they_fill():
     st = long_run()
     fig = step_timeline(st)
     x0, x1 = fig.axes[0].get_xlim()
-    px = (x1 - x0) / plots._STEP_COLUMNS
+    px = (x1 - x0) / steps.STEP_COLUMNS
     coll = {c.get_label(): c for c in fig.axes[0].collections}
     shades = {}
     for label, total_us in (("Data Aug Bound", st["Data Aug Bound(us)"].sum()),
@@ -227,14 +228,14 @@ def test_sub_pixel_bars_are_shaded_by_the_time_they_fill():
         c = coll[label]
         widths = np.array([p.vertices[:, 0].max() - p.vertices[:, 0].min() for p in c.get_paths()])
         assert widths == pytest.approx(px)  # every bar is one column: no step's bar is a column wide
-        full = np.array(to_rgba(plots._ROW_COLORS[label])[:3])
+        full = np.array(to_rgba(steps.ROW_COLORS[label])[:3])
         rgb = c.get_facecolor()[:, :3]
         shade = ((1 - rgb) / (1 - full)).mean(axis=1)  # colour = full * shade + white * (1 - shade)
-        fill = (shade - plots._MIN_SHADE) / (1 - plots._MIN_SHADE)
+        fill = (shade - spans.MIN_SHADE) / (1 - spans.MIN_SHADE)
         assert (fill * px).sum() == pytest.approx(total_us / 1000, rel=1e-6)
         assert 0 < fill.min() and fill.max() < 0.2
         shades[label] = shade.mean()
-    assert plots._MIN_SHADE < shades["Data Aug Bound"] < shades["Iteration Refresh"] < 1
+    assert spans.MIN_SHADE < shades["Data Aug Bound"] < shades["Iteration Refresh"] < 1
 
 
 def test_figure_png_renders_at_the_requested_dpi():
@@ -244,6 +245,27 @@ def test_figure_png_renders_at_the_requested_dpi():
     width = int.from_bytes(large[16:20], "big")
     assert 900 < width < 1300  # ~11 in at 100 dpi, trimmed by bbox_inches="tight"
     assert int.from_bytes(small[16:20], "big") == pytest.approx(width / 2, abs=3)
+
+
+def test_figure_png_crops_only_what_a_layout_cannot_fill():
+    """A constrained figure is rendered whole (its layout already fits it: 400 x 200 px at 100 dpi); one
+    whose axes keep a fixed aspect (square heatmap cells, in a wide figure) is cropped to its content,
+    as a figure without a layout engine is."""
+    from matplotlib.figure import Figure
+
+    def size(png: bytes) -> tuple[int, int]:
+        return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+    lines = Figure(figsize=(4, 2), layout="constrained")
+    lines.add_subplot().plot([0, 1], [0, 1])
+    assert size(figure_png(lines)) == (400, 200)
+    square = Figure(figsize=(8, 2), layout="constrained")
+    square.add_subplot().imshow(np.arange(4.0).reshape(2, 2))  # aspect "equal": ~2 in wide, not 8
+    width, height = size(figure_png(square))
+    assert width < 400 and height < 250  # (tight adds its padding)
+    plain = Figure(figsize=(8, 2))
+    plain.add_subplot().imshow(np.arange(4.0).reshape(2, 2))
+    assert size(figure_png(plain))[0] < 400
 
 
 def test_plots_never_load_pyplot():

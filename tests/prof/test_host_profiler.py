@@ -15,7 +15,8 @@ import pytest
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.ge.runtime import GE_PROFILING_TO_STD_OUT, NODE_HOST_COSTS
+from geprof_nb.ge.host_launch import NODE_HOST_COSTS
+from geprof_nb.ge.runtime import GE_PROFILING_TO_STD_OUT
 from geprof_nb.prof import host_profiler, rawdata, scope
 from geprof_nb.prof.clock import clock
 from geprof_nb.prof.host_profiler import (EVENT_STRINGS, RT2_VERSION, GlobalProfiler, HostRecords, ProfilingEvent,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 
 import numpy as np
 import pandas as pd
@@ -182,21 +181,6 @@ def test_report_rows_blocks_and_hashes(tmp_path):
     assert rd.info["records"] == {"api": 1, "event": 1, "hwts": 3}
 
 
-def test_get_hash_ids_learns_new_strings_in_order_once(tmp_path):
-    run_dir = lib.init(tmp_path)
-    known = lib.get_hash_id("fc1/MatMul")
-    names = ["fc1/MatMul", "", "hash_ids_test/a", "hash_ids_test/b", "hash_ids_test/a", ""]
-    ids = lib.get_hash_ids(names)
-    assert ids == [known, 0, msprof.hash_id("hash_ids_test/a"), msprof.hash_id("hash_ids_test/b"),
-                   msprof.hash_id("hash_ids_test/a"), 0]
-    assert lib.get_hash_ids(names) == ids  # all known now: the lookup path
-    lib.report_block("hwts", np.zeros(1, rawdata.HWTS_DTYPE))  # the dictionary is written with a chunk
-    lib.finalize()
-    lines = [json.loads(line)["s"] for line in (run_dir / rawdata.HASH_DICT_FILE).read_text().splitlines()]
-    assert lines.count("hash_ids_test/a") == 1 and lines.count("hash_ids_test/b") == 1 and "" not in lines
-    assert lines.index("hash_ids_test/a") < lines.index("hash_ids_test/b")
-
-
 def test_reports_without_a_run_are_dropped(tmp_path):
     assert not lib.running
     lib.report_row("api", (1, 1, 1, 1, 1, 1))
@@ -212,111 +196,63 @@ def test_command_handle_defaults():
     assert [c.value for c in CommandType] == [0, 1, 2, 3, 4, 5]
 
 
-def _on_disk(run_dir) -> dict[str, int]:
-    """Records per kind in the run directory's chunks, and info.json's record counts."""
+def test_a_new_run_starts_with_nothing_of_the_last(tmp_path, monkeypatch):
+    """What a run counted (records, a discard window's drops, notes, aged bytes) belongs to that run."""
+    first = lib.init(tmp_path / "a", {"storage_limit": "200MB"})
+    lib.report_block("hwts", np.zeros(5, rawdata.HWTS_DTYPE))
+    lib.add_note("first run's note")
+    lib.begin_discard()
+    lib.report_row("api", (1, 1, 1, 1, 1, 1))
+    lib.finalize()
+    assert lib.records_reported == 5 and lib.notes == ["first run's note"] and lib.storage_limit_bytes == 200 << 20
+    second = lib.init(tmp_path / "b")
+    assert lib.records_reported == 0 and lib.notes == [] and lib.storage_limit_bytes is None
+    assert lib.end_discard() == 0  # the first run's window ended with it
+    lib.report_block("hwts", np.zeros(2, rawdata.HWTS_DTYPE))
+    lib.finalize()
     from geprof_nb.analysis.rundir import RunDir
 
-    rd = RunDir(run_dir)
-    return {kind: len(rd.load(kind)) for kind in ("api", "node_basic_info", "hwts", "step_trace")
-            if len(rd.load(kind))} | {"info.json": rd.info["records"]}
+    assert RunDir(first).info["records"] == {"hwts": 5} and RunDir(second).info["records"] == {"hwts": 2}
+    assert "discarded" not in RunDir(second).info
 
 
-def test_a_full_buffer_writes_every_pending_buffer_and_info_json(tmp_path, monkeypatch):
-    """A crash after a chunk was written keeps everything reported before it, every kind alike."""
-    monkeypatch.setattr(lib, "chunk_records", 10)
-    run_dir = lib.init(tmp_path)
-    lib.report_block("node_basic_info", np.zeros(2, rawdata.NODE_BASIC_INFO_DTYPE))
-    msprof.MsprofReportApi(False, 15000, 1, 7, 100, 250, lib.get_hash_id("checkpoint_test/op"))
-    lib.report_block("step_trace", np.zeros(3, rawdata.STEP_TRACE_DTYPE))
-    lib.report_block("hwts", np.zeros(9, rawdata.HWTS_DTYPE))
-    assert not list(run_dir.glob("*/data/*.npy"))  # no buffer full: nothing written mid-run (as before)
-    lib.report_block("hwts", np.zeros(1, rawdata.HWTS_DTYPE))  # the 10th: hwts is full
-    writer().wait()  # the checkpoint is handed to the writer, which goes on beside the job
-    written = {"api": 1, "node_basic_info": 2, "hwts": 10, "step_trace": 3}
-    assert _on_disk(run_dir) == written | {"info.json": written}
-    assert "checkpoint_test/op" in (run_dir / rawdata.HASH_DICT_FILE).read_text()
-    lib.report_block("step_trace", np.zeros(3, rawdata.STEP_TRACE_DTYPE))  # pending until the next chunk
-    assert _on_disk(run_dir)["step_trace"] == 3
-    lib.finalize()
-    assert _on_disk(run_dir)["step_trace"] == 6
-
-
-def test_a_checkpoint_waits_for_the_one_before_it_not_for_itself(tmp_path, monkeypatch):
-    """The job goes on while the writer writes a checkpoint; the next checkpoint waits until that one is on
-    disk, so at most one is in flight (and in memory)."""
+def test_a_run_moved_while_it_writes_keeps_every_record(tmp_path, monkeypatch):
+    """move_into moves the open run with the chunks being written: the rows and blocks reported before and
+    after, the hash dictionary and info.json all end up in the new place, nothing in the old one."""
     monkeypatch.setattr(lib, "chunk_records", 4)
-    run_dir = lib.init(tmp_path)
-    release = threading.Event()
-    writer().submit(lambda: release.wait(10))  # a writer that is busy (a slow disk)
-    done = []
-
-    def fill() -> None:
-        lib.report_block("hwts", np.zeros(4, rawdata.HWTS_DTYPE))
-        done.append(len(done) + 1)
-
-    try:
-        first = threading.Thread(target=fill)
-        first.start()
-        first.join(5)
-        assert done == [1]  # returned with its checkpoint still queued behind the busy writer
-        assert not list(run_dir.glob("*/data/*.npy"))
-        second = threading.Thread(target=fill)
-        second.start()
-        second.join(0.3)
-        assert second.is_alive() and done == [1]  # waits for the first checkpoint
-    finally:
-        release.set()
-    second.join(5)
-    assert done == [1, 2] and len(np.load(run_dir / rawdata.device_dir(0) / "hwts.000000.npy")) == 4
-    lib.finalize()
-    assert _on_disk(run_dir) == {"hwts": 8, "info.json": {"hwts": 8}}
-
-
-def test_a_buffer_full_inside_a_batch_waits_for_the_batch_and_keeps_its_chunks(tmp_path, monkeypatch):
-    """A crash inside a batch of steps must not leave its task records on disk without its step trace:
-    a buffer that fills is sealed as a chunk and written, with every other kind, once the batch is over."""
-    monkeypatch.setattr(lib, "chunk_records", 4)
-    run_dir = lib.init(tmp_path)
-    with lib.reporting_batch():
-        lib.report_block("hwts", np.zeros(4, rawdata.HWTS_DTYPE))
-        lib.report_block("hwts", np.zeros(4, rawdata.HWTS_DTYPE))
-        with lib.reporting_batch():  # nested: the outer batch checkpoints
-            lib.report_block("step_trace", np.zeros(2, rawdata.STEP_TRACE_DTYPE))
-        lib.report_block("hwts", np.zeros(1, rawdata.HWTS_DTYPE))
-        writer().wait()
-        assert not list(run_dir.glob("*/data/*.npy"))
-        assert lib.records_reported == 11
+    old = lib.init(tmp_path / "out")
+    lib.report_block("hwts", np.zeros(3, rawdata.HWTS_DTYPE))
+    lib.report_block("hwts", np.zeros(2, rawdata.HWTS_DTYPE))  # hwts is full: a checkpoint before the move
+    lib.report_row("api", (15000, 1, 7, 100, 250, lib.get_hash_id("moved/before")))  # open chunks after it
+    lib.report_block("step_trace", np.zeros(2, rawdata.STEP_TRACE_DTYPE))
     writer().wait()
-    assert _on_disk(run_dir) == {"hwts": 9, "step_trace": 2, "info.json": {"hwts": 9, "step_trace": 2}}
-    assert [p.name for p in sorted(run_dir.glob("*/data/hwts.*.npy"))] == [
-        "hwts.000000.npy", "hwts.000001.npy", "hwts.000002.npy"]  # the sealed chunks keep their size
-    assert [len(np.load(p)) for p in sorted(run_dir.glob("*/data/hwts.*.npy"))] == [4, 4, 1]
-    lib.finalize()
+    assert list(old.rglob("hwts.000000.npy")) and list(old.rglob("api.*.tmp")) and list(old.rglob("step_trace.*.tmp"))
+    new = lib.move_into(tmp_path / "out" / "CLUSTER_x" / "rank_0")
+    assert new == tmp_path / "out" / "CLUSTER_x" / "rank_0" / old.name and lib.run_dir == new
+    assert not old.exists() and (new / rawdata.INFO_FILE).exists()
+    lib.report_row("api", (15000, 1, 7, 300, 350, lib.get_hash_id("moved/after")))
+    lib.report_block("hwts", np.zeros(1, rawdata.HWTS_DTYPE))
+    assert lib.finalize() == new and lib.last_run_dir == new
+    from geprof_nb.analysis.rundir import RunDir
+
+    rd = RunDir(new)
+    assert len(rd.load("hwts")) == 6 and rd.load("api")["end"].tolist() == [250, 350]
+    assert {"moved/before", "moved/after"} <= set(rd.hashes.values())
+    assert len(rd.load("step_trace")) == 2
+    assert rd.info["status"] == "complete" and rd.info["records"] == {"api": 2, "hwts": 6, "step_trace": 2}
+    assert not list(new.rglob("*.tmp")) and sorted(p.name for p in (tmp_path / "out").iterdir()) == ["CLUSTER_x"]
 
 
-def test_a_buffer_filled_by_another_thread_waits_for_an_open_batch(tmp_path, monkeypatch):
-    """Another thread's full buffer does not write a batch that is half reported."""
-    monkeypatch.setattr(lib, "chunk_records", 4)
-    run_dir = lib.init(tmp_path)
-    opened, reported = threading.Event(), threading.Event()
+def test_a_run_part_of_a_collection_ends_its_companions_and_returns_the_root(tmp_path):
+    ended = []
 
-    def batch() -> None:
-        with lib.reporting_batch():
-            lib.report_block("hwts", np.zeros(3, rawdata.HWTS_DTYPE))
-            opened.set()
-            reported.wait(5)
-            lib.report_block("step_trace", np.zeros(2, rawdata.STEP_TRACE_DTYPE))
+    class Companion:
+        def finalize(self, status, note):
+            ended.append((status, note))
 
-    worker = threading.Thread(target=batch)
-    worker.start()
-    assert opened.wait(5)
-    for _ in range(4):  # the api buffer fills in this thread while the batch is open
-        msprof.MsprofReportApi(False, 15000, 1, 7, 100, 250, 0)
-    writer().wait()
-    assert not list(run_dir.glob("*/data/*.npy"))
-    reported.set()
-    worker.join(5)
-    writer().wait()
-    assert _on_disk(run_dir) == {"api": 4, "hwts": 3, "step_trace": 2,
-                                 "info.json": {"api": 4, "hwts": 3, "step_trace": 2}}
-    lib.finalize()
+    lib.init(tmp_path)
+    lib.part_of(tmp_path / "root", [Companion(), Companion()])
+    assert lib.finalize("complete", "the cell raised") == tmp_path / "root" == lib.last_run_dir
+    assert ended == [("complete", "the cell raised")] * 2
+    lib.init(tmp_path)
+    assert lib.finalize() != tmp_path / "root" and len(ended) == 2  # the next run is a run of its own

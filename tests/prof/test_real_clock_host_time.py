@@ -16,6 +16,7 @@ from geprof_nb.ge import runtime
 from geprof_nb.ge.session import step_hooks
 from geprof_nb.prof import msprof
 from geprof_nb.prof.clock import clock, is_toolkit_entry
+from geprof_nb.prof.handoff import RunHandoff
 from geprof_nb.prof.options import ProfilingOptions
 
 STEPS = 6
@@ -118,7 +119,7 @@ def test_toolkit_work_between_steps_is_not_host_time(tmp_path, monkeypatch):
 def runtime_checkpoint_sleeps(monkeypatch) -> dict[str, int]:
     """Make the msprof library checkpoint every 40 records of a kind, sleeping DELAY_S in the first one."""
     monkeypatch.setattr(msprof.lib, "chunk_records", 40)
-    original = msprof.Msprof._submit_checkpoint
+    original = RunHandoff.submit_checkpoint
     state = {"calls": 0}
 
     def slow_checkpoint(self):
@@ -127,7 +128,7 @@ def runtime_checkpoint_sleeps(monkeypatch) -> dict[str, int]:
         state["calls"] += 1
         return original(self)
 
-    monkeypatch.setattr(msprof.Msprof, "_submit_checkpoint", slow_checkpoint)
+    monkeypatch.setattr(RunHandoff, "submit_checkpoint", slow_checkpoint)
     return state
 
 

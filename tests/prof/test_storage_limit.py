@@ -21,6 +21,7 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.ge.runtime import MODEL_IDS
 from geprof_nb.prof import msprof, rawdata
+from geprof_nb.prof.handoff import StorageAging
 from geprof_nb.prof.options import ProfilingOptions, ProfilingOptionsError
 
 STEPS = 40
@@ -86,14 +87,14 @@ def _aging_run(tmp_path: Path, monkeypatch, limit: int | None) -> tuple[geprof_n
     monkeypatch.setattr(msprof.lib, "chunk_records", CHUNK_RECORDS)
     monkeypatch.setattr(msprof.lib, "storage_limit_bytes", limit)
     flushed: list[tuple[str, int]] = []
-    account = msprof.lib._account
+    account = StorageAging.account
 
-    def spy(path, size, kind, records):
-        assert size == os.path.getsize(path)  # the bytes the chunk's write counted are the file's
-        flushed.append((os.path.relpath(path, msprof.lib.run_dir), size))
-        account(path, size, kind, records)
+    def spy(aging, chunk, size, kind, records):
+        assert size == os.path.getsize(chunk.path)  # the bytes the chunk's write counted are the file's
+        flushed.append((os.path.relpath(chunk.path, msprof.lib.run_dir), size))
+        account(aging, chunk, size, kind, records)
 
-    monkeypatch.setattr(msprof.lib, "_account", spy)
+    monkeypatch.setattr(StorageAging, "account", spy)
     s = ge.Session()
     assert s.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,))) == ge.SUCCESS
     for _ in range(STEPS):

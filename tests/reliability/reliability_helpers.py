@@ -26,7 +26,7 @@ import pytest
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.prof import msprof, writer
+from geprof_nb.prof import hash_dict, writer
 from geprof_testing import run_profiled_session
 
 
@@ -97,7 +97,7 @@ def n_kernels(sess: ge.Session, graph_id: int = 1) -> int:
 class FaultyDisk:
     """Writes under ``root`` fail with ``errno`` once ``allow`` of them have succeeded.
 
-    Counted write operations: ``Path.mkdir``, ``Path.write_text``/``write_bytes``, msprof's
+    Counted write operations: ``Path.mkdir``, ``Path.write_text``/``write_bytes``, the hash dictionary's
     ``open`` for writing or appending and the writer thread's chunk files.  ``failures`` counts
     the refused ones.
     """
@@ -138,7 +138,7 @@ class FaultyDisk:
             self._check(Path(path))
             return real_create(path)
 
-        monkeypatch.setattr(msprof, "open", opener, raising=False)
+        monkeypatch.setattr(hash_dict, "open", opener, raising=False)  # the hash dictionary's appends
         monkeypatch.setattr(writer, "_create", create)
 
     def _check(self, path: Path) -> None:

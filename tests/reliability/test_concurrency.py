@@ -198,13 +198,13 @@ def test_a_batch_another_thread_is_reporting_when_collection_stops_is_in_the_run
     """A worker thread took its first 8 steps to report (its 9th step needs a new batch) just as the main
     thread leaves the profile() block: the STOP waits for that report instead of closing the run under it
     (the 8 steps were lost, with no note). Steps finishing after the STOP are not queued for a later run."""
-    from geprof_nb.ge import runtime
+    from geprof_nb.ge.step_report import StepReporter
 
     assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
     sess = ge.Session()
     assert sess.add_graph(1, tiny_mlp()) == ge.SUCCESS
     assert sess.run_graph(1) == ge.SUCCESS  # compiled before the block
-    reporting, release = hold_first_call(monkeypatch, runtime.LoadedModel, "_report_steps", "worker")
+    reporting, release = hold_first_call(monkeypatch, StepReporter, "report_steps", "worker")
     worker = threading.Thread(target=lambda: [sess.run_graph(1) for _ in range(9)], name="worker")
     with geprof_nb.profile(output=str(tmp_path / "out")) as run:
         worker.start()

@@ -135,7 +135,7 @@ while True:  # until killed
     if step % 3 == 0:  # a batch boundary: the steps so far go to msprof, which writes them
         sess.model(1).flush()
         msprof.lib.flush()
-        written = {k: b.written for (k, _), b in msprof.lib._buffers.items()}
+        written = {k: b.written for (k, _), b in msprof.lib._run.buffers.by_key.items()}
         print(json.dumps({"step": step, "written": written, "run_dir": str(msprof.lib.run_dir)}), flush=True)
 """
 

@@ -39,7 +39,7 @@ from geprof_nb.errors import ImportFormatError, RunDirError
 from geprof_nb.ge.device import PRESETS
 from geprof_nb.nb import config as nb_config
 from geprof_nb.nb.config import CONFIG_FIELDS, ConfigError, ConfigStore, builtin_defaults, flag_line
-from geprof_nb.nb.explorer import Report
+from geprof_nb.nb.report import Report
 from geprof_nb.nb.panel import ConfigPanel
 from geprof_nb.prof import rawdata
 from geprof_nb.prof.events import AIC_METRICS

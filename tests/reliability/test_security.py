@@ -34,9 +34,10 @@ from geprof_nb import ge
 from geprof_nb.analysis.export import cells
 from geprof_nb.analysis.export.naming import safe_component
 from geprof_nb.analysis.sources.csvfiles import unneutralised
-from geprof_nb.nb import display
+from geprof_nb.nb import html_parts
 from geprof_nb.nb.config import ConfigStore
-from geprof_nb.nb.explorer import Explorer, advice_html
+from geprof_nb.nb.explorer import Explorer
+from geprof_nb.nb.html_parts import advice_html
 from geprof_nb.nb.panel import ConfigPanel
 
 pytestmark = pytest.mark.filterwarnings("ignore:Glyph .* missing from font")  # op names with TABs in plots
@@ -143,10 +144,10 @@ def test_explorer_widgets_are_inert(hostile_run):
 
 def test_display_table_and_advice_are_inert():
     frame = pd.DataFrame({n: [n, 1.5] for n in HOSTILE_NAMES})
-    assert_inert(display.table_html(frame, title=SCRIPT), must_show=HOSTILE_NAMES)
-    assert_inert(display.list_html(HOSTILE_NAMES), must_show=HOSTILE_NAMES)
-    assert_inert(display.message_html(IMG), must_show=[IMG])
-    assert_inert(display.png_img_html(b"\x89PNG", alt=QUOTE_BREAK))
+    assert_inert(html_parts.table_html(frame, title=SCRIPT), must_show=HOSTILE_NAMES)
+    assert_inert(html_parts.list_html(HOSTILE_NAMES), must_show=HOSTILE_NAMES)
+    assert_inert(html_parts.message_html(IMG), must_show=[IMG])
+    assert_inert(html_parts.png_img_html(b"\x89PNG", alt=QUOTE_BREAK))
     findings = pd.DataFrame({"Priority": [SCRIPT, "High"], "Rule": [IMG, QUOTE_BREAK], "Finding": HOSTILE_NAMES[:2]})
     assert_inert(advice_html(findings), must_show=[SCRIPT, IMG, QUOTE_BREAK])
 

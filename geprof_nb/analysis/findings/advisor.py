@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ImportFormatError
+from ...prof.rawdata import SINGLE_OP_MODEL_ID
 from ..tables.breakdown import main_model, step_windows
 from ..tables.communication import collective_op_types
 from ..tables.intervals import covered_time
@@ -107,9 +108,6 @@ TRANSDATA_TYPES = ("TransData", "TransDataRNN")
 
 #: Host profiler / node-level API work that a static (or bucketed) shape removes.
 SHAPE_HOST_EVENTS = ("InferShape", "Tiling")
-
-#: op_summary's Model ID of single-op (aclopExecute) tasks: no model, uint32 max.
-SINGLE_OP_MODEL_ID = 0xFFFFFFFF
 
 _START, _DUR = "Task Start Time(us)", "Task Duration(us)"
 

@@ -1,0 +1,41 @@
+"""Matplotlib figures for notebook output, built with the object-oriented API only.
+
+Figures are created with :class:`matplotlib.figure.Figure` directly, so drawing never touches
+pyplot's global state or backend: the same code works in a kernel, under nbconvert and in tests.
+
+The figures, each from a Profile table (x in ms, sizes in MiB, every axis labelled):
+
+* :func:`step_timeline` (``step_trace``): FP→BP, Iteration Refresh, AllReduce, GetNext and Data Aug
+  Bound per iteration.
+* :func:`task_gantt` (``op_summary``): one row per stream, tasks coloured by Task Type.
+* :func:`op_type_bars` (``op_statistic``): total time per OP Type, with its share.
+* :func:`pipe_ratios` (``op_summary``): mean AI Core ``*_ratio`` columns of the longest ops, stacked.
+* :func:`memory_lifetimes` (``tensor_lifetimes``, ``memory_record``, ``memory_peak``): tensors as
+  address × time rectangles over the allocated-memory curve, of the last iteration by default.
+* :func:`host_scopes` (``host_events``, ``Source.api_calls()``): host scopes on their own timeline.
+
+Timelines with many spans (Gantt, host scopes) draw one compound path per colour and merge
+spans narrower than a pixel column, the kinds of a column stacked by their time (:mod:`.spans`),
+so a million tasks render in under a second; the step timeline merges its sub-pixel bars per column
+too, shaded by the time they fill. Colours are per name (:func:`color_of`): a Task Type has the same
+colour in every plot.  :func:`figure_png` renders any of them to PNG.
+
+One module per figure (:mod:`.steps`, :mod:`.gantt`, :mod:`.op_types`, :mod:`.ratios`,
+:mod:`.memory` with the view of :mod:`.memory_view`, :mod:`.host`) on what they share (:mod:`.figure`,
+:mod:`.colors`, :mod:`.spans`); ``from geprof_nb.nb import plots; plots.<function>`` is the API.
+"""
+
+from .colors import HOST_COLORS, TASK_TYPE_COLORS, color_of
+from .figure import EMPTY_OPS_MESSAGE, MiB, figure_png, format_size
+from .gantt import STACKED_TASKS_NOTE, task_gantt
+from .host import NO_HOST_EVENTS_MESSAGE, STACKED_SCOPES_NOTE, host_scopes
+from .memory import NO_MEMORY_MESSAGE, memory_lifetimes
+from .memory_view import ALL_ITERATIONS
+from .op_types import EMPTY_OP_STATISTIC_MESSAGE, op_type_bars
+from .ratios import NO_RATIOS_MESSAGE, PIPE_COLORS, pipe_ratios
+from .steps import EMPTY_STEP_TRACE_MESSAGE, step_timeline
+
+__all__ = ["ALL_ITERATIONS", "EMPTY_OPS_MESSAGE", "EMPTY_OP_STATISTIC_MESSAGE", "EMPTY_STEP_TRACE_MESSAGE",
+           "HOST_COLORS", "MiB", "NO_HOST_EVENTS_MESSAGE", "NO_MEMORY_MESSAGE", "NO_RATIOS_MESSAGE", "PIPE_COLORS",
+           "STACKED_SCOPES_NOTE", "STACKED_TASKS_NOTE", "TASK_TYPE_COLORS", "color_of", "figure_png", "format_size",
+           "host_scopes", "memory_lifetimes", "op_type_bars", "pipe_ratios", "step_timeline", "task_gantt"]

@@ -1,0 +1,116 @@
+"""The hash dictionary: strings travel as 64-bit ids (``MsprofGetHashId``), and each run's
+``hash_dict.jsonl`` says what they stand for.
+
+The ids a process learned are kept for the process (every run's dictionary holds them all, so a name
+profiled before costs one lookup); :class:`HashFile` appends the lines of one run's file as the
+writer thread gets to them.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import threading
+from typing import Callable
+
+from . import rawdata
+from .writer import RunLocation
+
+
+def hash_id(text: str) -> int:
+    """The stable 64-bit id of a string (what ``MsprofGetHashId`` returns)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+_cached_hash_id = functools.lru_cache(maxsize=1 << 16)(hash_id)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _hash_line(text: str) -> bytes:
+    """The hash dictionary's line of a string; the ranks of a simulated cluster write the same ones."""
+    return (json.dumps({"id": str(hash_id(text)), "s": text}) + "\n").encode("utf-8")
+
+
+class HashDictionary:
+    """Every string a library was asked the id of, and its dictionary line, in the order they were learned."""
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+        self.ids: dict[str, int] = {}
+        self.lines: list[bytes] = []
+
+    def get_hash_id(self, text: str) -> int:
+        h = self.ids.get(text)
+        if h is None:
+            h = _cached_hash_id(text)
+            with self._lock:
+                if text not in self.ids:
+                    self.ids[text] = h
+                    self.lines.append(_hash_line(text))
+        return h
+
+    def get_hash_ids(self, texts: list[str]) -> list[int]:
+        """The ids of many strings at once, 0 for an empty string (the name of a task of no op).
+
+        Strings new to the process are learned in the order given; the known ones
+        (every name of a graph profiled before) cost one dictionary lookup each.
+        """
+        ids = list(map(self.ids.get, texts))
+        if None in ids:
+            ids = [(self.get_hash_id(text) if text else 0) if h is None else h for text, h in zip(texts, ids)]
+        return ids
+
+
+class HashFile:
+    """One run's ``hash_dict.jsonl``: the dictionary's lines, the first ``saved`` of them written.
+
+    ``write_failed(what, exc)`` notes a failed write (the lines are written again before the next
+    chunk); ``is_open()`` says whether the run still takes writes.
+    """
+
+    def __init__(self, dictionary: HashDictionary, lock: threading.RLock,
+                 write_failed: Callable[[str, OSError], None], is_open: Callable[[], bool]) -> None:
+        self.dictionary = dictionary
+        self._lock = lock
+        self._write_failed = write_failed
+        self._is_open = is_open
+        self.saved = 0  # by the writer thread
+        self.submitted = 0  # lines the writer was asked to write
+        self.line_open = False  # a failed write left a partial line
+
+    @property
+    def behind(self) -> bool:
+        """Lines are not on disk yet (one a failed write left behind, too)."""
+        return self.saved != len(self.dictionary.lines)
+
+    @property
+    def unsubmitted(self) -> bool:
+        """Lines were learned that the writer was not asked to write."""
+        return self.submitted != len(self.dictionary.lines)
+
+    def submitted_all(self) -> None:
+        """The writer is being asked for every line known now (caller holds the lock)."""
+        self.submitted = len(self.dictionary.lines)
+
+    def write(self, location: RunLocation) -> None:
+        """Append the lines not yet in the run's file (writer thread)."""
+        with self._lock:
+            known = len(self.dictionary.lines)
+            if self.saved == known or not self._is_open():
+                return
+            lines = b"".join(self.dictionary.lines[self.saved:known])
+            if self.line_open:  # end the line a failed write cut off, so only that line is damaged
+                lines = b"\n" + lines
+        try:
+            with open(os.path.join(location.path, rawdata.HASH_DICT_FILE), "ab") as f:
+                f.write(lines)
+        except OSError as exc:  # written again before the next chunk
+            with self._lock:
+                self.line_open = True
+            self._write_failed(rawdata.HASH_DICT_FILE, exc)
+            return
+        with self._lock:
+            self.saved = known
+            self.line_open = False
