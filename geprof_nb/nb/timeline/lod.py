@@ -182,10 +182,11 @@ def curve_view(t: np.ndarray, v: np.ndarray, t0: float, t1: float, columns: int)
     """The points of the step curve (``t`` ascending) that draw it over ``[t0, t1]`` at ``columns``
     columns: the point in force at ``t0`` and those inside, at most 3 a column (each column's lowest,
     highest and last point), so peaks are exact at any zoom."""
-    lo = max(int(np.searchsorted(t, t0, "right")) - 1, 0)
-    hi = int(np.searchsorted(t, t1, "right"))
+    before = int(np.searchsorted(t, t0, "right")) - 1  # the point in force at t0 (-1: none)
+    lo, hi = max(before, 0), int(np.searchsorted(t, t1, "right"))
     tw, vw = t[lo:hi], v[lo:hi]
-    keep = step_curve_points(tw, vw, t0, t1, columns)
+    first = 1 if before >= 0 else 0  # the point before the window is kept whatever its column
+    keep = np.r_[np.arange(first), first + step_curve_points(tw[first:], vw[first:], t0, t1, columns)]
     return CurveView(tw[keep], vw[keep])
 
 

@@ -185,9 +185,11 @@ function render({ model, el: host }) {
   const xOf = (t) => LABEL_WIDTH + ((t - state.t0) / (state.t1 - state.t0)) * trackWidth();
   const tOf = (x) => state.t0 + ((x - LABEL_WIDTH) / trackWidth()) * (state.t1 - state.t0);
 
+  // as tall as the lanes, at most the widget's height (the lanes scroll beyond it)
+  const fittedHeight = () => Math.min(model.get("height"), Math.max(120, layout().total + 6));
   function resize() {
     const w = Math.max(300, Math.floor(main.clientWidth || host.clientWidth || 900));
-    const h = model.get("height");
+    const h = fittedHeight();
     state.width = w;
     state.height = h;
     scroller.style.height = h + "px";
@@ -383,6 +385,7 @@ function render({ model, el: host }) {
 
   function draw() {
     const began = performance.now();
+    if (fittedHeight() !== state.height) resize();
     const w = state.width, h = state.height;
     ctx.clearRect(0, 0, w, h);
     ctx.fillStyle = "#fff";

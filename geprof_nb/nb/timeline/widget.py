@@ -7,8 +7,9 @@ The browser draws on a canvas and asks the kernel for what a view needs (custom 
 request carries its ``id``; a failing request answers ``error`` with the reason, shown in the widget.
 
 Front ends without widgets (nbconvert, GitHub, a terminal) show the bundle's static parts: a text
-summary, the task Gantt PNG (:func:`..plots.task_gantt`, the slowest rank's for a cluster) and an
-escaped HTML report of the lanes.
+summary, the task Gantt PNG of the last step (:func:`..plots.task_gantt`; of the slowest rank for a
+cluster: drawing a million tasks would cost a third of a second at every show) and an escaped HTML
+report of the lanes.
 """
 
 from __future__ import annotations
@@ -105,10 +106,22 @@ class Timeline(anywidget.AnyWidget):
         return (f"geprof timeline of {self.data.meta()['title']}: {len(self.data.lanes)} lanes over "
                 f"{(t1 - t0) / 1000:,.3f} ms ({', '.join(shown)}); interactive in JupyterLab with a running kernel")
 
+    def static_png(self) -> bytes | None:
+        """The task Gantt of the last step (of the slowest rank for a cluster) as PNG; None without op tasks."""
+        profile = self._static_profile()
+        if profile is None:
+            return None
+        ops = profile.ops()
+        if not len(ops):
+            return None
+        iteration = int(profile.iteration_of_ops.loc[ops.index].max())
+        return plots.figure_png(plots.task_gantt(ops, title=f"Tasks per stream of step {iteration}"))
+
     def static_html(self, png: bytes | None) -> str:
-        """The escaped HTML report: a heading, the task Gantt, the lanes."""
+        """The escaped HTML report: a heading, the last step's task Gantt, the lanes."""
         title = html.escape(f"Timeline of {self.data.meta()['title']}")
-        figure = png_img_html(png, "task Gantt per stream") if png is not None else message_html(plots.EMPTY_OPS_MESSAGE)
+        figure = png_img_html(png, "task Gantt per stream of the last step") if png is not None \
+            else message_html(plots.EMPTY_OPS_MESSAGE)
         lanes = list_html([lane.label + (f" ({lane.note})" if lane.note else "")
                            for lane in self.data.lanes if lane.parent is None], "geprof-timeline-lanes")
         note = message_html("This is the static view; the interactive timeline (zoom, pan, hover, search) needs "
@@ -120,10 +133,8 @@ class Timeline(anywidget.AnyWidget):
         if bundle is None:
             return None
         data, metadata = bundle
-        profile = self._static_profile()
-        png = None
-        if profile is not None and len(profile.op_summary):
-            png = plots.figure_png(plots.task_gantt(profile.op_summary))
+        png = self.static_png()
+        if png is not None:
             data["image/png"] = png
         data["text/html"] = self.static_html(png)
         data["text/plain"] = self.text_summary()
