@@ -12,7 +12,7 @@
 
 const LABEL_WIDTH = 210;
 const AXIS_HEIGHT = 30;
-const LANE_HEIGHT = { spans: 22, summary: 24, curve: 46 };
+const LANE_HEIGHT = { spans: 22, summary: 30, curve: 46 };
 const LANE_GAP = 3;
 const PAD = 0.5; // share of the visible window asked for on each side, so a pan shows data at once
 const OVERSAMPLE = 2; // columns asked for per CSS pixel of the visible window ... times (1 + 2 * PAD)
