@@ -8,7 +8,9 @@
 // the first step's start), requests / views (view requests sent / answered), columnUs (the column
 // width of the data drawn), bytes (of the last view), frameMs (the last frame's drawing time),
 // frames, layout (JSON: each drawn lane's id, label, y and height in CSS px from the canvas top),
-// trackLeft (x of the time axis's start in the canvas).
+// trackLeft / trackWidth (the time axis in the canvas), inputMs (from the last wheel, drag or key
+// event to the frame that showed it), firstViewAt (performance.now() of the first frame with data),
+// roundTripMs (the last view request's, to its data drawn), searchTasks (the last search's count).
 
 const LABEL_WIDTH = 210;
 const AXIS_HEIGHT = 30;
@@ -112,7 +114,7 @@ function render({ model, el: host }) {
   const state = {
     t0: model.get("window")[0], t1: model.get("window")[1], data: null, inflight: null, pending: false,
     requests: 0, views: 0, query: "", hits: null, selected: null, hover: null, details: new Map(),
-    nextId: 1, frames: 0, width: 0, height: 0, scrollTop: 0, drag: null, lastMouse: null, error: "",
+    nextId: 1, frames: 0, width: 0, height: 0, scrollTop: 0, drag: null, lastMouse: null, error: "", inputAt: null,
   };
 
   // ---- DOM
@@ -465,7 +467,10 @@ function render({ model, el: host }) {
       ctx.fillStyle = "#b91c1c";
       ctx.fillText(state.error, LABEL_WIDTH + 8, AXIS_HEIGHT + 16);
     }
-    const ms = performance.now() - began;
+    const now = performance.now();
+    const ms = now - began;
+    if (state.inputAt !== null) { root.dataset.inputMs = (now - state.inputAt).toFixed(2); state.inputAt = null; }
+    if (state.views >= 1 && !root.dataset.firstViewAt) root.dataset.firstViewAt = now.toFixed(1);
     state.frames++;
     root.dataset.frames = String(state.frames);
     root.dataset.frameMs = ms.toFixed(2);
@@ -663,8 +668,10 @@ function render({ model, el: host }) {
   }
 
   // ---- events
+  const input = (e) => { if (state.inputAt === null) state.inputAt = e.timeStamp; };
   canvas.addEventListener("wheel", (e) => {
     e.preventDefault();
+    input(e);
     if (e.shiftKey) { scroller.scrollTop += e.deltaY; return; }
     const r = canvas.getBoundingClientRect();
     const x = e.clientX - r.left;
@@ -699,6 +706,7 @@ function render({ model, el: host }) {
       const dx = x - state.drag.x;
       if (Math.abs(dx) > 2) state.drag.moved = true;
       if (state.drag.moved) {
+        input(e);
         const dt = (dx / trackWidth()) * (state.drag.t1 - state.drag.t0);
         hideTooltip();
         setWindow(state.drag.t0 - dt, state.drag.t1 - dt);
@@ -730,6 +738,7 @@ function render({ model, el: host }) {
     if (!["w", "a", "s", "d"].includes(key) || e.ctrlKey || e.metaKey || e.altKey) return;
     e.preventDefault();
     e.stopPropagation();
+    input(e);
     const span = state.t1 - state.t0;
     const m = state.lastMouse;
     const t = m && m.x >= LABEL_WIDTH && m.x <= state.width ? tOf(m.x) : (state.t0 + state.t1) / 2;
