@@ -10,8 +10,9 @@ step with the step selector, hovers (tooltip text of a known op), selects an op 
 instance count is op_summary's), searches (hits highlighted); the hostile names show as text and
 fire no dialog; a cluster's server lane expands into its ranks.
 
-Screenshots: ``docs/screenshots/timeline.png`` (and ``timeline_cluster.png``) are rewritten when
-``GEPROF_UPDATE_SCREENSHOTS=1`` is set.
+Screenshots of the widgets (the op panel open, a tooltip shown; the cluster expanded):
+``docs/screenshots/timeline.png`` and ``timeline_cluster.png`` are rewritten when
+``GEPROF_UPDATE_SCREENSHOTS=1`` is set (else they go to the tests' tmp_path, with a page shot each).
 """
 
 from __future__ import annotations
@@ -268,7 +269,8 @@ def test_clicking_an_op_lists_its_instances_and_statistics(notebook, runs, tmp_p
     ratios = panel.locator(".gt-ratios").inner_text()
     shown = [c for c in mine.columns if c.endswith("_ratio") and mine[c].notna().any()]
     assert shown and all(f"{c}\t{mine[c].mean():.3f}" in ratios for c in shown)
-    screenshot(notebook, screenshot_path(tmp_path, "timeline.png"), ".jp-Notebook .jp-Cell >> nth=1", fit=True)
+    screenshot(notebook, tmp_path / "page.png", ".jp-Notebook .jp-Cell >> nth=1", fit=True)
+    w.root.screenshot(path=str(screenshot_path(tmp_path, "timeline.png")))
 
 
 def test_search_highlights_the_ops_it_matches(notebook, runs):
@@ -330,5 +332,5 @@ def test_a_cluster_server_lane_expands_into_its_ranks_slowest_first(notebook, ru
     ids = [r["id"] for r in json.loads(w.attr("layout"))]
     assert f"r{SLOW_RANK}/stream/1" in ids and f"r{SLOW_RANK}/hccl" in ids
     assert sum(p != (255, 255, 255) for p in w.pixels("g1")) > 500  # the collapsed server's summary is drawn
-    screenshot(notebook, screenshot_path(tmp_path, "timeline_cluster.png"), ".jp-Notebook .jp-Cell >> nth=3",
-               fit=True)
+    screenshot(notebook, tmp_path / "page.png", ".jp-Notebook .jp-Cell >> nth=3", fit=True)
+    w.root.screenshot(path=str(screenshot_path(tmp_path, "timeline_cluster.png")))

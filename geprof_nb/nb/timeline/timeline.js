@@ -12,7 +12,7 @@
 // event to the frame that showed it), firstViewAt (performance.now() of the first frame with data),
 // roundTripMs (the last view request's, to its data drawn), searchTasks (the last search's count).
 
-const LABEL_WIDTH = 210;
+const LABEL_WIDTH = 236;
 const AXIS_HEIGHT = 30;
 const LANE_HEIGHT = { spans: 22, summary: 30, curve: 46 };
 const LANE_GAP = 3;
