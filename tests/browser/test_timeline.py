@@ -6,7 +6,7 @@ run whose op names are HTML (``<script>``, ``<img onerror>``) and a 16-rank clus
 for against the Profile's tables computed here: it renders (canvas pixels of the Task Types'
 colours), zooms around the cursor (the window shrinks, the time under the cursor stays, a finer
 view is requested), pans (drag, A/D) and zooms with W/S without touching the notebook, zooms to a
-step with the step selector, hovers (tooltip text of a known op), selects an op (the side panel's
+step with the step selector, hovers (tooltip text of a known op: name, type, times, shapes, PMU ratios), selects an op (the side panel's
 instance count is op_summary's), searches (hits highlighted); the hostile names show as text and
 fire no dialog; a cluster's server lane expands into its ranks.
 
@@ -21,6 +21,7 @@ import json
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from lab_browser import (REPO, SKIP_REASON, cell, error_outputs, open_notebook, run_all, screenshot,
                          wait_all_executed, write_notebook)
@@ -248,7 +249,10 @@ def test_hover_shows_a_known_ops_name_type_times_and_shapes(notebook, runs):
     assert row["Op Name"] in text and row["Task Type"] in text
     assert f"{row['Task Duration(us)']:.3f} µs" in text
     assert f"{start / 1000:.3f} ms" in text  # the start, since the first step's start
-    assert row["Input Shapes"] in text and "aic_mac_ratio" not in text  # shapes; ratios are in the panel
+    assert row["Input Shapes"] in text and row["Output Shapes"] in text
+    ratios = [c for c in row.index if c.endswith("_ratio") and pd.notna(row[c])]
+    assert ratios and all(c in text for c in ratios)  # the PMU ratios of this task
+    assert all(f"{row[c]:.3f}".rstrip("0").rstrip(".") in text for c in ratios)
 
 
 def test_clicking_an_op_lists_its_instances_and_statistics(notebook, runs, tmp_path):

@@ -28,7 +28,7 @@ MSTX_KIND = "mstx"
 FIXED_COLORS = {STEP_KIND: "#9aa5b1", EXPOSED_KIND: "#8b1a1a", MSTX_KIND: "#6a3d9a", **STEP_PHASE_COLORS}
 #: step_trace phases the timeline leaves out: the collectives have their own lane (with the exposed part).
 LEFT_OUT_PHASES = ("AllReduce",)
-#: op_summary columns a task's details show (those present, with a value).
+#: op_summary columns a task's details show (those present, with a value), then its PMU ``*_ratio`` columns.
 OP_DETAIL_COLUMNS = ["Op Name", "OP Type", "Task Type", "Stream ID", "Task ID", "Model ID", "Block Num",
                      "Input Shapes", "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
                      "Task Wait Time(us)"]
@@ -223,7 +223,8 @@ def _device_lanes(profile: Profile, origin_ns: int, tables: Tables, rank: int | 
     """The op tasks: one lane per stream, the collectives on the HCCL lane with their exposed parts."""
     rows = profile.source.op_rows()
     f = rows.frame
-    ref0 = tables.details.add(DetailTable(rank, "op_summary", f, [c for c in OP_DETAIL_COLUMNS if c in f.columns]))
+    shown = [c for c in OP_DETAIL_COLUMNS if c in f.columns] + [c for c in f.columns if str(c).endswith("_ratio")]
+    ref0 = tables.details.add(DetailTable(rank, "op_summary", f, shown))
     if f.empty:
         return np.zeros(0, np.int32), ref0, []
     start = rel_us(rows.start_ns, origin_ns)

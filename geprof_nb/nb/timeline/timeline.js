@@ -353,36 +353,27 @@ function render({ model, el: host }) {
     const yOf = (v) => y + h - 2 - (v / max) * (h - 6);
     const right = LABEL_WIDTH + trackWidth();
     if (!d.t.length) return;
-    ctx.beginPath();
-    let x = Math.max(LABEL_WIDTH, xOf(d.t[0]));
-    ctx.moveTo(x, y + h - 2);
+    // the step curve (each value held until the next point), then the area under it
+    const x0 = Math.max(LABEL_WIDTH, xOf(d.t[0]));
+    const line = new Path2D();
     let prev = d.v[0];
-    ctx.lineTo(x, yOf(prev));
+    line.moveTo(x0, yOf(prev));
     for (let i = 1; i < d.t.length; i++) {
-      x = Math.min(right, Math.max(LABEL_WIDTH, xOf(d.t[i])));
-      ctx.lineTo(x, yOf(prev));
+      const x = Math.min(right, Math.max(LABEL_WIDTH, xOf(d.t[i])));
+      line.lineTo(x, yOf(prev));
       prev = d.v[i];
-      ctx.lineTo(x, yOf(prev));
+      line.lineTo(x, yOf(prev));
     }
-    ctx.lineTo(right, yOf(prev));
-    ctx.lineTo(right, y + h - 2);
-    ctx.closePath();
+    line.lineTo(right, yOf(prev));
+    const area = new Path2D(line);
+    area.lineTo(right, y + h - 2);
+    area.lineTo(x0, y + h - 2);
+    area.closePath();
     ctx.fillStyle = "rgba(76,114,176,0.18)";
-    ctx.fill();
-    ctx.beginPath();
-    x = Math.max(LABEL_WIDTH, xOf(d.t[0]));
-    prev = d.v[0];
-    ctx.moveTo(x, yOf(prev));
-    for (let i = 1; i < d.t.length; i++) {
-      x = Math.min(right, Math.max(LABEL_WIDTH, xOf(d.t[i])));
-      ctx.lineTo(x, yOf(prev));
-      prev = d.v[i];
-      ctx.lineTo(x, yOf(prev));
-    }
-    ctx.lineTo(right, yOf(prev));
+    ctx.fill(area);
     ctx.strokeStyle = "#4c72b0";
     ctx.lineWidth = 1.2;
-    ctx.stroke();
+    ctx.stroke(line);
   }
 
   function draw() {

@@ -91,7 +91,7 @@ class Timeline(anywidget.AnyWidget):
         raise ValueError(f"unknown request type {kind!r}; accepted: view, op, detail, search")
 
     # ------------------------------------------------------------------ static fallback
-    def _static_profile(self) -> Profile | None:
+    def static_profile(self) -> Profile | None:
         """The run the static figure shows: the Profile, or a cluster's slowest rank."""
         target = self.data.target
         if isinstance(target, Profile):
@@ -108,7 +108,7 @@ class Timeline(anywidget.AnyWidget):
 
     def static_png(self) -> bytes | None:
         """The task Gantt of the last step (of the slowest rank for a cluster) as PNG; None without op tasks."""
-        profile = self._static_profile()
+        profile = self.static_profile()
         if profile is None:
             return None
         ops = profile.ops()

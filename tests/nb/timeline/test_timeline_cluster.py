@@ -69,3 +69,12 @@ def test_a_clicked_op_lists_its_instances_on_every_rank(small_cluster, data):
     expected = sum(int((p.op_summary["Op Name"] == name).sum()) for p in small_cluster.ranks.values())
     assert answer["count"] == expected == 16 * 2
     assert sorted({i[0] for i in answer["instances"]}) == list(range(16))
+
+
+def test_the_static_fallback_of_a_cluster_draws_the_slowest_rank(small_cluster):
+    from geprof_nb.nb.timeline import Timeline
+
+    timeline = Timeline(small_cluster)
+    assert timeline.static_profile() is small_cluster.ranks[SLOW_RANK]
+    data, _ = timeline._repr_mimebundle_()
+    assert data["image/png"].startswith(b"\x89PNG") and "server 0 · ranks 0-7" in data["text/html"]

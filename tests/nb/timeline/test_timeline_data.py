@@ -150,6 +150,8 @@ def test_a_spans_reference_gives_its_op_summary_row(resnet, data):
     fields = dict(data.detail(ref)["fields"])
     row = resnet.op_summary.iloc[ref - data.ops[0].ref0]
     assert fields["Op Name"] == row["Op Name"] and fields["Input Shapes"] == row["Input Shapes"]
+    ratios = [c for c in row.index if c.endswith("_ratio") and pd.notna(row[c])]
+    assert ratios and [fields[c] for c in ratios] == [f"{row[c]:,.3f}".rstrip("0").rstrip(".") for c in ratios]
     with pytest.raises(ValueError, match="no timeline row has reference"):
         data.detail(10**9)
 
