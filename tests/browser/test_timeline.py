@@ -6,9 +6,10 @@ run whose op names are HTML (``<script>``, ``<img onerror>``) and a 16-rank clus
 for against the Profile's tables computed here: it renders (canvas pixels of the Task Types'
 colours), zooms around the cursor (the window shrinks, the time under the cursor stays, a finer
 view is requested), pans (drag, A/D) and zooms with W/S without touching the notebook, zooms to a
-step with the step selector, hovers (tooltip text of a known op: name, type, times, shapes, PMU ratios), selects an op (the side panel's
-instance count is op_summary's), searches (hits highlighted); the hostile names show as text and
-fire no dialog; a cluster's server lane expands into its ranks.
+step with the step selector, hovers (tooltip text of a known op: name, type, times, shapes, PMU
+ratios), selects an op (the side panel's instance count is op_summary's), searches (hits
+highlighted); the hostile names show as text and fire no dialog; a cluster's server lane expands
+into its ranks.
 
 Screenshots of the widgets (the op panel open, a tooltip shown; the cluster expanded):
 ``docs/screenshots/timeline.png`` and ``timeline_cluster.png`` are rewritten when

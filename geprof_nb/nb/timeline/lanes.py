@@ -235,7 +235,8 @@ def _device_lanes(profile: Profile, origin_ns: int, tables: Tables, rank: int | 
     ref = ref0 + np.arange(len(f), dtype=np.int64)
     comm = np.asarray(profile.source.communication_rows(), bool)
     if len(comm) != len(f):  # a source whose collective rows are not op_summary's: by Task Type
-        comm = (f["Task Type"].astype(str) == "COMMUNICATION").to_numpy() if "Task Type" in f else np.zeros(len(f), bool)
+        comm = (f["Task Type"].astype(str) == "COMMUNICATION").to_numpy() if "Task Type" in f \
+            else np.zeros(len(f), bool)
     stream = pd.to_numeric(f["Stream ID"], errors="coerce").to_numpy(np.float64, na_value=np.nan) \
         if "Stream ID" in f else np.full(len(f), np.nan)
     out = []

@@ -194,10 +194,9 @@ def curve_view(t: np.ndarray, v: np.ndarray, t0: float, t1: float, columns: int)
 #: Bytes a view sends per span sent exactly, per merged column and per curve point (see :func:`encode_spans`).
 EXACT_BYTES = 8 + 8 + 2 + 4 + 8  # start f64, duration f64, kind u16, name i32, ref f64
 COLUMN_BYTES = 4 + 4 + 4 + 2 + 1  # column u32, count u32, busy f32, kind u16, hit u8
-CURVE_POINT_BYTES = 8 + 4
 #: At most this many bytes one lane sends per column of a view: at most :data:`EXACT_PER_COLUMN` exact spans
 #: and one merged column a column, twice for a lane with an overlay (the exposed part of communication);
-#: a curve sends at most 3 points a column and one before the window.
+#: a curve sends less: at most 3 points of 12 bytes (t f64, value f32) a column, and one before the window.
 BYTES_PER_COLUMN = 2 * (EXACT_PER_COLUMN * EXACT_BYTES + COLUMN_BYTES)
 
 

@@ -25,8 +25,7 @@ import pandas as pd
 from ...analysis import ClusterProfile, Profile
 from .grouping import Grouping, by_server, own_time, slowest_first
 from .lanes import STEP_KIND, Lane, Tables, first_event_ns, first_step_ns, rel_us, run_lanes
-from .lod import BYTES_PER_COLUMN, CURVE_POINT_BYTES, Packer, Spans, curve_view, encode_curve, encode_spans, \
-    span_view
+from .lod import BYTES_PER_COLUMN, Packer, Spans, curve_view, encode_curve, encode_spans, span_view
 
 #: The most a view sends (the issue's budget): columns are reduced until a view fits.
 MAX_VIEW_BYTES = 5_000_000
@@ -158,7 +157,8 @@ class TimelineData:
                                                      if self.by_id[m].spans is not None])
         return self._summaries[lane.id]
 
-    def view(self, t0: float, t1: float, columns: int, lane_ids: list[str], query: str = "") -> tuple[dict, list[bytes]]:
+    def view(self, t0: float, t1: float, columns: int, lane_ids: list[str], query: str = ""
+             ) -> tuple[dict, list[bytes]]:
         """The lanes ``lane_ids`` over ``[t0, t1]`` at ``columns`` columns (fewer when the view would send more
         than :data:`MAX_VIEW_BYTES`), search hits of ``query`` marked: (header, buffers)."""
         t0, t1 = float(t0), float(t1)
@@ -166,7 +166,8 @@ class TimelineData:
             raise ValueError(f"a view needs finite t0 < t1 (got {t0}, {t1})")
         unknown = [i for i in lane_ids if i not in self.by_id]
         if unknown:
-            raise ValueError(f"unknown lane ids {unknown[:5]}; this timeline's lanes: {[l.id for l in self.lanes[:20]]}")
+            known = [lane.id for lane in self.lanes[:20]]
+            raise ValueError(f"unknown lane ids {unknown[:5]}; this timeline's lanes: {known}")
         columns = int(min(max(int(columns), 1), MAX_COLUMNS))
         hits = self._hit_table(query)
         while True:
@@ -248,7 +249,8 @@ class TimelineData:
             parts.append(part)
             for c in f.columns:
                 if isinstance(c, str) and c.endswith("_ratio"):
-                    ratios.setdefault(c, []).append(pd.to_numeric(f[c].iloc[rows], errors="coerce").to_numpy(np.float64))
+                    values = pd.to_numeric(f[c].iloc[rows], errors="coerce").to_numpy(np.float64)
+                    ratios.setdefault(c, []).append(values)
         if not parts:
             return {"type": "op", "name": str(name), "count": 0, "instances": [], "ratios": [], "stats": None}
         inst = pd.concat(parts, ignore_index=True).sort_values(["start", "rank"], kind="stable")

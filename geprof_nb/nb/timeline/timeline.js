@@ -594,7 +594,8 @@ function render({ model, el: host }) {
       const per = lane.type === "summary" ? d.members : 1;
       tooltip.appendChild(el("div", "gt-tip-title", lane.label));
       line(tooltip, "at", fmtTime(state.data.t0 + d.col[j] * cw) + " (" + fmtTime(cw) + " wide)");
-      line(tooltip, "tasks", fmtNumber(d.count[j], 0) + (lane.type === "summary" ? "" : " merged (zoom in to tell apart)"));
+      const merged = lane.type === "summary" ? "" : " merged (zoom in to tell apart)";
+      line(tooltip, "tasks", fmtNumber(d.count[j], 0) + merged);
       line(tooltip, "busy", fmtTime(d.busy[j]) + " (" + fmtNumber((100 * d.busy[j]) / (cw * per), 1) + "%" +
         (per > 1 ? " of " + per + " lanes" : "") + ")");
       line(tooltip, "mostly", kinds[d.ckind[j]].name);
@@ -623,7 +624,11 @@ function render({ model, el: host }) {
       if (reply.type !== "op") { panel.appendChild(el("div", "gt-error", reply.message || "")); return; }
       const stats = el("table", "gt-stats");
       const s = reply.stats;
-      const add = (table, k, v) => { const tr = el("tr"); tr.append(el("th", "", k), el("td", "", v)); table.appendChild(tr); };
+      const add = (table, k, v) => {
+        const tr = el("tr");
+        tr.append(el("th", "", k), el("td", "", v));
+        table.appendChild(tr);
+      };
       add(stats, "instances", fmtNumber(reply.count, 0));
       if (s) {
         add(stats, "total", fmtTime(s.total));
@@ -670,7 +675,7 @@ function render({ model, el: host }) {
     const delta = e.deltaMode === 1 ? e.deltaY * 16 : e.deltaY;
     zoomAt(t, Math.exp(Math.max(-300, Math.min(300, delta)) * 0.0025));
   }, { passive: false });
-  scroller.addEventListener("scroll", () => { state.scrollTop = scroller.scrollTop; canvas.style.top = "0px"; draw(); });
+  scroller.addEventListener("scroll", () => { state.scrollTop = scroller.scrollTop; draw(); });
   canvas.addEventListener("mousedown", (e) => {
     const r = canvas.getBoundingClientRect();
     const x = e.clientX - r.left, y = e.clientY - r.top;

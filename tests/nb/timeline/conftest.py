@@ -27,8 +27,8 @@ STEPS = 3
 def rich_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("timeline_rich")
     MODEL_IDS.restart()
-    options = {"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(dict(RICH_OPTIONS, output=str(out))),
-               "geprof.clock": "virtual"}
+    profiling = json.dumps(dict(RICH_OPTIONS, output=str(out)))
+    options = {"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": profiling, "geprof.clock": "virtual"}
     assert ge.GEInitialize(options) == ge.SUCCESS, ge.GEGetErrorMsg()
     try:
         sess = ge.Session()

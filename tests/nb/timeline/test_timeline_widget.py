@@ -27,7 +27,7 @@ def test_the_bundle_has_the_widget_and_a_static_fallback(resnet_run, timeline):
     assert f"Timeline of {resnet_run.profile.name}" in data["text/html"]
     assert "<li>stream 1</li>" in data["text/html"] and "<img" in data["text/html"]
     assert data["text/plain"].startswith(f"geprof timeline of {resnet_run.profile.name}: ")
-    assert f'alt="task Gantt per stream of the last step"' in data["text/html"]
+    assert 'alt="task Gantt per stream of the last step"' in data["text/html"]
 
 
 def test_the_static_png_is_the_last_steps_task_gantt(resnet_run, timeline, monkeypatch):
