@@ -143,7 +143,7 @@ def hta_vs_importer(quick: bool) -> Result:
         return skipped("trace_view.json import (steps, flows) / HTA TraceAnalysis (every event)", "x", "<= 0.5",
                        "HolisticTraceAnalysis")
     import geprof_nb
-    from geprof_nb.analysis.importers.trace_view import read_trace_view
+    from geprof_nb.analysis.sources.trace_view import read_trace_view
 
     run = resnet_run(5_000 if quick else 100_000)
     export = geprof_nb.load(run).export(scratch_dir() / "x", format="ascend_pt")

@@ -20,7 +20,7 @@ from . import ge
 from .analysis import ClusterProfile, Profile, load
 from .analysis.export import FORMATS, write_failure
 from .analysis.export.ascend_pt import rank_argument
-from .analysis.cluster_export import FORMATS as CLUSTER_FORMATS
+from .analysis.export.cluster import FORMATS as CLUSTER_FORMATS
 from .collect import (COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, Collected, OutputUnusable, collect,
                       device_flag_type, load_collected)
 from .ge.device import DEFAULT_DEVICE, get_device

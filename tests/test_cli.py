@@ -18,7 +18,7 @@ from geprof_testing import step_headline_by_hand
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import ClusterProfile
-from geprof_nb.analysis.source import OP_STATISTIC_L0_NOTE
+from geprof_nb.analysis.sources.source import OP_STATISTIC_L0_NOTE
 from geprof_nb.cli import main
 from geprof_nb.prof import msprof
 from geprof_nb.prof.clock import clock

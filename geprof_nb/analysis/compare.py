@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .advisor import pmu_metric
 from .arguments import positive_integer
-from .breakdown import main_model, step_periods
-from .cluster import ClusterProfile
+from .cluster.profile import ClusterProfile
+from .findings.advisor import pmu_metric
 from .profile import Profile
-from .text_columns import distinct_texts, text_codes
+from .tables.breakdown import main_model, step_periods
+from .tables.text_columns import distinct_texts, text_codes
 
 #: Rows of the regression / improvement tables.
 TOP_N = 10
@@ -155,7 +155,7 @@ def _model_steps(profile: Profile) -> pd.Series:
 
 
 def _main_steps(profile: Profile) -> int:
-    """The main model's iterations with op data (:func:`.breakdown.main_model`, whose iterations Iteration
+    """The main model's iterations with op data (:func:`.tables.breakdown.main_model`, whose iterations Iteration
     Time and the step split count); every iteration's without a step trace (0 for a run without any)."""
     model, steps = main_model(profile.step_trace), _model_steps(profile)
     return int(steps[model]) if model in steps.index else len(profile.iterations)
@@ -200,7 +200,7 @@ def _stats(profile: Profile, key: str, graph_of: dict[int, int] | None = None) -
     """Per ``key`` value (per graph and ``key`` value with ``graph_of``, a run's Model ID -> graph): count
     and time per step of the op's model, average per call (and OP Type for ops).
 
-    Rows are grouped by the key's text codes (:func:`.text_columns.text_codes`: a million op rows hold a
+    Rows are grouped by the key's text codes (:func:`.tables.text_columns.text_codes`: a million op rows hold a
     few hundred names) and the groups named after, in the order of their texts, as grouping by the texts
     would give; rows without a key are left out, as there."""
     ops = profile.op_summary
@@ -287,7 +287,7 @@ def _iteration_times(profile: Profile) -> pd.Series:
 
 def _step_times(a: Profile, b: Profile) -> tuple[str, pd.Series, pd.Series]:
     """Per-step times of both runs: the main model's Iteration Time when both have a step trace, else
-    step_breakdown's Stage over whole step periods (:func:`.breakdown.step_periods`; each iteration's
+    step_breakdown's Stage over whole step periods (:func:`.tables.breakdown.step_periods`; each iteration's
     window from its tasks when there is no step trace), so like meets like."""
     it = "Iteration Time(us)"
     ta, tb = a.step_trace, b.step_trace

@@ -8,17 +8,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import breakdown, memory, tables
-from .step_split import StepSplit, step_split
 from .arguments import integer, member
-from .rundir import RunDir, is_run_dir, newest_run
-from .source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
+from .rundir import RunDir
+from .sources.source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
+from .tables import breakdown, memory, summary
+from .tables.step_split import StepSplit, step_split
 
 
 class Profile:
-    """The tables of one run (msprof column names; see :mod:`.tables` for dtypes).
+    """The tables of one run (msprof column names; see :mod:`.tables.summary` for dtypes).
 
-    Built on a :class:`~.source.Source`: a geprof run directory, or imported
+    Built on a :class:`~.sources.source.Source`: a geprof run directory, or imported
     msprof / torch_npu output.
     """
 
@@ -79,7 +79,7 @@ class Profile:
 
     # ------------------------------------------------------------------- tables
     @cached_property
-    def _op_rows(self) -> tables.OpRows:
+    def _op_rows(self) -> summary.OpRows:
         return self.source.op_rows()
 
     @property
@@ -272,7 +272,7 @@ class Profile:
 
     def advise(self) -> pd.DataFrame:
         """Findings ranked High/Medium/Low, each with evidence and a suggestion."""
-        from .advisor import advise
+        from .findings.advisor import advise
 
         return advise(self)
 
@@ -281,25 +281,3 @@ class Profile:
         steps = self.iteration_count
         return f"<geprof Profile {self.name}{state}: {len(self.op_summary)} op tasks, {steps} iterations>"
 
-
-def load(path: str | Path, device_id: int | None = None):
-    """Open a geprof run directory (or the newest run in an output directory), a Parquet
-    export, real msprof output, a torch_npu ``*_ascend_pt`` directory or a cluster of them.
-
-    ``device_id`` picks a device of a run; by default its first (a rank of a
-    cluster runs on its server's device ``rank % 8``).  A device the run does not have
-    is a ValueError listing those it has."""
-    if device_id is not None:
-        device_id = integer("device_id", device_id)
-    p = Path(path).expanduser().resolve()
-    if not p.exists():
-        raise FileNotFoundError(f"{p} does not exist")
-    newest = p if is_run_dir(p) else newest_run(p)
-    if newest is not None and is_run_dir(newest):
-        run = RunDir(newest)
-        devices = run.device_ids
-        return Profile(run, devices[0] if device_id is None else member("device_id", device_id, devices, str(newest),
-                                                                         "devices"))
-    from .importers import load_path
-
-    return load_path(newest or p, device_id)

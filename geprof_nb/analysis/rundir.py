@@ -18,11 +18,8 @@ from typing import BinaryIO
 import numpy as np
 import orjson
 
+from ..errors import RunDirError
 from ..prof import rawdata
-
-
-class RunDirError(ValueError):
-    """The path is not a readable run directory."""
 
 
 def is_run_dir(path: Path) -> bool:

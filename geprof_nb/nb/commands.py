@@ -17,7 +17,7 @@ from IPython.display import display
 
 from .. import compare as compare_profiles
 from ..analysis import ClusterProfile, Profile, RunDirError, load
-from ..analysis.cluster_export import FORMATS as CLUSTER_EXPORT_FORMATS
+from ..analysis.export.cluster import FORMATS as CLUSTER_EXPORT_FORMATS
 from ..analysis.export import FORMATS as EXPORT_FORMATS, write_failure
 from ..analysis.export.ascend_pt import rank_argument
 from . import display as nb_display

@@ -46,8 +46,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..analysis import Profile
-from ..analysis.memory import StepMemory
-from ..analysis import columns as C
+from ..analysis.tables.memory import StepMemory
+from ..analysis.tables import columns as C
 from . import plots
 from .display import TOP_OPS, list_html, message_html, png_img_html, table_html, table_text
 

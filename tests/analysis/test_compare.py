@@ -17,8 +17,8 @@ from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis import compare as compare_module
 from geprof_nb.analysis.compare import DIFF_COLUMNS, PMU_COLUMNS, Comparison, compare
 from geprof_nb.analysis.profile import Profile
-from geprof_nb.analysis.source import Source
-from geprof_nb.analysis.tables import OpRows
+from geprof_nb.analysis.sources.source import Source
+from geprof_nb.analysis.tables.summary import OpRows
 
 XSS = "<script>alert(1)</script>"
 

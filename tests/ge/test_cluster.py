@@ -11,7 +11,7 @@ import pytest
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis.cluster import ClusterProfile
+from geprof_nb.analysis.cluster.profile import ClusterProfile
 from geprof_nb.ge import hccl
 from geprof_nb.ge.cluster import ClusterOptionError, Faults
 from geprof_nb.ge.device import PRESETS

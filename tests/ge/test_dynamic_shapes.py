@@ -14,7 +14,7 @@ import pytest
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis.api import api_calls
+from geprof_nb.analysis.tables.api import api_calls
 from geprof_nb.ge.runtime import NODE_HOST_COSTS
 from geprof_nb.prof.rawdata import ReportLevel
 from geprof_nb.prof.threads import native_thread_id

@@ -18,7 +18,7 @@ import pytest
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis import columns as C
+from geprof_nb.analysis.tables import columns as C
 from geprof_nb.ge import ge_prof
 from geprof_nb.prof import events, msprof
 from geprof_nb.prof.options import ProfilingOptions

@@ -24,8 +24,8 @@ from IPython.utils.capture import capture_output
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis import columns as C
 from geprof_nb.analysis.rundir import RunDir
+from geprof_nb.analysis.tables import columns as C
 from geprof_nb.ge.runtime import NODE_HOST_COSTS
 from geprof_nb.nb.config import PROFILING_FLAGS
 from geprof_nb.nb.magics import GeprofMagics

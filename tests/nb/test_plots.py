@@ -20,7 +20,7 @@ from matplotlib.patches import PathPatch
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis import columns as C
+from geprof_nb.analysis.tables import columns as C
 from geprof_nb.nb import plots
 from geprof_nb.nb.plots import EMPTY_STEP_TRACE_MESSAGE, figure_png, step_timeline
 
@@ -248,7 +248,7 @@ def test_figure_png_renders_at_the_requested_dpi():
 
 def test_plots_never_load_pyplot():
     code = ("import sys, pandas as pd; from geprof_nb.nb.plots import step_timeline, figure_png; "
-            "from geprof_nb.analysis import columns as C; "
+            "from geprof_nb.analysis.tables import columns as C; "
             "figure_png(step_timeline(pd.DataFrame(columns=C.STEP_TRACE))); "
             "assert 'matplotlib.pyplot' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -938,7 +938,7 @@ def test_memory_lifetimes_split_a_place_s_column_among_its_streams_by_time():
 
 
 def test_memory_lifetimes_without_data_say_how_to_get_it():
-    from geprof_nb.analysis.memory import MEMORY_RECORD, TENSOR_LIFETIMES
+    from geprof_nb.analysis.tables.memory import MEMORY_RECORD, TENSOR_LIFETIMES
 
     fig = plots.memory_lifetimes(pd.DataFrame(columns=TENSOR_LIFETIMES), pd.DataFrame(columns=MEMORY_RECORD))
     assert figure_texts(fig) == [plots.NO_MEMORY_MESSAGE]

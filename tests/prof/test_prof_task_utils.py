@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from geprof_nb import ge
-from geprof_nb.analysis import tables
+from geprof_nb.analysis.tables import summary
 from geprof_nb.ge.compiler import PROFILER_TRACE_NS
 from geprof_nb.prof import events, rawdata
 from geprof_nb.prof.task_utils import ProfilingPoint, ProfilingTaskUtils as U
@@ -160,7 +160,7 @@ def _raw_trace(run, tag):
 
 def _op_times(run, name):
     """iteration -> (start ns, end ns) of the named op's task."""
-    rows = tables.op_rows(run.profile.run)
+    rows = summary.op_rows(run.profile.run)
     frame = rows.frame
     sel = np.flatnonzero((frame["Op Name"] == name).to_numpy())
     assert len(sel) == run.steps, f"{name}: {len(sel)} rows"

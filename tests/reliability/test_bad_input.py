@@ -9,7 +9,7 @@ the message names the field or file and says what is accepted, and that the run
 made before the bad input is still on disk, unchanged and loadable.
 
 The cases here are distinct from the ones in tests/prof/test_prof_options.py,
-tests/ge/test_ge_prof_api.py, tests/analysis/test_import_errors.py and
+tests/ge/test_ge_prof_api.py, tests/analysis/sources/test_import_errors.py and
 tests/nb/test_panel.py (which cover the first layer of each).
 """
 
@@ -33,8 +33,8 @@ from reliability_helpers import FaultyDisk, n_kernels, profiled_ge, run_steps, t
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis.importers import ImportFormatError
 from geprof_nb.cli import main
+from geprof_nb.errors import ImportFormatError
 from geprof_nb.ge import acl, ge_prof
 from geprof_nb.ge import status as ge_status
 from geprof_nb.ge.graph import GraphBuildError
@@ -798,7 +798,7 @@ IMPORTED_FILES = [
 ]
 FILE_CASES = [(layout, name, table, column, fault) for layout, name, table, column in IMPORTED_FILES
               for fault in FAULTS
-              # covered in tests/analysis/test_import_errors.py
+              # covered in tests/analysis/sources/test_import_errors.py
               if not (name == "kernel_details.csv" and fault in ("empty", "wrong-schema"))
               and not (name.startswith("step_trace_") and fault == "wrong-schema")]
 

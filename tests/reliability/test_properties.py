@@ -32,11 +32,10 @@ from reliability_helpers import profiled_ge, run_steps, tiny_mlp
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis.importers import ImportFormatError
-from geprof_nb.analysis.importers.csvfiles import read_csv
-from geprof_nb.analysis.importers.trace_view import read_trace_view
-from geprof_nb.analysis.parquet import ParquetSource
-from geprof_nb.analysis.rundir import RunDirError
+from geprof_nb.analysis.sources.csvfiles import read_csv
+from geprof_nb.analysis.sources.parquet import ParquetSource
+from geprof_nb.analysis.sources.trace_view import read_trace_view
+from geprof_nb.errors import ImportFormatError, RunDirError
 from geprof_nb.ge.device import PRESETS
 from geprof_nb.nb import config as nb_config
 from geprof_nb.nb.config import CONFIG_FIELDS, ConfigError, ConfigStore, builtin_defaults, flag_line

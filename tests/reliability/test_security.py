@@ -33,7 +33,7 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.export import cells
 from geprof_nb.analysis.export.naming import safe_component
-from geprof_nb.analysis.importers.csvfiles import unneutralised
+from geprof_nb.analysis.sources.csvfiles import unneutralised
 from geprof_nb.nb import display
 from geprof_nb.nb.config import ConfigStore
 from geprof_nb.nb.explorer import Explorer, advice_html

@@ -3,7 +3,9 @@
 * ``msprof``: a ``PROF_*`` directory with msprof's summary CSVs and timeline JSON (:mod:`.msprof`);
 * ``ascend_pt``: a torch_npu ``*_ascend_pt`` directory, the input of msprof-analyze (:mod:`.ascend_pt`);
 * ``chrome``: one trace file for Perfetto / chrome://tracing (:mod:`.chrome`);
-* ``parquet``: the tables as Parquet files (``analysis.parquet``).
+* ``parquet``: the tables as Parquet files, which ``geprof_nb.load`` reads back (:mod:`.parquet`).
+
+A ClusterProfile writes every rank in one go (:mod:`.cluster`: ``ascend_pt`` or ``parquet``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def writer(format: str) -> Callable[..., Path]:  # noqa: A002 - Profile.export's
 
         return export_chrome
     if format == "parquet":
-        from ..parquet import export_parquet
+        from .parquet import export_parquet
 
         return export_parquet
     raise ValueError(f"unknown export format {format!r}: accepted formats are {', '.join(FORMATS)}")

@@ -46,8 +46,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..breakdown import step_windows
-from ..columns import PURE_CORE_TASK_TYPES, is_other_core_column
+from ..tables.breakdown import step_windows
+from ..tables.columns import PURE_CORE_TASK_TYPES, is_other_core_column
 from .cells import column_cells, table_cells, write_csv
 from .hccl import RankMap, communication_json, communication_matrix_json
 from .naming import ascend_pt_dir_name, prof_dir_name

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..communication import DEFAULT_GROUP
+from ..tables.communication import DEFAULT_GROUP
 
 BANDWIDTH_TYPES = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
 SDMA_LINKS = ("HCCS", "PCIE", "SIO")

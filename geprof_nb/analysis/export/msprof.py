@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import columns as C
+from ..tables import columns as C
 from .cells import CSV_LIMIT, table_cells, write_table
 from .naming import prof_dir_name, stamp14
 from .timeline import Timeline

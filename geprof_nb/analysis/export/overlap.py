@@ -1,7 +1,7 @@
 """Overlap Analysis slices: each step's Computing, Communication,
 Communication(Not Overlapped) and Free intervals.
 
-The same definitions as :func:`..breakdown.step_breakdown` (the tasks of an
+The same definitions as :func:`..tables.breakdown.step_breakdown` (the tasks of an
 iteration clipped to its step window; compute = every op_summary task that is
 not a collective), but as intervals instead of totals, so that the slices
 of a step add up to its step_trace_time row and msprof-analyze, which sums the
@@ -14,8 +14,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..breakdown import communication_rows, step_windows
-from ..tables import OpRows
+from ..tables import intervals
+from ..tables.breakdown import communication_rows, step_windows
+from ..tables.summary import OpRows
 
 Intervals = list[tuple[int, int]]
 #: Slice names, in the order of their thread ids in the Overlap Analysis process.
@@ -23,21 +24,11 @@ KINDS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
-    """Disjoint, sorted, non-empty intervals covering the given ones (touching ones merge).
-
-    Sorted by start, an interval opens a new one where it starts after every earlier end;
-    each merged interval ends at the largest end of its members.
-    """
+    """Disjoint, sorted, non-empty intervals covering the given ones (touching ones merge), as int ns pairs."""
     s, e = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     keep = e > s
-    s, e = s[keep], e[keep]
-    if not len(s):
-        return []
-    order = np.lexsort((e, s))
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
-    first = np.flatnonzero(np.r_[True, s[1:] > reach[:-1]])
-    return list(zip(s[first].tolist(), np.maximum.reduceat(e, first).tolist()))
+    s, e = intervals.union(s[keep], e[keep])
+    return list(zip(s.tolist(), e.tolist()))
 
 
 def subtract(a: Intervals, b: Intervals) -> Intervals:

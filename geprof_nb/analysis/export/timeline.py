@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..communication import DEFAULT_GROUP
+from ..tables.communication import DEFAULT_GROUP
 from . import overlap
 from .tracejson import Column, EventBlock, const, dur_ns, expand, floats, ints, nested, strs, ts_ns, us_string
 

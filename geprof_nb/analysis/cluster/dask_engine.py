@@ -1,0 +1,149 @@
+"""The Dask engine of the cross-rank analysis: per-rank Parquet tables, read lazily, reduced on
+a Dask cluster.
+
+A profile of a large cluster does not fit one machine: one rank's HCCL sub-tasks are ~50 rows
+per collective execution, times steps, buckets and ranks.  Here every rank's tables live in its
+Parquet export (:func:`~..export.parquet.export_parquet`, ``rank_<r>/<run>.geprof_parquet``), one
+partition per rank; ``dask.dataframe.from_map`` reads a partition (only the columns the analysis
+needs, with pyarrow) when a task runs, on whichever worker runs it.  The reductions of
+:mod:`.cross_rank` (``link_totals`` of the sub-tasks, ``rank_step_wait_totals``) run on the
+workers; only their small results, and the per-collective tables (one row per collective
+execution and rank), come back to this process, where the same finishing code as the pandas
+engine's makes the tables.  So both engines give equal frames.
+
+``scheduler``: a ``distributed.Client``; a scheduler address (``"tcp://host:8786"``: a Client is
+connected, and closed by :meth:`DaskInputs.close`); a local scheduler name (``"threads"``,
+``"sync"``, ``"processes"``); or None (Dask's default: the active Client if any, else threads).
+Workers must see the Parquet files: on several machines, export to a shared path
+(``cluster.export(shared, format="parquet")``) or pass ``parquet_dir`` on one.
+
+Dask is an optional dependency (``pip install "geprof_nb[cluster]"``); nothing imports it
+unless ``engine="dask"`` is asked for.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from ...errors import ImportFormatError
+from ..export.cluster import rank_dir
+from ..export.parquet import export_parquet
+from ..sources.parquet import MANIFEST, ParquetSource, disk_names, empty_column
+
+if TYPE_CHECKING:
+    from .profile import ClusterProfile
+
+LOCAL_SCHEDULERS = ("threads", "sync", "synchronous", "single-threaded", "processes")
+
+
+def _dask():
+    try:
+        import dask.dataframe as dd
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError('engine="dask" needs Dask: pip install "geprof_nb[cluster]" '
+                          '(or pip install "dask[distributed]")') from exc
+    return dd
+
+
+def _read_part(part: tuple[int, str | None], names: list[str], disk: list[str], dtypes: dict[str, Any]) -> pd.DataFrame:
+    """One rank's table (the columns ``names``) with its ``Rank`` in front: what a task runs."""
+    rank, file = part
+    if file is None:  # the rank's table had no rows, so its export wrote no file
+        return pd.DataFrame({c: pd.Series([], dtype=d) for c, d in dtypes.items()})
+    import pyarrow.parquet as pq
+
+    frame = pq.read_table(file, columns=disk).to_pandas()
+    frame.columns = names
+    frame.insert(0, "Rank", np.int64(rank))
+    return frame.astype(dtypes)
+
+
+class DaskInputs:
+    """The ranks' Parquet tables as Dask frames (one partition per rank) and how to compute them."""
+
+    engine = "dask"
+
+    def __init__(self, exports: dict[int, Path], scheduler: Any = None, temporary: Path | None = None) -> None:
+        _dask()
+        self.exports = dict(sorted((int(r), Path(p)) for r, p in exports.items()))
+        self._temporary = temporary
+        self._own_client = None
+        self.scheduler = self._scheduler(scheduler)
+        self._sources = {r: ParquetSource(p) for r, p in self.exports.items()}
+
+    @classmethod
+    def of(cls, cluster: ClusterProfile, scheduler: Any = None, parquet_dir: str | Path | None = None) -> DaskInputs:
+        """The inputs of ``cluster``: ranks opened from Parquet exports are read where they are;
+        the others are exported first, to ``parquet_dir`` or a temporary directory."""
+        exports: dict[int, Path] = {}
+        temporary = None
+        for r, p in cluster.ranks.items():
+            if isinstance(p.source, ParquetSource):
+                exports[r] = p.source.path
+                continue
+            if parquet_dir is None and temporary is None:
+                temporary = Path(tempfile.mkdtemp(prefix="geprof_dask_"))
+            base = Path(parquet_dir) if parquet_dir is not None else temporary
+            exports[r] = export_parquet(p, rank_dir(base, r), overwrite=True)
+        return cls(exports, scheduler, temporary)
+
+    def _scheduler(self, scheduler: Any) -> Any:
+        """What ``compute(scheduler=...)`` gets: a Client, a local scheduler name, or None."""
+        if scheduler is None or scheduler in LOCAL_SCHEDULERS:
+            return scheduler
+        if isinstance(scheduler, str):  # an address: connect to the running cluster
+            from distributed import Client
+
+            self._own_client = Client(scheduler)
+            return self._own_client
+        return scheduler  # a distributed.Client (anything dask accepts as a scheduler)
+
+    def _meta(self, table: str, columns: list[str] | None) -> tuple[pd.DataFrame, list[str], list[str]]:
+        """The empty frame (``Rank`` + columns, recorded dtypes), the columns and their names on disk."""
+        source = next(iter(self._sources.values()))
+        entry = source.manifest["tables"].get(table)
+        if entry is None:
+            raise ImportFormatError(f"{source.path / MANIFEST}: no table {table!r}")
+        names = list(entry.get("columns") or [])
+        specs = dict(zip(names, entry.get("dtypes") or []))
+        wanted = names if columns is None else list(columns)
+        missing = [c for c in wanted if c not in specs]
+        if missing:
+            raise ImportFormatError(f"{source.path / MANIFEST}: table {table!r} has no column {missing[0]!r}")
+        disk = dict(zip(names, disk_names(names)))
+        where = f"{source.path / MANIFEST} (table {table})"
+        meta = pd.DataFrame({"Rank": pd.Series([], dtype=np.int64),
+                             **{c: empty_column(specs[c], where) for c in wanted}})
+        return meta, wanted, [disk[c] for c in wanted]
+
+    def stacked(self, table: str, columns: list[str] | None = None):
+        """Every rank's ``table`` as one lazy Dask frame, ``Rank`` first, one partition per rank."""
+        dd = _dask()
+        meta, wanted, disk = self._meta(table, columns)
+        parts = []
+        for r, source in self._sources.items():
+            file = (source.manifest["tables"].get(table) or {}).get("file")
+            parts.append((r, str(source.path / Path(file).name) if file else None))
+        return dd.from_map(_read_part, parts, names=wanted, disk=disk, dtypes=meta.dtypes.to_dict(), meta=meta, enforce_metadata=False,
+                           label=f"geprof-{table}")
+
+    def compute(self, frame) -> pd.DataFrame:
+        """The pandas result of a Dask frame, on this engine's scheduler."""
+        if self.scheduler is None:
+            return frame.compute()
+        return frame.compute(scheduler=self.scheduler)
+
+    def close(self) -> None:
+        """Close a Client this engine connected, remove the Parquet it wrote to a temporary directory."""
+        if self._own_client is not None:
+            self._own_client.close()
+            self._own_client = None
+        if self._temporary is not None:
+            shutil.rmtree(self._temporary, ignore_errors=True)
+            self._temporary = None

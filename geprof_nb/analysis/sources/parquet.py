@@ -1,0 +1,282 @@
+"""The geprof Parquet export's layout, and ``ParquetSource``, which reads it back.
+
+An export (:func:`..export.parquet.export_parquet`) is ``<run name>.geprof_parquet/``: one Parquet
+file per non-empty table, op_summary's per-row iteration / exact start ns /
+connection id in ``op_rows.parquet``, the exact step bounds in
+``step_bounds.parquet``, every other table's exact timestamps (the source's
+``times_ns``) in ``<table>.times.parquet``, and ``manifest.json`` (format version, run name,
+info, device, notes, and every table's columns and dtypes).  The manifest
+restores what Parquet cannot carry by itself: duplicate column names
+(step_trace's ``Reduce`` pairs are stored as ``<name> #<k>``), categoricals
+with object categories, object columns, and the dtypes of empty tables, so a
+round trip gives equal frames.  Files are read with pyarrow, column by column without
+consolidating them (a 1,000,000-row op_summary loads in a fraction of a second); nothing read is
+evaluated or unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from ...errors import ImportFormatError
+from ..tables import summary
+from ..tables.memory import MemoryPeak
+from .csvfiles import read_json
+from .filesource import FileSource
+
+FORMAT = "geprof_parquet"
+VERSION = 1
+SUFFIX = ".geprof_parquet"
+MANIFEST = "manifest.json"
+OP_ROWS = ("iteration", "start_ns", "connection_id")
+#: op_rows.parquet's bool column of which rows are collectives (the exporting source's
+#: ``communication_rows``; exports written before it existed lack it).
+COMMUNICATION = "communication"
+
+
+def is_parquet_export(path: Path) -> bool:
+    manifest = path / MANIFEST
+    if not manifest.is_file():
+        return False
+    try:
+        return read_json(manifest).get("format") == FORMAT
+    except (ImportFormatError, AttributeError):
+        return False
+
+
+def has_unreadable_manifest(path: Path) -> bool:
+    """``path`` holds a manifest.json that cannot be read as JSON: a damaged export, which opening
+    as one reports naming the manifest and the error (rather than "no known layout")."""
+    manifest = path / MANIFEST
+    if not manifest.is_file():
+        return False
+    try:
+        read_json(manifest)
+    except (ImportFormatError, OSError):
+        return True
+    return False
+
+
+def disk_names(columns: list[str]) -> list[str]:
+    """Unique column names for the file: the k-th repeat of a name becomes ``<name> #<k>``."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in columns:
+        k = seen.get(c, 0)
+        seen[c] = k + 1
+        out.append(c if k == 0 else f"{c} #{k + 1}")
+    return out
+
+
+def _pandas_dtype(spec: str, where: str):
+    try:
+        return pd.api.types.pandas_dtype(spec)
+    except (TypeError, ValueError):
+        raise ImportFormatError(f"{where}: unknown dtype {spec!r}") from None
+
+
+def _restore(column: pd.Series, spec, where: str) -> pd.Series:
+    """The column with the dtype the manifest recorded."""
+    if isinstance(spec, dict):
+        cat = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
+        categories = cat.cat.categories
+        want = _pandas_dtype(spec.get("categories", "object"), where)
+        if categories.dtype != want:
+            categories = categories.astype(want)
+        values = pd.Categorical.from_codes(cat.cat.codes.to_numpy(), categories=categories,
+                                           ordered=bool(spec.get("ordered")))
+        return pd.Series(values, index=column.index, name=column.name)
+    want = _pandas_dtype(spec, where)
+    return column if column.dtype == want else column.astype(want)
+
+
+def empty_column(spec, where: str) -> pd.Series:
+    """An empty column with the dtype a manifest records (``spec``; ``where`` names it in an error)."""
+    if isinstance(spec, dict):
+        categories = pd.Index([], dtype=_pandas_dtype(spec.get("categories", "object"), where))
+        return pd.Series(pd.Categorical([], categories=categories, ordered=bool(spec.get("ordered"))))
+    return pd.Series([], dtype=_pandas_dtype(spec, where))
+
+
+#: Optional manifest fields and their types: (key, type(s), what the error says is expected).
+_MANIFEST_FIELDS = (("run", str, "a run name"), ("info", dict, "an object"), ("options", dict, "an object"),
+                    ("device", dict, "an object"), ("notes", list, "a list of strings"),
+                    ("dropped", dict, "an object of counts"), ("complete", bool, "true or false"),
+                    ("device_id", int, "a device id"))
+
+
+class ParquetSource(FileSource):
+    """A ``.geprof_parquet`` export: every table as it was exported, timestamps exact."""
+
+    def __init__(self, path: Path, notes: list[str] | None = None) -> None:
+        super().__init__()
+        self._path = Path(path)
+        self._notes = list(notes or [])
+        manifest_path = self._path / MANIFEST
+        manifest = read_json(manifest_path)
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            raise ImportFormatError(f"{manifest_path}: not a geprof Parquet manifest (no \"format\": \"{FORMAT}\")")
+        if manifest.get("version") != VERSION:
+            raise ImportFormatError(f"{manifest_path}: format version {manifest.get('version')!r}; this geprof_nb "
+                                    f"reads version {VERSION}")
+        if not isinstance(manifest.get("tables"), dict) or "op_summary" not in manifest["tables"]:
+            raise ImportFormatError(f"{manifest_path}: no 'tables' entry for op_summary")
+        for key, kind, what in _MANIFEST_FIELDS:  # read from disk: any field may be damaged
+            if key in manifest and manifest[key] is not None and not isinstance(manifest[key], kind):
+                raise ImportFormatError(f"{manifest_path}: field {key!r} is {type(manifest[key]).__name__} "
+                                        f"{json.dumps(manifest[key])[:80]}; expected {what}")
+        if not all(isinstance(n, str) for n in manifest.get("notes") or []):
+            raise ImportFormatError(f"{manifest_path}: field 'notes' holds a non-string; expected a list of strings")
+        self.manifest = manifest
+        self.device_id = int(manifest.get("device_id", 0) or 0)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest.get("run") or self._path.name.removesuffix(SUFFIX))
+
+    @property
+    def info(self) -> dict:
+        return self.manifest.get("info") or {}
+
+    @property
+    def options(self) -> dict:
+        return self.manifest.get("options") or {}
+
+    @property
+    def device(self) -> dict:
+        return self.manifest.get("device") or {}
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.manifest.get("complete", True))
+
+    def notes(self) -> list[str]:
+        return [*self._notes, *(self.manifest.get("notes") or [])]
+
+    def dropped(self) -> dict[str, int]:
+        return dict(self.manifest.get("dropped") or {})
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        """A stored table with its recorded columns and dtypes (None if the export has no entry)."""
+        entry = self.manifest["tables"].get(name)
+        if entry is None:
+            return None
+        where = f"{self._path / MANIFEST} (table {name})"
+        if not isinstance(entry, dict):
+            raise ImportFormatError(f"{where}: the entry is {type(entry).__name__}; expected an object")
+        columns, dtypes = entry.get("columns") or [], entry.get("dtypes") or []
+        if not isinstance(columns, list) or not isinstance(dtypes, list) \
+                or not isinstance(entry.get("file"), str | None) or not isinstance(entry.get("rows", 0), int):
+            raise ImportFormatError(f"{where}: 'columns' and 'dtypes' must be lists, 'file' a file name, 'rows' a "
+                                    "count")
+        if len(columns) != len(dtypes):
+            raise ImportFormatError(f"{where}: {len(columns)} columns but {len(dtypes)} dtypes")
+        if entry.get("file") is None:
+            frame = pd.DataFrame({i: empty_column(d, where) for i, d in enumerate(dtypes)}, index=pd.RangeIndex(0))
+        else:
+            file = self._path / Path(entry["file"]).name
+            try:  # what pd.read_parquet does, without consolidating the columns into 2-D blocks (2x faster)
+                frame = pq.read_table(file).to_pandas(split_blocks=True, self_destruct=True)
+            except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+                raise ImportFormatError(f"{file}: cannot be read as Parquet ({exc})") from None
+            if frame.shape != (entry.get("rows"), len(columns)):
+                raise ImportFormatError(f"{file}: {frame.shape[0]} rows x {frame.shape[1]} columns; the manifest "
+                                        f"says {entry.get('rows')} x {len(columns)}")
+            for i, d in enumerate(dtypes):  # in place: rebuilding the frame would copy every column
+                column = frame.iloc[:, i]
+                restored = _restore(column, d, where)
+                if restored is not column:
+                    frame.isetitem(i, restored)
+        frame.columns = columns
+        return frame
+
+    def times_ns(self, table: str, frame: pd.DataFrame) -> pd.DataFrame:
+        """The exact ns the exporting source gave (``<table>.times.parquet``)."""
+        if table not in self._times and (stored := self.table(f"{table}.times")) is not None:
+            self._times[table] = stored
+        return super().times_ns(table, frame)
+
+    def _stored(self, name: str) -> pd.DataFrame:
+        frame = self.table(name)
+        return frame if frame is not None else getattr(super(), name)()
+
+    @cached_property
+    def _rows(self) -> summary.OpRows:
+        frame = self.table("op_summary")
+        extra = self.table("op_rows")
+        if extra is None or len(extra) != len(frame):
+            raise ImportFormatError(f"{self._path}: op_rows.parquet is missing or does not match op_summary")
+        return summary.OpRows(frame, *(extra[c].to_numpy(np.int64) for c in OP_ROWS))
+
+    def op_rows(self) -> summary.OpRows:
+        return self._rows
+
+    def communication_rows(self) -> np.ndarray:
+        """The collectives the exporting source found (at task_trace l0 from the HCCL task track,
+        which the export does not carry); from op_summary's Task Type for older exports."""
+        extra = self.table("op_rows")
+        if COMMUNICATION in extra.columns:
+            return extra[COMMUNICATION].to_numpy(bool)
+        return super().communication_rows()
+
+    def step_bounds(self) -> pd.DataFrame:
+        return self._stored("step_bounds")
+
+    def step_breakdown_table(self) -> pd.DataFrame | None:
+        """The step_breakdown the exported Profile had."""
+        return self.table("step_breakdown")
+
+    def op_statistic(self) -> pd.DataFrame:
+        return self._stored("op_statistic")
+
+    def step_trace(self) -> pd.DataFrame:
+        return self._stored("step_trace")
+
+    def task_time(self) -> pd.DataFrame:
+        return self._stored("task_time")
+
+    def api_statistic(self) -> pd.DataFrame:
+        return self._stored("api_statistic")
+
+    def host_events(self) -> pd.DataFrame:
+        return self._stored("host_events")
+
+    def msprof_tx(self) -> pd.DataFrame:
+        return self._stored("msprof_tx")
+
+    def communication_statistic(self) -> pd.DataFrame:
+        return self._stored("communication_statistic")
+
+    def hccl_tasks(self) -> pd.DataFrame:
+        return self._stored("hccl_tasks")
+
+    def communication_time(self) -> pd.DataFrame:
+        return self._stored("communication_time")
+
+    def aicpu(self) -> pd.DataFrame:
+        return self._stored("aicpu")
+
+    def operator_memory(self) -> pd.DataFrame:
+        return self._stored("operator_memory")
+
+    def memory_record(self) -> pd.DataFrame:
+        return self._stored("memory_record")
+
+    def memory_peak(self) -> MemoryPeak | None:
+        peak = self.manifest.get("memory_peak")
+        if not peak:
+            return None
+        try:
+            return MemoryPeak(**{k: peak[k] for k in MemoryPeak.__dataclass_fields__})
+        except KeyError as exc:
+            raise ImportFormatError(f"{self._path / MANIFEST}: memory_peak lacks {exc}") from None
