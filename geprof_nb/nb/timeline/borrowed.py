@@ -1,14 +1,13 @@
 """Thin wrappers over private helpers of other modules that the timeline reuses rather than copies.
 
-Each of these should become a public name of its module (then this file goes away): the PNG
-figures of :mod:`..plots` and the step split of :mod:`...analysis.breakdown` already compute what
-the interactive timeline needs, and a second implementation would drift from theirs.
+Each of these should become a public name of :mod:`..plots` (then this file goes away): the PNG
+figures already compute what the interactive timeline needs, and a second implementation would
+drift from theirs.
 
 * :func:`step_curve_points`: ``plots._step_curve_points`` (a step curve's points per pixel column);
 * :func:`step_phase_rows` and :data:`STEP_PHASE_COLORS`: ``plots._step_rows`` / ``plots._ROW_COLORS``
   (step_trace's phases as bars, inference steps as one "Iteration" bar);
-* :func:`sub_rows`: ``plots._lanes`` (a row per interval so intervals of one row never overlap);
-* :func:`interval_union`: ``breakdown._union`` (intervals merged into disjoint ones).
+* :func:`sub_rows`: ``plots._lanes`` (a row per interval so intervals of one row never overlap).
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...analysis import breakdown
 from .. import plots
 
 #: The colour of each step phase row, as the step timeline PNG draws it.
@@ -37,8 +35,3 @@ def sub_rows(group: np.ndarray, lo: np.ndarray, hi: np.ndarray, tolerance: float
     """A sub-row per interval so that intervals of one group in one sub-row never overlap (outer first);
     ``tolerance``: how much an interval may start before the previous one of its sub-row ends."""
     return plots._lanes(group, lo, hi, tolerance)
-
-
-def interval_union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals merged into disjoint ones, sorted."""
-    return breakdown._union(starts, ends)

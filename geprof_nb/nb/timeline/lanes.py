@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from ...analysis import Profile
-from .borrowed import STEP_PHASE_COLORS, interval_union, step_phase_rows, sub_rows
+from ...analysis.tables.intervals import union
+from .borrowed import STEP_PHASE_COLORS, step_phase_rows, sub_rows
 from .lod import Spans
 from .registry import Codes, DetailTable, Details, Kinds
 
@@ -205,7 +206,7 @@ def exposed_parts(start: np.ndarray, end: np.ndarray, cover_start: np.ndarray, c
     """The parts of intervals ``[start, end)`` that no cover interval overlaps: (start, end, the index of
     the interval each part belongs to).  A collective's exposed communication is its time no compute task
     runs beside (torch_npu's Communication(Not Overlapped) is the union of these within a step)."""
-    us, ue = interval_union(np.asarray(cover_start, np.float64), np.asarray(cover_end, np.float64))
+    us, ue = union(np.asarray(cover_start, np.float64), np.asarray(cover_end, np.float64))
     gap_lo = np.r_[-np.inf, ue]  # the gaps between the cover's intervals, and before and after them
     gap_hi = np.r_[us, np.inf]
     first = np.searchsorted(gap_hi, start, "right")  # first gap that ends after the interval starts

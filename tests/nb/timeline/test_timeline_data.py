@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geprof_nb.analysis.breakdown import covered_time, step_windows
+from geprof_nb.analysis.tables.breakdown import step_windows
+from geprof_nb.analysis.tables.intervals import covered_time
 from geprof_nb.nb.timeline import model as M
 from geprof_nb.nb.timeline.lanes import COMMUNICATION_LABEL, exposed_parts
 from geprof_nb.nb.timeline.model import TimelineData
