@@ -339,3 +339,12 @@ def test_a_cluster_server_lane_expands_into_its_ranks_slowest_first(notebook, ru
     assert sum(p != (255, 255, 255) for p in w.pixels("g1")) > 500  # the collapsed server's summary is drawn
     screenshot(notebook, tmp_path / "page.png", ".jp-Notebook .jp-Cell >> nth=3", fit=True)
     w.root.screenshot(path=str(screenshot_path(tmp_path, "timeline_cluster.png")))
+    server = w.lane("g1")
+    notebook.mouse.click(*w.page_point(20, server["y"] + server["h"] / 2))  # more lanes than the widget's height
+    w.settle()
+    assert w.canvas.bounding_box()["height"] == pytest.approx(520, abs=1)  # Timeline's default height
+    last = [r["id"] for r in json.loads(w.attr("layout"))][-1]
+    w.root.locator(".gt-scroller").evaluate("e => { e.scrollTop = e.scrollHeight; }")
+    w.settle()
+    ids = [r["id"] for r in json.loads(w.attr("layout"))]
+    assert last in ids and ids[-1] != last and ids[-1].startswith("r") and ids[0] != "steps"  # scrolled down

@@ -94,7 +94,7 @@ class TimelineData:
         own = own_time(cluster)
         for g, (label, ranks) in enumerate(slowest_first(group_by(cluster), own)):
             group = Lane(f"g{g}", label, type="summary", note=_own_note(max((own[r] for r in ranks if r in own),
-                                                                            default=None), "slowest rank's "))
+                                                                            default=None), "slowest: "))
             self.lanes.append(group)
             for r in ranks:
                 rank_lane = Lane(f"r{r}", f"rank {r}", type="summary", parent=group.id, rank=r,
