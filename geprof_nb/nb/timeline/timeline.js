@@ -231,9 +231,18 @@ function render({ model, el: host }) {
     state.inflight = { id, sent: performance.now(), query: state.query };
     state.requests++;
     root.dataset.requests = String(state.requests);
-    model.set("window", [state.t0, state.t1]);
-    model.save_changes();
     model.send({ type: "view", id, t0, t1, columns, lanes: wanted(), query: state.query });
+  }
+  // the kernel's `window` follows the view once it rests: a state sync per frame would cost the main
+  // thread (and the kernel) work while the user moves
+  let syncTimer = null;
+  function syncWindow() {
+    if (syncTimer) clearTimeout(syncTimer);
+    syncTimer = setTimeout(() => {
+      syncTimer = null;
+      model.set("window", [state.t0, state.t1]);
+      model.save_changes();
+    }, 400);
   }
   const waiting = new Map(); // id -> callback, for op / detail / search
   function ask(content, callback) {
@@ -270,54 +279,99 @@ function render({ model, el: host }) {
   // ---- drawing
   function colorOf(k) { return (kinds[k] && kinds[k].color) || "#888"; }
 
+  // Rectangles grouped by colour and shade, each group filled as one path: far fewer canvas state
+  // changes than a fill per rectangle, which is what a frame of a million-task view costs to raster.
+  function batches() {
+    const groups = new Map();
+    return {
+      rect(key, color, alpha, x, y, w, h) {
+        let g = groups.get(key);
+        if (!g) { g = { color, alpha, path: new Path2D() }; groups.set(key, g); }
+        g.path.rect(x, y, w, h);
+      },
+      fill() {
+        for (const g of groups.values()) { ctx.globalAlpha = g.alpha; ctx.fillStyle = g.color; ctx.fill(g.path); }
+        ctx.globalAlpha = 1;
+      },
+    };
+  }
+  const SHADES = 8; // shades of a merged column's colour, by how busy it is
+
   function drawSpans(lane, d, y, h) {
     const s = state.data;
     const cw = s.cw;
     const dim = state.hits && state.hits.size > 0;
-    const ox = (t) => LABEL_WIDTH + ((t - state.t0) / (state.t1 - state.t0)) * trackWidth();
+    const scale = trackWidth() / (state.t1 - state.t0);
+    const ox = (t) => LABEL_WIDTH + (t - state.t0) * scale;
     const left = LABEL_WIDTH, right = LABEL_WIDTH + trackWidth();
-    // merged columns: the dominant kind, shaded by how busy the column is
     const per = lane.type === "summary" ? d.members : 1;
-    for (let i = 0; i < d.col.length; i++) {
-      const a = s.t0 + d.col[i] * cw;
-      let x0 = ox(a), x1 = ox(a + cw);
-      if (x1 < left || x0 > right) continue;
-      const fill = Math.min(1, d.busy[i] / (cw * per));
-      ctx.globalAlpha = (0.3 + 0.7 * fill) * (dim && !d.hit[i] ? 0.35 : 1);
-      ctx.fillStyle = colorOf(d.ckind[i]);
+    // merged columns, binned to screen pixels (a view has 2 columns a pixel): per pixel the busy time of
+    // its columns and the kind of the busiest, shaded by how busy the pixel is
+    const merged = batches();
+    const hits = new Path2D();
+    let bin = -1, binBusy = 0, binKind = 0, binTop = -1, binHit = false, binX0 = 0, binX1 = 0;
+    const flush = () => {
+      if (bin < 0) return;
+      const spanUs = (binX1 - binX0) / scale;
+      const fill = Math.min(1, binBusy / (spanUs * per));
+      const level = Math.max(1, Math.round(fill * SHADES));
+      const dimmed = dim && !binHit;
+      const alpha = (0.3 + (0.7 * level) / SHADES) * (dimmed ? 0.35 : 1);
+      const w = Math.max(1, binX1 - binX0);
       if (lane.type === "summary") {
         const hh = Math.max(2, (h - 2) * fill);
-        ctx.fillRect(x0, y + h - 1 - hh, Math.max(1, x1 - x0), hh);
+        merged.rect(binKind * 64 + level * 2 + dimmed, colorOf(binKind), alpha, binX0, y + h - 1 - hh, w, hh);
       } else {
-        ctx.fillRect(x0, y + 1, Math.max(1, x1 - x0), h - 2);
+        merged.rect(binKind * 64 + level * 2 + dimmed, colorOf(binKind), alpha, binX0, y + 1, w, h - 2);
       }
-    }
-    ctx.globalAlpha = 1;
+      if (binHit) hits.rect(binX0, y - 2, Math.max(2, w), 3);
+      bin = -1;
+    };
     for (let i = 0; i < d.col.length; i++) {
-      if (!d.hit[i]) continue;
       const a = s.t0 + d.col[i] * cw;
-      ctx.fillStyle = HIT;
-      ctx.fillRect(ox(a), y - 2, Math.max(2, ox(a + cw) - ox(a)), 3);
+      const x0 = ox(a), x1 = ox(a + cw);
+      if (x1 < left || x0 > right) continue;
+      const px = Math.floor(x0);
+      if (x1 - x0 >= 1 || px !== bin) {
+        flush();
+        bin = px; binBusy = 0; binTop = -1; binHit = false;
+        binX0 = x1 - x0 >= 1 ? Math.round(x0) : px;
+        binX1 = x1 - x0 >= 1 ? Math.max(Math.round(x1), Math.round(x0) + 1) : px + 1;
+      }
+      binBusy += d.busy[i];
+      if (d.busy[i] > binTop) { binTop = d.busy[i]; binKind = d.ckind[i]; }
+      binHit = binHit || d.hit[i] > 0;
+      if (x1 - x0 >= 1) flush();
     }
-    // exact spans
-    ctx.font = SMALL_FONT;
-    ctx.textBaseline = "middle";
+    flush();
+    merged.fill();
+    ctx.fillStyle = HIT;
+    ctx.fill(hits);
+    // exact spans: one path per kind (and dimmed or not), white separators, then outlines and names
+    const exact = batches();
+    const separators = new Path2D();
+    const labels = [];
     for (let i = 0; i < d.start.length; i++) {
       let x0 = ox(d.start[i]), x1 = ox(d.start[i] + d.dur[i]);
       if (x1 < left || x0 > right) continue;
-      x0 = Math.max(x0, left - 1);
-      x1 = Math.min(x1, right + 1);
+      // whole pixels: crisp edges, and rectangles the rasterizer fills without anti-aliasing
+      x0 = Math.round(Math.max(x0, left - 1));
+      x1 = Math.round(Math.min(x1, right + 1));
       const w = x1 - x0;
       const isHit = dim && d.name[i] >= 0 && state.hits.has(d.name[i]);
-      ctx.globalAlpha = dim && !isHit ? 0.3 : 1;
-      ctx.fillStyle = colorOf(d.kind[i]);
-      if (w < 1) {
-        ctx.fillRect(x0, y + 1, 1, h - 2); // a zero-length span (mstx marker) or a sliver
-      } else {
-        ctx.fillRect(x0, y + 1, w, h - 2);
-        if (w > 5) { ctx.fillStyle = "rgba(255,255,255,0.55)"; ctx.fillRect(x1 - 1, y + 1, 1, h - 2); }
+      const dimmed = dim && !isHit;
+      exact.rect(d.kind[i] * 2 + dimmed, colorOf(d.kind[i]), dimmed ? 0.3 : 1, x0, y + 1, Math.max(1, w), h - 2);
+      if (w > 5) separators.rect(x1 - 1, y + 1, 1, h - 2);
+      if (isHit || (state.selected !== null && d.name[i] === state.selected) || (w > 36 && d.name[i] >= 0)) {
+        labels.push([i, x0, w, isHit]);
       }
-      ctx.globalAlpha = 1;
+    }
+    exact.fill();
+    ctx.fillStyle = "rgba(255,255,255,0.55)";
+    ctx.fill(separators);
+    ctx.font = SMALL_FONT;
+    ctx.textBaseline = "middle";
+    for (const [i, x0, w, isHit] of labels) {
       if (isHit) { ctx.strokeStyle = HIT; ctx.lineWidth = 2; ctx.strokeRect(x0, y, Math.max(w, 2), h); }
       if (state.selected !== null && d.name[i] === state.selected) {
         ctx.strokeStyle = SELECTED; ctx.lineWidth = 1.5; ctx.strokeRect(x0 + 0.5, y + 0.5, Math.max(w - 1, 1), h - 1);
@@ -334,46 +388,54 @@ function render({ model, el: host }) {
     }
     if (d.overlay) {
       const o = d.overlay;
-      ctx.fillStyle = colorOf(kindCode(meta, "exposed communication"));
+      const strip = new Path2D();
       for (let i = 0; i < o.start.length; i++) {
         const x0 = ox(o.start[i]), x1 = ox(o.start[i] + o.dur[i]);
-        if (x1 < left || x0 > right) continue;
-        ctx.fillRect(x0, y + h - 6, Math.max(1, x1 - x0), 5);
+        if (x1 >= left && x0 <= right) strip.rect(x0, y + h - 6, Math.max(1, x1 - x0), 5);
       }
       for (let i = 0; i < o.col.length; i++) {
-        const a = s.t0 + o.col[i] * cw;
-        const x0 = ox(a);
-        ctx.fillRect(x0, y + h - 6, Math.max(1, ox(a + cw) - x0), 5);
+        const x0 = ox(s.t0 + o.col[i] * cw);
+        if (x0 >= left - 2 && x0 <= right) strip.rect(x0, y + h - 6, Math.max(1, cw * scale), 5);
       }
+      ctx.fillStyle = colorOf(kindCode(meta, "exposed communication"));
+      ctx.fill(strip);
     }
   }
 
+  // The step curve per screen pixel: a bar from the pixel's lowest to its highest value, over the area
+  // under the value it ends with (held through pixels without a point): two paths of at most one
+  // rectangle a pixel, so a curve of a million records costs what a short one does to raster.
   function drawCurve(lane, d, y, h) {
-    const max = lane.max > 0 ? lane.max : 1;
-    const yOf = (v) => y + h - 2 - (v / max) * (h - 6);
-    const right = LABEL_WIDTH + trackWidth();
     if (!d.t.length) return;
-    // the step curve (each value held until the next point), then the area under it
-    const x0 = Math.max(LABEL_WIDTH, xOf(d.t[0]));
-    const line = new Path2D();
-    let prev = d.v[0];
-    line.moveTo(x0, yOf(prev));
-    for (let i = 1; i < d.t.length; i++) {
-      const x = Math.min(right, Math.max(LABEL_WIDTH, xOf(d.t[i])));
-      line.lineTo(x, yOf(prev));
-      prev = d.v[i];
-      line.lineTo(x, yOf(prev));
+    const max = lane.max > 0 ? lane.max : 1;
+    const base = y + h - 2;
+    const yOf = (v) => base - (v / max) * (h - 6);
+    const left = LABEL_WIDTH, width = Math.ceil(trackWidth());
+    const scale = trackWidth() / (state.t1 - state.t0);
+    const area = new Path2D(), line = new Path2D();
+    let i = 0;
+    // the value held at the first pixel: the last point at or before it
+    let held = null;
+    for (let p = 0; p < width; p++) {
+      const pixelEnd = state.t0 + (p + 1) / scale;
+      let lo = Infinity, hi = -Infinity;
+      if (held !== null) { lo = held; hi = held; }
+      while (i < d.t.length && d.t[i] < pixelEnd) {
+        const v = d.v[i++];
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+        held = v;
+      }
+      if (held === null) continue;
+      const yh = yOf(held);
+      area.rect(left + p, yh, 1, base - yh);
+      const top = yOf(hi), bottom = yOf(lo);
+      line.rect(left + p, top - 0.6, 1, Math.max(1.2, bottom - top + 1.2));
     }
-    line.lineTo(right, yOf(prev));
-    const area = new Path2D(line);
-    area.lineTo(right, y + h - 2);
-    area.lineTo(x0, y + h - 2);
-    area.closePath();
     ctx.fillStyle = "rgba(76,114,176,0.18)";
     ctx.fill(area);
-    ctx.strokeStyle = "#4c72b0";
-    ctx.lineWidth = 1.2;
-    ctx.stroke(line);
+    ctx.fillStyle = "#4c72b0";
+    ctx.fill(line);
   }
 
   function draw() {
@@ -501,6 +563,7 @@ function render({ model, el: host }) {
     state.t1 = mid + span / 2;
     if (immediate) draw(); else redraw();
     if (!covered()) schedule(immediate ? 0 : 40);
+    syncWindow();
   }
   function zoomAt(t, factor) {
     setWindow(t - (t - state.t0) * factor, t + (state.t1 - t) * factor);
@@ -549,7 +612,7 @@ function render({ model, el: host }) {
     for (const [step, lo, hi] of meta.steps) if (t >= lo && t <= hi) return step;
     return null;
   }
-  function showTooltip(hit, x, y) {
+  function showTooltip(hit) {
     tooltip.replaceChildren();
     const { lane } = hit;
     if (hit.curve) {
@@ -570,12 +633,13 @@ function render({ model, el: host }) {
       if (ref >= 0) {
         const box = el("div", "gt-tip-details");
         tooltip.appendChild(box);
-        const fill = (fields) => {
+        const fill = (fields) => { // two (key, value) pairs a row: the grid of .gt-tip-details
           box.replaceChildren();
           for (const [k, v] of fields) {
             if (k === "Op Name" || k === "Task Type") continue;
-            line(box, k, v);
+            box.append(el("span", "gt-tip-key", k), el("span", "gt-tip-value", v));
           }
+          place();
         };
         if (state.details.has(ref)) fill(state.details.get(ref));
         else {
@@ -601,9 +665,16 @@ function render({ model, el: host }) {
       line(tooltip, "mostly", kinds[d.ckind[j]].name);
     }
     tooltip.style.display = "block";
+    place();
+  }
+  // beside the cursor, inside the lanes' box (above the cursor when there is no room below)
+  function place() {
+    const m = state.lastMouse || { x: 0, y: 0 };
     const mw = main.clientWidth, tw = tooltip.offsetWidth, th = tooltip.offsetHeight;
-    tooltip.style.left = Math.max(0, Math.min(x + 14, mw - tw - 4)) + "px";
-    tooltip.style.top = Math.max(0, Math.min(y + 14, state.height - th - 4)) + "px";
+    const x = m.x + 14 + tw <= mw ? m.x + 14 : Math.max(0, m.x - 14 - tw);
+    const below = m.y + 14 + th <= state.height;
+    tooltip.style.left = x + "px";
+    tooltip.style.top = Math.max(0, below ? m.y + 14 : Math.max(0, Math.min(m.y - 14 - th, state.height - th))) + "px";
   }
   function hideTooltip() { tooltip.style.display = "none"; state.hover = null; }
 
@@ -712,7 +783,7 @@ function render({ model, el: host }) {
     }
     if (x < 0 || y < 0 || x > state.width || y > state.height) { hideTooltip(); return; }
     const hit = y > AXIS_HEIGHT ? hitAt(x, y) : null;
-    if (hit) showTooltip(hit, x, y); else hideTooltip();
+    if (hit) showTooltip(hit); else hideTooltip();
   }
   function onUp(e) {
     if (!state.drag) return;
@@ -768,6 +839,7 @@ function render({ model, el: host }) {
   });
   reset.addEventListener("click", () => { stepSelect.value = "all"; setWindow(extent[0], extent[1], true); });
   model.on("change:window", () => {
+    if (syncTimer) return; // our own change is on its way: the view has moved on since
     const [a, b] = model.get("window");
     if (Math.abs(a - state.t0) > 1e-9 || Math.abs(b - state.t1) > 1e-9) setWindow(a, b, true);
   });
