@@ -5,8 +5,9 @@ drew and when.
 * first paint: from Shift+Enter on ``Timeline(p)`` (its Profile's tables read in an earlier cell, as
   after the explorer showed them) to the first frame drawn with the kernel's data (target <= 1 s); and
   the same with a fresh ``geprof_nb.load`` in the cell, reading the tables (information);
-* a zoom or pan frame: from each wheel, drag or W/A/S/D event to the frame that shows it, the slowest
-  of 60 inputs over the whole run and a few steps (target <= 50 ms);
+* a zoom or pan frame: from each wheel, drag or W/A/S/D event to the frame that shows it; a round is
+  60 inputs from the whole run down to a few steps and back, the figure the median over 3 rounds of a
+  round's slowest frame, as every figure of the suite is a median of runs (target <= 50 ms);
 * bytes per view: the largest view the kernel sent in that session, header and buffers (target <= 5 MB);
 * the round trip of a finer view (request to data drawn): information.
 """
@@ -30,6 +31,7 @@ FIRST_PAINT_S = 1.0
 FRAME_MS = 50.0
 VIEW_BYTES = 5_000_000
 INPUTS = 60
+ROUNDS = 3
 ROOT = ".geprof-timeline"
 
 
@@ -109,13 +111,20 @@ def _measure(tasks: int) -> dict:
                             "i => /\\[\\d+\\]/.test(document.querySelectorAll('.jp-Notebook .jp-Cell')[i]"
                             ".querySelector('.jp-InputPrompt').textContent)", arg=index, timeout=300_000)
                     warm_s = _first_paint(page, 2)
-                    moves = _interact(page, 2)
+                    rounds = []
+                    for _ in range(ROUNDS):
+                        L.cell(page, 2).locator(f"{ROOT} button.gt-reset").click()
+                        page.wait_for_timeout(500)
+                        rounds.append(_interact(page, 2))
                     cold_s = _first_paint(page, 3)
                 finally:
                     browser.close()
         finally:
             lab.stop()
-    return {"tasks": task_records(run), "first_paint_s": warm_s, "cold_first_paint_s": cold_s, **moves}
+    return {"tasks": task_records(run), "first_paint_s": warm_s, "cold_first_paint_s": cold_s,
+            "rounds": [r["frames_ms"] for r in rounds], "frames_ms": [f for r in rounds for f in r["frames_ms"]],
+            "round_trips_ms": [t for r in rounds for t in r["round_trips_ms"]],
+            "view_bytes": [b for r in rounds for b in r["view_bytes"]]}
 
 
 _cache: dict[bool, dict] = {}
@@ -158,15 +167,17 @@ def timeline_cold_first_paint(quick: bool) -> Result:
 
 
 def timeline_frame(quick: bool) -> Result:
-    """The slowest of 60 zoom / pan inputs, from the event to the frame that shows it (target <= 50 ms)."""
-    name = f"timeline zoom / pan frame in Chromium, slowest of {INPUTS} inputs"
+    """A round's slowest zoom / pan input, from the event to the frame that shows it, median of 3 rounds of 60
+    inputs (target <= 50 ms)."""
+    name = f"timeline zoom / pan frame in Chromium, slowest of {INPUTS} inputs (median of {ROUNDS} rounds)"
     target = f"<= {FRAME_MS:g} ms"
     if (r := _unavailable(name, "ms", target)) is not None:
         return r
     m = _measured(quick)
-    worst = max(m["frames_ms"])
+    worst = statistics.median(max(r) for r in m["rounds"])
     return Result(f"{name}, {m['tasks']:,}-task run", worst, "ms", target, worst <= FRAME_MS,
-                  {"median_ms": statistics.median(m["frames_ms"]), "frames_ms": m["frames_ms"],
+                  {"median_ms": statistics.median(m["frames_ms"]), "slowest_ms": max(m["frames_ms"]),
+                   "rounds_slowest_ms": [max(r) for r in m["rounds"]], "frames_ms": m["frames_ms"],
                    "finer_view_round_trip_median_ms": statistics.median(m["round_trips_ms"]) if m["round_trips_ms"]
                    else None, "round_trips_ms": m["round_trips_ms"], "views": len(m["round_trips_ms"])})
 
