@@ -32,10 +32,11 @@ import bench_layers  # noqa: E402
 import bench_notebook  # noqa: E402
 import bench_peers  # noqa: E402
 import bench_plots  # noqa: E402
+import bench_timeline  # noqa: E402
 from harness import Result, has_target, markdown, table  # noqa: E402
 
 SUITES = [bench_layers, bench_collection, bench_peers, bench_analysis, bench_exports, bench_plots, bench_notebook,
-          bench_cluster]
+          bench_cluster, bench_timeline]
 
 
 def machine() -> dict:
