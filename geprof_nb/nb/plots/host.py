@@ -19,7 +19,7 @@ NO_HOST_EVENTS_MESSAGE = ("no GE host events: profile a dynamic-shape graph (e.g
                           "with --ge-api l1")
 
 
-def _lanes(group: np.ndarray, lo: np.ndarray, hi: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
+def sub_rows(group: np.ndarray, lo: np.ndarray, hi: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
     """A lane per interval so intervals of one group in one lane never overlap (greedy, by start,
     longest first, so an enclosing scope takes a lane above what it encloses).  ``tolerance``
     (x units) lets an interval start that much before the previous one in its lane ends."""
@@ -54,7 +54,7 @@ def host_scopes(host_events: pd.DataFrame, api_calls: pd.DataFrame | None = None
       first, a line below them), then one row per host event type (CopyH2D, InferShape, Tiling,
       AllocMemory, rtKernelLaunch, ...), each in order of first occurrence.  A row has one colour.
     * ``by="thread"``: per thread one row per API level (acl, model, node, ...) and one for the GE
-      host events, a row more where scopes of one row overlap (:func:`_lanes`); coloured by scope
+      host events, a row more where scopes of one row overlap (:func:`sub_rows`); coloured by scope
       name, with a legend.
 
     x in ms since the first scope; scopes of zero duration are not drawn.  Drawn like
@@ -110,7 +110,7 @@ def host_scopes(host_events: pd.DataFrame, api_calls: pd.DataFrame | None = None
         level_names = ["acl", "model", "node", "runtime", "api", "host events"]
         source = np.r_[[level_rank.get(lv, 4) for lv in levels], np.full((~is_api).sum(), 5)].astype(np.int64)
         group = pd.factorize(pd.Series(list(zip(threads.tolist(), source.tolist()))))[0]
-        lane = _lanes(group, lo, hi, tolerance=0.0)
+        lane = sub_rows(group, lo, hi, tolerance=0.0)
         keys = np.stack([threads, source, lane], axis=1)
         rows_used, row = np.unique(keys, axis=0, return_inverse=True)
         row = row.ravel()

@@ -19,7 +19,7 @@ NO_MEMORY_MESSAGE = "no memory records: profile with --task-memory on"
 _STREAM_COLORS = ["#4c72b0", "#c44e52", "#55a868", "#8172b3", "#dd8452", "#937860", "#64b5cd", "#da8bc3"]
 
 
-def _step_curve_points(t: np.ndarray, v: np.ndarray, x0: float, x1: float, columns: int) -> np.ndarray:
+def step_curve_points(t: np.ndarray, v: np.ndarray, x0: float, x1: float, columns: int) -> np.ndarray:
     """The positions of the points that draw a step curve (``t`` ascending) at ``columns`` pixel columns
     over ``[x0, x1]``: every point when there are at most 3 a column, else in each column its (first)
     lowest, its (first) highest and its last point.  Each column then spans the same values as the
@@ -166,11 +166,11 @@ def _draw_usage_curve(ax_m: Axes, ax_t: Axes | None, view: MemoryView, width_px:
     mr = view.memory_record
     allocated = floats(mr["Total Allocated(MB)"])[view.in_window]
     reserved = floats(mr["Total Reserved(MB)"])[view.in_window] if "Total Reserved(MB)" in mr else None
-    drawn = _step_curve_points(t_ms, allocated, 0.0, view.span_ms, width_px)
+    drawn = step_curve_points(t_ms, allocated, 0.0, view.span_ms, width_px)
     ax_m.plot(t_ms[drawn], allocated[drawn], drawstyle="steps-post", color="#4c72b0", linewidth=1.1,
               label="allocated")
     if reserved is not None:
-        drawn = _step_curve_points(t_ms, reserved, 0.0, view.span_ms, width_px)
+        drawn = step_curve_points(t_ms, reserved, 0.0, view.span_ms, width_px)
         ax_m.plot(t_ms[drawn], reserved[drawn], drawstyle="steps-post", color="0.5", linestyle="--",
                   linewidth=0.9, label="reserved")
     mark = _peak_mark(view, t_ms, allocated)
@@ -207,7 +207,7 @@ def memory_lifetimes(tensor_lifetimes: Any, memory_record: pd.DataFrame | None =
     of a place that tensors of several streams share is split in height among them by their time, and
     a long run draws at most 2 × places × ``width_px`` groups of boxes.  Bottom axes (shared x): the
     allocated total (step curve) and the reserved pool (dashed), MiB, at most 3 points a pixel column
-    (each column's lowest, highest and last: :func:`_step_curve_points`); marked in both: ``peak``
+    (each column's lowest, highest and last: :func:`step_curve_points`); marked in both: ``peak``
     when it lies in the view, else the view's own highest point, with the allocation that reached it.
     ``top`` keeps the largest tensors only.  x in ms since the start of the first iteration shown, or
     of the first record.

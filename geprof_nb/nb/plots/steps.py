@@ -31,7 +31,7 @@ ROW_COLORS = {
 
 
 @dataclass
-class _Row:
+class StepRow:
     """One labelled row of bars: absolute starts and widths in µs, and the iteration of each bar."""
 
     label: str
@@ -40,13 +40,13 @@ class _Row:
     iteration: np.ndarray
 
 
-def _row(label: str, start_us: np.ndarray, width_us: np.ndarray, iteration: np.ndarray) -> _Row:
+def _row(label: str, start_us: np.ndarray, width_us: np.ndarray, iteration: np.ndarray) -> StepRow:
     """A row keeping only the bars whose start and width are known (msprof prints N/A otherwise)."""
     ok = np.isfinite(start_us) & np.isfinite(width_us)
-    return _Row(label, start_us[ok], width_us[ok], iteration[ok])
+    return StepRow(label, start_us[ok], width_us[ok], iteration[ok])
 
 
-def _step_rows(step_trace: pd.DataFrame) -> list[_Row]:
+def step_rows(step_trace: pd.DataFrame) -> list[StepRow]:
     """The bars of the step timeline, top row first; rows with no bar are left out."""
     it = step_trace["Iteration ID"].to_numpy()
     fp = floats(step_trace["FP Start(us)"])
@@ -109,7 +109,7 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
     all_ids = step_trace["Iteration ID"].to_numpy()
     if iteration is not None and not (all_ids == iteration).any():
         raise ValueError(f"iteration {iteration} is not in step_trace; available Iteration IDs: {id_list(all_ids)}")
-    rows = _step_rows(step_trace)
+    rows = step_rows(step_trace)
     if not rows:
         return empty_figure(EMPTY_STEP_TRACE_MESSAGE)
 

@@ -17,7 +17,9 @@ import pandas as pd
 
 from ...analysis import Profile
 from ...analysis.tables.intervals import union
-from .borrowed import STEP_PHASE_COLORS, step_phase_rows, sub_rows
+from ..plots.host import sub_rows
+from ..plots.steps import ROW_COLORS as STEP_PHASE_COLORS
+from ..plots.steps import step_rows
 from .lod import Spans
 from .registry import Codes, DetailTable, Details, Kinds
 
@@ -166,8 +168,7 @@ def _phase_rows(profile: Profile, origin_ns: int, tables: Tables) -> list[Spans]
     st = profile.step_trace
     if st.empty:
         return []
-    parts = [(label, start, width, it) for label, start, width, it in step_phase_rows(st)
-             if label not in LEFT_OUT_PHASES]
+    parts = [(r.label, r.start_us, r.width_us, r.iteration) for r in step_rows(st) if r.label not in LEFT_OUT_PHASES]
     if not parts:
         return []
     start = np.concatenate([p[1] for p in parts]) - origin_ns / 1000.0

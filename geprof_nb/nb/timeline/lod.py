@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .borrowed import step_curve_points
+from ..plots.memory import step_curve_points
 
 #: Dense (column x kind) time tables up to this many cells; beyond it the kinds are summed by sorting.
 _DENSE_CELLS = 4_000_000

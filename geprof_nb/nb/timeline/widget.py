@@ -23,7 +23,7 @@ import traitlets
 
 from ...analysis import ClusterProfile, Profile
 from .. import plots
-from ..display import list_html, message_html, png_img_html
+from ..html_parts import list_html, message_html, png_img_html
 from .grouping import Grouping, by_server
 from .model import TimelineData
 
