@@ -22,8 +22,8 @@ from pathlib import Path
 from harness import Result, information, skipped
 from workloads import resnet_run, task_records
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "browser"))
-import lab_browser as L  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import helpers.lab_browser as L  # noqa: E402
 
 FULL_TASKS = 1_000_000
 QUICK_TASKS = 100_000

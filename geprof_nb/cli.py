@@ -21,8 +21,16 @@ from .analysis import ClusterProfile, Profile, load
 from .analysis.export import FORMATS, write_failure
 from .analysis.export.ascend_pt import rank_argument
 from .analysis.export.cluster import FORMATS as CLUSTER_FORMATS
-from .collect import (COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, Collected, OutputUnusable, collect,
-                      device_flag_type, load_collected)
+from .collect import (
+    COLLECTION_DEFAULTS,
+    DEVICE_METAVAR,
+    PROFILING_FLAGS,
+    Collected,
+    OutputUnusable,
+    collect,
+    device_flag_type,
+    load_collected,
+)
 from .ge.device import DEFAULT_DEVICE, get_device
 from .ge.session import DEFAULT_EXECUTOR, EXECUTORS
 from .prof.clock import CLOCK_MODES

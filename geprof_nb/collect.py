@@ -27,8 +27,8 @@ from typing import Any, Callable, Protocol
 
 from .analysis import ClusterProfile, ImportFormatError, Profile, RunDirError, load
 from .analysis.rundir import RunDir
-from .ge.device import get_device
 from .ge import acl
+from .ge.device import get_device
 from .ge.session import device_preset, step_hooks
 from .prof import msprof
 from .prof.clock import toolkit_entry

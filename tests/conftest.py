@@ -11,7 +11,7 @@
 * ``tiny_graph``: a factory for a hand-built training graph with a known
   structure (used by the FP/BP auto-detection tests).
 
-The helpers themselves live in ``tests/geprof_testing.py``.
+The helpers themselves live in ``tests/helpers/geprof_testing.py``.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import pytest
-from geprof_testing import ProfiledRun, build_tiny_graph, run_profiled_session, small_resnet
 
 from geprof_nb import ge
 from geprof_nb.ge.runtime import MODEL_IDS
 from geprof_nb.ge.session import is_initialized
 from geprof_nb.prof import msprof
+from helpers.geprof_testing import ProfiledRun, build_tiny_graph, run_profiled_session, small_resnet
 
 __all__ = ["ProfiledRun", "build_tiny_graph", "run_profiled_session", "small_resnet"]
 

@@ -12,8 +12,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from cluster_testing import simulate_cluster
-from geprof_testing import step_headline_by_hand
 
 import geprof_nb
 from geprof_nb import ge
@@ -22,6 +20,8 @@ from geprof_nb.analysis.sources.source import OP_STATISTIC_L0_NOTE
 from geprof_nb.cli import main
 from geprof_nb.prof import msprof
 from geprof_nb.prof.clock import clock
+from helpers.cluster_testing import simulate_cluster
+from helpers.geprof_testing import step_headline_by_hand
 
 #: A small training script: the MLP for argv[1] steps; argv[2], if given, is raised after them.
 SCRIPT = textwrap.dedent("""\

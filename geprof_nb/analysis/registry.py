@@ -30,8 +30,10 @@ from .arguments import integer, member
 from .cluster.profile import ClusterProfile
 from .profile import Profile
 from .rundir import RunDir, is_run_dir, newest_run
-from .sources.ascend_pt import OUTPUT_DIR as ASCEND_OUTPUT, AscendPtSource, is_ascend_pt, rank_of, run_timestamp
-from .sources.msprof import OUTPUT_DIR as MSPROF_OUTPUT, MsprofSource, find_sets
+from .sources.ascend_pt import OUTPUT_DIR as ASCEND_OUTPUT
+from .sources.ascend_pt import AscendPtSource, is_ascend_pt, rank_of, run_timestamp
+from .sources.msprof import OUTPUT_DIR as MSPROF_OUTPUT
+from .sources.msprof import MsprofSource, find_sets
 from .sources.parquet import ParquetSource, has_unreadable_manifest, is_parquet_export
 from .sources.source import Source
 

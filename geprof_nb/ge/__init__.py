@@ -5,19 +5,26 @@ a :class:`Session` after :func:`GEInitialize`, and profile them with the GE
 options ``ge.exec.profilingMode`` / ``ge.exec.profilingOptions``.
 """
 
+from ..prof.events import ProfDataTypeConfig, ProfilingAicoreMetrics
+from ..prof.host_profiler import ProfilingEvent
+from ..prof.scope import profiling_scope
 from . import acl, models, mstx
 from .acl import aclgrphBuildModel, aclgrphSaveModel
 from .autodiff import add_training
 from .device import PRESETS as DEVICE_PRESETS
-from .ge_prof import (aclgrphProfConfig, aclgrphProfCreateConfig, aclgrphProfDestroyConfig, aclgrphProfFinalize,
-                      aclgrphProfInit, aclgrphProfStart, aclgrphProfStop)
+from .ge_prof import (
+                      aclgrphProfConfig,
+                      aclgrphProfCreateConfig,
+                      aclgrphProfDestroyConfig,
+                      aclgrphProfFinalize,
+                      aclgrphProfInit,
+                      aclgrphProfStart,
+                      aclgrphProfStop,
+)
 from .graph import Graph, Tensor
 from .session import GEFinalize, GEInitialize, Session, simulation_settings
 from .status import FAILED, PARAM_INVALID, SUCCESS, GEGetErrorMsg, Status
 from .tensor import GraphBuildError, TensorDesc
-from ..prof.events import ProfDataTypeConfig, ProfilingAicoreMetrics
-from ..prof.host_profiler import ProfilingEvent
-from ..prof.scope import profiling_scope
 
 __all__ = [
     "DEVICE_PRESETS", "FAILED", "GEFinalize", "GEGetErrorMsg", "GEInitialize", "Graph", "GraphBuildError",

@@ -19,12 +19,12 @@ from ..prof.host_profiler import ProfilingEvent
 from ..prof.scope import AclProfilingReporter, profiling_scope
 from . import status as st
 from .graph import Graph
-from .tensor import GraphBuildError, TensorDesc, canonical_dtype, checked_shape, tensor_mismatch
 from .memory import DeviceMemoryError
 from .runtime import SYNC_LATENCY_NS, LoadedModel
 from .runtime_v2 import ExecutorV2
 from .serialize import ModelFormatError, graph_from_bytes, graph_to_bytes
 from .session import device_runtime, ensure_initialized, register_finalize_hook, remember_graph, step_hooks
+from .tensor import GraphBuildError, TensorDesc, canonical_dtype, checked_shape, tensor_mismatch
 
 ACL_SUCCESS = 0
 # ACL error codes; named, so GEGetErrorMsg() and a printed return value say which error it is.

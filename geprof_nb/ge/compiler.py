@@ -23,9 +23,9 @@ from ..prof.rawdata import GeTaskType, RtTaskType
 from ..prof.task_utils import ProfilingPoint, ProfilingTaskUtils
 from .device import CostModel, KernelTiming
 from .graph import Graph, Node
-from .tensor import GraphBuildError
 from .ops import OpCost, op_cost
 from .task_desc import OpDescs
+from .tensor import GraphBuildError
 
 EVENT_RECORD_NS = 300
 EVENT_WAIT_MIN_NS = 150

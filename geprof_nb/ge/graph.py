@@ -14,9 +14,18 @@ from typing import Any, Iterator, Sequence
 
 from ..prof.clock import toolkit_entry
 from .ops import get_op, known_op_types, op_cost
-from .tensor import (MAX_TENSOR_BYTES, PROBE_DIMS, UNKNOWN_DIM, GraphBuildError, TensorDesc, canonical_dtype,
-                     canonical_format, checked_shape)
-from .tensor import DTYPES, FORMATS  # noqa: F401 - the tables of a graph's dtypes and formats, read from here too
+from .tensor import (  # noqa: F401 - the tables of a graph's dtypes and formats, read from here too
+    DTYPES,
+    FORMATS,
+    MAX_TENSOR_BYTES,
+    PROBE_DIMS,
+    UNKNOWN_DIM,
+    GraphBuildError,
+    TensorDesc,
+    canonical_dtype,
+    canonical_format,
+    checked_shape,
+)
 
 #: GE's name for the NetOutput node (``NODE_NAME_NET_OUTPUT``).
 NET_OUTPUT_NAME = "Node_Output"

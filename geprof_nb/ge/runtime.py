@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from ..prof import events, msprof
+from ..prof.api_types import RuntimeApiType, type_names
 from ..prof.clock import clock
 from ..prof.collectors import CannProfilerV2, DeviceCollector, report_api_block
+from ..prof.host_profiler import MODEL_EXECUTE, global_profiler, rt2_profiler
 from ..prof.msprof import CommandHandle, CommandType
 from ..prof.options import ProfilingOptions
-from ..prof.api_types import RuntimeApiType, type_names
-from ..prof.host_profiler import MODEL_EXECUTE, global_profiler, rt2_profiler
 from ..prof.properties import BIT_TASK_TIME, BIT_TRAINING_TRACE, GlobalProfilingWrapper, ProfilingProperties
 from ..prof.rawdata import SINGLE_OP_MODEL_ID, ReportLevel
 from ..prof.threads import native_thread_id

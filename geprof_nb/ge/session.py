@@ -26,14 +26,22 @@ from ..prof.options import ProfilingOptions, ProfilingOptionsError
 from ..prof.properties import BIT_GE_HOST, ProfilingProperties
 from ..prof.scope import GraphProfilingReporter
 from . import status as st
-from .cluster import MAX_RANKS, OPTION_FAULTS, OPTION_RANK_SIZE, OPTION_RANKS_PER_NODE, ClusterOptionError, ClusterSpec, RankGroup
+from .cluster import (
+    MAX_RANKS,
+    OPTION_FAULTS,
+    OPTION_RANK_SIZE,
+    OPTION_RANKS_PER_NODE,
+    ClusterOptionError,
+    ClusterSpec,
+    RankGroup,
+)
 from .device import DEFAULT_DEVICE, PRESETS, DevicePreset, get_device
 from .graph import Graph
-from .tensor import GraphBuildError, tensor_mismatch
 from .memory import DeviceMemoryError
 from .runtime import DEFAULT_SEED, GE_PROFILING_TO_STD_OUT, DeviceRuntime, LoadedModel, flush_host_profiler
 from .runtime_v1 import ExecutorV1
 from .runtime_v2 import ExecutorV2
+from .tensor import GraphBuildError, tensor_mismatch
 
 _log = logging.getLogger("geprof_nb.ge")
 

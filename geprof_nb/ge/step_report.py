@@ -21,8 +21,15 @@ from ..prof.api_types import ExecutorEvent, GeProfInfoType, LaunchType, RuntimeA
 from ..prof.clock import clock
 from ..prof.collectors import LoadedTaskInfo, report_api_block
 from ..prof.host_profiler import ProfilingEvent
-from ..prof.properties import (BIT_CANN_HOST, BIT_DEVICE, BIT_GE_HOST, BIT_MEMORY, BIT_TASK_TIME,
-                               BIT_TRAINING_TRACE, ProfilingProperties)
+from ..prof.properties import (
+    BIT_CANN_HOST,
+    BIT_DEVICE,
+    BIT_GE_HOST,
+    BIT_MEMORY,
+    BIT_TASK_TIME,
+    BIT_TRAINING_TRACE,
+    ProfilingProperties,
+)
 from ..prof.rawdata import ReportLevel, RtTaskType
 from . import hccl
 from .aicpu import aicpu_records

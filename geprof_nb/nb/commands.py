@@ -17,9 +17,10 @@ from IPython.display import display
 
 from ..analysis import ClusterProfile, Profile, RunDirError, load
 from ..analysis.compare import compare as compare_profiles
-from ..analysis.export.cluster import FORMATS as CLUSTER_EXPORT_FORMATS
-from ..analysis.export import FORMATS as EXPORT_FORMATS, write_failure
+from ..analysis.export import FORMATS as EXPORT_FORMATS
+from ..analysis.export import write_failure
 from ..analysis.export.ascend_pt import rank_argument
+from ..analysis.export.cluster import FORMATS as CLUSTER_EXPORT_FORMATS
 from . import display as nb_display
 
 DEFAULT_NAME = "_geprof"

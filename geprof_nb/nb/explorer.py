@@ -47,8 +47,24 @@ from matplotlib.figure import Figure
 from ..analysis import Profile
 from . import plots
 from .html_parts import TOP_OPS, advice_html, bounded, heading, list_html, message_html, table_html, table_text
-from .report import (ALL, DURATION, MSG_NO_API, MSG_NO_FINDINGS, MSG_NO_HOST, MSG_NO_MEMORY, MSG_NO_OPS, MSG_NO_PMU,
-                     MSG_NO_RUNTIME_API, MSG_NO_SPLIT, MSG_NO_STEPS, STEP_SPLIT, TOP_FINDINGS, Chart, Picture, Report)
+from .report import (
+    ALL,
+    DURATION,
+    MSG_NO_API,
+    MSG_NO_FINDINGS,
+    MSG_NO_HOST,
+    MSG_NO_MEMORY,
+    MSG_NO_OPS,
+    MSG_NO_PMU,
+    MSG_NO_RUNTIME_API,
+    MSG_NO_SPLIT,
+    MSG_NO_STEPS,
+    STEP_SPLIT,
+    TOP_FINDINGS,
+    Chart,
+    Picture,
+    Report,
+)
 
 TAB_TITLES = ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice")
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"

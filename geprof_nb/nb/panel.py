@@ -36,8 +36,7 @@ from ..ge.device import DEFAULT_DEVICE, PRESETS
 from ..ge.session import DEFAULT_EXECUTOR
 from ..prof.events import AIC_METRICS
 from ..prof.options import GE_API_LEVELS, ON_OFF, TASK_TRACE_LEVELS
-from .config import (CONFIG_FIELDS, FLAG_OF, PROFILING_FLAGS, SCHEDULE_FIELD_NAMES, ConfigError, ConfigStore,
-                     flag_line)
+from .config import CONFIG_FIELDS, FLAG_OF, PROFILING_FLAGS, SCHEDULE_FIELD_NAMES, ConfigError, ConfigStore, flag_line
 
 __all__ = ["ConfigError", "ConfigPanel", "graph_op_names"]
 

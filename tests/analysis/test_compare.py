@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import run_profiled_session, run_two_graphs
 
 import geprof_nb
 from geprof_nb import ge
@@ -19,6 +18,7 @@ from geprof_nb.analysis.compare import DIFF_COLUMNS, PMU_COLUMNS, Comparison, co
 from geprof_nb.analysis.profile import Profile
 from geprof_nb.analysis.sources.source import Source
 from geprof_nb.analysis.tables.summary import OpRows
+from helpers.geprof_testing import run_profiled_session, run_two_graphs
 
 XSS = "<script>alert(1)</script>"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from real_fixtures import write_ascend_pt, write_msprof
 
 import geprof_nb
 import geprof_nb.analysis
@@ -13,6 +12,7 @@ from geprof_nb.analysis.registry import ASCEND_PT, DAMAGED_PARQUET, LAYOUTS, MSP
 from geprof_nb.analysis.sources.ascend_pt import AscendPtSource
 from geprof_nb.analysis.sources.msprof import MsprofSource
 from geprof_nb.analysis.sources.parquet import ParquetSource
+from helpers.real_fixtures import write_ascend_pt, write_msprof
 
 
 def test_load_is_the_registry_load():

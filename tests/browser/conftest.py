@@ -15,7 +15,8 @@ Skipped, with the reason, only when Playwright or Chromium is missing.
 from __future__ import annotations
 
 import pytest
-from lab_browser import CHROMIUM, CHROMIUM_ARGS, SKIP_REASON, VIEWPORT, playwright_api, start_lab
+
+from helpers.lab_browser import CHROMIUM, CHROMIUM_ARGS, SKIP_REASON, VIEWPORT, playwright_api, start_lab
 
 
 @pytest.fixture(scope="session")

@@ -19,10 +19,21 @@ import shutil
 from pathlib import Path
 
 import pytest
-from lab_browser import (REPO, SKIP_REASON, cell, error_outputs, explorer_tab, open_notebook, rerun_cell,
-                         run_all, screenshot, wait_all_executed, write_notebook)
 
 from geprof_nb.analysis.tables import columns as C
+from helpers.lab_browser import (
+    REPO,
+    SKIP_REASON,
+    cell,
+    error_outputs,
+    explorer_tab,
+    open_notebook,
+    rerun_cell,
+    run_all,
+    screenshot,
+    wait_all_executed,
+    write_notebook,
+)
 
 if SKIP_REASON:
     pytest.skip(SKIP_REASON, allow_module_level=True)

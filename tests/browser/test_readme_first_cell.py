@@ -17,10 +17,19 @@ from __future__ import annotations
 import re
 
 import pytest
-from lab_browser import REPO, SKIP_REASON, cell, error_outputs, open_notebook, run_all, wait_all_executed, write_notebook
 
 import geprof_nb
 from geprof_nb import ge
+from helpers.lab_browser import (
+    REPO,
+    SKIP_REASON,
+    cell,
+    error_outputs,
+    open_notebook,
+    run_all,
+    wait_all_executed,
+    write_notebook,
+)
 
 if SKIP_REASON:
     pytest.skip(SKIP_REASON, allow_module_level=True)

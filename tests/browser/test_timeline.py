@@ -24,10 +24,19 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from lab_browser import (REPO, SKIP_REASON, cell, error_outputs, open_notebook, run_all, screenshot,
-                         wait_all_executed, write_notebook)
 
 from geprof_nb import ge
+from helpers.lab_browser import (
+    REPO,
+    SKIP_REASON,
+    cell,
+    error_outputs,
+    open_notebook,
+    run_all,
+    screenshot,
+    wait_all_executed,
+    write_notebook,
+)
 
 if SKIP_REASON:
     pytest.skip(SKIP_REASON, allow_module_level=True)
@@ -58,8 +67,8 @@ def hostile_graph() -> ge.Graph:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from cluster_testing import FAULTS, simulate_cluster
-    from geprof_testing import run_profiled_session
+    from helpers.cluster_testing import FAULTS, simulate_cluster
+    from helpers.geprof_testing import run_profiled_session
 
     base = tmp_path_factory.mktemp("timeline_runs")
     resnet = run_profiled_session(base / "resnet", ge.models.resnet50(batch_size=32, training=True, world_size=8),
@@ -321,7 +330,7 @@ def test_hostile_op_names_show_as_text_and_fire_no_dialog(notebook, runs):
 
 
 def test_a_cluster_server_lane_expands_into_its_ranks_slowest_first(notebook, runs, tmp_path):
-    from cluster_testing import SLOW_RANK
+    from helpers.cluster_testing import SLOW_RANK
 
     w = Widget(notebook, 3)
     layout = json.loads(w.attr("layout"))

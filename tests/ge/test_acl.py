@@ -12,17 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from geprof_testing import TS_TOL_US
-
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.ge import acl, ge_prof
 from geprof_nb.ge.runtime import SYNC_LATENCY_NS
-from geprof_nb.prof.rawdata import SINGLE_OP_MODEL_ID
 from geprof_nb.ge.serialize import MAGIC, graph_to_dict
 from geprof_nb.prof.api_types import AclProfType, acl_api_name
 from geprof_nb.prof.clock import clock
-from geprof_nb.prof.rawdata import ReportLevel
+from geprof_nb.prof.rawdata import SINGLE_OP_MODEL_ID, ReportLevel
+from helpers.geprof_testing import TS_TOL_US
 
 D = ge.ProfDataTypeConfig
 

@@ -8,11 +8,10 @@ below them even at the fastest run-time jitter, and the memory levels agree with
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
-
-import json
 
 import geprof_nb
 from geprof_nb import ge

@@ -2,9 +2,9 @@
 
 import pandas as pd
 import pytest
-from geprof_testing import run_profiled_session
 
 from geprof_nb import ge
+from helpers.geprof_testing import run_profiled_session
 
 
 def matmul_graph(k: int) -> ge.Graph:

@@ -11,12 +11,12 @@ import warnings
 from pathlib import Path
 
 import pytest
-from geprof_testing import TS_TOL_US
 
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.ge import ge_prof
 from geprof_nb.prof.clock import clock
+from helpers.geprof_testing import TS_TOL_US
 
 MSPROF_TX_HEADER = ("Device_id,pid,tid,category,event_type,payload_type,payload_value,Start_time(us),End_time(us),"
                     "message_type,message,domain,Device Start_time(us),Device End_time(us)").split(",")

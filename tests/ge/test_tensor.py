@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geprof_nb.ge.tensor import (UNKNOWN_DIM, GraphBuildError, TensorDesc, canonical_dtype, canonical_format,
-                                 checked_shape, tensor_mismatch)
+from geprof_nb.ge.tensor import (
+    UNKNOWN_DIM,
+    GraphBuildError,
+    TensorDesc,
+    canonical_dtype,
+    canonical_format,
+    checked_shape,
+    tensor_mismatch,
+)
 
 
 def test_tensor_desc_sizes():

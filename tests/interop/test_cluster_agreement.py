@@ -14,8 +14,9 @@ import json
 
 import pandas as pd
 import pytest
-from cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, simulate_cluster
-from test_msprof_analyze import MSPROF_ANALYZE, analyze
+
+from helpers.cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, simulate_cluster
+from helpers.msprof_analyze import MSPROF_ANALYZE, analyze
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(MSPROF_ANALYZE is None,
                                                       reason="msprof-analyze is not installed (the interop extra)")]

@@ -12,10 +12,10 @@ import json
 import re
 
 import pytest
-from cluster_testing import simulate_cluster
-from test_msprof_analyze import MSPROF_ANALYZE, analyze
 
 from geprof_nb import ge
+from helpers.cluster_testing import simulate_cluster
+from helpers.msprof_analyze import MSPROF_ANALYZE, analyze
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(MSPROF_ANALYZE is None,
                                                       reason="msprof-analyze is not installed (the interop extra)")]

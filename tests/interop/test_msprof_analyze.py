@@ -10,39 +10,16 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from geprof_testing import run_profiled_session, small_resnet
 
 import geprof_nb
 from geprof_nb import ge
+from helpers.geprof_testing import run_profiled_session, small_resnet
+from helpers.msprof_analyze import MSPROF_ANALYZE, analyze
 
-
-def _executable() -> str | None:
-    beside = Path(sys.executable).with_name("msprof-analyze")
-    return shutil.which("msprof-analyze") or (str(beside) if beside.exists() else None)
-
-
-MSPROF_ANALYZE = _executable()
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(MSPROF_ANALYZE is None,
                                                       reason="msprof-analyze is not installed (the interop extra)")]
-
-
-def analyze(cwd: Path, *args: str, allow: tuple[str, ...] = ()) -> str:
-    """Run msprof-analyze in ``cwd`` (the advisor leaves a tuning file in its working directory);
-    returns stdout + stderr after checking that no line reports an error (but those matching a
-    regular expression of ``allow``: known, explained gaps of the input)."""
-    done = subprocess.run([MSPROF_ANALYZE, *args], capture_output=True, text=True, timeout=600, cwd=cwd)
-    output = done.stdout + done.stderr
-    errors = [line for line in output.splitlines() if ("[ERROR]" in line or " ERROR " in line)
-              and not any(re.search(pattern, line) for pattern in allow)]
-    assert not errors, "\n".join(errors)
-    assert done.returncode == 0, output
-    return output
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, simulate_cluster
+from IPython.utils.capture import capture_output
 
 import geprof_nb
 from geprof_nb import ge
@@ -19,7 +19,7 @@ from geprof_nb.nb import cluster_plots
 from geprof_nb.nb.display import profile_mimebundle, show_profile
 from geprof_nb.nb.explorer import WIDGET_VIEW_MIME, Explorer
 from geprof_nb.nb.report import Picture
-from IPython.utils.capture import capture_output
+from helpers.cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, simulate_cluster
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 BUNDLE_KEYS = {WIDGET_VIEW_MIME, "text/html", "image/png", "text/plain"}

@@ -8,19 +8,19 @@ import re
 
 import numpy as np
 import pytest
-from geprof_testing import run_profiled_session as _run_profiled_session
-from geprof_testing import small_resnet, step_headline_by_hand
-from ipywidgets.widgets.widget import _instances
 from IPython.utils.capture import capture_output
+from ipywidgets.widgets.widget import _instances
 
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.nb import explorer as X
 from geprof_nb.nb import html_parts as H
-from geprof_nb.nb import report as R
 from geprof_nb.nb import plots
+from geprof_nb.nb import report as R
 from geprof_nb.nb.display import profile_mimebundle, show_profile
 from geprof_nb.prof.clock import clock
+from helpers.geprof_testing import run_profiled_session as _run_profiled_session
+from helpers.geprof_testing import small_resnet, step_headline_by_hand
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 HOSTILE_ESCAPED = "&lt;img src=x onerror=alert(1)&gt;"

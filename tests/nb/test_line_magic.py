@@ -1,6 +1,7 @@
 """%geprof <command>: show, load, export, compare, advise, help; clear usage errors."""
 
 import re
+
 import pandas as pd
 import pytest
 from IPython.core.error import UsageError

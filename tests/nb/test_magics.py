@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from IPython.core.error import UsageError
-from geprof_testing import step_headline_by_hand
 from IPython.utils.capture import capture_output
 
 from geprof_nb import ge
@@ -19,6 +18,7 @@ from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.nb.explorer import TAB_TITLES, WIDGET_VIEW_MIME
 from geprof_nb.nb.magics import CellSyntaxError
 from geprof_nb.prof import msprof, rawdata
+from helpers.geprof_testing import step_headline_by_hand
 
 #: What %%geprof shows: one display call with the explorer and its static fallback.
 EXPLORER_BUNDLE = {WIDGET_VIEW_MIME, "text/html", "image/png", "text/plain"}

@@ -14,7 +14,6 @@ matplotlib.use("Agg")
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import run_profiled_session, small_resnet
 from matplotlib.colors import to_rgba
 from matplotlib.patches import PathPatch
 
@@ -22,8 +21,8 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.tables import columns as C
 from geprof_nb.nb import plots
-from geprof_nb.nb.plots import spans, steps
-from geprof_nb.nb.plots import EMPTY_STEP_TRACE_MESSAGE, figure_png, step_timeline
+from geprof_nb.nb.plots import EMPTY_STEP_TRACE_MESSAGE, figure_png, spans, step_timeline, steps
+from helpers.geprof_testing import run_profiled_session, small_resnet
 
 T = 1.7e15  # an absolute µs timestamp of the size msprof writes
 NAN = np.nan

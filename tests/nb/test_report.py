@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-from geprof_testing import run_profiled_session
 from matplotlib.figure import Figure
 
 import geprof_nb
@@ -14,6 +13,7 @@ from geprof_nb import ge
 from geprof_nb.nb import plots
 from geprof_nb.nb import report as R
 from geprof_nb.prof.clock import clock
+from helpers.geprof_testing import run_profiled_session
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ import threading
 
 import numpy as np
 import pytest
-from geprof_testing import step_headline_by_hand
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
@@ -13,6 +12,7 @@ from geprof_nb.ge.runtime import LoadedModel
 from geprof_nb.ge.session import step_hooks
 from geprof_nb.nb import progress as nb_progress
 from geprof_nb.prof import msprof
+from helpers.geprof_testing import step_headline_by_hand
 
 SETUP = """
 sess = ge.Session()

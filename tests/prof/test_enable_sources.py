@@ -14,8 +14,13 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.prof import events, msprof
 from geprof_nb.prof.options import DEFAULT_ENV_OPTIONS, ProfilingOptions
-from geprof_nb.prof.properties import (BIT_DEVICE, BIT_TASK_TIME, BIT_TRAINING_TRACE, GlobalProfilingWrapper,
-                                       ProfilingProperties)
+from geprof_nb.prof.properties import (
+    BIT_DEVICE,
+    BIT_TASK_TIME,
+    BIT_TRAINING_TRACE,
+    GlobalProfilingWrapper,
+    ProfilingProperties,
+)
 
 ENV_NAMES = ("PROFILING_MODE", "PROFILING_OPTIONS", "GE_PROFILING_MODE", "GE_PROFILING_OPTIONS", "ASCEND_WORK_PATH")
 

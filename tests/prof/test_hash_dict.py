@@ -59,6 +59,7 @@ def test_a_run_file_appends_only_the_lines_it_does_not_have(tmp_path):
 
 def test_a_failed_append_is_noted_and_written_again_on_a_line_of_its_own(tmp_path, monkeypatch):
     import errno
+
     from geprof_nb.prof import hash_dict
 
     lock = threading.RLock()

@@ -19,8 +19,16 @@ from geprof_nb.ge.host_launch import NODE_HOST_COSTS
 from geprof_nb.ge.runtime import GE_PROFILING_TO_STD_OUT
 from geprof_nb.prof import host_profiler, rawdata, scope
 from geprof_nb.prof.clock import clock
-from geprof_nb.prof.host_profiler import (EVENT_STRINGS, RT2_VERSION, GlobalProfiler, HostRecords, ProfilingEvent,
-                                         event_string, global_profiler, rt2_profiler)
+from geprof_nb.prof.host_profiler import (
+    EVENT_STRINGS,
+    RT2_VERSION,
+    GlobalProfiler,
+    HostRecords,
+    ProfilingEvent,
+    event_string,
+    global_profiler,
+    rt2_profiler,
+)
 from geprof_nb.prof.properties import BIT_ALL, BIT_GE_HOST, GlobalProfilingWrapper
 
 #: ``ge::profiling`` event order, as in reference §6.3.

@@ -8,8 +8,7 @@ import pytest
 
 from geprof_nb.prof import rawdata
 from geprof_nb.prof.rawdata import MEMCPY_DIRECTION_NAMES, MemcpyDirection, RtTaskType
-
-from geprof_testing import build_tiny_graph, run_profiled_session, small_resnet
+from helpers.geprof_testing import build_tiny_graph, run_profiled_session, small_resnet
 
 # Reference §4.6, verbatim: the direction texts in the order of their values.
 DIRECTIONS = ("host to host, host to device, device to host, device to device, managed memory, "

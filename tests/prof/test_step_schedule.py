@@ -4,8 +4,16 @@ import itertools
 
 import pytest
 
-from geprof_nb.prof.step_schedule import (NONE, RECORD, RECORD_AND_SAVE, WARMUP, ScheduledCollection, StepSchedule,
-                                          StepScheduleError, _ranges)
+from geprof_nb.prof.step_schedule import (
+    NONE,
+    RECORD,
+    RECORD_AND_SAVE,
+    WARMUP,
+    ScheduledCollection,
+    StepSchedule,
+    StepScheduleError,
+    _ranges,
+)
 
 
 def torch_schedule_fn(wait, warmup, active, repeat=0, skip_first=0):

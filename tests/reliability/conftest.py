@@ -20,7 +20,7 @@ from geprof_nb.prof import msprof
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))  # real_fixtures
 
-from reliability_helpers import EarlierRun, make_earlier_run  # noqa: E402
+from helpers.reliability_helpers import EarlierRun, make_earlier_run  # noqa: E402
 
 
 @pytest.fixture(scope="session")

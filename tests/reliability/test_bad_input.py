@@ -8,8 +8,8 @@ the run directory.  Every case asserts the exception type (or return code), that
 the message names the field or file and says what is accepted, and that the run
 made before the bad input is still on disk, unchanged and loadable.
 
-The cases here are distinct from the ones in tests/prof/test_prof_options.py,
-tests/ge/test_ge_prof_api.py, tests/analysis/sources/test_import_errors.py and
+The cases here are distinct from the ones in tests/prof/test_options.py,
+tests/ge/test_prof_api.py, tests/analysis/sources/test_import_errors.py and
 tests/nb/test_panel.py (which cover the first layer of each).
 """
 
@@ -28,8 +28,6 @@ import numpy as np
 import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
-from real_fixtures import STAMP, write_ascend_pt, write_msprof
-from reliability_helpers import FaultyDisk, n_kernels, profiled_ge, run_steps, tiny_mlp
 
 import geprof_nb
 from geprof_nb import ge
@@ -44,6 +42,8 @@ from geprof_nb.nb.panel import ConfigPanel
 from geprof_nb.prof import msprof, rawdata
 from geprof_nb.prof.options import ProfilingOptions, ProfilingOptionsError
 from geprof_nb.prof.properties import ProfilingProperties
+from helpers.real_fixtures import STAMP, write_ascend_pt, write_msprof
+from helpers.reliability_helpers import FaultyDisk, n_kernels, profiled_ge, run_steps, tiny_mlp
 
 D = ge.ProfDataTypeConfig
 M = ge.ProfilingAicoreMetrics

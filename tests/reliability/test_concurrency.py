@@ -24,7 +24,7 @@ from geprof_nb.prof import msprof, rawdata
 from geprof_nb.prof.api_types import AclProfType
 from geprof_nb.prof.host_profiler import ProfilingEvent
 from geprof_nb.prof.scope import profiling_scope
-from reliability_helpers import n_kernels, profiled_ge, tiny_mlp
+from helpers.reliability_helpers import n_kernels, profiled_ge, tiny_mlp
 
 ROOT = Path(__file__).resolve().parents[2]
 THREADS = 8

@@ -29,8 +29,7 @@ from geprof_nb.ge.runtime import LoadedModel
 from geprof_nb.nb.explorer import Explorer
 from geprof_nb.prof import msprof
 from geprof_nb.prof.host_profiler import global_profiler
-
-from reliability_helpers import n_kernels, tiny_mlp
+from helpers.reliability_helpers import n_kernels, tiny_mlp
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -27,8 +27,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from IPython.core.error import UsageError
-from real_fixtures import STAMP, write_ascend_pt, write_msprof
-from reliability_helpers import profiled_ge, run_steps, tiny_mlp
 
 import geprof_nb
 from geprof_nb import ge
@@ -39,11 +37,13 @@ from geprof_nb.errors import ImportFormatError, RunDirError
 from geprof_nb.ge.device import PRESETS
 from geprof_nb.nb import config as nb_config
 from geprof_nb.nb.config import CONFIG_FIELDS, ConfigError, ConfigStore, builtin_defaults, flag_line
-from geprof_nb.nb.report import Report
 from geprof_nb.nb.panel import ConfigPanel
+from geprof_nb.nb.report import Report
 from geprof_nb.prof import rawdata
 from geprof_nb.prof.events import AIC_METRICS
 from geprof_nb.prof.options import FREQ_FIELDS, ProfilingOptions, ProfilingOptionsError
+from helpers.real_fixtures import STAMP, write_ascend_pt, write_msprof
+from helpers.reliability_helpers import profiled_ge, run_steps, tiny_mlp
 
 EXAMPLES: Counter = Counter()
 FAST = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))

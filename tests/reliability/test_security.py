@@ -26,8 +26,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from IPython.utils.capture import capture_output
-from real_fixtures import write_ascend_pt
-from reliability_helpers import profiled_ge, run_steps
 
 import geprof_nb
 from geprof_nb import ge
@@ -39,6 +37,8 @@ from geprof_nb.nb.config import ConfigStore
 from geprof_nb.nb.explorer import Explorer
 from geprof_nb.nb.html_parts import advice_html
 from geprof_nb.nb.panel import ConfigPanel
+from helpers.real_fixtures import write_ascend_pt
+from helpers.reliability_helpers import profiled_ge, run_steps
 
 pytestmark = pytest.mark.filterwarnings("ignore:Glyph .* missing from font")  # op names with TABs in plots
 

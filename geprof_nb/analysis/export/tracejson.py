@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from json.encoder import encode_basestring
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from pathlib import Path
 
 import numpy as np

@@ -24,8 +24,17 @@ from ..tables import api, breakdown, communication, memory, summary
 from ..tables.columns import PURE_CORE_TASK_TYPES, is_other_core_column
 from .csvfiles import CsvTable, Kinds, read_json
 from .filesource import FileSource
-from .msprof import (API_STATISTIC_KINDS, DEVICE_ID, OP_STATISTIC_KINDS, OP_SUMMARY_KINDS, aic_metrics_of, chip_family,
-                     device_infos, require_durations, start_times)
+from .msprof import (
+    API_STATISTIC_KINDS,
+    DEVICE_ID,
+    OP_STATISTIC_KINDS,
+    OP_SUMMARY_KINDS,
+    aic_metrics_of,
+    chip_family,
+    device_infos,
+    require_durations,
+    start_times,
+)
 from .trace_view import TraceView, read_trace_view
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"

@@ -22,7 +22,8 @@ import pandas as pd
 
 from ...errors import ImportFormatError
 from ...prof.rawdata import RtTaskType
-from ..tables import api, breakdown, columns as C, communication, summary, tx
+from ..tables import api, breakdown, communication, summary, tx
+from ..tables import columns as C
 from ..tables.aicpu import AICPU
 from .csvfiles import CsvTable, Kinds, read_json
 from .filesource import FileSource

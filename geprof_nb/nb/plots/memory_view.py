@@ -11,6 +11,7 @@ import pandas as pd
 
 from .figure import floats, id_list
 
+
 def _step_window(step_trace: pd.DataFrame | None, iteration: int) -> tuple[float, float]:
     """(begin, end) µs of an iteration: its end minus its Iteration Time, and its end."""
     if step_trace is None or step_trace.empty:

@@ -21,7 +21,7 @@ from ..plots.host import sub_rows
 from ..plots.steps import ROW_COLORS as STEP_PHASE_COLORS
 from ..plots.steps import step_rows
 from .lod import Spans
-from .registry import Codes, DetailTable, Details, Kinds
+from .registry import Codes, Details, DetailTable, Kinds
 
 #: Kind names of the spans that are not op tasks or host scopes.
 STEP_KIND = "step"

@@ -9,13 +9,13 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 import pytest
-from cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, simulate_cluster
 
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis.cluster.profile import ClusterTables
 from geprof_nb.analysis.sources.parquet import ParquetSource
+from helpers.cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, simulate_cluster
 
 
 @pytest.fixture(scope="module")

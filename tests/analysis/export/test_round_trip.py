@@ -12,7 +12,7 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis.tables.breakdown import step_windows
-from geprof_testing import run_profiled_session, small_resnet
+from helpers.geprof_testing import run_profiled_session, small_resnet
 
 MSPROF_TABLES = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trace",
                  "communication_statistic", "msprof_tx")

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run_two_graphs, small_resnet
 
 import geprof_nb
 from geprof_nb import ge
@@ -23,6 +22,7 @@ from geprof_nb.analysis.profile import Profile
 from geprof_nb.analysis.sources.source import Source
 from geprof_nb.analysis.tables.columns import op_summary_columns
 from geprof_nb.analysis.tables.summary import OpRows
+from helpers.geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run_two_graphs, small_resnet
 
 AICPU = "AI CPU op on the critical path"
 CUBE = "Low cube utilisation"

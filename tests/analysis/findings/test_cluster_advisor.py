@@ -7,11 +7,11 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, resnet, simulate_cluster
 
 from geprof_nb.analysis.cluster import cross_rank as T
 from geprof_nb.analysis.findings.advisor import COLUMNS
 from geprof_nb.analysis.findings.cluster_advisor import WAIT_EXCESS_MIN_SHARE, high_wait
+from helpers.cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, resnet, simulate_cluster
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from real_fixtures import (PT_LINK_GBPS, PT_LINK_MB, PT_LINK_MS, STEP_TRACE_TIME_HEADER, write_ascend_pt, write_cluster,
-                           write_msprof)
 
 import geprof_nb
 from geprof_nb.analysis import Profile
@@ -17,6 +15,15 @@ from geprof_nb.analysis.cluster.profile import ClusterProfile
 from geprof_nb.analysis.sources.ascend_pt import AscendPtSource
 from geprof_nb.analysis.tables.breakdown import STEP_TRACE_TIME
 from geprof_nb.errors import ImportFormatError
+from helpers.real_fixtures import (
+    PT_LINK_GBPS,
+    PT_LINK_MB,
+    PT_LINK_MS,
+    STEP_TRACE_TIME_HEADER,
+    write_ascend_pt,
+    write_cluster,
+    write_msprof,
+)
 
 
 @pytest.fixture

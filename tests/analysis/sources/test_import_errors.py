@@ -7,11 +7,11 @@ import io
 import json
 
 import pytest
-from real_fixtures import STAMP, write_ascend_pt, write_msprof
 
 import geprof_nb
 from geprof_nb.analysis.export.parquet import export_parquet
 from geprof_nb.errors import ImportFormatError, RunDirError
+from helpers.real_fixtures import STAMP, write_ascend_pt, write_msprof
 
 
 def op_summary_file(run):

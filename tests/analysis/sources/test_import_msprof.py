@@ -5,11 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from real_fixtures import A2_MEMORY_HEADER, A2_PIPE_HEADER, A910_PIPE_HEADER, OLD_STAMP, STAMP, write_csv, write_msprof
 
 import geprof_nb
 from geprof_nb.analysis import Profile
 from geprof_nb.analysis.sources.msprof import MsprofSource
+from helpers.real_fixtures import (
+    A2_MEMORY_HEADER,
+    A2_PIPE_HEADER,
+    A910_PIPE_HEADER,
+    OLD_STAMP,
+    STAMP,
+    write_csv,
+    write_msprof,
+)
 
 
 @pytest.fixture

@@ -11,15 +11,32 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 import pytest
-from real_data import (COMPUTE_ADVICE, LEVELS, OLDER_OP_SUMMARY, PYTORCH_TEXT, RUNS, SERVER_RANKS, SHARED_REAL_DATA,
-                       collective_type, collectives, communication_ops, copy_run, kernels, ns, output, read_csv,
-                       run_id, spans, union_us)
 
 import geprof_nb
 from geprof_nb.analysis import Profile
 from geprof_nb.analysis.cluster.profile import ClusterProfile
 from geprof_nb.analysis.sources.source import OP_STATISTIC_L0_NOTE
 from geprof_nb.analysis.sources.trace_view import read_trace_view
+from helpers.real_data import (
+    COMPUTE_ADVICE,
+    LEVELS,
+    OLDER_OP_SUMMARY,
+    PYTORCH_TEXT,
+    RUNS,
+    SERVER_RANKS,
+    SHARED_REAL_DATA,
+    collective_type,
+    collectives,
+    communication_ops,
+    copy_run,
+    kernels,
+    ns,
+    output,
+    read_csv,
+    run_id,
+    spans,
+    union_us,
+)
 
 HCCL_NOTE = ("{} kernels are collectives labelled Accelerator Core HCCL (torch_npu's label): shown as Task Type "
              "COMMUNICATION, msprof's label, and counted as communication")

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from real_fixtures import write_ascend_pt
 
 from geprof_nb.analysis.sources import trace_view
 from geprof_nb.analysis.sources.csvfiles import NumberText, read_json
 from geprof_nb.analysis.sources.trace_view import read_trace_view
 from geprof_nb.errors import ImportFormatError
+from helpers.real_fixtures import write_ascend_pt
 
 
 def stdlib_reading(path):

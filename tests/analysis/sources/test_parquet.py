@@ -8,8 +8,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import build_tiny_graph, run_profiled_session
-from real_fixtures import write_ascend_pt, write_msprof
 
 import geprof_nb
 from geprof_nb.analysis import Profile
@@ -18,6 +16,8 @@ from geprof_nb.analysis.sources.parquet import ParquetSource
 from geprof_nb.analysis.sources.source import TIMESTAMP_COLUMNS, Source
 from geprof_nb.analysis.tables import summary
 from geprof_nb.errors import ImportFormatError
+from helpers.geprof_testing import build_tiny_graph, run_profiled_session
+from helpers.real_fixtures import write_ascend_pt, write_msprof
 
 
 def assert_same_profile(p: Profile, q: Profile) -> None:

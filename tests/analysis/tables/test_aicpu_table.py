@@ -10,8 +10,7 @@ from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.analysis.tables.aicpu import AICPU, aicpu
 from geprof_nb.ge.aicpu import aicpu_records
 from geprof_nb.prof.rawdata import RtTaskType
-
-from rawrun_helpers import Hashes, records, write_run
+from helpers.rawrun_helpers import Hashes, records, write_run
 
 # Reference §4.5, verbatim.
 HEADER = ("Timestamp(us),Node,Compute_time(us),Memcpy_time(us),Task_time(us),Dispatch_time(us),Total_time(us),"

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import run_profiled_session
 
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.sources.source import OP_STATISTIC_L0_NOTE
 from geprof_nb.analysis.tables import columns as C
 from geprof_nb.analysis.tables import summary
+from helpers.geprof_testing import run_profiled_session
 
 OP_STATISTIC_HEADER = ("Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),"
                        "Ratio(%)").split(",")

@@ -12,8 +12,7 @@ from geprof_nb.analysis.tables import columns as C
 from geprof_nb.analysis.tables import summary
 from geprof_nb.ge.graph import DTYPES, FORMATS
 from geprof_nb.prof.rawdata import DataType, Format
-
-from geprof_testing import build_tiny_graph, run_two_graphs, small_resnet
+from helpers.geprof_testing import build_tiny_graph, run_two_graphs, small_resnet
 
 # Reference §4.1, verbatim (msprof op_summary_assembler unit test).
 A2_PIPE_HEADER = (

@@ -14,9 +14,8 @@ from geprof_nb.analysis.tables import columns as C
 from geprof_nb.analysis.tables.breakdown import chained_steps, step_windows
 from geprof_nb.errors import RunDirError
 from geprof_nb.prof import rawdata
-
-from geprof_testing import TS_TOL_US, build_tiny_graph
-from rawrun_helpers import INFO, records, write_run
+from helpers.geprof_testing import TS_TOL_US, build_tiny_graph
+from helpers.rawrun_helpers import INFO, records, write_run
 
 STEP_TRACE_HEADER = ("Device_id,Iteration ID,FP Start(us),BP End(us),Iteration End(us),Iteration Time(us),"
                      "FP to BP Time(us),Iteration Refresh(us),Data Aug Bound(us),Model ID").split(",")

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from rawrun_helpers import records, write_run
 
 import geprof_nb
 from geprof_nb import ge
@@ -21,6 +20,7 @@ from geprof_nb.prof import events, scope
 from geprof_nb.prof.api_types import AclProfType, GeProfInfoType
 from geprof_nb.prof.properties import BIT_ALL, BIT_TASK_TIME, GlobalProfilingWrapper, ProfilingProperties
 from geprof_nb.prof.rawdata import ReportLevel
+from helpers.rawrun_helpers import records, write_run
 
 API_STATISTIC_HEADER = "Device_id,Level,API Name,Time(us),Count,Avg(us),Min(us),Max(us),Variance".split(",")
 TASK_TIME_HEADER = ("Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),"

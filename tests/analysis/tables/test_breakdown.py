@@ -3,12 +3,12 @@
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run_two_graphs
 
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.tables.breakdown import STEP_TRACE_TIME, main_model, step_breakdown
 from geprof_nb.analysis.tables.summary import OpRows
+from helpers.geprof_testing import build_tiny_graph, run_aged, run_profiled_session, run_two_graphs
 
 T0 = 1_767_225_600_000_000_000
 

@@ -14,8 +14,7 @@ from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.analysis.tables import communication as comm
 from geprof_nb.ge import hccl
 from geprof_nb.prof.rawdata import GeTaskType, LinkType, RtTaskType, TransportType
-
-from rawrun_helpers import Hashes, records, write_run
+from helpers.rawrun_helpers import Hashes, records, write_run
 
 # Reference §4.5, verbatim.
 HEADER = "Device_id,OP Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)".split(",")
@@ -251,7 +250,7 @@ def test_empty_run(tmp_path):
 def test_collectives_are_found_at_task_trace_l0(tmp_path):
     """At l0 op_summary has no Task Type or OP Type; the collectives come from the task track and
     their type from the node's name, so hccl_tasks and communication_time match an l1 run's."""
-    from geprof_testing import run_profiled_session, small_resnet
+    from helpers.geprof_testing import run_profiled_session, small_resnet
 
     l1 = run_profiled_session(tmp_path / "l1", small_resnet(8), 2, hccl="on").profile
     l0 = run_profiled_session(tmp_path / "l0", small_resnet(8), 2, hccl="on", task_trace="l0").profile
@@ -264,9 +263,8 @@ def test_collectives_are_found_at_task_trace_l0(tmp_path):
 
 def test_communication_statistic_at_task_trace_l0_is_l1s(tmp_path):
     """l0 op_summary has no Task Type or OP Type: the collectives are the device's HCCL tasks, typed by name."""
-    from geprof_testing import run_profiled_session
-
     from geprof_nb import ge
+    from helpers.geprof_testing import run_profiled_session
 
     l0 = run_profiled_session(tmp_path / "l0", ge.models.mlp(training=True, world_size=8), 3, task_trace="l0").profile
     l1 = run_profiled_session(tmp_path / "l1", ge.models.mlp(training=True, world_size=8), 3).profile

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from rawrun_helpers import records, write_run
 
 import geprof_nb
 from geprof_nb.prof import rawdata
 from geprof_nb.prof.host_profiler import ProfilingEvent
+from helpers.rawrun_helpers import records, write_run
 
 INFER, TILING = int(ProfilingEvent.kInferShape), int(ProfilingEvent.kTiling)
 UNKNOWN_EVENT = 200  # past the last event index

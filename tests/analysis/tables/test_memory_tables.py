@@ -13,10 +13,16 @@ import pytest
 
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.analysis.tables import memory
-from geprof_nb.analysis.tables.memory import (MEMORY_RECORD, OPERATOR_MEMORY, memory_peak, memory_record,
-                                              operator_memory, tensor_lifetimes)
+from geprof_nb.analysis.tables.memory import (
+    MEMORY_RECORD,
+    OPERATOR_MEMORY,
+    memory_peak,
+    memory_record,
+    operator_memory,
+    tensor_lifetimes,
+)
 from geprof_nb.prof import rawdata
-from memory_runs import HELD, write_memory_run
+from helpers.memory_runs import HELD, write_memory_run
 
 ROOT = Path(__file__).resolve().parents[3]
 MB = 1024 * 1024

@@ -13,13 +13,13 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import run_profiled_session, small_resnet
 
 from geprof_nb.analysis.tables import columns as C
 from geprof_nb.ge.device import PRESETS, CostModel
 from geprof_nb.ge.ops import op_cost
 from geprof_nb.prof.events import AIC_METRICS, PMU_EVENTS
 from geprof_nb.prof.rawdata import PMU_EVENTS_PER_TASK
+from helpers.geprof_testing import run_profiled_session, small_resnet
 
 GROUPS = list(AIC_METRICS)
 DEVICES = ["Ascend910B", "Ascend910A"]

@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from geprof_testing import run_profiled_session, small_resnet
 
 from geprof_nb.analysis.profile import Profile
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.analysis.sources.source import Source
 from geprof_nb.analysis.tables.memory import TENSOR_LIFETIMES, operator_memory, tensor_lifetimes
 from geprof_nb.ge.memory import plan_memory
-from memory_runs import HELD, write_memory_run
+from helpers.geprof_testing import run_profiled_session, small_resnet
+from helpers.memory_runs import HELD, write_memory_run
 
 #: Model 1 (pool 4096) and model 2 (pool 512, which starts at 0 too):
 #: (tensor, addr, size, alloc conn, free conn, stream).  "out" reuses conv1's bytes and is held to the

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from cluster_testing import FAULTS, simulate_cluster
 
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.ge.runtime import MODEL_IDS
+from helpers.cluster_testing import FAULTS, simulate_cluster
 
 RICH_OPTIONS = {"training_trace": "on", "task_trace": "l1", "aic_metrics": "PipeUtilization", "hccl": "on",
                 "ge_api": "l1", "runtime_api": "on", "msproftx": "on", "task_memory": "on"}

@@ -9,9 +9,9 @@ from geprof_nb import ge
 from geprof_nb.analysis.tables import summary
 from geprof_nb.ge.compiler import PROFILER_TRACE_NS
 from geprof_nb.prof import events, rawdata
-from geprof_nb.prof.task_utils import ProfilingPoint, ProfilingTaskUtils as U
-
-from geprof_testing import TS_TOL_US, small_resnet
+from geprof_nb.prof.task_utils import ProfilingPoint
+from geprof_nb.prof.task_utils import ProfilingTaskUtils as U
+from helpers.geprof_testing import TS_TOL_US, small_resnet
 
 
 def _expected_fp(g):

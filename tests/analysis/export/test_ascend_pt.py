@@ -9,8 +9,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from geprof_testing import read_csv, run_profiled_session, run_two_graphs, small_resnet
-from real_fixtures import STAMP, write_msprof
 
 import geprof_nb
 from geprof_nb import ge
@@ -18,6 +16,8 @@ from geprof_nb.analysis.export.ascend_pt import KERNEL_RENAMES
 from geprof_nb.analysis.export.timeline import format_pid
 from geprof_nb.analysis.tables import memory
 from geprof_nb.analysis.tables.breakdown import step_windows
+from helpers.geprof_testing import read_csv, run_profiled_session, run_two_graphs, small_resnet
+from helpers.real_fixtures import STAMP, write_msprof
 
 
 @pytest.fixture(scope="module")

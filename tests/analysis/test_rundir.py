@@ -16,8 +16,7 @@ from geprof_nb import ge
 from geprof_nb.analysis import RunDirError
 from geprof_nb.analysis.rundir import RunDir, is_run_dir, newest_run
 from geprof_nb.prof import msprof, rawdata
-
-from geprof_testing import build_tiny_graph, run_profiled_session
+from helpers.geprof_testing import build_tiny_graph, run_profiled_session
 
 ROOT = Path(__file__).resolve().parents[2]
 

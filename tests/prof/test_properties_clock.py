@@ -12,9 +12,20 @@ from geprof_nb import ge
 from geprof_nb.prof import events
 from geprof_nb.prof.clock import CLOCK_MODES, VIRTUAL_EPOCH_NS, SimClock
 from geprof_nb.prof.options import ProfilingOptions
-from geprof_nb.prof.properties import (BIT_ALL, BIT_CANN_HOST, BIT_CANN_HOST_L1, BIT_DEVICE, BIT_GE_HOST, BIT_MEMORY,
-                                       BIT_TASK_TIME, BIT_TRAINING_TRACE, GlobalProfilingWrapper,
-                                       ProfilingProperties, ProfilingType, enable_flags_for_switch)
+from geprof_nb.prof.properties import (
+    BIT_ALL,
+    BIT_CANN_HOST,
+    BIT_CANN_HOST_L1,
+    BIT_DEVICE,
+    BIT_GE_HOST,
+    BIT_MEMORY,
+    BIT_TASK_TIME,
+    BIT_TRAINING_TRACE,
+    GlobalProfilingWrapper,
+    ProfilingProperties,
+    ProfilingType,
+    enable_flags_for_switch,
+)
 
 
 def test_profiling_type_values():

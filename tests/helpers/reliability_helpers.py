@@ -27,7 +27,7 @@ import pytest
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.prof import hash_dict, writer
-from geprof_testing import run_profiled_session
+from helpers.geprof_testing import run_profiled_session
 
 
 def tiny_mlp() -> ge.Graph:

@@ -4,9 +4,9 @@ that take it and the options the format takes, before anything is written."""
 from __future__ import annotations
 
 import pytest
-from geprof_testing import build_tiny_graph, run_profiled_session
 
 from geprof_nb.analysis.export import FORMATS, writer, writer_options
+from helpers.geprof_testing import build_tiny_graph, run_profiled_session
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from geprof_testing import run_profiled_session, small_resnet
+from helpers.geprof_testing import run_profiled_session, small_resnet
 
 
 def _run(tmp_path, name, **kw):

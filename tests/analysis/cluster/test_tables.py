@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from cluster_testing import FAULTS, LINK_FACTOR, SLOW_FACTOR, SLOW_LINK, SLOW_RANK, resnet, simulate_cluster
 
 from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis.cluster import cross_rank as T
 from geprof_nb.analysis.cluster.profile import ClusterTables
 from geprof_nb.analysis.tables.breakdown import STEP_TRACE_TIME, step_periods
 from geprof_nb.analysis.tables.communication import COMMUNICATION_TIME
+from helpers.cluster_testing import FAULTS, LINK_FACTOR, SLOW_FACTOR, SLOW_LINK, SLOW_RANK, resnet, simulate_cluster
 
 HCCS_GBPS = 90.0  # the Ascend910B preset's HCCS bandwidth per rank (decimal GB/s)
 

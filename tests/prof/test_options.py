@@ -6,7 +6,6 @@ import json
 import warnings
 
 import pytest
-from geprof_testing import build_tiny_graph, run_profiled_session
 
 from geprof_nb import ge
 from geprof_nb.ge.runtime import L2_NOTE
@@ -14,6 +13,7 @@ from geprof_nb.ge.session import is_initialized
 from geprof_nb.prof import events
 from geprof_nb.prof.msprof import lib
 from geprof_nb.prof.options import DEFAULT_ENV_OPTIONS, ProfilingOptions, ProfilingOptionsError
+from helpers.geprof_testing import build_tiny_graph, run_profiled_session
 
 ALL_METRICS = ("ArithmeticUtilization", "PipeUtilization", "Memory", "MemoryL0", "MemoryUB",
                "ResourceConflictRatio", "L2Cache", "MemoryAccess")

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from geprof_testing import build_tiny_graph, read_csv, run_profiled_session, small_resnet
 
 import geprof_nb
 from geprof_nb import ge
@@ -24,6 +23,7 @@ from geprof_nb.analysis.export.timeline import format_pid
 from geprof_nb.analysis.sources.source import Source
 from geprof_nb.analysis.tables import columns as C
 from geprof_nb.prof import rawdata
+from helpers.geprof_testing import build_tiny_graph, read_csv, run_profiled_session, small_resnet
 
 TIMESTAMP = re.compile(r"^\d+\.\d{3}\t$")
 THREE_DECIMALS = re.compile(r"^\d+\.\d{3}$")

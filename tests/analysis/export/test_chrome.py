@@ -6,9 +6,9 @@ import json
 import re
 
 import pytest
-from geprof_testing import run_profiled_session, small_resnet
 
 from geprof_nb.cli import main
+from helpers.geprof_testing import run_profiled_session, small_resnet
 
 
 @pytest.fixture(scope="module")

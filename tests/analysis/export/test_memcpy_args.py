@@ -11,9 +11,8 @@ import pytest
 
 import geprof_nb
 from geprof_nb.prof.rawdata import GeTaskType, MemcpyDirection, RtTaskType
-
-from geprof_testing import build_tiny_graph, run_profiled_session
-from rawrun_helpers import Hashes, records, write_run
+from helpers.geprof_testing import build_tiny_graph, run_profiled_session
+from helpers.rawrun_helpers import Hashes, records, write_run
 
 COMMON_ARGS = ["Model Id", "Task Type", "Physic Stream Id", "Task Id", "Batch Id", "Subtask Id", "connection_id"]
 MEMCPY_ARGS = ["size(B)", "bandwidth(GB/s)", "operation"]

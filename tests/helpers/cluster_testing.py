@@ -1,6 +1,6 @@
 """Simulated clusters for the cross-rank analysis tests (tests/analysis, tests/interop, tests/nb).
 
-Beside geprof_testing.py (on the tests' pythonpath) so every suite imports it by name.
+In the tests/helpers package beside geprof_testing.py, imported as helpers.cluster_testing.
 
 ``simulate_cluster`` runs a data-parallel ResNet-50 on ``ranks`` simulated ranks
 (``ge.exec.rankSize``) with injected faults (``geprof.faults``), on the virtual clock, and

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cluster_testing import SLOW_RANK
 
 from geprof_nb.nb.timeline.grouping import by_server, rank_span, slowest_first
 from geprof_nb.nb.timeline.model import TimelineData
+from helpers.cluster_testing import SLOW_RANK
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,7 @@ from geprof_nb import ge
 from geprof_nb.prof import msprof, rawdata
 from geprof_nb.prof.msprof import CommandHandle, CommandType, lib
 from geprof_nb.prof.writer import writer
-
-from geprof_testing import run_profiled_session
+from helpers.geprof_testing import run_profiled_session
 
 
 def _mlp():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geprof_nb.nb.timeline.lod import (EXACT_PER_COLUMN, Packer, Spans, curve_view, encode_spans, span_view)
+from geprof_nb.nb.timeline.lod import EXACT_PER_COLUMN, Packer, Spans, curve_view, encode_spans, span_view
 
 
 def stream(n: int, seed: int = 0) -> Spans:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from cluster_testing import FAULTS, simulate_cluster
 
 import geprof_nb
 from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis.cluster.profile import ClusterTables
+from helpers.cluster_testing import FAULTS, simulate_cluster
 
 distributed = pytest.importorskip("distributed", reason="the Dask engine needs the cluster extra (dask[distributed])")
 
