@@ -74,8 +74,8 @@ DEFAULT_RANKS_PER_NODE = 8
 MAX_RANKS = 65_536
 #: Task times kept per batch of steps ([steps, ranks, tasks] int64 x 3): bounds memory at large rank counts.
 BATCH_ELEMENTS = 1 << 21
-_COMPUTE_TYPES = (RtTaskType.KERNEL_AICORE, RtTaskType.KERNEL_AIVEC, RtTaskType.KERNEL_MIX_AIC, RtTaskType.KERNEL_MIX_AIV,
-                  RtTaskType.KERNEL_AICPU)
+_COMPUTE_TYPES = (RtTaskType.KERNEL_AICORE, RtTaskType.KERNEL_AIVEC, RtTaskType.KERNEL_MIX_AIC,
+                  RtTaskType.KERNEL_MIX_AIV, RtTaskType.KERNEL_AICPU)
 
 
 class ClusterOptionError(ValueError):
@@ -86,7 +86,8 @@ def _rank(value: Any, field: str, world_size: int) -> int:
     try:
         r = int(value)
     except (TypeError, ValueError):
-        raise ClusterOptionError(f"{field}: rank {value!r} is not an integer; accepted: 0 .. {world_size - 1}") from None
+        raise ClusterOptionError(f"{field}: rank {value!r} is not an integer; "
+                                 f"accepted: 0 .. {world_size - 1}") from None
     if not 0 <= r < world_size:
         raise ClusterOptionError(f"{field}: rank {r} is out of range; accepted: 0 .. {world_size - 1}")
     return r
