@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import runpy
@@ -344,8 +345,11 @@ def export(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="geprof", description="GE profiling on a simulated Ascend runtime")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # allow_abbrev=False: a flag is named in full (argparse would run --aic-metric as --aic-metrics)
+    parser = argparse.ArgumentParser(prog="geprof", description="GE profiling on a simulated Ascend runtime",
+                                     allow_abbrev=False)
+    sub = parser.add_subparsers(dest="command", required=True,
+                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
     p = sub.add_parser("demo", help="profile a zoo model and show the results")
     p.add_argument("--model", choices=sorted(MODELS), default="resnet50", help="zoo model to train (default: resnet50)")
     p.add_argument("--steps", type=_positive_int, default=10, metavar="N", help="steps to run (default: 10)")

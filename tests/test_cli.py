@@ -133,6 +133,8 @@ def test_run_exits_with_the_scripts_exit_status(tmp_path, capsys):
      "argument --rank: --format parquet has no rank; accepted: --rank with --format ascend_pt\n"),
     (["run", "--task-trace", "l2", "x.py"], "argument --task-trace: 'l2' is not valid; accepted: "),
     (["run", "missing.py"], "argument SCRIPT: missing.py: no such file; accepted: a Python script file"),
+    # a flag is named in full: argparse's prefix matching would run --form as --format
+    (["export", ".", "--form", "msprof", "--to", "x"], "the following arguments are required: --format\n"),
     (["run"], "the following arguments are required: SCRIPT\n"),
     (["run", "--device", "Ascend999", "x.py"], "argument --device: unknown device 'Ascend999'; accepted: "),
     (["run", "--device", "Ascend910B:cores=20", "x.py"],
@@ -146,6 +148,15 @@ def test_bad_values_are_refused_naming_the_flag(argv, message, tmp_path, monkeyp
     assert exc.value.code == 2
     assert f"geprof {argv[0]}: error: {message}" in capsys.readouterr().err
     assert not (tmp_path / "geprof_output").exists() and not (tmp_path / "x").exists()
+
+
+def test_a_prefix_of_a_flag_is_not_that_flag(tmp_path, monkeypatch, capsys):
+    """argparse's prefix matching would run ``--to 3`` as ``--top 3``: a flag is named in full."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", ".", "--to", "3"])
+    assert exc.value.code == 2
+    assert "geprof: error: unrecognized arguments: --to 3\n" in capsys.readouterr().err
 
 
 def test_export_help_says_the_path_may_be_a_cluster_root(capsys):

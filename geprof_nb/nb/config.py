@@ -161,6 +161,7 @@ def _flag_line_parser(line: str) -> None:
 
 
 _flag_line_parser.parser.prog = "%%geprof"
+_flag_line_parser.parser.allow_abbrev = False  # as the cell magic's: a flag is named in full
 
 
 def parse_flags(func: Callable, line: str) -> argparse.Namespace:

@@ -203,6 +203,8 @@ class GeprofMagics(Magics):
 
     # The usage line of %%geprof? reads "%%geprof" (IPython's formatter prefixes one "%" to the prog).
     geprof.parser.prog = "%geprof"
+    # No prefix matching: --aic-metric is refused with "did you mean --aic-metrics?", as --aic-metircs is
+    geprof.parser.allow_abbrev = False
     geprof.__doc__ = geprof.parser.format_help()
 
     @line_magic("geprof")
