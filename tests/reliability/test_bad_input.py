@@ -402,8 +402,12 @@ FLAG_CASES = [
     ("conflicting-duplicate", "--aic-metrics Memory --aic-metrics L2Cache",
      ["argument --aic-metrics: given twice with different values ('Memory', 'L2Cache')",
       "accepted: one value per flag"]),
-    ("conflicting-duplicate-abbrev", "--clock real --cl virtual",
-     ["argument --clock: given twice with different values ('real', 'virtual')"]),
+    # no prefix matching (argparse's default would run a prefix as the flag): a prefix is refused as a typo is
+    ("prefix-of-a-flag", "--aic-metric PipeUtilization",
+     ["unrecognized arguments: --aic-metric PipeUtilization; did you mean --aic-metrics?"]),
+    ("typo-of-a-flag", "--aic-metircs PipeUtilization",
+     ["unrecognized arguments: --aic-metircs PipeUtilization; did you mean --aic-metrics?"]),
+    ("prefix-after-the-flag", "--clock real --cl virtual", ["unrecognized arguments: --cl virtual; did you mean "]),
 ]
 
 
