@@ -36,8 +36,11 @@ def test_a_full_buffer_writes_every_pending_buffer_and_info_json(tmp_path, monke
     written = {"api": 1, "node_basic_info": 2, "hwts": 10, "step_trace": 3}
     assert _on_disk(run_dir) == written | {"info.json": written}
     assert "checkpoint_test/op" in (run_dir / rawdata.HASH_DICT_FILE).read_text()
-    lib.report_block("step_trace", np.zeros(3, rawdata.STEP_TRACE_DTYPE))  # pending until the next chunk
-    assert _on_disk(run_dir)["step_trace"] == 3
+    lib.report_block("step_trace", np.zeros(3, rawdata.STEP_TRACE_DTYPE))  # a chunk growing until the next one
+    writer().wait()
+    assert sorted(p.name for p in run_dir.glob("device_0/data/step_trace.*")) == ["step_trace.000000.npy",
+                                                                                 "step_trace.000001.tmp"]
+    assert _on_disk(run_dir)["step_trace"] == 6  # its records load too: the run is not finalised (salvaged)
     lib.finalize()
     assert _on_disk(run_dir)["step_trace"] == 6
 
