@@ -73,8 +73,8 @@ class _ProfApiState:
 _state = _ProfApiState()
 
 
-def _fail(message: str, status: int = st.FAILED) -> st.Status:
-    return st.set_error(st.Status(status), message)
+def _fail(message: str, status: int = st.FAILED, log: bool = True) -> st.Status:
+    return st.set_error(st.Status(status), message, log)
 
 
 def _another_run(run: OpenRun) -> st.Status:
@@ -285,7 +285,7 @@ def aclgrphProfFinalize() -> st.Status:  # noqa: N802
         _state.run_metrics = None
         problem = msprof.lib.write_problem if finalized is not None else ""
         if problem:  # finalised, but not everything reached the disk: never a silent SUCCESS
-            return _fail(f"aclgrphProfFinalize: {problem.removeprefix('geprof: ')}")
+            return _fail(f"aclgrphProfFinalize: {problem.removeprefix('geprof: ')}", log=False)  # msprof said it
         st.clear_error()
         return st.SUCCESS
 

@@ -278,8 +278,8 @@ def GEFinalize() -> st.Status:  # noqa: N802
         _state.runtime = None
         if _state.clock_override is None:  # geprof.clock lasts while GE is initialised; then the default again
             clock.set_mode("real")
-        if problem:  # GE is finalised; its profiling run is, but lost data: never a silent SUCCESS
-            return st.set_error(st.FAILED, f"GEFinalize: {problem.removeprefix('geprof: ')}")
+        if problem:  # GE is finalised; its profiling run is, but lost data: never a silent SUCCESS (msprof said it)
+            return st.set_error(st.FAILED, f"GEFinalize: {problem.removeprefix('geprof: ')}", log=False)
         return st.SUCCESS
 
 
