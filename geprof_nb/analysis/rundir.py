@@ -81,6 +81,8 @@ class GrowingChunk:
     path: Path
     records: int
     torn_bytes: int
+    #: The file is shorter than its header (``torn_bytes`` of it): killed as it was made.
+    header_cut: bool = False
 
 
 def _chunk_files(directory: Path, kind: str, growing: bool) -> list[Path]:
@@ -97,7 +99,7 @@ def _growing_records(f: BinaryIO, path: Path, dtype: np.dtype) -> GrowingChunk:
     size = os.fstat(f.fileno()).st_size
     header = len(rawdata.npy_header(dtype, 0))
     if size < header:  # killed while its header was written
-        return GrowingChunk(path, 0, size)
+        return GrowingChunk(path, 0, size, header_cut=True)
     try:
         _, found = _read_header(f)
     except ValueError:
@@ -288,9 +290,13 @@ class RunDir:
             notes.append(f"salvaged {counts} records from {len(chunks)} chunk file{'s' * (len(chunks) != 1)} the run "
                          "had not closed (<kind>.<n>.tmp): the records its writer had written when it stopped")
         for chunk in self.salvaged:
-            if chunk.torn_bytes:
-                notes.append(f"{chunk.path.relative_to(self.path)}: a torn last record ({chunk.torn_bytes} of "
-                             f"{rawdata.RECORD_KINDS[chunk.path.name.split('.', 1)[0]].dtype.itemsize} bytes) dropped")
+            where = chunk.path.relative_to(self.path)
+            dtype = rawdata.RECORD_KINDS[chunk.path.name.split(".", 1)[0]].dtype
+            if chunk.header_cut:
+                notes.append(f"{where}: cut short in its header ({chunk.torn_bytes} of "
+                             f"{len(rawdata.npy_header(dtype, 0))} bytes), no record")
+            elif chunk.torn_bytes:
+                notes.append(f"{where}: a torn last record ({chunk.torn_bytes} of {dtype.itemsize} bytes) dropped")
         return notes
 
     @property
