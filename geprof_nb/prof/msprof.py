@@ -595,8 +595,9 @@ class Msprof:
 
     @contextlib.contextmanager
     def reporting_batch(self) -> Iterator[None]:
-        """Report one batch of steps as a unit, so that a step's task records never reach disk without
-        its step trace, HCCL tasks or API calls.
+        """Report one batch of steps as a unit, so that a step's task records never reach a closed chunk
+        without its step trace, HCCL tasks or API calls (a kill in the middle of a batch leaves what the
+        writer had written of it in growing chunks, which the reader salvages as they are).
 
         While any batch is open, in any thread, a buffer that fills is sealed as a full chunk but not
         closed, and the checkpoint it calls for waits until the last open batch is over, with every
