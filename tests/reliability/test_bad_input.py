@@ -246,7 +246,10 @@ def test_disk_full_mid_run_keeps_the_job_running_and_loads_what_was_written(earl
     disk = FaultyDisk(monkeypatch, run_dir, allow=0)
     run_steps(sess, 1, 3)  # every write from here fails: the profiled job does not notice
     _flush_now(sess)
-    assert ge.GEFinalize() == ge.SUCCESS
+    assert ge.GEFinalize() == ge.FAILED  # GE is finalised, but its run lost data: said in its status
+    assert ge.GEGetErrorMsg().startswith(f"[FAILED] GEFinalize: not everything could be written into the run "
+                                         f"directory {run_dir} (No space left on device, first at ")
+    assert f"{3 * per_step} hwts records" in ge.GEGetErrorMsg()
     disk.enabled = False
     assert disk.failures >= 3 and not msprof.lib.running
     p = geprof_nb.load(run_dir)
