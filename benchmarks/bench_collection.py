@@ -67,7 +67,7 @@ def _launched_nodes(run_dir) -> int:
     from geprof_nb.prof.host_profiler import ProfilingEvent
 
     events = RunDir(run_dir).load("host_event")
-    launch = (events["event"] == int(ProfilingEvent.kRtKernelLaunch)) | (events["event"] == int(ProfilingEvent.kCopyH2D))
+    launch = events["event"].isin([int(ProfilingEvent.kRtKernelLaunch), int(ProfilingEvent.kCopyH2D)])
     return int((launch & (events["phase"] == rawdata.HOST_EVENT_START)).sum())
 
 

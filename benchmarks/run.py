@@ -96,7 +96,8 @@ def _in_own_process(name: str, quick: bool) -> Result:
     """Run the one benchmark called ``name`` in a new Python process and take its result."""
     with tempfile.TemporaryDirectory(prefix="geprof_bench_") as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [sys.executable, __file__, "-k", name, "--in-process", "--json", str(out)] + (["--quick"] if quick else [])
+        cmd = [sys.executable, __file__, "-k", name, "--in-process", "--json", str(out)]
+        cmd += ["--quick"] if quick else []
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if done.returncode != 0:
             sys.stdout.write(done.stdout)

@@ -7,9 +7,10 @@ apart per model (``Model A`` / ``Model B`` columns): GE's model ids differ betwe
 process, so the models of the two runs are matched by the op names they share.  ``Steps``, step
 times and the step split (Computing, Communication(Not Overlapped), Free) are of the steps
 step_breakdown counts: the main model's iterations when several graphs ran, and for the means only
-whole step periods (not a first step, which spans only itself), as the advisor counts the step length.  Ops and op types that one
-run lacks are kept, with zeros on the missing side and ``In`` saying where they ran, so two runs of
-different graphs compare too.  Works on imported msprof / torch_npu data (no raw records).
+whole step periods (not a first step, which spans only itself), as the advisor counts the step
+length.  Ops and op types that one run lacks are kept, with zeros on the missing side and ``In``
+saying where they ran, so two runs of different graphs compare too.  Works on imported msprof /
+torch_npu data (no raw records).
 """
 
 from __future__ import annotations

@@ -91,7 +91,8 @@ def _bad_model_id(api: str, model_id: Any) -> int:
 def aclgrphBuildModel(graph: Graph, build_options: Mapping[str, str] | None = None) -> tuple[ModelBufferData | None, st.Status]:  # noqa: N802,E501
     """Build a graph into a model buffer (the "om"): ``(model, status)``."""
     if not isinstance(graph, Graph):
-        return None, st.set_error(st.PARAM_INVALID, f"aclgrphBuildModel: graph must be a ge.Graph, got {type(graph).__name__}")
+        return None, st.set_error(st.PARAM_INVALID,
+                                  f"aclgrphBuildModel: graph must be a ge.Graph, got {type(graph).__name__}")
     if graph.net_output is None:
         return None, st.set_error(st.PARAM_INVALID, f"aclgrphBuildModel: graph {graph.name!r} has no outputs; "
                                   "call graph.output(...) first")
@@ -141,7 +142,8 @@ def aclmdlLoadFromMem(model: ModelBufferData | bytes, model_size: int | None = N
         return 0, _error(ACL_ERROR_INVALID_PARAM, f"aclmdlLoadFromMem: model_size must be an int (the buffer's "
                                                   f"length in bytes), got {model_size!r}")
     if model_size is not None and model_size != len(data):
-        return 0, _error(ACL_ERROR_INVALID_PARAM, f"aclmdlLoadFromMem: model_size {model_size} != buffer length {len(data)}")
+        return 0, _error(ACL_ERROR_INVALID_PARAM,
+                         f"aclmdlLoadFromMem: model_size {model_size} != buffer length {len(data)}")
     try:
         graph = graph_from_bytes(data)
     except ModelFormatError as exc:
@@ -304,7 +306,8 @@ def aclopExecute(op_type: str, inputs: Sequence[Any], outputs: Sequence[Any] | N
             except DeviceMemoryError as exc:
                 return _error(ACL_ERROR_BAD_ALLOC, f"aclopExecute: {exc}")
             except GraphBuildError as exc:
-                return _error(ACL_ERROR_OP_TYPE_NOT_MATCH if "unknown op type" in str(exc) else ACL_ERROR_OP_INPUT_NOT_MATCH,
+                unknown = "unknown op type" in str(exc)
+                return _error(ACL_ERROR_OP_TYPE_NOT_MATCH if unknown else ACL_ERROR_OP_INPUT_NOT_MATCH,
                               f"aclopExecute: {exc}")
             _state.op_models[key] = model
         if outputs is not None:

@@ -312,7 +312,8 @@ def add_training(graph: Graph, loss: Tensor, optimizer: str = "Momentum", world_
                  bucket_bytes: int = DEFAULT_BUCKET_BYTES, learning_rate: float = 0.1) -> TrainingInfo:
     """Append backward, gradient AllReduce (``world_size > 1``), optimizer updates and NetOutput."""
     if optimizer not in OPTIMIZERS:
-        raise GraphBuildError(f"add_training: optimizer {optimizer!r} is not supported; accepted: {', '.join(OPTIMIZERS)}")
+        raise GraphBuildError(f"add_training: optimizer {optimizer!r} is not supported; "
+                              f"accepted: {', '.join(OPTIMIZERS)}")
     if not isinstance(world_size, int) or world_size < 1:
         raise GraphBuildError(f"add_training: world_size must be an int >= 1, got {world_size!r}")
     if not isinstance(loss, Tensor) or loss.node.name not in graph or graph.node(loss.node.name) is not loss.node:

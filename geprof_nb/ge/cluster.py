@@ -74,8 +74,8 @@ DEFAULT_RANKS_PER_NODE = 8
 MAX_RANKS = 65_536
 #: Task times kept per batch of steps ([steps, ranks, tasks] int64 x 3): bounds memory at large rank counts.
 BATCH_ELEMENTS = 1 << 21
-_COMPUTE_TYPES = (RtTaskType.KERNEL_AICORE, RtTaskType.KERNEL_AIVEC, RtTaskType.KERNEL_MIX_AIC, RtTaskType.KERNEL_MIX_AIV,
-                  RtTaskType.KERNEL_AICPU)
+_COMPUTE_TYPES = (RtTaskType.KERNEL_AICORE, RtTaskType.KERNEL_AIVEC, RtTaskType.KERNEL_MIX_AIC,
+                  RtTaskType.KERNEL_MIX_AIV, RtTaskType.KERNEL_AICPU)
 
 
 class ClusterOptionError(ValueError):

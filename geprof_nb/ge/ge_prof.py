@@ -159,7 +159,8 @@ def aclgrphProfCreateConfig(deviceid_list: Sequence[int] | None, *args, device_n
         problem = f"device ids {ids} must be in 0..{device_count - 1}"
     elif aicore_events is not None:
         problem = "aicore_events is reserved; only None is supported"
-    elif isinstance(aicore_metrics, bool) or not isinstance(aicore_metrics, int) or aicore_metrics not in AIC_METRICS_NAMES:
+    elif (isinstance(aicore_metrics, bool) or not isinstance(aicore_metrics, int)
+          or aicore_metrics not in AIC_METRICS_NAMES):
         problem = f"aicore_metrics {aicore_metrics!r} is not a ProfilingAicoreMetrics value (0..7)"
     elif AIC_METRICS_NAMES[ProfilingAicoreMetrics(aicore_metrics)] is None:
         problem = "kAicorePipelineExecuteUtilization is only available on Atlas 200I/500 A2"

@@ -190,7 +190,8 @@ class Graph:
         if default_shape is not None:
             concrete = checked_shape(default_shape, f"{where} default_shape")
             if len(concrete) != desc.rank or any(d != c and d != UNKNOWN_DIM for d, c in zip(desc.shape, concrete)):
-                raise GraphBuildError(f"{where}: default_shape {list(concrete)} does not match shape {list(desc.shape)}")
+                raise GraphBuildError(f"{where}: default_shape {list(concrete)} does not match "
+                                      f"shape {list(desc.shape)}")
             attrs["default_shape"] = list(concrete)
         node = self._add(self._unique_name(name, "Data"), "Data", [], [desc], attrs)
         return node.output(0)
@@ -267,7 +268,8 @@ class Graph:
                 raise GraphBuildError(f"{owner}: control input {i} must be a Node or Tensor of graph {self.name!r}, "
                                       f"got {type(c).__name__}")
             if self._by_name.get(node.name) is not node:
-                raise GraphBuildError(f"{owner}: control input {i} ({node.type} {node.name!r}) belongs to another graph")
+                raise GraphBuildError(f"{owner}: control input {i} ({node.type} {node.name!r}) "
+                                      "belongs to another graph")
             nodes.append(node)
         return nodes
 

@@ -662,7 +662,8 @@ def _layer_norm(ctx: InferContext) -> list[TensorDesc]:
     params = x.shape[p_axis:]
     for label, d in (("gamma", gamma), ("beta", beta)):
         if d.shape != params:
-            raise ctx.fail(f"{label} must have shape {list(params)} (x dims from begin_params_axis), got {list(d.shape)}")
+            raise ctx.fail(f"{label} must have shape {list(params)} (x dims from begin_params_axis), "
+                           f"got {list(d.shape)}")
     stats = TensorDesc(_norm_stats_shape(ctx, x), x.dtype, "ND")
     return [x, stats, stats]
 

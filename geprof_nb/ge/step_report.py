@@ -87,8 +87,8 @@ class _Reported:
 class StepReporter:
     """Reports the steps of one model as one device (``runtime``) records them."""
 
-    def __init__(self, runtime: DeviceRuntime, model_id: int, graph_id: int, graph_name: str, single_op: bool, dynamic: bool,
-                 links: hccl.Links) -> None:
+    def __init__(self, runtime: DeviceRuntime, model_id: int, graph_id: int, graph_name: str, single_op: bool,
+                 dynamic: bool, links: hccl.Links) -> None:
         self.runtime = runtime
         self.model_id = model_id
         self.graph_id = graph_id

@@ -72,7 +72,8 @@ def _reduce_bins(values: np.ndarray, per: int, axis: int, how: str) -> np.ndarra
     widths = [(0, 0), (0, 0)]
     widths[axis] = (0, pad)
     padded = np.pad(values, widths, constant_values=np.nan)
-    shape = (padded.shape[0] // per, per, padded.shape[1]) if axis == 0 else (padded.shape[0], padded.shape[1] // per, per)
+    rows, cols = padded.shape
+    shape = (rows // per, per, cols) if axis == 0 else (rows, cols // per, per)
     blocks = padded.reshape(shape)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN bin (ranks without data) stays blank

@@ -124,8 +124,8 @@ def cell_flags(func: Callable) -> Callable:
                       "calls plus GE's modelled costs; "
                  "virtual: modelled costs only, runs repeat exactly (default: real)"),
         argument("--device", type=device_flag_type, default=None, action=_SetOnce, metavar=DEVICE_METAVAR,
-                 help=f"device preset (GE option geprof.device) for a GE initialised in the cell: {', '.join(PRESETS)}, "
-                      "or a what-if such as Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 "
+                 help="device preset (GE option geprof.device) for a GE initialised in the cell: "
+                      f"{', '.join(PRESETS)}, or a what-if such as Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12 "
                       f"(default: {DEFAULT_DEVICE})"),
         argument("--ranks", type=_count_type(RANKS_FIELD), default=None, action=_SetOnce, metavar="N",
                  help="simulate N ranks together (GE option ge.exec.rankSize), one run directory each under "

@@ -67,7 +67,8 @@ While the cell runs, a progress line shows steps, how far the simulated device
 timeline got and the records reported to msprof; its final line has the step
 figure ("step X ms = Computing a% / exposed Communication b% / Free c%").
 Ctrl-C stops the cell at the end of the current step: the data collected so
-far is finalised, shown and bound, then KeyboardInterrupt is raised.  The Profile is bound to _geprof (and to NAME with -o).
+far is finalised, shown and bound, then KeyboardInterrupt is raised.  The Profile is bound to
+_geprof (and to NAME with -o).
 
 Examples::
 

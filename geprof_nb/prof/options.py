@@ -285,7 +285,8 @@ def validate_field(key: str, value: Any) -> str:
         parts = [p.strip() for p in value.split(",") if p.strip()]
         bad = [p for p in parts if p not in items]
         if bad or not parts:
-            raise ProfilingOptionsError(key, f"{value!r} is not valid", "a comma-separated subset of " + ",".join(items))
+            raise ProfilingOptionsError(key, f"{value!r} is not valid",
+                                        "a comma-separated subset of " + ",".join(items))
         return ",".join(parts)
     allowed = _ENUM_FIELDS.get(key)
     if allowed is not None and value not in allowed:
@@ -378,7 +379,8 @@ def _validate_aic_metrics(value: str) -> str:
             if not CUSTOM_EVENT_MIN <= n <= CUSTOM_EVENT_MAX:
                 raise ProfilingOptionsError("aic_metrics", f"event {r} is out of range", accepted)
         return "Custom:" + ",".join(f"0x{int(r, 16):x}" for r in regs)
-    raise ProfilingOptionsError("aic_metrics", f"{value!r} is not valid", _choices(events.AIC_METRICS) + ", or 'Custom:0x..'")
+    raise ProfilingOptionsError("aic_metrics", f"{value!r} is not valid",
+                                _choices(events.AIC_METRICS) + ", or 'Custom:0x..'")
 
 
 _ENUM_FIELDS: dict[str, tuple[str, ...]] = {

@@ -117,7 +117,8 @@ def _npy_header(dtype: np.dtype, records: int) -> bytes:
 
 def _create(path: str) -> int:
     """Open ``path`` for writing, empty, made if need be (a file descriptor)."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o644)  # (Windows: no text mode)
+    # O_BINARY: Windows' no-text-mode flag (0 elsewhere)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o644)
 
 
 def _write_all(fd: int, data) -> None:

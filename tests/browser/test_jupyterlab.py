@@ -38,7 +38,7 @@ from helpers.lab_browser import (
 if SKIP_REASON:
     pytest.skip(SKIP_REASON, allow_module_level=True)
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 README_SCREENSHOTS = REPO / "docs" / "screenshots"
 XSS_NAME = "<img src=x onerror=alert(1)>"

@@ -1014,6 +1014,7 @@ def test_info_json_with_a_damaged_device_field_is_a_clear_error_when_the_run_ope
     assert capsys.readouterr().err == f"geprof: {message}\n"
 
 
+@pytest.mark.slow
 def test_huge_graph_of_100k_nodes_builds_runs_and_loads(tmp_path):
     """100,000 nodes: the memory plan must not need an n x n matrix (it needed 3 x 10 GB)."""
     n = 100_000

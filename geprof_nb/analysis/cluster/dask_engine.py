@@ -130,8 +130,8 @@ class DaskInputs:
         for r, source in self._sources.items():
             file = (source.manifest["tables"].get(table) or {}).get("file")
             parts.append((r, str(source.path / Path(file).name) if file else None))
-        return dd.from_map(_read_part, parts, names=wanted, disk=disk, dtypes=meta.dtypes.to_dict(), meta=meta, enforce_metadata=False,
-                           label=f"geprof-{table}")
+        return dd.from_map(_read_part, parts, names=wanted, disk=disk, dtypes=meta.dtypes.to_dict(), meta=meta,
+                           enforce_metadata=False, label=f"geprof-{table}")
 
     def compute(self, frame) -> pd.DataFrame:
         """The pandas result of a Dask frame, on this engine's scheduler."""

@@ -145,7 +145,8 @@ class ClusterTables:
         """Ranks by own time (Computing + Free per step: step time minus the communication no compute
         hides), slowest first, with ratios to the median; over the typical steps (:attr:`typical_periods`),
         so a one-off stall does not make its rank slow."""
-        return T.slow_ranks(self.typical_periods, self.rank_step_wait, self.typical_stragglers, self.slow_rank_threshold)
+        return T.slow_ranks(self.typical_periods, self.rank_step_wait, self.typical_stragglers,
+                            self.slow_rank_threshold)
 
     @cached_property
     def typical_stragglers(self) -> pd.DataFrame:

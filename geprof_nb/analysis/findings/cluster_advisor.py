@@ -227,12 +227,14 @@ def one_off_stalls(t: ClusterTables) -> list[Finding]:
         typical = t.rank_step_splits[rank]
         out.append(Finding(
             "One-off stall",
-            f"A {o.extra_free_us / 1000:,.1f} ms stall on rank {rank} in step {step} (between step {step - 1}'s end and "
-            f"its own): every rank waited for it, once ({us_text(o.extra_free_us / steps)} per step over the "
-            f"{steps} steps)",
-            f"rank {rank}'s step {step}: {o.length_us / 1000:,.1f} ms, a typical step {typical.length_us / 1000:,.3f} ms; "
-            f"its Free {o.extra_free_us / 1000:,.1f} ms above a typical step's; the other ranks spent the stall waiting "
-            "in the step's collectives; the per-step figures leave this step out",
+            f"A {o.extra_free_us / 1000:,.1f} ms stall on rank {rank} in step {step} "
+            f"(between step {step - 1}'s end and its own): every rank waited for it, once "
+            f"({us_text(o.extra_free_us / steps)} per step over the {steps} steps)",
+            f"rank {rank}'s step {step}: {o.length_us / 1000:,.1f} ms, "
+            f"a typical step {typical.length_us / 1000:,.3f} ms; "
+            f"its Free {o.extra_free_us / 1000:,.1f} ms above a typical step's; "
+            "the other ranks spent the stall waiting in the step's collectives; "
+            "the per-step figures leave this step out",
             f"Look at what rank {rank} did once before step {step}: its loop's own work (a checkpoint save, an "
             "evaluation, logging), its data loader or storage, another process on its host.",
             o.extra_free_us / steps))

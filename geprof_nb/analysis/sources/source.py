@@ -52,8 +52,9 @@ MEMCPY_INFO = ["connection_id", "size", "operation"]
 
 
 #: Why op_statistic is empty at task_time level 0 (:attr:`Source.task_level`).
-OP_STATISTIC_L0_NOTE = ("task_trace l0 records no op basic info (OP Type and Task Type are N/A), so op_statistic "
-                        "is empty, as msprof writes none at task_time level 0; use task_trace l1 for totals per op type")
+OP_STATISTIC_L0_NOTE = ("task_trace l0 records no op basic info (OP Type and Task Type are N/A), so "
+                        "op_statistic is empty, as msprof writes none at task_time level 0; "
+                        "use task_trace l1 for totals per op type")
 
 
 def empty(columns: list[str]) -> pd.DataFrame:

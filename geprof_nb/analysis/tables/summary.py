@@ -244,7 +244,8 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
         "OP State": _categorical(state_text, conn),
         "Task Type": _categorical(task_type_text, conn),
         "Block Num": pd.array(np.where(is_comm | no_basic, 0, block_dim)[conn], dtype="Int64"),
-        "Mix Block Num": nullable(scatter(n_conn, basic["connection_id"], basic["mix_block_dim"], 0, np.int64), is_comm),
+        "Mix Block Num": nullable(scatter(n_conn, basic["connection_id"], basic["mix_block_dim"], 0, np.int64),
+                                  is_comm),
         "HF32 Eligible": _categorical(hf32, conn),
         "Context ID": nullable(context_id, ~has_context),
     }

@@ -212,6 +212,7 @@ def exact_ns(text: str) -> int | None:
         return int((Decimal(text) * 1000 + Decimal("0.5")).to_integral_value(ROUND_FLOOR))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(ts=VALUE, dur=VALUE, flows=st.lists(st.tuples(st.sampled_from("sf"), FLOW_ID, VALUE), max_size=4))
 def test_both_readings_agree_on_generated_numbers(tmp_path_factory, ts, dur, flows):
