@@ -35,16 +35,21 @@ MAX_DEPTH = 1024
 _INT_LOW, _INT_HIGH = -(2**63), 2**64
 #: Decimal digits enough for any integer in [-2**63, 2**64): longer ones are not converted with int().
 _INT_DIGITS = 20
+#: Python's default limit of digits int() converts (``sys.get_int_max_str_digits``; 0: none).
+_CONVERTIBLE_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)() or 4300
 _LIMIT_LOCK = threading.Lock()
 #: Items of an array or object :func:`excerpt` shows.
 _ITEMS = 8
 
 
 class JsonTextError(ValueError):
-    """Text that is not JSON geprof reads; ``reason`` says why (with the line and column where known)."""
+    """Text that is not JSON geprof reads; ``reason`` says why (with the line and column where known);
+    ``kind``: ``"syntax"`` (not JSON at all, as a file cut short), ``"encoding"`` (not UTF-8), ``"number"``
+    (a number past the range of a float) or ``"limit"`` (nesting too deep, a key given twice)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, kind: str = "limit") -> None:
         self.reason = reason
+        self.kind = kind
         super().__init__(reason)
 
 
@@ -52,8 +57,9 @@ def loads(data: str | bytes | bytearray | memoryview, *, unique_keys: bool = Tru
           parse_float: Callable[[str], Any] | None = None) -> Any:
     """The value of a JSON text, by the rules of the module docstring, or a :class:`JsonTextError`.
 
-    ``parse_float``: numbers with a fraction or an exponent (and integers past 64 bits) are passed
-    to it as written (the stdlib parser reads them then, never orjson)."""
+    ``parse_float``: numbers with a fraction or an exponent are passed to it as written, and integers are
+    exact ints (up to Python's int-conversion limit; longer ones to ``parse_float`` too): the stdlib parser
+    reads them then, never orjson, and the caller judges their range."""
     if parse_float is None:
         try:
             value = orjson.loads(data)
@@ -70,7 +76,7 @@ def loads(data: str | bytes | bytearray | memoryview, *, unique_keys: bool = Tru
             value = json.loads(text, parse_float=_float(parse_float), parse_int=_int(parse_float),
                                object_pairs_hook=_unique if unique_keys else None)
         except json.JSONDecodeError as exc:
-            raise JsonTextError(f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+            raise JsonTextError(f"{exc.msg} at line {exc.lineno}, column {exc.colno}", "syntax") from None
         except RecursionError:  # it had room for MAX_DEPTH levels
             raise JsonTextError(f"nested deeper than {MAX_DEPTH} levels; accepted: at most {MAX_DEPTH} levels of "
                                 "arrays and objects") from None
@@ -86,7 +92,7 @@ def _text(data: str | bytes | bytearray | memoryview) -> str:
     try:
         return bytes(data).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise JsonTextError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise JsonTextError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", "encoding") from None
 
 
 def _colons(data: str | bytes | bytearray | memoryview) -> int:
@@ -133,25 +139,31 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _float(parse_float: Callable[[str], Any] | None) -> Callable[[str], Any]:
-    """A number with a fraction or an exponent: to ``parse_float`` as written, else a float, never past its range."""
+    """A number with a fraction or an exponent: ``parse_float`` of it as written (its reader judges its
+    range), else a float, and past the float range an error (orjson refuses it; the stdlib parser would
+    read infinity)."""
     if parse_float is not None:
         return parse_float
 
     def finite(text: str) -> float:
         value = float(text)
         if math.isinf(value):
-            raise JsonTextError(f"number {_short(text)} is past the range of a float (about 1.8e308)")
+            raise JsonTextError(f"number {_short(text)} is past the range of a float (about 1.8e308)", "number")
         return value
 
     return finite
 
 
 def _int(parse_float: Callable[[str], Any] | None) -> Callable[[str], Any]:
-    """An integer: exact in [-2**63, 2**64), else read as :func:`_float` reads a number (as orjson does)."""
+    """An integer: exact in [-2**63, 2**64), else read as :func:`_float` reads a number (as orjson does); with
+    ``parse_float`` (numbers as written) exact up to Python's int-conversion limit, as written past it."""
     as_float = _float(parse_float)
 
     def integer(text: str) -> Any:
-        if len(text.lstrip("-")) <= _INT_DIGITS:
+        digits = len(text.lstrip("-"))
+        if parse_float is not None and digits <= _CONVERTIBLE_DIGITS:
+            return int(text)
+        if digits <= _INT_DIGITS:
             value = int(text)
             if _INT_LOW <= value < _INT_HIGH:
                 return value

@@ -102,7 +102,8 @@ def test_errors_say_where():
 
 def test_parse_float_keeps_numbers_as_written():
     value = loads('[1.50, 2e3, 123456789012345678901234567890, 7]', parse_float=str)
-    assert value == ["1.50", "2e3", "123456789012345678901234567890", 7]
+    assert value == ["1.50", "2e3", 123456789012345678901234567890, 7]
+    assert loads("[" + "9" * 5000 + ", 1e400]", parse_float=str) == ["9" * 5000, "1e400"]  # the reader judges
 
 
 def test_the_recursion_limit_is_restored_by_every_thread():
