@@ -980,10 +980,10 @@ def test_a_half_written_tmp_chunk_of_a_crash_is_ignored(chunked):
 
 
 @pytest.mark.parametrize("field, value, accepted", [
-    ("records", ["not", "a", "dict"], "an object of record counts"),
-    ("devices", {"zero": {}}, "an object of device id -> device description"),
+    ("records", ["not", "a", "dict"], "an object of record counts (whole numbers >= 0, below 2**63)"),
+    ("devices", {"zero": {}}, "an object of device id -> device description (ids below 2**31)"),
     ("notes", "one string", "a list of strings"),
-    ("pid", "1234", "a process id"),
+    ("pid", "1234", "a process id (1 .. 2**31 - 1)"),
 ])
 def test_info_json_with_a_damaged_field_is_a_clear_error(chunked, field, value, accepted):
     path = chunked.path / rawdata.INFO_FILE
@@ -996,11 +996,11 @@ def test_info_json_with_a_damaged_field_is_a_clear_error(chunked, field, value, 
 
 
 @pytest.mark.parametrize("field, value, accepted", [
-    ("ai_core_num", "many", "a whole number >= 1"),
-    ("ai_core_num", None, "a whole number >= 1"),
-    ("ai_core_num", 0, "a whole number >= 1"),
-    ("ai_core_num", True, "a whole number >= 1"),
-    ("aiv_num", -1, "a whole number >= 0"),
+    ("ai_core_num", "many", "a whole number >= 1 (below 2**31)"),
+    ("ai_core_num", None, "a whole number >= 1 (below 2**31)"),
+    ("ai_core_num", 0, "a whole number >= 1 (below 2**31)"),
+    ("ai_core_num", True, "a whole number >= 1 (below 2**31)"),
+    ("aiv_num", -1, "a whole number >= 0 (below 2**31)"),
     ("aic_frequency", "x", "a number > 0 (MHz)"),
     ("aic_frequency", 0, "a number > 0 (MHz)"),
     ("chip_family", 5, "a chip family name (A2, 910A)"),

@@ -178,7 +178,7 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     opts = run.options
     task_level = {"on": "l1"}.get(opts.get("task_trace", "on"), opts.get("task_trace", "on"))
     family = run.device_info(device_id).get("chip_family", "A2")
-    aic_metrics = (run.info.get("pmu_events") or {}).get("metrics", [""])[0]
+    aic_metrics = ((run.info.get("pmu_events") or {}).get("metrics") or [""])[0]
     header = C.op_summary_columns(family, task_level, aic_metrics)
 
     x = _executed(run, device_id)
