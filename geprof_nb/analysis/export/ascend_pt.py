@@ -108,7 +108,7 @@ def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = No
     out.mkdir(parents=True, exist_ok=True)
     write_json(root / f"profiler_info_{rank}.json", profiler_info(profile, rank))
     write_json(root / "profiler_metadata.json", {"ENV_VARIABLES": {}})
-    _device_info(profile, root)
+    write_device_info(profile, root)
     _kernel_details(profile, out / "kernel_details.csv")
     frame = profile.step_breakdown
     write_csv(out / "step_trace_time.csv", list(frame.columns), table_cells(frame))
@@ -158,7 +158,7 @@ def profiler_info(profile, rank: int) -> dict:
     }
 
 
-def _device_info(profile, root: Path) -> None:
+def write_device_info(profile, root: Path) -> None:
     """``PROF_*/device_<id>/info.json.<id>``, where torch_npu's msprof data keeps it: the core
     counts and frequency msprof-analyze's block dim and AI Core frequency checks read
     (written when the profile knows its device)."""
