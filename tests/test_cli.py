@@ -232,7 +232,7 @@ def test_export_of_a_cluster_writes_every_rank_as_its_own(cluster, fmt, tmp_path
 
 @pytest.mark.parametrize("flags, message", [
     (["--format", "msprof"], "--format msprof: {root} is a cluster (ranks [0, 1, 2, 3]); accepted for a cluster: "
-                             "ascend_pt, parquet (for msprof, export one rank's run directory)"),
+                             "ascend_pt, db, msprof_db, parquet (for msprof, export one rank's run directory)"),
     (["--format", "ascend_pt", "--rank", "1"], "--rank 1: {root} is a cluster, whose ranks are exported as their own "
                                                "ranks; accepted: --rank for one run only"),
 ])
