@@ -141,8 +141,7 @@ def _make_run_dir(out: Path) -> Path:
             run_dir.mkdir()
         except FileExistsError:  # the same name (a process with the same clock and tag): the next number
             continue
-        prefix = f"_{seq:06d}_"
-        if not any(name != run_dir.name and prefix in name[:len(prefix) + 8] and rawdata.creation_order(name)
+        if not any(name != run_dir.name and (rawdata.creation_order(name) or (0,))[0] == seq
                    for name in os.listdir(out)):
             return run_dir
         run_dir.rmdir()
