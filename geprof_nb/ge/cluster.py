@@ -29,7 +29,7 @@ time because each step starts where the previous one left every rank.  Rank 0 is
 the process's own device: its host layers (API, GE host, mstx) and device data
 go through ``msprof.lib`` as for a single device.  Every other rank reports its
 device data (task log, step trace, static task info, memory, HCCL, AI CPU) to a
-library of its own, under ``<output>/CLUSTER_<time>_<tag>/rank_<r>/PROF_*``.  The
+library of its own, under ``<output>/CLUSTER_<seq>_<time>_<tag>/rank_<r>/PROF_*``.  The
 cluster root is chosen when the cluster starts collecting (its first reported step):
 rank 0's run moves into its ``rank_0/`` then, and the other ranks' runs open beside
 it and end with it, so the cluster root is what ``geprof_nb.load`` reads as a
