@@ -539,6 +539,13 @@ class Msprof:
             if self.running:
                 self._run.info.add_note(text)
 
+    def count_unwritten(self, kind: str, count: int, what: str, exc: OSError) -> None:
+        """``count`` of ``kind`` could not be written at ``what`` (a simulated cluster's ranks, whose run
+        directories could not be made): counted in ``write_failed`` and noted, as a failed chunk is."""
+        with self._lock:
+            if self._run is not None:
+                self._run.info.write_failed(what, exc, kind, count)
+
     def note_dropped(self, kind: str, count: int) -> None:
         """Records a producer could not keep (a full ring buffer): counted in info.json, never silent."""
         with self._lock:
