@@ -186,6 +186,8 @@ class Run:
         #: what its companions could not write.
         self.problem = ""
         self.companion_problems: list[str] = []
+        #: The writer thread's timer of this run's timed checkpoints (:meth:`Msprof.init`), cancelled at finalize.
+        self.tick: Callable[[], bool] | None = None
         self.companions: list[CompanionRun] = []
         self.hashes = HashFile(dictionary, lock, info.write_failed, lambda: not self.closed)
         self.buffers = RunBuffers(self.location, writer_, lock)
@@ -309,7 +311,8 @@ class Msprof:
                 with contextlib.suppress(OSError):
                     run_dir.rmdir()
                 raise
-            self._writer.every(_checkpoint_interval(self.options), self._timed_checkpoint(self._run))
+            self._run.tick = self._timed_checkpoint(self._run)
+            self._writer.every(_checkpoint_interval(self.options), self._run.tick)
             return path
 
     def _timed_checkpoint(self, run: Run) -> Callable[[], bool]:
@@ -403,6 +406,7 @@ class Msprof:
             info.write(run.path)
             run.problem = info.problem(run.path)
             run.closed = True
+            self._writer.cancel(run.tick)
             companions, run.companions = run.companions, []
             finished = run.root or run.path
         if run.problem:  # once, by the call that finalises the run, which also says it in its status
