@@ -50,7 +50,8 @@ PROFILING_FLAGS = [
     ("--output", "output", "DIR", "directory for run directories (default: geprof_output)"),
     ("--training-trace", "training_trace", "on|off", "FP/BP step trace (default: on)"),
     ("--task-trace", "task_trace", "on|off|l0|l1",
-     "task time: l1 with op info and PMU, l0 times only (default: on = l1; GE options also call the field task_time)"),
+     "task time: l1 with op info and PMU, l0 times only, on = l1; GE options also call the field task_time "
+     "(default: on)"),
     ("--fp-point", "fp_point", "OP", "op that starts the forward pass (default: auto-detect)"),
     ("--bp-point", "bp_point", "OP", "op that ends the backward pass (default: auto-detect)"),
     ("--hccl", "hccl", "on|off", "collective communication data (default: off)"),
@@ -62,12 +63,12 @@ PROFILING_FLAGS = [
     ("--msproftx", "msproftx", "on|off", "msproftx / mstx ranges (default: off)"),
     ("--ge-api", "ge_api", "off|l0|l1", "GE API and host scheduling of dynamic-shape ops (default: off)"),
     ("--runtime-api", "runtime_api", "on|off", "runtime API calls (default: off)"),
-    ("--task-memory", "task_memory", "on|off", "static memory plan events (geprof extension; default: off)"),
+    ("--task-memory", "task_memory", "on|off", "static memory plan events, a geprof extension (default: off)"),
     ("--storage-limit", "storage_limit", "SIZE",
-     "delete the oldest data past this size, e.g. 500MB (>= 200MB; default: none)"),
+     "delete the oldest data past this size, e.g. 500MB, at least 200MB (default: none)"),
     ("--checkpoint-interval", "checkpoint_interval", "SECONDS",
      "how often the run's metadata and gathered records reach the run directory, so a killed run loses at most "
-     "about that much; 0.1 to 3600 (geprof extension; default: 1)"),
+     "about that much; 0.1 to 3600, a geprof extension (default: 1)"),
 ]
 
 #: The metavar of ``--device`` (``%%geprof`` and ``geprof run``).

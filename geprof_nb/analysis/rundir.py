@@ -13,7 +13,6 @@ whole.  Those are loaded too (a torn last record is dropped) and listed in
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -22,14 +21,17 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-import orjson
 
-from ..errors import RunDirError
-from ..prof import rawdata
+from ..errors import ImportFormatError, RunDirError
+from ..prof import json_text, rawdata
+from .files import open_binary, present, read_bytes, reading, what_is_there
 
 
 def is_run_dir(path: Path) -> bool:
-    return (path / rawdata.INFO_FILE).is_file()
+    """Whether ``path`` is meant as a geprof run directory: something is where its info.json goes (a file,
+    or whatever else :class:`RunDir` then names as the problem)."""
+    info = path / rawdata.INFO_FILE
+    return info.is_file() or what_is_there(info) is not None
 
 
 #: A simulated cluster's root: ``rank_<r>/`` output directories (see ``geprof_nb.ge.cluster``).
@@ -110,16 +112,20 @@ def _growing_records(f: BinaryIO, path: Path, dtype: np.dtype) -> GrowingChunk:
     return GrowingChunk(path, whole, torn)
 
 
+#: What a record chunk must be.
+CHUNK_FILE = "a .npy file of records (numpy's format, written by the run's writer)"
+
+
 def _chunk_header(path: Path) -> tuple[int, np.dtype]:
     """(records, dtype) of a chunk from its ``.npy`` header (:func:`_read_header`)."""
-    with open(path, "rb") as f:
+    with open_binary(path, CHUNK_FILE) as f, reading(path, CHUNK_FILE):
         return _read_header(f)
 
 
 def _read_chunk(path: Path) -> np.ndarray:
     """The records of a chunk, as ``np.load(path, allow_pickle=False)`` reads them, after
     :func:`_read_header` checked the header (parsed once: numpy's header parser compiles it)."""
-    with open(path, "rb") as f:
+    with open_binary(path, CHUNK_FILE) as f, reading(path, CHUNK_FILE):
         rows, dtype = _read_header(f)
         if dtype.hasobject:  # numpy's own refusal: object records would be unpickled
             raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
@@ -128,61 +134,81 @@ def _read_chunk(path: Path) -> np.ndarray:
 
 def _read_growing(path: Path, dtype: np.dtype) -> np.ndarray:
     """The whole records of a growing chunk (:func:`_growing_records`)."""
-    with open(path, "rb") as f:
+    with open_binary(path, CHUNK_FILE) as f, reading(path, CHUNK_FILE):
         return np.fromfile(f, dtype=dtype, count=_growing_records(f, path, dtype).records)
 
 
 def _chunk_rows(path: Path, dtype: np.dtype) -> int:
     """Records in an intact chunk of ``dtype`` from its ``.npy`` header (a growing one: its whole records);
-    0 if it is damaged or short."""
+    0 if it is damaged, short or not a file (a FIFO, a directory: :func:`..files.open_binary` refuses them)."""
     try:
         if path.suffix == ".tmp":
-            with open(path, "rb") as f:
+            with open_binary(path, CHUNK_FILE) as f:
                 return _growing_records(f, path, dtype).records
         rows, found = _chunk_header(path)
-    except (OSError, ValueError):
+    except (ImportFormatError, OSError, ValueError):
         return 0
     return rows if found == dtype else 0
 
 
+#: Counts and ns in info.json are read into int64 arrays and C longs: past these a table would overflow.
+_INT64 = 2**63
+#: Process ids are C ints (``os.kill`` refuses larger ones); device ids are too.
+_INT32 = 2**31
+
+
+def _whole(v: object, low: int = 0, high: int = _INT64) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and low <= v < high
+
+
+def _counts(v: object) -> bool:
+    return isinstance(v, dict) and all(_whole(n) for n in v.values())
+
+
+def _scalar(v: object) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool))
+
+
+def _device_key(k: object) -> bool:
+    return isinstance(k, str) and k.isascii() and k.isdigit() and int(k) < _INT32
+
+
+COUNTS = "an object of counts (whole numbers >= 0, below 2**63)"
+NS = "an integer (ns) >= 0, below 2**63"
 #: The fields of info.json the tables read, and their shapes: (field, check, what is accepted).
 _INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
     ("status", lambda v: isinstance(v, str), "a string"),
-    ("options", lambda v: isinstance(v, dict), "an object of profiling options"),
-    ("devices", lambda v: isinstance(v, dict) and all(str(k).isdigit() and isinstance(d, dict) for k, d in v.items()),
-     "an object of device id -> device description"),
-    ("records", lambda v: isinstance(v, dict), "an object of record counts"),
-    ("aged_out", lambda v: isinstance(v, dict) and isinstance(v.get("records", {}), dict)
-     and all(isinstance(v.get(k, 0), int) for k in ("chunks", "bytes")), "an object with chunks, bytes, records"),
-    ("dropped", lambda v: isinstance(v, dict) and all(isinstance(n, int) for n in v.values()), "an object of counts"),
-    ("write_failed", lambda v: isinstance(v, dict) and all(isinstance(n, int) for n in v.values()),
-     "an object of counts"),
+    ("options", lambda v: isinstance(v, dict) and all(_scalar(o) for o in v.values()),
+     "an object of profiling option names to their values (strings, numbers)"),
+    ("devices", lambda v: isinstance(v, dict) and all(_device_key(k) and isinstance(d, dict) for k, d in v.items()),
+     "an object of device id -> device description (ids below 2**31)"),
+    ("records", _counts, "an object of record counts (whole numbers >= 0, below 2**63)"),
+    ("aged_out", lambda v: isinstance(v, dict) and _counts(v.get("records", {}))
+     and all(_whole(v.get(k, 0)) for k in ("chunks", "bytes")), "an object with chunks, bytes, records (counts)"),
+    ("dropped", _counts, COUNTS),
+    ("write_failed", _counts, COUNTS),
     ("notes", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of strings"),
     ("note", lambda v: isinstance(v, str), "a string"),
-    ("pmu_events", lambda v: isinstance(v, dict) and all(isinstance(e, list) for e in v.values()),
-     "an object of core -> event names"),
-    ("type_info", lambda v: isinstance(v, dict) and all(isinstance(t, dict) for t in v.values()),
-     "an object of level -> type names"),
-    ("start_ns", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer (ns)"),
-    ("end_ns", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer (ns)"),
-    ("pid", lambda v: isinstance(v, int) and not isinstance(v, bool), "a process id"),
+    ("pmu_events", lambda v: isinstance(v, dict) and all(isinstance(e, list) and all(isinstance(n, str) for n in e)
+                                                         for e in v.values()), "an object of core -> event names"),
+    ("type_info", lambda v: isinstance(v, dict) and all(isinstance(t, dict) and all(_scalar(n) for n in t.values())
+                                                        for t in v.values()), "an object of level -> type names"),
+    ("start_ns", _whole, NS),
+    ("end_ns", _whole, NS),
+    ("pid", lambda v: _whole(v, 1, _INT32), "a process id (1 .. 2**31 - 1)"),
     ("hostname", lambda v: isinstance(v, str), "a host name"),
-    ("switch_history", lambda v: isinstance(v, list) and all(
-        isinstance(w, dict) and isinstance(w.get("start_ns"), int) and not isinstance(w["start_ns"], bool) for w in v),
-     "a list of collection windows, each with an integer start_ns"),
+    ("switch_history", lambda v: isinstance(v, list) and all(isinstance(w, dict) and _whole(w.get("start_ns"))
+                                                             for w in v),
+     "a list of collection windows, each with an integer start_ns (ns >= 0, below 2**63)"),
 )
-
-
-def _whole_number(least: int):
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= least
 
 
 #: The fields of a device description the tables compute with (PMU columns, the advisor), when
 #: present: (field, check, what is accepted).
 _DEVICE_FIELDS: tuple[tuple[str, object, str], ...] = (
-    ("ai_core_num", _whole_number(1), "a whole number >= 1"),
-    ("aiv_num", _whole_number(0), "a whole number >= 0"),
-    ("aic_frequency", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+    ("ai_core_num", lambda v: _whole(v, 1, _INT32), "a whole number >= 1 (below 2**31)"),
+    ("aiv_num", lambda v: _whole(v, 0, _INT32), "a whole number >= 0 (below 2**31)"),
+    ("aic_frequency", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e300,
      "a number > 0 (MHz)"),
     ("chip_family", lambda v: isinstance(v, str), "a chip family name (A2, 910A)"),
 )
@@ -190,16 +216,17 @@ _DEVICE_FIELDS: tuple[tuple[str, object, str], ...] = (
 
 def _check_info(info: dict, path: Path) -> None:
     """info.json is read from disk: a field the tables read with another shape is a RunDirError
-    naming it and what it should hold, not an AttributeError deep in a table."""
+    naming it and what it should hold, not an AttributeError (or an OverflowError, past 64 bits) deep in
+    a table."""
     for field, check, accepted in _INFO_FIELDS:
         value = info.get(field)
         if value is not None and not check(value):
-            raise RunDirError(f"{path}: field {field!r} is {json.dumps(value, default=str)[:60]}; accepted: {accepted}")
+            raise RunDirError(f"{path}: field {field!r} is {json_text.excerpt(value)}; accepted: {accepted}")
     for device, description in (info.get("devices") or {}).items():
         for field, check, accepted in _DEVICE_FIELDS:
             if field in description and not check(description[field]):
                 raise RunDirError(f"{path}: device {device!r} field {field!r} is "
-                                  f"{json.dumps(description[field], default=str)[:60]}; accepted: {accepted}")
+                                  f"{json_text.excerpt(description[field])}; accepted: {accepted}")
 
 
 def _device_of(path: Path) -> int:
@@ -208,13 +235,25 @@ def _device_of(path: Path) -> int:
     return int(name.split("_")[1]) if name.startswith("device_") and name.split("_")[1].isdigit() else 0
 
 
-def _json_line(line: str) -> object:
-    """One JSON line: orjson (a run's hash dictionary has a line per name, which the stdlib parser
-    takes ~5x as long over), the stdlib parser for what orjson refuses (NaN, lone surrogates)."""
+#: What the hash dictionary must be.
+HASH_FILE = "the run's hash dictionary, a JSON line per name (geprof writes it)"
+
+
+def _hash_entry(line: str) -> tuple[int, str] | None:
+    """(id, name) of one hash dictionary line, ``{"id": "<64-bit id>", "s": "<name>"}``; None if it is damaged
+    (not JSON, nested past the parser's limit, an id that is no 64-bit number, a name that is no string)."""
     try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
+        entry = json_text.loads(line)
+    except json_text.JsonTextError:
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("s"), str):
+        return None
+    raw = entry.get("id")
+    if isinstance(raw, str) and raw.isascii() and raw.strip().isdigit() and len(raw.strip()) <= 20:
+        raw = int(raw)
+    if not _whole(raw, 0, 2**64):
+        return None
+    return raw, entry["s"]
 
 
 def _dict(value: object) -> dict:
@@ -234,12 +273,15 @@ class RunDir:
     def __init__(self, path: str | Path, info: dict | None = None) -> None:
         self.path = Path(path)
         info_path = self.path / rawdata.INFO_FILE
-        try:
-            self.info: dict = json.loads(info_path.read_text(encoding="utf-8")) if info is None else info
-        except FileNotFoundError:
-            raise RunDirError(f"{self.path} is not a geprof run directory: {rawdata.INFO_FILE} is missing") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise RunDirError(f"{info_path}: cannot be read as JSON ({exc})") from None
+        if info is None:
+            if not info_path.exists() and not info_path.is_symlink():
+                raise RunDirError(f"{self.path} is not a geprof run directory: {rawdata.INFO_FILE} is missing")
+            data = read_bytes(info_path, "the run's description, a JSON file (geprof writes it)")
+            try:
+                info = json_text.loads(data)
+            except json_text.JsonTextError as exc:
+                raise RunDirError(f"{info_path}: cannot be read as JSON ({exc.reason})") from None
+        self.info: dict = info
         if not isinstance(self.info, dict) or "geprof_raw_version" not in self.info:
             raise RunDirError(f"{info_path}: not a geprof run description (no 'geprof_raw_version' field)")
         _check_info(self.info, info_path)
@@ -271,9 +313,9 @@ class RunDir:
             if path.with_suffix(".npy").exists():
                 continue
             try:
-                with open(path, "rb") as f:
+                with open_binary(path, CHUNK_FILE) as f:
                     out.append(_growing_records(f, path, spec.dtype))
-            except (OSError, ValueError):
+            except (ImportFormatError, OSError, ValueError):
                 continue  # listed in damaged when its kind is loaded
         return out
 
@@ -306,7 +348,7 @@ class RunDir:
     @property
     def device_ids(self) -> list[int]:
         ids = {int(k) for k in (self.info.get("devices") or {})}
-        ids |= {int(p.name.split("_")[1]) for p in self.path.glob("device_*") if p.name.split("_")[1].isdigit()}
+        ids |= {int(p.name[7:]) for p in self.path.glob("device_*") if _device_key(p.name[7:]) and p.is_dir()}
         return sorted(ids) or [0]
 
     @cached_property
@@ -324,7 +366,7 @@ class RunDir:
         for key, written in recorded.items():
             kind, _, device = str(key).partition("@")
             spec = rawdata.RECORD_KINDS.get(kind)
-            if spec is None or not isinstance(written, int) or not (device.isdigit() or not device):
+            if spec is None or not (_device_key(device) or not device):
                 continue
             present = sum(_chunk_rows(c, spec.dtype) for c in self._chunks(kind, int(device or 0)))
             aged_out = aged.get(kind, 0)
@@ -350,19 +392,30 @@ class RunDir:
         """Hash id -> string (``MsprofGetHashId`` dictionary)."""
         out: dict[int, str] = {}
         path = self.path / rawdata.HASH_DICT_FILE
-        if not path.exists():
+        try:
+            there = present(path, HASH_FILE)
+        except ImportFormatError as exc:  # the file is what it holds: the names it would have given
+            self.damaged.append(f"{rawdata.HASH_DICT_FILE} ({str(exc).removeprefix(f'{path}: ')}: names show as "
+                                "<unknown 0x...>)")
+            return out
+        if not there:
             if self._holds_hashed_records():  # they name strings by hash: without the dictionary they are unknown
                 self.damaged.append(f"{rawdata.HASH_DICT_FILE} (missing: names show as <unknown 0x...>)")
             return out
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():  # the writer ends a line a failed write cut off with an empty one
-                    continue
-                try:
-                    entry = _json_line(line)
-                    out[int(entry["id"])] = str(entry["s"])
-                except (ValueError, KeyError, TypeError):
-                    self.damaged.append(f"{path.name}:{lineno}")
+        try:
+            text = read_bytes(path, HASH_FILE).decode("utf-8", errors="replace")
+        except ImportFormatError as exc:
+            self.damaged.append(f"{rawdata.HASH_DICT_FILE} ({str(exc).removeprefix(f'{path}: ')}: names show as "
+                                "<unknown 0x...>)")
+            return out
+        for lineno, line in enumerate(text.split("\n"), 1):
+            if not line.strip():  # the writer ends a line a failed write cut off with an empty one
+                continue
+            entry = _hash_entry(line)
+            if entry is None:
+                self.damaged.append(f"{path.name}:{lineno}")  # that line's name only
+            else:
+                out[entry[0]] = entry[1]
         return out
 
     def load(self, kind: str, device_id: int = 0) -> np.ndarray:

@@ -43,8 +43,8 @@ Faults for what-if studies (:class:`Faults`, GE option ``geprof.faults`` as JSON
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
+import re
 import string
 import time
 from dataclasses import dataclass
@@ -53,7 +53,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..prof import msprof, rawdata
+from ..prof import json_text, msprof, rawdata
 from ..prof.api_types import type_names
 from ..prof.collectors import report_api_block
 from ..prof.msprof import Msprof
@@ -82,25 +82,55 @@ class ClusterOptionError(ValueError):
     """A cluster option has a bad value: the message names the field and what is accepted."""
 
 
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
+_DECIMAL = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*", re.ASCII)
+
+
+def _shown(value: Any) -> str:
+    """A value as an error quotes it: short, whatever it is (a long string by its ends, a container by its type)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"<an integer of {value.bit_length()} bits>"
+    text = repr(value) if value is None or isinstance(value, (str, int, float)) else f"<{type(value).__name__}>"
+    return text if len(text) <= 40 else f"{text[:24]}...{text[-8:]} ({len(text)} characters)"
+
+
 def _rank(value: Any, field: str, world_size: int) -> int:
-    try:
-        r = int(value)
-    except (TypeError, ValueError):
-        raise ClusterOptionError(f"{field}: rank {value!r} is not an integer; "
-                                 f"accepted: 0 .. {world_size - 1}") from None
+    """A rank: an int or its ASCII digits (not a bool, a fraction or ``1_0``, which int() would take)."""
+    ok = (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, str) and _INTEGER.fullmatch(value) and len(value.strip()) <= 12)
+    if not ok:
+        raise ClusterOptionError(f"{field}: rank {_shown(value)} is not an integer; accepted: 0 .. {world_size - 1}")
+    r = int(value)
     if not 0 <= r < world_size:
-        raise ClusterOptionError(f"{field}: rank {r} is out of range; accepted: 0 .. {world_size - 1}")
+        raise ClusterOptionError(f"{field}: rank {_shown(r)} is out of range; accepted: 0 .. {world_size - 1}")
     return r
 
 
 def _number(value: Any, field: str, low: float, high: float, what: str) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ClusterOptionError(f"{field}: {value!r} is not a number; accepted: {what}") from None
-    if not (low <= x <= high) or x != x:
-        raise ClusterOptionError(f"{field}: {x:g} is out of range; accepted: {what}")
+    """A number in [low, high]: an int, a float or a decimal's text (not a bool, NaN or ``1_0``)."""
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)) or (
+        isinstance(value, str) and _DECIMAL.fullmatch(value))
+    if not ok:
+        raise ClusterOptionError(f"{field}: {_shown(value)} is not a number; accepted: {what}")
+    x = float(value) if not isinstance(value, int) or value.bit_length() < 1000 else float("inf")
+    if not (low <= x <= high):  # NaN fails it too
+        raise ClusterOptionError(f"{field}: {_shown(value)} is out of range; accepted: {what}")
     return x
+
+
+def _count(value: Any, field: str, low: int, high: int, what: str) -> int:
+    """A whole number in [low, high] (as :func:`_number` reads it; ``2.5`` is not one)."""
+    x = _number(value, field, low, high, what)
+    if not x.is_integer():
+        raise ClusterOptionError(f"{field}: {_shown(value)} is not an integer; accepted: {what}")
+    return int(x)
+
+
+def _items(value: Any, field: str, what: str) -> list:
+    """The items of a list option (a JSON array)."""
+    if not isinstance(value, (list, tuple)):
+        raise ClusterOptionError(f"{field}: {_shown(value)} is not a list; accepted: {what}")
+    return list(value)
 
 
 @dataclass(frozen=True)
@@ -127,9 +157,9 @@ class Faults:
             spec = value.to_dict()
         elif isinstance(value, str):
             try:
-                spec = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise ClusterOptionError(f"{OPTION_FAULTS}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                spec = json_text.loads(value)
+            except json_text.JsonTextError as exc:
+                raise ClusterOptionError(f"{OPTION_FAULTS}: not valid JSON ({exc.reason}); "
                                          'accepted: e.g. {"slow_ranks": {"3": 1.3}}') from None
         else:
             spec = value
@@ -138,7 +168,8 @@ class Faults:
         known = ("slow_ranks", "slow_links", "host_jitter_us", "loader_stall")
         unknown = [k for k in spec if k not in known]
         if unknown:
-            raise ClusterOptionError(f"{OPTION_FAULTS}: unknown field {unknown[0]!r}; accepted: {', '.join(known)}")
+            raise ClusterOptionError(f"{OPTION_FAULTS}: unknown field {_shown(unknown[0])}; accepted: "
+                                     f"{', '.join(known)}")
 
         def mapping(field: str) -> Mapping:
             m = spec.get(field) or {}
@@ -156,9 +187,11 @@ class Faults:
         links = []
         raw_links = spec.get("slow_links") or {}
         items = raw_links.items() if isinstance(raw_links, Mapping) else (
-            (f"{e[0]}-{e[1]}", e[2]) if isinstance(e, (list, tuple)) and len(e) == 3 else (e, None) for e in raw_links)
+            (f"{e[0]}-{e[1]}", e[2]) if isinstance(e, (list, tuple)) and len(e) == 3 else (e, None)
+            for e in _items(raw_links, f"{OPTION_FAULTS}.slow_links", "an object {\"src-dst\": factor} or a list of "
+                            "[src, dst, factor]"))
         for key, factor in items:
-            field = f"{OPTION_FAULTS}.slow_links[{key!r}]"
+            field = f"{OPTION_FAULTS}.slow_links[{_shown(key)}]"
             parts = str(key).split("-")
             if len(parts) != 2:
                 raise ClusterOptionError(f"{field}: expected 'src-dst' ranks (or [src, dst, factor])")
@@ -168,10 +201,12 @@ class Faults:
         if not isinstance(stall, Mapping):
             raise ClusterOptionError(f"{OPTION_FAULTS}.loader_stall: expected an object "
                                      '{"every": k, "us": t, "ranks": [..]}')
-        every = int(_number(stall.get("every", 0), f"{OPTION_FAULTS}.loader_stall.every", 0, 1e9, "steps >= 0"))
+        every = _count(stall.get("every", 0), f"{OPTION_FAULTS}.loader_stall.every", 0, 10**9,
+                       "a whole number of steps >= 0")
         stall_us = _number(stall.get("us", 0), f"{OPTION_FAULTS}.loader_stall.us", 0.0, 1e8, "microseconds >= 0")
         ranks = tuple(sorted(_rank(r, f"{OPTION_FAULTS}.loader_stall.ranks", world_size)
-                             for r in stall.get("ranks", ())))
+                             for r in _items(stall.get("ranks", []), f"{OPTION_FAULTS}.loader_stall.ranks",
+                                             "a list of ranks")))
         return cls(slow, tuple(sorted(links)), jitter, every, stall_us, ranks)
 
     def to_dict(self) -> dict[str, Any]:
@@ -204,13 +239,11 @@ class ClusterSpec:
         raw = options.get(OPTION_RANK_SIZE)
         if raw in (None, "", 1, "1"):
             return None
-        world = int(_number(raw, OPTION_RANK_SIZE, 1, MAX_RANKS, f"an integer in [1, {MAX_RANKS}]"))
-        if world != float(raw):
-            raise ClusterOptionError(f"{OPTION_RANK_SIZE}: {raw!r} is not an integer; accepted: 1 .. {MAX_RANKS}")
+        world = _count(raw, OPTION_RANK_SIZE, 1, MAX_RANKS, f"an integer in [1, {MAX_RANKS}]")
         if world == 1:
             return None
-        per_node = int(_number(options.get(OPTION_RANKS_PER_NODE, DEFAULT_RANKS_PER_NODE), OPTION_RANKS_PER_NODE,
-                               1, 64, "an integer in [1, 64]"))
+        per_node = _count(options.get(OPTION_RANKS_PER_NODE, DEFAULT_RANKS_PER_NODE), OPTION_RANKS_PER_NODE, 1, 64,
+                          "an integer in [1, 64]")
         faults = Faults.parse(options.get(OPTION_FAULTS), world)
         links = dataclasses.replace(preset.links, ranks_per_node=per_node, slow_links=faults.slow_links)
         return cls(world, per_node, links, faults)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import threading
 import weakref
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -185,12 +186,34 @@ def _check_settings(options: Mapping[str, Any]) -> str:
             return f"option {OPTION_DEVICE}: {exc}"
     if OPTION_EXECUTOR in options and options[OPTION_EXECUTOR] not in EXECUTORS:
         return f"option {OPTION_EXECUTOR}={options[OPTION_EXECUTOR]!r} is not valid; accepted: {', '.join(EXECUTORS)}"
-    if OPTION_SEED in options:
-        try:
-            int(options[OPTION_SEED])
-        except (TypeError, ValueError):
-            return f"option {OPTION_SEED}={options[OPTION_SEED]!r} is not valid; accepted: an integer"
+    if OPTION_SEED in options and _seed(options[OPTION_SEED]) is None:
+        return f"option {OPTION_SEED}={_shown(options[OPTION_SEED])} is not valid; accepted: {SEED_ACCEPTED}"
     return ""
+
+
+#: What ``geprof.seed`` takes: numpy's generators take any whole number >= 0; a 64-bit one is what a seed
+#: option of a C++ runtime could hold.
+SEED_ACCEPTED = "a whole number from 0 to 2**64 - 1 (18446744073709551615), as digits or an int"
+_SEED_DIGITS = re.compile(r"\s*\+?[0-9]{1,20}\s*", re.ASCII)
+
+
+def _seed(value: Any) -> int | None:
+    """The seed a ``geprof.seed`` value gives, None if it is not one (a negative, fractional or huge number,
+    ``1_0``, a bool: int() would take some of them, numpy's generators refuse negative ones)."""
+    if isinstance(value, str) and _SEED_DIGITS.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+        return None
+    return value
+
+
+def _shown(value: Any) -> str:
+    """An option's value as an error quotes it: its repr, or the ends of a long one (a container by its type:
+    its repr could nest without end)."""
+    if isinstance(value, int) and value.bit_length() > 200:  # repr() refuses ints past 4300 digits
+        return f"<an integer of {value.bit_length()} bits>"
+    text = repr(value) if value is None or isinstance(value, (str, int, float)) else f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else f"{text[:40]}...{text[-8:]} ({len(text)} characters)"
 
 
 @toolkit_entry
@@ -216,7 +239,7 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
         if _state.clock_override is None:  # a %%geprof --clock in force wins over GE options
             clock.set_mode(options.get(OPTION_CLOCK, "real"))
         device = _state.device_override or options.get(OPTION_DEVICE, DEFAULT_DEVICE)  # %%geprof --device wins
-        runtime = DeviceRuntime(get_device(device), seed=int(options.get(OPTION_SEED, DEFAULT_SEED)))
+        runtime = DeviceRuntime(get_device(device), seed=_seed(options.get(OPTION_SEED, DEFAULT_SEED)))
         owns_profiling = False
         if prof_options is not None:
             if msprof.lib.running:

@@ -152,7 +152,7 @@ def test_initialize_twice_keeps_first_options():
     ({"geprof.clock": "fast"}, r"geprof.clock='fast' is not valid; accepted: real, virtual"),
     ({"geprof.device": "Ascend310"}, r"geprof.device: unknown device 'Ascend310'; accepted: Ascend910B, Ascend910A, or a preset"),
     ({"geprof.executor": "v3"}, r"geprof.executor='v3' is not valid; accepted: v1, v2"),
-    ({"geprof.seed": "abc"}, r"geprof.seed='abc' is not valid; accepted: an integer"),
+    ({"geprof.seed": "abc"}, r"geprof.seed='abc' is not valid; accepted: a whole number from 0 to 2\*\*64 - 1"),
     ({"geprof.colour": "red"}, r"unknown option 'geprof.colour'"),
 ])
 def test_bad_simulation_options(options, pattern):

@@ -46,6 +46,16 @@ def test_load_ext_registers_magic_and_ge(ip):
     assert ip.user_ns["ge"] is ge
 
 
+def test_load_ext_prints_one_line_saying_it_loaded_and_what_to_type_next(ip, capsys):
+    ip.run_line_magic("unload_ext", "geprof_nb")
+    capsys.readouterr()
+    ip.run_line_magic("load_ext", "geprof_nb")  # the fixture unloads again
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("geprof_nb loaded: ")
+    for next_step in ("%%geprof", "%%geprof?", "%geprof config", "%geprof help"):
+        assert next_step in out, next_step
+
+
 def test_unload_removes_magic_and_ge(ip):
     ip.run_line_magic("unload_ext", "geprof_nb")
     assert "geprof" not in ip.magics_manager.magics["cell"]
