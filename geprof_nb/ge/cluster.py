@@ -29,7 +29,7 @@ time because each step starts where the previous one left every rank.  Rank 0 is
 the process's own device: its host layers (API, GE host, mstx) and device data
 go through ``msprof.lib`` as for a single device.  Every other rank reports its
 device data (task log, step trace, static task info, memory, HCCL, AI CPU) to a
-library of its own, under ``<output>/CLUSTER_<time>_<tag>/rank_<r>/PROF_*``.  The
+library of its own, under ``<output>/CLUSTER_<seq>_<time>_<tag>/rank_<r>/PROF_*``.  The
 cluster root is chosen when the cluster starts collecting (its first reported step):
 rank 0's run moves into its ``rank_0/`` then, and the other ranks' runs open beside
 it and end with it, so the cluster root is what ``geprof_nb.load`` reads as a
@@ -467,15 +467,27 @@ class ClusterRuns:
                                      f"{cluster.spec.world_size} ranks; finish it before running {spec.world_size}")
         assert lib0.run_dir is not None
         root = lib0.run_dir.parent / _cluster_dir_name(lib0.run_dir.name)
-        root.mkdir()
-        lib0.move_into(root / "rank_0")
         cluster = self._open = _OpenCluster(lib0.run_serial, spec, root)
+        try:
+            root.mkdir()
+            try:
+                lib0.move_into(root / "rank_0")
+            except OSError:
+                root.rmdir()
+                raise
+        except OSError as exc:  # a full disk: rank 0's run goes on alone where it is, the others are counted
+            lib0.count_unwritten(rawdata.RANKS_KIND, spec.world_size - 1, root.name, exc)
+            return cluster.runs
         lib0.part_of(root, [cluster])
         info = spec.info()
         lib0.set_run_info("cluster", {"rank": 0, **info, "root": str(root)})
         for r in range(1, spec.world_size):
             lib = Msprof()
-            lib.init(root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
+            try:
+                lib.init(root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
+            except OSError as exc:  # this rank's run directory cannot be made: counted, the others go on
+                lib0.count_unwritten(rawdata.RANKS_KIND, 1, f"{root.name}/rank_{r}", exc)
+                continue
             rt = DeviceRuntime(runtime.preset, device_id=r % spec.ranks_per_node, seed=runtime.seed + r)
             rt.rank, rt.device_count, rt.epoch = r, spec.world_size, 1
             lib.set_run_info("cluster", {"rank": r, **info, "root": str(root)})

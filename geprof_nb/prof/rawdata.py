@@ -30,6 +30,8 @@ HASH_DICT_FILE = "hash_dict.jsonl"
 HOST_DIR = "host/data"
 #: The ``write_failed`` key of the hash dictionary's lines that could not be written (names, not records).
 HASH_DICT_KIND = "hash_dict"
+#: The ``write_failed`` key of a simulated cluster's ranks whose run directories could not be made (ranks).
+RANKS_KIND = "cluster_ranks"
 
 #: A run directory: ``PROF_<seq>_<local time, ms>_<tag>``.  ``<seq>`` is one past the greatest of its output
 #: directory when it is made: it orders the runs there by creation, whatever the clock said.

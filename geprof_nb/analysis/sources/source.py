@@ -378,6 +378,9 @@ class RunDirSource(Source):
             if kind == rawdata.HASH_DICT_KIND:
                 notes.append(f"{n} names of the hash dictionary could not be written to the run directory (disk full "
                              "or not writable): the records that use them show <unknown 0x...>")
+            elif kind == rawdata.RANKS_KIND:
+                notes.append(f"{n} ranks of the simulated cluster could not be written (their run directories could "
+                             "not be made: disk full or not writable): they are not in the cluster")
             else:
                 notes.append(f"{n} {kind} records could not be written to the run directory (disk full or not "
                              "writable)")
