@@ -381,11 +381,16 @@ class RunDir:
         return (self.info.get("devices") or {}).get(str(device_id), {})
 
     def _holds_hashed_records(self) -> bool:
-        """Records of a kind that names strings by hash id were written (a run of step traces only needs
-        no hash dictionary, and writes none)."""
-        records = self.info.get("records") or {}
-        kinds = rawdata.RECORD_KINDS
-        return any(n and kinds[k.split("@")[0]].hashed for k, n in records.items() if k.split("@")[0] in kinds)
+        """Records of a kind that names strings by hash id are on disk (a run of step traces only needs no
+        hash dictionary, and writes none; a killed run may have counted records that never reached a chunk)."""
+        for key in self.info.get("records") or {}:
+            kind, _, device = str(key).partition("@")
+            spec = rawdata.RECORD_KINDS.get(kind)
+            if spec is None or not spec.hashed or not (_device_key(device) or not device):
+                continue
+            if any(_chunk_rows(c, spec.dtype) for c in self._chunks(kind, int(device or 0))):
+                return True
+        return False
 
     @cached_property
     def hashes(self) -> dict[int, str]:

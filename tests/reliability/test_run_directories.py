@@ -147,7 +147,8 @@ def test_four_processes_making_25_runs_each_in_one_output_directory_lose_nothing
     assert len(made) == PROCESSES * RUNS
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in made)  # one directory each, no other
     numbers = [rawdata.creation_order(p.name)[0] for p in made]
-    assert sorted(numbers) == list(range(1, PROCESSES * RUNS + 1))  # no number taken twice
+    # no number taken twice; two processes meeting on one number may both move on, leaving it unused
+    assert len(set(numbers)) == len(numbers) and min(numbers) >= 1
     for me in range(PROCESSES):  # each process's runs are numbered in the order it made them
         mine = sorted((r, rawdata.creation_order(p.name)[0]) for p, (m, r, _) in made.items() if m == me)
         assert [n for _, n in mine] == sorted(n for _, n in mine)
