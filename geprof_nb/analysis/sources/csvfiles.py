@@ -253,6 +253,10 @@ class CsvTable:
         except pa.ArrowInvalid:
             return None, values, missing
 
+    def floats(self, column: str | int) -> np.ndarray | None:
+        """float64 values (NaN for N/A and empty cells), None if some cell is no number."""
+        return self._floats(self._pos(column))[0]
+
     def numbers(self, column: str | int) -> np.ndarray:
         """float64 values; N/A and empty cells are NaN."""
         pos = self._pos(column)
