@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ImportFormatError, RunDirError
 from ..prof import json_text, rawdata
-from .files import open_binary, present, read_bytes, reading, what_is_there
+from .files import listing, open_binary, present, read_bytes, reading, what_is_there
 
 
 def is_run_dir(path: Path) -> bool:
@@ -40,7 +40,7 @@ def newest_run(path: Path) -> Path | None:
     (``CLUSTER_<time>_<tag>``) name (wall-clock, even for virtual-clock runs), not
     by mtime, which any later write into an old run would change.
     """
-    runs = [p for p in path.iterdir() if p.is_dir() and (is_run_dir(p) or CLUSTER_NAME.fullmatch(p.name))
+    runs = [p for p in listing(path) if p.is_dir() and (is_run_dir(p) or CLUSTER_NAME.fullmatch(p.name))
             ] if path.is_dir() else []
     if not runs:
         return None

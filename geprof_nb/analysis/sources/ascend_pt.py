@@ -61,7 +61,8 @@ STEP_TRACE_TIME_KINDS: Kinds = {"Device_id": "int", "Step": "int"}
 #: How kernel_details' own column names are read (before the renames): its start time is a timestamp.
 KERNEL_KINDS: Kinds = {"Start Time(us)": "ts"}
 #: A kernel is a task on the time line: it has a start and a duration, which is not negative (:mod:`.possible`).
-KERNEL_RULES = Rules(required=("Start Time(us)", "Duration(us)"), non_negative=("Duration(us)", "Wait Time(us)"))
+KERNEL_RULES = Rules(required=("Start Time(us)", "Duration(us)"),
+                     non_negative=("Duration(us)", "Wait Time(us)", "Step Id", "Step ID", "Device_id"))
 _MEMORY_SIZES = ("Allocation Total Allocated(MB)", "Allocation Total Reserved(MB)", "Allocation Total Active(MB)",
                  "Release Total Allocated(MB)", "Release Total Reserved(MB)", "Release Total Active(MB)")
 #: Cells of each CSV file that cannot be: the rows holding them are dropped, with a note.

@@ -23,6 +23,7 @@ import pandas as pd
 from ...errors import ImportFormatError
 from ...prof.json_text import excerpt
 from ...prof.rawdata import RtTaskType
+from ..files import what_is_there
 from ..tables import api, breakdown, communication, summary, tx
 from ..tables import columns as C
 from ..tables.aicpu import AICPU
@@ -95,7 +96,7 @@ _REQUIRED = {
 _STATISTIC_RULES = Rules(non_negative=("Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)"))
 #: An op_summary row is a task on the time line: it has a start and a duration, which is not negative.
 OP_SUMMARY_RULES = Rules(required=("Task Start Time(us)", "Task Start Time", "Task Duration(us)"),
-                         non_negative=("Task Duration(us)", "Task Wait Time(us)"))
+                         non_negative=("Task Duration(us)", "Task Wait Time(us)", "Device_id"))
 API_STATISTIC_RULES = Rules(non_negative=("Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)"))
 _RULES = {
     "op_summary": OP_SUMMARY_RULES, "op_statistic": _STATISTIC_RULES, "api_statistic": API_STATISTIC_RULES,
@@ -128,16 +129,19 @@ def find_sets(directory: Path, kinds: tuple[str, ...] = KINDS) -> tuple[dict[str
     run 0, 1, 2, ... is incomplete and skipped.
     """
     groups: dict[tuple[str, str], dict[int, Path]] = {}
+    notes: list[str] = []
     for path in sorted(directory.glob("*.csv")):
         m = _FILE.fullmatch(path.name)
         if not m or m.group(1) not in kinds:
+            continue
+        if (problem := what_is_there(path)) is not None:  # named like a summary, but no file to read
+            notes.append(f"{path}: {problem}; skipped (a summary is a CSV file)")
             continue
         s = _SLICE.search(m.group(2))
         key = _SLICE.sub("", m.group(2)) if s else m.group(2)
         slot = groups.setdefault((m.group(1), key), {})
         slot[int(s.group(1)) if s else -1] = path
     found: dict[str, FileSet] = {}
-    notes: list[str] = []
     by_kind: dict[str, list[FileSet]] = {}
     for (kind, key), slot in groups.items():
         stamp = tuple(int(t) for t in re.findall(r"\d+", key))

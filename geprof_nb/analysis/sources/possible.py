@@ -17,6 +17,8 @@ import numpy as np
 
 from .csvfiles import CsvTable
 
+#: The largest value a time, size or count can have: 2**63 ns in µs (the tables hold ns as int64).
+_LARGEST = 2**63 / 1000
 #: Lines a note lists before "and N more".
 _SHOWN = 10
 
@@ -27,7 +29,8 @@ class Rules:
 
     #: Columns with a value on every row: a task's start and duration.
     required: tuple[str, ...] = ()
-    #: Times, durations, sizes and counts: never negative (nor infinite); N/A is fine unless required.
+    #: Times, durations, sizes, counts and ids: never negative (nor past 2**63 ns in µs); N/A is fine unless
+    #: required.
     non_negative: tuple[str, ...] = ()
     #: (start, end) columns: the end is not before the start where both are given.
     spans: tuple[tuple[str, str], ...] = ()
@@ -60,7 +63,8 @@ def possible_rows(table: CsvTable, rules: Rules) -> tuple[CsvTable, list[str]]:
     for pos, name in _columns(table, rules.non_negative):
         values = table.floats(pos)
         if values is not None:
-            broken.append(((values < 0) | np.isinf(values), name, "negative (or infinite), which it cannot be"))
+            broken.append(((values < 0) | (values > _LARGEST), name, "negative or out of range (infinite, or past "
+                           "9.2e15: 2**63 ns in µs)"))
     for start, end in rules.spans:
         starts, ends = _columns(table, [start]), _columns(table, [end])
         if not starts or not ends:
