@@ -3,13 +3,19 @@ record chunks (``.npy``, loaded with ``allow_pickle=False``: nothing read from
 disk can execute code).  A damaged chunk is skipped and listed in ``damaged``;
 records whose chunk files are gone are counted in ``missing``; everything intact
 still loads.
+
+A run that was not finalised (killed, or still collecting) also has the chunks
+that were growing when it stopped, ``<kind>.<seq>.tmp``: a header for no
+records, then records of a fixed size, so the file's length says how many are
+whole.  Those are loaded too (a torn last record is dropped) and listed in
+``salvaged``.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import warnings
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO
@@ -28,30 +34,23 @@ def is_run_dir(path: Path) -> bool:
     return info.is_file() or what_is_there(info) is not None
 
 
-_RUN_NAME = re.compile(r"PROF_(\d{6})_(\d{17})_\w+")
 #: A simulated cluster's root: ``rank_<r>/`` output directories (see ``geprof_nb.ge.cluster``).
-CLUSTER_NAME = re.compile(r"CLUSTER_(\d{17})_\w+")
+CLUSTER_NAME = rawdata.CLUSTER_DIR_NAME
 
 
 def newest_run(path: Path) -> Path | None:
-    """The newest run directory (or simulated cluster root) directly under ``path``.
+    """The newest run directory (or simulated cluster root) directly under ``path``: the one made last.
 
-    Ordered by the creation time and sequence number in the ``PROF_<seq>_<time>_<tag>``
-    (``CLUSTER_<time>_<tag>``) name (wall-clock, even for virtual-clock runs), not
-    by mtime, which any later write into an old run would change.
+    Ordered by the sequence number in the ``PROF_<seq>_<time>_<tag>`` (``CLUSTER_<seq>_<time>_<tag>``) name,
+    which is one past the greatest of the directory when a run is made (:func:`~..prof.rawdata.creation_order`),
+    not by the wall-clock stamp beside it (a clock stepped back between two runs would pick the older one)
+    nor by mtime, which any later write into an old run would change.
     """
     runs = [p for p in listing(path) if p.is_dir() and (is_run_dir(p) or CLUSTER_NAME.fullmatch(p.name))
             ] if path.is_dir() else []
     if not runs:
         return None
-
-    def created(p: Path) -> tuple:
-        if m := _RUN_NAME.fullmatch(p.name):
-            return (m.group(2), int(m.group(1)))
-        m = CLUSTER_NAME.fullmatch(p.name)
-        return (m.group(1), 0) if m else ("", 0)
-
-    return max(runs, key=created)
+    return max(runs, key=lambda p: rawdata.creation_order(p.name) or (-1, "", p.name))
 
 
 def _read_header(f: BinaryIO) -> tuple[int, np.dtype]:
@@ -76,6 +75,43 @@ def _read_header(f: BinaryIO) -> tuple[int, np.dtype]:
     return shape[0], dtype
 
 
+@dataclass(frozen=True)
+class GrowingChunk:
+    """A chunk the run had not closed when it stopped (``<kind>.<seq>.tmp``): its whole records, and the bytes of
+    a torn record after them (a write the end of the run cut short)."""
+
+    path: Path
+    records: int
+    torn_bytes: int
+    #: The file is shorter than its header (``torn_bytes`` of it): killed as it was made.
+    header_cut: bool = False
+
+
+def _chunk_files(directory: Path, kind: str, growing: bool) -> list[Path]:
+    """The chunk files of ``kind`` in ``directory`` in their order: the closed ``.npy`` ones and, with ``growing``,
+    the ``.tmp`` ones still growing (not one whose closed chunk is there too: a copy made as it was renamed)."""
+    files = {p.name[:-4]: p for p in directory.glob(f"{kind}.*.tmp")} if growing else {}
+    files.update((p.name[:-4], p) for p in directory.glob(f"{kind}.*.npy"))
+    return [files[name] for name in sorted(files)]
+
+
+def _growing_records(f: BinaryIO, path: Path, dtype: np.dtype) -> GrowingChunk:
+    """What the growing chunk open as ``f`` holds: ``dtype`` records after the header for none (leaves ``f`` at
+    the first one).  A header cut short holds no record; ValueError for any other header."""
+    size = os.fstat(f.fileno()).st_size
+    header = len(rawdata.npy_header(dtype, 0))
+    if size < header:  # killed while its header was written
+        return GrowingChunk(path, 0, size, header_cut=True)
+    try:
+        _, found = _read_header(f)
+    except ValueError:
+        raise ValueError(f"not a chunk of {dtype} records: its header cannot be read") from None
+    if found != dtype or f.tell() != header:
+        raise ValueError(f"unexpected record layout {found}")
+    whole, torn = divmod(size - header, dtype.itemsize)
+    return GrowingChunk(path, whole, torn)
+
+
 #: What a record chunk must be.
 CHUNK_FILE = "a .npy file of records (numpy's format, written by the run's writer)"
 
@@ -96,12 +132,21 @@ def _read_chunk(path: Path) -> np.ndarray:
         return np.fromfile(f, dtype=dtype, count=rows)
 
 
+def _read_growing(path: Path, dtype: np.dtype) -> np.ndarray:
+    """The whole records of a growing chunk (:func:`_growing_records`)."""
+    with open_binary(path, CHUNK_FILE) as f, reading(path, CHUNK_FILE):
+        return np.fromfile(f, dtype=dtype, count=_growing_records(f, path, dtype).records)
+
+
 def _chunk_rows(path: Path, dtype: np.dtype) -> int:
-    """Records in an intact chunk of ``dtype`` from its ``.npy`` header; 0 if it is damaged, short or not a
-    file (a FIFO, a directory: :func:`..files.open_binary` refuses them)."""
+    """Records in an intact chunk of ``dtype`` from its ``.npy`` header (a growing one: its whole records);
+    0 if it is damaged, short or not a file (a FIFO, a directory: :func:`..files.open_binary` refuses them)."""
     try:
+        if path.suffix == ".tmp":
+            with open_binary(path, CHUNK_FILE) as f:
+                return _growing_records(f, path, dtype).records
         rows, found = _chunk_header(path)
-    except (ImportFormatError, ValueError):
+    except (ImportFormatError, OSError, ValueError):
         return 0
     return rows if found == dtype else 0
 
@@ -184,6 +229,12 @@ def _check_info(info: dict, path: Path) -> None:
                                   f"{json_text.excerpt(description[field])}; accepted: {accepted}")
 
 
+def _device_of(path: Path) -> int:
+    """The device id of a chunk file under ``device_<id>/data`` (0 for the host's)."""
+    name = path.parent.parent.name
+    return int(name.split("_")[1]) if name.startswith("device_") and name.split("_")[1].isdigit() else 0
+
+
 #: What the hash dictionary must be.
 HASH_FILE = "the run's hash dictionary, a JSON line per name (geprof writes it)"
 
@@ -240,6 +291,56 @@ class RunDir:
     def complete(self) -> bool:
         return self.info.get("status") == "complete"
 
+    def _chunks(self, kind: str, device_id: int = 0) -> list[Path]:
+        """The chunk files of a kind, in order; those still growing too, if the run was not finalised."""
+        spec = rawdata.RECORD_KINDS[kind]
+        return _chunk_files(self.path / spec.directory(device_id), kind, growing=not self.complete)
+
+    @cached_property
+    def salvaged(self) -> list[GrowingChunk]:
+        """The chunks the run had not closed when it stopped (it was not finalised), whose whole records load
+        with the closed ones; a finalised run closed all of its chunks, and a ``.tmp`` left in it is not loaded
+        but listed in ``damaged``.  Read from the files' lengths (nothing is loaded)."""
+        out = []
+        for path in sorted(self.path.glob("*/data/*.*.tmp")):
+            kind = path.name.split(".", 1)[0]
+            spec = rawdata.RECORD_KINDS.get(kind)
+            if spec is None or path.parent != self.path / spec.directory(_device_of(path)):
+                continue
+            if self.complete:
+                self.damaged.append(f"{path.relative_to(self.path)} (a chunk a finalised run never closed: not loaded)")
+                continue
+            if path.with_suffix(".npy").exists():
+                continue
+            try:
+                with open_binary(path, CHUNK_FILE) as f:
+                    out.append(_growing_records(f, path, spec.dtype))
+            except (ImportFormatError, OSError, ValueError):
+                continue  # listed in damaged when its kind is loaded
+        return out
+
+    def salvage_notes(self) -> list[str]:
+        """What :attr:`salvaged` holds, in words: the records per kind, and every torn record dropped."""
+        chunks = [chunk for chunk in self.salvaged if chunk.records]
+        notes = []
+        if chunks:
+            per_kind: dict[str, int] = {}
+            for chunk in chunks:
+                kind = chunk.path.name.split(".", 1)[0]
+                per_kind[kind] = per_kind.get(kind, 0) + chunk.records
+            counts = ", ".join(f"{n} {kind}" for kind, n in per_kind.items())
+            notes.append(f"salvaged {counts} records from {len(chunks)} chunk file{'s' * (len(chunks) != 1)} the run "
+                         "had not closed (<kind>.<n>.tmp): the records its writer had written when it stopped")
+        for chunk in self.salvaged:
+            where = chunk.path.relative_to(self.path)
+            dtype = rawdata.RECORD_KINDS[chunk.path.name.split(".", 1)[0]].dtype
+            if chunk.header_cut:
+                notes.append(f"{where}: cut short in its header ({chunk.torn_bytes} of "
+                             f"{len(rawdata.npy_header(dtype, 0))} bytes), no record")
+            elif chunk.torn_bytes:
+                notes.append(f"{where}: a torn last record ({chunk.torn_bytes} of {dtype.itemsize} bytes) dropped")
+        return notes
+
     @property
     def options(self) -> dict:
         return self.info.get("options") or {}
@@ -267,8 +368,7 @@ class RunDir:
             spec = rawdata.RECORD_KINDS.get(kind)
             if spec is None or not (_device_key(device) or not device):
                 continue
-            directory = self.path / spec.directory(int(device or 0))
-            present = sum(_chunk_rows(c, spec.dtype) for c in directory.glob(f"{kind}.*.npy"))
+            present = sum(_chunk_rows(c, spec.dtype) for c in self._chunks(kind, int(device or 0)))
             aged_out = aged.get(kind, 0)
             lost = written - (aged_out if isinstance(aged_out, int) else 0) - present
             if lost > 0:
@@ -321,11 +421,10 @@ class RunDir:
     def load(self, kind: str, device_id: int = 0) -> np.ndarray:
         """All records of one kind (chunks concatenated in order; empty if none)."""
         spec = rawdata.RECORD_KINDS[kind]
-        directory = self.path / spec.directory(device_id)
         parts = []
-        for chunk in sorted(directory.glob(f"{kind}.*.npy")):
+        for chunk in self._chunks(kind, device_id):
             try:
-                arr = _read_chunk(chunk)
+                arr = _read_growing(chunk, spec.dtype) if chunk.suffix == ".tmp" else _read_chunk(chunk)
             except Exception as exc:  # noqa: BLE001 - damaged bytes make numpy raise all sorts
                 self.damaged.append(str(chunk.relative_to(self.path)))
                 warnings.warn(f"{chunk}: damaged chunk skipped ({exc})", stacklevel=2)
@@ -346,7 +445,8 @@ class RunDir:
     def _connection_limit(self) -> int:
         """No connection id of this run can reach this: they are handed out densely, one per loaded task
         (task_track record), so four times their count leaves room for the gaps of discarded windows."""
-        tracks = sum(_chunk_rows(c, rawdata.TASK_TRACK_DTYPE) for c in self.path.glob("device_*/data/task_track.*.npy"))
+        tracks = sum(_chunk_rows(c, rawdata.TASK_TRACK_DTYPE) for device in self.device_ids
+                     for c in self._chunks("task_track", device))
         return 4 * tracks + 65536
 
     def _plausible_connections(self, records: np.ndarray, kind: str) -> np.ndarray:

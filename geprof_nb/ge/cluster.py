@@ -53,7 +53,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..prof import json_text, msprof
+from ..prof import json_text, msprof, rawdata
 from ..prof.api_types import type_names
 from ..prof.collectors import report_api_block
 from ..prof.msprof import Msprof
@@ -415,9 +415,14 @@ class RankGroup:
             run.lib.flush()  # a thousand ranks' buffers would not fit in memory until the end
 
 
-def _cluster_dir_name() -> str:
-    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
-    return f"CLUSTER_{stamp}_{''.join(random.choices(string.ascii_uppercase, k=8))}"
+def _cluster_dir_name(run_name: str) -> str:
+    """The root of the cluster whose rank 0 run is ``run_name``: numbered as that run (which moves into it), so
+    it takes that run's place in its output directory's creation order (:func:`~..prof.rawdata.creation_order`)."""
+    now = time.time()
+    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(now)) + f"{int(now * 1000) % 1000:03d}"
+    order = rawdata.creation_order(run_name)
+    seq = f"{order[0]:06d}_" if order else ""
+    return f"CLUSTER_{seq}{stamp}_{''.join(random.choices(string.ascii_uppercase, k=8))}"
 
 
 class _OpenCluster:
@@ -429,12 +434,15 @@ class _OpenCluster:
         self.root = root
         self.runs: dict[int, _RankRun] = {}
 
-    def finalize(self, status: str, note: str) -> None:
+    def finalize(self, status: str, note: str) -> str:
         """Rank 0's run is over: close every rank's run (rank 0's pending steps reached every rank when it
-        stopped) and let go of their libraries and devices."""
+        stopped) and let go of their libraries and devices; returns what they could not write ("" if all)."""
+        problems = []
         for run in self.runs.values():
             run.lib.finalize(status, note)
+            problems.append(run.lib.write_problem)
         self.runs = {}
+        return "\n".join(p for p in problems if p)
 
 
 class ClusterRuns:
@@ -458,7 +466,7 @@ class ClusterRuns:
             raise ClusterOptionError(f"one profiling run holds one cluster: this run already simulates "
                                      f"{cluster.spec.world_size} ranks; finish it before running {spec.world_size}")
         assert lib0.run_dir is not None
-        root = lib0.run_dir.parent / _cluster_dir_name()
+        root = lib0.run_dir.parent / _cluster_dir_name(lib0.run_dir.name)
         root.mkdir()
         lib0.move_into(root / "rank_0")
         cluster = self._open = _OpenCluster(lib0.run_serial, spec, root)

@@ -252,11 +252,14 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
                     return st.set_error(st.PARAM_INVALID, f"E10001: {exc}")
                 try:
                     msprof.lib.init(prof_options.output, prof_options.to_dict())
+                    owns_profiling = True
+                except msprof.RunAlreadyOpen as exc:  # opened by another thread since the test above
+                    _log.warning("profiling is already collecting into %s; the GE profiling options are ignored",
+                                 exc.run_dir)
                 except OSError as exc:
                     return st.set_error(st.PARAM_INVALID, f"E10001: profiling option 'output' "
                                         f"({prof_options.output!r}) cannot be used: {exc}; accepted: a "
                                         "directory that can be created and written")
-                owns_profiling = True
         _state.options = options
         _state.runtime = runtime
         _state.executor = options.get(OPTION_EXECUTOR, DEFAULT_EXECUTOR)
@@ -284,16 +287,22 @@ def GEFinalize() -> st.Status:  # noqa: N802
                 hook()
         if _state.runtime is not None:
             _state.runtime.flush()  # steps run under env-only profiling (GE_PROFILING_TO_STD_OUT)
+        problem = ""
         if _state.owns_profiling:
-            msprof.lib.finalize()
+            if msprof.lib.finalize() is not None:
+                problem = msprof.lib.write_problem
             _state.owns_profiling = False
         flush_host_profiler()
         ProfilingProperties.instance().set_env_flags(0)
+        # a run GE did not open goes on without GE: its layers stop now (what GE holds reaches the run), so
+        # nothing GE runs later is collected, into that run or, queued, into the next
         msprof.lib.unregister_callback(msprof.MSPROF_MODULE_FRAMEWORK)
         _state.initialized = False
         _state.runtime = None
         if _state.clock_override is None:  # geprof.clock lasts while GE is initialised; then the default again
             clock.set_mode("real")
+        if problem:  # GE is finalised; its profiling run is, but lost data: never a silent SUCCESS (msprof said it)
+            return st.set_error(st.FAILED, f"GEFinalize: {problem.removeprefix('geprof: ')}", log=False)
         return st.SUCCESS
 
 

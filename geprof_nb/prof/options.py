@@ -48,6 +48,8 @@ GE_API_LEVELS = ("off", "l0", "l1")
 TRAINING_TRACE_VALUES = ("on", "off", "")
 STORAGE_LIMIT_MIN_MB = 200
 STORAGE_LIMIT_MAX_MB = 4294967295
+#: ``checkpoint_interval`` (seconds between a run's timed checkpoints, a geprof extension): its range.
+CHECKPOINT_INTERVAL_MIN_S, CHECKPOINT_INTERVAL_MAX_S = 0.1, 3600.0
 CUSTOM_EVENT_MIN, CUSTOM_EVENT_MAX = 0x1, 0x6E
 
 #: Integer-valued sampling fields: (min, max).
@@ -101,6 +103,8 @@ class ProfilingOptions:
     runtime_api: str = "off"
     #: geprof extension: msprof's PROF_TASK_MEMORY switch (GE's profilingOptions have no field for it).
     task_memory: str = "off"
+    #: geprof extension: seconds between the run's timed checkpoints ("": msprof's default, 1 s).
+    checkpoint_interval: str = ""
     sys_hardware_mem_freq: str = ""
     llc_profiling: str = ""
     sys_io_sampling_freq: str = ""
@@ -252,7 +256,7 @@ class ProfilingOptions:
 #: Legacy spellings of fields: either may be given, or both with the same value.
 _ALIASES = {"result_path": "output", "task_time": "task_trace"}
 #: Fields whose empty value means "not set" (GE ignores them then).
-_OPTIONAL_FIELDS = {"storage_limit", "llc_profiling", "host_sys", "host_sys_usage", *FREQ_FIELDS}
+_OPTIONAL_FIELDS = {"storage_limit", "checkpoint_interval", "llc_profiling", "host_sys", "host_sys_usage", *FREQ_FIELDS}
 
 
 def validate_field(key: str, value: Any) -> str:
@@ -270,6 +274,8 @@ def validate_field(key: str, value: Any) -> str:
         if n is None or not lo <= n <= hi:
             raise ProfilingOptionsError(key, f"{_shown(value) if n is None else n} is out of range", f"{lo}..{hi}")
         return str(n)
+    if key == "checkpoint_interval":
+        return _validate_checkpoint_interval(value)
     if not isinstance(value, str):
         raise ProfilingOptionsError(key, f"must be a string, got {_json_value(value)}", _ACCEPTED.get(key, "a string"))
     if key in ("output", "fp_point", "bp_point"):
@@ -364,6 +370,23 @@ def _validate_storage_limit(value: str) -> str:
     return f"{n}MB"
 
 
+_DECIMAL = re.compile(r"\s*\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)\s*", re.ASCII)
+
+
+def _validate_checkpoint_interval(value: Any) -> str:
+    """Seconds as a JSON number or a decimal string, in range; its canonical text ("1", "0.5")."""
+    accepted = f"seconds, {CHECKPOINT_INTERVAL_MIN_S:g} to {CHECKPOINT_INTERVAL_MAX_S:g}, e.g. '2' or '0.5'"
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ProfilingOptionsError("checkpoint_interval", f"must be a number of seconds, got {_json_value(value)}",
+                                    accepted)
+    if isinstance(value, str) and not _DECIMAL.fullmatch(value):  # float() would also take "nan", "1e3", "1_0"
+        raise ProfilingOptionsError("checkpoint_interval", f"{value!r} is not a number of seconds", accepted)
+    seconds = float(value)
+    if not CHECKPOINT_INTERVAL_MIN_S <= seconds <= CHECKPOINT_INTERVAL_MAX_S:  # NaN too
+        raise ProfilingOptionsError("checkpoint_interval", f"{value!r} is out of range", accepted)
+    return f"{seconds:g}"
+
+
 def _validate_aic_metrics(value: str) -> str:
     if value in events.AIC_METRICS:
         return value
@@ -400,6 +423,7 @@ _ACCEPTED: dict[str, str] = {k: _choices(v) for k, v in _ENUM_FIELDS.items()}
 _ACCEPTED.update({
     "output": "a directory path", "fp_point": "an op name or ''", "bp_point": "an op name or ''",
     "aic_metrics": _choices(events.AIC_METRICS), "storage_limit": "'<n>MB', e.g. '200MB'",
+    "checkpoint_interval": "seconds, e.g. '2'",
     "host_sys": "a comma-separated subset of " + ",".join(HOST_SYS_ITEMS),
     "host_sys_usage": "a comma-separated subset of " + ",".join(HOST_SYS_USAGE_ITEMS),
 })

@@ -75,6 +75,9 @@ def test_bad_command_shows_usage(ip):
         ip.run_line_magic("geprof", "export _geprof --format csv")
     with pytest.raises(UsageError, match="cannot parse the command line"):
         ip.run_line_magic("geprof", 'load "unclosed')
+    # a flag is named in full: argparse's prefix matching would run --form as --format
+    with pytest.raises(UsageError, match=r"unrecognized arguments: --form msprof --t out"):
+        ip.run_line_magic("geprof", "export _geprof --form msprof --t out")
 
 
 def test_export_writes_the_format_and_says_where(profiled, tmp_path, capsys):

@@ -246,7 +246,10 @@ def test_disk_full_mid_run_keeps_the_job_running_and_loads_what_was_written(earl
     disk = FaultyDisk(monkeypatch, run_dir, allow=0)
     run_steps(sess, 1, 3)  # every write from here fails: the profiled job does not notice
     _flush_now(sess)
-    assert ge.GEFinalize() == ge.SUCCESS
+    assert ge.GEFinalize() == ge.FAILED  # GE is finalised, but its run lost data: said in its status
+    assert ge.GEGetErrorMsg().startswith(f"[FAILED] GEFinalize: not everything could be written into the run "
+                                         f"directory {run_dir} (No space left on device, first at ")
+    assert f"{3 * per_step} hwts records" in ge.GEGetErrorMsg()
     disk.enabled = False
     assert disk.failures >= 3 and not msprof.lib.running
     p = geprof_nb.load(run_dir)
@@ -402,8 +405,12 @@ FLAG_CASES = [
     ("conflicting-duplicate", "--aic-metrics Memory --aic-metrics L2Cache",
      ["argument --aic-metrics: given twice with different values ('Memory', 'L2Cache')",
       "accepted: one value per flag"]),
-    ("conflicting-duplicate-abbrev", "--clock real --cl virtual",
-     ["argument --clock: given twice with different values ('real', 'virtual')"]),
+    # no prefix matching (argparse's default would run a prefix as the flag): a prefix is refused as a typo is
+    ("prefix-of-a-flag", "--aic-metric PipeUtilization",
+     ["unrecognized arguments: --aic-metric PipeUtilization; did you mean --aic-metrics?"]),
+    ("typo-of-a-flag", "--aic-metircs PipeUtilization",
+     ["unrecognized arguments: --aic-metircs PipeUtilization; did you mean --aic-metrics?"]),
+    ("prefix-after-the-flag", "--clock real --cl virtual", ["unrecognized arguments: --cl virtual; did you mean "]),
 ]
 
 
