@@ -138,17 +138,23 @@ def _read_growing(path: Path, dtype: np.dtype) -> np.ndarray:
         return np.fromfile(f, dtype=dtype, count=_growing_records(f, path, dtype).records)
 
 
-def _chunk_rows(path: Path, dtype: np.dtype) -> int:
+def _intact_rows(path: Path, dtype: np.dtype) -> int | None:
     """Records in an intact chunk of ``dtype`` from its ``.npy`` header (a growing one: its whole records);
-    0 if it is damaged, short or not a file (a FIFO, a directory: :func:`..files.open_binary` refuses them)."""
+    None if it is damaged, short, of another layout or not a file (a FIFO, a directory:
+    :func:`..files.open_binary` refuses them)."""
     try:
         if path.suffix == ".tmp":
             with open_binary(path, CHUNK_FILE) as f:
                 return _growing_records(f, path, dtype).records
         rows, found = _chunk_header(path)
     except (ImportFormatError, OSError, ValueError):
-        return 0
-    return rows if found == dtype else 0
+        return None
+    return rows if found == dtype else None
+
+
+def _chunk_rows(path: Path, dtype: np.dtype) -> int:
+    """:func:`_intact_rows`, 0 for a chunk that is not intact."""
+    return _intact_rows(path, dtype) or 0
 
 
 #: Counts and ns in info.json are read into int64 arrays and C longs: past these a table would overflow.
@@ -197,6 +203,8 @@ _INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
     ("end_ns", _whole, NS),
     ("pid", lambda v: _whole(v, 1, _INT32), "a process id (1 .. 2**31 - 1)"),
     ("hostname", lambda v: isinstance(v, str), "a host name"),
+    ("chunks", lambda v: isinstance(v, dict) and all(_counts(c) for c in v.values()),
+     "an object of record kind -> chunk file -> records (whole numbers >= 0, below 2**63)"),
     ("switch_history", lambda v: isinstance(v, list) and all(isinstance(w, dict) and _whole(w.get("start_ns"))
                                                              for w in v),
      "a list of collection windows, each with an integer start_ns (ns >= 0, below 2**63)"),
@@ -286,15 +294,55 @@ class RunDir:
             raise RunDirError(f"{info_path}: not a geprof run description (no 'geprof_raw_version' field)")
         _check_info(self.info, info_path)
         self.damaged: list[str] = []
+        self._own: dict[tuple[str, int], list[Path]] = {}
 
     @property
     def complete(self) -> bool:
         return self.info.get("status") == "complete"
 
     def _chunks(self, kind: str, device_id: int = 0) -> list[Path]:
-        """The chunk files of a kind, in order; those still growing too, if the run was not finalised."""
+        """The chunk files of a kind that are this run's, in order; those still growing too, if the run was not
+        finalised (:meth:`_foreign` lists the others in ``damaged``)."""
+        key = (kind, device_id)
+        if key not in self._own:
+            spec = rawdata.RECORD_KINDS[kind]
+            files = _chunk_files(self.path / spec.directory(device_id), kind, growing=not self.complete)
+            foreign = self._foreign(kind, device_id, [f for f in files if f.suffix == ".npy"])
+            for path, why in foreign.items():
+                self.damaged.append(f"{path.relative_to(self.path)} ({why}: not loaded)")
+            self._own[key] = [f for f in files if f not in foreign]
+        return self._own[key]
+
+    def _foreign(self, kind: str, device_id: int, closed: list[Path]) -> dict[Path, str]:
+        """The closed chunks of a kind that the run did not write (copied from another run of the same layout),
+        and why: info.json lists the records of every chunk the run closed (``chunks``), so a chunk it does
+        not list, in a finalised run, or one holding another number of records is not this run's.  Of a run
+        written before the list was kept, a chunk is found if it alone holds the records past info.json's count.
+        """
         spec = rawdata.RECORD_KINDS[kind]
-        return _chunk_files(self.path / spec.directory(device_id), kind, growing=not self.complete)
+        key = kind if device_id == 0 or spec.side == "host" else f"{kind}@{device_id}"
+        listed = _dict(_dict(self.info.get("chunks")).get(key))
+        rows = {path: n for path in closed if (n := _intact_rows(path, spec.dtype)) is not None}  # damaged: load()
+        out = {}
+        if listed:
+            last = max(listed)
+            for path, n in rows.items():
+                wrote = listed.get(path.name)
+                if wrote is None and (self.complete or path.name < last):
+                    out[path] = (f"not a chunk this run wrote: its info.json lists {len(listed)} {kind} chunk"
+                                 f"{'s' * (len(listed) != 1)}, {', '.join(sorted(listed)[:3])}"
+                                 f"{', ...' if len(listed) > 3 else ''}")
+                elif wrote is not None and n != wrote:
+                    out[path] = f"holds {n} records where this run wrote {wrote}: another run's chunk"
+            return out
+        written = _dict(self.info.get("records")).get(key)
+        excess = sum(rows.values()) - written if self.complete and isinstance(written, int) else 0
+        if excess > 0:
+            alone = [path for path, n in rows.items() if n == excess]
+            if len(alone) == 1:
+                out[alone[0]] = (f"its {excess} records are those the chunks hold past the {written} info.json says "
+                                 "the run wrote: another run's chunk")
+        return out
 
     @cached_property
     def salvaged(self) -> list[GrowingChunk]:
