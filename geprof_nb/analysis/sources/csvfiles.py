@@ -441,9 +441,10 @@ def _ends_with_line_break(path: Path) -> bool:
 
 
 def _last_line(path: Path) -> int:
-    """The number of the file's last non-blank line."""
-    lines = read_bytes(path, CSV_FILE).rstrip(b"\r\n").count(b"\n")
-    return lines + 1
+    """The number of the file's last non-blank line, counting line breaks as the csv module does (CR LF, LF
+    and a bare CR each end a line)."""
+    data = read_bytes(path, CSV_FILE).rstrip(b"\r\n")
+    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n") + 1
 
 
 def _utf8_error(path: Path, msg: str, header: list[str]) -> ImportFormatError:
