@@ -64,6 +64,8 @@ def _read_header(f: BinaryIO) -> tuple[int, np.dtype]:
         major, _ = np.lib.format.read_magic(f)
         read_header = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}[major]
         shape, _, dtype = read_header(f)
+    except OSError:  # the file could not be read: its reader says so
+        raise
     except Exception as exc:  # noqa: BLE001 - damaged bytes: numpy's header parser raises all sorts
         raise ValueError(f"unreadable .npy header ({type(exc).__name__}: {exc})") from None
     if len(shape) != 1:
@@ -190,7 +192,8 @@ _INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
      "an object of device id -> device description (ids below 2**31)"),
     ("records", _counts, "an object of record counts (whole numbers >= 0, below 2**63)"),
     ("aged_out", lambda v: isinstance(v, dict) and _counts(v.get("records", {}))
-     and all(_whole(v.get(k, 0)) for k in ("chunks", "bytes")), "an object with chunks, bytes, records (counts)"),
+     and all(_whole(v.get(k, 0)) for k in ("chunks", "bytes")),
+     "an object with chunks, bytes, records (counts: whole numbers >= 0, below 2**63)"),
     ("dropped", _counts, COUNTS),
     ("write_failed", _counts, COUNTS),
     ("notes", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of strings"),
@@ -473,6 +476,11 @@ class RunDir:
         for chunk in self._chunks(kind, device_id):
             try:
                 arr = _read_growing(chunk, spec.dtype) if chunk.suffix == ".tmp" else _read_chunk(chunk)
+            except ImportFormatError as exc:  # no file to read: said what is there
+                why = str(exc).removeprefix(f"{chunk}: ").split("; accepted:")[0]
+                self.damaged.append(f"{chunk.relative_to(self.path)} ({why})")
+                warnings.warn(f"{exc}: skipped", stacklevel=2)
+                continue
             except Exception as exc:  # noqa: BLE001 - damaged bytes make numpy raise all sorts
                 self.damaged.append(str(chunk.relative_to(self.path)))
                 warnings.warn(f"{chunk}: damaged chunk skipped ({exc})", stacklevel=2)

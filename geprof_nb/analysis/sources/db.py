@@ -38,7 +38,7 @@ import pandas as pd
 from ...errors import ImportFormatError
 from ...prof import json_text
 from ...prof.json_text import excerpt
-from ..files import open_binary, reading
+from ..files import open_binary, reading, what_is_there
 from ..tables import api, breakdown, memory, summary, tx
 from ..tables import columns as C
 from ..tables.aicpu import AICPU
@@ -86,13 +86,18 @@ REQUIRED: dict[str, tuple] = {
 _PROF = re.compile(r"PROF_\d+_\d+_\w+")
 
 
+def _entry(path: Path) -> bool:
+    """Something is where a DB file is named: a file, or what opening it names (a directory, a link loop, a FIFO)."""
+    return path.is_file() or what_is_there(path) is not None
+
+
 def torch_npu_db(directory: Path) -> Path | None:
     """The profiler DB of a torch_npu run directory (or of its ASCEND_PROFILER_OUTPUT): the one of the
     directory's rank (``profiler_info_<rank>.json``), else the first; None without one."""
     output = directory if directory.name == OUTPUT_DIR else directory / OUTPUT_DIR
     if not output.is_dir():
         return None
-    found = sorted(p for p in output.iterdir() if S.TORCH_NPU_DB.fullmatch(p.name) and p.is_file())
+    found = sorted(p for p in output.iterdir() if S.TORCH_NPU_DB.fullmatch(p.name) and _entry(p))
     rank = rank_of(output.parent)
     mine = [p for p in found if S.TORCH_NPU_DB.fullmatch(p.name).group(1) == (None if rank is None else str(rank))]
     return (mine or found or [None])[0]
@@ -102,7 +107,7 @@ def msprof_db(directory: Path) -> Path | None:
     """The newest ``msprof_<14 digits>.db`` of a ``PROF_*`` directory (msprof-analyze's choice); None without one."""
     if not directory.is_dir():
         return None
-    found = sorted((p for p in directory.iterdir() if S.MSPROF_DB.fullmatch(p.name) and p.is_file()),
+    found = sorted((p for p in directory.iterdir() if S.MSPROF_DB.fullmatch(p.name) and _entry(p)),
                    key=lambda p: p.name)
     return found[-1] if found else None
 

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from ...errors import ImportFormatError
 from ...prof.json_text import excerpt
-from ..files import present, what_is_there
+from ..files import open_binary, present, reading, what_is_there
 from ..tables import summary
 from ..tables.memory import MemoryPeak
 from .csvfiles import read_json
@@ -266,6 +266,8 @@ class ParquetSource(FileSource):
             file = self._path / Path(entry["file"]).name
             if not present(file, "a Parquet file"):
                 raise ImportFormatError(f"{file}: missing; the manifest lists it for table {name}")
+            with open_binary(file, "a Parquet file") as f, reading(file, "a Parquet file"):
+                f.read(4)  # a file the OS cannot read is said as such (pyarrow would say it is empty)
             try:  # what pd.read_parquet does, without consolidating the columns into 2-D blocks (2x faster)
                 frame = pq.read_table(file).to_pandas(split_blocks=True, self_destruct=True)
             except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
