@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import ImportFormatError
 from .csvfiles import CsvTable
 
 #: The largest value a time, size or count can have: 2**63 ns in µs (the tables hold ns as int64).
@@ -49,6 +50,15 @@ def _columns(table: CsvTable, names: Iterable[str]) -> list[tuple[int, str]]:
     return [(pos, name) for pos, name in enumerate(table.header) if name in wanted]
 
 
+def _times(table: CsvTable, pos: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(exact ns, where given) of a column of µs times, None if some cell is no time (its conversion names it):
+    exact, since an end 1 ns before its start has the same float µs at today's epoch."""
+    try:
+        return table.ns(pos)
+    except ImportFormatError:
+        return None
+
+
 def possible_rows(table: CsvTable, rules: Rules) -> tuple[CsvTable, list[str]]:
     """``table`` without the rows holding a cell ``rules`` says cannot be, and a note per column and
     broken rule naming the files and lines of the rows dropped.  A column with a cell that is no number
@@ -69,10 +79,9 @@ def possible_rows(table: CsvTable, rules: Rules) -> tuple[CsvTable, list[str]]:
         starts, ends = _columns(table, [start]), _columns(table, [end])
         if not starts or not ends:
             continue
-        first, last = table.floats(starts[0][0]), table.floats(ends[0][0])
+        first, last = _times(table, starts[0][0]), _times(table, ends[0][0])
         if first is not None and last is not None:
-            with np.errstate(invalid="ignore"):
-                broken.append((last < first, end, f"before its {start!r}"))
+            broken.append((first[1] & last[1] & (last[0] < first[0]), end, f"before its {start!r}"))
     drop = np.zeros(len(table), bool)
     notes = []
     for rows, column, what in broken:
