@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = _geprof_warnings_as_lines(warnings.showwarning)
         try:
             return args.func(args)
-        except (FileNotFoundError, ValueError, ProfilingOptionsError) as exc:
+        except (OSError, ValueError, ProfilingOptionsError) as exc:  # the documented errors: a line, no traceback
             print(f"geprof: {exc}", file=sys.stderr)
             return 2
 

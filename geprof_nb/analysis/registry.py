@@ -23,14 +23,16 @@ and the Source that reads it; nothing else opens runs.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import ImportFormatError
+from ..errors import ImportFormatError, RunDirError
 from .arguments import integer, member
 from .cluster.profile import ClusterProfile
+from .files import listing, what_is_there
 from .profile import Profile
 from .rundir import RunDir, is_run_dir, newest_run
 from .sources.ascend_pt import OUTPUT_DIR as ASCEND_OUTPUT
@@ -114,7 +116,7 @@ def _newest(runs: list[Path]) -> Path:
 def _cluster(path: Path, device_id: int | None) -> ClusterProfile | None:
     """Several ranks under ``path``: torch_npu run directories (known by their ``ASCEND_PROFILER_OUTPUT``,
     not their names) or msprof DB runs with distinct ranks, or ``rank<N>`` dirs."""
-    children = sorted(c for c in path.iterdir() if c.is_dir())
+    children = [c for c in listing(path) if c.is_dir()]
     by_rank: dict[int, list[Path]] = {}
     for c in children:
         if is_ascend_pt(c) and (r := rank_of(c)) is not None:
@@ -151,7 +153,7 @@ def _open_foreign(path: Path, device_id: int | None) -> Profile | ClusterProfile
     cluster = _cluster(path, device_id)
     if cluster is not None:
         return cluster
-    runs = [(c, lay) for c in sorted(path.iterdir()) if (lay := layout_of(c)) is not None]
+    runs = [(c, lay) for c in listing(path) if (lay := layout_of(c)) is not None]
     if not runs:
         raise ImportFormatError(
             f"{path} holds no geprof run directory (a PROF_* directory with info.json) and no known profiling "
@@ -160,6 +162,29 @@ def _open_foreign(path: Path, device_id: int | None) -> Profile | ClusterProfile
     newest = _newest([c for c, _ in runs])
     notes = [f"{path} holds {len(runs)} runs; this is the newest, {newest.name}"] if len(runs) > 1 else []
     return _open(newest, dict(runs)[newest], device_id, notes)
+
+
+def _existing(path: str | Path) -> Path:
+    """``path`` made absolute, with its links resolved: a FileNotFoundError if nothing is there, a RunDirError
+    naming it if it cannot be a path at all (a NUL byte, a name too long, a symbolic link loop)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path of type {type(path).__name__} is not valid; accepted: a path (a str or os.PathLike)")
+    accepted = "accepted: the path of a run directory (PROF_*, *_ascend_pt, a .geprof_parquet export, ...)"
+    try:
+        p = Path(path).expanduser().resolve()
+        exists = p.exists()
+    except RuntimeError:  # Python 3.11's resolve() on a symbolic link loop
+        raise RunDirError(f"{path}: a symbolic link loop; {accepted}") from None
+    except ValueError:
+        raise RunDirError(f"{path!r}: a path with a NUL byte; {accepted}") from None
+    except OSError as exc:
+        raise RunDirError(f"{str(path)[:200]}: not a usable path ({exc.strerror or exc}); {accepted}") from None
+    if not exists:
+        problem = what_is_there(Path(path))
+        if problem is not None:
+            raise RunDirError(f"{path}: {problem}; {accepted}")
+        raise FileNotFoundError(f"{p} does not exist")
+    return p
 
 
 def open_run(path: str | Path, device_id: int | None = None) -> Profile | ClusterProfile:
@@ -172,9 +197,7 @@ def open_run(path: str | Path, device_id: int | None = None) -> Profile | Cluste
     is a ValueError listing those it has."""
     if device_id is not None:
         device_id = integer("device_id", device_id)
-    p = Path(path).expanduser().resolve()
-    if not p.exists():
-        raise FileNotFoundError(f"{p} does not exist")
+    p = _existing(path)
     newest = p if is_run_dir(p) else newest_run(p)
     if newest is not None and is_run_dir(newest):
         run = RunDir(newest)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import ImportFormatError, RunDirError
 from ..prof import json_text, rawdata
-from .files import open_binary, present, read_bytes, reading, what_is_there
+from .files import listing, open_binary, present, read_bytes, reading, what_is_there
 
 
 def is_run_dir(path: Path) -> bool:
@@ -46,7 +46,7 @@ def newest_run(path: Path) -> Path | None:
     not by the wall-clock stamp beside it (a clock stepped back between two runs would pick the older one)
     nor by mtime, which any later write into an old run would change.
     """
-    runs = [p for p in path.iterdir() if p.is_dir() and (is_run_dir(p) or CLUSTER_NAME.fullmatch(p.name))
+    runs = [p for p in listing(path) if p.is_dir() and (is_run_dir(p) or CLUSTER_NAME.fullmatch(p.name))
             ] if path.is_dir() else []
     if not runs:
         return None
@@ -64,6 +64,8 @@ def _read_header(f: BinaryIO) -> tuple[int, np.dtype]:
         major, _ = np.lib.format.read_magic(f)
         read_header = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}[major]
         shape, _, dtype = read_header(f)
+    except OSError:  # the file could not be read: its reader says so
+        raise
     except Exception as exc:  # noqa: BLE001 - damaged bytes: numpy's header parser raises all sorts
         raise ValueError(f"unreadable .npy header ({type(exc).__name__}: {exc})") from None
     if len(shape) != 1:
@@ -138,17 +140,23 @@ def _read_growing(path: Path, dtype: np.dtype) -> np.ndarray:
         return np.fromfile(f, dtype=dtype, count=_growing_records(f, path, dtype).records)
 
 
-def _chunk_rows(path: Path, dtype: np.dtype) -> int:
+def _intact_rows(path: Path, dtype: np.dtype) -> int | None:
     """Records in an intact chunk of ``dtype`` from its ``.npy`` header (a growing one: its whole records);
-    0 if it is damaged, short or not a file (a FIFO, a directory: :func:`..files.open_binary` refuses them)."""
+    None if it is damaged, short, of another layout or not a file (a FIFO, a directory:
+    :func:`..files.open_binary` refuses them)."""
     try:
         if path.suffix == ".tmp":
             with open_binary(path, CHUNK_FILE) as f:
                 return _growing_records(f, path, dtype).records
         rows, found = _chunk_header(path)
     except (ImportFormatError, OSError, ValueError):
-        return 0
-    return rows if found == dtype else 0
+        return None
+    return rows if found == dtype else None
+
+
+def _chunk_rows(path: Path, dtype: np.dtype) -> int:
+    """:func:`_intact_rows`, 0 for a chunk that is not intact."""
+    return _intact_rows(path, dtype) or 0
 
 
 #: Counts and ns in info.json are read into int64 arrays and C longs: past these a table would overflow.
@@ -184,7 +192,8 @@ _INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
      "an object of device id -> device description (ids below 2**31)"),
     ("records", _counts, "an object of record counts (whole numbers >= 0, below 2**63)"),
     ("aged_out", lambda v: isinstance(v, dict) and _counts(v.get("records", {}))
-     and all(_whole(v.get(k, 0)) for k in ("chunks", "bytes")), "an object with chunks, bytes, records (counts)"),
+     and all(_whole(v.get(k, 0)) for k in ("chunks", "bytes")),
+     "an object with chunks, bytes, records (counts: whole numbers >= 0, below 2**63)"),
     ("dropped", _counts, COUNTS),
     ("write_failed", _counts, COUNTS),
     ("notes", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of strings"),
@@ -197,6 +206,8 @@ _INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
     ("end_ns", _whole, NS),
     ("pid", lambda v: _whole(v, 1, _INT32), "a process id (1 .. 2**31 - 1)"),
     ("hostname", lambda v: isinstance(v, str), "a host name"),
+    ("chunks", lambda v: isinstance(v, dict) and all(_counts(c) for c in v.values()),
+     "an object of record kind -> chunk file -> records (whole numbers >= 0, below 2**63)"),
     ("switch_history", lambda v: isinstance(v, list) and all(isinstance(w, dict) and _whole(w.get("start_ns"))
                                                              for w in v),
      "a list of collection windows, each with an integer start_ns (ns >= 0, below 2**63)"),
@@ -286,15 +297,55 @@ class RunDir:
             raise RunDirError(f"{info_path}: not a geprof run description (no 'geprof_raw_version' field)")
         _check_info(self.info, info_path)
         self.damaged: list[str] = []
+        self._own: dict[tuple[str, int], list[Path]] = {}
 
     @property
     def complete(self) -> bool:
         return self.info.get("status") == "complete"
 
     def _chunks(self, kind: str, device_id: int = 0) -> list[Path]:
-        """The chunk files of a kind, in order; those still growing too, if the run was not finalised."""
+        """The chunk files of a kind that are this run's, in order; those still growing too, if the run was not
+        finalised (:meth:`_foreign` lists the others in ``damaged``)."""
+        key = (kind, device_id)
+        if key not in self._own:
+            spec = rawdata.RECORD_KINDS[kind]
+            files = _chunk_files(self.path / spec.directory(device_id), kind, growing=not self.complete)
+            foreign = self._foreign(kind, device_id, [f for f in files if f.suffix == ".npy"])
+            for path, why in foreign.items():
+                self.damaged.append(f"{path.relative_to(self.path)} ({why}: not loaded)")
+            self._own[key] = [f for f in files if f not in foreign]
+        return self._own[key]
+
+    def _foreign(self, kind: str, device_id: int, closed: list[Path]) -> dict[Path, str]:
+        """The closed chunks of a kind that the run did not write (copied from another run of the same layout),
+        and why: info.json lists the records of every chunk the run closed (``chunks``), so a chunk it does
+        not list, in a finalised run, or one holding another number of records is not this run's.  Of a run
+        written before the list was kept, a chunk is found if it alone holds the records past info.json's count.
+        """
         spec = rawdata.RECORD_KINDS[kind]
-        return _chunk_files(self.path / spec.directory(device_id), kind, growing=not self.complete)
+        key = kind if device_id == 0 or spec.side == "host" else f"{kind}@{device_id}"
+        listed = _dict(_dict(self.info.get("chunks")).get(key))
+        rows = {path: n for path in closed if (n := _intact_rows(path, spec.dtype)) is not None}  # damaged: load()
+        out = {}
+        if listed:
+            last = max(listed)
+            for path, n in rows.items():
+                wrote = listed.get(path.name)
+                if wrote is None and (self.complete or path.name < last):
+                    out[path] = (f"not a chunk this run wrote: its info.json lists {len(listed)} {kind} chunk"
+                                 f"{'s' * (len(listed) != 1)}, {', '.join(sorted(listed)[:3])}"
+                                 f"{', ...' if len(listed) > 3 else ''}")
+                elif wrote is not None and n != wrote:
+                    out[path] = f"holds {n} records where this run wrote {wrote}: another run's chunk"
+            return out
+        written = _dict(self.info.get("records")).get(key)
+        excess = sum(rows.values()) - written if self.complete and isinstance(written, int) else 0
+        if excess > 0:
+            alone = [path for path, n in rows.items() if n == excess]
+            if len(alone) == 1:
+                out[alone[0]] = (f"its {excess} records are those the chunks hold past the {written} info.json says "
+                                 "the run wrote: another run's chunk")
+        return out
 
     @cached_property
     def salvaged(self) -> list[GrowingChunk]:
@@ -430,6 +481,11 @@ class RunDir:
         for chunk in self._chunks(kind, device_id):
             try:
                 arr = _read_growing(chunk, spec.dtype) if chunk.suffix == ".tmp" else _read_chunk(chunk)
+            except ImportFormatError as exc:  # no file to read: said what is there
+                why = str(exc).removeprefix(f"{chunk}: ").split("; accepted:")[0]
+                self.damaged.append(f"{chunk.relative_to(self.path)} ({why})")
+                warnings.warn(f"{exc}: skipped", stacklevel=2)
+                continue
             except Exception as exc:  # noqa: BLE001 - damaged bytes make numpy raise all sorts
                 self.damaged.append(str(chunk.relative_to(self.path)))
                 warnings.warn(f"{chunk}: damaged chunk skipped ({exc})", stacklevel=2)

@@ -43,6 +43,7 @@ L2 line size, L0/L1 path widths and the L2 speed-up are modelling choices
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -182,6 +183,15 @@ DEFAULT_DEVICE = "Ascend910B"
 
 #: Fields of a preset a custom spec may change (``Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12``).
 CUSTOM_FIELDS = tuple(f.name for f in fields(DevicePreset) if f.type in ("int", "float"))
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?", re.ASCII)
+#: The range of each what-if field: 1/1000 of the smallest preset's value to 1000 times the largest's (the
+#: cost model's times and cycles stay within int64; whole numbers at least 1).
+_WHAT_IF_RANGE = {
+    key: (max(1.0, low / 1000) if DevicePreset.__dataclass_fields__[key].type == "int" else low / 1000, high * 1000)
+    for key in CUSTOM_FIELDS
+    for low, high in [(min(v for v in values if v) or 1, max(values) or 1)
+                      for values in [[getattr(p, key) for p in PRESETS.values()]]]
+}
 DEVICE_ACCEPTED = (f"{', '.join(PRESETS)}, or a preset with changes for a what-if, e.g. "
                    "'Ascend910B:ai_core_num=20,hbm_bandwidth=1.2e12'")
 
@@ -204,14 +214,21 @@ def get_device(name: str | DevicePreset) -> DevicePreset:
             raise ValueError(f"device {name!r}: {key or item!r} is not a device field; accepted: "
                              f"{', '.join(CUSTOM_FIELDS)} (as field=value)")
         kind = int if DevicePreset.__dataclass_fields__[key].type == "int" else float
+        low, high = _WHAT_IF_RANGE[key]
+        accepted = (f"accepted: a {'whole ' if kind is int else ''}number from {low:g} to {high:g} (1/1000 of the "
+                    "presets' smallest value to 1000 times their largest)")
         try:
-            value = kind(float(text)) if kind is int and float(text).is_integer() else kind(text)
+            number = float(text) if _NUMBER.fullmatch(text) else None  # float() would take "1_0", "nan", "inf"
         except ValueError:
-            raise ValueError(f"device {name!r}: {key}={text!r} is not a number; accepted: a positive "
+            number = None
+        if number is None or (kind is int and not number.is_integer()):
+            raise ValueError(f"device {name!r}: {key}={text[:40]!r} is not a number; accepted: a positive "
                              f"{'integer' if kind is int else 'number'}") from None
-        if not (value > 0 or (value == 0 and key == "vector_core_num")):  # 0 vector cores: a 910A-like chip
+        if number == 0 and key != "vector_core_num" or number < 0:  # 0 vector cores: a 910A-like chip
             raise ValueError(f"device {name!r}: {key}={text!r} must be positive")
-        changes[key] = value
+        if number != 0 and not low <= number <= high:  # past the cost model's int64 ns and cycles
+            raise ValueError(f"device {name!r}: {key}={text[:40]!r} is out of range; {accepted}")
+        changes[key] = kind(number)
     return replace(preset, name=str(name), **changes)
 
 

@@ -124,6 +124,8 @@ class RunHandoff:
             with self._lock:  # info.json is dumped under this lock
                 records_of = info.content["records"]
                 records_of[key] = max(records_of.get(key, 0), written)
+                # the records of each chunk: the reader knows a chunk of another run copied in by them
+                info.content.setdefault("chunks", {}).setdefault(key, {})[os.path.basename(chunk.path)] = kept
                 self.aging.account(chunk, size, buf.kind, kept)
 
         self._writer.submit(close)

@@ -82,7 +82,8 @@ def loads(data: str | bytes | bytearray | memoryview, *, unique_keys: bool = Tru
                                 "arrays and objects") from None
     depth = _depth(value)
     if depth > MAX_DEPTH:
-        raise JsonTextError(f"nested {depth} levels deep; accepted: at most {MAX_DEPTH} levels of arrays and objects")
+        raise JsonTextError(f"nested deeper than {MAX_DEPTH} levels ({depth}); accepted: at most {MAX_DEPTH} levels of "
+                            "arrays and objects")
     return value
 
 

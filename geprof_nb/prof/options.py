@@ -380,10 +380,11 @@ def _validate_checkpoint_interval(value: Any) -> str:
         raise ProfilingOptionsError("checkpoint_interval", f"must be a number of seconds, got {_json_value(value)}",
                                     accepted)
     if isinstance(value, str) and not _DECIMAL.fullmatch(value):  # float() would also take "nan", "1e3", "1_0"
-        raise ProfilingOptionsError("checkpoint_interval", f"{value!r} is not a number of seconds", accepted)
-    seconds = float(value)
+        raise ProfilingOptionsError("checkpoint_interval", f"{_shown(value)} is not a number of seconds", accepted)
+    seconds = float(value) if not isinstance(value, int) or value < 2**53 else float("inf")  # float(10**400) raises
     if not CHECKPOINT_INTERVAL_MIN_S <= seconds <= CHECKPOINT_INTERVAL_MAX_S:  # NaN too
-        raise ProfilingOptionsError("checkpoint_interval", f"{value!r} is out of range", accepted)
+        shown = _shown(value) if isinstance(value, str) else _json_value(value).removeprefix("JSON number ")
+        raise ProfilingOptionsError("checkpoint_interval", f"{shown} is out of range", accepted)
     return f"{seconds:g}"
 
 

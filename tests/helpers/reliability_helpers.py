@@ -8,7 +8,9 @@
   (``ENOSPC``: a full disk; ``EROFS``/``EACCES`` with ``allow=0``: not writable).
   Tests run as root here, so permissions cannot stand in for an unwritable
   directory; and a small tmpfs needs privileges CI does not have.
-* small graph builders and :func:`profiled_ge` / :func:`run_steps`.
+* small graph builders and :func:`profiled_ge` / :func:`run_steps`;
+* :func:`put_oddity` (a directory, a link loop, a FIFO, an unreadable file where a data file should be),
+  :func:`read_everything` (every table of a loaded run) and :func:`in_time` (a call that must not hang).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,3 +157,76 @@ class FaultyDisk:
             self.failures += 1
             raise OSError(self.errno, os.strerror(self.errno), str(path))
         self.writes += 1
+
+
+#: What can be where a data file should be, and the words the readers name it with (geprof_nb.analysis.files).
+ODDITIES = {
+    "directory": "a directory, not a file",
+    "link loop": "a symbolic link loop",
+    "link to nothing": "a symbolic link to ",
+    "FIFO": "a FIFO (named pipe), not a file",
+    "unreadable": "not readable (input/output error",
+}
+
+
+def put_oddity(path: Path, kind: str) -> None:
+    """Replace the file at ``path`` with one of :data:`ODDITIES`; "unreadable" is a link to ``/proc/self/mem``,
+    a regular file every read of which fails with EIO, for root too (chmod 000 does not stop root)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "link loop":
+        path.symlink_to(path.name)
+    elif kind == "link to nothing":
+        path.symlink_to(path.with_name(path.name + ".gone"))
+    elif kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "unreadable":
+        if not Path("/proc/self/mem").exists():
+            pytest.skip("no /proc/self/mem to read with EIO")
+        path.symlink_to("/proc/self/mem")
+    else:
+        raise ValueError(kind)
+
+
+#: Every table a Profile gives (what a reader of a run may ask for).
+TABLES = ("op_summary", "op_statistic", "step_trace", "task_time", "api_statistic", "host_events", "msprof_tx",
+          "communication_statistic", "hccl_tasks", "communication_time", "aicpu", "operator_memory", "memory_record",
+          "step_breakdown")
+
+
+def read_everything(run) -> list[str]:
+    """Every table and the notes of a Profile (a ClusterProfile: of each rank), as a reader would ask for them;
+    returns the notes."""
+    profiles = [run.rank(r) for r in run.ranks] if hasattr(run, "ranks") else [run]
+    notes = []
+    for p in profiles:
+        for table in TABLES:
+            getattr(p, table)
+        p.step_split  # noqa: B018 - the explorer's headline figure
+        p.info  # noqa: B018
+        notes += list(p.notes)
+    return notes
+
+
+def in_time(fn, seconds: float = 60.0):
+    """``fn()`` in a thread that must end within ``seconds`` (a read that waits on a FIFO would not): its
+    result, or what it raised, raised here."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s (waiting on a FIFO?)"
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")

@@ -29,7 +29,7 @@ def test_both_parsers_take_exactly_max_depth_levels(via):
     inner = "NaN" if via == "stdlib" else "1"
     value = loads(nested(MAX_DEPTH, inner))
     assert depth_of(value) == MAX_DEPTH
-    with pytest.raises(JsonTextError, match=f"nested .*{MAX_DEPTH + 1}|deeper than {MAX_DEPTH} levels") as exc:
+    with pytest.raises(JsonTextError, match=f"^nested deeper than {MAX_DEPTH} levels") as exc:
         loads(nested(MAX_DEPTH + 1, inner))
     assert f"accepted: at most {MAX_DEPTH} levels" in exc.value.reason
 

@@ -25,8 +25,6 @@ written as bytes with ``\\n`` line ends, as msprof writes them.
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -232,18 +230,15 @@ def _same_as_recent(recent: list[tuple[str, object, Coded]], how: str, values) -
     return None
 
 
-def _csv_fields(cells: Sequence[str]) -> list[str]:
-    """Each cell as ``csv.writer`` writes it in a row of several (quoted when it needs it), by one writer
-    (a shape column has a risky cell per distinct shape: a writer each cost more than the writing)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    out = []
-    for cell in cells:
-        buf.seek(0)
-        buf.truncate()
-        writer.writerow([cell, ""])
-        out.append(buf.getvalue()[:-2])  # without the empty second cell's comma and the line end
-    return out
+#: Characters that make a cell quoted: the csv module's minimal quoting (the delimiter, the quote, its ``\n``
+#: line end) and a CR too, which it leaves bare with a ``\n`` line end although every reader (pyarrow, the
+#: csv module, a spreadsheet) takes a bare CR for the end of a line.
+_QUOTED_IF = '[,"\r\n]'
+
+
+def csv_field(cell: str) -> str:
+    """A cell as written in a row of several: quoted (its quotes doubled) when it holds one of :data:`_QUOTED_IF`."""
+    return '"' + cell.replace('"', '""') + '"' if re.search(_QUOTED_IF, cell) else cell
 
 
 def _csv_column(cells: Coded, alone: bool) -> Coded:
@@ -252,27 +247,27 @@ def _csv_column(cells: Coded, alone: bool) -> Coded:
     writes an empty cell as ``""``."""
     if cells.plain:
         return cells
-    risky = pc.match_substring_regex(cells.texts, '[,"\r\n]')
+    risky = pc.match_substring_regex(cells.texts, _QUOTED_IF)
     if alone:
         risky = pc.or_(risky, pc.equal(cells.texts, ""))
     if not pc.any(risky).as_py():
         return cells
     fields = cells.texts.to_pylist()
     quote = np.flatnonzero(risky.to_numpy(zero_copy_only=False)).tolist()
-    for i, field in zip(quote, _csv_fields([fields[i] for i in quote])):
-        fields[i] = '""' if alone and not fields[i] else field
+    for i in quote:
+        fields[i] = '""' if alone and not fields[i] else csv_field(fields[i])
     return Coded(cells.codes, texts(fields))
 
 
 def _write_csv_file(path: Path, header: Sequence[str], cols: list[Coded], start: int, stop: int) -> None:
-    """What ``csv.writer(lineterminator="\\n")`` writes for the header and rows ``start`` .. ``stop - 1``."""
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(header)
+    """What ``csv.writer(lineterminator="\\n")`` writes for the header and rows ``start`` .. ``stop - 1`` (a cell
+    holding a CR quoted too: :data:`_QUOTED_IF`)."""
+    head = ",".join(csv_field(name) for name in header) if len(header) != 1 or header[0] else '""'
     pieces: list[Coded | str] = []
     for k, c in enumerate(cols):
         pieces += [_csv_column(c, len(cols) == 1), "\n" if k == len(cols) - 1 else ","]
     with BackgroundFile(path) as f:
-        f.write(buf.getvalue().encode("utf-8"))
+        f.write((head + "\n").encode("utf-8"))
         for chunk in row_bytes(pieces, start, stop) if cols else ():
             f.write(chunk)
 

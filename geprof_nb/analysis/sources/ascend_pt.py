@@ -20,22 +20,26 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ImportFormatError
+from ...prof.json_text import excerpt
+from ..files import present
 from ..tables import api, breakdown, communication, memory, summary
 from ..tables.columns import PURE_CORE_TASK_TYPES, is_other_core_column
-from .csvfiles import CsvTable, Kinds, read_json
+from .csvfiles import CSV_FILE, CsvTable, Kinds, read_json
 from .filesource import FileSource
 from .msprof import (
     API_STATISTIC_KINDS,
+    API_STATISTIC_RULES,
     DEVICE_ID,
     OP_STATISTIC_KINDS,
+    OP_STATISTIC_RULES,
     OP_SUMMARY_KINDS,
     aic_metrics_of,
     chip_family,
     device_infos,
-    require_durations,
     start_times,
 )
-from .trace_view import TraceView, read_trace_view
+from .possible import Rules
+from .trace_view import TRACE_FILE, TraceView, read_trace_view
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 #: kernel_details.csv name -> op_summary name (torch_npu renames the other way).
@@ -56,6 +60,23 @@ MEMORY_RECORD_KINDS: Kinds = {"Component": "category", "Timestamp(us)": "ts", "S
 STEP_TRACE_TIME_KINDS: Kinds = {"Device_id": "int", "Step": "int"}
 #: How kernel_details' own column names are read (before the renames): its start time is a timestamp.
 KERNEL_KINDS: Kinds = {"Start Time(us)": "ts"}
+#: A kernel is a task on the time line: it has a start and a duration, which is not negative (:mod:`.possible`).
+KERNEL_RULES = Rules(required=("Start Time(us)", "Duration(us)"),
+                     non_negative=("Duration(us)", "Wait Time(us)", "Step Id", "Step ID", "Device_id"))
+_MEMORY_SIZES = ("Allocation Total Allocated(MB)", "Allocation Total Reserved(MB)", "Allocation Total Active(MB)",
+                 "Release Total Allocated(MB)", "Release Total Reserved(MB)", "Release Total Active(MB)")
+#: Cells of each CSV file that cannot be: the rows holding them are dropped, with a note.
+CSV_RULES: dict[str, Rules] = {
+    "kernel_details.csv": KERNEL_RULES,
+    "step_trace_time.csv": Rules(non_negative=("Computing", "Communication(Not Overlapped)", "Overlapped",
+                                               "Communication", "Free", "Stage", "Bubble",
+                                               "Communication(Not Overlapped and Exclude Receive)", "Preparing")),
+    "op_statistic.csv": OP_STATISTIC_RULES, "api_statistic.csv": API_STATISTIC_RULES,
+    "operator_memory.csv": Rules(non_negative=("Size(KB)", "Duration(us)", "Active Duration(us)", *_MEMORY_SIZES),
+                                 spans=(("Allocation Time(us)", "Release Time(us)"),
+                                        ("Allocation Time(us)", "Active Release Time(us)"))),
+    "memory_record.csv": Rules(non_negative=("Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)")),
+}
 #: The CSV files of ASCEND_PROFILER_OUTPUT read here, with the kinds of their columns.
 CSV_KINDS: dict[str, Kinds] = {"kernel_details.csv": KERNEL_KINDS, "step_trace_time.csv": STEP_TRACE_TIME_KINDS,
                                "op_statistic.csv": OP_STATISTIC_KINDS, "api_statistic.csv": API_STATISTIC_KINDS,
@@ -103,12 +124,12 @@ class AscendPtSource(FileSource):
         self._path = path
         self.output = path / OUTPUT_DIR
         kernel_path = self.output / "kernel_details.csv"
-        if not kernel_path.is_file():
+        if not present(kernel_path, CSV_FILE):
             raise ImportFormatError(f"{kernel_path}: missing; a torch_npu {OUTPUT_DIR} directory needs "
                                     "kernel_details.csv (was the profile parsed? torch_npu writes it at the end)")
         self._notes = list(notes or [])
         self.rank = rank_of(path)
-        self._kernels = self._read([kernel_path], KERNEL_KINDS)
+        self._kernels = self._read([kernel_path], KERNEL_KINDS, KERNEL_RULES)
         self._kernels.require(KERNEL_REQUIRED, "torch_npu kernel_details")
         if self._kernels.has("Device_id"):
             ids = np.unique(self._kernels.integers("Device_id", nullable=False, required=DEVICE_ID))
@@ -124,6 +145,11 @@ class AscendPtSource(FileSource):
     @property
     def path(self) -> Path:
         return self._path
+
+    def _note(self, text: str) -> None:
+        """Add a note once (a table read again says it again)."""
+        if text not in self._notes:
+            self._notes.append(text)
 
     def _memory_device(self) -> int | None:
         """The device the memory files name in every row (``Device Type`` ``NPU:<n>``), None if they do not:
@@ -141,9 +167,9 @@ class AscendPtSource(FileSource):
     def _json(self, name: str) -> dict:
         """A metadata file's content ({} when absent; a damaged one is noted, not fatal)."""
         path = self._path / name
-        if not path.is_file():
-            return {}
         try:
+            if not present(path, "a JSON file"):
+                return {}
             content = read_json(path)
         except ImportFormatError as exc:
             self._notes.append(f"{exc} (ignored)")
@@ -168,13 +194,14 @@ class AscendPtSource(FileSource):
         self.op_rows()  # step assignment adds its notes
         self.info  # noqa: B018 - and reading the device facts notes a damaged info.json.<n>
         self._collectives  # noqa: B018 - and so do collectives that match no kernel
-        files = {(self.output / name,): kinds for name, kinds in CSV_KINDS.items() if (self.output / name).is_file()}
+        files = {(self.output / name,): (kinds, CSV_RULES[name]) for name, kinds in CSV_KINDS.items()
+                 if present(self.output / name, CSV_FILE)}
         return [*self._notes, *self.file_notes(files)]
 
     @cached_property
     def _trace(self) -> TraceView | None:
         path = self.output / "trace_view.json"
-        return read_trace_view(path) if path.is_file() else None
+        return read_trace_view(path) if present(path, TRACE_FILE) else None
 
     @property
     def _header(self) -> list[str]:
@@ -183,9 +210,9 @@ class AscendPtSource(FileSource):
 
     def _csv(self, name: str, required: list[str]) -> CsvTable | None:
         path = self.output / name
-        if not path.is_file():
+        if not present(path, CSV_FILE):
             return None
-        table = self._read([path], CSV_KINDS[name])
+        table = self._read([path], CSV_KINDS[name], CSV_RULES[name])
         table.require(required, f"torch_npu {name}")
         return table
 
@@ -197,7 +224,6 @@ class AscendPtSource(FileSource):
         keep = [i for i, c in enumerate(k.header) if c not in STEP_COLUMNS]
         renamed = k.columns(keep, [RENAMES.get(k.header[i], k.header[i]) for i in keep])
         start_ns = start_times(k, "Start Time(us)")
-        require_durations(k, "Duration(us)")
         given = {"Task Start Time(us)": start_ns / 1000.0,
                  "Task Type": renamed.category("Task Type", labels=COLLECTIVE_CORE)}
         labelled = np.isin(np.asarray(renamed.category("Task Type")), list(COLLECTIVE_CORE))
@@ -291,11 +317,12 @@ class AscendPtSource(FileSource):
         return self._typed("memory_record", table, MEMORY_RECORD_KINDS, "float")
 
     def communication_time(self) -> pd.DataFrame:
-        """communication.json's "Communication Time Info" per collective and step, by start time."""
+        """communication.json's "Communication Time Info" per collective and step, by start time (a collective
+        with a negative time dropped, with a note)."""
         path = self.output / "communication.json"
-        if not path.is_file():
+        if not present(path, "a JSON file"):
             return pd.DataFrame(columns=communication.COMMUNICATION_TIME)
-        rows = []
+        rows, dropped = [], []
         for step, step_key, key, op in _ops_by_step(path):
             if key.startswith("Total"):
                 continue
@@ -303,8 +330,16 @@ class AscendPtSource(FileSource):
             if not isinstance(t, dict):
                 raise ImportFormatError(f"{path}: {step_key}/{key}: missing 'Communication Time Info'")
             name = key.rsplit("@", 1)[0]
-            rows.append([name, name.rsplit("_", 3)[0], step]
-                        + [_number(path, key, t, c) for c in communication.COMMUNICATION_TIME[3:]])
+            values = [_number(path, key, t, c) for c in communication.COMMUNICATION_TIME[3:]]
+            negative = next((c for c, v in zip(communication.COMMUNICATION_TIME[3:], values) if v < 0), None)
+            if negative is not None:  # a time or ratio below 0 cannot be: the collective is not read
+                dropped.append(f"{step_key}/{key} ({negative!r} {t[negative]!r})")
+                continue
+            rows.append([name, name.rsplit("_", 3)[0], step] + values)
+        if dropped:
+            self._note(f"{path}: {len(dropped)} collectives dropped, whose times cannot be negative: "
+                       f"{', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}; such a collective is not "
+                       "read, so no table counts or sums it")
         frame = pd.DataFrame(rows, columns=communication.COMMUNICATION_TIME)
         frame["Iteration ID"] = frame["Iteration ID"].astype(np.int64)
         for c in communication.COMMUNICATION_TIME[3:]:
@@ -317,22 +352,31 @@ class AscendPtSource(FileSource):
         (:func:`..cluster.cross_rank.recorded_link_totals`): one rank's file names its group's other ranks
         by local rank only."""
         path = self.output / "communication_matrix.json"
-        if not path.is_file():
+        if not present(path, "a JSON file"):
             return pd.DataFrame(columns=communication.COMMUNICATION_MATRIX_LINKS)
-        rows = []
+        rows, dropped = [], []
         for step, step_key, key, links in _ops_by_step(path):
             if not isinstance(links, dict):
                 raise ImportFormatError(f"{path}: {step_key}/{key}: expected an object of links "
                                         "(\"<src rank>-<dst rank>\": {...})")
             name, group = key.rsplit("@", 1) if "@" in key else (key, "")
             for link, info in links.items():
-                src, _, dst = str(link).partition("-")
-                if not (src.isdigit() and dst.isdigit() and isinstance(info, dict)):
-                    raise ImportFormatError(f"{path}: {step_key}/{key}: link {link!r}: expected "
-                                            "\"<src rank>-<dst rank>\" holding an object")
-                rows.append([step, name, group, int(src), int(dst), str(info.get("Transport Type", "")),
-                             *(_number(path, f"{key} {link}", info, c, "link")
-                               for c in ("Transit Size(MB)", "Transit Time(ms)"))])
+                if not (re.fullmatch(r"\d{1,9}-\d{1,9}", link, re.ASCII) and isinstance(info, dict)):
+                    raise ImportFormatError(f"{path}: {step_key}/{key}: link {_key(link)}: expected "
+                                            "\"<src rank>-<dst rank>\" (ranks below 10**9) holding an object")
+                src, _, dst = link.partition("-")
+                transport = info.get("Transport Type", "")
+                size, time = (_number(path, f"{key} {link}", info, c, "link")
+                              for c in ("Transit Size(MB)", "Transit Time(ms)"))
+                if size < 0 or time < 0:  # cannot be: the link is not read
+                    dropped.append(f"{step_key}/{key} {link} ({size:g} MB, {time:g} ms)")
+                    continue
+                rows.append([step, name, group, int(src), int(dst), transport if isinstance(transport, str) else "",
+                             size, time])
+        if dropped:
+            self._note(f"{path}: {len(dropped)} links dropped, whose transit size or time is negative: "
+                       f"{', '.join(dropped[:10])}{' ...' if len(dropped) > 10 else ''}; such a link is not read, "
+                       "so no table counts or sums it")
         frame = pd.DataFrame(rows, columns=communication.COMMUNICATION_MATRIX_LINKS)
         for c in ("Iteration ID", "Src Rank", "Dst Rank"):
             frame[c] = frame[c].astype(np.int64)
@@ -395,9 +439,10 @@ def _ops_by_step(path: Path) -> Iterator[tuple[int, str, str, object]]:
     if not isinstance(content, dict):
         raise ImportFormatError(f"{path}: expected an object of steps ({{\"step1\": {{\"collective\": ...}}}})")
     for step_key, kinds in content.items():
-        m = re.fullmatch(r"step(\d+)", str(step_key))
+        m = re.fullmatch(r"step(\d{1,18})", step_key, re.ASCII)  # a step number an int64 holds
         if not m or not isinstance(kinds, dict):
-            raise ImportFormatError(f"{path}: key {step_key!r}: expected step<N> holding collective/p2p ops")
+            raise ImportFormatError(f"{path}: key {_key(step_key)}: expected step<N> (N below 10**18) holding "
+                                    "collective/p2p ops")
         for kind, ops in kinds.items():
             if not isinstance(ops, dict | None):
                 raise ImportFormatError(f"{path}: {step_key}/{kind}: expected an object of ops, got "
@@ -425,7 +470,18 @@ def _number(path: Path, key: str, info: dict, field: str, what: str = "'Communic
     value = info.get(field)
     if value is None:
         return np.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ImportFormatError(f"{path}: {key}: {what} field {field!r} is {value!r}; expected a number") from None
+    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            pass
+    if number is None or np.isinf(number):
+        shown = repr(value) if isinstance(value, (str, int, float)) and len(repr(value)) <= 60 else excerpt(value, 40)
+        raise ImportFormatError(f"{path}: {key}: {what} field {field!r} is {shown}; expected a number (finite)")
+    return number
+
+
+def _key(key: str) -> str:
+    """A JSON key as an error or a note quotes it: its repr, short."""
+    return repr(key) if len(key) <= 60 else f"{key[:40]!r}...({len(key)} characters)"

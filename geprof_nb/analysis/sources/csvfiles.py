@@ -44,6 +44,8 @@ _EXPONENT = re.compile(r"^\d+(?:\.\d*)?[eE][+-]?\d+$")
 _HALF = Fraction(1, 2)
 _HALF_NS_US = Decimal("0.0005")
 _INT64_NS_US = Decimal(2**63) / 1000
+#: The largest ns an int64 holds: a µs cell past it is no time the tables can hold.
+_MAX_NS = 2**63 - 1
 
 
 class NumberText(str):
@@ -131,12 +133,18 @@ def decimal_ns(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndar
     missing = _mask(pc.is_in(v, value_set=_NA))
     parts = pc.extract_regex(v, _DECIMAL)
     ok = _mask(pc.is_valid(parts))
-    bad = ~(missing | ok)
     whole = pc.fill_null(pc.struct_field(parts, "whole"), "0")
+    fits = _mask(pc.less_equal(pc.utf8_length(pc.utf8_ltrim(whole, "0")), len(str(_MAX_NS // 1000))))
+    ok &= fits  # more digits of µs than int64 ns hold: not converted (the cast would fail, or int() refuse)
+    whole = pc.if_else(pa.array(fits), whole, pa.scalar("0"))
     frac = pc.utf8_slice_codeunits(pc.utf8_rpad(pc.fill_null(pc.struct_field(parts, "frac"), ""), 4, "0"), 0, 4)
     whole_n = pc.cast(whole, pa.int64()).to_numpy()
     frac_n = pc.cast(frac, pa.int64()).to_numpy()
-    ns = np.where(ok, whole_n * 1000 + frac_n // 10 + (frac_n % 10 >= 5), 0).astype(np.int64)
+    below = (whole_n < _MAX_NS // 1000) | ((whole_n == _MAX_NS // 1000) & (frac_n // 10 + (frac_n % 10 >= 5)
+                                                                          <= _MAX_NS % 1000))
+    ok &= below  # past int64 ns, the sum below would wrap around
+    ns = np.where(ok, np.where(below, whole_n, 0) * 1000 + frac_n // 10 + (frac_n % 10 >= 5), 0).astype(np.int64)
+    bad = ~(missing | ok)
     if bad.any():
         cells = v.to_numpy(zero_copy_only=False)
         for i in np.flatnonzero(bad).tolist():
@@ -201,7 +209,8 @@ class CsvTable:
     def bad_value(self, column: int, row: int, expected: str) -> ImportFormatError:
         path, line = self.where(row)
         value = self.cells.column(column)[row].as_py()
-        return ImportFormatError(f"{path}, line {line}, column {self.header[column]!r}: cannot parse {value!r}; "
+        shown = repr(value) if len(value) <= 60 else f"{value[:40]!r}...{value[-8:]!r} ({len(value)} characters)"
+        return ImportFormatError(f"{path}, line {line}, column {self.header[column]!r}: cannot parse {shown}; "
                                  f"expected {expected}")
 
     def select(self, keep: np.ndarray) -> CsvTable:
@@ -241,8 +250,8 @@ class CsvTable:
         pos = self._pos(column)
         ns, valid, bad = decimal_ns(self.cells.column(pos))
         if bad.any():
-            raise self.bad_value(pos, int(np.argmax(bad)),
-                                 "a decimal number of microseconds such as 1717575960208020.758 (or N/A)")
+            raise self.bad_value(pos, int(np.argmax(bad)), "a decimal number of microseconds such as "
+                                 "1717575960208020.758 (or N/A), below 9223372036854775.808 (2**63 ns)")
         return ns, valid
 
     def _floats(self, pos: int) -> tuple[np.ndarray | None, pa.ChunkedArray, np.ndarray]:
@@ -252,6 +261,10 @@ class CsvTable:
             return pc.cast(values, pa.float64()).to_numpy(), values, missing
         except pa.ArrowInvalid:
             return None, values, missing
+
+    def floats(self, column: str | int) -> np.ndarray | None:
+        """float64 values (NaN for N/A and empty cells), None if some cell is no number."""
+        return self._floats(self._pos(column))[0]
 
     def numbers(self, column: str | int) -> np.ndarray:
         """float64 values; N/A and empty cells are NaN."""
@@ -278,7 +291,7 @@ class CsvTable:
         except pa.ArrowInvalid:
             ints, bad = _exponent_integers(values)
             if bad is not None:
-                raise self.bad_value(pos, bad, "an integer (or N/A)") from None
+                raise self.bad_value(pos, bad, "an integer (or N/A) in the 64-bit range") from None
         if not nullable and not missing.any():
             return ints.to_numpy()
         arr = pd.array(pc.fill_null(ints, 0).to_numpy(), dtype="Int64")
@@ -312,13 +325,19 @@ def _exponent_integers(values: pa.ChunkedArray) -> tuple[pa.Array, int | None]:
     their value: (the int64 values, None), or (None, the first cell that is no integer)."""
     out = []
     for i, cell in enumerate(values.to_pylist()):
-        if cell is None or re.fullmatch(r"[+-]?\d+", cell):
-            out.append(None if cell is None else int(cell))
+        if cell is None:
+            out.append(None)
             continue
-        value = Decimal(cell) if _EXPONENT.fullmatch(cell) else None
-        if value is None or value != value.to_integral_value() or value >= 2**63:
+        if re.fullmatch(r"[+-]?\d{1,19}", cell, re.ASCII):
+            value = int(cell)
+        elif _EXPONENT.fullmatch(cell) and len(cell) <= 40:  # a longer exponent is no spreadsheet's
+            value = Decimal(cell)  # bounds before int(): 1e999999 would be a number of a million digits
+            value = int(value) if value.adjusted() < 19 and value == value.to_integral_value() else None
+        else:
+            value = None
+        if value is None or not -(2**63) <= value < 2**63:  # an int64 column
             return None, i
-        out.append(int(value))
+        out.append(value)
     return pa.array(out, pa.int64()), None
 
 
@@ -422,9 +441,10 @@ def _ends_with_line_break(path: Path) -> bool:
 
 
 def _last_line(path: Path) -> int:
-    """The number of the file's last non-blank line."""
-    lines = read_bytes(path, CSV_FILE).rstrip(b"\r\n").count(b"\n")
-    return lines + 1
+    """The number of the file's last non-blank line, counting line breaks as the csv module does (CR LF, LF
+    and a bare CR each end a line)."""
+    data = read_bytes(path, CSV_FILE).rstrip(b"\r\n")
+    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n") + 1
 
 
 def _utf8_error(path: Path, msg: str, header: list[str]) -> ImportFormatError:

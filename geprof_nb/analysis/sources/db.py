@@ -26,7 +26,7 @@ A file that is not SQLite, is locked, truncated or lacks a column the import rea
 
 from __future__ import annotations
 
-import json
+import os
 import re
 import sqlite3
 from functools import cached_property
@@ -36,6 +36,9 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ImportFormatError
+from ...prof import json_text
+from ...prof.json_text import excerpt
+from ..files import open_binary, reading, what_is_there
 from ..tables import api, breakdown, memory, summary, tx
 from ..tables import columns as C
 from ..tables.aicpu import AICPU
@@ -83,13 +86,18 @@ REQUIRED: dict[str, tuple] = {
 _PROF = re.compile(r"PROF_\d+_\d+_\w+")
 
 
+def _entry(path: Path) -> bool:
+    """Something is where a DB file is named: a file, or what opening it names (a directory, a link loop, a FIFO)."""
+    return path.is_file() or what_is_there(path) is not None
+
+
 def torch_npu_db(directory: Path) -> Path | None:
     """The profiler DB of a torch_npu run directory (or of its ASCEND_PROFILER_OUTPUT): the one of the
     directory's rank (``profiler_info_<rank>.json``), else the first; None without one."""
     output = directory if directory.name == OUTPUT_DIR else directory / OUTPUT_DIR
     if not output.is_dir():
         return None
-    found = sorted(p for p in output.iterdir() if S.TORCH_NPU_DB.fullmatch(p.name) and p.is_file())
+    found = sorted(p for p in output.iterdir() if S.TORCH_NPU_DB.fullmatch(p.name) and _entry(p))
     rank = rank_of(output.parent)
     mine = [p for p in found if S.TORCH_NPU_DB.fullmatch(p.name).group(1) == (None if rank is None else str(rank))]
     return (mine or found or [None])[0]
@@ -99,7 +107,7 @@ def msprof_db(directory: Path) -> Path | None:
     """The newest ``msprof_<14 digits>.db`` of a ``PROF_*`` directory (msprof-analyze's choice); None without one."""
     if not directory.is_dir():
         return None
-    found = sorted((p for p in directory.iterdir() if S.MSPROF_DB.fullmatch(p.name) and p.is_file()),
+    found = sorted((p for p in directory.iterdir() if S.MSPROF_DB.fullmatch(p.name) and _entry(p)),
                    key=lambda p: p.name)
     return found[-1] if found else None
 
@@ -138,12 +146,10 @@ class Database:
         self.tables = {name: self._columns(name) for name in self._names()}
 
     def _check_header(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                head = f.read(100)
-            size = self.path.stat().st_size
-        except OSError as exc:
-            raise ImportFormatError(f"{self.path}: cannot be read ({exc.strerror})") from None
+        accepted = f"{self.what}, an SQLite file"
+        with open_binary(self.path, accepted) as f, reading(self.path, accepted):  # not a FIFO: it would wait
+            head = f.read(100)
+            size = os.fstat(f.fileno()).st_size
         if not head.startswith(SQLITE_HEADER):
             shown = head[:16].decode("latin-1").encode("unicode_escape").decode()
             raise ImportFormatError(f"{self.path}: not an SQLite database (it starts with {shown!r}, not "
@@ -311,9 +317,9 @@ class DbSource(FileSource):
     def _json_meta(self, name: str) -> dict:
         text = self._meta(name)
         try:
-            value = json.loads(text) if text else {}
-        except json.JSONDecodeError:
-            self._notes.append(f"{self.file}: META_DATA {name} is not JSON; ignored")
+            value = json_text.loads(text) if isinstance(text, (str, bytes)) and text else {}
+        except json_text.JsonTextError as exc:  # nested past the parser's limit, a key given twice, ... too
+            self._notes.append(f"{self.file}: META_DATA {name} is not JSON geprof reads ({exc.reason}); ignored")
             return {}
         return value if isinstance(value, dict) else {}
 
@@ -500,10 +506,10 @@ class DbSource(FileSource):
         out = {}
         for name, spec in self.db.query("SELECT name, spec FROM GEPROF_TABLES", (), "GEPROF_TABLES"):
             try:
-                value = json.loads(spec)
-            except (TypeError, json.JSONDecodeError):
-                raise ImportFormatError(f"{self.file} (table GEPROF_TABLES): the spec of {name!r} is not JSON") \
-                    from None
+                value = json_text.loads(spec) if isinstance(spec, (str, bytes)) else None
+            except json_text.JsonTextError as exc:
+                raise ImportFormatError(f"{self.file} (table GEPROF_TABLES): the spec of {excerpt(name, 40)} is not "
+                                        f"JSON ({exc.reason})") from None
             if not isinstance(value, dict) or not isinstance(value.get("columns"), list) \
                     or not isinstance(value.get("dtypes"), list) or len(value["columns"]) != len(value["dtypes"]):
                 raise ImportFormatError(f"{self.file} (table GEPROF_TABLES): the spec of {name!r} lacks matching "

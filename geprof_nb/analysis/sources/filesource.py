@@ -6,7 +6,8 @@ only 0.25 µs; exporters ask :meth:`Source.times_ns` for the exact values.  A
 file-based source answers from the decimal text it parsed (or the integers
 a Parquet export stored) instead of rounding the floats.
 
-A CSV's rows that do not match its header are skipped (:func:`.csvfiles.read_csv`); the
+A CSV's rows that do not match its header are skipped (:func:`.csvfiles.read_csv`), and rows holding
+cells that cannot be (a negative duration, an end before its start) dropped (:mod:`.possible`); the
 notes of the Profile name them, for every file of the source, read or not yet.
 """
 
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .csvfiles import CsvTable, Kinds, read_csv, typed_frame
+from .possible import NO_RULES, Rules, possible_rows
 from .source import TIMESTAMP_COLUMNS, Source
 
 
@@ -34,18 +36,21 @@ class FileSource(Source):
         self._times: dict[str, pd.DataFrame] = {}
         self._file_notes: dict[tuple[Path, ...], list[str]] = {}
 
-    def _read(self, files: list[Path], kinds: Kinds) -> CsvTable:
-        """:func:`.csvfiles.read_csv` of ``files``, remembering what its reading passed over."""
+    def _read(self, files: list[Path], kinds: Kinds, rules: Rules = NO_RULES) -> CsvTable:
+        """:func:`.csvfiles.read_csv` of ``files`` without the rows holding cells that cannot be
+        (:func:`.possible.possible_rows`), remembering what its reading passed over and dropped."""
         table = read_csv(files)
-        self._file_notes[tuple(files)] = table.notes(exact_columns(kinds))
+        notes = table.notes(exact_columns(kinds))
+        table, dropped = possible_rows(table, rules)
+        self._file_notes[tuple(files)] = notes + dropped
         return table
 
-    def file_notes(self, tables: dict[tuple[Path, ...], Kinds]) -> list[str]:
-        """The notes of reading each of ``tables`` (files -> kinds of their columns), in order of reading;
-        a file not read yet is read for them (its rows are not kept)."""
-        for files, kinds in tables.items():
+    def file_notes(self, tables: dict[tuple[Path, ...], tuple[Kinds, Rules]]) -> list[str]:
+        """The notes of reading each of ``tables`` (files -> kinds of their columns and the rules of their
+        cells), in order of reading; a file not read yet is read for them (its rows are not kept)."""
+        for files, (kinds, rules) in tables.items():
             if files not in self._file_notes:
-                self._read(list(files), kinds)
+                self._read(list(files), kinds, rules)
         return [note for notes in self._file_notes.values() for note in notes]
 
     def _typed(self, name: str, table: CsvTable, kinds: Kinds, other: str = "auto",

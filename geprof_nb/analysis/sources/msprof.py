@@ -21,12 +21,15 @@ import numpy as np
 import pandas as pd
 
 from ...errors import ImportFormatError
+from ...prof.json_text import excerpt
 from ...prof.rawdata import RtTaskType
+from ..files import what_is_there
 from ..tables import api, breakdown, communication, summary, tx
 from ..tables import columns as C
 from ..tables.aicpu import AICPU
 from .csvfiles import CsvTable, Kinds, read_json
 from .filesource import FileSource
+from .possible import Rules
 from .trace_view import ns_of
 
 #: What a Device_id cell must hold (the rows are split by device before anything else).
@@ -89,6 +92,27 @@ _REQUIRED = {
 }
 
 
+#: Cells of each summary that cannot be (:mod:`.possible`): the rows holding them are dropped, with a note.
+_STATISTIC_RULES = Rules(non_negative=("Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)"))
+#: An op_summary row is a task on the time line: it has a start and a duration, which is not negative.
+OP_SUMMARY_RULES = Rules(required=("Task Start Time(us)", "Task Start Time", "Task Duration(us)"),
+                         non_negative=("Task Duration(us)", "Task Wait Time(us)", "Device_id"))
+API_STATISTIC_RULES = Rules(non_negative=("Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)"))
+_RULES = {
+    "op_summary": OP_SUMMARY_RULES, "op_statistic": _STATISTIC_RULES, "api_statistic": API_STATISTIC_RULES,
+    "task_time": Rules(required=("task_start(us)",), non_negative=("task_time(us)",),
+                       spans=(("task_start(us)", "task_stop(us)"),)),
+    "step_trace": Rules(non_negative=("Iteration Time(us)", "FP to BP Time(us)", "Reduce Duration(us)"),
+                        spans=(("FP Start(us)", "BP End(us)"),)),
+    "communication_statistic": _STATISTIC_RULES,
+    "msprof_tx": Rules(spans=(("Start_time(us)", "End_time(us)"), ("Device Start_time(us)", "Device End_time(us)"))),
+    "aicpu": Rules(non_negative=("Compute_time(us)", "Memcpy_time(us)", "Task_time(us)", "Dispatch_time(us)",
+                                 "Total_time(us)")),
+}
+#: op_statistic's rules, for torch_npu's file of the same layout.
+OP_STATISTIC_RULES = _STATISTIC_RULES
+
+
 @dataclass(frozen=True)
 class FileSet:
     """The file(s) holding one export of one summary kind: one file, or its slices in order."""
@@ -105,16 +129,19 @@ def find_sets(directory: Path, kinds: tuple[str, ...] = KINDS) -> tuple[dict[str
     run 0, 1, 2, ... is incomplete and skipped.
     """
     groups: dict[tuple[str, str], dict[int, Path]] = {}
+    notes: list[str] = []
     for path in sorted(directory.glob("*.csv")):
         m = _FILE.fullmatch(path.name)
         if not m or m.group(1) not in kinds:
+            continue
+        if (problem := what_is_there(path)) is not None:  # named like a summary, but no file to read
+            notes.append(f"{path}: {problem}; skipped (a summary is a CSV file)")
             continue
         s = _SLICE.search(m.group(2))
         key = _SLICE.sub("", m.group(2)) if s else m.group(2)
         slot = groups.setdefault((m.group(1), key), {})
         slot[int(s.group(1)) if s else -1] = path
     found: dict[str, FileSet] = {}
-    notes: list[str] = []
     by_kind: dict[str, list[FileSet]] = {}
     for (kind, key), slot in groups.items():
         stamp = tuple(int(t) for t in re.findall(r"\d+", key))
@@ -157,15 +184,34 @@ def device_infos(root: Path, notes: list[str] | None = None) -> dict[str, dict]:
         for dev in (content.get("DeviceInfo") or []) if isinstance(content, dict) else []:
             if not isinstance(dev, dict):
                 continue
-            dev_id = str(dev.get("id", path.name.rsplit(".", 1)[1]))
+            dev_id = dev.get("id", path.name.rsplit(".", 1)[1])
+            if isinstance(dev_id, bool) or not isinstance(dev_id, (int, str)) or not str(dev_id).isascii() \
+                    or not str(dev_id).isdigit() or len(str(dev_id)) > 9:
+                if notes is not None:
+                    notes.append(f"{path}: a DeviceInfo entry's id {excerpt(dev_id, 40)} is no device id; the device "
+                                 "facts it holds (cores, frequencies) are unknown")
+                continue
             facts = {}
             for key in ("ai_core_num", "aic_frequency", "aiv_num", "hwts_frequency"):
-                try:
-                    facts[key] = int(float(dev[key]))
-                except (KeyError, TypeError, ValueError):
-                    pass
-            out.setdefault(dev_id, {}).update(facts)
+                value = _fact(dev.get(key))
+                if value is not None:
+                    facts[key] = value
+            out.setdefault(str(int(dev_id)), {}).update(facts)
     return out
+
+
+def _fact(value: object) -> int | None:
+    """A device count or frequency of msprof's info.json (a number or its text), None unless it is a
+    whole number the tables can take (0 .. 2**31 - 1, as the run description's checks)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value) if not isinstance(value, int) else value
+    except ValueError:
+        return None
+    if not 0 <= number < 2**31:  # NaN and infinity too
+        return None
+    return int(number)
 
 
 def chip_family(header: list[str]) -> str:
@@ -224,21 +270,13 @@ def window_step_bounds(windows: pd.DataFrame, executions: dict[int, np.ndarray])
 
 
 def start_times(table: CsvTable, column: str) -> np.ndarray:
-    """Exact ns of a start time column that must be present on every row."""
+    """Exact ns of a start time column that has a value on every row (its file's :class:`.possible.Rules`
+    drop the rows without one)."""
     ns, valid = table.ns(column)
     if not valid.all():
         raise table.bad_value(table.position(column), int(np.argmin(valid)),
                               "a start time in microseconds on every row")
     return ns
-
-
-def require_durations(table: CsvTable, column: str) -> None:
-    """A task duration column must have a number on every row: every step split and span is built
-    from start + duration, so an N/A there would give wrong numbers, not a gap."""
-    valid = ~np.isnan(table.numbers(column))
-    if not valid.all():
-        raise table.bad_value(table.position(column), int(np.argmin(valid)),
-                              "a duration in microseconds on every row (every executed task has one)")
 
 
 class MsprofSource(FileSource):
@@ -256,7 +294,8 @@ class MsprofSource(FileSource):
             raise ImportFormatError(f"{self.output}: {skipped}; no complete op_summary to import" if skipped else
                                     f"{self.output}: no op_summary_*.csv (msprof writes it for every run with "
                                     "task_time on); nothing to import")
-        self._summary = self._current_names(self._read(list(self.sets["op_summary"].files), OP_SUMMARY_FILE_KINDS))
+        self._summary = self._current_names(self._read(list(self.sets["op_summary"].files), OP_SUMMARY_FILE_KINDS,
+                                                       OP_SUMMARY_RULES))
         self._summary.require(OP_SUMMARY_REQUIRED, "msprof op_summary")
         if self._summary.has("Device_id"):
             devices = self._summary.integers("Device_id", nullable=False, required=DEVICE_ID)
@@ -312,7 +351,7 @@ class MsprofSource(FileSource):
 
     def notes(self) -> list[str]:
         self.op_rows()  # iteration assignment adds its notes
-        files = {fs.files: _KINDS[kind] for kind, fs in sorted(self.sets.items())}
+        files = {fs.files: (_KINDS[kind], _RULES[kind]) for kind, fs in sorted(self.sets.items())}
         return [*self._notes, *self.file_notes(files)]
 
     # ------------------------------------------------------------------ tables
@@ -320,7 +359,7 @@ class MsprofSource(FileSource):
         fs = self.sets.get(kind)
         if fs is None:
             return None
-        table = self._read(list(fs.files), _KINDS[kind])
+        table = self._read(list(fs.files), _KINDS[kind], _RULES[kind])
         table.require(_REQUIRED[kind], f"msprof {kind}")
         return table
 
@@ -338,7 +377,6 @@ class MsprofSource(FileSource):
     def _rows(self) -> summary.OpRows:
         table = self._summary.select(self._mine)
         start_ns = start_times(table, "Task Start Time(us)")
-        require_durations(table, "Task Duration(us)")
         frame = self.with_device(self._typed("op_summary", table, OP_SUMMARY_KINDS,
                                              given={"Task Start Time(us)": start_ns / 1000.0}), self.device_id)
         model = frame["Model ID"].to_numpy(np.int64, na_value=-1) if "Model ID" in frame else np.zeros(len(frame),

@@ -16,7 +16,7 @@ evaluated or unpickled.
 
 from __future__ import annotations
 
-import json
+import re
 from functools import cached_property
 from pathlib import Path
 
@@ -25,6 +25,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ...errors import ImportFormatError
+from ...prof.json_text import excerpt
+from ..files import open_binary, present, reading, what_is_there
 from ..tables import summary
 from ..tables.memory import MemoryPeak
 from .csvfiles import read_json
@@ -51,16 +53,34 @@ def is_parquet_export(path: Path) -> bool:
 
 
 def has_unreadable_manifest(path: Path) -> bool:
-    """``path`` holds a manifest.json that cannot be read as JSON: a damaged export, which opening
-    as one reports naming the manifest and the error (rather than "no known layout")."""
+    """``path`` holds a manifest.json that cannot be read as JSON (or something that is not a file where it
+    should be): a damaged export, which :class:`ParquetSource` reads from its Parquet files, saying so."""
     manifest = path / MANIFEST
+    if what_is_there(manifest) is not None:
+        return True
     if not manifest.is_file():
         return False
     try:
         read_json(manifest)
-    except (ImportFormatError, OSError):
+    except ImportFormatError:
         return True
     return False
+
+
+_REPEAT = re.compile(r"(.*) #(\d+)")
+
+
+def read_names(names: list[str]) -> list[str]:
+    """The column names :func:`disk_names` gave back as they were (``<name> #<k>`` after ``<name>``)."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        m = _REPEAT.fullmatch(name)
+        if m and seen.get(m.group(1), 0) == int(m.group(2)) - 1:
+            name = m.group(1)
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name)
+    return out
 
 
 def disk_names(columns: list[str]) -> list[str]:
@@ -112,11 +132,32 @@ def empty_column(spec, where: str) -> pd.Series:
     return pd.Series([], dtype=_pandas_dtype(spec, where))
 
 
-#: Optional manifest fields and their types: (key, type(s), what the error says is expected).
-_MANIFEST_FIELDS = (("run", str, "a run name"), ("info", dict, "an object"), ("options", dict, "an object"),
-                    ("device", dict, "an object"), ("notes", list, "a list of strings"),
-                    ("dropped", dict, "an object of counts"), ("complete", bool, "true or false"),
-                    ("device_id", int, "a device id"))
+def _counts(v: object) -> bool:
+    return isinstance(v, dict) and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**63
+                                       for n in v.values())
+
+
+def _peak(v: object) -> bool:
+    if not isinstance(v, dict) or not isinstance(v.get("tensor"), str):
+        return False
+    fields = ("allocated_bytes", "reserved_bytes", "timestamp_ns", "model_id")
+    return all(isinstance(v.get(k), int) and not isinstance(v.get(k), bool) and -(2**63) <= v[k] < 2**63
+               for k in fields)
+
+
+#: Optional manifest fields: (key, check, what is accepted).  A damaged one is dropped with a note: the
+#: manifest loses what that field held, the export its tables nothing.
+_MANIFEST_FIELDS = (
+    ("run", lambda v: isinstance(v, str), "a run name"), ("info", lambda v: isinstance(v, dict), "an object"),
+    ("options", lambda v: isinstance(v, dict), "an object"), ("device", lambda v: isinstance(v, dict), "an object"),
+    ("notes", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of strings"),
+    ("dropped", _counts, "an object of counts (whole numbers >= 0, below 2**63)"),
+    ("complete", lambda v: isinstance(v, bool), "true or false"),
+    ("device_id", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31,
+     "a device id (0 .. 2**31 - 1)"),
+    ("memory_peak", _peak, "an object of allocated_bytes, reserved_bytes, timestamp_ns, model_id (integers) "
+                           "and tensor (a name)"),
+)
 
 
 class ParquetSource(FileSource):
@@ -126,23 +167,52 @@ class ParquetSource(FileSource):
         super().__init__()
         self._path = Path(path)
         self._notes = list(notes or [])
-        manifest_path = self._path / MANIFEST
-        manifest = read_json(manifest_path)
+        self.manifest = self._manifest(self._path / MANIFEST)
+        self.device_id = int(self.manifest.get("device_id", 0) or 0)
+
+    def _manifest(self, path: Path) -> dict:
+        """The manifest, checked: a manifest that cannot be read (or has no tables) is made from the Parquet
+        files, a damaged optional field dropped, each said in the notes; another format or version is an
+        error (its files may mean other things)."""
+        try:
+            manifest = read_json(path)
+        except ImportFormatError as exc:
+            return self._from_files(str(exc))
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise ImportFormatError(f"{manifest_path}: not a geprof Parquet manifest (no \"format\": \"{FORMAT}\")")
+            raise ImportFormatError(f"{path}: not a geprof Parquet manifest (no \"format\": \"{FORMAT}\")")
         if manifest.get("version") != VERSION:
-            raise ImportFormatError(f"{manifest_path}: format version {manifest.get('version')!r}; this geprof_nb "
-                                    f"reads version {VERSION}")
+            raise ImportFormatError(f"{path}: format version {excerpt(manifest.get('version'), 20)}; this "
+                                    f"geprof_nb reads version {VERSION}")
         if not isinstance(manifest.get("tables"), dict) or "op_summary" not in manifest["tables"]:
-            raise ImportFormatError(f"{manifest_path}: no 'tables' entry for op_summary")
-        for key, kind, what in _MANIFEST_FIELDS:  # read from disk: any field may be damaged
-            if key in manifest and manifest[key] is not None and not isinstance(manifest[key], kind):
-                raise ImportFormatError(f"{manifest_path}: field {key!r} is {type(manifest[key]).__name__} "
-                                        f"{json.dumps(manifest[key])[:80]}; expected {what}")
-        if not all(isinstance(n, str) for n in manifest.get("notes") or []):
-            raise ImportFormatError(f"{manifest_path}: field 'notes' holds a non-string; expected a list of strings")
-        self.manifest = manifest
-        self.device_id = int(manifest.get("device_id", 0) or 0)
+            return self._from_files(f"{path}: no 'tables' entry for op_summary")
+        for key, check, what in _MANIFEST_FIELDS:  # read from disk: any field may be damaged
+            if manifest.get(key) is not None and not check(manifest[key]):
+                self._notes.append(f"{path}: field {key!r} is {excerpt(manifest[key])}; accepted: {what}; read as "
+                                   "absent (what it held is unknown)")
+                manifest = {k: v for k, v in manifest.items() if k != key}
+        return manifest
+
+    def _from_files(self, problem: str) -> dict:
+        """A manifest of the Parquet files in the export, for one that cannot be read: the tables are in the
+        files (their dtypes in pandas' metadata there); only what the manifest alone held is lost."""
+        files = {p.name.removesuffix(".parquet"): p for p in sorted(self._path.glob("*.parquet")) if p.is_file()}
+        if "op_summary" not in files or "op_rows" not in files:
+            raise ImportFormatError(f"{problem}; and op_summary.parquet and op_rows.parquet, from which the tables "
+                                    "could be read without it, are not both there")
+        tables = {}
+        for name, file in files.items():
+            try:  # the dtypes pandas stored in the file's metadata, from its schema alone
+                empty = pq.read_schema(file).empty_table().to_pandas()
+                rows = pq.read_metadata(file).num_rows
+            except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+                raise ImportFormatError(f"{file}: cannot be read as Parquet ({exc})") from None
+            tables[name] = {"file": file.name, "rows": rows, "columns": read_names([str(c) for c in empty.columns]),
+                            "dtypes": [dtype_spec(empty.iloc[:, i].dtype) for i in range(empty.shape[1])]}
+        self._notes.append(f"{problem}: the export's {len(tables)} tables are read from their Parquet files; lost "
+                           "with the manifest: the run's name, description (info, options, device), notes, dropped "
+                           "counts and memory peak, and some dtypes (of tables without rows, which have no file, and "
+                           "of category labels); every row and column of the tables is read")
+        return {"format": FORMAT, "version": VERSION, "tables": tables}
 
     @property
     def path(self) -> Path:
@@ -183,16 +253,21 @@ class ParquetSource(FileSource):
         if not isinstance(entry, dict):
             raise ImportFormatError(f"{where}: the entry is {type(entry).__name__}; expected an object")
         columns, dtypes = entry.get("columns") or [], entry.get("dtypes") or []
-        if not isinstance(columns, list) or not isinstance(dtypes, list) \
-                or not isinstance(entry.get("file"), str | None) or not isinstance(entry.get("rows", 0), int):
-            raise ImportFormatError(f"{where}: 'columns' and 'dtypes' must be lists, 'file' a file name, 'rows' a "
-                                    "count")
+        if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns) \
+                or not isinstance(dtypes, list) or not isinstance(entry.get("file"), str | None) \
+                or not isinstance(entry.get("rows", 0), int) or isinstance(entry.get("rows", 0), bool):
+            raise ImportFormatError(f"{where}: 'columns' must be a list of names, 'dtypes' a list, 'file' a file "
+                                    "name, 'rows' a count")
         if len(columns) != len(dtypes):
             raise ImportFormatError(f"{where}: {len(columns)} columns but {len(dtypes)} dtypes")
         if entry.get("file") is None:
             frame = pd.DataFrame({i: empty_column(d, where) for i, d in enumerate(dtypes)}, index=pd.RangeIndex(0))
         else:
             file = self._path / Path(entry["file"]).name
+            if not present(file, "a Parquet file"):
+                raise ImportFormatError(f"{file}: missing; the manifest lists it for table {name}")
+            with open_binary(file, "a Parquet file") as f, reading(file, "a Parquet file"):
+                f.read(4)  # a file the OS cannot read is said as such (pyarrow would say it is empty)
             try:  # what pd.read_parquet does, without consolidating the columns into 2-D blocks (2x faster)
                 frame = pq.read_table(file).to_pandas(split_blocks=True, self_destruct=True)
             except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
@@ -281,10 +356,7 @@ class ParquetSource(FileSource):
         return self._stored("memory_record")
 
     def memory_peak(self) -> MemoryPeak | None:
-        peak = self.manifest.get("memory_peak")
+        peak = self.manifest.get("memory_peak")  # checked with the manifest
         if not peak:
             return None
-        try:
-            return MemoryPeak(**{k: peak[k] for k in MemoryPeak.__dataclass_fields__})
-        except KeyError as exc:
-            raise ImportFormatError(f"{self._path / MANIFEST}: memory_peak lacks {exc}") from None
+        return MemoryPeak(**{k: peak[k] for k in MemoryPeak.__dataclass_fields__})

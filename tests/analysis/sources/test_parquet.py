@@ -148,16 +148,52 @@ def test_profile_export_and_overwrite(memory_run, tmp_path):
         export_parquet(_renamed(p, "other"), tmp_path, overwrite=True)
 
 
+def labels_as_objects(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.copy()
+    for i in range(out.shape[1]):
+        column = out.iloc[:, i]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            out.isetitem(i, column.cat.set_categories(column.cat.categories.astype(object)))
+    return out
+
+
 @pytest.mark.parametrize("name", ["run.geprof_parquet", "renamed"])
-def test_an_export_whose_manifest_is_not_json_is_an_error_naming_the_manifest(memory_run, tmp_path, name):
-    out = export_parquet(memory_run.profile, tmp_path / "exp").rename(tmp_path / name)
+@pytest.mark.parametrize("damage", ["{", '{"format": "geprof_parquet", "format": "other"}', "[" * 2000 + "]" * 2000])
+def test_an_export_whose_manifest_cannot_be_read_loses_only_what_the_manifest_held(memory_run, tmp_path, name,
+                                                                                    damage):
+    """The tables are in the Parquet files: every row, column (step_trace's repeated Reduce pairs too) and
+    dtype comes back from them; the note names the manifest and its problem and what was lost with it."""
+    p = memory_run.profile
+    out = export_parquet(p, tmp_path / "exp").rename(tmp_path / name)
     manifest = out / "manifest.json"
-    manifest.write_text("{")
+    manifest.write_text(damage)
     for path in (out, tmp_path):  # the export, and a directory holding it
-        with pytest.raises(ImportFormatError) as err:
-            geprof_nb.load(path)
-        assert str(err.value).startswith(f"{manifest}: not valid JSON (Expecting property name enclosed in "
-                                         "double quotes at line 1, column 2")
+        q = geprof_nb.load(path)
+        for table in TABLES:
+            if len(getattr(p, table)):  # the dtype of category labels (str or object) is the manifest's
+                pd.testing.assert_frame_equal(labels_as_objects(getattr(p, table)), getattr(q, table),
+                                              check_exact=True, obj=table)
+            else:  # no file: its columns are the Source's, their dtypes the manifest's only
+                assert len(getattr(q, table)) == 0 and list(getattr(q, table).columns) == list(getattr(p, table).columns)
+        assert np.array_equal(p.source.op_rows().start_ns, q.source.op_rows().start_ns)
+        files = len(list(out.glob("*.parquet")))
+        note = next(n for n in q.notes if n.startswith(f"{manifest}: not valid JSON ("))
+        assert note.endswith(f": the export's {files} tables are read from their Parquet files; lost with the "
+                             "manifest: the run's name, description (info, options, device), notes, dropped counts and "
+                             "memory peak, and some dtypes (of tables without rows, which have no file, and of category "
+                             "labels); every row and column of the tables is read")
+        assert q.name == name.removesuffix(".geprof_parquet") and q.memory_peak is None and q.info == {}
+
+
+def test_an_unreadable_manifest_without_the_tables_is_still_an_error_naming_it(tmp_path):
+    out = tmp_path / "x.geprof_parquet"
+    out.mkdir()
+    (out / "manifest.json").write_text("{")
+    with pytest.raises(ImportFormatError) as err:
+        geprof_nb.load(out)
+    assert str(err.value).startswith(f"{out / 'manifest.json'}: not valid JSON (Expecting property name enclosed in "
+                                     "double quotes at line 1, column 2; truncated file?); and op_summary.parquet and "
+                                     "op_rows.parquet")
 
 
 def test_a_directory_with_another_tools_manifest_is_not_taken_for_an_export(tmp_path):
