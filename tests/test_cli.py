@@ -126,11 +126,11 @@ def test_run_exits_with_the_scripts_exit_status(tmp_path, capsys):
     (["export", ".", "--format", "ascend_pt", "--to", "x", "--rank", "1.5"],
      "argument --rank: rank '1.5' is not valid; accepted: a whole number >= 0"),
     (["export", ".", "--format", "msprof", "--to", "x", "--rank", "5"],
-     "argument --rank: --format msprof has no rank; accepted: --rank with --format ascend_pt\n"),
+     "argument --rank: --format msprof has no rank; accepted: --rank with --format ascend_pt or db or msprof_db\n"),
     (["export", ".", "--rank", "0", "--format", "chrome", "--to", "x"],
-     "argument --rank: --format chrome has no rank; accepted: --rank with --format ascend_pt\n"),
+     "argument --rank: --format chrome has no rank; accepted: --rank with --format ascend_pt or db or msprof_db\n"),
     (["export", ".", "--format", "parquet", "--to", "x", "--rank", "1"],
-     "argument --rank: --format parquet has no rank; accepted: --rank with --format ascend_pt\n"),
+     "argument --rank: --format parquet has no rank; accepted: --rank with --format ascend_pt or db or msprof_db\n"),
     (["run", "--task-trace", "l2", "x.py"], "argument --task-trace: 'l2' is not valid; accepted: "),
     (["run", "missing.py"], "argument SCRIPT: missing.py: no such file; accepted: a Python script file"),
     (["run"], "the following arguments are required: SCRIPT\n"),
@@ -195,7 +195,7 @@ def test_analyze_of_a_cluster_lists_its_ranks_slowest_first_then_rank_0s_tables(
                                      "ranks": [0, 1, 2, 3], "rank": 0, "slow_ranks": [SLOW_RANK]}
 
 
-@pytest.mark.parametrize("fmt", ["ascend_pt", "parquet"])
+@pytest.mark.parametrize("fmt", ["ascend_pt", "parquet", "db", "msprof_db"])
 def test_export_of_a_cluster_writes_every_rank_as_its_own(cluster, fmt, tmp_path, capsys):
     to = tmp_path / "export"
     assert main(["export", str(cluster.path), "--format", fmt, "--to", str(to)]) == 0
@@ -212,7 +212,7 @@ def test_export_of_a_cluster_writes_every_rank_as_its_own(cluster, fmt, tmp_path
 
 @pytest.mark.parametrize("flags, message", [
     (["--format", "msprof"], "--format msprof: {root} is a cluster (ranks [0, 1, 2, 3]); accepted for a cluster: "
-                             "ascend_pt, parquet (for msprof, export one rank's run directory)"),
+                             "ascend_pt, db, msprof_db, parquet (for msprof, export one rank's run directory)"),
     (["--format", "ascend_pt", "--rank", "1"], "--rank 1: {root} is a cluster, whose ranks are exported as their own "
                                                "ranks; accepted: --rank for one run only"),
 ])
@@ -228,7 +228,8 @@ def one_run(run_profiled, tiny_graph) -> Path:
     return run_profiled(tiny_graph(world_size=1)[0], steps=2).profile.path
 
 
-@pytest.mark.parametrize("fmt, under", [("msprof", ""), ("ascend_pt", ""), ("parquet", ""), ("chrome", "x.json")])
+@pytest.mark.parametrize("fmt, under", [("msprof", ""), ("ascend_pt", ""), ("parquet", ""), ("chrome", "x.json"),
+                                        ("db", ""), ("msprof_db", "")])
 def test_export_that_cannot_write_is_one_line_naming_the_path(one_run, fmt, under, tmp_path, capsys):
     blocker = tmp_path / "a_file"
     blocker.write_text("keep me")
