@@ -522,10 +522,10 @@ class DbSource(FileSource):
             return None
         where = f"{self.file} (table {table})"
         columns, dtypes, times = spec["columns"], spec["dtypes"], list(spec.get("times") or [])
-        rows = self.db.query(f"SELECT * FROM {table}", (), table)  # noqa: S608 - a name of SIDE
         width = len(columns) + len(times)
-        if rows and len(rows[0]) != width:
-            raise ImportFormatError(f"{where}: {len(rows[0])} columns; GEPROF_TABLES says {width}")
+        if len(self.db.tables[table]) != width:
+            raise ImportFormatError(f"{where}: {len(self.db.tables[table])} columns; GEPROF_TABLES says {width}")
+        rows = self.db.query(f"SELECT * FROM {table}", (), table)  # noqa: S608 - a name of SIDE
         data = {}
         for i, d in enumerate(dtypes):
             col = pd.Series([r[i] for r in rows], dtype=object) if rows else empty_column(d, where)
