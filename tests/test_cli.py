@@ -151,11 +151,11 @@ def test_run_exits_with_1_when_not_everything_could_be_written(script, tmp_path,
     (["export", ".", "--format", "ascend_pt", "--to", "x", "--rank", "1.5"],
      "argument --rank: rank '1.5' is not valid; accepted: a whole number >= 0"),
     (["export", ".", "--format", "msprof", "--to", "x", "--rank", "5"],
-     "argument --rank: --format msprof has no rank; accepted: --rank with --format ascend_pt\n"),
+     "argument --rank: --format msprof has no rank; accepted: --rank with --format ascend_pt or db or msprof_db\n"),
     (["export", ".", "--rank", "0", "--format", "chrome", "--to", "x"],
-     "argument --rank: --format chrome has no rank; accepted: --rank with --format ascend_pt\n"),
+     "argument --rank: --format chrome has no rank; accepted: --rank with --format ascend_pt or db or msprof_db\n"),
     (["export", ".", "--format", "parquet", "--to", "x", "--rank", "1"],
-     "argument --rank: --format parquet has no rank; accepted: --rank with --format ascend_pt\n"),
+     "argument --rank: --format parquet has no rank; accepted: --rank with --format ascend_pt or db or msprof_db\n"),
     (["run", "--task-trace", "l2", "x.py"], "argument --task-trace: 'l2' is not valid; accepted: "),
     (["run", "missing.py"], "argument SCRIPT: missing.py: no such file; accepted: a Python script file"),
     # a flag is named in full: argparse's prefix matching would run --form as --format
@@ -240,7 +240,7 @@ def test_analyze_json_of_a_cluster_is_one_json_document_and_nothing_else(cluster
     assert doc["notes"] == [*cluster.notes, *(f"rank 0: {n}" for n in rank0.notes)]
 
 
-@pytest.mark.parametrize("fmt", ["ascend_pt", "parquet"])
+@pytest.mark.parametrize("fmt", ["ascend_pt", "parquet", "db", "msprof_db"])
 def test_export_of_a_cluster_writes_every_rank_as_its_own(cluster, fmt, tmp_path, capsys):
     to = tmp_path / "export"
     assert main(["export", str(cluster.path), "--format", fmt, "--to", str(to)]) == 0
@@ -273,7 +273,8 @@ def one_run(run_profiled, tiny_graph) -> Path:
     return run_profiled(tiny_graph(world_size=1)[0], steps=2).profile.path
 
 
-@pytest.mark.parametrize("fmt, under", [("msprof", ""), ("ascend_pt", ""), ("parquet", ""), ("chrome", "x.json")])
+@pytest.mark.parametrize("fmt, under", [("msprof", ""), ("ascend_pt", ""), ("parquet", ""), ("chrome", "x.json"),
+                                        ("db", ""), ("msprof_db", "")])
 def test_export_that_cannot_write_is_one_line_naming_the_path(one_run, fmt, under, tmp_path, capsys):
     blocker = tmp_path / "a_file"
     blocker.write_text("keep me")

@@ -18,7 +18,7 @@ from IPython.display import display
 from ..analysis import ClusterProfile, Profile, RunDirError, load
 from ..analysis.compare import compare as compare_profiles
 from ..analysis.export import FORMATS as EXPORT_FORMATS
-from ..analysis.export import write_failure
+from ..analysis.export import RANK_DEFAULTS, write_failure
 from ..analysis.export.ascend_pt import rank_argument
 from ..analysis.export.cluster import FORMATS as CLUSTER_EXPORT_FORMATS
 from . import display as nb_display
@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: msprof (a ClusterProfile: ascend_pt, one directory per rank)")
     p.add_argument("--to", default="geprof_export", metavar="DIR", help="directory to write into")
     p.add_argument("--rank", type=rank_argument, default=None, metavar="N",
-                   help="ascend_pt: the rank this run is exported as (default 0; a ClusterProfile's ranks keep theirs)")
+                   help="ascend_pt, db, msprof_db: the rank this run is exported as (default 0; msprof_db: none; a "
+                        "ClusterProfile's ranks keep theirs)")
     p = sub.add_parser("compare", help="how profile B differs from profile A (variables or paths)")
     p.add_argument("a", help="the base run: a Profile variable or a path to load")
     p.add_argument("b", help="the run compared with it (B - A)")
@@ -130,7 +131,8 @@ def export_command(profile: Profile | ClusterProfile, name: str, fmt: str | None
         options = {}
     else:
         fmt = fmt or "msprof"
-        options = {"rank": rank or 0} if fmt == "ascend_pt" else {}
+        rank = rank if rank is not None else RANK_DEFAULTS.get(fmt)
+        options = {"rank": rank} if fmt in RANK_DEFAULTS and rank is not None else {}
     try:
         written = profile.export(Path(to).expanduser(), format=fmt, **options)
     except OSError as exc:

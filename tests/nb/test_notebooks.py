@@ -121,7 +121,13 @@ def test_export_notebook_reads_back_what_it_wrote(executed):
     assert "equal to the run" in table
     assert "False" not in text_of(cell_starting(nb, 'pq_dir = run.export'))
     assert len(list(workdir.glob("exports/cluster/*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))) == 2
+    assert len(list(workdir.glob("exports/db/*_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_*.db"))) == 2
+    table = text_of(cell_starting(nb, "from_db = geprof_nb.load"))
+    assert table.count("True") == 8 and "False" not in table  # the DB read back: every table shown equal
     if HAVE_MSPROF_ANALYZE:
+        recipe = text_of(cell_starting(nb, "if HAVE_ANALYZE:\n    msprof_analyze(\"cluster\", \"-d\", db_dir"))
+        assert "msprof-analyze cluster" in recipe and "0 error lines" in recipe
+        assert "every op type's count and total agree within 1%: True" in recipe
         text = text_of(cell_starting(nb, "if HAVE_ANALYZE:"))
         assert "msprof-analyze advisor" in text and "0 error lines" in text
         theirs = re.search(r"Computing Time is ([\d.]+)ms.*Uncovered Communication Time is ([\d.]+)ms.*"
