@@ -381,9 +381,14 @@ class CostModel:
             pipes.update(mte3_cycles=out_cycles, vec_cycles=l0c_out / VECTOR_MOVE_BYTES_PER_CYCLE)
             counts.update(l0c_read_bytes=l0c_out, ub_write_vector_bytes=out, ub_read_mte_bytes=out,
                           ub_to_gm_bytes=out)
+        if cost.vector_ops:  # fused vector work (a softmax) runs beside the cube: on A2 on the two AI Vector
+            # cores of each cube block (their pipe in this block's cycles), on 910A on the AI Core's vector unit
+            lanes = VECTOR_LANES[_vector_class(dtype)]
+            pipes["vec_cycles"] = pipes.get("vec_cycles", 0.0) + cost.vector_ops / block_dim / lanes / (
+                2 if dev.has_vector_cores else 1)
         timing = self._finish(op_type, GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, block_dim, dev.ai_core_num,
                               "aic", pipes, counts, hit, gm_in + out)
-        if self._becomes_mix(cost, dtype, mac):
+        if dev.stars and (cost.vector_ops or self._becomes_mix(cost, dtype, mac)):
             timing = replace(timing, ge_task_type=GeTaskType.MIX_AIC, rt_task_type=RtTaskType.KERNEL_MIX_AIC,
                              mix_block_dim=2 * block_dim, context_ids=(0,))
         return timing
