@@ -404,7 +404,7 @@ def _finalize_routing_grad(g: Graph, node: Node, dys: list[Tensor | None], need:
 
 @_rule("SplitVD")
 def _split_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
-    parts = [dy if dy is not None else g.const("zeros", d.shape, d.dtype, value=0.0)
+    parts = [dy if dy is not None else g.const(None, d.shape, d.dtype, value=0.0)
              for dy, d in zip(dys, node.outputs)]
     return [g.op("ConcatD", parts, concat_dim=int(node.attrs.get("split_dim", 0)))]
 
@@ -455,7 +455,8 @@ def backward_pass(graph: Graph, seeds: Sequence[tuple[Tensor, Tensor]], nodes: S
     leaves = {(t.node.id, t.index): t for t in wrt}
     from_leaves: set[int] = set()
     for n in order:
-        if any((t.node.id, t.index) in leaves or t.node.id in from_leaves for t in n.inputs):
+        if n.type != "StopGradient" and any((t.node.id, t.index) in leaves or t.node.id in from_leaves
+                                            for t in n.inputs):
             from_leaves.add(n.id)
     to_seed = {t.node.id for t, _ in seeds}
     for n in reversed(order):

@@ -35,7 +35,7 @@ from ..prof.properties import BIT_TASK_TIME, BIT_TRAINING_TRACE, GlobalProfiling
 from ..prof.rawdata import SINGLE_OP_MODEL_ID, ReportLevel
 from ..prof.threads import native_thread_id
 from .builds import ModelBuild, ModelBuilds, PendingSteps
-from .compiler import CompiledModel, TaskTable
+from .compiler import CompiledModel, TaskTable, hccl_stream_keys
 from .device import CostModel, DevicePreset
 from .graph import Graph
 from .host_launch import HostTimeline, NodeHostCosts, host_timeline
@@ -249,7 +249,7 @@ class LoadedModel:
             self._unload = weakref.finalize(self, lambda: None)
         else:
             self.model_id = MODEL_IDS.next_id()
-            self.streams = tuple(runtime.allocate_streams(2))
+            self.streams = tuple(runtime.allocate_streams(1 + len(hccl_stream_keys(graph))))
             self._unload = weakref.finalize(self, runtime.release_streams, list(self.streams))
         self.iterations = 0
         self.builds = ModelBuilds(graph, runtime.cost_model, self.streams, single_op)
