@@ -443,7 +443,8 @@ class CostModel:
 
     def collective(self, op_type: str, cost: OpCost, rank_size: int) -> KernelTiming:
         """A collective on the HCCL stream: its ring duration over this device's links (see :mod:`.hccl`)."""
-        dur = hccl.collective_duration_ns(op_type, cost.comm_bytes, rank_size, self.device.links)
+        peer = 1 if op_type in hccl.P2P_OPS and rank_size > 1 else 0  # a send's or receive's other end
+        dur = hccl.collective_duration_ns(op_type, cost.comm_bytes, rank_size, self.device.links, root_rank=peer)
         return KernelTiming(GeTaskType.HCCL, RtTaskType.HCCL, 0, dur)
 
     def memcpy_h2d_ns(self, nbytes: int) -> int:
