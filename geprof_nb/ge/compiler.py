@@ -101,6 +101,14 @@ def hccl_stream_keys(graph: Graph) -> list[str]:
     return list(keys) or [DEFAULT_GROUP]
 
 
+def kernel_time_split(kernel: KernelTiming, overhead_ns: int) -> tuple[int, int, int]:
+    """(fixed ns, ns that vary run to run, AI Core cycles per block) of a kernel task: an AI Core kernel's
+    launch head and tail are fixed, its blocks' time varies; another kernel varies as a whole."""
+    if kernel.block_cycles:
+        return overhead_ns, kernel.duration_ns - overhead_ns, kernel.block_cycles
+    return 0, kernel.duration_ns, 0
+
+
 def _check_edges(graph: Graph) -> None:
     """Every edge must come from an earlier node of the same graph.
 
@@ -269,14 +277,10 @@ class CompiledModel:
                 base[i] = EVENT_WAIT_MIN_NS
             elif rt == RtTaskType.PROFILER_TRACE:
                 base[i] = PROFILER_TRACE_NS
-            elif kernel.block_cycles:
-                base[i] = overhead
-                var[i] = kernel.duration_ns - overhead
-                cycles[i] = kernel.block_cycles
-                sigma[i] = JITTER_SIGMA["kernel"]
             else:
-                var[i] = kernel.duration_ns
-                sigma[i] = JITTER_SIGMA["hccl" if kernel.ge_task_type == GeTaskType.HCCL else "aicpu"]
+                base[i], var[i], cycles[i] = kernel_time_split(kernel, overhead)
+                sigma[i] = JITTER_SIGMA["kernel" if kernel.block_cycles else
+                                        "hccl" if kernel.ge_task_type == GeTaskType.HCCL else "aicpu"]
         col = list(zip(*rows)) if rows else [[]] * 6
         return TaskTable(
             rt_type=np.asarray(col[0], np.uint8), stream=np.asarray(col[1], np.int32), task_id=task_ids,

@@ -36,6 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..prof.clock import toolkit_entry
 from .autodiff import add_optimizer, backward_pass
 from .graph import Graph, Node, Tensor
@@ -53,6 +55,8 @@ GRAD_BUCKET_ELEMENTS = 40_000_000
 #: FlashAttentionScore's compressed causal mask (sparse_mode 2 reads a 2048 x 2048 mask).
 FA_MASK = 2048
 LEARNING_RATE = 3e-4
+#: The gradient ops of routed expert ops that work on the routed tokens too.
+ROUTED_GRADIENT_TYPES = ("GroupedMatmul", "SwiGluGrad", "HcomAllToAllV")
 NORM_EPS = 1e-5
 
 
@@ -83,9 +87,44 @@ class StageGraph:
 
     graph: Graph
     actions: list[ActionNodes] = field(default_factory=list)
-    #: node id -> (layer, rows): expert ops whose work follows the tokens routed to the rank's experts
-    #: (``rows`` of them when routing is balanced).
+    #: node id -> (layer, rows): forward expert ops whose work follows the tokens routed to the rank's
+    #: experts (``rows`` of them when routing is balanced).
     routed: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def routed_with_gradients(self) -> dict[int, tuple[int, int]]:
+        """:attr:`routed` and the gradient ops of those ops that work on the same routed tokens."""
+        prefixes = {f"gradients/{self.graph.nodes[i].name}_grad/": v for i, v in self.routed.items()}
+        out = dict(self.routed)
+        for n in self.graph.nodes:
+            if n.type in ROUTED_GRADIENT_TYPES and n.name.startswith("gradients/"):
+                head = n.name[:n.name.index("_grad/") + len("_grad/")] if "_grad/" in n.name else ""
+                if head in prefixes:
+                    out[n.id] = prefixes[head]
+        return out
+
+
+def expert_shares(experts: int, top_k: int, skew: float, layer: int) -> np.ndarray:
+    """The share of a MoE layer's token routes each expert gets, for routing ``skew`` (0: balanced).
+
+    Skew is a Zipf exponent: the ``i``-th most popular expert of a layer gets a share proportional to
+    ``1 / (i + 1) ** skew``, which expert that is drawn per layer (seeded by the layer); no expert takes
+    more than ``1 / top_k`` (a token's ``top_k`` routes go to distinct experts), the excess spread over
+    the others in proportion.
+    """
+    weights = 1.0 / np.arange(1, experts + 1, dtype=np.float64) ** float(skew)
+    cap = 1.0 / top_k
+    shares = weights / weights.sum()
+    for _ in range(experts):  # water-filling: at most one more expert reaches the cap each round
+        over = shares > cap + 1e-12
+        if not over.any():
+            break
+        excess = (shares[over] - cap).sum()
+        shares[over] = cap
+        free = shares < cap - 1e-12
+        shares[free] += excess * shares[free] / shares[free].sum()
+    out = np.empty(experts)
+    out[np.random.default_rng(layer).permutation(experts)] = shares
+    return out
 
 
 class LlmJob:
@@ -113,6 +152,13 @@ class LlmJob:
 
     def layout(self, ranks_per_node: int) -> RankLayout:
         return RankLayout(self.parallel, ranks_per_node)
+
+    def expert_loads(self, skew: float, layer: int) -> np.ndarray:
+        """The tokens each expert-parallel position's experts get in MoE layer ``layer``, as a multiple of
+        the balanced count ([ep], mean 1)."""
+        cfg, ep = self.config, self.parallel.ep
+        shares = expert_shares(cfg.experts, cfg.top_k, skew, layer)
+        return shares.reshape(ep, cfg.experts // ep).sum(axis=1) * ep
 
     def describe(self) -> str:
         return f"{self.config.name} ({self.parallel.describe()})"

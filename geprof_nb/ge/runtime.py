@@ -46,6 +46,7 @@ from .tensor import GraphBuildError
 
 if TYPE_CHECKING:
     from .hccl import Links
+    from .rank_programs import CommGroups
 
 #: Host launch to device start of a model's first task.
 LAUNCH_LATENCY_NS = 12_000
@@ -267,11 +268,12 @@ class LoadedModel:
             self._unload()
             raise
 
-    def run_on_ranks(self, ranks: OtherRanks, links: Links) -> None:
+    def run_on_ranks(self, ranks: OtherRanks, links: Links, comm: CommGroups) -> None:
         """Run every step on the other ranks of a simulated cluster too, its collectives over ``links``
-        (the cluster's interconnect: its size per server and slow links)."""
+        (the cluster's interconnect: its size per server and slow links) in the groups of ``comm``."""
         self.cluster = ranks
         self.reporter.links = links
+        self.reporter.comm = comm
 
     # ---------------------------------------------------------------- shapes
     @property

@@ -37,10 +37,14 @@ from .builds import ModelBuild
 from .compiler import TaskTable
 from .host_launch import HOST_PHASES, HOST_PROFILERS, KERNEL_TYPES, LAUNCH_TYPES, HostTimeline
 from .memory import plan_memory, static_op_mem
+from .tensor import DTYPES
 
 if TYPE_CHECKING:
+    from .graph import Node
+    from .rank_programs import CommGroups
     from .runtime import DeviceRuntime
 
+DEFAULT_GROUP = "hccl_world_group"
 #: Names of HCCL sub-tasks (hashed once per run).
 HCCL_SUBTASK_NAMES = ("Notify_Record", "Notify_Wait", "Memcpy", "Reduce_Inline", "RDMASend")
 _UINT32_MAX = np.iinfo(np.uint32).max
@@ -97,13 +101,18 @@ class StepReporter:
         self.dynamic = dynamic
         #: The interconnect its collectives use (a cluster's has its size per server and slow links).
         self.links = links
+        #: Which group each collective runs in on this device's rank (a cluster's :class:`~.rank_programs.CommGroups`;
+        #: ``None``: every collective over ranks ``0 .. rank_size - 1``).
+        self.comm: CommGroups | None = None
         self._reported: weakref.WeakKeyDictionary[ModelBuild, _Reported] = weakref.WeakKeyDictionary()
 
     def on_device(self, runtime: DeviceRuntime) -> StepReporter:
         """This model as another rank's device ``runtime`` records it: the same ids and links, its own
         connection ids and collectors."""
-        return StepReporter(runtime, self.model_id, self.graph_id, self.graph_name, self.single_op, self.dynamic,
-                            self.links)
+        other = StepReporter(runtime, self.model_id, self.graph_id, self.graph_name, self.single_op, self.dynamic,
+                             self.links)
+        other.comm = self.comm
+        return other
 
     def _state(self, build: ModelBuild) -> _Reported:
         state = self._reported.get(build)
@@ -132,6 +141,7 @@ class StepReporter:
                                           timestamp=clock.now_ns(), with_basic_info=bool(flags & BIT_DEVICE))
         if flags & BIT_MEMORY:
             self._report_memory_plan(build, state)
+        self._report_hccl_ops(build, state)
 
     def _report_memory_plan(self, build: ModelBuild, state: _Reported) -> None:
         """The static memory plan, once per collection (the steps' times come from the task log)."""
@@ -208,9 +218,10 @@ class StepReporter:
         if laid_out is None:
             tasks = np.flatnonzero(t.rt_type == RtTaskType.HCCL)
             nodes = [build.compiled.graph.nodes[int(t.node[i])] for i in tasks]
-            layout = hccl.SubTaskLayout([(node.type, build.compiled.costs[node.id].comm_bytes,
-                                          int(node.attrs.get("rank_size", 1)), self.runtime.rank,
-                                          int(node.attrs.get("root_rank", 0))) for node in nodes], links)
+            layout = hccl.SubTaskLayout([(node.type, build.compiled.costs[node.id].comm_bytes, len(members),
+                                          position, peer, members)
+                                         for node in nodes for _, members, position, peer in [self._group(node)]],
+                                        links)
             laid_out = state.hccl_layouts[key] = (tasks, layout)
         tasks, layout = laid_out
         if not len(tasks):
@@ -221,6 +232,36 @@ class StepReporter:
                                                              t.stream[tasks]))
         lib.report_block("hccl_task", layout.records(start[:, tasks], dur[:, tasks], iterations,
                                                      state.hccl_template[1]), self.runtime.device_id)
+
+    def _group(self, node: Node) -> tuple[str, tuple[int, ...], int, int]:
+        """(group id, members, this rank's position, the root's or peer's position) of a collective."""
+        if self.comm is not None:
+            return self.comm.of(node, self.runtime.rank)
+        n = int(node.attrs.get("rank_size", 1))
+        peer = node.attrs.get("dest_rank", node.attrs.get("src_rank", node.attrs.get("root_rank", 0)))
+        return DEFAULT_GROUP, tuple(range(n)), min(self.runtime.rank, n - 1), int(peer)
+
+    def _report_hccl_ops(self, build: ModelBuild, state: _Reported) -> None:
+        """Every collective's group, its size, this rank's place in it and a send's or receive's peer
+        (HCCL's op info, once per collection): which communicator each collective of the task log ran in."""
+        t = build.table
+        tasks = np.flatnonzero(t.rt_type == RtTaskType.HCCL)
+        if not len(tasks):
+            return
+        rec = np.zeros(len(tasks), rawdata.HCCL_OP_DTYPE)
+        rec["connection_id"] = tasks + state.connection_base
+        rec["model_id"] = self.model_id
+        for j, i in enumerate(tasks.tolist()):
+            node = build.compiled.graph.nodes[int(t.node[i])]
+            group, members, position, peer = self._group(node)
+            desc = (node.inputs[0].desc if node.inputs else node.outputs[0])
+            rec[j]["group"] = msprof.lib.get_hash_id(group)
+            rec[j]["rank_size"] = len(members)
+            rec[j]["group_rank"] = position
+            rec[j]["peer_rank"] = members[peer] if node.type in hccl.P2P_OPS else rawdata.NO_PEER
+            rec[j]["count"] = build.compiled.costs[node.id].comm_bytes // max(1, desc.itemsize)
+            rec[j]["data_type"] = int(DTYPES[desc.dtype][0])
+        msprof.lib.report_block("hccl_op", rec, self.runtime.device_id)
 
     def _report_aicpu(self, build: ModelBuild, state: _Reported, start: np.ndarray, dur: np.ndarray,
                       iterations: np.ndarray) -> None:
