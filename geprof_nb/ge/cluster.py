@@ -63,6 +63,7 @@ from . import hccl
 from .builds import ModelBuild, ModelBuilds, PendingSteps, StepBatch
 from .compiler import hccl_stream_keys
 from .device import DevicePreset
+from .parallel import WORLD_GROUP, Parallel
 from .rank_programs import CommGroups, stage_programs
 from .rank_schedule import ClusterStep
 from .runtime import LAUNCH_LATENCY_NS, SYNC_LATENCY_NS, DeviceRuntime, LoadedModel
@@ -265,6 +266,17 @@ class RankGroup:
         self.calls: np.ndarray | None = None  # [K, R] of the batch: each rank's run_graph call, after rank 0's
         self.returned_abs: np.ndarray | None = None  # [R] when each rank's last (synchronous) run returned
 
+    def rank_info(self, rank: int) -> dict[str, Any]:
+        """What ``rank``'s run records of the job (info.json ``parallel``): a parallel job's own account, or
+        for data parallelism the sizes and the world group, as torch_npu's profiler records them."""
+        spec = self.spec
+        if self.job is not None:
+            return self.job.rank_info(rank, spec.ranks_per_node, spec.faults.expert_skew)
+        world = spec.world_size
+        args = {**Parallel(dp=world).distributed_args(), "rank": rank}
+        return {"distributed_args": args, "parallel_group_info": {WORLD_GROUP: {
+            "group_name": WORLD_GROUP, "group_rank": rank, "global_ranks": list(range(world))}}}
+
     def where(self, rank: int) -> tuple[int, int]:
         """(stage, row) of a rank."""
         return divmod(rank, self.stage_size)
@@ -364,6 +376,7 @@ class RankGroup:
             reporter = run.reporters.get(id(self.model))
             if reporter is None:
                 reporter = run.reporters[id(self.model)] = self.model.reporter.on_device(run.runtime)
+                reporter.parallel_info = self.rank_info(r)
             with msprof.reporting_to(run.lib):
                 if not run.lib.started:
                     run.lib.start(switch)

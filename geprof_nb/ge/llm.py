@@ -163,6 +163,53 @@ class LlmJob:
     def describe(self) -> str:
         return f"{self.config.name} ({self.parallel.describe()})"
 
+    def passes(self, graph: Graph) -> list[ActionNodes]:
+        """The passes (micro-batch, model chunk, forward or backward) of a stage graph of this job."""
+        for built in self._stages.values():
+            if built.graph is graph:
+                return built.actions
+        return []
+
+    def rank_info(self, rank: int, ranks_per_node: int, expert_skew: float = 0.0) -> dict[str, Any]:
+        """What a rank's run directory records of the job (``info.json`` ``parallel``): Megatron's sizes and
+        the rank's groups as torch_npu's profiler records them (``distributed_args``,
+        ``parallel_group_info``), the pipeline (``pp_info``), the model's shapes, and for a MoE model the
+        tokens each of the rank's experts gets per layer and micro-batch."""
+        cfg, p = self.config, self.parallel
+        layout = self.layout(ranks_per_node)
+        c = layout.coords(rank)
+        total, active = cfg.parameters()
+        info: dict[str, Any] = {
+            "distributed_args": {**p.distributed_args(), "rank": rank},
+            "parallel_group_info": layout.parallel_group_info(rank),
+            "pp_info": {"microbatch_num": p.micro_batches, "pp_type": p.schedule.lower(),
+                        "virtual_stages": p.virtual_stages},
+            "coords": {"pp": c.stage, "dp": c.dp, "tp": c.tp},
+            "model": {"name": cfg.name, "layers": cfg.layers, "hidden": cfg.hidden, "heads": cfg.heads,
+                      "kv_heads": cfg.kv_heads, "ffn": cfg.ffn, "vocab": cfg.vocab, "experts": cfg.experts,
+                      "top_k": cfg.top_k, "seq_len": self.seq_len, "micro_batch_size": self.micro_batch_size,
+                      "parameters": total, "active_parameters": active, "training": self.training},
+        }
+        if cfg.moe:
+            local = cfg.experts // p.ep
+            first = c.local % p.ep * local
+            tokens = self.micro_batch_size * self.seq_len // (p.tp if p.sp else 1)
+            routes = p.ep * tokens * cfg.top_k  # the routes the ep group's ranks send to all experts
+            layers = [i for ch in range(p.virtual_stages) for i in _chunk_layers(self, c.stage, ch)]
+            shares = {i: expert_shares(cfg.experts, cfg.top_k, expert_skew, i)[first:first + local] for i in layers}
+            info["moe"] = {"expert_skew": expert_skew, "experts": list(range(first, first + local)),
+                           "tokens_per_micro_batch": {str(i): [int(round(routes * x)) for x in shares[i]]
+                                                      for i in layers}}
+        return info
+
+
+def _chunk_layers(job: LlmJob, stage: int, chunk: int) -> range:
+    """The layers of model chunk ``chunk`` of pipeline stage ``stage``."""
+    p = job.parallel
+    per = job.config.layers // (p.pp * p.virtual_stages)
+    vs = virtual_stage(p.pp, stage, chunk)
+    return range(vs * per, (vs + 1) * per)
+
 
 def _check_split(cfg: LlmConfig, p: Parallel, seq_len: int, micro_batch_size: int) -> None:
     """Refuse a split the model does not allow, naming the Parallel field."""
@@ -241,8 +288,7 @@ class _StageBuilder:
         return list(range(self.p.virtual_stages))
 
     def _layers(self, chunk: int) -> range:
-        vs = virtual_stage(self.p.pp, self.stage, chunk)
-        return range(vs * self.layers_per_chunk, (vs + 1) * self.layers_per_chunk)
+        return _chunk_layers(self.job, self.stage, chunk)
 
     # ---------------------------------------------------------------- weights
     def _weight(self, chunk: int, path: str, shape: tuple[int, ...], reduce_over: str = "dp",
@@ -448,9 +494,12 @@ class _StageBuilder:
         return [self.local_tokens, self.cfg.hidden]
 
     def _receive(self, direction: str, peer: int, tag: int) -> Tensor:
+        """A receive, posted (as Megatron posts it, with the previous pass's send) once the stage's previous
+        pass has run: not before, so its wait is what the stage waits for its neighbour."""
+        after = [self.g.nodes[self.out.actions[-1].end - 1]] if self.out.actions else []
         with self.g.name_scope(f"pipeline/recv_{direction}"):
-            return self.g.op("HcomReceive", [], group="pp", rank_size=self.p.pp, sr_tag=tag, src_rank=peer,
-                             shape=self._activation_shape(), dtype=DTYPE, direction=direction)
+            return self.g.op("HcomReceive", [], control_inputs=after, group="pp", rank_size=self.p.pp, sr_tag=tag,
+                             src_rank=peer, shape=self._activation_shape(), dtype=DTYPE, direction=direction)
 
     def _send(self, x: Tensor, direction: str, peer: int, tag: int) -> None:
         with self.g.name_scope(f"pipeline/send_{direction}"):
@@ -460,11 +509,14 @@ class _StageBuilder:
 
     # ------------------------------------------------------------ gradients
     def _gradient(self, w: _Weight, grad: Tensor) -> None:
-        """Accumulate a micro-batch's gradient of ``w`` in float32; the last one goes to its bucket."""
+        """Add a micro-batch's gradient of ``w`` to its float32 main gradient (Megatron's ``main_grad``
+        buffer, zeroed when the step starts; every micro-batch adds alike); the last one goes to its bucket."""
         g = self.g
         with g.name_scope(f"{w.variable.name}_grad_accumulation"):
+            if w.grad is None:
+                w.grad = g.variable("main_grad", grad.shape, MASTER_DTYPE, trainable=False)
             g32 = g.op("Cast", grad, dst_type=MASTER_DTYPE) if grad.dtype != MASTER_DTYPE else grad
-            w.grad = g32 if w.grad is None else g.op("Add", [w.grad, g32])
+            w.grad = g.op("Add", [w.grad, g32])
         w.count += 1
         if w.count < self.p.micro_batches:
             return

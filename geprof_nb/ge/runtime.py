@@ -259,6 +259,8 @@ class LoadedModel:
                                      runtime.preset.links)
         #: The other ranks when this model runs on a simulated cluster (see :meth:`run_on_ranks`).
         self.cluster: OtherRanks | None = None
+        if graph.job is not None:  # one rank of a parallel job's step (a cluster says which one)
+            self.reporter.parallel_info = graph.job.rank_info(0, runtime.preset.links.ranks_per_node)
         try:
             defaults = self.default_input_shapes() if self.dynamic else {}
             if defaults is not None:  # a dynamic graph without default shapes is built at its first inputs

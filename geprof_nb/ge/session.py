@@ -480,6 +480,7 @@ class Session:
                     f"world_size {sorted(sizes)[0]}; build it with world_size={spec.world_size}")
         group = RankGroup(model, spec)
         model.run_on_ranks(group, spec.links, group.comm)
+        model.reporter.parallel_info = group.rank_info(0)
         return ""
 
     def _select_inputs(self, model: LoadedModel, inputs: Sequence[Any], api: str) -> st.Status:
