@@ -193,6 +193,37 @@ def group_members(rank_size: int, members: Sequence[int] | None = None) -> tuple
     return out
 
 
+def group_signature(members: tuple[int, ...], per_node: int) -> tuple[int, ...]:
+    """``members`` relabelled so that groups spread alike over servers get the same key (servers in order
+    of first appearance, places in a server in order): their collectives are alike but for the ranks'
+    numbers, unless a slow link touches them."""
+    servers: dict[int, int] = {}
+    seen: dict[int, int] = {}
+    out = []
+    for m in members:
+        node = servers.setdefault(m // per_node, len(servers))
+        seen[node] = seen.get(node, -1) + 1
+        out.append(node * per_node + seen[node])
+    return tuple(out)
+
+
+def _group_plan(op_type: str, nbytes: int, members: tuple[int, ...], position: int, root: int,
+                links: Links) -> _Plan:
+    """:func:`_plan` of a group, made once per layout over servers: for a group no slow link touches,
+    the plan of its :func:`group_signature` with the ranks renamed."""
+    ends = {r for a, b, _ in links.slow_links for r in (a, b)}
+    norm = group_signature(members, links.ranks_per_node)
+    if norm == members or ends.intersection(members):
+        return _plan(op_type, nbytes, members, position, root, links)
+    plan = _plan(op_type, nbytes, norm, position, root, links)
+    order = np.argsort(norm)
+    keys, values = np.asarray(norm)[order], np.asarray(members)[order]
+    src, dst = (values[np.searchsorted(keys, c)] for c in (plan.src, plan.dst))
+    for a in (src, dst):
+        a.flags.writeable = False
+    return _Plan(plan.dur, plan.name, src, dst, plan.transport, plan.link, plan.size, plan.wait)
+
+
 def _servers(members: tuple[int, ...], per_node: int) -> dict[int, list[int]]:
     """The members on each server, servers and members in group order."""
     out: dict[int, list[int]] = {}
@@ -330,7 +361,7 @@ def collective_duration_ns(op_type: str, nbytes: int, rank_size: int, links: Lin
     others); ``members``: the group's global ranks (default ``0 .. rank_size - 1``); ``root_rank``: a
     broadcast's root, a send's or receive's peer."""
     group = group_members(int(rank_size), members)
-    return int(_plan(op_type, int(nbytes), group, int(rank), int(root_rank), links).dur.sum())
+    return int(_group_plan(op_type, int(nbytes), group, int(rank), int(root_rank), links).dur.sum())
 
 
 def cluster_duration_ns(op_type: str, nbytes: int, rank_size: int, links: Links = Links(),
@@ -347,7 +378,8 @@ def ring_subtasks(op_type: str, nbytes: int, rank_size: int, rank: int, links: L
                   op_dur_ns: np.ndarray, root_rank: int = 0, members: Sequence[int] | None = None) -> SubTasks:
     """The sub-tasks of K executions (``op_start_ns``/``op_dur_ns`` [K]) of a collective on the
     ``rank``-th member's plane, tiling each execution's span exactly (see the module docstring)."""
-    plan = _plan(op_type, int(nbytes), group_members(int(rank_size), members), int(rank), int(root_rank), links)
+    plan = _group_plan(op_type, int(nbytes), group_members(int(rank_size), members), int(rank), int(root_rank),
+                       links)
     start0 = np.asarray(op_start_ns, np.int64)
     total = np.asarray(op_dur_ns, np.int64)
     k, s = len(total), len(plan.dur)
@@ -379,8 +411,8 @@ class SubTaskLayout:
     def __init__(self, collectives: Sequence[tuple], links: Links) -> None:
         """``collectives``: (op type, nbytes, rank size, rank, root rank[, members]) of each collective
         (``rank`` and ``root rank`` are positions in the group; ``members`` its global ranks)."""
-        plans = [_plan(c[0], int(c[1]), group_members(int(c[2]), c[5] if len(c) > 5 else None), int(c[3]), int(c[4]),
-                       links) for c in collectives]
+        plans = [_group_plan(c[0], int(c[1]), group_members(int(c[2]), c[5] if len(c) > 5 else None), int(c[3]),
+                             int(c[4]), links) for c in collectives]
         self.sizes = np.asarray([len(p.dur) for p in plans], np.int64)
         self.first = np.cumsum(self.sizes) - self.sizes
         self.seg = np.repeat(np.arange(len(plans)), self.sizes)  # collective of each sub-task

@@ -138,6 +138,7 @@ class LlmJob:
         self.micro_batch_size = micro_batch_size
         self.training = training
         self._stages: dict[int, StageGraph] = {}
+        self._layouts: dict[int, RankLayout] = {}
 
     @property
     def world_size(self) -> int:
@@ -151,7 +152,11 @@ class LlmJob:
         return built
 
     def layout(self, ranks_per_node: int) -> RankLayout:
-        return RankLayout(self.parallel, ranks_per_node)
+        """The job's ranks on servers of ``ranks_per_node`` (one layout per size: its groups are named once)."""
+        found = self._layouts.get(ranks_per_node)
+        if found is None:
+            found = self._layouts[ranks_per_node] = RankLayout(self.parallel, ranks_per_node)
+        return found
 
     def expert_loads(self, skew: float, layer: int) -> np.ndarray:
         """The tokens each expert-parallel position's experts get in MoE layer ``layer``, as a multiple of

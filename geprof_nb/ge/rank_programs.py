@@ -48,21 +48,6 @@ class CommGroups:
         return group_id, members, members.index(rank), int(peer)
 
 
-def _signature(members: tuple[int, ...], links: hccl.Links) -> tuple[int, ...]:
-    """``members`` relabelled so that two groups spread alike over servers get the same key (servers
-    in order of first appearance, places in a server in order): their collectives take the same time
-    unless a slow link touches them."""
-    per = links.ranks_per_node
-    servers: dict[int, int] = {}
-    seen: dict[int, int] = {}
-    out = []
-    for m in members:
-        node = servers.setdefault(m // per, len(servers))
-        seen[node] = seen.get(node, -1) + 1
-        out.append(node * per + seen[node])
-    return tuple(out)
-
-
 class _Transfers:
     """Transfer times of collectives by group, computed once per distinct group layout."""
 
@@ -72,7 +57,8 @@ class _Transfers:
         self.cache: dict[tuple, int] = {}
 
     def collective(self, op_type: str, nbytes: int, members: tuple[int, ...]) -> int:
-        key_members = members if self.ends.intersection(members) else _signature(members, self.links)
+        per = self.links.ranks_per_node
+        key_members = members if self.ends.intersection(members) else hccl.group_signature(members, per)
         key = (op_type, nbytes, key_members)
         if key not in self.cache:
             self.cache[key] = hccl.cluster_duration_ns(op_type, nbytes, len(members), self.links, key_members)

@@ -287,19 +287,25 @@ class StepReporter:
         tasks = np.flatnonzero(t.rt_type == RtTaskType.HCCL)
         if not len(tasks):
             return
-        rec = np.zeros(len(tasks), rawdata.HCCL_OP_DTYPE)
-        rec["connection_id"] = tasks + state.connection_base
-        rec["model_id"] = self.model_id
-        for j, i in enumerate(tasks.tolist()):
+        cols: dict[str, list[int]] = {k: [] for k in ("group", "rank_size", "group_rank", "peer_rank", "count",
+                                                        "data_type")}
+        ids: dict[str, int] = {}
+        for i in tasks.tolist():
             node = build.compiled.graph.nodes[int(t.node[i])]
             group, members, position, peer = self._group(node)
-            desc = (node.inputs[0].desc if node.inputs else node.outputs[0])
-            rec[j]["group"] = msprof.lib.get_hash_id(group)
-            rec[j]["rank_size"] = len(members)
-            rec[j]["group_rank"] = position
-            rec[j]["peer_rank"] = members[peer] if node.type in hccl.P2P_OPS else rawdata.NO_PEER
-            rec[j]["count"] = build.compiled.costs[node.id].comm_bytes // max(1, desc.itemsize)
-            rec[j]["data_type"] = int(DTYPES[desc.dtype][0])
+            desc = node.inputs[0].desc if node.inputs else node.outputs[0]
+            if group not in ids:
+                ids[group] = msprof.lib.get_hash_id(group)
+            for k, v in zip(cols, (ids[group], len(members), position,
+                                   members[peer] if node.type in hccl.P2P_OPS else rawdata.NO_PEER,
+                                   build.compiled.costs[node.id].comm_bytes // max(1, desc.itemsize),
+                                   int(DTYPES[desc.dtype][0]))):
+                cols[k].append(v)
+        rec = np.zeros(len(tasks), rawdata.HCCL_OP_DTYPE)  # filled column by column
+        rec["connection_id"] = tasks + state.connection_base
+        rec["model_id"] = self.model_id
+        for k, v in cols.items():
+            rec[k] = v
         msprof.lib.report_block("hccl_op", rec, self.runtime.device_id)
 
     def _report_aicpu(self, build: ModelBuild, state: _Reported, start: np.ndarray, dur: np.ndarray,
