@@ -71,6 +71,11 @@ def test_every_rank_records_its_groups_and_the_group_of_every_collective(hybrid)
         # on stage 1: 2 per layer and the loss's 3 forward, 2 per layer and the head's input backward
         tp = 4 * ((1 + 2 * 4) + 2 * 4) if stage == 0 else 4 * ((2 * 4 + 3) + (2 * 4 + 1))
         assert kinds == {"tp": tp, "dp": 1, "pp": 8}
+        # Megatron's volumes: every tensor-parallel collective of a layer moves b x s x h elements (256 x 256);
+        # the loss's three move one value per token
+        tp_counts = Counter(int(n) for g, n in zip(rec["group"], rec["count"])
+                            if groups[hashes[int(g)]]["group_name"] == "tp")
+        assert tp_counts == ({256 * 256: tp} if stage == 0 else {256 * 256: tp - 12, 256: 12})
         for g, rank_size, group_rank in zip(rec["group"], rec["rank_size"], rec["group_rank"]):
             members = groups[hashes[int(g)]]["global_ranks"]
             assert (rank_size, members[group_rank]) == (len(members), r)
