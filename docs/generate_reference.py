@@ -171,16 +171,24 @@ def _rows(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
+def _opens_a_block(lines: list[str], i: int) -> bool:
+    """Whether line ``i`` introduces a code block: it ends in ``:`` (``::`` in reST), a blank line and an
+    indented one follow."""
+    return (lines[i].rstrip().endswith(":") and not lines[i].startswith(" ") and i + 2 < len(lines)
+            and not lines[i + 1].strip() and lines[i + 2].startswith(" "))
+
+
 def _markdown_text(text: str) -> str:
-    """reST-flavoured help prose (``literal``, a paragraph ending in ``::`` before an indented block)
-    as Markdown: single backticks, a colon and a fenced code block."""
+    """Help prose (plain text, or reST-flavoured: ``literal``, ``::``) as Markdown: single backticks, and
+    an indented block after a line ending in a colon as a fenced code block."""
     lines = textwrap.dedent(text).strip("\n").splitlines()
     out: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.rstrip().endswith("::"):
-            out.append(line.rstrip()[:-2].rstrip() + ":" if line.strip() != "::" else "")
+        if line.rstrip().endswith("::") or _opens_a_block(lines, i):
+            head = line.rstrip().removesuffix("::").rstrip()
+            out.append("" if not head else head if head.endswith(":") else head + ":")
             i += 1
             block = []
             while i < len(lines) and (not lines[i].strip() or lines[i].startswith(" ")):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import runpy
@@ -21,6 +22,7 @@ from .analysis import ClusterProfile, Profile, load
 from .analysis.export import FORMATS, write_failure
 from .analysis.export.ascend_pt import rank_argument
 from .analysis.export.cluster import FORMATS as CLUSTER_FORMATS
+from .analysis.tables.step_split import PART_LABELS
 from .collect import (
     COLLECTION_DEFAULTS,
     DEVICE_METAVAR,
@@ -49,6 +51,8 @@ COMPACT_STEP_COLUMNS = ["Iteration ID", "Iteration Time(us)", "FP to BP Time(us)
 #: Communication(Not Overlapped) and Free).
 COMPACT_BREAKDOWN_COLUMNS = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
                              "Free"]
+#: The JSON keys of the step split's parts (Computing, Communication(Not Overlapped), Free).
+SPLIT_KEYS = ("computing", "exposed_communication", "free")
 #: slow_ranks columns that fit a terminal.
 COMPACT_RANK_COLUMNS = ["Rank", "Step Time(us)", "Own Time(us)", "Computing(us)", "Communication(Not Overlapped)(us)",
                         "Free(us)", "Wait Time(us)", "Bound", "Slow"]
@@ -90,28 +94,80 @@ def _script(value: str) -> Path:
 
 
 def _print_tables(profile: Profile, top: int, notes: list[str]) -> None:
-    """Print the step figure (what the explorer's headline leads with), the top ops, op_statistic and the step
-    table, then ``notes``, which say why a table is empty or what to keep in mind when reading it; a table
-    without rows is one line saying so."""
+    """Print the step figure (what the explorer's headline leads with) and its parts, the top ops, the top op
+    types of op_statistic, the step table and the findings, then ``notes``, which say why a table is empty or
+    what to keep in mind when reading it; a table without rows is one line saying so."""
     split = profile.step_split
     if split is not None:
         other = ("; step_trace's Iteration Time below is an iteration's own span, without the gap before it"
                  if len(profile.step_trace) else "")
         print(f"\n{split.headline()} ({split.basis()}{other})")
+        print("  per step: " + ", ".join(f"{label} {us:,.3f} us" for label, us in zip(PART_LABELS, split.parts_us)))
     no_step = "no step ran while profiling collected" if profile.no_step_ran else None
     no_task_data = no_step or ("task_trace off" if profile.options.get("task_trace") == "off" else None)
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
-        ops = profile.ops().sort_values("Task Duration(us)", ascending=False).head(top)
-        extra = [c for c in ("aic_mac_ratio", "aiv_vec_ratio", "mac_ratio", "vec_ratio") if c in ops.columns]
-        _print_table(f"Top {len(ops) or top} ops of the last iteration by Task Duration(us)",
-                     ops[COMPACT_OP_COLUMNS + extra], _no_rows("no op data", notes, no_task_data))
-        _print_table("op_statistic (top 10 op types)", profile.op_statistic.head(10),
+        ops = _top_ops(profile, top)
+        _print_table(f"Top {len(ops) or top} ops of the last iteration by Task Duration(us)", ops,
+                     _no_rows("no op data", notes, no_task_data))
+        _print_table(f"op_statistic (top {top} op types)", profile.op_statistic.head(top),
                      _no_rows("no op types" if len(ops) else "no op data", notes, no_task_data))
         _print_table(*_step_table(profile), _no_rows("no step data", notes, no_step))
+    findings = profile.advise()
+    if len(findings):
+        print(f"\nFindings (top {min(top, len(findings))} of {len(findings)}, highest priority first):")
+        for f in findings.head(top).itertuples():
+            print(f"  [{f.Priority}] {f.Rule}: {f.Finding}")
+    else:
+        print(f"\nFindings: none ({no_step or 'nothing crossed the advisor thresholds'})")
     if notes:
         print("\nNotes:")
         for note in notes:
             print(f"  - {note}")
+
+
+def _top_ops(profile: Profile, top: int) -> pd.DataFrame:
+    """The ``top`` longest op tasks of the last iteration, in the columns that fit a terminal."""
+    ops = profile.ops().sort_values("Task Duration(us)", ascending=False).head(top)
+    extra = [c for c in ("aic_mac_ratio", "aiv_vec_ratio", "mac_ratio", "vec_ratio") if c in ops.columns]
+    return ops[COMPACT_OP_COLUMNS + extra]
+
+
+def _title(run: Profile | ClusterProfile) -> str:
+    """What a run is, in a line (a Profile's repr is for programmers)."""
+    if isinstance(run, ClusterProfile):
+        return f"Cluster {run.name}: {len(run.ranks)} ranks ({run.path})"
+    state = " (INCOMPLETE: not finalised)" if not run.complete else ""
+    return (f"Run {run.name}{state}: {len(run.op_summary):,} op tasks, {run.iteration_count} iterations "
+            f"({run.path})")
+
+
+def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table as JSON records (missing values as null)."""
+    return json.loads(table.to_json(orient="records", double_precision=15))
+
+
+def _json_summary(run: Profile | ClusterProfile, profile: Profile, top: int) -> dict[str, Any]:
+    """What ``analyze --json`` prints: the text's tables and findings as one JSON document."""
+    split = profile.step_split
+    doc: dict[str, Any] = {
+        "run": str(run.path), "name": run.name, "complete": bool(profile.complete),
+        "iterations": profile.iteration_count, "op_tasks": len(profile.op_summary),
+        "step_split": None if split is None else {
+            "headline": split.headline(), "basis": split.basis(), "step_us": split.length_us,
+            **{f"{key}_us": us for key, us in zip(SPLIT_KEYS, split.parts_us)},
+            **{f"{key}_percent": share for key, share in zip(SPLIT_KEYS, split.shares)}},
+        "top_ops": _records(_top_ops(profile, top)),
+        "op_statistic": _records(profile.op_statistic.head(top)),
+        "steps": _records(_step_table(profile)[1]),
+        "findings": _records(profile.advise().head(top)),
+        "notes": _notes(run, profile),
+    }
+    if isinstance(run, ClusterProfile):
+        ranks = run.slow_ranks
+        doc.update(ranks=list(run.ranks), rank=min(run.ranks),
+                   slow_ranks=[int(r) for r in ranks.loc[ranks["Slow"], "Rank"]],
+                   rank_table=_records(ranks[COMPACT_RANK_COLUMNS].head(top)))
+    return doc
 
 
 def _print_table(title: str, table: pd.DataFrame, no_rows: str) -> None:
@@ -221,21 +277,22 @@ def _collect(command: str, code: Callable[[], None], options: ProfilingOptions, 
 
 
 def _show_collected(collected: Collected, top: int) -> int:
-    """Show a finalised run (:func:`_show_run`) and return the exit status for what its code raised."""
+    """Show a finalised run (:func:`_show_run`) and return the exit status for what its code raised (1 for code
+    that succeeded when not everything could be written into the run directory: stderr said what)."""
     profile, said = load_collected(collected)
     if said:
         print(said, file=sys.stderr)
     if profile is None:  # the run directory went away: nothing to show
         return _exit_status(collected.error) or 1
     _show_run(profile, top)
-    return _exit_status(collected.error)
+    return _exit_status(collected.error) or (1 if collected.write_problem else 0)
 
 
 def _show_run(run: Profile | ClusterProfile, top: int) -> None:
     """Print a run's tables (a cluster: rank 0's), write its step timeline PNG and say where it is."""
     profile = run.rank(min(run.ranks)) if isinstance(run, ClusterProfile) else run
     if isinstance(run, ClusterProfile):
-        print(f"{run!r}; the tables of rank {min(run.ranks)}:")
+        print(f"{_title(run)}; the tables of rank {min(run.ranks)}:")
     _print_tables(profile, top, _notes(run, profile))
     png = _write_timeline(profile)
     print(f"\nRun directory: {run.path}")
@@ -289,13 +346,16 @@ def _exit_status(error: BaseException | None) -> int:
 
 
 def analyze(args: argparse.Namespace) -> int:
-    """Print the tables of an existing run (or the newest run in an output directory); of a cluster,
-    its ranks slowest first, then the tables of its lowest rank."""
+    """Print the tables and findings of an existing run (or the newest run in an output directory); of a
+    cluster, its ranks slowest first, then the tables of its lowest rank.  ``--json``: the same as one JSON
+    document, and nothing else on stdout."""
     run = load(args.path)
     cluster = isinstance(run, ClusterProfile)
     profile = run.rank(min(run.ranks)) if cluster else run
-    print(run)
-    summary = {"run": str(run.path), "iterations": profile.iteration_count, "op_tasks": len(profile.op_summary)}
+    if args.json:
+        print(json.dumps(_json_summary(run, profile, args.top), indent=2))
+        return 0
+    print(_title(run))
     if cluster:
         ranks = run.slow_ranks
         with pd.option_context("display.width", 200):
@@ -303,11 +363,7 @@ def analyze(args: argparse.Namespace) -> int:
                   f"of {len(ranks)}):")
             print(ranks[COMPACT_RANK_COLUMNS].head(args.top).to_string(index=False, float_format="%.3f"))
         print(f"\nThe tables of rank {min(run.ranks)}:")
-        summary.update(ranks=list(run.ranks), rank=min(run.ranks),
-                       slow_ranks=[int(r) for r in ranks.loc[ranks["Slow"], "Rank"]])
     _print_tables(profile, args.top, _notes(run, profile))
-    if args.json:
-        print(json.dumps(summary))
     return 0
 
 
@@ -344,8 +400,11 @@ def export(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="geprof", description="GE profiling on a simulated Ascend runtime")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # allow_abbrev=False: a flag is named in full (argparse would run --aic-metric as --aic-metrics)
+    parser = argparse.ArgumentParser(prog="geprof", description="GE profiling on a simulated Ascend runtime",
+                                     allow_abbrev=False)
+    sub = parser.add_subparsers(dest="command", required=True,
+                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
     p = sub.add_parser("demo", help="profile a zoo model and show the results")
     p.add_argument("--model", choices=sorted(MODELS), default="resnet50", help="zoo model to train (default: resnet50)")
     p.add_argument("--steps", type=_positive_int, default=10, metavar="N", help="steps to run (default: 10)")
@@ -382,7 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="print the tables of a run directory or a cluster")
     p.add_argument("path", type=Path, metavar="PATH", help=PATH_HELP)
     p.add_argument("--top", type=_positive_int, default=10, metavar="N", help="ops to list (default: 10)")
-    p.add_argument("--json", action="store_true", help="also print a JSON summary line")
+    p.add_argument("--json", action="store_true",
+                   help="print the same (step split, top ops, op_statistic, steps, findings, notes) as one JSON "
+                        "document, and nothing else")
     p.set_defaults(func=analyze)
     p = sub.add_parser("export", help="write a run as msprof, ascend_pt (msprof-analyze), chrome or parquet files")
     p.add_argument("path", type=Path, metavar="PATH", help=PATH_HELP)

@@ -116,6 +116,31 @@ def test_run_exits_with_the_scripts_exit_status(tmp_path, capsys):
     assert geprof_nb.load(tmp_path / "out").complete
 
 
+def test_run_exits_with_1_when_not_everything_could_be_written(script, tmp_path, capsys, monkeypatch):
+    """The script succeeds, but the disk is full for its hwts chunks: the tables show what was written, stderr
+    says what was not, and the exit status says it too."""
+    import errno
+
+    from geprof_nb.prof import writer
+
+    real_create = writer._create
+
+    def create(path: str) -> int:
+        if "/hwts." in path:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        return real_create(path)
+
+    monkeypatch.setattr(writer, "_create", create)
+    assert main(["run", "--clock", "virtual", "--output", str(tmp_path / "out"), str(script), "2"]) == 1
+    monkeypatch.undo()
+    out, err = capsys.readouterr()
+    said = [line for line in err.splitlines() if "not everything could be written" in line]
+    assert len(said) == 1 and ": not written: " in said[0] and " hwts records; " in said[0]
+    p = geprof_nb.load(tmp_path / "out")
+    assert p.complete and p.op_summary.empty and len(p.step_trace) == 2 and p.dropped["hwts (not written)"] > 0
+    assert "records could not be written to the run directory (disk full or not writable)" in out  # the notes
+
+
 @pytest.mark.parametrize("argv, message", [
     (["demo", "--steps", "-3"], "argument --steps: -3 is not valid; accepted: a positive integer (1, 2, 3, ...)"),
     (["demo", "--steps", "0"], "argument --steps: 0 is not valid; accepted: a positive integer (1, 2, 3, ...)"),
@@ -133,6 +158,8 @@ def test_run_exits_with_the_scripts_exit_status(tmp_path, capsys):
      "argument --rank: --format parquet has no rank; accepted: --rank with --format ascend_pt\n"),
     (["run", "--task-trace", "l2", "x.py"], "argument --task-trace: 'l2' is not valid; accepted: "),
     (["run", "missing.py"], "argument SCRIPT: missing.py: no such file; accepted: a Python script file"),
+    # a flag is named in full: argparse's prefix matching would run --form as --format
+    (["export", ".", "--form", "msprof", "--to", "x"], "the following arguments are required: --format\n"),
     (["run"], "the following arguments are required: SCRIPT\n"),
     (["run", "--device", "Ascend999", "x.py"], "argument --device: unknown device 'Ascend999'; accepted: "),
     (["run", "--device", "Ascend910B:cores=20", "x.py"],
@@ -146,6 +173,15 @@ def test_bad_values_are_refused_naming_the_flag(argv, message, tmp_path, monkeyp
     assert exc.value.code == 2
     assert f"geprof {argv[0]}: error: {message}" in capsys.readouterr().err
     assert not (tmp_path / "geprof_output").exists() and not (tmp_path / "x").exists()
+
+
+def test_a_prefix_of_a_flag_is_not_that_flag(tmp_path, monkeypatch, capsys):
+    """argparse's prefix matching would run ``--to 3`` as ``--top 3``: a flag is named in full."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", ".", "--to", "3"])
+    assert exc.value.code == 2
+    assert "geprof: error: unrecognized arguments: --to 3\n" in capsys.readouterr().err
 
 
 def test_export_help_says_the_path_may_be_a_cluster_root(capsys):
@@ -175,10 +211,10 @@ def test_run_refuses_aic_metrics_the_device_has_no_counters_for_before_the_run_o
 
 
 def test_analyze_of_a_cluster_lists_its_ranks_slowest_first_then_rank_0s_tables(cluster, capsys):
-    assert main(["analyze", str(cluster.path), "--json"]) == 0
+    assert main(["analyze", str(cluster.path)]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0] == repr(cluster)
+    assert lines[0] == f"Cluster {cluster.name}: 4 ranks ({cluster.path})"  # not the ClusterProfile's repr
     header = lines.index("Ranks, slowest (own time: Computing + Free) first (us per step, top 4 of 4):")
     assert lines[header + 1].split() == ["Rank", "Step", "Time(us)", "Own", "Time(us)", "Computing(us)",
                                          "Communication(Not", "Overlapped)(us)", "Free(us)", "Wait", "Time(us)",
@@ -190,9 +226,18 @@ def test_analyze_of_a_cluster_lists_its_ranks_slowest_first_then_rank_0s_tables(
     assert lines[header + 2 + RANKS:header + 4 + RANKS] == ["", "The tables of rank 0:"]
     assert "step_trace (us):" in out and "op_statistic (top 10 op types):" in out
     notes = lines.index("Notes:")  # the cluster's own notes, then rank 0's
-    assert lines[notes + 1:-1] == [*(f"  - {n}" for n in cluster.notes), *(f"  - rank 0: {n}" for n in rank0.notes)]
-    assert json.loads(lines[-1]) == {"run": str(cluster.path), "iterations": 2, "op_tasks": len(rank0.op_summary),
-                                     "ranks": [0, 1, 2, 3], "rank": 0, "slow_ranks": [SLOW_RANK]}
+    assert lines[notes + 1:] == [*(f"  - {n}" for n in cluster.notes), *(f"  - rank 0: {n}" for n in rank0.notes)]
+
+
+def test_analyze_json_of_a_cluster_is_one_json_document_and_nothing_else(cluster, capsys):
+    assert main(["analyze", str(cluster.path), "--json", "--top", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)  # the whole of stdout parses: no text tables before it
+    rank0, ranks = cluster.rank(0), cluster.slow_ranks
+    assert {k: doc[k] for k in ("run", "iterations", "op_tasks", "ranks", "rank", "slow_ranks")} == {
+        "run": str(cluster.path), "iterations": 2, "op_tasks": len(rank0.op_summary), "ranks": [0, 1, 2, 3],
+        "rank": 0, "slow_ranks": [SLOW_RANK]}
+    assert [r["Rank"] for r in doc["rank_table"]] == list(ranks["Rank"].head(2))
+    assert doc["notes"] == [*cluster.notes, *(f"rank 0: {n}" for n in rank0.notes)]
 
 
 @pytest.mark.parametrize("fmt", ["ascend_pt", "parquet"])
@@ -212,7 +257,7 @@ def test_export_of_a_cluster_writes_every_rank_as_its_own(cluster, fmt, tmp_path
 
 @pytest.mark.parametrize("flags, message", [
     (["--format", "msprof"], "--format msprof: {root} is a cluster (ranks [0, 1, 2, 3]); accepted for a cluster: "
-                             "ascend_pt, parquet (for msprof, export one rank's run directory)"),
+                             "ascend_pt, db, msprof_db, parquet (for msprof, export one rank's run directory)"),
     (["--format", "ascend_pt", "--rank", "1"], "--rank 1: {root} is a cluster, whose ranks are exported as their own "
                                                "ranks; accepted: --rank for one run only"),
 ])
@@ -248,10 +293,11 @@ def test_analyze_says_in_one_line_that_a_table_has_no_rows_and_prints_the_notes_
     assert main(["analyze", str(copy)]) == 0
     p = geprof_nb.load(copy)
     lines = capsys.readouterr().out.splitlines()
-    assert lines == [repr(p), "",
+    assert lines == [f"Run {p.name}: 0 op tasks, 0 iterations ({p.path})", "",
                      "Top 10 ops of the last iteration by Task Duration(us): no op data (see the notes below)", "",
                      "op_statistic (top 10 op types): no op data (see the notes below)", "",
                      "step_trace (us): no step data (see the notes below)", "",
+                     "Findings: none (nothing crossed the advisor thresholds)", "",
                      "Notes:", *(f"  - {n}" for n in p.notes)]
     assert (f"  - hwts: {hwts} of {hwts} written records are missing (chunk files deleted, truncated or not "
             "copied)") in lines
@@ -272,7 +318,8 @@ def test_analyze_of_a_run_in_which_no_step_ran_says_so(tmp_path, capsys):
     assert lines[1:6] == ["", "Top 10 ops of the last iteration by Task Duration(us): no op data (no step ran while "
                               "profiling collected)", "", "op_statistic (top 10 op types): no op data (no step ran "
                               "while profiling collected)", ""]
-    assert lines[6] == "step_trace (us): no step data (no step ran while profiling collected)"
+    assert lines[6:9] == ["step_trace (us): no step data (no step ran while profiling collected)", "",
+                          "Findings: none (no step ran while profiling collected)"]
 
 
 def test_analyze_at_task_trace_l0_says_op_statistic_has_no_op_types_and_why(run_profiled, tiny_graph, capsys):
@@ -281,8 +328,8 @@ def test_analyze_at_task_trace_l0_says_op_statistic_has_no_op_types_and_why(run_
     lines = capsys.readouterr().out.splitlines()
     assert lines[1:3] == ["", f"{p.step_split.headline()} ({p.step_split.basis()}; step_trace's Iteration Time "
                               "below is an iteration's own span, without the gap before it)"]  # the step figure leads
-    assert lines[3:5] == ["", "Top 1 ops of the last iteration by Task Duration(us):"]  # op rows, without OP Type
-    assert lines[7:9] == ["", "op_statistic (top 10 op types): no op types (see the notes below)"]
+    assert lines[4:6] == ["", "Top 1 ops of the last iteration by Task Duration(us):"]  # op rows, without OP Type
+    assert lines[8:10] == ["", "op_statistic (top 1 op types): no op types (see the notes below)"]
     assert lines[lines.index("Notes:") + 1:] == [f"  - {n}" for n in p.notes]
     assert f"  - {OP_STATISTIC_L0_NOTE}" in lines
 
@@ -291,27 +338,59 @@ def test_analyze_keeps_the_tables_and_adds_the_notes_after_them(one_run, capsys)
     assert main(["analyze", str(one_run), "--top", "2"]) == 0
     p = geprof_nb.load(one_run)
     lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"Run {p.name}: {len(p.op_summary):,} op tasks, 2 iterations ({p.path})"  # not the repr
     assert lines[1] == "" and lines[2].startswith(f"{p.step_split.headline()} (")
-    assert lines[3:5] == ["", "Top 2 ops of the last iteration by Task Duration(us):"]
+    split = p.step_split  # the parts of the step, in us, under the figure
+    assert lines[3] == (f"  per step: Computing {split.computing_us:,.3f} us, exposed Communication "
+                        f"{split.communication_us:,.3f} us, Free {split.free_us:,.3f} us")
+    assert lines[4:6] == ["", "Top 2 ops of the last iteration by Task Duration(us):"]
+    stat = lines.index("op_statistic (top 2 op types):")  # --top trims op_statistic too
+    assert len(p.op_statistic) > 2 and lines[stat + 4] == ""
     steps = lines.index("step_trace (us):")
     assert [row.split()[0] for row in lines[steps + 2:steps + 4]] == ["1", "2"]
-    assert lines[steps + 4:] == ["", "Notes:", *(f"  - {n}" for n in p.notes)] and p.notes
+    findings = p.advise()
+    assert len(findings)
+    assert lines[steps + 4:steps + 6 + min(2, len(findings))] == [
+        "", f"Findings (top {min(2, len(findings))} of {len(findings)}, highest priority first):",
+        *(f"  [{f.Priority}] {f.Rule}: {f.Finding}" for f in findings.head(2).itertuples())]
+    notes = lines.index("Notes:")
+    assert lines[notes - 1:] == ["", "Notes:", *(f"  - {n}" for n in p.notes)] and p.notes
+
+
+def test_analyze_json_is_one_json_document_with_the_tables_and_findings(one_run, capsys):
+    assert main(["analyze", str(one_run), "--json", "--top", "3"]) == 0
+    doc = json.loads(capsys.readouterr().out)  # stdout is exactly one JSON document
+    p = geprof_nb.load(one_run)
+    split = p.step_split
+    assert (doc["run"], doc["iterations"], doc["op_tasks"]) == (str(p.path), 2, len(p.op_summary))
+    assert doc["step_split"]["headline"] == split.headline()
+    assert doc["step_split"]["computing_us"] == pytest.approx(split.computing_us)
+    assert doc["step_split"]["free_percent"] == pytest.approx(split.shares[2])
+    top = p.ops().sort_values("Task Duration(us)", ascending=False).head(3)
+    assert [r["Op Name"] for r in doc["top_ops"]] == list(top["Op Name"])
+    assert [r["OP Type"] for r in doc["op_statistic"]] == list(p.op_statistic["OP Type"].head(3))
+    assert [r["Iteration ID"] for r in doc["steps"]] == [1, 2]
+    assert [f["Rule"] for f in doc["findings"]] == list(p.advise()["Rule"].head(3)) and doc["findings"]
+    assert doc["notes"] == p.notes
 
 
 def test_analyze_of_an_ascend_pt_export_counts_its_iterations_and_shows_its_step_breakdown(one_run, tmp_path, capsys):
     exported = geprof_nb.load(one_run).export(tmp_path / "apt", format="ascend_pt")
-    assert main(["analyze", str(exported), "--json", "--top", "1"]) == 0
+    assert main(["analyze", str(exported), "--top", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     p = geprof_nb.load(exported)
     assert len(p.step_trace) == 0 and len(p.step_breakdown) == 2  # torch_npu writes no step_trace
-    assert json.loads(lines[-1])["iterations"] == 2 and lines[0].endswith(" op tasks, 2 iterations>")
+    assert lines[0].endswith(" op tasks, 2 iterations ({p.path})".format(p=p))
     split = lines.index("step_breakdown (us):")
     assert lines[split + 1].split() == ["Step", "Computing", "Communication(Not", "Overlapped)", "Overlapped",
                                         "Communication", "Free"]
     rows = [line.split() for line in lines[split + 2:split + 4]]
     assert [r[:2] for r in rows] == [[str(step), f"{computing:.3f}"] for step, computing
                                      in zip(p.step_breakdown["Step"], p.step_breakdown["Computing"])]
-    assert lines[split + 4:] == [lines[-1]] and not p.notes and "step_trace (us)" not in lines  # then the JSON
+    assert lines[split + 4] == "" and lines[split + 5].startswith("Findings") and not p.notes
+    assert "step_trace (us)" not in lines
+    main(["analyze", str(exported), "--json"])
+    assert json.loads(capsys.readouterr().out)["iterations"] == 2
 
 
 @pytest.mark.parametrize("command", ["demo", "run"])
@@ -358,3 +437,11 @@ def test_demo_profiles_every_step_of_the_model_it_names(tmp_path, capsys):
                                          "iteration's end to the next; step_trace's Iteration Time below is an "
                                          "iteration's own span, without the gap before it)"]
     assert (p.path / "step_timeline.png").is_file()
+    # and where it goes: the step's parts in us and the findings (as `geprof analyze` prints them)
+    split = p.step_split
+    assert out.splitlines()[3] == (f"  per step: Computing {split.computing_us:,.3f} us, exposed Communication "
+                                   f"{split.communication_us:,.3f} us, Free {split.free_us:,.3f} us")
+    findings = p.advise()
+    assert len(findings) and f"Findings (top {min(3, len(findings))} of {len(findings)}, highest priority first):" \
+        in out
+    assert f"  [{findings.Priority[0]}] {findings.Rule[0]}: {findings.Finding[0]}" in out

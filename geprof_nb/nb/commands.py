@@ -34,6 +34,10 @@ class _HelpShown(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # a flag is named in full: --form is not --format
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # argparse would sys.exit
         raise UsageError(f"{message}\n\n{self.format_usage()}")
 

@@ -11,13 +11,16 @@ has a flag line (:func:`flag_line`) that reproduces it.
 from __future__ import annotations
 
 import argparse
+import copy
 import difflib
+import inspect
+import re
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, argument_group, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, argument_group, kwds, magic_arguments, parse_argstring
 from IPython.utils.process import arg_split
 
 from ..collect import COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, device_flag_type
@@ -105,6 +108,39 @@ FLAG_OF[RANKS_FIELD] = "--ranks"
 CELL_ONLY = {"name": "-o", "no_display": "--no-display"}
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Plain-text help for ``%%geprof?`` and ``%geprof help``: IPython's ``MagicHelpFormatter`` writes
+    reST (a ``::`` block before the usage, ``<>`` around metavars), which a notebook shows as it is."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return super()._fill_text(inspect.cleandoc(text), width, indent)  # a docstring's indent goes
+
+    def add_usage(self, usage, actions, groups, prefix: str | None = "usage: %") -> None:  # noqa: ANN001
+        super().add_usage(usage, actions, groups, prefix)  # IPython's formatter prefixes one "%" to the prog
+
+
+#: How every flag's help ends: ``(default: <the built-in default>)``.
+_DEFAULT_TEXT = re.compile(r"\(default: (?P<builtin>[^()]*)\)$")
+
+
+def help_with_defaults(parser: argparse.ArgumentParser, values: dict[str, Any]) -> str:
+    """``parser``'s help with the defaults in force: a field whose value in ``values`` (a
+    :class:`ConfigStore`'s) is not its built-in default says ``(default: <value>, set by %geprof
+    config instead of <built-in>)`` in place of ``(default: <built-in>)``.  The parser itself is left as it is."""
+    builtin = builtin_defaults()
+    changed = {f: v for f, v in values.items() if f in builtin and v != builtin[f]}
+    if not changed:
+        return parser.format_help()
+    shown = copy.deepcopy(parser)
+    for action in shown._actions:
+        if action.dest in changed and action.help:
+            value = changed[action.dest]
+            text = str(value if value != "" else "none").replace("%", "%%")  # argparse %-formats a help
+            action.help = _DEFAULT_TEXT.sub(lambda m: f"(default: {text}, set by %%geprof config instead of "
+                                                      f"{m['builtin']})", action.help)
+    return shown.format_help()
+
+
 def cell_flags(func: Callable) -> Callable:
     """Give ``func`` every ``%%geprof`` flag (IPython ``magic_arguments``; apply ``magic_arguments()`` over it).
 
@@ -129,8 +165,8 @@ def cell_flags(func: Callable) -> Callable:
                       f"(default: {DEFAULT_DEVICE})"),
         argument("--ranks", type=_count_type(RANKS_FIELD), default=None, action=_SetOnce, metavar="N",
                  help="simulate N ranks together (GE option ge.exec.rankSize), one run directory each under "
-                      "CLUSTER_*/rank_<r>/; the graph must be built with world_size=N (default: 0 = as the "
-                      "session's options say)"),
+                      "CLUSTER_*/rank_<r>/; the graph must be built with world_size=N; 0 = as the session's "
+                      "options say (default: 0)"),
         argument_group("step schedule (torch.profiler.schedule)"),
         argument("--skip-first", dest="skip_first", type=_count_type("skip_first"), default=None, action=_SetOnce,
                  metavar="N",
@@ -140,9 +176,9 @@ def cell_flags(func: Callable) -> Callable:
         argument("--warmup", type=_count_type("warmup"), default=None, action=_SetOnce, metavar="N",
                  help="steps collected then discarded before the active ones (default: 0)"),
         argument("--active", type=_count_type("active"), default=None, action=_SetOnce, metavar="N",
-                 help="steps recorded per cycle; 0 (default) = no schedule, every step is recorded"),
+                 help="steps recorded per cycle; 0 = no schedule, every step is recorded (default: 0)"),
         argument("--repeat", type=_count_type("repeat"), default=None, action=_SetOnce, metavar="N",
-                 help="number of cycles; 0 (default) = until the cell ends"),
+                 help="number of cycles; 0 = until the cell ends (default: 0)"),
         argument_group("the cell"),
         argument("-o", dest="name", default=None, metavar="NAME", action=_SetOnce,
                  help="also bind the Profile to this variable (it is always bound to _geprof)"),
@@ -155,12 +191,14 @@ def cell_flags(func: Callable) -> Callable:
 
 
 @magic_arguments()
+@kwds(formatter_class=HelpFormatter)
 @cell_flags
 def _flag_line_parser(line: str) -> None:
     """The ``%%geprof`` flags alone, to read a flag line outside a cell (the panel, ``%geprof config``)."""
 
 
 _flag_line_parser.parser.prog = "%%geprof"
+_flag_line_parser.parser.allow_abbrev = False  # as the cell magic's: a flag is named in full
 
 
 def parse_flags(func: Callable, line: str) -> argparse.Namespace:

@@ -12,6 +12,10 @@ from . import display as nb_display
 from . import plots
 from .magics import GeprofMagics
 
+#: What ``%load_ext geprof_nb`` prints: that it loaded, and what to type next.
+LOADED_LINE = ("geprof_nb loaded: put %%geprof over a cell to profile it (%%geprof? lists the flags); "
+               "%geprof config opens the options panel, %geprof help lists the commands.")
+
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%%geprof`` / ``%geprof``, put ``ge`` in the namespace, render Profiles.
@@ -21,7 +25,8 @@ def load_ipython_extension(ipython: Any) -> None:
     ClusterProfile shows the cluster explorer (Cluster and Ranks tabs).
 
     Figures from :mod:`.plots` are plain matplotlib Figures (no pyplot); if no
-    backend has registered a PNG printer for them, register one so they show.
+    backend has registered a PNG printer for them, register one so they show.  Prints
+    :data:`LOADED_LINE`, so a new user sees that it worked and what to type next.
     """
     ipython.register_magics(GeprofMagics)
     ipython.push({"ge": ge})
@@ -32,6 +37,7 @@ def load_ipython_extension(ipython: Any) -> None:
         formatters["image/png"].lookup_by_type(Figure)
     except KeyError:
         formatters["image/png"].for_type(Figure, plots.figure_png)
+    print(LOADED_LINE)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

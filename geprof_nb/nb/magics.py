@@ -41,10 +41,10 @@ from ..prof.options import ProfilingOptionsError
 from . import commands
 from . import display as nb_display
 from . import progress as nb_progress
-from .config import ConfigStore, cell_flags, cell_settings, parse_flags
+from .config import ConfigStore, HelpFormatter, cell_flags, cell_settings, help_with_defaults, parse_flags
 
 CELL_EPILOG = """
-Defaults: `%geprof config` (the options panel) sets the defaults of every flag
+Defaults: %geprof config (the options panel) sets the defaults of every flag
 above; a flag on the cell overrides them for that cell.  Without a step
 schedule every step of the cell is collected.  The built-in defaults are GE's,
 except --training-trace on (GE: off: the step timeline is what a notebook is
@@ -70,7 +70,7 @@ Ctrl-C stops the cell at the end of the current step: the data collected so
 far is finalised, shown and bound, then KeyboardInterrupt is raised.  The Profile is bound to
 _geprof (and to NAME with -o).
 
-Examples::
+Examples:
 
   %%geprof --aic-metrics PipeUtilization --training-trace on
   sess = ge.Session()
@@ -89,9 +89,9 @@ Examples::
   %%geprof --output ./prof --runtime-api on --msproftx on --aicpu on
 """
 
-LINE_DOC = """Work with geprof: ``%geprof COMMAND [...]`` (``%geprof help`` prints every command's options).
+LINE_DOC = """Work with geprof: %geprof COMMAND [...] (%geprof help prints every command's options).
 
-Commands, with an example each::
+Commands, with an example each:
 
   %geprof config                     # the options panel: defaults of later %%geprof cells
   %geprof config --aic-metrics Memory --active 3   # set some defaults without the panel
@@ -104,7 +104,7 @@ Commands, with an example each::
   %geprof help                       # this list, and the %%geprof flags
 
 Names are Profile variables of the notebook or paths to load; show, advise and export
-also take a ClusterProfile (``%%geprof --ranks N``), compare takes one rank.  ``%%geprof?``
+also take a ClusterProfile (%%geprof --ranks N), compare takes one rank.  %%geprof?
 explains the cell magic's flags (every profilingOptions field, the simulation
 settings and the step schedule) with examples.
 """
@@ -145,9 +145,18 @@ class GeprofMagics(Magics):
         self.last_profile: Profile | ClusterProfile | None = None
         #: Defaults of later cells (``%geprof config``); one store per loaded extension.
         self.cell_defaults = ConfigStore()
+        self.cell_defaults.add_listener(self._help_follows_the_defaults)
+        self._help_follows_the_defaults("values")
+
+    def _help_follows_the_defaults(self, event: str) -> None:
+        """``%%geprof?`` and ``%geprof help`` say the defaults in force: the help is written again when
+        ``%geprof config`` or the panel changes them (the docstring is the class's: the last extension
+        loaded, the one whose ``%%geprof`` IPython runs, writes it)."""
+        if event == "values":
+            GeprofMagics.geprof.__doc__ = help_with_defaults(GeprofMagics.geprof.parser, self.cell_defaults.values)
 
     @magic_arguments()
-    @kwds(epilog=CELL_EPILOG)
+    @kwds(epilog=CELL_EPILOG, formatter_class=HelpFormatter)
     @cell_flags
     @cell_magic
     def geprof(self, line: str, cell: str) -> None:
@@ -183,6 +192,8 @@ class GeprofMagics(Magics):
                                     code_filename=compiled.filename, info=info, guard=nb_progress.InterruptGuard(),
                                     make_progress=lambda: nb_progress.Progress(
                                         mode, total=schedule.total_steps if schedule else None))
+            except AlreadyCollecting as exc:  # another thread opened a run since the check above
+                raise UsageError(str(exc)) from None
             except OutputUnusable as exc:  # before the cell runs: a usage error naming the flag, not a traceback
                 raise UsageError(f"--output {exc.output}: cannot be used ({exc.reason}); accepted: a directory that "
                                  "can be created and written") from None
@@ -203,7 +214,8 @@ class GeprofMagics(Magics):
 
     # The usage line of %%geprof? reads "%%geprof" (IPython's formatter prefixes one "%" to the prog).
     geprof.parser.prog = "%geprof"
-    geprof.__doc__ = geprof.parser.format_help()
+    # No prefix matching: --aic-metric is refused with "did you mean --aic-metrics?", as --aic-metircs is
+    geprof.parser.allow_abbrev = False
 
     @line_magic("geprof")
     def geprof_line(self, line: str) -> Any:

@@ -160,8 +160,17 @@ class _Run:
 
 
 def _n(count: float) -> str:
-    """A count per step: whole when it is (nearly) whole, else one decimal."""
-    return f"{count:.0f}" if abs(count - round(count)) < 0.05 else f"{count:.1f}"
+    """A count (per step) as a whole number: ops are counted, not measured.  A mean over steps can be
+    fractional (a PMU-based rule's op may pass in one step and not in the next), and is rounded; one
+    that rounds to none is "fewer than 1"."""
+    whole = int(round(count))
+    return "fewer than 1" if whole == 0 and count > 0 else f"{whole:,}"
+
+
+def _count(count: float, noun: str) -> str:
+    """A count and its noun, plural unless the count is 1: ``1 op``, ``185 ops``."""
+    text = _n(count)
+    return f"{text} {noun}" if text in ("1", "fewer than 1") else f"{text} {noun}s"
 
 
 def us_text(v: float) -> str:
@@ -288,7 +297,7 @@ def aicpu_on_critical_path(run: _Run) -> Finding | None:
     types = ", ".join(sorted(set(top["type"].astype(str))))
     return Finding(
         "AI CPU op on the critical path",
-        f"{len(per_op)} AI CPU op(s) hold the device for {us_text(at_stake)} per step "
+        f"{_count(len(per_op), 'AI CPU op')} hold the device for {us_text(at_stake)} per step "
         f"({_pct(run.share(at_stake))} of the step) while no other task runs.",
         evidence,
         f"Move {types} off AI CPU: GE falls back to AI CPU when no AI Core kernel supports the op, its "
@@ -356,8 +365,9 @@ def low_cube_utilization(run: _Run) -> Finding | None:
                  "quarter of the rate; allow HF32 where HF32 Eligible says YES)")
     return Finding(
         "Low cube utilisation",
-        f"{len(low)} MatMul/Conv op(s) of at least {CUBE_MIN_OP_US:g} us use under {_pct(CUBE_LOW_UTILIZATION)} "
-        f"of the cube; at {_pct(CUBE_TARGET_UTILIZATION)} they would save {us_text(at_stake)} per step.",
+        f"{_count(len(low), 'MatMul/Conv op')} of at least {CUBE_MIN_OP_US:g} us use under "
+        f"{_pct(CUBE_LOW_UTILIZATION)} of the cube; at {_pct(CUBE_TARGET_UTILIZATION)} they would save "
+        f"{us_text(at_stake)} per step.",
         evidence, "; ".join(hints) + ".", at_stake)
 
 
@@ -385,12 +395,12 @@ def memory_bound_ops(run: _Run) -> Finding | None:
         return None
     biggest = f.sort_values(_DUR, ascending=False).iloc[0]
     shape = f" [{biggest['Input Shapes']}]" if "Input Shapes" in f else ""
-    evidence = "; ".join(f"{t}: {_n(r.n)} op(s)/step, {us_text(r.total)}/step, mte2_ratio {r.mte2:.2f} vs compute "
+    evidence = "; ".join(f"{t}: {_count(r.n, 'op')}/step, {us_text(r.total)}/step, mte2_ratio {r.mte2:.2f} vs compute "
                          f"{r.compute:.2f}" for t, r in _top(per_type, "stake").iterrows())
     evidence += f"; longest: {biggest['Op Name']!r}{shape} {us_text(biggest[_DUR])}"
     return Finding(
         "Memory-bound ops",
-        f"{_n(bound.sum() / run.steps)} op(s) per step spend most of their time moving data from HBM "
+        f"{_count(bound.sum() / run.steps, 'op')} per step spend most of their time moving data from HBM "
         f"(MTE2 at least {MEMORY_BOUND_FACTOR:g}x the compute pipe): {us_text(at_stake)} per step beyond their "
         "compute.",
         evidence,
@@ -605,7 +615,7 @@ def communication_not_overlapped(run: _Run) -> Finding | None:
     mean_us = float(comm[_DUR].mean()) if len(comm) else float("nan")
     if len(comm):
         counts = collective_op_types(comm).value_counts() / run.steps
-        evidence += (f"; {_n(len(comm) / run.steps)} collective(s) per step ("
+        evidence += (f"; {_count(len(comm) / run.steps, 'collective')} per step ("
                      + ", ".join(f"{t} x{_n(n)}" for t, n in counts.items()) + f"), mean {us_text(mean_us)}")
     ct = run.profile.communication_time
     if "Wait Time Ratio" in ct and ct["Wait Time Ratio"].notna().any():
@@ -681,8 +691,8 @@ def transdata_conversions(run: _Run) -> Finding | None:
         for name, r in _top(per_op, "total").iterrows())
     return Finding(
         "TransData format conversions",
-        f"{_n(len(td) / run.steps)} TransData op(s) per step convert tensor layouts for {us_text(at_stake)} per step "
-        f"({_pct(run.share(at_stake))} of the step) without computing anything.",
+        f"{_count(len(td) / run.steps, 'TransData op')} per step convert tensor layouts for {us_text(at_stake)} "
+        f"per step ({_pct(run.share(at_stake))} of the step) without computing anything.",
         evidence,
         "Keep tensors in the layout the cube uses: feed the convolution chain NC1HWC0 (5HD) data and keep its "
         "neighbouring ops (BN, activations, Add) in 5HD so GE's format refinement drops the TransData pairs; store "
@@ -721,8 +731,8 @@ def dynamic_shape_recompiles(run: _Run) -> Finding | None:
     n_sets = len({tuple(ids.tolist()) for ids in np.split(shape_id, np.flatnonzero(its[1:] != its[:-1]) + 1)})
     return Finding(
         "Dynamic shapes change between steps",
-        f"{len(changing)} dynamic-shape op(s) see {n_sets} different input shape sets over {run.steps} steps; each "
-        f"new shape costs InferShape, Tiling (and on real GE an op compile): {us_text(at_stake)} per step.",
+        f"{_count(len(changing), 'dynamic-shape op')} see {n_sets} different input shape sets over {run.steps} "
+        f"steps; each new shape costs InferShape, Tiling (and on real GE an op compile): {us_text(at_stake)} per step.",
         f"{example!r}: {seq}; {source}",
         "Bucket the shapes: pad batches to a few fixed sizes (gears) and build them with ge.inputShape + "
         "ge.dynamicDims (ATC --dynamic_batch_size / --dynamic_dims), or make the input static (drop_remainder=True, "

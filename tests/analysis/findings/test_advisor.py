@@ -8,6 +8,7 @@ the step and hide what the graph is built to show.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -544,7 +545,7 @@ def test_shapes_compared_between_steps_not_inside_one():
     assert same.op_summary["Op Name"].eq(relu).sum() == 2 * 7  # the premise: seven calls per step, four shapes
     assert DYNAMIC not in rules(advise(same))
     f = finding(advise(_real_rows_in_steps(2, change=relu)), DYNAMIC)
-    assert f["Finding"].startswith("1 dynamic-shape op(s) see 2 different input shape sets over 2 steps")
+    assert f["Finding"].startswith("1 dynamic-shape op see 2 different input shape sets over 2 steps")
     assert f"{relu!r}: 32,64,55,55 -> 32,192,27,27 -> 32,384,13,13 -> 32,256,13,13 -> ..." in f["Evidence"]
 
 
@@ -570,3 +571,19 @@ def test_a_burst_of_ops_in_one_step_is_no_per_step_claim():
     assert TRANSDATA not in rules(found)
     per_step = float(ops.loc[(ops["OP Type"] == "TransData").to_numpy() & (its == 50), "Task Duration(us)"].sum())
     assert 100 * per_step / burst_p.step_split.length_us < 100 * advisor.TRANSDATA_MIN_SHARE  # the typical share
+
+
+def test_counts_in_findings_are_whole_numbers(tmp_path):
+    """ResNet-50's memory-bound ops differ a little from step to step (their PMU ratios do), so their mean
+    per step is fractional (186.2): a finding counts ops, so it says 186, and every count in a finding or
+    its evidence is a whole number with its noun in the plural."""
+    p = profile_of(tmp_path, ge.models.resnet50(batch_size=32, training=True, world_size=8), 5)
+    findings = p.advise().set_index("Rule")
+    memory = findings.loc[MEMORY]
+    count = re.match(r"(\d+) ops per step spend most of their time moving data from HBM", memory["Finding"])
+    assert count, memory["Finding"]
+    per_type = [int(n) for n in re.findall(r": (\d+) ops?/step, ", memory["Evidence"])]  # the top op types
+    assert per_type and sum(per_type) <= int(count[1]) + len(per_type)
+    for text in [*findings["Finding"], *findings["Evidence"]]:
+        assert not re.search(r"\d\.\d+ (ops?|kernels|collectives?|TransData)\b", text), text
+        assert "(s)" not in text, text
