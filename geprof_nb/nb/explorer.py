@@ -59,12 +59,15 @@ from .report import (
     MSG_NO_RUNTIME_API,
     MSG_NO_SPLIT,
     MSG_NO_STEPS,
+    OPS_LEAD,
+    SHARE,
     STEP_SPLIT,
     TOP_FINDINGS,
     Chart,
     Picture,
     Report,
 )
+from .table_views import api_statistic_view, origin_text, relative_times, step_trace_view
 
 TAB_TITLES = ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice")
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
@@ -78,11 +81,22 @@ STATIC_ROWS = 50
 #: (set it before showing a Profile, e.g. for a notebook that nbconvert or GitHub will render).
 STATIC_FIGURES: Collection[str] = ("step_timeline", "task_gantt")
 
-OPS_GROUPS = ("basic", "shapes/formats", "PMU")
-ALWAYS_SHOWN = ("Op Name", "OP Type")
+OPS_GROUPS = ("basic", "shapes/formats", "PMU", "ids/constant")
+#: The column groups the Ops table opens with (:data:`.report.OPS_LEAD` are always shown).
+DEFAULT_GROUPS = ("basic", "PMU")
 
 PENDING = ("This tab is drawn by the running kernel when it is first selected. Without a kernel, the output's "
            "static HTML report (what nbconvert and GitHub show) has every tab.")
+
+
+def times_toggle() -> widgets.ToggleButton:
+    """The button that shows a tab's timestamps as recorded (us since the epoch) instead of since the run's
+    first step (CSS class ``geprof-absolute-times``)."""
+    button = widgets.ToggleButton(value=False, description="absolute times",
+                                  tooltip="show the recorded timestamps (us since the epoch) instead of the times "
+                                          "since the run's first step")
+    button.add_class("geprof-absolute-times")
+    return button
 
 
 def tab_class(title: str) -> str:
@@ -217,37 +231,55 @@ class SummaryPane(Pane):
 
 
 class OpsPane(Pane):
-    """op_summary with an OP Type filter, a sort column, top N, an iteration and column groups."""
+    """op_summary with an OP Type filter, a sort column, top N, an iteration, column groups and the
+    times since the run's first step (or the absolute ones)."""
 
     title = "Ops"
 
     def _visible_columns(self, groups: set[str], sort_by: str) -> list[str]:
         cg = self.report.column_groups
-        keep = {c for g in groups for c in cg.get(g, [])} | set(ALWAYS_SHOWN) | {sort_by}
-        return [c for c in self.report.ops.columns if c in keep]
+        keep = {c for g in groups for c in cg.get(g, [])} | {sort_by}
+        lead = [c for c in OPS_LEAD if c in self.report.ops.columns or c == SHARE]
+        return lead + [c for c in self.report.ops.columns if c in keep and c not in lead]
+
+    @cached_property
+    def sort_columns(self) -> list[str]:
+        """The numeric columns to sort by, in the order a person looks for them: the task duration first,
+        the ids and constant columns last."""
+        numeric = _numeric_columns(self.report.ops)
+        hidden = set(self.report.column_groups["ids/constant"])
+        return sorted(numeric, key=lambda c: (c != DURATION, c in hidden))
 
     def select(self, op_type: str = ALL, iteration: Any = None, sort_by: str = DURATION, ascending: bool = False,
-               top: int = TOP_OPS, groups: tuple[str, ...] = ("basic", "PMU")) -> tuple[pd.DataFrame, int]:
-        """The rows and columns the table shows, and how many rows matched the filters."""
+               top: int = TOP_OPS, groups: tuple[str, ...] = DEFAULT_GROUPS, absolute: bool = False
+               ) -> tuple[pd.DataFrame, int]:
+        """The rows and columns the table shows, and how many rows matched the filters.  Each row's
+        :data:`SHARE` is of the op time of its iteration (of the run with every iteration), all OP Types;
+        timestamps are us since the run's first step unless ``absolute``."""
         r = self.report
         ops = r.ops
         iteration = r.last_iteration if iteration is None else iteration
-        mask = np.ones(len(ops), dtype=bool)
-        if op_type != ALL:
-            mask &= r.op_types == op_type
+        in_iteration = np.ones(len(ops), dtype=bool)
         if iteration != ALL and len(r.op_iterations):
-            mask &= r.op_iterations == iteration
+            in_iteration = r.op_iterations == iteration
+        mask = in_iteration & (r.op_types == op_type) if op_type != ALL else in_iteration
         sel = ops[mask]
         if sort_by in sel.columns:
             sel = sel.sort_values(sort_by, ascending=ascending, kind="stable", na_position="last")
-        return sel.head(top)[self._visible_columns(set(groups), sort_by)], int(mask.sum())
+        shown = sel.head(top)
+        if DURATION in shown.columns:
+            op_time = float(ops[DURATION].to_numpy(np.float64)[in_iteration].sum())
+            shown = shown.assign(**{SHARE: shown[DURATION] / max(op_time, 1e-12) * 100})
+        shown = relative_times(shown, "op_summary", None if absolute else r.origin_us)
+        return shown[[c for c in self._visible_columns(set(groups), sort_by) if c in shown.columns]], int(mask.sum())
 
-    @staticmethod
-    def describe(shown: int, matched: int, op_type: str, iteration: Any, sort_by: str, ascending: bool) -> str:
+    def describe(self, shown: int, matched: int, op_type: str, iteration: Any, sort_by: str, ascending: bool,
+                 absolute: bool = False) -> str:
         where = "all iterations" if iteration == ALL else f"iteration {iteration}"
         kind = "all OP Types" if op_type == ALL else f"OP Type {op_type}"
         order = "ascending" if ascending else "descending"
-        return f"Showing {shown} of {matched} op tasks ({kind}, {where}), sorted by {sort_by} {order}"
+        times = "" if absolute else "; start " + origin_text(self.report.origin_us)
+        return f"Showing {shown} of {matched} op tasks ({kind}, {where}), sorted by {sort_by} {order}{times}"
 
     def _table(self, frame: pd.DataFrame) -> str:
         return table_html(frame, classes="geprof-ops-table")
@@ -275,14 +307,13 @@ class OpsPane(Pane):
         r = self.report
         if not len(r.ops):
             return [widgets.HTML(message_html(self.report.missing(MSG_NO_OPS)))]
-        numeric = _numeric_columns(r.ops)
+        numeric = self.sort_columns
         types = sorted(set(r.op_types.tolist()))
         its = [int(i) for i in np.unique(r.op_iterations)]
         style = {"description_width": "initial"}
         self.type_filter = widgets.Dropdown(options=[("All", ALL)] + [(t, t) for t in types], value=ALL,
                                             description="OP Type", style=style)
-        self.sort_by = widgets.Dropdown(options=numeric, value=DURATION if DURATION in numeric else numeric[0],
-                                        description="Sort by", style=style)
+        self.sort_by = widgets.Dropdown(options=numeric, value=numeric[0], description="Sort by", style=style)
         self.ascending = widgets.Checkbox(value=False, description="ascending", indent=False,
                                           layout=widgets.Layout(width="auto"))
         n_max = max(1, min(MAX_ROWS, len(r.ops)))
@@ -293,22 +324,23 @@ class OpsPane(Pane):
                                           description="Iteration", style=style)
         cg = r.column_groups
         self.groups = {
-            g: widgets.ToggleButton(value=g != "shapes/formats" and bool(cg[g]), description=g,
+            g: widgets.ToggleButton(value=g in DEFAULT_GROUPS and bool(cg[g]), description=g,
                                     disabled=not cg[g], tooltip=f"show the {g} columns")
             for g in OPS_GROUPS
         }
         for g, button in self.groups.items():
             button.add_class("geprof-group-" + g.replace("/", "-").lower())
+        self.absolute = times_toggle()
         self.count_label = widgets.Label()
         self.count_label.add_class("geprof-ops-count")
         self.table = widgets.HTML()
         self.table.add_class("geprof-ops-table-box")
         controls = [self.type_filter, self.sort_by, self.ascending, self.top_n, self.iteration,
-                    *self.groups.values()]
+                    *self.groups.values(), self.absolute]
         for w in controls:
             w.observe(self._render, "value")
         self._render()
-        group_box = widgets.HBox([widgets.Label("Columns:"), *self.groups.values()])
+        group_box = widgets.HBox([widgets.Label("Columns:"), *self.groups.values(), self.absolute])
         group_box.add_class("geprof-ops-groups")
         return [widgets.HBox([self.type_filter, self.iteration, self.sort_by, self.ascending],
                              layout=widgets.Layout(flex_flow="row wrap")),
@@ -318,21 +350,58 @@ class OpsPane(Pane):
     def _render(self, change: Any = None) -> None:
         groups = tuple(g for g, b in self.groups.items() if b.value)
         self.frame, matched = self.select(self.type_filter.value, self.iteration.value, self.sort_by.value,
-                                          self.ascending.value, self.top_n.value, groups)
+                                          self.ascending.value, self.top_n.value, groups, self.absolute.value)
         self.count_label.value = self.describe(len(self.frame), matched, self.type_filter.value,
-                                               self.iteration.value, self.sort_by.value, self.ascending.value)
+                                               self.iteration.value, self.sort_by.value, self.ascending.value,
+                                               self.absolute.value)
         self.table.value = self._table(self.frame)
 
 
-class StepsPane(Pane):
+class TimedPane(Pane):
+    """A tab whose tables have timestamps: since the run's first step, or as recorded with the
+    ``absolute times`` button (:func:`times_toggle`) pressed."""
+
+    @abstractmethod
+    def blocks(self, absolute: bool = False) -> list:
+        """The tab's content, its timestamps since the first step (as recorded if ``absolute``)."""
+
+    def times(self, absolute: bool) -> str:
+        """How the tab's times read, for its table titles."""
+        return "absolute times in us" if absolute else origin_text(self.report.origin_us)
+
+    def origin(self, absolute: bool) -> float | None:
+        return None if absolute else self.report.origin_us
+
+    def _widgets(self) -> list[widgets.Widget]:
+        self.absolute = times_toggle()
+        self.body = widgets.VBox(layout=widgets.Layout(width="100%"))
+        self.absolute.observe(self._render, "value")
+        self._render()
+        return [self.absolute, self.body]
+
+    def _render(self, change: Any = None) -> None:
+        content = self.blocks(absolute=True) if self.absolute.value else self.content
+        self.body.children = [_block_widget(b) for b in content]
+
+
+class StepsPane(TimedPane):
+    """step_trace (its AllReduce pairs as a table of their own) and step_breakdown."""
+
     title = "Steps"
 
-    def blocks(self) -> list:
+    def blocks(self, absolute: bool = False) -> list:
         st, sb = self.profile.step_trace, self.profile.step_breakdown
+        times = self.times(absolute)
         out = []
         if len(st):
-            t, title = bounded(st, "step_trace (times in us)", STATIC_ROWS)
+            main, reduces = step_trace_view(relative_times(st, "step_trace", self.origin(absolute)))
+            t, title = bounded(main, f"step_trace ({times}; Iteration Time is an iteration's own span, without "
+                                     "the gap before it)", STATIC_ROWS)
             out.append(table_html(t, title))
+            if len(reduces):
+                t, title = bounded(reduces, f"AllReduces of each step (step_trace's Reduce Start and Duration "
+                                            f"pairs; {times})", STATIC_ROWS)
+                out.append(table_html(t, title, "geprof-reduces"))
         else:
             out.append(message_html(self.report.missing(MSG_NO_STEPS)))
         if len(sb):
@@ -396,10 +465,10 @@ class AICorePane(Pane):
                                   f"by {DURATION}", classes="geprof-pmu-table")]
 
 
-class MemoryPane(Pane):
+class MemoryPane(TimedPane):
     title = "Memory"
 
-    def blocks(self) -> list:
+    def blocks(self, absolute: bool = False) -> list:
         mem = self.report.memory
         om = mem.operator_memory
         if not len(om):
@@ -409,14 +478,17 @@ class MemoryPane(Pane):
         peak = mem.peak
         if peak is not None:
             allocated, reserved = plots.format_size(peak.allocated_bytes), plots.format_size(peak.reserved_bytes)
+            origin = self.origin(absolute)
+            at = (f"{peak.time_us:,.3f} us" if origin is None
+                  else f"{peak.time_us - origin:,.3f} us after the run's first step began")
             out.append(f'<p class="geprof-memory-peak"><b>Peak{of}</b> {allocated} allocated '
-                       f"({reserved} reserved) at {peak.time_us:.3f} us, reached by "
+                       f"({reserved} reserved) at {at}, reached by "
                        f"allocating <code>{html.escape(peak.tensor)}</code> (model {peak.model_id})</p>")
         out.append(self.report.memory_lifetimes())
         tensors = om.sort_values("Size(KB)", ascending=False, kind="stable").drop_duplicates("Name")
-        top = tensors.head(TOP_OPS)
+        top = relative_times(tensors.head(TOP_OPS), "operator_memory", self.origin(absolute))
         out.append(table_html(top, f"operator_memory{of}: the {len(top)} largest of {len(tensors)} tensors "
-                                   f"({len(om)} allocations)"))
+                                   f"({len(om)} allocations; {self.times(absolute)})"))
         return out
 
 
@@ -434,7 +506,8 @@ class ApiHostPane(Pane):
         api, he = p.api_statistic, p.host_events
         out: list = []
         if len(api):
-            t, title = bounded(api, "api_statistic: host API calls per level", STATIC_ROWS)
+            t, title = bounded(api_statistic_view(api), "api_statistic: host API calls per level (msprof's "
+                                                        "Variance shown as the standard deviation)", STATIC_ROWS)
             out.append(table_html(t, title))
             if "Level" in api.columns and not (api["Level"].astype(str) == "runtime").any():
                 out.append(message_html(MSG_NO_RUNTIME_API))

@@ -126,8 +126,8 @@ def test_summary_shows_headline_split_top_ops_findings_and_notes(full):
     assert "Step split: mean of 2 step periods, from one iteration&#x27;s end to the next" in text
     split = full.step_breakdown.set_index("Step").loc[[2, 3], ["Computing", "Communication(Not Overlapped)", "Free"]]
     for part, value in split.mean().items():
-        assert html_escape(part) in text and f"{value:.3f}" in text
-    assert f"{split.mean().sum():.3f}" in text and "100.000" in text  # the Step row: the parts add up
+        assert html_escape(part) in text and f"{value:,.3f}" in text
+    assert f"{split.mean().sum():,.3f}" in text and "100.000" in text  # the Step row: the parts add up
     top = full.ops().nlargest(1, "Task Duration(us)")["Op Name"].iloc[0]
     assert top in text
     findings = full.advise()
@@ -202,15 +202,63 @@ def test_ops_iteration_selector_and_column_groups(full):
     # default: basic + PMU; shapes/formats hidden so the table stays readable
     assert "aic_mac_ratio" in ops.frame.columns and "Input Shapes" not in ops.frame.columns
     ops.groups["PMU"].value = False
-    pmu = R._ops_column_groups(list(full.op_summary.columns))["PMU"]
+    pmu = ex_groups(full)["PMU"]
     assert pmu and not set(pmu) & set(ops.frame.columns)
     assert "aic_mac_ratio" not in ops.table.value
     ops.groups["shapes/formats"].value = True
     assert "Input Shapes" in ops.frame.columns
     ops.groups["basic"].value = False
-    assert list(ops.frame.columns) == ["Op Name", "OP Type", "Task Duration(us)", "Block Num", "Mix Block Num",
-                                       "HF32 Eligible", "Input Shapes", "Input Data Types", "Input Formats",
-                                       "Output Shapes", "Output Data Types", "Output Formats", "Context ID"]
+    assert list(ops.frame.columns) == [*LEAD, "Input Shapes", "Input Data Types", "Input Formats",
+                                       "Output Shapes", "Output Data Types", "Output Formats"]
+
+
+LEAD = ["Op Name", "OP Type", "Task Type", "Task Duration(us)", "Share of op time(%)"]
+
+
+def ex_groups(profile):
+    return R.Report.of(profile).column_groups
+
+
+def test_ops_table_leads_with_what_a_person_reads_and_hides_ids_and_constant_columns(full):
+    """Op Name, OP Type, Task Type, duration and share first; Device_id, Model ID, Task ID, Stream ID, Context ID
+    and columns with one value (OP State static, Mix Block Num 0, HF32 Eligible NO) behind a button."""
+    ops = X.Explorer(full).select("Ops")
+    assert list(ops.frame.columns[:5]) == LEAD
+    hidden = ["Device_id", "Model ID", "Task ID", "Stream ID", "OP State", "Mix Block Num", "HF32 Eligible",
+              "Context ID"]
+    assert ex_groups(full)["ids/constant"] == hidden
+    last = full.ops()
+    for c in hidden[4:]:  # constant: one value besides msprof's N/A (a collective's) in every row of the run
+        assert full.op_summary[c].astype(str).replace("N/A", np.nan).dropna().nunique() <= 1, c
+    assert not set(hidden) & set(ops.frame.columns) and "Block Num" in ops.frame.columns
+    assert "<th align=\"right\">Device_id</th>" not in ops.table.value
+    options = list(ops.sort_by.options)  # the sort list opens with the duration, the ids and constants last
+    hidden_numbers = [c for c in options if c in hidden]
+    assert options[0] == "Task Duration(us)" and options[-len(hidden_numbers):] == hidden_numbers
+    assert {"Device_id", "Task ID", "Stream ID"} <= set(hidden_numbers) and "aic_mac_ratio" in options
+    ops.groups["ids/constant"].value = True
+    assert set(hidden) <= set(ops.frame.columns) and list(ops.frame.columns[:5]) == LEAD
+    # the share is of the iteration's op time, every OP Type: what the Summary's column says
+    share = ops.frame["Share of op time(%)"].to_numpy()
+    np.testing.assert_allclose(share, ops.frame["Task Duration(us)"] / last["Task Duration(us)"].sum() * 100)
+    ops.type_filter.value = "Conv2D"  # a filter does not change what the share is of
+    conv = last[last["OP Type"] == "Conv2D"]["Task Duration(us)"].max()
+    assert ops.frame["Share of op time(%)"].iloc[0] == pytest.approx(conv / last["Task Duration(us)"].sum() * 100)
+
+
+def test_ops_start_times_are_since_the_first_step_with_the_absolute_ones_a_button_away(full):
+    ops = X.Explorer(full).select("Ops")
+    start = "Task Start Time(us)"
+    first_step_us = full.time_origin_ns / 1000
+    assert full.time_origin_ns == int(full.source.step_bounds()["begin"].min())
+    row = ops.frame.index[0]
+    assert ops.frame.at[row, start] == pytest.approx(full.op_summary.at[row, start] - first_step_us, abs=0.5)
+    assert 0 < ops.frame[start].max() < 3 * full.step_trace["Iteration Time(us)"].max()  # step 3 of 3, in us
+    assert "start times in us since the run's first step" in ops.count_label.value
+    ops.absolute.value = True
+    assert ops.frame.at[row, start] == full.op_summary.at[row, start]
+    assert "since the run's first step" not in ops.count_label.value
+    assert f"{full.op_summary.at[row, start]:,.3f}" in ops.table.value
 
 
 def test_ops_controls_rerender_only_their_tab(full):
@@ -225,8 +273,44 @@ def test_ops_controls_rerender_only_their_tab(full):
 # ----------------------------------------------------------------------------- Steps, Timeline
 def test_steps_tab_shows_step_trace_and_breakdown(full):
     text = widget_html(X.Explorer(full).select("Steps").box)
-    assert "step_trace (times in us): 3 rows" in text and "step_breakdown" in text
-    assert f"{full.step_breakdown['Free'].iloc[0]:.3f}" in text
+    assert "step_trace (times in us since the run&#x27;s first step" in text and "step_breakdown" in text
+    assert f"{full.step_breakdown['Free'].iloc[0]:,.3f}" in text
+
+
+def test_step_trace_times_are_since_the_first_step_and_its_reduce_pairs_one_table(full):
+    """No 16-digit timestamps: FP Start, BP End, Iteration End and every Reduce Start are us since the first
+    step's start (the absolute ones one button away); the repeated Reduce Start/Duration pairs are a count and
+    a sum per step, and a table with one row per AllReduce."""
+    pane = X.Explorer(full).select("Steps")
+    st = full.step_trace
+    origin = full.time_origin_ns / 1000
+    main = re.findall(r"<tbody>(.*?)</tbody>", widget_html(pane.box))
+    first = re.findall(r"<td[^>]*>([^<]*)</td>", main[0].split("</tr>")[0])
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", widget_html(pane.box).split("</thead>")[0])
+    assert "Reduce Start(us)" not in heads and heads[-2:] == ["Reduces", "Reduce Duration sum(us)"]
+    fp = heads.index("FP Start(us)")
+    assert first[fp] == f"{st['FP Start(us)'].iloc[0] - origin:,.3f}" and len(first[fp]) < 10
+    pairs = [i for i, c in enumerate(st.columns) if c == "Reduce Duration(us)"]
+    assert first[-2:] == [str(len(pairs)), f"{st.iloc[0, pairs].sum():,.3f}"] and len(pairs) == 4
+    reduce_rows = [re.findall(r"<td[^>]*>([^<]*)</td>", r) for r in main[1].split("</tr>") if r]
+    assert len(reduce_rows) == len(pairs) * len(st)
+    starts = [i for i, c in enumerate(st.columns) if c == "Reduce Start(us)"]
+    assert reduce_rows[1][:4] == ["1", "2", f"{st.iloc[0, starts[1]] - origin:,.3f}", f"{st.iloc[0, pairs[1]]:,.3f}"]
+    pane.absolute.value = True
+    text = widget_html(pane.box)
+    assert f"{st['FP Start(us)'].iloc[0]:,.3f}" in text and "absolute times in us" in text
+    assert f"{st.iloc[0, starts[1]]:,.3f}" in text
+
+
+def test_api_statistic_shows_the_spread_as_a_standard_deviation_in_us(full):
+    """msprof's Variance is in us² without saying so: the tab shows its square root, in us, in its place."""
+    text = widget_html(X.Explorer(full).select("API/Host").box)
+    api = full.api_statistic
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", text.split("</thead>")[0])
+    assert "Variance" not in heads and heads[-1] == "Std Dev(us)"
+    k = int(np.argmax(api["Variance"].to_numpy()))
+    row = re.findall(r"<td[^>]*>([^<]*)</td>", text.split("<tbody>")[1].split("</tr>")[k])
+    assert row[-1] == f"{np.sqrt(api['Variance'].iloc[k]):,.3f}" and api["Variance"].iloc[k] > 0
 
 
 def test_step_selector_zooms_step_timeline_and_gantt_to_the_iteration(full):
@@ -281,18 +365,24 @@ def test_memory_tab_shows_lifetimes_peak_and_largest_tensors_of_the_last_iterati
     window = mr[(mr["Timestamp(us)"] >= w0) & (mr["Timestamp(us)"] <= w1)]
     assert 0 < len(mine) < len(om)
     largest = mine.sort_values("Size(KB)", ascending=False, kind="stable").drop_duplicates("Name")
-    assert (f"operator_memory of iteration 3: the 20 largest of {len(largest)} tensors ({len(mine)} allocations)"
-            in text)
+    assert (f"operator_memory of iteration 3: the 20 largest of {len(largest)} tensors ({len(mine)} allocations; "
+            "times in us since the run&#x27;s first step") in text
     table = text.split("operator_memory of iteration 3")[1]
     assert [html_escape(n) for n in largest["Name"].head(20)] == re.findall(r"<tr>\s*<td>([^<]*)</td>", table)
-    assert f"{largest['Allocation Time(us)'].iloc[0]:.3f}" in table
+    origin = full.time_origin_ns / 1000  # times since the run's first step: the absolute ones a button away
+    assert f"{largest['Allocation Time(us)'].iloc[0] - origin:,.3f}" in table
+    assert f"{largest['Allocation Time(us)'].iloc[0]:,.3f}" not in table
     top = window.loc[window["Total Allocated(MB)"].idxmax()]  # the first time the iteration's highest was reached
     reached = mine[(mine["Allocation Time(us)"] == top["Timestamp(us)"])
                    & (mine["Allocation Total Allocated(MB)"] == top["Total Allocated(MB)"])]["Name"].iloc[-1]
     assert (f"<b>Peak of iteration 3</b> {plots.format_size(top['Total Allocated(MB)'] * 1024 * 1024)} allocated "
-            f"({plots.format_size(top['Total Reserved(MB)'] * 1024 * 1024)} reserved) at {top['Timestamp(us)']:.3f} us, "
+            f"({plots.format_size(top['Total Reserved(MB)'] * 1024 * 1024)} reserved) at "
+            f"{top['Timestamp(us)'] - origin:,.3f} us after the run's first step began, "
             f"reached by allocating <code>{html_escape(reached)}</code>") in text
     assert len(images(pane.box)) == 1
+    pane.absolute.value = True
+    assert f"{largest['Allocation Time(us)'].iloc[0]:,.3f}" in widget_html(pane.box)
+    assert f"at {top['Timestamp(us)']:,.3f} us, reached" in widget_html(pane.box)
     fig = ex.report.memory_lifetimes().picture.figure
     tl = full.tensor_lifetimes
     live = (tl["Allocation Time(us)"] <= w1) & (tl["Release Time(us)"].isna() | (tl["Release Time(us)"] >= w0))

@@ -416,7 +416,7 @@ GANTT = ops_frame(
 def test_gantt_rows_are_streams_and_the_legend_the_task_types():
     fig = plots.task_gantt(GANTT)
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 1", "stream 3", "stream N/A"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 1", "stream 3", "HCCL (communication)"]
     assert ax.get_ylim()[0] > ax.get_ylim()[1]  # stream 1 on top
     assert legend_texts(fig.legends[0]) == ["AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "COMMUNICATION"]
     assert ax.get_xlabel() == "time since the first task shown (ms)"
@@ -538,11 +538,22 @@ def test_gantt_of_a_million_tasks_draws_at_most_two_groups_a_column():
     assert figure_png(fig).startswith(b"\x89PNG")
 
 
+def test_gantt_puts_the_collectives_on_the_hccl_row_and_other_streamless_tasks_on_stream_n_a():
+    """msprof prints no Stream ID for a COMMUNICATION task: it ran on HCCL's stream, and says so; a task
+    of another type without a stream id (imported data) is still "stream N/A"."""
+    frame = ops_frame(stream=[1, None, None], task_type=["AI_CORE", "COMMUNICATION", "AI_CPU"],
+                      start_us=[0.0, 10.0, 20.0], dur_us=[5.0, 5.0, 5.0])
+    ax = plots.task_gantt(frame).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 1", "HCCL (communication)", "stream N/A"]
+    rows = {k: v[:, 2:] for k, v in path_rects(ax).items()}  # the y of each Task Type's bar
+    assert rows["COMMUNICATION"][0, 0] < 1.5 < rows["AI_CPU"][0, 0]
+
+
 def test_gantt_zooms_to_an_iteration():
     iterations = np.array([1, 1, 2, 2, 2, 3])
     fig = plots.task_gantt(GANTT, iteration=2, iterations=iterations)
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 3", "stream N/A"]  # no stream 1 task in it
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 3", "HCCL (communication)"]  # no stream 1 task
     r = path_rects(ax)
     # iteration 2: AI_CPU at 100 µs is the first task shown, so x starts there
     assert np.allclose(r["AI_CPU"][:, :2], [[0.0, 0.5]])

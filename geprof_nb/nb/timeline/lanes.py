@@ -17,6 +17,7 @@ import pandas as pd
 
 from ...analysis import Profile
 from ...analysis.tables.intervals import union
+from ..plots.gantt import COMMUNICATION_ROW as COMMUNICATION_LABEL
 from ..plots.host import sub_rows
 from ..plots.steps import ROW_COLORS as STEP_PHASE_COLORS
 from ..plots.steps import step_rows
@@ -36,7 +37,6 @@ OP_DETAIL_COLUMNS = ["Op Name", "OP Type", "Task Type", "Stream ID", "Task ID", 
                      "Input Shapes", "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
                      "Task Wait Time(us)"]
 HOST_LEVELS = ("acl", "model", "node", "runtime")
-COMMUNICATION_LABEL = "HCCL (communication)"
 
 
 @dataclass
@@ -99,18 +99,6 @@ def rel_us_of_us(us: np.ndarray | pd.Series, origin_ns: int) -> np.ndarray:
     """µs since the origin of float µs timestamps (table columns: float64 keeps them to 0.25 µs)."""
     values = pd.to_numeric(pd.Series(us), errors="coerce").to_numpy(np.float64, na_value=np.nan)
     return values - origin_ns / 1000.0
-
-
-def first_step_ns(profile: Profile) -> int | None:
-    """When the run's first step began (ns; its step bounds), None without steps."""
-    bounds = profile.source.step_bounds()
-    return int(bounds["begin"].min()) if len(bounds) else None
-
-
-def first_event_ns(profile: Profile) -> int | None:
-    """The first op task's start (ns), for a run without steps; None without tasks."""
-    rows = profile.source.op_rows()
-    return int(np.min(rows.start_ns)) if len(rows.start_ns) else None
 
 
 @dataclass
