@@ -72,6 +72,13 @@ class Profile:
             notes.append(OP_STATISTIC_L0_NOTE)
         return notes
 
+    @cached_property
+    def forward_only_models(self) -> frozenset[int]:
+        """The Model IDs whose steps run forward only (inference): their step_trace's FP to BP is the forward
+        pass and Iteration Refresh what follows it, not a backward pass and an update.  Empty for imported
+        data, which does not say."""
+        return self.source.forward_only_models()
+
     @property
     def dropped(self) -> dict[str, int]:
         """Records lost to full buffers or storage_limit aging, by kind (empty if none)."""

@@ -113,6 +113,9 @@ _INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
      "an object of counts"),
     ("notes", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of strings"),
     ("note", lambda v: isinstance(v, str), "a string"),
+    ("models", lambda v: isinstance(v, dict) and all(
+        str(k).isdigit() and isinstance(m, dict) and isinstance(m.get("training"), bool) for k, m in v.items()),
+     "an object of model id -> {name, training}"),
     ("pmu_events", lambda v: isinstance(v, dict) and all(isinstance(e, list) for e in v.values()),
      "an object of core -> event names"),
     ("type_info", lambda v: isinstance(v, dict) and all(isinstance(t, dict) for t in v.values()),

@@ -67,7 +67,7 @@ from .report import (
     Picture,
     Report,
 )
-from .table_views import api_statistic_view, origin_text, relative_times, step_trace_view
+from .table_views import api_statistic_view, forward_only, origin_text, relative_times, step_trace_view
 
 TAB_TITLES = ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice")
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
@@ -394,9 +394,12 @@ class StepsPane(TimedPane):
         times = self.times(absolute)
         out = []
         if len(st):
-            main, reduces = step_trace_view(relative_times(st, "step_trace", self.origin(absolute)))
+            forward = self.profile.forward_only_models
+            main, reduces = step_trace_view(relative_times(st, "step_trace", self.origin(absolute)), forward)
+            named = ("; a forward-only run: msprof's FP Start, BP End, FP to BP Time and Iteration Refresh are "
+                     "named for what they are" if forward_only(st, forward) else "")
             t, title = bounded(main, f"step_trace ({times}; Iteration Time is an iteration's own span, without "
-                                     "the gap before it)", STATIC_ROWS)
+                                     f"the gap before it{named})", STATIC_ROWS)
             out.append(table_html(t, title))
             if len(reduces):
                 t, title = bounded(reduces, f"AllReduces of each step (step_trace's Reduce Start and Duration "

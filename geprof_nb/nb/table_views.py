@@ -7,6 +7,8 @@ read); these are views of them, computed where a tab is drawn.
 
 from __future__ import annotations
 
+from typing import Collection
+
 import numpy as np
 import pandas as pd
 
@@ -19,6 +21,9 @@ REDUCE_START, REDUCE_DURATION = "Reduce Start(us)", "Reduce Duration(us)"
 REDUCES, REDUCE_TOTAL = "Reduces", "Reduce Duration sum(us)"
 #: The columns of the AllReduce table (one row per AllReduce of each step).
 REDUCE_COLUMNS = ["Iteration ID", "Reduce", "Start(us)", "Duration(us)", "End(us)"]
+#: step_trace's training-trace columns named for what they are in a forward-only (inference) run.
+FORWARD_NAMES = {"FP Start(us)": "Forward Start(us)", "BP End(us)": "Forward End(us)",
+                 "FP to BP Time(us)": "Forward Time(us)", "Iteration Refresh(us)": "Output Time(us)"}
 #: api_statistic's spread: msprof's Variance (us²) as a standard deviation, in the unit of the times beside it.
 VARIANCE, STD = "Variance", "Std Dev(us)"
 
@@ -45,11 +50,24 @@ def relative_times(frame: pd.DataFrame, table: str, origin_us: float | None) -> 
     return out
 
 
-def step_trace_view(step_trace: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def forward_only(step_trace: pd.DataFrame, forward_models: Collection[int]) -> bool:
+    """Whether every step of ``step_trace`` is of a model that runs forward only (inference)."""
+    if not len(step_trace) or not len(forward_models) or "Model ID" not in step_trace.columns:
+        return False
+    return bool(np.isin(pd.to_numeric(step_trace["Model ID"], errors="coerce").to_numpy(np.float64),
+                        np.asarray(list(forward_models), np.float64)).all())
+
+
+def step_trace_view(step_trace: pd.DataFrame, forward_models: Collection[int] = ()) -> tuple[pd.DataFrame,
+                                                                                              pd.DataFrame]:
     """step_trace in one readable form: its repeated ``Reduce Start(us)`` / ``Reduce Duration(us)`` pairs
     (13 of them for BERT) become :data:`REDUCES` and :data:`REDUCE_TOTAL` per step, and the AllReduces a
     table of their own (:data:`REDUCE_COLUMNS`: one row per AllReduce of each step, numbered in the
-    step from 1).  Times are those of ``step_trace`` (pass it through :func:`relative_times` first)."""
+    step from 1).  A run whose every step is of a model in ``forward_models`` (inference) has no backward
+    pass: its FP/BP columns are named for what they are (:data:`FORWARD_NAMES`).  Times are those of
+    ``step_trace`` (pass it through :func:`relative_times` first)."""
+    if forward_only(step_trace, forward_models):
+        step_trace = step_trace.set_axis([FORWARD_NAMES.get(c, c) for c in step_trace.columns], axis=1)
     names = list(step_trace.columns)
     pairs = [i for i, c in enumerate(names) if c in (REDUCE_START, REDUCE_DURATION)]
     if not pairs:

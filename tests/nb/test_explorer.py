@@ -579,3 +579,41 @@ def test_resnet50_ten_steps_shows_bounded_tables(tmp_path):
     rows = len(re.findall(r"<tr", bundle["text/html"]))
     assert rows < 400  # bounded tables: top N with the count stated
     assert "Showing 20 of 790 op tasks" in bundle["text/html"]
+
+
+# ----------------------------------------------------------------------------- inference
+@pytest.fixture(scope="module")
+def inference(tmp_path_factory) -> geprof_nb.Profile:
+    """ResNet-50 (small) inference: forward only, no backward pass."""
+    graph = ge.models.resnet50(batch_size=2, image_size=64, training=False)
+    return run_profiled_session(tmp_path_factory.mktemp("infer"), graph, 3).profile
+
+
+def test_an_inference_run_names_its_phases_forward_and_output_not_fp_bp(inference, full, tmp_path):
+    """No FP->BP lane or BP point for a forward-only run: the step timeline, the timeline widget's phase lane,
+    the Steps tab and the notes say Forward (FP Start to the last op's end) and Output (from there to the
+    iteration's end)."""
+    assert inference.forward_only_models == {1} and full.forward_only_models == frozenset()
+    assert geprof_nb.load(inference.export(tmp_path, format="parquet")).forward_only_models == {1}  # kept
+    ex = X.Explorer(inference)
+    fig = ex.select("Timeline").step_figure
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["Data Aug Bound", "Forward", "Output"]
+    train_labels = [t.get_text() for t in X.Explorer(full).select("Timeline").step_figure.axes[0].get_yticklabels()]
+    assert "FP→BP" in train_labels and "Forward" not in train_labels
+    rows = {r.label: r for r in plots.steps.step_rows(inference.step_trace, inference.forward_only_models)}
+    st = inference.step_trace
+    np.testing.assert_array_equal(rows["Forward"].width_us, st["FP to BP Time(us)"].to_numpy())
+    np.testing.assert_array_equal(rows["Output"].start_us, st["BP End(us)"].to_numpy())
+    steps = widget_html(ex.select("Steps").box)
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", steps.split("</thead>")[0])
+    assert {"Forward Start(us)", "Forward End(us)", "Forward Time(us)", "Output Time(us)"} <= set(heads)
+    assert not {"FP Start(us)", "BP End(us)", "FP to BP Time(us)"} & set(heads)
+    assert not any("BP point" in n for n in inference.notes)
+    assert any("forward only (no backward pass): the BP End trace goes after 'resnet_model/fc/BiasAdd'" in n
+               for n in inference.notes)
+    from geprof_nb.nb.timeline.model import TimelineData
+
+    data = TimelineData(inference)
+    phases = data.by_id["phases/0"].spans
+    assert {data.tables.kinds.texts[k] for k in np.unique(phases.kind)} == {"Data Aug Bound", "Forward", "Output"}

@@ -1,7 +1,8 @@
 """The lanes of one run on the timeline's clock (µs since its origin: the first step's start).
 
 Top down: the steps (one bar per step, its window from the step bounds), the step phases of
-step_trace (Data Aug Bound, GetNext, FP→BP or Iteration, Iteration Refresh), one lane per device
+step_trace (Data Aug Bound, GetNext, FP→BP or Iteration, Iteration Refresh; Forward and Output for a
+model that runs forward only), one lane per device
 stream with its tasks coloured by Task Type, the collectives on an HCCL lane with the part of each
 that no compute task of the run covers (exposed) as an overlay, the host API levels and GE host
 events per thread, the mstx ranges and markers, and the allocated-memory curve.  Spans that overlap
@@ -156,7 +157,8 @@ def _phase_rows(profile: Profile, origin_ns: int, tables: Tables) -> list[Spans]
     st = profile.step_trace
     if st.empty:
         return []
-    parts = [(r.label, r.start_us, r.width_us, r.iteration) for r in step_rows(st) if r.label not in LEFT_OUT_PHASES]
+    parts = [(r.label, r.start_us, r.width_us, r.iteration) for r in step_rows(st, profile.forward_only_models)
+             if r.label not in LEFT_OUT_PHASES]
     if not parts:
         return []
     start = np.concatenate([p[1] for p in parts]) - origin_ns / 1000.0
