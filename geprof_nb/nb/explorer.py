@@ -9,7 +9,7 @@ Layout of the widget (CSS classes for browser tests and styling)::
 
     VBox .geprof-explorer
       Tab (each child a slot VBox: a "drawn when selected" note until the tab is built, then:)
-        VBox .geprof-tab-summary     headline, step split, top ops, top findings, notes
+        VBox .geprof-tab-summary     headline, step chart and step split, top ops, top findings, notes
         VBox .geprof-tab-ops         OP Type / sort / top-N / iteration / column-group controls, op_summary
         VBox .geprof-tab-steps       step_trace, step_breakdown
         VBox .geprof-tab-timeline    step selector, step timeline, per-stream task Gantt
@@ -25,8 +25,8 @@ figures drawn by :mod:`.plots` through ``report.draw``, which turns a plotting e
 in the tab instead of a traceback); the static report and the widget share one
 :class:`~.report.Report` per Profile, so no figure or table is drawn twice.  The static report
 has every tab's tables (top N rows, the count stated) but embeds only the figures of
-:data:`STATIC_FIGURES` (the step timeline and the task Gantt): the other three (op types, pipe
-ratios, memory lifetimes) cost 0.35-0.6 s each, so embedding them would make every show 1-1.5 s
+:data:`STATIC_FIGURES` (the step chart, the step timeline and the task Gantt): the other three (op
+types, pipe ratios, memory lifetimes) cost 0.35-0.6 s each, so embedding them would make every show 1-1.5 s
 slower (a fresh ResNet-50 Profile's bundle, 10 steps: 0.67 -> 2.1 s; 1000 steps: 2.6 -> 4.1 s), and
 they are named with the call that draws them.  ``STATIC_FIGURES = "all"`` embeds every one.
 """
@@ -79,7 +79,7 @@ STATIC_ROWS = 50
 #: The figures the static report embeds: drawing one takes 0.2-0.6 s, so the others (AI Core,
 #: Memory, API/Host, op types) are named with the call that draws them; ``"all"`` embeds every one
 #: (set it before showing a Profile, e.g. for a notebook that nbconvert or GitHub will render).
-STATIC_FIGURES: Collection[str] = ("step_timeline", "task_gantt")
+STATIC_FIGURES: Collection[str] = ("step_split_bars", "step_timeline", "task_gantt")
 
 OPS_GROUPS = ("basic", "shapes/formats", "PMU", "ids/constant")
 #: The column groups the Ops table opens with (:data:`.report.OPS_LEAD` are always shown).
@@ -191,7 +191,7 @@ class Pane(ABC):
     def _widgets(self) -> list[widgets.Widget]:
         return [_block_widget(b) for b in self.content]
 
-    def static_html(self, figures: Collection[str] = ("step_timeline", "task_gantt")) -> str:
+    def static_html(self, figures: Collection[str] = STATIC_FIGURES) -> str:
         try:
             body = _blocks_html(self.content, figures)
         except Exception:  # noqa: BLE001
@@ -209,6 +209,7 @@ class SummaryPane(Pane):
                f"<small>run directory: {html.escape(str(p.path))}</small></p>"]
         split = r.step_split
         if len(split):
+            out.append(r.step_chart())
             out.append(table_html(split, f"Step split: {p.step_split.basis()}; a step runs from the previous "
                                          "iteration's end, so the gap between steps is in its Free (step_trace's "
                                          "Iteration Time, in Steps, is an iteration's own span, without the gap)"))

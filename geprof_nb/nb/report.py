@@ -332,6 +332,20 @@ class Report:
         return top, total
 
     # ---------------------------------------------------------------- figures
+    def step_chart(self) -> Chart:
+        """The Summary's step chart: a stacked bar per step (Computing / exposed Communication / Free) with
+        the step figure, the steps it leaves out hatched."""
+        p = self.profile
+        split = p.step_split
+        if split is None:
+            return note("step chart", self.missing(MSG_NO_SPLIT if len(p.step_trace) else MSG_NO_STEPS))
+        left_out = sorted(set(p.step_breakdown["Step"].astype(int).tolist()) - set(split.steps))
+        return Chart("step_split_bars", "plots.step_split_bars(profile.step_breakdown, "
+                                        "profile.step_split.length_us)", lambda: self.picture(
+            ("step_split_bars",), lambda: draw("step_split_bars", p.step_breakdown, split.length_us, left_out,
+                                               alt="stacked bar per step: Computing, exposed Communication, Free")),
+            "Summary")
+
     def step_timeline(self, iteration: Any = ALL) -> Chart:
         it = None if iteration == ALL else int(iteration)
         forward = self.profile.forward_only_models

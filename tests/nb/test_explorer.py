@@ -137,6 +137,25 @@ def test_summary_shows_headline_split_top_ops_findings_and_notes(full):
         assert html_escape(note) in text
 
 
+def test_summary_shows_a_step_chart_of_every_step_with_the_step_figure(full):
+    """The first thing a cell shows has a picture of the steps: a stacked bar per step (Computing / exposed
+    Communication / Free of step_breakdown), the step figure as a line, step 1 (its own span only) hatched."""
+    ex = X.Explorer(full)
+    (chart,) = [b for b in ex.summary.content if isinstance(b, R.Chart)]
+    assert chart.name == "step_split_bars" and len(images(ex.summary.box)) == 1
+    ax = chart.picture.figure.axes[0]
+    bars = {c.get_label(): [p.get_height() for p in c.patches] for c in ax.containers
+            if not c.get_label().startswith("_")}
+    sb = full.step_breakdown
+    np.testing.assert_allclose(bars["Computing"], sb["Computing"])
+    np.testing.assert_allclose(bars["exposed Communication"], sb["Communication(Not Overlapped)"])
+    np.testing.assert_allclose(bars["Free"], sb["Free"])
+    (figure_line,) = [ln for ln in ax.lines if ln.get_linestyle() == "--"]
+    assert figure_line.get_ydata()[0] == pytest.approx(full.step_split.length_us)
+    hatched = {round(p.get_x() + p.get_width() / 2) for p in ax.patches if p.get_hatch()}
+    assert hatched == {0} and full.step_split.steps == (2, 3)  # step 1 is left out of the figure
+
+
 def test_headline_top_op_type_is_the_largest_share_of_the_summary_tables_total(full):
     """The headline's top op type counts communication ops, over the same op time (the last
     iteration's op tasks) as the Summary table's "Share of op time(%)" column."""
@@ -472,7 +491,7 @@ def test_static_html_has_every_tab_and_escapes_op_names(hostile):
         assert f"<h3>{html_escape(title)}</h3>" in page
     assert HOSTILE_ESCAPED in page and HOSTILE_ESCAPED + "&amp;relu" in page
     assert "<img src=x" not in page and "onerror=alert(1)>" not in page
-    assert page.count('<img src="data:image/png;base64,') == 2  # step timeline + Gantt
+    assert page.count('<img src="data:image/png;base64,') == 3  # step chart, step timeline, Gantt
     # the widget's own HTML is escaped the same way
     for title in X.TAB_TITLES:
         ex.select(title)
@@ -493,15 +512,18 @@ def named_figures(page: str) -> list[tuple[str, str]]:
                       r"([^`]*)`", page)
 
 
+STEP_CHART = "stacked bar per step: Computing, exposed Communication, Free"
+
+
 def test_static_html_names_the_figures_it_does_not_embed_and_embeds_all_on_request(full):
     page = X.Explorer(full).static_html()
-    assert X.STATIC_FIGURES == ("step_timeline", "task_gantt")
-    assert embedded_figures(page) == ["FP/BP step timeline", "task Gantt per stream of iteration 3"]
+    assert X.STATIC_FIGURES == ("step_split_bars", "step_timeline", "task_gantt")
+    assert embedded_figures(page) == [STEP_CHART, "FP/BP step timeline", "task Gantt per stream of iteration 3"]
     assert named_figures(page) == [("Ops", "plots.op_type_bars(profile.op_statistic)"),
                                    ("AI Core", "plots.pipe_ratios(profile.ops())"),
                                    ("Memory", "plots.memory_lifetimes(profile, iteration=3)")]
     every = X.Explorer(full, static_figures="all").static_html()
-    assert embedded_figures(every) == ["time per OP Type", "FP/BP step timeline",
+    assert embedded_figures(every) == [STEP_CHART, "time per OP Type", "FP/BP step timeline",
                                        "task Gantt per stream of iteration 3", "AI Core pipe ratios",
                                        "tensor lifetimes in the memory pool, iteration 3"]
     assert named_figures(every) == [] and "Figure not embedded" not in every
@@ -512,7 +534,7 @@ def test_what_a_cell_shows_embeds_every_figure_when_static_figures_is_all(full, 
     target 9 sets it to "all")."""
     monkeypatch.setattr(X, "STATIC_FIGURES", "all")
     page = profile_mimebundle(full)["text/html"]
-    assert len(embedded_figures(page)) == 5 and named_figures(page) == []
+    assert len(embedded_figures(page)) == 6 and named_figures(page) == []
 
 
 def test_bundle_text_summary_numbers_are_the_profiles(full):
