@@ -112,7 +112,7 @@ class Comparison:
     def _repr_html_(self) -> str:
         """Notebook view; every name is escaped (op names come from the profiled graph)."""
         parts = [f"<h4>geprof comparison: A = {html.escape(self.a_name)}, B = {html.escape(self.b_name)}</h4>"]
-        for title, frame in (("Step", _step_cells(self.step)), ("Regressions", self.regressions),
+        for title, frame in (("Step", step_cells(self.step)), ("Regressions", self.regressions),
                              ("Improvements", self.improvements), ("OP types", self.op_types.head(20)),
                              ("PMU changes", self.pmu.head(20))):
             if len(frame):
@@ -138,12 +138,15 @@ def _step_value(metric: str, value: float, sign: str = "") -> str:
     return format(value, f"{sign},.{0 if metric in COUNT_METRICS else 3}f")
 
 
-def _step_cells(step: pd.DataFrame) -> pd.DataFrame:
-    """The step table as text for HTML (one float format per row, so counts stay whole)."""
+def step_cells(step: pd.DataFrame) -> pd.DataFrame:
+    """A step table (:data:`STEP_COLUMNS`) as text, for HTML: one number format per row (counts whole, times
+    with 3 decimals and thousands separators, differences signed), ``-`` where there is no value."""
     out = step.astype(object)
     for metric in step.index:
         for col in ("A", "B", "Diff"):
             out.at[metric, col] = _step_value(metric, step.at[metric, col], "+" if col == "Diff" else "")
+        pct = step.at[metric, "Diff(%)"]
+        out.at[metric, "Diff(%)"] = "-" if pd.isna(pct) else f"{pct:+,.1f}"
     return out
 
 

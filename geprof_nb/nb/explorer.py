@@ -11,7 +11,7 @@ Layout of the widget (CSS classes for browser tests and styling)::
       Tab (each child a slot VBox: a "drawn when selected" note until the tab is built, then:)
         VBox .geprof-tab-summary     headline, step chart and step split, top ops, top findings, notes
         VBox .geprof-tab-ops         OP Type / sort / top-N / iteration / column-group controls, op_summary
-        VBox .geprof-tab-steps       step_trace, step_breakdown
+        VBox .geprof-tab-steps       step_trace, step_breakdown, compare steps (.geprof-compare-steps)
         VBox .geprof-tab-timeline    step selector, step timeline, per-stream task Gantt
         VBox .geprof-tab-ai-core     pipe ratios, PMU table (<table class="geprof-pmu-table">)
         VBox .geprof-tab-memory      memory lifetimes, peak, largest allocations
@@ -46,6 +46,7 @@ from matplotlib.figure import Figure
 
 from ..analysis import Profile
 from . import plots
+from .blocks import WIDGET_VIEW_MIME, PictureView, block_widget, blocks_html
 from .html_parts import TOP_OPS, advice_html, bounded, heading, list_html, message_html, table_html, table_text
 from .report import (
     ALL,
@@ -63,14 +64,11 @@ from .report import (
     SHARE,
     STEP_SPLIT,
     TOP_FINDINGS,
-    Chart,
-    Picture,
     Report,
 )
 from .table_views import api_statistic_view, forward_only, origin_text, relative_times, step_trace_view
 
 TAB_TITLES = ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice")
-WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
 #: Largest top-N of the Ops tab: an HTML table of more rows makes the front end slow, not wiser.
 MAX_ROWS = 500
@@ -107,43 +105,6 @@ def tab_class(title: str) -> str:
 def _numeric_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns
             if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
-
-
-# --------------------------------------------------------------------------- blocks
-# A tab's content is a list of blocks: an HTML string, or a Chart.  The static report joins
-# their HTML; the widget shows HTML blocks in HTML widgets and Charts in Image widgets.
-
-
-def _blocks_html(blocks: list, figures: Collection[str]) -> str:
-    return "".join(b.static_html(figures) if isinstance(b, Chart) else b for b in blocks)
-
-
-class PictureView:
-    """An Image widget that shows a Picture, or an HTML message in its place; updated in place."""
-
-    def __init__(self, picture: Picture | None = None) -> None:
-        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
-        self.message = widgets.HTML()
-        self.box = widgets.VBox([self.image, self.message])
-        self.picture: Picture | None = None
-        if picture is not None:
-            self.show(picture)
-
-    def show(self, picture: Picture) -> None:
-        self.picture = picture
-        if picture.png is not None:
-            self.image.value = picture.png
-            self.image.layout.display = None
-            self.message.value = ""
-            self.message.layout.display = "none"
-        else:
-            self.image.layout.display = "none"
-            self.message.value = picture.html()
-            self.message.layout.display = None
-
-
-def _block_widget(block) -> widgets.Widget:
-    return PictureView(block.picture).box if isinstance(block, Chart) else widgets.HTML(block)
 
 
 # --------------------------------------------------------------------------- tabs
@@ -189,11 +150,11 @@ class Pane(ABC):
         return self.blocks()
 
     def _widgets(self) -> list[widgets.Widget]:
-        return [_block_widget(b) for b in self.content]
+        return [block_widget(b) for b in self.content]
 
     def static_html(self, figures: Collection[str] = STATIC_FIGURES) -> str:
         try:
-            body = _blocks_html(self.content, figures)
+            body = blocks_html(self.content, figures)
         except Exception:  # noqa: BLE001
             body = f"<pre>{html.escape(traceback.format_exc())}</pre>"
         return (f'<section class="geprof-static-{self.css_class[len("geprof-tab-"):]}">'
@@ -346,7 +307,7 @@ class OpsPane(Pane):
         return [widgets.HBox([self.type_filter, self.iteration, self.sort_by, self.ascending],
                              layout=widgets.Layout(flex_flow="row wrap")),
                 widgets.HBox([self.top_n, group_box], layout=widgets.Layout(flex_flow="row wrap")),
-                self.count_label, self.table, *[_block_widget(b) for b in self._statistic_blocks()]]
+                self.count_label, self.table, *[block_widget(b) for b in self._statistic_blocks()]]
 
     def _render(self, change: Any = None) -> None:
         groups = tuple(g for g, b in self.groups.items() if b.value)
@@ -382,13 +343,42 @@ class TimedPane(Pane):
 
     def _render(self, change: Any = None) -> None:
         content = self.blocks(absolute=True) if self.absolute.value else self.content
-        self.body.children = [_block_widget(b) for b in content]
+        self.body.children = [block_widget(b) for b in content]
 
 
 class StepsPane(TimedPane):
-    """step_trace (its AllReduce pairs as a table of their own) and step_breakdown."""
+    """step_trace (its AllReduce pairs as a table of their own) and step_breakdown; *compare steps* shows two
+    steps of the run side by side (:mod:`.comparison_view`)."""
 
     title = "Steps"
+
+    def _widgets(self) -> list[widgets.Widget]:
+        out = super()._widgets()
+        steps = self.report.step_ids
+        if len(steps) < 2:
+            return out
+        style = {"description_width": "initial"}
+        self.compare_a = widgets.Dropdown(options=steps, value=steps[0], description="Compare step", style=style)
+        self.compare_b = widgets.Dropdown(options=steps, value=steps[-1], description="with step", style=style)
+        self.compare_button = widgets.Button(description="compare", tooltip="the two steps side by side: their "
+                                             "split, the ops that moved most, their timelines aligned")
+        self.compare_button.add_class("geprof-compare-steps")
+        self.compare_box = widgets.VBox(layout=widgets.Layout(width="100%"))
+        self.compare_button.on_click(self.compare_steps)
+        return [*out, widgets.HBox([self.compare_a, self.compare_b, self.compare_button],
+                                   layout=widgets.Layout(flex_flow="row wrap")), self.compare_box]
+
+    def compare_steps(self, _button: Any = None) -> Any:
+        """Show the compare view of the two chosen steps under the tables; returns it."""
+        from .comparison_view import CompareView
+
+        try:
+            view = CompareView(self.profile, self.profile, steps=(self.compare_a.value, self.compare_b.value))
+            self.compare_box.children = [view.widget]
+        except Exception:  # noqa: BLE001 - shown in the tab, not lost in a callback
+            view = None
+            self.compare_box.children = [widgets.HTML(f"<pre>{html.escape(traceback.format_exc())}</pre>")]
+        return view
 
     def blocks(self, absolute: bool = False) -> list:
         st, sb = self.profile.step_trace, self.profile.step_breakdown

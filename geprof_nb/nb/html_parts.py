@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from typing import Collection
 
 import numpy as np
 import pandas as pd
@@ -46,21 +47,22 @@ def _number_texts(values: pd.Series, separators: bool) -> list[str]:
     return ["N/A" if m else format(v, f"{sep}.3f") for v, m in zip(floats.tolist(), missing.tolist())]
 
 
-def _column_cells(df: pd.DataFrame, i: int) -> tuple[list[str], bool]:
+def _column_cells(df: pd.DataFrame, i: int, right: Collection[str] = ()) -> tuple[list[str], bool]:
     """The escaped cells of column ``i`` (by position: step_trace repeats its Reduce names) and whether it
-    holds numbers (then right-aligned)."""
+    holds numbers (then right-aligned; so is a text column named in ``right``, numbers written as text)."""
     values, name = df.iloc[:, i], str(df.columns[i])
     if _is_number_column(values):
         return _number_texts(values, separators=not _ID_COLUMN.search(name)), True
     texts = values.astype(object).where(values.notna(), "N/A").tolist()
-    return [html.escape(str(v)) for v in texts], False
+    return [html.escape(str(v)) for v in texts], name in right
 
 
-def table_html(df: pd.DataFrame, title: str | None = None, classes: str = "") -> str:
+def table_html(df: pd.DataFrame, title: str | None = None, classes: str = "", right: Collection[str] = ()) -> str:
     """An escaped HTML table (every header and cell escaped), numbers right-aligned with thousands
     separators (ids without), under a heading if given, in a box that scrolls sideways when the table is
-    wider than the output area."""
-    columns = [_column_cells(df, i) for i in range(df.shape[1])]
+    wider than the output area.  ``right``: text columns that hold numbers already written as text
+    (right-aligned as the numbers are)."""
+    columns = [_column_cells(df, i, right) for i in range(df.shape[1])]
     head = "".join(f"<th{_RIGHT if number else ''}>{html.escape(str(name))}</th>"
                    for name, (_, number) in zip(df.columns, columns))
     aligns = [_RIGHT if number else "" for _, number in columns]

@@ -30,7 +30,7 @@ FIGSIZE = (11.0, 2.4)
 
 
 def step_split_bars(step_breakdown: pd.DataFrame, step_us: float | None = None, left_out: Collection[int] = (),
-                    title: str | None = None) -> Figure:
+                    title: str | None = None, labels: list[str] | None = None) -> Figure:
     """Draw one stacked bar per step of ``step_breakdown``: its Computing, Communication(Not Overlapped)
     (labelled exposed Communication) and Free, bottom up, so a bar is as tall as its step period.
 
@@ -38,7 +38,8 @@ def step_split_bars(step_breakdown: pd.DataFrame, step_us: float | None = None, 
     the steps in ``left_out`` (the figure's outliers, a first step that spans only itself) are hatched,
     with a legend entry saying they are not in the figure.  y in µs, or ms from a 10 ms step on.  More than
     :data:`MAX_COLUMNS` steps are merged into that many columns of consecutive steps: a column shows their
-    mean parts, and a line the longest of them, so an outlier step still shows.
+    mean parts, and a line the longest of them, so an outlier step still shows.  ``labels`` name the bars
+    instead of their step numbers (the compare view's two runs).
     """
     if step_breakdown.empty or not all(c in step_breakdown.columns for c, _ in PARTS):
         return empty_figure(EMPTY_BREAKDOWN_MESSAGE)
@@ -87,14 +88,16 @@ def step_split_bars(step_breakdown: pd.DataFrame, step_us: float | None = None, 
     ax.set_xlim(-0.6, len(steps) - 0.4)
     top = max((longest if longest is not None else total).max(), (step_us or 0.0) / scale)
     ax.set_ylim(0, top * 1.08 or 1.0)
-    if len(steps) <= MAX_STEP_LABELS:
+    if labels is not None:
+        ax.set_xticks(np.arange(len(steps)), labels, fontsize=9)
+    elif len(steps) <= MAX_STEP_LABELS:
         ax.set_xticks(np.arange(len(steps)), [f"{s:g}" for s in steps], fontsize=8)
     else:  # ticks at positions, labelled with the step there
         ticks = ax.get_xticks()
         ticks = ticks[(ticks >= 0) & (ticks < len(steps))].astype(int)
         ax.set_xticks(ticks, [f"{steps[t]:g}" for t in ticks], fontsize=8)
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:,.0f}")
-    ax.set_xlabel("step")
+    ax.set_xlabel("" if labels is not None else "step")
     ax.set_ylabel(unit)
     tidy(ax)
     ax.set_title(title or f"Where each step's time goes ({len(steps):,} steps)", loc="left")
