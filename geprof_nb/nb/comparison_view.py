@@ -225,7 +225,6 @@ class CompareView:
         """The live view (built on first use)."""
         if getattr(self, "_widget", None) is None:
             head = widgets.HTML(f'<p class="geprof-compare-head"><b>geprof compare</b> {html.escape(self.what)}</p>')
-            head.add_class("geprof-compare-head")
             body = [block_widget(b) for b in self.blocks()]
             self._widget = widgets.VBox([head, widgets.VBox(body, layout=widgets.Layout(width="100%")),
                                          self._timeline_box()], layout=widgets.Layout(width="100%"))

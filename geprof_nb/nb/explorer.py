@@ -66,7 +66,14 @@ from .report import (
     TOP_FINDINGS,
     Report,
 )
-from .table_views import api_statistic_view, forward_only, origin_text, relative_times, step_trace_view
+from .table_views import (
+    api_statistic_view,
+    forward_only,
+    origin_text,
+    relative_times,
+    step_trace_view,
+    without_one_device,
+)
 
 TAB_TITLES = ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice")
 
@@ -261,7 +268,7 @@ class OpsPane(Pane):
         stat = self.profile.op_statistic
         if not len(stat):
             return []
-        table, title = bounded(stat, "op_statistic: time per OP Type and Core Type", STATIC_ROWS)
+        table, title = bounded(without_one_device(stat), "op_statistic: time per OP Type and Core Type", STATIC_ROWS)
         return [table_html(table, title), self.report.op_type_bars()]
 
     # ------------------------------------------------------------ widgets
@@ -334,12 +341,16 @@ class TimedPane(Pane):
     def origin(self, absolute: bool) -> float | None:
         return None if absolute else self.report.origin_us
 
+    def has_times(self) -> bool:
+        """Whether the tab shows any timestamp (else it gets no ``absolute times`` button)."""
+        return True
+
     def _widgets(self) -> list[widgets.Widget]:
         self.absolute = times_toggle()
         self.body = widgets.VBox(layout=widgets.Layout(width="100%"))
         self.absolute.observe(self._render, "value")
         self._render()
-        return [self.absolute, self.body]
+        return [self.absolute, self.body] if self.has_times() else [self.body]
 
     def _render(self, change: Any = None) -> None:
         content = self.blocks(absolute=True) if self.absolute.value else self.content
@@ -351,6 +362,9 @@ class StepsPane(TimedPane):
     steps of the run side by side (:mod:`.comparison_view`)."""
 
     title = "Steps"
+
+    def has_times(self) -> bool:
+        return bool(len(self.profile.step_trace))
 
     def _widgets(self) -> list[widgets.Widget]:
         out = super()._widgets()
@@ -386,7 +400,8 @@ class StepsPane(TimedPane):
         out = []
         if len(st):
             forward = self.profile.forward_only_models
-            main, reduces = step_trace_view(relative_times(st, "step_trace", self.origin(absolute)), forward)
+            main, reduces = step_trace_view(relative_times(without_one_device(st), "step_trace",
+                                                           self.origin(absolute)), forward)
             named = ("; a forward-only run: msprof's FP Start, BP End, FP to BP Time and Iteration Refresh are "
                      "named for what they are" if forward_only(st, forward) else "")
             t, title = bounded(main, f"step_trace ({times}; Iteration Time is an iteration's own span, without "
@@ -399,7 +414,8 @@ class StepsPane(TimedPane):
         else:
             out.append(message_html(self.report.missing(MSG_NO_STEPS)))
         if len(sb):
-            t, title = bounded(sb, "step_breakdown: Computing, Communication and Free per step (us)", STATIC_ROWS)
+            t, title = bounded(without_one_device(sb), "step_breakdown: Computing, Communication and Free per step "
+                                                       "(us)", STATIC_ROWS)
             out.append(table_html(t, title))
         return out
 
@@ -444,7 +460,9 @@ class AICorePane(Pane):
         has = ops[pmu].notna().any(axis=1).to_numpy() if pmu else np.zeros(len(ops), bool)
         ops = ops[has].sort_values(DURATION, ascending=False, kind="stable")
         lead = [c for c in ("Op Name", "OP Type", "Task Type", DURATION, "Block Num") if c in ops.columns]
-        return ops.head(TOP_OPS)[lead + pmu], len(ops)
+        top = ops.head(TOP_OPS)
+        shown = [c for c in pmu if top[c].notna().any()]  # a vector-only top has no aic_* value: not N/A columns
+        return top[lead + shown], len(ops)
 
     def blocks(self) -> list:
         r = self.report
@@ -461,6 +479,9 @@ class AICorePane(Pane):
 
 class MemoryPane(TimedPane):
     title = "Memory"
+
+    def has_times(self) -> bool:
+        return bool(len(self.report.memory.operator_memory))
 
     def blocks(self, absolute: bool = False) -> list:
         mem = self.report.memory
@@ -500,8 +521,8 @@ class ApiHostPane(Pane):
         api, he = p.api_statistic, p.host_events
         out: list = []
         if len(api):
-            t, title = bounded(api_statistic_view(api), "api_statistic: host API calls per level (msprof's "
-                                                        "Variance shown as the standard deviation)", STATIC_ROWS)
+            t, title = bounded(without_one_device(api_statistic_view(api)), "api_statistic: host API calls per "
+                               "level (msprof's Variance shown as the standard deviation)", STATIC_ROWS)
             out.append(table_html(t, title))
             if "Level" in api.columns and not (api["Level"].astype(str) == "runtime").any():
                 out.append(message_html(MSG_NO_RUNTIME_API))

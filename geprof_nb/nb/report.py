@@ -271,7 +271,7 @@ class Report:
         steps = len(p.step_trace)
         if steps:
             parts.append(f"{steps} steps")
-        parts.append(f"{len(self.ops)} op tasks")
+        parts.append(f"{len(self.ops):,} op tasks")
         top_type = self.top_op_type
         if top_type is not None:
             parts.append(f"top op type {top_type[0]} ({top_type[1]:.1f}% of op time of {self.where()})")

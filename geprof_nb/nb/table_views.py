@@ -1,5 +1,6 @@
 """Profile tables as the explorer shows them to a person: times since the run's first step, step_trace's
-repeated AllReduce column pairs as a table of their own, the host API spread in us.
+repeated AllReduce column pairs as a table of their own, the host API spread in us, no column that only
+repeats the one device's id.
 
 The Profile's tables keep msprof's columns and absolute timestamps (what the real tools and exports
 read); these are views of them, computed where a tab is drawn.
@@ -97,3 +98,11 @@ def api_statistic_view(api: pd.DataFrame) -> pd.DataFrame:
     out = api.copy()
     out.insert(list(out.columns).index(VARIANCE), STD, np.sqrt(pd.to_numeric(out[VARIANCE], errors="coerce")))
     return out.drop(columns=[VARIANCE])
+
+
+def without_one_device(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without its ``Device_id`` column when every row has the same one (a run is one device's):
+    a column that repeats one id on every row is read past, and pushes what matters to the right."""
+    if "Device_id" not in table.columns or not len(table) or table["Device_id"].astype(str).nunique() > 1:
+        return table
+    return table.drop(columns=["Device_id"])

@@ -359,9 +359,13 @@ def test_ai_core_tab_draws_pipe_ratios_and_the_pmu_table(full):
     pane = X.Explorer(full).select("AI Core")
     text = widget_html(pane.box)
     assert 'class="dataframe geprof-table geprof-pmu-table"' in text
-    assert "aic_mac_ratio" in text and "aiv_vec_ratio" in text
+    assert "aiv_vec_ratio" in text
     assert len(images(pane.box)) == 1
     table, total = pane.pmu_table()
+    # only the PMU columns the rows shown have a value in: a top of vector ops shows no column of aic_* N/As
+    pmu = [c for c in table.columns if c.startswith(("aic_", "aiv_"))]
+    assert pmu and all(table[c].notna().any() for c in pmu)
+    assert set(table["Task Type"].astype(str)) == {"AI_VECTOR_CORE"} and not any(c.startswith("aic_") for c in pmu)
     top = full.ops()
     top = top[top["Task Type"].astype(str) != "COMMUNICATION"].nlargest(1, "Task Duration(us)")
     assert table["Op Name"].iloc[0] == top["Op Name"].iloc[0] and len(table) == 20
@@ -639,3 +643,16 @@ def test_an_inference_run_names_its_phases_forward_and_output_not_fp_bp(inferenc
     data = TimelineData(inference)
     phases = data.by_id["phases/0"].spans
     assert {data.tables.kinds.texts[k] for k in np.unique(phases.kind)} == {"Data Aug Bound", "Forward", "Output"}
+
+
+def test_a_column_that_repeats_the_one_devices_id_is_left_out_and_a_tab_without_times_has_no_times_button(full, l0):
+    ex = X.Explorer(full)
+    for title, table in (("Ops", "op_statistic"), ("Steps", "step_trace"), ("Steps", "step_breakdown"),
+                         ("API/Host", "api_statistic")):
+        text = widget_html(ex.select(title).box)
+        section = text.split(table, 1)[1].split("</thead>", 1)[0]
+        assert "<th>Device_id</th>" not in section and (getattr(full, table)["Device_id"].nunique() == 1), table
+    memory = ex.select("Memory")
+    assert ex.steps.absolute in ex.steps.box.children and memory.absolute in memory.box.children
+    memoryless = X.Explorer(l0).select("Memory")  # no memory data: nothing to show absolute
+    assert memoryless.absolute not in memoryless.box.children

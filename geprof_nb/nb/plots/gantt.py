@@ -91,5 +91,6 @@ def task_gantt(op_summary: pd.DataFrame, iteration: int | None = None, iteration
     heading = title or "Tasks per stream"
     if iteration is not None:
         heading += f": iteration {iteration}"
-    ax.set_title(f"{heading}  ({len(frame):,} tasks over {x1:,.3f} ms)", loc="left")
+    # the counts on a line of their own: a long heading on one line would run into the legend
+    ax.set_title(f"{heading}\n{len(frame):,} tasks over {x1:,.3f} ms", loc="left")
     return literal(fig)
