@@ -29,6 +29,9 @@ def _float(x: float) -> str:
 _ID_COLUMN = re.compile(r"(?i)(^|[ _])id$|^(step|rank|model [ab])$")
 #: Right-aligned cells (``align`` rather than a style: GitHub's sanitiser keeps it, and it is short).
 _RIGHT = ' align="right"'
+#: The header of a text column, aligned with its cells (browsers centre headers, JupyterLab's widgets right-align
+#: them; the style for those, the attribute where styles are stripped, as on GitHub).
+_LEFT = ' align="left" style="text-align:left"'
 
 
 def _is_number_column(values: pd.Series) -> bool:
@@ -63,7 +66,7 @@ def table_html(df: pd.DataFrame, title: str | None = None, classes: str = "", ri
     wider than the output area.  ``right``: text columns that hold numbers already written as text
     (right-aligned as the numbers are)."""
     columns = [_column_cells(df, i, right) for i in range(df.shape[1])]
-    head = "".join(f"<th{_RIGHT if number else ''}>{html.escape(str(name))}</th>"
+    head = "".join(f"<th{_RIGHT if number else _LEFT}>{html.escape(str(name))}</th>"
                    for name, (_, number) in zip(df.columns, columns))
     aligns = [_RIGHT if number else "" for _, number in columns]
     rows = "".join("<tr>" + "".join(f"<td{align}>{cell}</td>" for align, cell in zip(aligns, cells)) + "</tr>"
@@ -127,7 +130,8 @@ def advice_html(findings: pd.DataFrame) -> str:
     """Findings as an escaped HTML table, each row coloured by its priority, numbers as :func:`table_html`'s."""
     cols = list(findings.columns)
     columns = [_column_cells(findings, i) for i in range(len(cols))]
-    head = "".join(f"<th{_RIGHT if number else ''}>{html.escape(str(c))}</th>" for c, (_, number) in zip(cols, columns))
+    head = "".join(f"<th{_RIGHT if number else _LEFT}>{html.escape(str(c))}</th>"
+                   for c, (_, number) in zip(cols, columns))
     aligns = [_RIGHT if number else "" for _, number in columns]
     prios = findings.iloc[:, 0].astype(str).tolist() if cols and cols[0] == "Priority" else [""] * len(findings)
     rows = []

@@ -110,6 +110,10 @@ def test_the_summary_shows_a_step_chart_and_right_aligned_numbers(notebook, runs
     number = summary.locator("td[align=right]").first
     assert number.evaluate("e => getComputedStyle(e).textAlign").endswith("right")  # -webkit-right: align="right"
     assert "," in summary.locator("table").first.inner_text()  # thousands separators: steps of ~8,700 us
+    heads = summary.locator("table").nth(1).locator("th")  # the top ops: Op Name's header over its column
+    assert heads.first.inner_text() == "Op Name"
+    assert heads.first.evaluate("e => getComputedStyle(e).textAlign") == "left"
+    assert heads.nth(3).evaluate("e => getComputedStyle(e).textAlign").endswith("right")  # Task Duration(us)
     screenshot(notebook, tmp_path / "tab_summary.png", ".jp-Notebook .jp-Cell >> nth=1", fit=True)
 
 
@@ -123,8 +127,7 @@ def test_every_tab_draws_without_a_traceback(notebook, runs, tmp_path):
         name = tab_class(title).removeprefix("geprof-tab-")
         screenshot(notebook, tmp_path / f"tab_{name}.png", ".jp-Notebook .jp-Cell >> nth=1", fit=True)
         if title == "Ops":
-            screenshot(notebook, screenshot_path(tmp_path, "explorer_ops.png"), ".jp-Notebook .jp-Cell >> nth=1",
-                       fit=True)
+            screenshot(notebook, screenshot_path(tmp_path, "explorer_ops.png"), ".jp-Notebook .jp-Cell >> nth=1")
     assert notebook.dialogs == []
 
 

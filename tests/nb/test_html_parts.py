@@ -49,8 +49,8 @@ def test_numbers_are_right_aligned_with_thousands_separators_and_ids_without():
          (' align="right"', "1,234,567.891"), (' align="right"', "1001"), (' align="right"', "4294967295")],
         [("", "relu"), (' align="right"', "N/A"), (' align="right"', "8"), (' align="right"', "0.500"),
          (' align="right"', "1002"), (' align="right"', "1")]]
-    heads = re.findall(r"<th( align=\"right\")?>(.*?)</th>", page)
-    assert heads == [("", "Op Name"), *[(' align="right"', c) for c in df.columns[1:]]]
+    heads = re.findall(r"<th align=\"(right|left)\"[^>]*>(.*?)</th>", page)  # a header aligned with its column
+    assert heads == [("left", "Op Name"), *[("right", c) for c in df.columns[1:]]]
 
 
 def test_repeated_column_names_are_rendered_by_position():
