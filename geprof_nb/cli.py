@@ -278,14 +278,15 @@ def _collect(command: str, code: Callable[[], None], options: ProfilingOptions, 
 
 
 def _show_collected(collected: Collected, top: int) -> int:
-    """Show a finalised run (:func:`_show_run`) and return the exit status for what its code raised."""
+    """Show a finalised run (:func:`_show_run`) and return the exit status for what its code raised (1 for code
+    that succeeded when not everything could be written into the run directory: stderr said what)."""
     profile, said = load_collected(collected)
     if said:
         print(said, file=sys.stderr)
     if profile is None:  # the run directory went away: nothing to show
         return _exit_status(collected.error) or 1
     _show_run(profile, top)
-    return _exit_status(collected.error)
+    return _exit_status(collected.error) or (1 if collected.write_problem else 0)
 
 
 def _show_run(run: Profile | ClusterProfile, top: int) -> None:

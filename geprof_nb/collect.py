@@ -34,7 +34,7 @@ from .prof import msprof
 from .prof.clock import toolkit_entry
 from .prof.events import AIC_METRICS
 from .prof.options import CUSTOM_EVENT_MAX, CUSTOM_EVENT_MIN, ProfilingOptions
-from .prof.run_opener import open_run
+from .prof.run_opener import OpenRun, described, open_run
 from .prof.step_schedule import NONE, WARMUP, ScheduledCollection, StepSchedule
 
 #: Defaults of a profiled cell or script where they differ from GE's: a person wants the step timeline.
@@ -66,6 +66,9 @@ PROFILING_FLAGS = [
     ("--task-memory", "task_memory", "on|off", "static memory plan events, a geprof extension (default: off)"),
     ("--storage-limit", "storage_limit", "SIZE",
      "delete the oldest data past this size, e.g. 500MB, at least 200MB (default: none)"),
+    ("--checkpoint-interval", "checkpoint_interval", "SECONDS",
+     "how often the run's metadata and gathered records reach the run directory, so a killed run loses at most "
+     "about that much; 0.1 to 3600, a geprof extension (default: 1)"),
 ]
 
 #: The metavar of ``--device`` (``%%geprof`` and ``geprof run``).
@@ -127,6 +130,9 @@ class Collected:
     #: The progress display, finished by :func:`load_collected` with the run's step figure, and how the code ended.
     progress: StepProgress | None = None
     status: str = "done"
+    #: What could not be written into the run directory, in words ("" if everything was):
+    #: :attr:`geprof_nb.prof.msprof.Msprof.write_problem`.
+    write_problem: str = ""
 
 
 class _Steps:
@@ -217,13 +223,17 @@ def users_traceback(error: BaseException, code_filename: str | None, trailing: t
 class AlreadyCollecting(RuntimeError):
     """A run is open already: the msprof library collects into one run at a time."""
 
+    @classmethod
+    def of(cls, run: OpenRun) -> AlreadyCollecting:
+        """The error naming ``run``'s directory and what opened it."""
+        return cls(f"profiling is already collecting into {run.run_dir} (opened by {run.opened_by}); {run.finish}")
+
 
 def check_not_collecting() -> None:
     """Raise :class:`AlreadyCollecting` naming the open run directory and what opened it, if a run is open."""
     run = open_run(msprof.lib)
     if run is not None:
-        raise AlreadyCollecting(f"profiling is already collecting into {run.run_dir} (opened by {run.opened_by}); "
-                                f"{run.finish}")
+        raise AlreadyCollecting.of(run)
 
 
 def check_device_counters(options: ProfilingOptions) -> None:
@@ -276,6 +286,8 @@ class Collection:
         check_device_counters(options)
         try:
             msprof.lib.init(options.output, options.to_dict(), mode=info_key)
+        except msprof.RunAlreadyOpen as exc:  # opened since check_not_collecting (another thread won the race)
+            raise AlreadyCollecting.of(described(exc.run_dir, exc.mode)) from None
         except OSError as exc:
             raise OutputUnusable(options.output, exc) from None
         return cls(switch, schedule, subject, info_key, info, make_progress, guard)
@@ -324,7 +336,11 @@ class Collection:
                 guard.uninstall()
         if late and error is None:
             error = KeyboardInterrupt()
-        return Collected(run_dir, error, self.hook.steps, msprof.lib.info_not_written(), self.progress, status)
+        problem = msprof.lib.write_problem if run_dir is not None else ""
+        if problem:
+            status += ", but not everything could be written (see stderr)"
+        return Collected(run_dir, error, self.hook.steps, msprof.lib.info_not_written(), self.progress, status,
+                         problem)
 
 
 def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepSchedule | None = None, *,
@@ -374,8 +390,9 @@ def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile | Non
     the counts of records that could not be written.  The run's Profile (a cluster's: rank 0's) is
     then built on the description the library held instead (``RunDir(path, info)``: the analysis
     never imports the runtime, so it is handed a plain dict), so its ``complete``, ``notes`` and
-    ``dropped`` are the run's own.  The message gives those counts per kind and the notes the run
-    directory lacks: a later ``geprof_nb.load()`` of it shows neither.
+    ``dropped`` are the run's own.  The message says so and gives the notes the run directory lacks
+    (the counts per kind were said once, when the run was finalised: :attr:`Collected.write_problem`):
+    a later ``geprof_nb.load()`` of it shows neither.
     """
     try:
         loaded = load(collected.run_dir)
@@ -392,20 +409,17 @@ def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile | Non
     ranks = loaded.ranks if cluster else {0: loaded}
     rank = next((r for r, p in ranks.items() if p.path.name == info.get("run")), None)
     on_disk = ranks[rank].info if rank is not None else {}
-    failed = info.get("write_failed") or {}
-    counts = ", ".join(f"{n} {kind}" for kind, n in failed.items()) or "none"
-    said = [f"geprof: the run's info.json could not be written (the run directory keeps an older one, status "
-            f"{on_disk.get('status', 'unknown')!r}); records that could not be written: {counts}"]
+    said = []
     if rank is not None:
         notes = [*(info.get("notes") or []), INFO_NOT_WRITTEN_NOTE]
         mine = Profile(RunDir(ranks[rank].path, dict(info, notes=notes)), ranks[rank].device_id)
         loaded = ClusterProfile(loaded.path, {**ranks, rank: mine}, loaded.notes) if cluster else mine
-        said.append(f"  {f'rank {rank} Profile' if cluster else 'the Profile'} here holds the run's own status, "
-                    f"notes and counts (Profile.dropped); geprof_nb.load('{mine.path}') later reads the older "
-                    "info.json, without them")
+        said.append(f"geprof: {f'rank {rank} Profile' if cluster else 'the Profile'} handed back holds the run's own "
+                    f"status, notes and counts (Profile.dropped); geprof_nb.load('{mine.path}') later reads the older "
+                    f"info.json (status {on_disk.get('status', 'unknown')!r}), without them")
     lost = [n for n in info.get("notes") or [] if n not in (on_disk.get("notes") or [])]
     if lost:
-        said += ["  notes the run directory lacks:", *(f"    {n}" for n in lost)]
+        said += ["geprof: notes the run directory lacks:", *(f"    {n}" for n in lost)]
     return loaded, "\n".join(said)
 
 

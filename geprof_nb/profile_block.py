@@ -70,7 +70,8 @@ class ProfiledBlock:
 
     After the block: :attr:`profile` (the loaded Profile, or ClusterProfile for several ranks; None if
     the run directory was removed while the block ran, which stderr says), :attr:`run_dir`, :attr:`steps`
-    (steps the block ran) and :attr:`error` (what it raised, or None).
+    (steps the block ran), :attr:`error` (what it raised, or None) and :attr:`write_problem` (what could
+    not be written into the run directory, a full disk, in the words stderr gave; "" if everything was).
     """
 
     def __init__(self, options: Mapping[str, Any], schedule: StepSchedule | Mapping[str, int] | None = None) -> None:
@@ -82,6 +83,7 @@ class ProfiledBlock:
         self.run_dir: Path | None = None
         self.steps = 0
         self.error: BaseException | None = None
+        self.write_problem = ""
         self._finished = False
 
     def __enter__(self) -> ProfiledBlock:
@@ -108,6 +110,7 @@ class ProfiledBlock:
             raise RuntimeError("geprof_nb.profile(): the block was left without being entered")
         collected = collection.finish(error)
         self.run_dir, self.steps, self.error = collected.run_dir, collected.steps, collected.error
+        self.write_problem = collected.write_problem
         self.profile, said = load_collected(collected)
         self._finished = True
         if said:
@@ -120,4 +123,5 @@ class ProfiledBlock:
             return "<geprof_nb.profile(): collecting>"
         if self.profile is None:
             return f"<geprof_nb.profile(): {self.steps} step{'s' * (self.steps != 1)}; {self.run_dir} was lost>"
-        return f"<geprof_nb.profile(): {self.steps} step{'s' * (self.steps != 1)} into {self.run_dir}>"
+        lost = "; not everything could be written (write_problem)" if self.write_problem else ""
+        return f"<geprof_nb.profile(): {self.steps} step{'s' * (self.steps != 1)} into {self.run_dir}{lost}>"

@@ -116,6 +116,31 @@ def test_run_exits_with_the_scripts_exit_status(tmp_path, capsys):
     assert geprof_nb.load(tmp_path / "out").complete
 
 
+def test_run_exits_with_1_when_not_everything_could_be_written(script, tmp_path, capsys, monkeypatch):
+    """The script succeeds, but the disk is full for its hwts chunks: the tables show what was written, stderr
+    says what was not, and the exit status says it too."""
+    import errno
+
+    from geprof_nb.prof import writer
+
+    real_create = writer._create
+
+    def create(path: str) -> int:
+        if "/hwts." in path:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        return real_create(path)
+
+    monkeypatch.setattr(writer, "_create", create)
+    assert main(["run", "--clock", "virtual", "--output", str(tmp_path / "out"), str(script), "2"]) == 1
+    monkeypatch.undo()
+    out, err = capsys.readouterr()
+    said = [line for line in err.splitlines() if "not everything could be written" in line]
+    assert len(said) == 1 and ": not written: " in said[0] and " hwts records; " in said[0]
+    p = geprof_nb.load(tmp_path / "out")
+    assert p.complete and p.op_summary.empty and len(p.step_trace) == 2 and p.dropped["hwts (not written)"] > 0
+    assert "records could not be written to the run directory (disk full or not writable)" in out  # the notes
+
+
 @pytest.mark.parametrize("argv, message", [
     (["demo", "--steps", "-3"], "argument --steps: -3 is not valid; accepted: a positive integer (1, 2, 3, ...)"),
     (["demo", "--steps", "0"], "argument --steps: 0 is not valid; accepted: a positive integer (1, 2, 3, ...)"),
@@ -232,7 +257,7 @@ def test_export_of_a_cluster_writes_every_rank_as_its_own(cluster, fmt, tmp_path
 
 @pytest.mark.parametrize("flags, message", [
     (["--format", "msprof"], "--format msprof: {root} is a cluster (ranks [0, 1, 2, 3]); accepted for a cluster: "
-                             "ascend_pt, parquet (for msprof, export one rank's run directory)"),
+                             "ascend_pt, db, msprof_db, parquet (for msprof, export one rank's run directory)"),
     (["--format", "ascend_pt", "--rank", "1"], "--rank 1: {root} is a cluster, whose ranks are exported as their own "
                                                "ranks; accepted: --rank for one run only"),
 ])

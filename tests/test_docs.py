@@ -87,7 +87,7 @@ def test_cli_reference_has_every_subcommand_and_flag(generated):
                 if flag not in ("-h", "--help"):
                     assert len(_table_rows(section, flag)) == 1, (name, flag)
     assert "Run SCRIPT as \\_\\_main\\_\\_" in text  # not bold "main"
-    assert "| `--format` | `msprof` \\| `ascend_pt` \\| `chrome` \\| `parquet` |" in text
+    assert "| `--format` | `msprof` \\| `ascend_pt` \\| `chrome` \\| `parquet` \\| `db` \\| `msprof_db` |" in text
 
 
 def test_escaping_keeps_help_prose_literal():

@@ -20,6 +20,7 @@ PACKAGE = "geprof_nb"
 #: analysis/'s rooms, lowest first: a module imports modules of its own room and of the layers below only
 #: ("" is the package itself, geprof_nb.analysis; rooms of one layer do not import each other).
 ANALYSIS_LAYERS = (
+    ("files",),  # what is where a data file should be, and reading it
     ("rundir", "arguments"),  # the run directory reader and the argument checks
     ("tables",),  # records -> tables
     ("sources",),  # where a Profile's tables come from

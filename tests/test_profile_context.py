@@ -148,12 +148,14 @@ def test_a_run_directory_that_turns_unwritable_is_counted_in_the_profile_handed_
     assert INFO_NOT_WRITTEN_NOTE in p.notes
     assert not any("not finalised" in n for n in p.notes)
     said = capsys.readouterr().err.splitlines()
-    counts = ", ".join(f"{n} {kind.removesuffix(' (not written)')}" for kind, n in p.dropped.items())
-    assert said[0] == ("geprof: the run's info.json could not be written (the run directory keeps an older one, status "
-                       f"'running'); records that could not be written: {counts}")
-    assert said[1] == ("  the Profile here holds the run's own status, notes and counts (Profile.dropped); "
-                       f"geprof_nb.load('{p.path}') later reads the older info.json, without them")
-    assert said[2] == "  notes the run directory lacks:"
+    counts = ", ".join(f"{n} {kind.removesuffix(' (not written)')} records" for kind, n in p.dropped.items())
+    assert said[0] == run.write_problem == (
+        f"geprof: not everything could be written into the run directory {p.path} (Permission denied, first at "
+        f"info.json): not written: {counts}; its info.json is an older one (status 'running', without these counts): "
+        "loading the run directory shows what was written, as an unfinished run")
+    assert said[1] == ("geprof: the Profile handed back holds the run's own status, notes and counts (Profile.dropped); "
+                       f"geprof_nb.load('{p.path}') later reads the older info.json (status 'running'), without them")
+    assert said[2] == "geprof: notes the run directory lacks:"
     assert [n.strip() for n in said[3:]] == msprof.lib.notes  # none reached the run directory's info.json
     older = geprof_nb.load(p.path)  # what the message warns of
     assert not older.complete and older.dropped == {}

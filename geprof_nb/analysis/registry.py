@@ -6,12 +6,15 @@
    root, ``CLUSTER_*``) directly under an output directory;
 2. one run in a layout of :data:`LAYOUTS`: a geprof Parquet export (``manifest.json``), a torch_npu
    run directory (one holding ``ASCEND_PROFILER_OUTPUT``, whatever its name; torch_npu names it
-   ``*_ascend_pt``) or its ``ASCEND_PROFILER_OUTPUT``, real msprof output (``PROF_*`` with
-   ``mindstudio_profiler_output``, or that directory itself), or a Parquet export whose manifest
-   cannot be read (opening it names the manifest and the error);
+   ``*_ascend_pt``) or its ``ASCEND_PROFILER_OUTPUT``, with text output or (without text) its
+   ``ascend_pytorch_profiler_<rank>.db``, real msprof output (``PROF_*`` with
+   ``mindstudio_profiler_output``, or that directory itself, or without text its ``msprof_<ts>.db``), or a
+   Parquet export whose manifest cannot be read (opening it names the manifest and the error); a
+   ``.db`` file of torch_npu or msprof is read as the run it belongs to (the way to read the DB of a run
+   that has text output too);
 3. several ranks: torch_npu run directories with distinct ``profiler_info_<rank>.json`` (the newest
-   run of each rank), or ``rank<N>`` directories (each opened as here) make a
-   :class:`~.cluster.profile.ClusterProfile`;
+   run of each rank), msprof DB runs whose ``info.json`` names distinct ranks, or ``rank<N>`` directories
+   (each opened as here) make a :class:`~.cluster.profile.ClusterProfile`;
 4. a directory of runs in those layouts: the newest, with a note saying so.
 
 A new kind of run is a :class:`Layout` added to :data:`LAYOUTS`: how to tell it from its directory
@@ -32,6 +35,7 @@ from .profile import Profile
 from .rundir import RunDir, is_run_dir, newest_run
 from .sources.ascend_pt import OUTPUT_DIR as ASCEND_OUTPUT
 from .sources.ascend_pt import AscendPtSource, is_ascend_pt, rank_of, run_timestamp
+from .sources.db import DbSource, db_file, msprof_db, msprof_rank, torch_npu_db
 from .sources.msprof import OUTPUT_DIR as MSPROF_OUTPUT
 from .sources.msprof import MsprofSource, find_sets
 from .sources.parquet import ParquetSource, has_unreadable_manifest, is_parquet_export
@@ -57,12 +61,23 @@ def _parquet_source(path: Path, device_id: int, notes: list[str] | None) -> Sour
     return ParquetSource(path, notes)
 
 
+def _torch_npu_text(path: Path) -> bool:
+    output = path if path.name == ASCEND_OUTPUT else path / ASCEND_OUTPUT
+    return (output / "kernel_details.csv").is_file()
+
+
+def _msprof_text(path: Path) -> bool:
+    return (path / MSPROF_OUTPUT).is_dir() or bool(find_sets(path)[0])
+
+
 PARQUET = Layout("parquet", is_parquet_export, _parquet_source)
+TORCH_NPU_DB = Layout("db", lambda path: torch_npu_db(path) is not None and not _torch_npu_text(path), DbSource)
 ASCEND_PT = Layout("ascend_pt", lambda path: path.name == ASCEND_OUTPUT or is_ascend_pt(path), AscendPtSource)
-MSPROF = Layout("msprof", lambda path: (path / MSPROF_OUTPUT).is_dir() or bool(find_sets(path)[0]), MsprofSource)
+MSPROF_DB = Layout("msprof_db", lambda path: msprof_db(path) is not None and not _msprof_text(path), DbSource)
+MSPROF = Layout("msprof", _msprof_text, MsprofSource)
 DAMAGED_PARQUET = Layout("parquet", has_unreadable_manifest, _parquet_source)
 #: The single-run layouts, in the order they are tried.
-LAYOUTS: tuple[Layout, ...] = (PARQUET, ASCEND_PT, MSPROF, DAMAGED_PARQUET)
+LAYOUTS: tuple[Layout, ...] = (PARQUET, TORCH_NPU_DB, ASCEND_PT, MSPROF_DB, MSPROF, DAMAGED_PARQUET)
 
 
 def layout_of(path: Path) -> Layout | None:
@@ -75,6 +90,9 @@ def layout_of(path: Path) -> Layout | None:
 def _open(path: Path, layout: Layout, device_id: int | None, notes: list[str] | None = None) -> Profile:
     """The Profile of one run; ``device_id`` None: the run's device (msprof data of several: device 0),
     else that device, which the run must have (each of these layouts holds one device's data)."""
+    if layout in (ASCEND_PT, MSPROF) and (file := db_file(path)) is not None:
+        notes = [*(notes or []), f"{path} holds DB output ({file.name}) beside the text output read here; "
+                                 f"load('{file}') reads the DB"]
     profile = Profile(layout.source(path, device_id or 0, notes))
     if device_id is not None:
         member("device_id", device_id, [profile.device_id], str(path), "devices")
@@ -95,11 +113,13 @@ def _newest(runs: list[Path]) -> Path:
 
 def _cluster(path: Path, device_id: int | None) -> ClusterProfile | None:
     """Several ranks under ``path``: torch_npu run directories (known by their ``ASCEND_PROFILER_OUTPUT``,
-    not their names) with distinct ranks, or ``rank<N>`` dirs."""
+    not their names) or msprof DB runs with distinct ranks, or ``rank<N>`` dirs."""
     children = sorted(c for c in path.iterdir() if c.is_dir())
     by_rank: dict[int, list[Path]] = {}
     for c in children:
         if is_ascend_pt(c) and (r := rank_of(c)) is not None:
+            by_rank.setdefault(r, []).append(c)
+        elif msprof_db(c) is not None and (r := msprof_rank(c)) is not None:
             by_rank.setdefault(r, []).append(c)
     notes = []
     if len(by_rank) >= 2:
@@ -108,7 +128,8 @@ def _cluster(path: Path, device_id: int | None) -> ClusterProfile | None:
             chosen[r] = _newest(dirs)
             if len(dirs) > 1:
                 notes.append(f"rank {r}: {len(dirs)} runs; read the newest, {chosen[r].name}")
-        return ClusterProfile(path, {r: _open(d, ASCEND_PT, device_id) for r, d in chosen.items()}, notes)
+        return ClusterProfile(path, {r: _open(d, layout_of(d) or ASCEND_PT, device_id) for r, d in chosen.items()},
+                              notes)
     ranks = {int(m.group(1)): c for c in children if (m := _RANK_DIR.fullmatch(c.name))}
     if len(ranks) >= 2:
         return ClusterProfile(path, {r: open_run(d, device_id) for r, d in sorted(ranks.items())}, notes)
@@ -118,9 +139,12 @@ def _cluster(path: Path, device_id: int | None) -> ClusterProfile | None:
 def _open_foreign(path: Path, device_id: int | None) -> Profile | ClusterProfile:
     """The Profile (or ClusterProfile) of a directory in a layout of :data:`LAYOUTS`, of several ranks,
     or holding such runs (steps 2-4 of the module docstring)."""
+    if path.is_file() and db_file(path) is not None:
+        return _open(path, TORCH_NPU_DB, device_id)
     if not path.is_dir():
         raise ImportFormatError(f"{path}: not a directory; pass a run directory (PROF_*, *_ascend_pt, "
-                                "mindstudio_profiler_output, a .geprof_parquet export or a directory of them)")
+                                "mindstudio_profiler_output, a .geprof_parquet export or a directory of them) or a "
+                                "torch_npu / msprof .db file")
     layout = layout_of(path)
     if layout is not None:
         return _open(path, layout, device_id)

@@ -3,53 +3,54 @@ record chunks (``.npy``, loaded with ``allow_pickle=False``: nothing read from
 disk can execute code).  A damaged chunk is skipped and listed in ``damaged``;
 records whose chunk files are gone are counted in ``missing``; everything intact
 still loads.
+
+A run that was not finalised (killed, or still collecting) also has the chunks
+that were growing when it stopped, ``<kind>.<seq>.tmp``: a header for no
+records, then records of a fixed size, so the file's length says how many are
+whole.  Those are loaded too (a torn last record is dropped) and listed in
+``salvaged``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import warnings
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-import orjson
 
-from ..errors import RunDirError
-from ..prof import rawdata
+from ..errors import ImportFormatError, RunDirError
+from ..prof import json_text, rawdata
+from .files import open_binary, present, read_bytes, reading, what_is_there
 
 
 def is_run_dir(path: Path) -> bool:
-    return (path / rawdata.INFO_FILE).is_file()
+    """Whether ``path`` is meant as a geprof run directory: something is where its info.json goes (a file,
+    or whatever else :class:`RunDir` then names as the problem)."""
+    info = path / rawdata.INFO_FILE
+    return info.is_file() or what_is_there(info) is not None
 
 
-_RUN_NAME = re.compile(r"PROF_(\d{6})_(\d{17})_\w+")
 #: A simulated cluster's root: ``rank_<r>/`` output directories (see ``geprof_nb.ge.cluster``).
-CLUSTER_NAME = re.compile(r"CLUSTER_(\d{17})_\w+")
+CLUSTER_NAME = rawdata.CLUSTER_DIR_NAME
 
 
 def newest_run(path: Path) -> Path | None:
-    """The newest run directory (or simulated cluster root) directly under ``path``.
+    """The newest run directory (or simulated cluster root) directly under ``path``: the one made last.
 
-    Ordered by the creation time and sequence number in the ``PROF_<seq>_<time>_<tag>``
-    (``CLUSTER_<time>_<tag>``) name (wall-clock, even for virtual-clock runs), not
-    by mtime, which any later write into an old run would change.
+    Ordered by the sequence number in the ``PROF_<seq>_<time>_<tag>`` (``CLUSTER_<seq>_<time>_<tag>``) name,
+    which is one past the greatest of the directory when a run is made (:func:`~..prof.rawdata.creation_order`),
+    not by the wall-clock stamp beside it (a clock stepped back between two runs would pick the older one)
+    nor by mtime, which any later write into an old run would change.
     """
     runs = [p for p in path.iterdir() if p.is_dir() and (is_run_dir(p) or CLUSTER_NAME.fullmatch(p.name))
             ] if path.is_dir() else []
     if not runs:
         return None
-
-    def created(p: Path) -> tuple:
-        if m := _RUN_NAME.fullmatch(p.name):
-            return (m.group(2), int(m.group(1)))
-        m = CLUSTER_NAME.fullmatch(p.name)
-        return (m.group(1), 0) if m else ("", 0)
-
-    return max(runs, key=created)
+    return max(runs, key=lambda p: rawdata.creation_order(p.name) or (-1, "", p.name))
 
 
 def _read_header(f: BinaryIO) -> tuple[int, np.dtype]:
@@ -74,72 +75,143 @@ def _read_header(f: BinaryIO) -> tuple[int, np.dtype]:
     return shape[0], dtype
 
 
+@dataclass(frozen=True)
+class GrowingChunk:
+    """A chunk the run had not closed when it stopped (``<kind>.<seq>.tmp``): its whole records, and the bytes of
+    a torn record after them (a write the end of the run cut short)."""
+
+    path: Path
+    records: int
+    torn_bytes: int
+    #: The file is shorter than its header (``torn_bytes`` of it): killed as it was made.
+    header_cut: bool = False
+
+
+def _chunk_files(directory: Path, kind: str, growing: bool) -> list[Path]:
+    """The chunk files of ``kind`` in ``directory`` in their order: the closed ``.npy`` ones and, with ``growing``,
+    the ``.tmp`` ones still growing (not one whose closed chunk is there too: a copy made as it was renamed)."""
+    files = {p.name[:-4]: p for p in directory.glob(f"{kind}.*.tmp")} if growing else {}
+    files.update((p.name[:-4], p) for p in directory.glob(f"{kind}.*.npy"))
+    return [files[name] for name in sorted(files)]
+
+
+def _growing_records(f: BinaryIO, path: Path, dtype: np.dtype) -> GrowingChunk:
+    """What the growing chunk open as ``f`` holds: ``dtype`` records after the header for none (leaves ``f`` at
+    the first one).  A header cut short holds no record; ValueError for any other header."""
+    size = os.fstat(f.fileno()).st_size
+    header = len(rawdata.npy_header(dtype, 0))
+    if size < header:  # killed while its header was written
+        return GrowingChunk(path, 0, size, header_cut=True)
+    try:
+        _, found = _read_header(f)
+    except ValueError:
+        raise ValueError(f"not a chunk of {dtype} records: its header cannot be read") from None
+    if found != dtype or f.tell() != header:
+        raise ValueError(f"unexpected record layout {found}")
+    whole, torn = divmod(size - header, dtype.itemsize)
+    return GrowingChunk(path, whole, torn)
+
+
+#: What a record chunk must be.
+CHUNK_FILE = "a .npy file of records (numpy's format, written by the run's writer)"
+
+
 def _chunk_header(path: Path) -> tuple[int, np.dtype]:
     """(records, dtype) of a chunk from its ``.npy`` header (:func:`_read_header`)."""
-    with open(path, "rb") as f:
+    with open_binary(path, CHUNK_FILE) as f, reading(path, CHUNK_FILE):
         return _read_header(f)
 
 
 def _read_chunk(path: Path) -> np.ndarray:
     """The records of a chunk, as ``np.load(path, allow_pickle=False)`` reads them, after
     :func:`_read_header` checked the header (parsed once: numpy's header parser compiles it)."""
-    with open(path, "rb") as f:
+    with open_binary(path, CHUNK_FILE) as f, reading(path, CHUNK_FILE):
         rows, dtype = _read_header(f)
         if dtype.hasobject:  # numpy's own refusal: object records would be unpickled
             raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
         return np.fromfile(f, dtype=dtype, count=rows)
 
 
+def _read_growing(path: Path, dtype: np.dtype) -> np.ndarray:
+    """The whole records of a growing chunk (:func:`_growing_records`)."""
+    with open_binary(path, CHUNK_FILE) as f, reading(path, CHUNK_FILE):
+        return np.fromfile(f, dtype=dtype, count=_growing_records(f, path, dtype).records)
+
+
 def _chunk_rows(path: Path, dtype: np.dtype) -> int:
-    """Records in an intact chunk of ``dtype`` from its ``.npy`` header; 0 if it is damaged or short."""
+    """Records in an intact chunk of ``dtype`` from its ``.npy`` header (a growing one: its whole records);
+    0 if it is damaged, short or not a file (a FIFO, a directory: :func:`..files.open_binary` refuses them)."""
     try:
+        if path.suffix == ".tmp":
+            with open_binary(path, CHUNK_FILE) as f:
+                return _growing_records(f, path, dtype).records
         rows, found = _chunk_header(path)
-    except (OSError, ValueError):
+    except (ImportFormatError, OSError, ValueError):
         return 0
     return rows if found == dtype else 0
 
 
+#: Counts and ns in info.json are read into int64 arrays and C longs: past these a table would overflow.
+_INT64 = 2**63
+#: Process ids are C ints (``os.kill`` refuses larger ones); device ids are too.
+_INT32 = 2**31
+
+
+def _whole(v: object, low: int = 0, high: int = _INT64) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and low <= v < high
+
+
+def _counts(v: object) -> bool:
+    return isinstance(v, dict) and all(_whole(n) for n in v.values())
+
+
+def _scalar(v: object) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool))
+
+
+def _device_key(k: object) -> bool:
+    return isinstance(k, str) and k.isascii() and k.isdigit() and int(k) < _INT32
+
+
+COUNTS = "an object of counts (whole numbers >= 0, below 2**63)"
+NS = "an integer (ns) >= 0, below 2**63"
 #: The fields of info.json the tables read, and their shapes: (field, check, what is accepted).
 _INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
     ("status", lambda v: isinstance(v, str), "a string"),
-    ("options", lambda v: isinstance(v, dict), "an object of profiling options"),
-    ("devices", lambda v: isinstance(v, dict) and all(str(k).isdigit() and isinstance(d, dict) for k, d in v.items()),
-     "an object of device id -> device description"),
-    ("records", lambda v: isinstance(v, dict), "an object of record counts"),
-    ("aged_out", lambda v: isinstance(v, dict) and isinstance(v.get("records", {}), dict)
-     and all(isinstance(v.get(k, 0), int) for k in ("chunks", "bytes")), "an object with chunks, bytes, records"),
-    ("dropped", lambda v: isinstance(v, dict) and all(isinstance(n, int) for n in v.values()), "an object of counts"),
-    ("write_failed", lambda v: isinstance(v, dict) and all(isinstance(n, int) for n in v.values()),
-     "an object of counts"),
+    ("options", lambda v: isinstance(v, dict) and all(_scalar(o) for o in v.values()),
+     "an object of profiling option names to their values (strings, numbers)"),
+    ("devices", lambda v: isinstance(v, dict) and all(_device_key(k) and isinstance(d, dict) for k, d in v.items()),
+     "an object of device id -> device description (ids below 2**31)"),
+    ("records", _counts, "an object of record counts (whole numbers >= 0, below 2**63)"),
+    ("aged_out", lambda v: isinstance(v, dict) and _counts(v.get("records", {}))
+     and all(_whole(v.get(k, 0)) for k in ("chunks", "bytes")), "an object with chunks, bytes, records (counts)"),
+    ("dropped", _counts, COUNTS),
+    ("write_failed", _counts, COUNTS),
     ("notes", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of strings"),
     ("note", lambda v: isinstance(v, str), "a string"),
     ("models", lambda v: isinstance(v, dict) and all(
-        str(k).isdigit() and isinstance(m, dict) and isinstance(m.get("training"), bool) for k, m in v.items()),
+        _device_key(k) and isinstance(m, dict) and isinstance(m.get("training"), bool) for k, m in v.items()),
      "an object of model id -> {name, training}"),
-    ("pmu_events", lambda v: isinstance(v, dict) and all(isinstance(e, list) for e in v.values()),
-     "an object of core -> event names"),
-    ("type_info", lambda v: isinstance(v, dict) and all(isinstance(t, dict) for t in v.values()),
-     "an object of level -> type names"),
-    ("start_ns", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer (ns)"),
-    ("end_ns", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer (ns)"),
-    ("pid", lambda v: isinstance(v, int) and not isinstance(v, bool), "a process id"),
+    ("pmu_events", lambda v: isinstance(v, dict) and all(isinstance(e, list) and all(isinstance(n, str) for n in e)
+                                                         for e in v.values()), "an object of core -> event names"),
+    ("type_info", lambda v: isinstance(v, dict) and all(isinstance(t, dict) and all(_scalar(n) for n in t.values())
+                                                        for t in v.values()), "an object of level -> type names"),
+    ("start_ns", _whole, NS),
+    ("end_ns", _whole, NS),
+    ("pid", lambda v: _whole(v, 1, _INT32), "a process id (1 .. 2**31 - 1)"),
     ("hostname", lambda v: isinstance(v, str), "a host name"),
-    ("switch_history", lambda v: isinstance(v, list) and all(
-        isinstance(w, dict) and isinstance(w.get("start_ns"), int) and not isinstance(w["start_ns"], bool) for w in v),
-     "a list of collection windows, each with an integer start_ns"),
+    ("switch_history", lambda v: isinstance(v, list) and all(isinstance(w, dict) and _whole(w.get("start_ns"))
+                                                             for w in v),
+     "a list of collection windows, each with an integer start_ns (ns >= 0, below 2**63)"),
 )
-
-
-def _whole_number(least: int):
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= least
 
 
 #: The fields of a device description the tables compute with (PMU columns, the advisor), when
 #: present: (field, check, what is accepted).
 _DEVICE_FIELDS: tuple[tuple[str, object, str], ...] = (
-    ("ai_core_num", _whole_number(1), "a whole number >= 1"),
-    ("aiv_num", _whole_number(0), "a whole number >= 0"),
-    ("aic_frequency", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+    ("ai_core_num", lambda v: _whole(v, 1, _INT32), "a whole number >= 1 (below 2**31)"),
+    ("aiv_num", lambda v: _whole(v, 0, _INT32), "a whole number >= 0 (below 2**31)"),
+    ("aic_frequency", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e300,
      "a number > 0 (MHz)"),
     ("chip_family", lambda v: isinstance(v, str), "a chip family name (A2, 910A)"),
 )
@@ -147,25 +219,44 @@ _DEVICE_FIELDS: tuple[tuple[str, object, str], ...] = (
 
 def _check_info(info: dict, path: Path) -> None:
     """info.json is read from disk: a field the tables read with another shape is a RunDirError
-    naming it and what it should hold, not an AttributeError deep in a table."""
+    naming it and what it should hold, not an AttributeError (or an OverflowError, past 64 bits) deep in
+    a table."""
     for field, check, accepted in _INFO_FIELDS:
         value = info.get(field)
         if value is not None and not check(value):
-            raise RunDirError(f"{path}: field {field!r} is {json.dumps(value, default=str)[:60]}; accepted: {accepted}")
+            raise RunDirError(f"{path}: field {field!r} is {json_text.excerpt(value)}; accepted: {accepted}")
     for device, description in (info.get("devices") or {}).items():
         for field, check, accepted in _DEVICE_FIELDS:
             if field in description and not check(description[field]):
                 raise RunDirError(f"{path}: device {device!r} field {field!r} is "
-                                  f"{json.dumps(description[field], default=str)[:60]}; accepted: {accepted}")
+                                  f"{json_text.excerpt(description[field])}; accepted: {accepted}")
 
 
-def _json_line(line: str) -> object:
-    """One JSON line: orjson (a run's hash dictionary has a line per name, which the stdlib parser
-    takes ~5x as long over), the stdlib parser for what orjson refuses (NaN, lone surrogates)."""
+def _device_of(path: Path) -> int:
+    """The device id of a chunk file under ``device_<id>/data`` (0 for the host's)."""
+    name = path.parent.parent.name
+    return int(name.split("_")[1]) if name.startswith("device_") and name.split("_")[1].isdigit() else 0
+
+
+#: What the hash dictionary must be.
+HASH_FILE = "the run's hash dictionary, a JSON line per name (geprof writes it)"
+
+
+def _hash_entry(line: str) -> tuple[int, str] | None:
+    """(id, name) of one hash dictionary line, ``{"id": "<64-bit id>", "s": "<name>"}``; None if it is damaged
+    (not JSON, nested past the parser's limit, an id that is no 64-bit number, a name that is no string)."""
     try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
+        entry = json_text.loads(line)
+    except json_text.JsonTextError:
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("s"), str):
+        return None
+    raw = entry.get("id")
+    if isinstance(raw, str) and raw.isascii() and raw.strip().isdigit() and len(raw.strip()) <= 20:
+        raw = int(raw)
+    if not _whole(raw, 0, 2**64):
+        return None
+    return raw, entry["s"]
 
 
 def _dict(value: object) -> dict:
@@ -185,12 +276,15 @@ class RunDir:
     def __init__(self, path: str | Path, info: dict | None = None) -> None:
         self.path = Path(path)
         info_path = self.path / rawdata.INFO_FILE
-        try:
-            self.info: dict = json.loads(info_path.read_text(encoding="utf-8")) if info is None else info
-        except FileNotFoundError:
-            raise RunDirError(f"{self.path} is not a geprof run directory: {rawdata.INFO_FILE} is missing") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise RunDirError(f"{info_path}: cannot be read as JSON ({exc})") from None
+        if info is None:
+            if not info_path.exists() and not info_path.is_symlink():
+                raise RunDirError(f"{self.path} is not a geprof run directory: {rawdata.INFO_FILE} is missing")
+            data = read_bytes(info_path, "the run's description, a JSON file (geprof writes it)")
+            try:
+                info = json_text.loads(data)
+            except json_text.JsonTextError as exc:
+                raise RunDirError(f"{info_path}: cannot be read as JSON ({exc.reason})") from None
+        self.info: dict = info
         if not isinstance(self.info, dict) or "geprof_raw_version" not in self.info:
             raise RunDirError(f"{info_path}: not a geprof run description (no 'geprof_raw_version' field)")
         _check_info(self.info, info_path)
@@ -200,6 +294,56 @@ class RunDir:
     def complete(self) -> bool:
         return self.info.get("status") == "complete"
 
+    def _chunks(self, kind: str, device_id: int = 0) -> list[Path]:
+        """The chunk files of a kind, in order; those still growing too, if the run was not finalised."""
+        spec = rawdata.RECORD_KINDS[kind]
+        return _chunk_files(self.path / spec.directory(device_id), kind, growing=not self.complete)
+
+    @cached_property
+    def salvaged(self) -> list[GrowingChunk]:
+        """The chunks the run had not closed when it stopped (it was not finalised), whose whole records load
+        with the closed ones; a finalised run closed all of its chunks, and a ``.tmp`` left in it is not loaded
+        but listed in ``damaged``.  Read from the files' lengths (nothing is loaded)."""
+        out = []
+        for path in sorted(self.path.glob("*/data/*.*.tmp")):
+            kind = path.name.split(".", 1)[0]
+            spec = rawdata.RECORD_KINDS.get(kind)
+            if spec is None or path.parent != self.path / spec.directory(_device_of(path)):
+                continue
+            if self.complete:
+                self.damaged.append(f"{path.relative_to(self.path)} (a chunk a finalised run never closed: not loaded)")
+                continue
+            if path.with_suffix(".npy").exists():
+                continue
+            try:
+                with open_binary(path, CHUNK_FILE) as f:
+                    out.append(_growing_records(f, path, spec.dtype))
+            except (ImportFormatError, OSError, ValueError):
+                continue  # listed in damaged when its kind is loaded
+        return out
+
+    def salvage_notes(self) -> list[str]:
+        """What :attr:`salvaged` holds, in words: the records per kind, and every torn record dropped."""
+        chunks = [chunk for chunk in self.salvaged if chunk.records]
+        notes = []
+        if chunks:
+            per_kind: dict[str, int] = {}
+            for chunk in chunks:
+                kind = chunk.path.name.split(".", 1)[0]
+                per_kind[kind] = per_kind.get(kind, 0) + chunk.records
+            counts = ", ".join(f"{n} {kind}" for kind, n in per_kind.items())
+            notes.append(f"salvaged {counts} records from {len(chunks)} chunk file{'s' * (len(chunks) != 1)} the run "
+                         "had not closed (<kind>.<n>.tmp): the records its writer had written when it stopped")
+        for chunk in self.salvaged:
+            where = chunk.path.relative_to(self.path)
+            dtype = rawdata.RECORD_KINDS[chunk.path.name.split(".", 1)[0]].dtype
+            if chunk.header_cut:
+                notes.append(f"{where}: cut short in its header ({chunk.torn_bytes} of "
+                             f"{len(rawdata.npy_header(dtype, 0))} bytes), no record")
+            elif chunk.torn_bytes:
+                notes.append(f"{where}: a torn last record ({chunk.torn_bytes} of {dtype.itemsize} bytes) dropped")
+        return notes
+
     @property
     def options(self) -> dict:
         return self.info.get("options") or {}
@@ -207,7 +351,7 @@ class RunDir:
     @property
     def device_ids(self) -> list[int]:
         ids = {int(k) for k in (self.info.get("devices") or {})}
-        ids |= {int(p.name.split("_")[1]) for p in self.path.glob("device_*") if p.name.split("_")[1].isdigit()}
+        ids |= {int(p.name[7:]) for p in self.path.glob("device_*") if _device_key(p.name[7:]) and p.is_dir()}
         return sorted(ids) or [0]
 
     @cached_property
@@ -225,10 +369,9 @@ class RunDir:
         for key, written in recorded.items():
             kind, _, device = str(key).partition("@")
             spec = rawdata.RECORD_KINDS.get(kind)
-            if spec is None or not isinstance(written, int) or not (device.isdigit() or not device):
+            if spec is None or not (_device_key(device) or not device):
                 continue
-            directory = self.path / spec.directory(int(device or 0))
-            present = sum(_chunk_rows(c, spec.dtype) for c in directory.glob(f"{kind}.*.npy"))
+            present = sum(_chunk_rows(c, spec.dtype) for c in self._chunks(kind, int(device or 0)))
             aged_out = aged.get(kind, 0)
             lost = written - (aged_out if isinstance(aged_out, int) else 0) - present
             if lost > 0:
@@ -241,40 +384,55 @@ class RunDir:
         return (self.info.get("devices") or {}).get(str(device_id), {})
 
     def _holds_hashed_records(self) -> bool:
-        """Records of a kind that names strings by hash id were written (a run of step traces only needs
-        no hash dictionary, and writes none)."""
-        records = self.info.get("records") or {}
-        kinds = rawdata.RECORD_KINDS
-        return any(n and kinds[k.split("@")[0]].hashed for k, n in records.items() if k.split("@")[0] in kinds)
+        """Records of a kind that names strings by hash id are on disk (a run of step traces only needs no
+        hash dictionary, and writes none; a killed run may have counted records that never reached a chunk)."""
+        for key in self.info.get("records") or {}:
+            kind, _, device = str(key).partition("@")
+            spec = rawdata.RECORD_KINDS.get(kind)
+            if spec is None or not spec.hashed or not (_device_key(device) or not device):
+                continue
+            if any(_chunk_rows(c, spec.dtype) for c in self._chunks(kind, int(device or 0))):
+                return True
+        return False
 
     @cached_property
     def hashes(self) -> dict[int, str]:
         """Hash id -> string (``MsprofGetHashId`` dictionary)."""
         out: dict[int, str] = {}
         path = self.path / rawdata.HASH_DICT_FILE
-        if not path.exists():
+        try:
+            there = present(path, HASH_FILE)
+        except ImportFormatError as exc:  # the file is what it holds: the names it would have given
+            self.damaged.append(f"{rawdata.HASH_DICT_FILE} ({str(exc).removeprefix(f'{path}: ')}: names show as "
+                                "<unknown 0x...>)")
+            return out
+        if not there:
             if self._holds_hashed_records():  # they name strings by hash: without the dictionary they are unknown
                 self.damaged.append(f"{rawdata.HASH_DICT_FILE} (missing: names show as <unknown 0x...>)")
             return out
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():  # the writer ends a line a failed write cut off with an empty one
-                    continue
-                try:
-                    entry = _json_line(line)
-                    out[int(entry["id"])] = str(entry["s"])
-                except (ValueError, KeyError, TypeError):
-                    self.damaged.append(f"{path.name}:{lineno}")
+        try:
+            text = read_bytes(path, HASH_FILE).decode("utf-8", errors="replace")
+        except ImportFormatError as exc:
+            self.damaged.append(f"{rawdata.HASH_DICT_FILE} ({str(exc).removeprefix(f'{path}: ')}: names show as "
+                                "<unknown 0x...>)")
+            return out
+        for lineno, line in enumerate(text.split("\n"), 1):
+            if not line.strip():  # the writer ends a line a failed write cut off with an empty one
+                continue
+            entry = _hash_entry(line)
+            if entry is None:
+                self.damaged.append(f"{path.name}:{lineno}")  # that line's name only
+            else:
+                out[entry[0]] = entry[1]
         return out
 
     def load(self, kind: str, device_id: int = 0) -> np.ndarray:
         """All records of one kind (chunks concatenated in order; empty if none)."""
         spec = rawdata.RECORD_KINDS[kind]
-        directory = self.path / spec.directory(device_id)
         parts = []
-        for chunk in sorted(directory.glob(f"{kind}.*.npy")):
+        for chunk in self._chunks(kind, device_id):
             try:
-                arr = _read_chunk(chunk)
+                arr = _read_growing(chunk, spec.dtype) if chunk.suffix == ".tmp" else _read_chunk(chunk)
             except Exception as exc:  # noqa: BLE001 - damaged bytes make numpy raise all sorts
                 self.damaged.append(str(chunk.relative_to(self.path)))
                 warnings.warn(f"{chunk}: damaged chunk skipped ({exc})", stacklevel=2)
@@ -295,7 +453,8 @@ class RunDir:
     def _connection_limit(self) -> int:
         """No connection id of this run can reach this: they are handed out densely, one per loaded task
         (task_track record), so four times their count leaves room for the gaps of discarded windows."""
-        tracks = sum(_chunk_rows(c, rawdata.TASK_TRACK_DTYPE) for c in self.path.glob("device_*/data/task_track.*.npy"))
+        tracks = sum(_chunk_rows(c, rawdata.TASK_TRACK_DTYPE) for device in self.device_ids
+                     for c in self._chunks("task_track", device))
         return 4 * tracks + 65536
 
     def _plausible_connections(self, records: np.ndarray, kind: str) -> np.ndarray:

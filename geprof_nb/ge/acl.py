@@ -156,9 +156,17 @@ def aclmdlLoadFromFile(model_path: str) -> tuple[int, int]:  # noqa: N802
     """Load a saved ``.om`` file: ``(model_id, ret)``."""
     ensure_initialized()
     try:
-        data = Path(model_path).read_bytes()
-    except OSError as exc:
-        return 0, _error(ACL_ERROR_INVALID_FILE, f"aclmdlLoadFromFile: cannot read {model_path}: {exc}")
+        path = Path(model_path)
+    except TypeError:
+        return 0, _error(ACL_ERROR_INVALID_PARAM, f"aclmdlLoadFromFile: model_path must be a path, got "
+                                                  f"{type(model_path).__name__}")
+    try:
+        if path.exists() and not path.is_file():  # a FIFO would block the read; a directory cannot be read
+            raise OSError(f"not a regular file ({'a directory' if path.is_dir() else 'a FIFO, socket or device'})")
+        data = path.read_bytes()
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        return 0, _error(ACL_ERROR_INVALID_FILE, f"aclmdlLoadFromFile: cannot read {model_path!r}: {exc}; accepted: "
+                                                 "a readable .om file (aclgrphSaveModel writes them)")
     try:
         graph = graph_from_bytes(data)
     except ModelFormatError as exc:

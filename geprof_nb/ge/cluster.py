@@ -29,7 +29,7 @@ time because each step starts where the previous one left every rank.  Rank 0 is
 the process's own device: its host layers (API, GE host, mstx) and device data
 go through ``msprof.lib`` as for a single device.  Every other rank reports its
 device data (task log, step trace, static task info, memory, HCCL, AI CPU) to a
-library of its own, under ``<output>/CLUSTER_<time>_<tag>/rank_<r>/PROF_*``.  The
+library of its own, under ``<output>/CLUSTER_<seq>_<time>_<tag>/rank_<r>/PROF_*``.  The
 cluster root is chosen when the cluster starts collecting (its first reported step):
 rank 0's run moves into its ``rank_0/`` then, and the other ranks' runs open beside
 it and end with it, so the cluster root is what ``geprof_nb.load`` reads as a
@@ -43,8 +43,8 @@ Faults for what-if studies (:class:`Faults`, GE option ``geprof.faults`` as JSON
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
+import re
 import string
 import time
 from dataclasses import dataclass
@@ -53,7 +53,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..prof import msprof
+from ..prof import json_text, msprof, rawdata
 from ..prof.api_types import type_names
 from ..prof.collectors import report_api_block
 from ..prof.msprof import Msprof
@@ -82,25 +82,55 @@ class ClusterOptionError(ValueError):
     """A cluster option has a bad value: the message names the field and what is accepted."""
 
 
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
+_DECIMAL = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*", re.ASCII)
+
+
+def _shown(value: Any) -> str:
+    """A value as an error quotes it: short, whatever it is (a long string by its ends, a container by its type)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"<an integer of {value.bit_length()} bits>"
+    text = repr(value) if value is None or isinstance(value, (str, int, float)) else f"<{type(value).__name__}>"
+    return text if len(text) <= 40 else f"{text[:24]}...{text[-8:]} ({len(text)} characters)"
+
+
 def _rank(value: Any, field: str, world_size: int) -> int:
-    try:
-        r = int(value)
-    except (TypeError, ValueError):
-        raise ClusterOptionError(f"{field}: rank {value!r} is not an integer; "
-                                 f"accepted: 0 .. {world_size - 1}") from None
+    """A rank: an int or its ASCII digits (not a bool, a fraction or ``1_0``, which int() would take)."""
+    ok = (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, str) and _INTEGER.fullmatch(value) and len(value.strip()) <= 12)
+    if not ok:
+        raise ClusterOptionError(f"{field}: rank {_shown(value)} is not an integer; accepted: 0 .. {world_size - 1}")
+    r = int(value)
     if not 0 <= r < world_size:
-        raise ClusterOptionError(f"{field}: rank {r} is out of range; accepted: 0 .. {world_size - 1}")
+        raise ClusterOptionError(f"{field}: rank {_shown(r)} is out of range; accepted: 0 .. {world_size - 1}")
     return r
 
 
 def _number(value: Any, field: str, low: float, high: float, what: str) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ClusterOptionError(f"{field}: {value!r} is not a number; accepted: {what}") from None
-    if not (low <= x <= high) or x != x:
-        raise ClusterOptionError(f"{field}: {x:g} is out of range; accepted: {what}")
+    """A number in [low, high]: an int, a float or a decimal's text (not a bool, NaN or ``1_0``)."""
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)) or (
+        isinstance(value, str) and _DECIMAL.fullmatch(value))
+    if not ok:
+        raise ClusterOptionError(f"{field}: {_shown(value)} is not a number; accepted: {what}")
+    x = float(value) if not isinstance(value, int) or value.bit_length() < 1000 else float("inf")
+    if not (low <= x <= high):  # NaN fails it too
+        raise ClusterOptionError(f"{field}: {_shown(value)} is out of range; accepted: {what}")
     return x
+
+
+def _count(value: Any, field: str, low: int, high: int, what: str) -> int:
+    """A whole number in [low, high] (as :func:`_number` reads it; ``2.5`` is not one)."""
+    x = _number(value, field, low, high, what)
+    if not x.is_integer():
+        raise ClusterOptionError(f"{field}: {_shown(value)} is not an integer; accepted: {what}")
+    return int(x)
+
+
+def _items(value: Any, field: str, what: str) -> list:
+    """The items of a list option (a JSON array)."""
+    if not isinstance(value, (list, tuple)):
+        raise ClusterOptionError(f"{field}: {_shown(value)} is not a list; accepted: {what}")
+    return list(value)
 
 
 @dataclass(frozen=True)
@@ -127,9 +157,9 @@ class Faults:
             spec = value.to_dict()
         elif isinstance(value, str):
             try:
-                spec = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise ClusterOptionError(f"{OPTION_FAULTS}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                spec = json_text.loads(value)
+            except json_text.JsonTextError as exc:
+                raise ClusterOptionError(f"{OPTION_FAULTS}: not valid JSON ({exc.reason}); "
                                          'accepted: e.g. {"slow_ranks": {"3": 1.3}}') from None
         else:
             spec = value
@@ -138,7 +168,8 @@ class Faults:
         known = ("slow_ranks", "slow_links", "host_jitter_us", "loader_stall")
         unknown = [k for k in spec if k not in known]
         if unknown:
-            raise ClusterOptionError(f"{OPTION_FAULTS}: unknown field {unknown[0]!r}; accepted: {', '.join(known)}")
+            raise ClusterOptionError(f"{OPTION_FAULTS}: unknown field {_shown(unknown[0])}; accepted: "
+                                     f"{', '.join(known)}")
 
         def mapping(field: str) -> Mapping:
             m = spec.get(field) or {}
@@ -156,9 +187,11 @@ class Faults:
         links = []
         raw_links = spec.get("slow_links") or {}
         items = raw_links.items() if isinstance(raw_links, Mapping) else (
-            (f"{e[0]}-{e[1]}", e[2]) if isinstance(e, (list, tuple)) and len(e) == 3 else (e, None) for e in raw_links)
+            (f"{e[0]}-{e[1]}", e[2]) if isinstance(e, (list, tuple)) and len(e) == 3 else (e, None)
+            for e in _items(raw_links, f"{OPTION_FAULTS}.slow_links", "an object {\"src-dst\": factor} or a list of "
+                            "[src, dst, factor]"))
         for key, factor in items:
-            field = f"{OPTION_FAULTS}.slow_links[{key!r}]"
+            field = f"{OPTION_FAULTS}.slow_links[{_shown(key)}]"
             parts = str(key).split("-")
             if len(parts) != 2:
                 raise ClusterOptionError(f"{field}: expected 'src-dst' ranks (or [src, dst, factor])")
@@ -168,10 +201,12 @@ class Faults:
         if not isinstance(stall, Mapping):
             raise ClusterOptionError(f"{OPTION_FAULTS}.loader_stall: expected an object "
                                      '{"every": k, "us": t, "ranks": [..]}')
-        every = int(_number(stall.get("every", 0), f"{OPTION_FAULTS}.loader_stall.every", 0, 1e9, "steps >= 0"))
+        every = _count(stall.get("every", 0), f"{OPTION_FAULTS}.loader_stall.every", 0, 10**9,
+                       "a whole number of steps >= 0")
         stall_us = _number(stall.get("us", 0), f"{OPTION_FAULTS}.loader_stall.us", 0.0, 1e8, "microseconds >= 0")
         ranks = tuple(sorted(_rank(r, f"{OPTION_FAULTS}.loader_stall.ranks", world_size)
-                             for r in stall.get("ranks", ())))
+                             for r in _items(stall.get("ranks", []), f"{OPTION_FAULTS}.loader_stall.ranks",
+                                             "a list of ranks")))
         return cls(slow, tuple(sorted(links)), jitter, every, stall_us, ranks)
 
     def to_dict(self) -> dict[str, Any]:
@@ -204,13 +239,11 @@ class ClusterSpec:
         raw = options.get(OPTION_RANK_SIZE)
         if raw in (None, "", 1, "1"):
             return None
-        world = int(_number(raw, OPTION_RANK_SIZE, 1, MAX_RANKS, f"an integer in [1, {MAX_RANKS}]"))
-        if world != float(raw):
-            raise ClusterOptionError(f"{OPTION_RANK_SIZE}: {raw!r} is not an integer; accepted: 1 .. {MAX_RANKS}")
+        world = _count(raw, OPTION_RANK_SIZE, 1, MAX_RANKS, f"an integer in [1, {MAX_RANKS}]")
         if world == 1:
             return None
-        per_node = int(_number(options.get(OPTION_RANKS_PER_NODE, DEFAULT_RANKS_PER_NODE), OPTION_RANKS_PER_NODE,
-                               1, 64, "an integer in [1, 64]"))
+        per_node = _count(options.get(OPTION_RANKS_PER_NODE, DEFAULT_RANKS_PER_NODE), OPTION_RANKS_PER_NODE, 1, 64,
+                          "an integer in [1, 64]")
         faults = Faults.parse(options.get(OPTION_FAULTS), world)
         links = dataclasses.replace(preset.links, ranks_per_node=per_node, slow_links=faults.slow_links)
         return cls(world, per_node, links, faults)
@@ -382,9 +415,14 @@ class RankGroup:
             run.lib.flush()  # a thousand ranks' buffers would not fit in memory until the end
 
 
-def _cluster_dir_name() -> str:
-    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime()) + f"{int(time.time() * 1000) % 1000:03d}"
-    return f"CLUSTER_{stamp}_{''.join(random.choices(string.ascii_uppercase, k=8))}"
+def _cluster_dir_name(run_name: str) -> str:
+    """The root of the cluster whose rank 0 run is ``run_name``: numbered as that run (which moves into it), so
+    it takes that run's place in its output directory's creation order (:func:`~..prof.rawdata.creation_order`)."""
+    now = time.time()
+    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(now)) + f"{int(now * 1000) % 1000:03d}"
+    order = rawdata.creation_order(run_name)
+    seq = f"{order[0]:06d}_" if order else ""
+    return f"CLUSTER_{seq}{stamp}_{''.join(random.choices(string.ascii_uppercase, k=8))}"
 
 
 class _OpenCluster:
@@ -396,12 +434,15 @@ class _OpenCluster:
         self.root = root
         self.runs: dict[int, _RankRun] = {}
 
-    def finalize(self, status: str, note: str) -> None:
+    def finalize(self, status: str, note: str) -> str:
         """Rank 0's run is over: close every rank's run (rank 0's pending steps reached every rank when it
-        stopped) and let go of their libraries and devices."""
+        stopped) and let go of their libraries and devices; returns what they could not write ("" if all)."""
+        problems = []
         for run in self.runs.values():
             run.lib.finalize(status, note)
+            problems.append(run.lib.write_problem)
         self.runs = {}
+        return "\n".join(p for p in problems if p)
 
 
 class ClusterRuns:
@@ -425,16 +466,28 @@ class ClusterRuns:
             raise ClusterOptionError(f"one profiling run holds one cluster: this run already simulates "
                                      f"{cluster.spec.world_size} ranks; finish it before running {spec.world_size}")
         assert lib0.run_dir is not None
-        root = lib0.run_dir.parent / _cluster_dir_name()
-        root.mkdir()
-        lib0.move_into(root / "rank_0")
+        root = lib0.run_dir.parent / _cluster_dir_name(lib0.run_dir.name)
         cluster = self._open = _OpenCluster(lib0.run_serial, spec, root)
+        try:
+            root.mkdir()
+            try:
+                lib0.move_into(root / "rank_0")
+            except OSError:
+                root.rmdir()
+                raise
+        except OSError as exc:  # a full disk: rank 0's run goes on alone where it is, the others are counted
+            lib0.count_unwritten(rawdata.RANKS_KIND, spec.world_size - 1, root.name, exc)
+            return cluster.runs
         lib0.part_of(root, [cluster])
         info = spec.info()
         lib0.set_run_info("cluster", {"rank": 0, **info, "root": str(root)})
         for r in range(1, spec.world_size):
             lib = Msprof()
-            lib.init(root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
+            try:
+                lib.init(root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
+            except OSError as exc:  # this rank's run directory cannot be made: counted, the others go on
+                lib0.count_unwritten(rawdata.RANKS_KIND, 1, f"{root.name}/rank_{r}", exc)
+                continue
             rt = DeviceRuntime(runtime.preset, device_id=r % spec.ranks_per_node, seed=runtime.seed + r)
             rt.rank, rt.device_count, rt.epoch = r, spec.world_size, 1
             lib.set_run_info("cluster", {"rank": r, **info, "root": str(root)})

@@ -24,7 +24,7 @@ from typing import Sequence
 from ..prof import events, msprof
 from ..prof.clock import toolkit_entry
 from ..prof.events import ProfDataTypeConfig, ProfilingAicoreMetrics
-from ..prof.run_opener import open_run
+from ..prof.run_opener import OpenRun, described, open_run
 from . import status as st
 from .session import device_runtime, is_initialized
 
@@ -73,8 +73,14 @@ class _ProfApiState:
 _state = _ProfApiState()
 
 
-def _fail(message: str, status: int = st.FAILED) -> st.Status:
-    return st.set_error(st.Status(status), message)
+def _fail(message: str, status: int = st.FAILED, log: bool = True) -> st.Status:
+    return st.set_error(st.Status(status), message, log)
+
+
+def _another_run(run: OpenRun) -> st.Status:
+    return _fail(f"aclgrphProfInit: another profiling mode is collecting into {run.run_dir} (opened by "
+                 f"{run.opened_by}); the api mode cannot start; {run.finish} "
+                 f"(ACL_ERROR_PROF_ALREADY_RUN {msprof.ACL_ERROR_PROF_ALREADY_RUN})")
 
 
 @toolkit_entry
@@ -103,11 +109,11 @@ def aclgrphProfInit(profiler_path: str | None, length: int | None = None) -> st.
             return _fail("aclgrphProfInit: Acl profiling is already inited; call aclgrphProfFinalize first")
         run = open_run(msprof.lib)
         if run is not None:
-            return _fail(f"aclgrphProfInit: another profiling mode is collecting into {run.run_dir} (opened by "
-                         f"{run.opened_by}); the api mode cannot start; {run.finish} "
-                         f"(ACL_ERROR_PROF_ALREADY_RUN {msprof.ACL_ERROR_PROF_ALREADY_RUN})")
+            return _another_run(run)
         try:
             msprof.lib.init(profiler_path, {"output": profiler_path}, mode="api")
+        except msprof.RunAlreadyOpen as exc:  # opened by another thread since the test above
+            return _another_run(described(exc.run_dir, exc.mode))
         except (OSError, UnicodeError) as exc:
             return _fail(f"aclgrphProfInit: cannot use {profiler_path!r}: {exc}; accepted: a directory that can "
                          "be created and written")
@@ -273,10 +279,13 @@ def aclgrphProfFinalize() -> st.Status:  # noqa: N802
     with _state.lock:
         if not _state.inited:
             return _fail("aclgrphProfFinalize: Acl profiling api mode is not inited")
-        msprof.lib.finalize()
+        finalized = msprof.lib.finalize()
         _state.inited = False
         _state.started = None
         _state.run_metrics = None
+        problem = msprof.lib.write_problem if finalized is not None else ""
+        if problem:  # finalised, but not everything reached the disk: never a silent SUCCESS
+            return _fail(f"aclgrphProfFinalize: {problem.removeprefix('geprof: ')}", log=False)  # msprof said it
         st.clear_error()
         return st.SUCCESS
 

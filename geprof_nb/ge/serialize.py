@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..prof import json_text
 from .graph import Graph, Node
 from .tensor import GraphBuildError
 
@@ -74,13 +75,16 @@ def graph_from_bytes(data: bytes) -> Graph:
     if not data.startswith(MAGIC):
         raise ModelFormatError("not a geprof model buffer (missing the 'GEPROF-OM 1' header)")
     try:
-        g = graph_from_dict(json.loads(data[len(MAGIC):].decode("utf-8")))
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, IndexError) as exc:
-        raise ModelFormatError(f"damaged model buffer: {type(exc).__name__}: {exc}") from None
-    except ModelFormatError as exc:
+        body = json_text.loads(memoryview(data)[len(MAGIC):])
+    except json_text.JsonTextError as exc:
+        raise ModelFormatError(f"damaged model buffer: not valid JSON ({exc.reason})") from None
+    try:
+        g = graph_from_dict(body)
+    except (ModelFormatError, GraphBuildError) as exc:
         raise ModelFormatError(f"model buffer holds an invalid graph: {exc}") from None
-    except GraphBuildError as exc:
-        raise ModelFormatError(f"model buffer holds an invalid graph: {exc}") from None
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError, OverflowError) as exc:
+        # a field of the wrong shape met by the graph builder (a list where an object belongs, a huge dim)
+        raise ModelFormatError(f"damaged model buffer: {type(exc).__name__}: {str(exc)[:200]}") from None
     return g
 
 

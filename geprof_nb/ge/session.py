@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import threading
 import weakref
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -185,12 +186,34 @@ def _check_settings(options: Mapping[str, Any]) -> str:
             return f"option {OPTION_DEVICE}: {exc}"
     if OPTION_EXECUTOR in options and options[OPTION_EXECUTOR] not in EXECUTORS:
         return f"option {OPTION_EXECUTOR}={options[OPTION_EXECUTOR]!r} is not valid; accepted: {', '.join(EXECUTORS)}"
-    if OPTION_SEED in options:
-        try:
-            int(options[OPTION_SEED])
-        except (TypeError, ValueError):
-            return f"option {OPTION_SEED}={options[OPTION_SEED]!r} is not valid; accepted: an integer"
+    if OPTION_SEED in options and _seed(options[OPTION_SEED]) is None:
+        return f"option {OPTION_SEED}={_shown(options[OPTION_SEED])} is not valid; accepted: {SEED_ACCEPTED}"
     return ""
+
+
+#: What ``geprof.seed`` takes: numpy's generators take any whole number >= 0; a 64-bit one is what a seed
+#: option of a C++ runtime could hold.
+SEED_ACCEPTED = "a whole number from 0 to 2**64 - 1 (18446744073709551615), as digits or an int"
+_SEED_DIGITS = re.compile(r"\s*\+?[0-9]{1,20}\s*", re.ASCII)
+
+
+def _seed(value: Any) -> int | None:
+    """The seed a ``geprof.seed`` value gives, None if it is not one (a negative, fractional or huge number,
+    ``1_0``, a bool: int() would take some of them, numpy's generators refuse negative ones)."""
+    if isinstance(value, str) and _SEED_DIGITS.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+        return None
+    return value
+
+
+def _shown(value: Any) -> str:
+    """An option's value as an error quotes it: its repr, or the ends of a long one (a container by its type:
+    its repr could nest without end)."""
+    if isinstance(value, int) and value.bit_length() > 200:  # repr() refuses ints past 4300 digits
+        return f"<an integer of {value.bit_length()} bits>"
+    text = repr(value) if value is None or isinstance(value, (str, int, float)) else f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else f"{text[:40]}...{text[-8:]} ({len(text)} characters)"
 
 
 @toolkit_entry
@@ -216,7 +239,7 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
         if _state.clock_override is None:  # a %%geprof --clock in force wins over GE options
             clock.set_mode(options.get(OPTION_CLOCK, "real"))
         device = _state.device_override or options.get(OPTION_DEVICE, DEFAULT_DEVICE)  # %%geprof --device wins
-        runtime = DeviceRuntime(get_device(device), seed=int(options.get(OPTION_SEED, DEFAULT_SEED)))
+        runtime = DeviceRuntime(get_device(device), seed=_seed(options.get(OPTION_SEED, DEFAULT_SEED)))
         owns_profiling = False
         if prof_options is not None:
             if msprof.lib.running:
@@ -229,11 +252,14 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
                     return st.set_error(st.PARAM_INVALID, f"E10001: {exc}")
                 try:
                     msprof.lib.init(prof_options.output, prof_options.to_dict())
+                    owns_profiling = True
+                except msprof.RunAlreadyOpen as exc:  # opened by another thread since the test above
+                    _log.warning("profiling is already collecting into %s; the GE profiling options are ignored",
+                                 exc.run_dir)
                 except OSError as exc:
                     return st.set_error(st.PARAM_INVALID, f"E10001: profiling option 'output' "
                                         f"({prof_options.output!r}) cannot be used: {exc}; accepted: a "
                                         "directory that can be created and written")
-                owns_profiling = True
         _state.options = options
         _state.runtime = runtime
         _state.executor = options.get(OPTION_EXECUTOR, DEFAULT_EXECUTOR)
@@ -261,16 +287,22 @@ def GEFinalize() -> st.Status:  # noqa: N802
                 hook()
         if _state.runtime is not None:
             _state.runtime.flush()  # steps run under env-only profiling (GE_PROFILING_TO_STD_OUT)
+        problem = ""
         if _state.owns_profiling:
-            msprof.lib.finalize()
+            if msprof.lib.finalize() is not None:
+                problem = msprof.lib.write_problem
             _state.owns_profiling = False
         flush_host_profiler()
         ProfilingProperties.instance().set_env_flags(0)
+        # a run GE did not open goes on without GE: its layers stop now (what GE holds reaches the run), so
+        # nothing GE runs later is collected, into that run or, queued, into the next
         msprof.lib.unregister_callback(msprof.MSPROF_MODULE_FRAMEWORK)
         _state.initialized = False
         _state.runtime = None
         if _state.clock_override is None:  # geprof.clock lasts while GE is initialised; then the default again
             clock.set_mode("real")
+        if problem:  # GE is finalised; its profiling run is, but lost data: never a silent SUCCESS (msprof said it)
+            return st.set_error(st.FAILED, f"GEFinalize: {problem.removeprefix('geprof: ')}", log=False)
         return st.SUCCESS
 
 

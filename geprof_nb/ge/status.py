@@ -61,10 +61,12 @@ GE_GRAPH_OPTIONS_INVALID = Status(_ge_errorno(4, 51), "GE_GRAPH_OPTIONS_INVALID"
 _error = threading.local()
 
 
-def set_error(status: Status, message: str) -> Status:
-    """Record ``message`` for ``GEGetErrorMsg`` and log it (GELOGE); return ``status``."""
+def set_error(status: Status, message: str, log: bool = True) -> Status:
+    """Record ``message`` for ``GEGetErrorMsg`` and log it (GELOGE; not if ``log`` is False: it was said on
+    stderr already, where Python's logging would say it again); return ``status``."""
     _error.message = f"[{status.name}] {message}"
-    _log.error("%s", message)
+    if log:
+        _log.error("%s", message)
     return status
 
 

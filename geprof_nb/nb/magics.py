@@ -193,6 +193,8 @@ class GeprofMagics(Magics):
                                     code_filename=compiled.filename, info=info, guard=nb_progress.InterruptGuard(),
                                     make_progress=lambda: nb_progress.Progress(
                                         mode, total=schedule.total_steps if schedule else None))
+            except AlreadyCollecting as exc:  # another thread opened a run since the check above
+                raise UsageError(str(exc)) from None
             except OutputUnusable as exc:  # before the cell runs: a usage error naming the flag, not a traceback
                 raise UsageError(f"--output {exc.output}: cannot be used ({exc.reason}); accepted: a directory that "
                                  "can be created and written") from None

@@ -58,7 +58,7 @@ HELP.update({
 SECTIONS = (
     ("What to collect", ("task_trace", "aic_metrics", "training_trace", "fp_point", "bp_point")),
     ("More layers", ("hccl", "aicpu", "msproftx", "runtime_api", "task_memory", "ge_api")),
-    ("Where", ("output", "storage_limit")),
+    ("Where", ("output", "storage_limit", "checkpoint_interval")),
     ("Simulation", ("executor", "clock", "device", "ranks")),
     ("Step schedule (torch.profiler.schedule; a step is one run_graph / aclmdlExecute)", SCHEDULE_FIELD_NAMES),
 )
@@ -126,8 +126,9 @@ class ConfigPanel:
             return widgets.ToggleButtons(options=list(GE_API_LEVELS), value=value)
         if field in ("training_trace", "hccl", "aicpu", "msproftx", "runtime_api", "task_memory"):
             return widgets.ToggleButtons(options=list(ON_OFF), value=value)
-        if field in ("output", "storage_limit"):
-            placeholder = "e.g. 500MB (at least 200MB); empty: no limit" if field == "storage_limit" else "directory"
+        if field in ("output", "storage_limit", "checkpoint_interval"):
+            placeholder = {"storage_limit": "e.g. 500MB (at least 200MB); empty: no limit",
+                           "checkpoint_interval": "seconds, 0.1 to 3600; empty: 1"}.get(field, "directory")
             return widgets.Text(value=value, placeholder=placeholder, continuous_update=False, layout=text_layout)
         if field in ("fp_point", "bp_point"):
             return widgets.Combobox(value=value, options=[], ensure_option=False, continuous_update=False,

@@ -2,9 +2,9 @@
 closed, on their way to the writer thread.
 
 Blocks (numpy structured arrays) go to the writer as they are reported, into the kind's current chunk
-file; single rows are gathered and written as one block at the end of the chunk.  A chunk that fills
-while a batch of steps is open is *sealed*: it takes no more records and waits for the checkpoint
-that closes it, with every other kind's (:mod:`.handoff`).
+file; single rows are gathered and handed over as one block at a timed checkpoint or at the end of the
+chunk.  A chunk that fills while a batch of steps is open is *sealed*: it takes no more records and
+waits for the checkpoint that closes it, with every other kind's (:mod:`.handoff`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,12 @@ class RecordBuffer:
         self.lost = 0  # records in chunks that could not be written (by the writer thread)
         self.lock = threading.Lock()
 
+    @property
+    def key(self) -> str:
+        """The buffer's name in info.json's ``records``: the kind, with ``@<device>`` past device 0."""
+        device = self.device_id
+        return self.kind.name if device == 0 or self.kind.side == "host" else f"{self.kind.name}@{device}"
+
 
 class RunBuffers:
     """Every buffer of one run, by (kind, device id), and the chunk files they write where the run is."""
@@ -64,6 +70,19 @@ class RunBuffers:
     def records_kept(self) -> int:
         """Records reported and kept, written or pending, less those whose chunks could not be written."""
         return sum(b.kept - b.lost for b in self)
+
+    def records_in_files(self) -> dict[str, int]:
+        """Records in the run's chunk files now, closed or still growing, by info.json key (the writer thread,
+        which alone writes the chunks, so what it counts is there; a chunk between its seal and its close is
+        not counted: a lower bound)."""
+        out = {}
+        for buf in self:
+            with buf.lock:
+                growing = [chunk for chunk, _ in buf.sealed] + ([buf.chunk] if buf.chunk is not None else [])
+                n = buf.written + sum(chunk.records for chunk in growing)
+            if n:
+                out[buf.key] = n
+        return out
 
     def add_row(self, buf: RecordBuffer, row: tuple, chunk_records: int) -> bool:
         """Append one record (a tuple in the kind's field order); True if the chunk is full."""
@@ -96,13 +115,18 @@ class RunBuffers:
         self._writer.submit(buf.chunk.open)
         return buf.chunk
 
-    def seal(self, buf: RecordBuffer) -> None:
-        """End ``buf``'s current chunk: its rows go last, and it waits to be closed (caller holds its lock)."""
-        if not buf.pending:
-            return
+    def hand_rows(self, buf: RecordBuffer) -> None:
+        """Hand the rows ``buf`` gathered to the writer, as one block of its current chunk (caller holds its
+        lock): from then on a kill loses them only if the writer had not got to them."""
         if buf.rows:
             chunk = buf.chunk or self.new_chunk(buf)
             self._writer.submit(functools.partial(chunk.append, np.array(buf.rows, dtype=buf.kind.dtype)))
             buf.rows = []
+
+    def seal(self, buf: RecordBuffer) -> None:
+        """End ``buf``'s current chunk: its rows go last, and it waits to be closed (caller holds its lock)."""
+        if not buf.pending:
+            return
+        self.hand_rows(buf)
         buf.sealed.append((buf.chunk, buf.pending))
         buf.chunk, buf.pending = None, 0

@@ -4,8 +4,15 @@ storage aging (past ``storage_limit`` the oldest aging chunks are deleted).
 
 A checkpoint is due once per ``chunk_records`` records of one kind, never per step: a run that never
 fills a buffer closes its chunks at finalize only.  The job goes on meanwhile: the caller of a
-checkpoint waits only until the checkpoint before it is on disk, so a crash loses what was reported
-after that one, at most two chunks of each kind, and no more than that waits in memory.
+checkpoint waits only until the checkpoint before it is on disk, so no more than two chunks of each
+kind wait in memory.
+
+A *timed* checkpoint (:meth:`RunHandoff.submit_sync`, every ``checkpoint_interval`` seconds of the run,
+from the writer thread) closes no chunk: it hands over the rows gathered since the last one, then the
+names and info.json follow them.  Blocks go to the writer as they are reported, so a kill loses only
+what the writer had not written yet: the reader salvages the whole records of the chunks still growing
+(``.tmp``), and info.json is never more than an interval behind (its ``records`` count what the chunk
+files hold, closed or growing, when it is written).
 """
 
 from __future__ import annotations
@@ -83,6 +90,8 @@ class RunHandoff:
                 sealed, buf.sealed = buf.sealed, []
             for chunk, n in sealed:
                 self.submit_close(buf, chunk, n)
+        if self.hashes.line_open:  # the last write of the names failed: tried again (the run may end now)
+            self.submit_hashes()
         if self.info.dirty:
             self.submit_info()
 
@@ -93,10 +102,9 @@ class RunHandoff:
             self.submit_hashes()
         if self.info.dirty:
             self.submit_info()
-        device_id = buf.device_id
-        key = buf.kind.name if device_id == 0 or buf.kind.side == "host" else f"{buf.kind.name}@{device_id}"
+        key = buf.key
         info = self.info
-        what = f"{buf.kind.directory(device_id)}/{os.path.basename(chunk.path)}"
+        what = f"{buf.kind.directory(buf.device_id)}/{os.path.basename(chunk.path)}"
 
         def close() -> None:
             try:
@@ -106,13 +114,17 @@ class RunHandoff:
                     buf.lost += records
                 info.write_failed(what, exc, buf.kind.name, records)
                 return
+            kept = chunk.records  # all of them, but the records after a failed write (counted, never silent)
             with buf.lock:
-                buf.written += records
+                buf.written += kept
+                buf.lost += records - kept
                 written = buf.written
+            if kept < records:
+                info.write_failed(what, chunk.error, buf.kind.name, records - kept)
             with self._lock:  # info.json is dumped under this lock
                 records_of = info.content["records"]
                 records_of[key] = max(records_of.get(key, 0), written)
-                self.aging.account(chunk, size, buf.kind, records)
+                self.aging.account(chunk, size, buf.kind, kept)
 
         self._writer.submit(close)
 
@@ -130,16 +142,30 @@ class RunHandoff:
         previous, self.checkpoint_mark = self.checkpoint_mark, self._writer.mark()
         return previous
 
-    def submit_info(self) -> None:
-        """Have the writer replace info.json with the metadata as it is when it gets there."""
+    def submit_sync(self) -> None:
+        """The timed checkpoint: the rows gathered are handed to their chunks (which stay open), with the
+        names they use ahead of them and info.json after them, if it changed."""
+        if self.hashes.behind:
+            self.submit_hashes()
+        for buf in self.buffers:
+            with buf.lock:
+                self.buffers.hand_rows(buf)
+        self.submit_info(if_changed=True)
+
+    def submit_info(self, if_changed: bool = False) -> None:
+        """Have the writer replace info.json with the metadata as it is when it gets there, and the
+        records the chunk files hold then (``if_changed``: unless that is what the file says)."""
         info = self.info
         info.dirty = False
         location = self.location
+        buffers = self.buffers
 
         def write() -> None:
             with self._lock:
+                info.content["records"].update(buffers.records_in_files())
                 data = info.dumps()
-            info.replace(Path(location.path), data)
+            if not (if_changed and info.is_on_disk(data)):
+                info.replace(Path(location.path), data)
 
         self._writer.submit(write)
 

@@ -86,6 +86,12 @@ class HashFile:
         return self.saved != len(self.dictionary.lines)
 
     @property
+    def unwritten(self) -> int:
+        """Lines not on disk because the last write of the file failed (0 if it succeeded: a run whose
+        records name no string writes no dictionary, and misses none)."""
+        return len(self.dictionary.lines) - self.saved if self.line_open else 0
+
+    @property
     def unsubmitted(self) -> bool:
         """Lines were learned that the writer was not asked to write."""
         return self.submitted != len(self.dictionary.lines)

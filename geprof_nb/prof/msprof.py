@@ -5,8 +5,10 @@ Mirrors ``libmsprofiler``'s reporting surface (``MsprofInit``,
 ``MsprofReportApi``, ``MsprofReportEvent``, ``MsprofReportCompactInfo``,
 ``MsprofReportAdditionalInfo``, ``MsprofRegisterCallback``) plus the device
 channel through which the simulated device delivers its HWTS / PMU / ts_track
-logs.  Records are buffered column-wise (numpy) and flushed in chunks to a new
-run directory, so a crash loses at most the unflushed tail.
+logs.  Records are buffered column-wise (numpy) and written in chunks to a new
+run directory as they come, so a kill loses only what the writer thread had not
+written yet; a write that fails (a full disk) is counted per record kind, noted in
+the run and said on stderr when the run is finalised (:meth:`Msprof.write_problem`).
 
 Collection is switched on and off by *commands* sent to registered modules
 (GE registers one), exactly as msprof drives GE through ``ProfCtrlHandle``.
@@ -25,8 +27,10 @@ import os
 import random
 import socket
 import string
+import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -63,6 +67,23 @@ MSPROF_MODULE_FRAMEWORK = 3  # GE
 MSPROF_MODULE_RUNTIME = 4
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
+#: Seconds between a run's timed checkpoints (profilingOptions ``checkpoint_interval``, a geprof extension).
+DEFAULT_CHECKPOINT_INTERVAL_S = 1.0
+
+
+class RunAlreadyOpen(RuntimeError):
+    """:meth:`Msprof.init` while a run is open (one run at a time): ``run_dir`` is where it collects, ``mode``
+    what opened it (:mod:`.run_opener` says both in words)."""
+
+    def __init__(self, run_dir: Path, mode: str | None) -> None:
+        self.run_dir = run_dir
+        self.mode = mode
+        super().__init__(f"msprof is already collecting into {run_dir}")
+
+
+class OutputIsARun(OSError):
+    """The ``output`` directory given is itself a run directory or a simulated cluster's root: a new run is
+    not made inside it (where loading it would still open the old run); it goes where runs go, beside it."""
 
 
 class CommandType(IntEnum):
@@ -96,6 +117,43 @@ def _run_dir_name(seq: int) -> str:
     return f"PROF_{seq:06d}_{stamp}_{tag}"
 
 
+def _refuse_run_as_output(out: Path) -> None:
+    """:class:`OutputIsARun` if ``out`` is a run directory or a cluster root."""
+    if (out / rawdata.INFO_FILE).is_file():
+        what = f"a run directory ({rawdata.INFO_FILE} is there)"
+    elif rawdata.CLUSTER_DIR_NAME.fullmatch(out.name) and out.is_dir():
+        what = "a simulated cluster's root"
+    else:
+        return
+    raise OutputIsARun(f"{out} is {what}, not an output directory: a new run is not made inside it; give the "
+                       f"output directory it is in ({out.parent}), where the new run goes beside it, or another one")
+
+
+def _make_run_dir(out: Path) -> Path:
+    """A new run directory in ``out``, numbered one past the greatest run there (deleted runs' numbers are not
+    given again).  Two processes that took the same number at once (each made its directory) see each other:
+    a run that finds another of its number gives the number up and takes the next, so no two runs of an
+    output directory share one (a run that saw none when it looked keeps its number)."""
+    while True:
+        seq = 1 + max((order[0] for order in map(rawdata.creation_order, os.listdir(out)) if order), default=0)
+        run_dir = out / _run_dir_name(seq)
+        try:
+            run_dir.mkdir()
+        except FileExistsError:  # the same name (a process with the same clock and tag): the next number
+            continue
+        if not any(name != run_dir.name and (rawdata.creation_order(name) or (0,))[0] == seq
+                   for name in os.listdir(out)):
+            return run_dir
+        run_dir.rmdir()
+        time.sleep(random.uniform(0, 0.002))  # two that gave the number up at once do not meet again
+
+
+def _checkpoint_interval(options: dict) -> float:
+    """The ``checkpoint_interval`` option (seconds), or the default."""
+    value = options.get("checkpoint_interval")
+    return float(value) if value not in (None, "") else DEFAULT_CHECKPOINT_INTERVAL_S
+
+
 def _storage_limit_bytes(options: dict) -> int | None:
     """The ``storage_limit`` option ("<n>MB") in bytes; ``None`` without one."""
     limit = str(options.get("storage_limit", ""))
@@ -103,9 +161,10 @@ def _storage_limit_bytes(options: dict) -> int | None:
 
 
 class CompanionRun(Protocol):
-    """A run that ends with another (:meth:`Msprof.part_of`): a simulated cluster's other ranks."""
+    """A run that ends with another (:meth:`Msprof.part_of`): a simulated cluster's other ranks.  ``finalize``
+    returns what they could not write ("" if everything: :attr:`Msprof.write_problem`)."""
 
-    def finalize(self, status: str, note: str) -> object: ...
+    def finalize(self, status: str, note: str) -> str: ...
 
 
 class Run:
@@ -123,6 +182,12 @@ class Run:
         self.discarded = 0  # records dropped by the current discard window
         #: The directory this run is part of, with its companions (``None``: the run directory itself).
         self.root: Path | None = None
+        #: What could not be written, said when the run was finalised ("" if everything was written), and
+        #: what its companions could not write.
+        self.problem = ""
+        self.companion_problems: list[str] = []
+        #: The writer thread's timer of this run's timed checkpoints (:meth:`Msprof.init`), cancelled at finalize.
+        self.tick: Callable[[], bool] | None = None
         self.companions: list[CompanionRun] = []
         self.hashes = HashFile(dictionary, lock, info.write_failed, lambda: not self.closed)
         self.buffers = RunBuffers(self.location, writer_, lock)
@@ -178,6 +243,12 @@ class Msprof:
             return self._run.info.content.get("mode") if self.running else None
 
     @property
+    def opened(self) -> tuple[Path, str | None] | None:
+        """The open run's directory and :attr:`mode`, read together (``None`` when no run is open)."""
+        with self._lock:
+            return (self._run.path, self._run.info.content.get("mode")) if self.running else None
+
+    @property
     def storage_limit_bytes(self) -> int | None:
         """The current (or last) run's ``storage_limit`` in bytes (``None``: no limit); set at init from the
         options, and may be changed while the run collects."""
@@ -200,19 +271,13 @@ class Msprof:
         self._writer.wait()  # what an earlier run handed the writer belongs to that run
         with self._lock:
             if self.running:
-                raise RuntimeError(f"msprof is already collecting into {self.run_dir}")
+                raise RunAlreadyOpen(self.run_dir, self.mode)
             out = Path(output).expanduser()
+            _refuse_run_as_output(out)
             out.mkdir(parents=True, exist_ok=True)
             if not os.access(out, os.W_OK):
                 raise PermissionError(f"profiling output directory {out} is not writable")
-            seq = 1 + sum(1 for p in out.glob("PROF_*") if p.is_dir())
-            while True:
-                run_dir = out / _run_dir_name(seq)
-                try:
-                    run_dir.mkdir()
-                    break
-                except FileExistsError:
-                    seq += 1
+            run_dir = _make_run_dir(out)
             if restart_clock:
                 clock.restart()
             self.run_serial += 1
@@ -246,7 +311,26 @@ class Msprof:
                 with contextlib.suppress(OSError):
                     run_dir.rmdir()
                 raise
+            self._run.tick = self._timed_checkpoint(self._run)
+            self._writer.every(_checkpoint_interval(self.options), self._run.tick)
             return path
+
+    def _timed_checkpoint(self, run: Run) -> Callable[[], bool]:
+        """The writer thread's timer of ``run``: a timed checkpoint (:meth:`.handoff.RunHandoff.submit_sync`)
+        each time, until the run is closed (it holds the library weakly: a cluster rank's library goes)."""
+        library = weakref.ref(self)
+
+        def tick() -> bool:
+            lib = library()
+            if lib is None:
+                return False
+            with lib._lock:
+                if run.closed:
+                    return False
+                run.handoff.submit_sync()
+                return True
+
+        return tick
 
     def start(self, switch: int, dev_ids: tuple[int, ...] = (0,), options: dict | None = None) -> int:
         """Tell every registered module to start collecting the data types in ``switch``.
@@ -311,20 +395,37 @@ class Msprof:
                 return None
             self.discarding = False
             run = self._run
-            run.info.content["status"] = status
+            info = run.info
+            info.content["status"] = status
             if note:
-                run.info.content["note"] = note
-            run.info.content["end_ns"] = clock.now_ns()
-            run.info.write(run.path)
+                info.content["note"] = note
+            info.content["end_ns"] = clock.now_ns()
+            info.content["records"].update(run.buffers.records_in_files())
+            if run.hashes.unwritten:  # names the run's records use that could not be written
+                info.content.setdefault("write_failed", {})[rawdata.HASH_DICT_KIND] = run.hashes.unwritten
+            info.write(run.path)
+            run.problem = info.problem(run.path)
             run.closed = True
+            self._writer.cancel(run.tick)
             companions, run.companions = run.companions, []
             finished = run.root or run.path
+        if run.problem:  # once, by the call that finalises the run, which also says it in its status
+            print(run.problem, file=sys.stderr, flush=True)
         for companion in companions:  # a simulated cluster's other ranks end with rank 0
-            companion.finalize(status, note)
+            run.companion_problems.append(companion.finalize(status, note))
         with self._lock:
             self.last_run_dir = finished
             self.switch = 0
             return finished
+
+    @property
+    def write_problem(self) -> str:
+        """What the last finalised run (or a cluster's ranks that ended with it) could not write, in words ("" if
+        everything was written): the call that finalised it returns a failure status saying it."""
+        run = self._run
+        if run is None or not run.closed:
+            return ""
+        return "\n".join(said for said in (run.problem, *run.companion_problems) if said)
 
     def move_into(self, directory: str | os.PathLike) -> Path:
         """Move the open run into ``directory`` (made if need be) now; returns where it is.
@@ -448,6 +549,13 @@ class Msprof:
             if self.running:
                 self._run.info.add_note(text)
 
+    def count_unwritten(self, kind: str, count: int, what: str, exc: OSError) -> None:
+        """``count`` of ``kind`` could not be written at ``what`` (a simulated cluster's ranks, whose run
+        directories could not be made): counted in ``write_failed`` and noted, as a failed chunk is."""
+        with self._lock:
+            if self._run is not None:
+                self._run.info.write_failed(what, exc, kind, count)
+
     def note_dropped(self, kind: str, count: int) -> None:
         """Records a producer could not keep (a full ring buffer): counted in info.json, never silent."""
         with self._lock:
@@ -487,6 +595,10 @@ class Msprof:
         buf = run.buffers.get(kind, device_id)
         if records.dtype != buf.kind.dtype:
             raise TypeError(f"{kind} records must have dtype {buf.kind.dtype}, got {records.dtype}")
+        if run.hashes.unsubmitted:  # the names these records use reach the disk ahead of them
+            with self._lock:
+                if not run.closed:
+                    run.handoff.submit_hashes()
         if run.buffers.add_block(buf, records, self.chunk_records):
             self._buffer_filled(run, buf)
 
@@ -499,8 +611,9 @@ class Msprof:
 
     @contextlib.contextmanager
     def reporting_batch(self) -> Iterator[None]:
-        """Report one batch of steps as a unit, so that a step's task records never reach disk without
-        its step trace, HCCL tasks or API calls.
+        """Report one batch of steps as a unit, so that a step's task records never reach a closed chunk
+        without its step trace, HCCL tasks or API calls (a kill in the middle of a batch leaves what the
+        writer had written of it in growing chunks, which the reader salvages as they are).
 
         While any batch is open, in any thread, a buffer that fills is sealed as a full chunk but not
         closed, and the checkpoint it calls for waits until the last open batch is over, with every
@@ -556,8 +669,15 @@ class Msprof:
         return MSPROF_ERROR_NONE
 
     def unregister_callback(self, module_id: int) -> None:
+        """Remove a module's control handler; a running collection stops it first (its layers go off and what it
+        holds reaches the run), as registering starts it: a module that leaves while a run it did not open goes
+        on collects nothing more, and nothing it ran later leaks into another run."""
         with self._lock:
-            self._callbacks.pop(module_id, None)
+            callback = self._callbacks.pop(module_id, None)
+            started = self.started
+            handle = CommandHandle(CommandType.STOP, self.switch, options=self.options)
+        if callback is not None and started:
+            callback(handle)
 
 
 #: The process-wide msprof library.
@@ -594,13 +714,20 @@ def MsprofInit(data_type: int, data: str | dict, length: int | None = None) -> i
         opts = data if isinstance(data, ProfilingOptions) else ProfilingOptions.parse(data)
     except ProfilingOptionsError:
         return MSPROF_ERROR
-    lib.init(opts.output, opts.to_dict())
+    try:
+        lib.init(opts.output, opts.to_dict())
+    except RunAlreadyOpen:  # opened by another thread since the test above
+        return ACL_ERROR_PROF_ALREADY_RUN
+    except OSError:
+        return MSPROF_ERROR
     return lib.start(opts.data_type_config())
 
 
 @toolkit_entry
 def MsprofFinalize() -> int:  # noqa: N802
-    lib.finalize()
+    """Finalise the run; ``MSPROF_ERROR`` if not everything could be written (stderr said what)."""
+    if lib.finalize() is not None and lib.write_problem:
+        return MSPROF_ERROR
     return MSPROF_ERROR_NONE
 
 

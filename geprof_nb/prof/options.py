@@ -24,7 +24,7 @@ import warnings
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
-from . import events
+from . import events, json_text
 
 OPTION_PROFILING_MODE = "ge.exec.profilingMode"
 OPTION_PROFILING_OPTIONS = "ge.exec.profilingOptions"
@@ -48,6 +48,8 @@ GE_API_LEVELS = ("off", "l0", "l1")
 TRAINING_TRACE_VALUES = ("on", "off", "")
 STORAGE_LIMIT_MIN_MB = 200
 STORAGE_LIMIT_MAX_MB = 4294967295
+#: ``checkpoint_interval`` (seconds between a run's timed checkpoints, a geprof extension): its range.
+CHECKPOINT_INTERVAL_MIN_S, CHECKPOINT_INTERVAL_MAX_S = 0.1, 3600.0
 CUSTOM_EVENT_MIN, CUSTOM_EVENT_MAX = 0x1, 0x6E
 
 #: Integer-valued sampling fields: (min, max).
@@ -101,6 +103,8 @@ class ProfilingOptions:
     runtime_api: str = "off"
     #: geprof extension: msprof's PROF_TASK_MEMORY switch (GE's profilingOptions have no field for it).
     task_memory: str = "off"
+    #: geprof extension: seconds between the run's timed checkpoints ("": msprof's default, 1 s).
+    checkpoint_interval: str = ""
     sys_hardware_mem_freq: str = ""
     llc_profiling: str = ""
     sys_io_sampling_freq: str = ""
@@ -188,40 +192,36 @@ class ProfilingOptions:
             if not text.strip():
                 raise ProfilingOptionsError(source, "is empty", "a JSON object")
             try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
+                data = json_text.loads(text)
+            except json_text.JsonTextError as exc:  # a key given twice too: which value was meant?
                 raise ProfilingOptionsError(
-                    source, f"is not valid JSON ({exc.msg} at line {exc.lineno} "
-                    f"column {exc.colno})", 'a JSON object such as {"output": "./prof", "training_trace": "on"}'
-                ) from None
+                    source, f"is not valid JSON ({exc.reason})",
+                    'a JSON object such as {"output": "./prof", "training_trace": "on"}') from None
         if not isinstance(data, Mapping):
             raise ProfilingOptionsError(
                 source, f"must be a JSON object, got a JSON {_json_type(data)}",
                 "a JSON object of option names to string values",
             )
         known = {f.name for f in fields(cls)}
-        values: dict[str, str] = {}
+        checked: dict[str, str] = {}  # as spelled (an alias apart from the field it sets)
         for key, value in data.items():
-            if key == "result_path":  # legacy spelling of output
-                if "output" in data and data["output"] != value:
-                    raise ProfilingOptionsError(
-                        "result_path", f"{value!r} conflicts with output {data['output']!r}",
-                        "one of them, or both with the same value",
-                    )
-                key = "output"
-            if key == "task_time":
-                if "task_trace" in data and data["task_trace"] != value:
-                    raise ProfilingOptionsError(
-                        "task_time", f"{value!r} conflicts with task_trace {data['task_trace']!r}",
-                        "one of them, or both with the same value",
-                    )
-                key = "task_trace"
-            if key not in known:
-                close = difflib.get_close_matches(str(key), sorted(known | {"task_time", "result_path"}), n=1)
+            name = _ALIASES.get(key, key)
+            if name not in known:
+                close = difflib.get_close_matches(str(key), sorted(known | set(_ALIASES)), n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 warnings.warn(f"profiling option {key!r} is not known to GE and is ignored{hint}", stacklevel=3)
                 continue
-            values[key] = validate_field(key, value)
+            try:
+                checked[key] = validate_field(name, value)
+            except ProfilingOptionsError as exc:
+                if key == name:
+                    raise
+                raise ProfilingOptionsError(key, exc.message, exc.accepted, exc.choices) from None
+        for alias, name in _ALIASES.items():  # checked values: strings, whatever the JSON held
+            if alias in checked and name in checked and checked[alias] != checked[name]:
+                raise ProfilingOptionsError(alias, f"{checked[alias]!r} conflicts with {name} {checked[name]!r}",
+                                            "one of them, or both with the same value")
+        values = {_ALIASES.get(key, key): value for key, value in checked.items()}
         work_path = os.environ.get(ENV_WORK_PATH, "")
         if "output" not in values and work_path:
             _validate_output(work_path, ENV_WORK_PATH)
@@ -253,8 +253,10 @@ class ProfilingOptions:
         return None
 
 
+#: Legacy spellings of fields: either may be given, or both with the same value.
+_ALIASES = {"result_path": "output", "task_time": "task_trace"}
 #: Fields whose empty value means "not set" (GE ignores them then).
-_OPTIONAL_FIELDS = {"storage_limit", "llc_profiling", "host_sys", "host_sys_usage", *FREQ_FIELDS}
+_OPTIONAL_FIELDS = {"storage_limit", "checkpoint_interval", "llc_profiling", "host_sys", "host_sys_usage", *FREQ_FIELDS}
 
 
 def validate_field(key: str, value: Any) -> str:
@@ -267,11 +269,13 @@ def validate_field(key: str, value: Any) -> str:
             raise ProfilingOptionsError(key, f"must be an integer, got {_json_value(value)}", f"{lo}..{hi}")
         if isinstance(value, str) and not _ASCII_INT.fullmatch(value):
             # int() would also take "1_0" or Arabic-Indic digits, which GE's parser does not
-            raise ProfilingOptionsError(key, f"{value!r} is not a number", f"{lo}..{hi}")
-        n = int(value)
-        if not lo <= n <= hi:
-            raise ProfilingOptionsError(key, f"{n} is out of range", f"{lo}..{hi}")
+            raise ProfilingOptionsError(key, f"{_shown(value)} is not a number", f"{lo}..{hi}")
+        n = _whole(value)
+        if n is None or not lo <= n <= hi:
+            raise ProfilingOptionsError(key, f"{_shown(value) if n is None else n} is out of range", f"{lo}..{hi}")
         return str(n)
+    if key == "checkpoint_interval":
+        return _validate_checkpoint_interval(value)
     if not isinstance(value, str):
         raise ProfilingOptionsError(key, f"must be a string, got {_json_value(value)}", _ACCEPTED.get(key, "a string"))
     if key in ("output", "fp_point", "bp_point"):
@@ -308,13 +312,31 @@ def _json_type(value: Any) -> str:
 
 
 def _json_value(value: Any) -> str:
-    """A parsed value as an error shows it: ``JSON null``, ``JSON number 1.5``, ``JSON boolean true``."""
+    """A parsed value as an error shows it: ``JSON null``, ``JSON number 1.5``, ``JSON boolean true`` (cut short,
+    whatever its size or depth)."""
     if value is None:
         return "JSON null"
-    return f"JSON {_json_type(value)} {json.dumps(value, default=repr)}"
+    return f"JSON {_json_type(value)} {json_text.excerpt(value)}"
 
 
 _ASCII_INT = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
+#: More digits than any option's range: such a number is out of range without converting it (int() refuses
+#: past 4300 digits).
+_MAX_DIGITS = 12
+
+
+def _whole(value: int | str) -> int | None:
+    """An integer option's value (an int, or ASCII digits), None if it has more digits than any range takes."""
+    if isinstance(value, str):
+        digits = value.strip().lstrip("+-").lstrip("0")
+        if len(digits) > _MAX_DIGITS:
+            return None
+    return int(value)
+
+
+def _shown(text: str) -> str:
+    """An option's text as an error quotes it: whole, or its ends if it is long."""
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}...{text[-8:]!r} ({len(text)} characters)"
 
 
 def _validate_output(value: str, field: str = "output") -> None:
@@ -339,11 +361,30 @@ def _validate_storage_limit(value: str) -> str:
     m = re.fullmatch(r"\s*([0-9]+)\s*MB\s*", value, re.ASCII)
     accepted = f"'<n>MB' with {STORAGE_LIMIT_MIN_MB} <= n <= {STORAGE_LIMIT_MAX_MB}, e.g. '200MB'"
     if not m:
-        raise ProfilingOptionsError("storage_limit", f"{value!r} is not valid (the unit MB is required)", accepted)
-    n = int(m.group(1))
-    if not STORAGE_LIMIT_MIN_MB <= n <= STORAGE_LIMIT_MAX_MB:
-        raise ProfilingOptionsError("storage_limit", f"{n}MB is out of range", accepted)
+        raise ProfilingOptionsError("storage_limit", f"{_shown(value)} is not valid (the unit MB is required)",
+                                    accepted)
+    n = _whole(m.group(1))
+    if n is None or not STORAGE_LIMIT_MIN_MB <= n <= STORAGE_LIMIT_MAX_MB:
+        raise ProfilingOptionsError("storage_limit", f"{_shown(value) if n is None else f'{n}MB'} is out of range",
+                                    accepted)
     return f"{n}MB"
+
+
+_DECIMAL = re.compile(r"\s*\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)\s*", re.ASCII)
+
+
+def _validate_checkpoint_interval(value: Any) -> str:
+    """Seconds as a JSON number or a decimal string, in range; its canonical text ("1", "0.5")."""
+    accepted = f"seconds, {CHECKPOINT_INTERVAL_MIN_S:g} to {CHECKPOINT_INTERVAL_MAX_S:g}, e.g. '2' or '0.5'"
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ProfilingOptionsError("checkpoint_interval", f"must be a number of seconds, got {_json_value(value)}",
+                                    accepted)
+    if isinstance(value, str) and not _DECIMAL.fullmatch(value):  # float() would also take "nan", "1e3", "1_0"
+        raise ProfilingOptionsError("checkpoint_interval", f"{value!r} is not a number of seconds", accepted)
+    seconds = float(value)
+    if not CHECKPOINT_INTERVAL_MIN_S <= seconds <= CHECKPOINT_INTERVAL_MAX_S:  # NaN too
+        raise ProfilingOptionsError("checkpoint_interval", f"{value!r} is out of range", accepted)
+    return f"{seconds:g}"
 
 
 def _validate_aic_metrics(value: str) -> str:
@@ -382,6 +423,7 @@ _ACCEPTED: dict[str, str] = {k: _choices(v) for k, v in _ENUM_FIELDS.items()}
 _ACCEPTED.update({
     "output": "a directory path", "fp_point": "an op name or ''", "bp_point": "an op name or ''",
     "aic_metrics": _choices(events.AIC_METRICS), "storage_limit": "'<n>MB', e.g. '200MB'",
+    "checkpoint_interval": "seconds, e.g. '2'",
     "host_sys": "a comma-separated subset of " + ",".join(HOST_SYS_ITEMS),
     "host_sys_usage": "a comma-separated subset of " + ",".join(HOST_SYS_USAGE_ITEMS),
 })

@@ -16,6 +16,9 @@ executed task costs ``HWTS_DTYPE.itemsize`` (28) bytes on disk.
 
 from __future__ import annotations
 
+import functools
+import io
+import re
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
@@ -25,6 +28,27 @@ RAW_FORMAT_VERSION = 1
 INFO_FILE = "info.json"
 HASH_DICT_FILE = "hash_dict.jsonl"
 HOST_DIR = "host/data"
+#: The ``write_failed`` key of the hash dictionary's lines that could not be written (names, not records).
+HASH_DICT_KIND = "hash_dict"
+#: The ``write_failed`` key of a simulated cluster's ranks whose run directories could not be made (ranks).
+RANKS_KIND = "cluster_ranks"
+
+#: A run directory: ``PROF_<seq>_<local time, ms>_<tag>``.  ``<seq>`` is one past the greatest of its output
+#: directory when it is made: it orders the runs there by creation, whatever the clock said.
+RUN_DIR_NAME = re.compile(r"PROF_(\d{6,})_(\d{17})_\w+")
+#: A simulated cluster's root, made beside its rank 0 run, which moves into it: ``CLUSTER_<seq>_<time>_<tag>``
+#: with that run's ``<seq>`` (roots made before sequence numbers have none: ``CLUSTER_<time>_<tag>``).
+CLUSTER_DIR_NAME = re.compile(r"CLUSTER_(?:(\d{6,})_)?(\d{17})_\w+")
+
+
+def creation_order(name: str) -> tuple[int, str, str] | None:
+    """(sequence number, time stamp, name) of a run directory's or cluster root's name, ``None`` for any other
+    name: the run made last in an output directory has the greatest (the time stamp only breaks the tie of
+    two processes that took the same number at once; a root without a number comes first)."""
+    m = RUN_DIR_NAME.fullmatch(name) or CLUSTER_DIR_NAME.fullmatch(name)
+    if m is None:
+        return None
+    return (int(m.group(1) or 0), m.group(2), name)
 
 
 def device_dir(device_id: int) -> str:
@@ -379,3 +403,22 @@ RECORD_KINDS: dict[str, RecordKind] = {
 
 def chunk_name(kind: str, seq: int) -> str:
     return f"{kind}.{seq:06d}.npy"
+
+
+@functools.lru_cache(maxsize=64)
+def _dtype_descr(dtype: np.dtype) -> list | str:
+    """The ``.npy`` header's description of a record dtype (a chunk's header is made twice)."""
+    return np.lib.format.dtype_to_descr(dtype)
+
+
+def npy_header(dtype: np.dtype, records: int) -> bytes:
+    """The ``.npy`` header ``np.save`` writes for ``records`` records of ``dtype``.  Its length does not depend
+    on ``records`` (numpy pads it so an array can grow in place up to 21 digits): a chunk still growing is this
+    header for 0 records, then its records, so its length says how many are whole."""
+    out = io.BytesIO()
+    header = {"descr": _dtype_descr(dtype), "fortran_order": False, "shape": (records,)}
+    try:
+        np.lib.format.write_array_header_1_0(out, header)
+    except ValueError:  # a header too long for format 1.0: np.save moves to 2.0 too
+        np.lib.format.write_array_header_2_0(out, header)
+    return out.getvalue()

@@ -19,6 +19,8 @@ from . import rawdata
 
 #: info.json is indented for people reading it; keys that are not strings are written as strings.
 INFO_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+#: What a ``write_failed`` count counts, if not records.
+UNITS = {rawdata.HASH_DICT_KIND: "names", rawdata.RANKS_KIND: "(their run directories)"}
 #: Keys only the library writes (:meth:`RunInfo.set` refuses them).
 LIBRARY_KEYS = ("status", "run", "options", "records", "switch_history", "geprof_raw_version")
 
@@ -44,6 +46,9 @@ class RunInfo:
         self.dirty = False
         #: False once a write of info.json failed, until one succeeds: the file is older than ``content``.
         self.on_disk = True
+        self._written = b""  # what the last write that succeeded wrote
+        #: Why the first write into the run directory failed and where (``None``: none failed).
+        self.first_failure: tuple[str, str] | None = None
 
     # ---------------------------------------------------------------- metadata
     def set(self, key: str, value) -> None:
@@ -96,6 +101,10 @@ class RunInfo:
         self.dirty = False
         self.replace(run_dir, self.dumps(), strict)
 
+    def is_on_disk(self, data: bytes) -> bool:
+        """The run directory's info.json is ``data`` (the last write of it succeeded and wrote that)."""
+        return self.on_disk and data == self._written
+
     def replace(self, run_dir: Path, data: bytes, strict: bool = False) -> None:
         """Write ``data`` (the metadata dumped) as ``run_dir``'s info.json, through a temporary file."""
         tmp = run_dir / (rawdata.INFO_FILE + ".tmp")
@@ -103,6 +112,7 @@ class RunInfo:
             tmp.write_bytes(data)
             os.replace(tmp, run_dir / rawdata.INFO_FILE)
             self.on_disk = True
+            self._written = data
         except OSError as exc:
             if strict:
                 raise
@@ -112,6 +122,22 @@ class RunInfo:
                 self.on_disk = False
             self.write_failed(rawdata.INFO_FILE, exc)
 
+    def problem(self, run_dir: Path) -> str:
+        """What could not be written into ``run_dir``, in words for stderr and for the status of the call that
+        finishes the run ("" if everything was written)."""
+        failed = self.content.get("write_failed") or {}
+        if not failed and self.on_disk:
+            return ""
+        reason, first = self.first_failure or ("unknown reason", "?")
+        said = [f"{n} {kind} {UNITS.get(kind, 'records')}" for kind, n in failed.items()]
+        text = f"geprof: not everything could be written into the run directory {run_dir} ({reason}, first at {first})"
+        if said:
+            text += ": not written: " + ", ".join(said)
+        if self.on_disk:
+            return text + "; what was written loads, and the run's notes say what is missing"
+        return (text + f"; its {rawdata.INFO_FILE} is an older one (status 'running', without these counts): loading "
+                "the run directory shows what was written, as an unfinished run")
+
     def write_failed(self, what: str, exc: OSError, kind: str | None = None, records: int = 0) -> None:
         """A write into the run directory failed: count the records it held in ``write_failed`` (never
         silent) and note why; collection goes on."""
@@ -120,6 +146,8 @@ class RunInfo:
                 failed = self.content.setdefault("write_failed", {})
                 failed[kind] = failed.get(kind, 0) + int(records)
             reason = exc.strerror or str(exc)
+            if self.first_failure is None:
+                self.first_failure = (reason, what)
             said = f"writing into the run directory failed ({reason}, first at "
             notes = self.content.setdefault("notes", [])
             if not any(n.startswith(said) for n in notes):  # once per reason

@@ -37,10 +37,14 @@ class OpenRun:
     finish: str
 
 
+def described(run_dir: Path, mode: str | None) -> OpenRun:
+    """The run collecting into ``run_dir``, opened with ``mode``, in words (what ``Msprof.init`` refusing a second
+    run says: :class:`~.msprof.RunAlreadyOpen`)."""
+    opened_by, finish = OPENERS.get(mode, UNKNOWN_OPENER)
+    return OpenRun(run_dir, opened_by, finish)
+
+
 def open_run(lib: Msprof) -> OpenRun | None:
     """The run ``lib`` is collecting into (``None``: no run is open)."""
-    run_dir = lib.run_dir
-    if run_dir is None:
-        return None
-    opened_by, finish = OPENERS.get(lib.mode, UNKNOWN_OPENER)
-    return OpenRun(run_dir, opened_by, finish)
+    opened = lib.opened
+    return None if opened is None else described(*opened)

@@ -5,11 +5,14 @@ renaming finished chunks run in one thread per process, in the order the jobs we
 over, beside the job on another core (each system call releases the GIL), the way msprof's
 uploader thread drains its buffers to disk.  :meth:`Writer.wait` returns once every job
 handed over before it (or before a :meth:`Writer.mark`) has run: the finalise and an explicit
-flush wait for everything, a checkpoint for the checkpoint before it.
+flush wait for everything, a checkpoint for the checkpoint before it.  :meth:`Writer.every`
+calls a function in the thread at an interval (a run's timed checkpoint), also while no job comes.
 
 :class:`ChunkFile` is one chunk being written: ``<kind>.<seq>.tmp`` grows block by block
 as records are reported and becomes ``<kind>.<seq>.npy`` once complete, so a crash leaves
-at most unfinished ``.tmp`` files beside the complete chunks.  A run's chunks name their
+at most unfinished ``.tmp`` files beside the complete chunks (the reader salvages their whole
+records: they are fixed-size, after a header of known length).  A write that fails (a full disk, a
+file-size limit) ends the chunk: the records written before it are kept, the others counted.  A run's chunks name their
 files relative to its :class:`RunLocation`, which this thread reads when it gets to them: a
 run moved between two jobs keeps every file, the open ones included.
 """
@@ -18,13 +21,14 @@ from __future__ import annotations
 
 import atexit
 import collections
-import functools
-import io
 import os
 import threading
+import time
 from typing import Callable
 
 import numpy as np
+
+from . import rawdata
 
 
 class Writer:
@@ -40,16 +44,35 @@ class Writer:
         self._targets: list[int] = []  # what each wait() in progress waits for
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        #: Functions called every so often (:meth:`every`): [due (monotonic s), interval s, function].
+        self._timers: list[list] = []
 
     def submit(self, job: Callable[[], None]) -> None:
         """Run ``job`` after every job submitted before it.  A job handles its own ``OSError``s."""
         with self._has_jobs:
             self._jobs.append(job)
             self._submitted += 1
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="msprof-writer", daemon=True)
-                self._thread.start()
+            self._start()
             self._has_jobs.notify()
+
+    def every(self, interval: float, tick: Callable[[], bool]) -> None:
+        """Call ``tick()`` in the writer thread about every ``interval`` seconds, between two jobs or while
+        none comes, until it returns False.  What it submits runs after the jobs submitted before."""
+        with self._has_jobs:
+            self._timers.append([time.monotonic() + interval, interval, tick])
+            self._start()
+            self._has_jobs.notify()
+
+    def cancel(self, tick: Callable[[], bool]) -> None:
+        """Call ``tick`` no more (a timer of :meth:`every`; nothing if it has ended)."""
+        with self._has_jobs:
+            self._timers = [t for t in self._timers if t[2] is not tick]
+
+    def _start(self) -> None:
+        """Start the thread if it is not running (caller holds the lock)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="msprof-writer", daemon=True)
+            self._thread.start()
 
     def mark(self) -> int:
         """How many jobs were submitted so far: :meth:`wait` with it waits for those only."""
@@ -84,35 +107,46 @@ class Writer:
         while True:
             with self._has_jobs:
                 while not self._jobs:
-                    self._has_jobs.wait()
-                job = self._jobs.popleft()
+                    timeout = min((t[0] for t in self._timers), default=None)
+                    if timeout is not None:
+                        timeout -= time.monotonic()
+                        if timeout <= 0:
+                            break
+                    self._has_jobs.wait(timeout)
+                job = self._jobs.popleft() if self._jobs else None
+                due = [t for t in self._timers if t[0] <= time.monotonic()] if self._timers else []
+            if job is not None:
+                self._run_job(job)
+            if due:
+                self._tick(due)
+
+    def _run_job(self, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except BaseException as exc:  # noqa: BLE001 - handed to the next wait()
+            with self._progress:
+                self._error = self._error or exc
+        with self._progress:
+            self._done += 1
+            if self._targets and self._done >= min(self._targets):  # wake a waiter only when it is due
+                self._progress.notify_all()
+
+    def _tick(self, due: list[list]) -> None:
+        """Call the timers that are due (outside the lock: they submit jobs); drop those that are done."""
+        for timer in due:
             try:
-                job()
-            except BaseException as exc:  # noqa: BLE001 - handed to the next wait()
+                again = timer[2]()
+            except BaseException as exc:  # noqa: BLE001 - a bug: handed to the next wait(), the timer ends
                 with self._progress:
                     self._error = self._error or exc
-            with self._progress:
-                self._done += 1
-                if self._targets and self._done >= min(self._targets):  # wake a waiter only when it is due
-                    self._progress.notify_all()
-
-
-@functools.lru_cache(maxsize=64)
-def _dtype_descr(dtype: np.dtype) -> list | str:
-    """The ``.npy`` header's description of a record dtype (a chunk's header is made twice)."""
-    return np.lib.format.dtype_to_descr(dtype)
-
-
-def _npy_header(dtype: np.dtype, records: int) -> bytes:
-    """The ``.npy`` header ``np.save`` writes for ``records`` records of ``dtype``.  Its length does
-    not depend on ``records`` (numpy pads it so an array can grow in place up to 21 digits)."""
-    out = io.BytesIO()
-    header = {"descr": _dtype_descr(dtype), "fortran_order": False, "shape": (records,)}
-    try:
-        np.lib.format.write_array_header_1_0(out, header)
-    except ValueError:  # a header too long for format 1.0: np.save moves to 2.0 too
-        np.lib.format.write_array_header_2_0(out, header)
-    return out.getvalue()
+                again = False
+            with self._has_jobs:
+                if timer not in self._timers:  # cancelled meanwhile
+                    continue
+                if again:
+                    timer[0] = time.monotonic() + timer[1]
+                else:
+                    self._timers.remove(timer)
 
 
 def _create(path: str) -> int:
@@ -125,6 +159,25 @@ def _write_all(fd: int, data) -> None:
     view = memoryview(data).cast("B")
     while view:
         view = view[os.write(fd, view):]
+
+
+class _ShortWrite(OSError):
+    """A write that failed after ``written`` bytes of its data reached the file (``reason``: why)."""
+
+    def __init__(self, reason: OSError, written: int) -> None:
+        super().__init__(reason.errno, reason.strerror or str(reason), reason.filename)
+        self.written = written
+
+
+def _write_counted(fd: int, data) -> None:
+    """:func:`_write_all`, raising :class:`_ShortWrite` (how much was written) if a write fails."""
+    view = memoryview(data).cast("B")
+    total = len(view)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        raise _ShortWrite(exc, total - len(view)) from None
 
 
 class RunLocation:
@@ -140,7 +193,8 @@ class RunLocation:
 class ChunkFile:
     """One chunk of records of a kind, written block by block into ``<path>.tmp`` (writer thread
     only) and renamed to ``path`` by :meth:`close`.  The first block opens the file, making its
-    directory if ``make_dir``; after a failed write the chunk only remembers why.
+    directory if ``make_dir``.  A failed write ends the chunk: ``error`` says why, ``records`` counts
+    the whole records written before it (what :meth:`close` keeps), later blocks are not written.
 
     With a ``location``, ``path`` is relative to it and resolved when the writer gets to it."""
 
@@ -174,7 +228,7 @@ class ChunkFile:
             if self.make_dir:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
             self._fd = _create(self.tmp)
-            header = _npy_header(self.dtype, 0)
+            header = rawdata.npy_header(self.dtype, 0)
             self._header_len = len(header)
             _write_all(self._fd, header)
         except OSError as exc:
@@ -187,22 +241,28 @@ class ChunkFile:
         if self.error is not None:
             return
         try:
-            _write_all(self._fd, np.ascontiguousarray(block))
+            _write_counted(self._fd, np.ascontiguousarray(block))
             self.records += len(block)
-        except OSError as exc:
+        except _ShortWrite as exc:  # the whole records before the failure stay; close() cuts a torn one off
+            self.records += exc.written // self.dtype.itemsize
             self.error = exc
-            self._drop()
 
     def close(self) -> int:
         """Give the header the chunk's length and rename it into place; returns its size in bytes.
-        Raises the ``OSError`` of the first write that failed (the ``.tmp`` is then gone)."""
+
+        After a failed write the chunk keeps the whole records written before it (``error`` says
+        why); raises the ``OSError`` if the file cannot be opened or closed at all (the ``.tmp`` is
+        then gone)."""
         self.open()
-        if self.error is not None:
+        if self._fd < 0 or (self.error is not None and not self.records):
+            self._drop()
             raise self.error
         try:
-            header = _npy_header(self.dtype, self.records)
+            header = rawdata.npy_header(self.dtype, self.records)
             if len(header) != self._header_len:  # beyond numpy's room for growth (never for 21 digits)
                 raise OSError(f"{self.tmp}: .npy header grew from {self._header_len} to {len(header)} bytes")
+            if self.error is not None:  # a torn record after the last whole one goes
+                os.ftruncate(self._fd, self._header_len + self.records * self.dtype.itemsize)
             os.lseek(self._fd, 0, os.SEEK_SET)  # only this thread writes the file (os.pwrite is POSIX only)
             _write_all(self._fd, header)
             os.close(self._fd)
@@ -211,6 +271,7 @@ class ChunkFile:
             os.replace(path[: -len(".npy")] + ".tmp", path)
         except OSError as exc:
             self.error = exc
+            self.records = 0
             self._drop()
             raise
         return self._header_len + self.records * self.dtype.itemsize
@@ -239,7 +300,13 @@ def writer() -> Writer:
 def _after_fork_in_child() -> None:
     # the parent's thread does not exist here, and its locks may have been held when it forked:
     # the same object (msprof keeps it) starts over, empty, and starts a thread of its own when needed
+    # (with the parent's timers: a run the child goes on collecting keeps its timed checkpoints)
+    timers = [list(t) for t in _writer._timers]
     _writer.__init__()
+    if timers:
+        with _writer._has_jobs:
+            _writer._timers = timers
+            _writer._start()
 
 
 #: How long the interpreter's exit waits for the writer (a hung disk must not hang the exit).

@@ -194,3 +194,151 @@ def test_newest_run_is_by_creation_not_mtime(tmp_path):
     later = second.path.stat().st_mtime + 10
     os.utime(first.path, (later, later))
     assert geprof_nb.load(out).path == second.path
+
+
+def test_newest_run_is_the_one_made_last_whatever_the_clock_said(tmp_path, monkeypatch):
+    """The clock is stepped back 1 h between two runs (NTP, a DST fall-back): the second run's name has the
+    earlier stamp, and its sequence number, one past the first's, still makes it the newest."""
+    out = tmp_path / "out"
+    first = run_profiled_session(out, build_tiny_graph()[0], 1).profile
+    hour_ago = msprof.time.time() - 3600
+    monkeypatch.setattr(msprof.time, "time", lambda: hour_ago)
+    second = run_profiled_session(out, build_tiny_graph()[0], 1).profile
+    monkeypatch.undo()
+    assert second.name[12:29] < first.name[12:29]  # the stamps: the second run reads an hour earlier
+    assert (first.name[:12], second.name[:12]) == ("PROF_000001_", "PROF_000002_")
+    assert geprof_nb.load(out).path == second.path
+    shutil.rmtree(first.path)  # a deleted run's number is not given again: the next is still the newest
+    third = run_profiled_session(out, build_tiny_graph()[0], 1).profile
+    assert third.name.startswith("PROF_000003_") and geprof_nb.load(out).path == third.path
+
+
+@pytest.mark.parametrize("names, newest", [
+    (["PROF_000002_20260101000000000_AAAA", "PROF_000010_20250101000000000_BBBB"], "PROF_000010_20250101000000000_BBBB"),
+    (["PROF_000003_20260101000000000_AAAA", "CLUSTER_000004_20250101000000000_CCCC"],
+     "CLUSTER_000004_20250101000000000_CCCC"),  # a cluster root takes its rank 0 run's number
+    (["CLUSTER_000002_20250101000000000_CCCC", "PROF_000003_20240101000000000_AAAA"],
+     "PROF_000003_20240101000000000_AAAA"),
+    (["PROF_000001_20260101000000000_AAAA", "CLUSTER_20270101000000000_OLDROOT"],  # a root made before numbers
+     "PROF_000001_20260101000000000_AAAA"),
+    (["PROF_000005_20260101000000001_AAAA", "PROF_000005_20260101000000000_BBBB"],  # one number taken twice:
+     "PROF_000005_20260101000000001_AAAA"),  # the stamp breaks the tie
+    (["PROF_1000000_20260101000000000_AAAA", "PROF_999999_20270101000000000_BBBB"],  # past six digits
+     "PROF_1000000_20260101000000000_AAAA"),
+])
+def test_newest_run_orders_by_sequence_number(tmp_path, names, newest):
+    for name in names:
+        (tmp_path / name).mkdir()
+        if name.startswith("PROF_"):
+            (tmp_path / name / rawdata.INFO_FILE).write_text('{"geprof_raw_version": 1}')
+    assert newest_run(tmp_path).name == newest
+
+
+# ------------------------------------------------------------------------- salvaged growing chunks
+def _as_growing(chunk: Path, tail: bytes = b"") -> Path:
+    """Turn a closed chunk back into the ``.tmp`` it was while it grew (a header for no record, its records),
+    followed by ``tail`` (a torn record)."""
+    records = np.load(chunk, allow_pickle=False)
+    tmp = chunk.with_suffix(".tmp")
+    tmp.write_bytes(rawdata.npy_header(records.dtype, 0) + records.tobytes() + tail)
+    chunk.unlink()
+    return tmp
+
+
+def _unfinalised(run_dir: Path) -> None:
+    info = json.loads((run_dir / rawdata.INFO_FILE).read_text())
+    info["status"], info["pid"] = "running", 2 ** 22 + 1  # killed: its process is gone
+    (run_dir / rawdata.INFO_FILE).write_text(json.dumps(info))
+
+
+def test_a_killed_run_loads_the_whole_records_of_its_growing_chunks(chunked_run):
+    p0 = chunked_run.profile
+    run_dir = p0.path
+    hwts, ops = p0.run.load("hwts"), len(p0.op_summary)
+    data = run_dir / rawdata.device_dir(0)
+    chunks = sorted(data.glob("hwts.*.npy"))
+    last = np.load(chunks[-1])
+    torn = last[:1].tobytes()[:11]  # 11 of the 28 bytes of one more record
+    tmp = _as_growing(chunks[-1], torn)
+    n_trace = len(np.load(data / "step_trace.000000.npy"))
+    trace = _as_growing(data / "step_trace.000000.npy")  # the first of its chunks, the others closed
+    _unfinalised(run_dir)
+    p = geprof_nb.load(run_dir)
+    assert not p.complete
+    assert np.array_equal(p.run.load("hwts"), hwts)  # every whole record, in order, the torn one dropped
+    assert list(p.step_trace["Iteration ID"]) == [1, 2, 3] and len(p.op_summary) == ops
+    assert [(c.path.name, c.records, c.torn_bytes) for c in p.run.salvaged] == [
+        (tmp.name, len(last), 11), (trace.name, n_trace, 0)]
+    assert (f"salvaged {len(last)} hwts, {n_trace} step_trace records from 2 chunk files the run had not closed "
+            "(<kind>.<n>.tmp): the records its writer had written when it stopped") in p.notes
+    assert f"{rawdata.device_dir(0)}/{tmp.name}: a torn last record (11 of 28 bytes) dropped" in p.notes
+    assert p.run.damaged == [] and p.run.missing == []  # info.json's counts are all there
+
+
+def test_a_growing_chunk_cut_in_its_header_holds_no_record(chunked_run):
+    run_dir = chunked_run.profile.path
+    data = run_dir / rawdata.device_dir(0)
+    chunk = sorted(data.glob("hwts.*.npy"))[-1]
+    kept = len(chunked_run.profile.run.load("hwts")) - len(np.load(chunk))
+    chunk.unlink()
+    (data / chunk.with_suffix(".tmp").name).write_bytes(rawdata.npy_header(rawdata.HWTS_DTYPE, 0)[:40])
+    _unfinalised(run_dir)
+    p = geprof_nb.load(run_dir)
+    assert len(p.run.load("hwts")) == kept and p.run.damaged == []
+    header = len(rawdata.npy_header(rawdata.HWTS_DTYPE, 0))
+    assert f"{rawdata.device_dir(0)}/{chunk.stem}.tmp: cut short in its header (40 of {header} bytes), no record" \
+        in p.notes and header == 192
+    assert not any(n.startswith("salvaged 0") for n in p.notes)
+
+
+def test_a_growing_chunk_beside_its_closed_one_is_not_loaded_twice(chunked_run):
+    """A copy made while the chunk was renamed into place holds both: the closed one is the chunk."""
+    run_dir = chunked_run.profile.path
+    chunk = sorted((run_dir / rawdata.device_dir(0)).glob("hwts.*.npy"))[0]
+    records = np.load(chunk)
+    chunk.with_suffix(".tmp").write_bytes(rawdata.npy_header(rawdata.HWTS_DTYPE, 0) + records[:2].tobytes())
+    _unfinalised(run_dir)
+    p = geprof_nb.load(run_dir)
+    assert np.array_equal(p.run.load("hwts"), chunked_run.profile.run.load("hwts")) and p.run.salvaged == []
+
+
+def test_a_growing_chunk_left_in_a_finalised_run_is_listed_not_loaded(chunked_run):
+    run_dir = chunked_run.profile.path
+    data = run_dir / rawdata.device_dir(0)
+    before = chunked_run.profile.run.load("hwts")
+    (data / "hwts.000099.tmp").write_bytes(rawdata.npy_header(rawdata.HWTS_DTYPE, 0) + before[:3].tobytes())
+    p = geprof_nb.load(run_dir)
+    assert p.complete and np.array_equal(p.run.load("hwts"), before)
+    assert (f"damaged files skipped: {rawdata.device_dir(0)}/hwts.000099.tmp (a chunk a finalised run never closed: "
+            "not loaded)") in p.notes
+
+
+def test_a_growing_chunk_of_another_layout_is_damaged_not_loaded(chunked_run):
+    run_dir = chunked_run.profile.path
+    data = run_dir / rawdata.device_dir(0)
+    chunk = sorted(data.glob("hwts.*.npy"))[-1]
+    kept = len(chunked_run.profile.run.load("hwts")) - len(np.load(chunk))
+    chunk.unlink()
+    (data / chunk.with_suffix(".tmp").name).write_bytes(rawdata.npy_header(rawdata.STEP_TRACE_DTYPE, 0) + b"\0" * 64)
+    _unfinalised(run_dir)
+    p = geprof_nb.load(run_dir)
+    with pytest.warns(UserWarning, match="damaged chunk skipped"):
+        assert len(p.run.load("hwts")) == kept
+    assert p.run.damaged == [f"{rawdata.device_dir(0)}/{chunk.stem}.tmp"]
+
+
+def test_a_growing_chunk_shorter_than_info_json_says_is_missing_records(chunked_run):
+    """info.json counts the records in the chunk files, growing ones too, when it is written: fewer there later
+    (a truncated copy) is said, as for closed chunks."""
+    run_dir = chunked_run.profile.path
+    data = run_dir / rawdata.device_dir(0)
+    total = len(chunked_run.profile.run.load("hwts"))
+    chunk = sorted(data.glob("hwts.*.npy"))[-1]
+    n = len(np.load(chunk))
+    tmp = _as_growing(chunk)
+    tmp.write_bytes(tmp.read_bytes()[:-rawdata.HWTS_DTYPE.itemsize])  # one record short
+    _unfinalised(run_dir)
+    p = geprof_nb.load(run_dir)
+    assert p.info["records"]["hwts"] == total and len(p.run.load("hwts")) == total - 1 and n > 1
+    assert p.run.missing == [f"hwts: 1 of {total} written records are missing (chunk files deleted, truncated or not "
+                             "copied)"]

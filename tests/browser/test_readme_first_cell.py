@@ -34,7 +34,7 @@ from helpers.lab_browser import (
 if SKIP_REASON:
     pytest.skip(SKIP_REASON, allow_module_level=True)
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 #: The advisor's rule names (what the Summary's top findings can show).
 RULES = ("AI CPU op on the critical path", "Low cube utilisation", "Memory-bound ops",

@@ -18,7 +18,7 @@ import pytest
 from helpers.cluster_testing import FAULTS, SLOW_LINK, SLOW_RANK, simulate_cluster
 from helpers.msprof_analyze import MSPROF_ANALYZE, analyze
 
-pytestmark = [pytest.mark.interop, pytest.mark.skipif(MSPROF_ANALYZE is None,
+pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.skipif(MSPROF_ANALYZE is None,
                                                       reason="msprof-analyze is not installed (the interop extra)")]
 
 

@@ -17,7 +17,7 @@ from geprof_nb import ge
 from helpers.cluster_testing import simulate_cluster
 from helpers.msprof_analyze import MSPROF_ANALYZE, analyze
 
-pytestmark = [pytest.mark.interop, pytest.mark.skipif(MSPROF_ANALYZE is None,
+pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.skipif(MSPROF_ANALYZE is None,
                                                       reason="msprof-analyze is not installed (the interop extra)")]
 
 SLOW = 2

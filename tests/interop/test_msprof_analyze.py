@@ -18,7 +18,7 @@ from geprof_nb import ge
 from helpers.geprof_testing import run_profiled_session, small_resnet
 from helpers.msprof_analyze import MSPROF_ANALYZE, analyze
 
-pytestmark = [pytest.mark.interop, pytest.mark.skipif(MSPROF_ANALYZE is None,
+pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.skipif(MSPROF_ANALYZE is None,
                                                       reason="msprof-analyze is not installed (the interop extra)")]
 
 

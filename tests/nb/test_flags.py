@@ -108,7 +108,8 @@ def api_names(profile, level: str | None = None) -> dict[str, int]:
 
 #: The profilingOptions flags tested here (PROFILING_FLAGS) ...
 PROFILING = {"--output", "--training-trace", "--task-trace", "--fp-point", "--bp-point", "--hccl", "--aicpu",
-             "--aic-metrics", "--msproftx", "--ge-api", "--runtime-api", "--task-memory", "--storage-limit"}
+             "--aic-metrics", "--msproftx", "--ge-api", "--runtime-api", "--task-memory", "--storage-limit",
+             "--checkpoint-interval"}
 #: ... and the magic's own flags tested here.
 MAGIC = {"--executor", "--clock", "--ranks", "-o", "--no-display"}
 
@@ -381,6 +382,39 @@ def test_task_memory_adds_memory_tables(ip):
     assert mr["Total Allocated(MB)"].max() * 1024 * 1024 == pytest.approx(peak.allocated_bytes, rel=1e-6)
     if EXPLORER:  # Memory tab: the peak and the allocations
         assert "Allocation Time(us)" in on.shown_html and "Allocation Time(us)" not in off.shown_html
+
+
+# --------------------------------------------------------------------------- --checkpoint-interval
+CHECKPOINT_CELL = """
+import json, time
+from geprof_nb.prof import msprof as _msprof
+sess = ge.Session()
+sess.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,)))
+for step in range(30):  # batches of 8 and 16 steps are reported to msprof meanwhile
+    sess.run_graph(1)
+time.sleep(0.4)
+mid_run = json.loads((_msprof.lib.run_dir / "info.json").read_text())  # what a kill now would leave
+"""
+
+
+def test_checkpoint_interval_sets_how_far_behind_the_run_directory_can_be(ip):
+    """No chunk is full in this cell: with checkpoints 0.1 s apart its info.json counts the 24 steps reported
+    (in the chunks still growing) before the cell ends; with an hour between them it counts none yet."""
+    often = run(ip, "--checkpoint-interval 0.1", cell=CHECKPOINT_CELL)
+    seen = ip.user_ns["mid_run"]
+    rarely = run(ip, "--checkpoint-interval 3600", cell=CHECKPOINT_CELL)
+    assert often.profile.options["checkpoint_interval"] == "0.1" == seen["options"]["checkpoint_interval"]
+    assert rarely.profile.options["checkpoint_interval"] == "3600"
+    assert seen["records"]["step_trace"] == 24 * len(often.profile.run.load("step_trace")) // 30
+    assert ip.user_ns["mid_run"]["records"] == {}
+    pd.testing.assert_frame_equal(op_frame(often.profile), op_frame(rarely.profile))  # what is collected is alike
+
+
+def test_checkpoint_interval_out_of_range_is_refused_naming_the_flag(ip):
+    with pytest.raises(UsageError, match=r"^argument --checkpoint-interval: '0.01' is not valid; accepted: seconds, "
+                                         r"0.1 to 3600, e.g. '2' or '0.5'$"):
+        run(ip, "--checkpoint-interval 0.01")
+    assert not msprof.lib.running
 
 
 # --------------------------------------------------------------------------------- --storage-limit

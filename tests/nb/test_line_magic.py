@@ -171,7 +171,7 @@ def test_show_advise_export_take_a_cluster_profile(clustered, tmp_path, capsys):
 
 def test_what_a_cluster_profile_cannot_do_is_named(clustered, tmp_path):
     with pytest.raises(UsageError, match=r"^--format chrome: 'clus' is a ClusterProfile; accepted for a cluster: "
-                                         r"ascend_pt, parquet \(for chrome, export one rank, e\.g\. clus\.rank\(0\)"):
+                                         r"ascend_pt, db, msprof_db, parquet \(for chrome, export one rank, e\.g\. clus\.rank\(0\)"):
         clustered.run_line_magic("geprof", f"export clus --format chrome --to {tmp_path / 'c'}")
     with pytest.raises(UsageError, match=r"^--rank 1: 'clus' is a ClusterProfile, whose ranks are exported as"):
         clustered.run_line_magic("geprof", f"export clus --format ascend_pt --rank 1 --to {tmp_path / 'c'}")

@@ -350,11 +350,13 @@ def test_notes_the_run_directory_could_not_keep_are_said_and_the_data_is_kept(ip
         ip.run_cell_magic("geprof", "--clock virtual --no-display", "break_the_disk()\n" + MLP_CELL)
     said = cap.stderr.splitlines()
     prof = ip.user_ns["_geprof"]
-    assert said[:3] == ["geprof: the run's info.json could not be written (the run directory keeps an older one, "
-                        "status 'running'); records that could not be written: none",
-                        "  the Profile here holds the run's own status, notes and counts (Profile.dropped); "
-                        f"geprof_nb.load('{prof.path}') later reads the older info.json, without them",
-                        "  notes the run directory lacks:"]
+    assert said[:3] == [f"geprof: not everything could be written into the run directory {prof.path} (Operation not "
+                        "permitted, first at info.json); its info.json is an older one (status 'running', without "
+                        "these counts): loading the run directory shows what was written, as an unfinished run",
+                        "geprof: the Profile handed back holds the run's own status, notes and counts "
+                        f"(Profile.dropped); geprof_nb.load('{prof.path}') later reads the older info.json (status "
+                        "'running'), without them",
+                        "geprof: notes the run directory lacks:"]
     assert "    writing into the run directory failed (Operation not permitted, first at info.json); collection " \
            "went on" in said[3:]
     assert said[3:] == [f"    {n}" for n in msprof.lib.notes]  # every note of the run, each once
@@ -373,5 +375,5 @@ def test_every_write_failing_is_said_once_per_reason(ip, monkeypatch):
     prof = ip.user_ns["_geprof"]
     tasks = int((ip.user_ns["sess"].model(1).table.rt_type != rawdata.RtTaskType.PROFILER_TRACE).sum())
     assert prof.dropped["hwts (not written)"] == 3 * tasks and len(prof.op_summary) == 0
-    assert f"{3 * tasks} hwts, " in cap.stderr.splitlines()[0]  # the counts are said too
+    assert f"{3 * tasks} hwts records, " in cap.stderr.splitlines()[0]  # the counts are said too
     assert isinstance(ip.user_ns["_geprof"], Profile)  # the cell itself succeeded: the run is bound, as far as it got

@@ -9,9 +9,13 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from helpers.notebook_outputs import normalised
+
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 HAVE_MSPROF_ANALYZE = bool(shutil.which("msprof-analyze") or Path(sys.executable).with_name("msprof-analyze").exists())
+# each notebook runs a fresh kernel (up to a minute for the cluster one)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +54,18 @@ def test_notebook_runs_without_errors(path, executed):
     assert errors == []
     mimes = {m for o in outputs_of(nb) for m in o.get("data", {})}
     assert {"text/html", "image/png"} <= mimes
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_outputs_are_what_a_fresh_execution_gives(path, executed):
+    """Notebooks are committed executed (``python notebooks/execute.py``); a change that moves an output
+    fails here until they are executed again."""
+    stored = normalised(nbformat.read(path, as_version=4))
+    fresh = normalised(executed(path.name)[0])
+    assert any(stored), f"{path.name} is stored without outputs: run python notebooks/execute.py"
+    assert len(stored) == len(fresh)
+    for i, (was, now) in enumerate(zip(stored, fresh)):
+        assert was == now, f"{path.name}, code cell {i}: the stored outputs differ from a fresh execution"
 
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

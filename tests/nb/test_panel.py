@@ -65,6 +65,7 @@ def test_panel_to_line_to_panel_gives_the_same_values():
     edits = {"output": "elsewhere", "training_trace": "off", "task_trace": "l0", "fp_point": "dense_0/MatMulV2",
              "bp_point": "dense_0/Relu", "hccl": "on", "aicpu": "on", "aic_metrics": "ResourceConflictRatio",
              "msproftx": "on", "ge_api": "l0", "runtime_api": "on", "task_memory": "on", "storage_limit": "300MB",
+             "checkpoint_interval": "2",
              "executor": "v1", "clock": "virtual", "device": "Ascend910A", "ranks": 8, "active": 2, "skip_first": 4,
              "wait": 1,
              "warmup": 1, "repeat": 3}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 
 import numpy as np
 
@@ -36,8 +38,11 @@ def test_a_full_buffer_writes_every_pending_buffer_and_info_json(tmp_path, monke
     written = {"api": 1, "node_basic_info": 2, "hwts": 10, "step_trace": 3}
     assert _on_disk(run_dir) == written | {"info.json": written}
     assert "checkpoint_test/op" in (run_dir / rawdata.HASH_DICT_FILE).read_text()
-    lib.report_block("step_trace", np.zeros(3, rawdata.STEP_TRACE_DTYPE))  # pending until the next chunk
-    assert _on_disk(run_dir)["step_trace"] == 3
+    lib.report_block("step_trace", np.zeros(3, rawdata.STEP_TRACE_DTYPE))  # a chunk growing until the next one
+    writer().wait()
+    assert sorted(p.name for p in run_dir.glob("device_0/data/step_trace.*")) == ["step_trace.000000.npy",
+                                                                                 "step_trace.000001.tmp"]
+    assert _on_disk(run_dir)["step_trace"] == 6  # its records load too: the run is not finalised (salvaged)
     lib.finalize()
     assert _on_disk(run_dir)["step_trace"] == 6
 
@@ -74,8 +79,8 @@ def test_a_checkpoint_waits_for_the_one_before_it_not_for_itself(tmp_path, monke
 
 
 def test_a_buffer_full_inside_a_batch_waits_for_the_batch_and_keeps_its_chunks(tmp_path, monkeypatch):
-    """A crash inside a batch of steps must not leave its task records on disk without its step trace:
-    a buffer that fills is sealed as a chunk and written, with every other kind, once the batch is over."""
+    """A crash inside a batch of steps must not leave its task records in a closed chunk without its step trace:
+    a buffer that fills is sealed as a chunk and closed, with every other kind's, once the batch is over."""
     monkeypatch.setattr(lib, "chunk_records", 4)
     run_dir = lib.init(tmp_path)
     with lib.reporting_batch():
@@ -136,3 +141,79 @@ def test_aging_deletes_the_oldest_aging_chunks_past_the_limit_and_counts_them(tm
     assert [p.exists() for p in paths] == [False, True, False, True]
     assert aging.stored_bytes == 200
     assert info.content["aged_out"] == {"chunks": 2, "bytes": 200, "records": {"hwts": 10 + 12}}
+
+
+def _timed_run(tmp_path, interval: str):
+    """A run with ``checkpoint_interval`` ``interval``: 3 hwts records (a block: in its growing chunk at once),
+    an api row (gathered in memory), a name and a note, then nothing more is reported."""
+    run_dir = lib.init(tmp_path / interval, {"checkpoint_interval": interval})
+    lib.report_block("hwts", np.zeros(3, rawdata.HWTS_DTYPE))
+    msprof.MsprofReportApi(False, 15000, 1, 7, 100, 250, lib.get_hash_id("timed/op"))
+    lib.add_note("a note made after the last record")
+    return run_dir
+
+
+def test_a_timed_checkpoint_puts_rows_names_and_metadata_on_disk_without_closing_a_chunk(tmp_path):
+    """No buffer is full and no call comes after the note: within an interval (0.1 s) the rows are in their
+    growing chunk, the name in the hash dictionary and the note and the counts in info.json; a kill now loses
+    nothing.  An hour between checkpoints: only the block is there."""
+    from geprof_nb.analysis.rundir import RunDir
+
+    run_dir = _timed_run(tmp_path, "0.1")
+    time.sleep(0.5)
+    info = json.loads((run_dir / rawdata.INFO_FILE).read_text())
+    assert info["notes"] == ["a note made after the last record"] and info["records"] == {"hwts": 3, "api": 1}
+    assert "timed/op" in (run_dir / rawdata.HASH_DICT_FILE).read_text()
+    assert not list(run_dir.rglob("*.npy"))  # no chunk was closed
+    on_disk = RunDir(run_dir)  # what a kill now leaves: status running, the growing chunks salvaged
+    assert len(on_disk.load("hwts")) == 3 and on_disk.load("api")["item_id"].tolist() == [lib.get_hash_id("timed/op")]
+    assert on_disk.missing == []
+    written = (run_dir / rawdata.INFO_FILE).stat().st_mtime_ns
+    time.sleep(0.3)  # nothing changed: info.json is not written again
+    assert (run_dir / rawdata.INFO_FILE).stat().st_mtime_ns == written
+    lib.finalize()
+    (run_dir / rawdata.INFO_FILE).write_text("{}")  # a finalised run has no timer: nothing rewrites it
+    time.sleep(0.3)
+    assert (run_dir / rawdata.INFO_FILE).read_text() == "{}"
+
+    rarely = _timed_run(tmp_path, "3600")
+    time.sleep(0.5)
+    info = json.loads((rarely / rawdata.INFO_FILE).read_text())
+    assert "notes" not in info and info["records"] == {}
+    assert len(RunDir(rarely).load("hwts")) == 3 and len(RunDir(rarely).load("api")) == 0  # the row is in memory
+    lib.finalize()
+    assert len(RunDir(rarely).load("api")) == 1
+
+
+def test_a_timed_checkpoint_keeps_every_record_of_rows_and_blocks_reported_meanwhile(tmp_path, monkeypatch):
+    """Timed checkpoints every 0.1 s while 4 threads report rows and blocks for 1 s: nothing is lost or written
+    twice (the rows handed over at a checkpoint leave the buffer; a chunk that fills still closes)."""
+    monkeypatch.setattr(lib, "chunk_records", 500)
+    run_dir = lib.init(tmp_path, {"checkpoint_interval": "0.1"})
+    stop = time.monotonic() + 1.0
+    sent = {t: 0 for t in range(4)}
+
+    def report(t: int) -> None:
+        while time.monotonic() < stop:
+            msprof.MsprofReportApi(False, 15000, 1, t, sent[t], sent[t], 0)
+            block = np.zeros(2, rawdata.HWTS_DTYPE)
+            block["connection_id"] = t
+            block["start"] = [2 * sent[t], 2 * sent[t] + 1]
+            lib.report_block("hwts", block)
+            sent[t] += 1
+
+    threads = [threading.Thread(target=report, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(10)
+    lib.finalize()
+    from geprof_nb.analysis.rundir import RunDir
+
+    run = RunDir(run_dir)
+    api, hwts = run.load("api"), run.load("hwts")
+    for t in range(4):
+        assert sorted(api[api["thread_id"] == t]["begin"].tolist()) == list(range(sent[t]))
+        assert sorted(hwts[hwts["connection_id"] == t]["start"].tolist()) == list(range(2 * sent[t]))
+    assert len(list(run_dir.glob("*/data/hwts.*.npy"))) > 2 and run.info["records"] == {"api": len(api),
+                                                                                         "hwts": len(hwts)}

@@ -83,6 +83,15 @@ BAD = [
     ("storage-wrong-unit", '{"storage_limit": "200GB"}', "storage_limit", ["the unit MB is required"]),
     ("storage-too-small", '{"storage_limit": "199MB"}', "storage_limit", ["199MB is out of range", "200 <= n"]),
     ("storage-too-large", '{"storage_limit": "4294967296MB"}', "storage_limit", ["out of range"]),
+    ("checkpoint-too-short", '{"checkpoint_interval": "0.05"}', "checkpoint_interval",
+     ["'0.05' is out of range", "seconds, 0.1 to 3600"]),
+    ("checkpoint-too-long", '{"checkpoint_interval": 3601}', "checkpoint_interval", ["3601 is out of range"]),
+    ("checkpoint-nan", '{"checkpoint_interval": "nan"}', "checkpoint_interval", ["'nan' is not a number of seconds"]),
+    ("checkpoint-unit", '{"checkpoint_interval": "2s"}', "checkpoint_interval", ["'2s' is not a number of seconds"]),
+    ("checkpoint-exponent", '{"checkpoint_interval": "1e3"}', "checkpoint_interval", ["not a number of seconds"]),
+    ("checkpoint-bool", '{"checkpoint_interval": true}', "checkpoint_interval",
+     ["must be a number of seconds, got JSON boolean true"]),
+    ("checkpoint-negative", '{"checkpoint_interval": -1}', "checkpoint_interval", ["-1 is out of range"]),
     ("hccl-value", '{"hccl": "true"}', "hccl", ["'true' is not valid", "'on', 'off'"]),
     ("output-empty", '{"output": " "}', "output", ["is empty"]),
     ("freq-range", '{"sys_hardware_mem_freq": 101}', "sys_hardware_mem_freq", ["101 is out of range", "1..100"]),
@@ -117,6 +126,12 @@ def test_custom_metrics_are_normalised():
 def test_storage_limit_accepted(value):
     o = ProfilingOptions.parse(json.dumps({"storage_limit": value}))
     assert o.storage_limit_mb == int(value.strip()[:-2])
+
+
+@pytest.mark.parametrize("value, canonical", [("1", "1"), (" 0.5 ", "0.5"), (2, "2"), (0.1, "0.1"), ("3600", "3600"),
+                                              (".25", "0.25"), ("", "")])
+def test_checkpoint_interval_accepted(value, canonical):
+    assert ProfilingOptions.parse(json.dumps({"checkpoint_interval": value})).checkpoint_interval == canonical
 
 
 def test_unknown_field_warns_not_errors():

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -51,21 +52,97 @@ def test_a_chunk_makes_its_directory_and_opens_before_its_first_block(tmp_path):
     assert len(np.load(path)) == 2
 
 
-def test_a_failed_write_loses_the_chunk_and_says_why_at_close(tmp_path, monkeypatch):
+def test_a_failed_write_ends_the_chunk_keeping_the_whole_records_before_it(tmp_path, monkeypatch):
+    """A full disk (or a file-size limit) takes part of a block: the chunk keeps the records written whole
+    before the failure, a torn one is cut off, the rest is not written, and ``error`` says why."""
     chunk = ChunkFile(str(tmp_path / "hwts.000000.npy"), rawdata.HWTS_DTYPE)
     chunk.append(_records(2))
     real_write = os.write
+    room = [rawdata.HWTS_DTYPE.itemsize + 10]  # one record and 10 bytes of the next fit, then the disk is full
+
+    def filling(fd, data):
+        if not room[0]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        n = real_write(fd, bytes(memoryview(data).cast("B")[:room[0]]))
+        room[0] -= n
+        return n
+
+    monkeypatch.setattr(os, "write", filling)
+    chunk.append(_records(4, 2))
+    monkeypatch.setattr(os, "write", real_write)
+    chunk.append(_records(2, 6))  # after a failure the chunk takes nothing more
+    assert chunk.records == 3 and chunk.error.errno == errno.ENOSPC
+    size = chunk.close()
+    kept = np.load(tmp_path / "hwts.000000.npy")
+    np.save(tmp_path / "expected.npy", _records(3))
+    assert (tmp_path / "hwts.000000.npy").read_bytes() == (tmp_path / "expected.npy").read_bytes()
+    assert size == (tmp_path / "hwts.000000.npy").stat().st_size and list(kept["connection_id"]) == [0, 1, 2]
+
+
+def test_a_chunk_whose_first_write_fails_leaves_nothing_and_says_why_at_close(tmp_path, monkeypatch):
+    chunk = ChunkFile(str(tmp_path / "hwts.000000.npy"), rawdata.HWTS_DTYPE)
+    chunk.open()
+    real_write = os.write
 
     def full(fd, data):
-        raise OSError(errno.ENOSPC, "No space left on device")
+        raise OSError(errno.EFBIG, "File too large")
 
     monkeypatch.setattr(os, "write", full)
-    chunk.append(_records(2, 2))
+    chunk.append(_records(2))
     monkeypatch.setattr(os, "write", real_write)
-    chunk.append(_records(2, 4))  # after a failure the chunk takes nothing more
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match="File too large"):
         chunk.close()
-    assert list(tmp_path.iterdir()) == []  # neither the chunk nor its .tmp
+    assert list(tmp_path.iterdir()) == [] and chunk.records == 0  # neither the chunk nor its .tmp
+
+
+def test_a_timer_runs_in_the_writer_thread_while_no_job_comes_until_it_says_stop():
+    w = Writer()
+    ticks: list[tuple[str, float]] = []
+    done = threading.Event()
+    start = time.monotonic()
+
+    def tick() -> bool:
+        ticks.append((threading.current_thread().name, time.monotonic() - start))
+        w.submit(lambda: ticks.append(("job", 0.0)))  # what a tick submits runs in the thread too
+        if len([t for t in ticks if t[0] != "job"]) == 3:
+            done.set()
+            return False
+        return True
+
+    w.every(0.05, tick)
+    assert done.wait(5)
+    w.wait()
+    time.sleep(0.2)  # no fourth tick: the timer ended
+    names = [name for name, _ in ticks]
+    assert names == ["msprof-writer", "job"] * 3
+    times = [t for name, t in ticks if name != "job"]
+    assert times[0] >= 0.05 and all(b - a >= 0.05 for a, b in zip(times, times[1:]))
+
+
+def test_a_timer_between_busy_jobs_still_runs_on_time():
+    w = Writer()
+    ticks = []
+    w.every(0.05, lambda: ticks.append(time.monotonic()) or len(ticks) < 2)
+    start = time.monotonic()
+    for _ in range(30):  # the thread never waits for a job for 0.3 s
+        w.submit(lambda: time.sleep(0.01))
+    w.wait()
+    assert len(ticks) == 2 and ticks[0] - start < 0.2
+
+
+def test_a_timer_that_raises_is_raised_by_the_next_wait_and_ends():
+    w = Writer()
+    calls = []
+
+    def broken() -> bool:
+        calls.append(1)
+        raise ValueError("a bug in a timer")
+
+    w.every(0.01, broken)
+    time.sleep(0.2)
+    with pytest.raises(ValueError, match="a bug in a timer"):
+        w.wait()
+    assert calls == [1]
 
 
 def test_jobs_run_in_the_order_given_and_wait_returns_once_they_ran():
@@ -220,3 +297,20 @@ def test_drain_gives_up_after_its_timeout_and_says_so():
     assert w.drain(0.05) is False and w._targets == []
     release.set()
     assert w.drain(5) is True
+
+
+def test_a_cancelled_timer_is_called_no_more():
+    w = Writer()
+    ticks = []
+
+    def tick() -> bool:
+        ticks.append(1)
+        return True
+
+    w.every(0.02, tick)
+    time.sleep(0.15)
+    w.cancel(tick)
+    seen = len(ticks)
+    time.sleep(0.15)
+    assert seen >= 2 and len(ticks) == seen
+    w.cancel(tick)  # twice: nothing

@@ -246,7 +246,10 @@ def test_disk_full_mid_run_keeps_the_job_running_and_loads_what_was_written(earl
     disk = FaultyDisk(monkeypatch, run_dir, allow=0)
     run_steps(sess, 1, 3)  # every write from here fails: the profiled job does not notice
     _flush_now(sess)
-    assert ge.GEFinalize() == ge.SUCCESS
+    assert ge.GEFinalize() == ge.FAILED  # GE is finalised, but its run lost data: said in its status
+    assert ge.GEGetErrorMsg().startswith(f"[FAILED] GEFinalize: not everything could be written into the run "
+                                         f"directory {run_dir} (No space left on device, first at ")
+    assert f"{3 * per_step} hwts records" in ge.GEGetErrorMsg()
     disk.enabled = False
     assert disk.failures >= 3 and not msprof.lib.running
     p = geprof_nb.load(run_dir)
@@ -977,10 +980,10 @@ def test_a_half_written_tmp_chunk_of_a_crash_is_ignored(chunked):
 
 
 @pytest.mark.parametrize("field, value, accepted", [
-    ("records", ["not", "a", "dict"], "an object of record counts"),
-    ("devices", {"zero": {}}, "an object of device id -> device description"),
+    ("records", ["not", "a", "dict"], "an object of record counts (whole numbers >= 0, below 2**63)"),
+    ("devices", {"zero": {}}, "an object of device id -> device description (ids below 2**31)"),
     ("notes", "one string", "a list of strings"),
-    ("pid", "1234", "a process id"),
+    ("pid", "1234", "a process id (1 .. 2**31 - 1)"),
     ("models", {"1": {"name": "m", "training": "no"}}, "an object of model id -> {name, training}"),
 ])
 def test_info_json_with_a_damaged_field_is_a_clear_error(chunked, field, value, accepted):
@@ -994,11 +997,11 @@ def test_info_json_with_a_damaged_field_is_a_clear_error(chunked, field, value, 
 
 
 @pytest.mark.parametrize("field, value, accepted", [
-    ("ai_core_num", "many", "a whole number >= 1"),
-    ("ai_core_num", None, "a whole number >= 1"),
-    ("ai_core_num", 0, "a whole number >= 1"),
-    ("ai_core_num", True, "a whole number >= 1"),
-    ("aiv_num", -1, "a whole number >= 0"),
+    ("ai_core_num", "many", "a whole number >= 1 (below 2**31)"),
+    ("ai_core_num", None, "a whole number >= 1 (below 2**31)"),
+    ("ai_core_num", 0, "a whole number >= 1 (below 2**31)"),
+    ("ai_core_num", True, "a whole number >= 1 (below 2**31)"),
+    ("aiv_num", -1, "a whole number >= 0 (below 2**31)"),
     ("aic_frequency", "x", "a number > 0 (MHz)"),
     ("aic_frequency", 0, "a number > 0 (MHz)"),
     ("chip_family", 5, "a chip family name (A2, 910A)"),
@@ -1019,6 +1022,7 @@ def test_info_json_with_a_damaged_device_field_is_a_clear_error_when_the_run_ope
     assert capsys.readouterr().err == f"geprof: {message}\n"
 
 
+@pytest.mark.slow
 def test_huge_graph_of_100k_nodes_builds_runs_and_loads(tmp_path):
     """100,000 nodes: the memory plan must not need an n x n matrix (it needed 3 x 10 GB)."""
     n = 100_000

@@ -48,6 +48,9 @@ from helpers.reliability_helpers import profiled_ge, run_steps, tiny_mlp
 EXAMPLES: Counter = Counter()
 FAST = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
+# hundreds of generated cases per test
+pytestmark = pytest.mark.slow
+
 
 def examples(n: int):
     return settings(max_examples=n, **FAST)

@@ -3,9 +3,12 @@
 * ``msprof``: a ``PROF_*`` directory with msprof's summary CSVs and timeline JSON (:mod:`.msprof`);
 * ``ascend_pt``: a torch_npu ``*_ascend_pt`` directory, the input of msprof-analyze (:mod:`.ascend_pt`);
 * ``chrome``: one trace file for Perfetto / chrome://tracing (:mod:`.chrome`);
-* ``parquet``: the tables as Parquet files, which ``geprof_nb.load`` reads back (:mod:`.parquet`).
+* ``parquet``: the tables as Parquet files, which ``geprof_nb.load`` reads back (:mod:`.parquet`);
+* ``db`` / ``msprof_db``: torch_npu's / msprof's SQLite databases, the input of msprof-analyze's
+  ``cluster -m <recipe>`` analyses (:mod:`.db`).
 
-A ClusterProfile writes every rank in one go (:mod:`.cluster`: ``ascend_pt`` or ``parquet``).
+A ClusterProfile writes every rank in one go (:mod:`.cluster`: ``ascend_pt``, ``db``, ``msprof_db`` or
+``parquet``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-FORMATS = ("msprof", "ascend_pt", "chrome", "parquet")
+FORMATS = ("msprof", "ascend_pt", "chrome", "parquet", "db", "msprof_db")
 
 
 def writer(format: str) -> Callable[..., Path]:  # noqa: A002 - Profile.export's name
@@ -36,6 +39,14 @@ def writer(format: str) -> Callable[..., Path]:  # noqa: A002 - Profile.export's
         from .parquet import export_parquet
 
         return export_parquet
+    if format == "db":
+        from .db import export_db
+
+        return export_db
+    if format == "msprof_db":
+        from .db import export_msprof_db
+
+        return export_msprof_db
     raise ValueError(f"unknown export format {format!r}: accepted formats are {', '.join(FORMATS)}")
 
 

@@ -108,7 +108,7 @@ def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = No
     out.mkdir(parents=True, exist_ok=True)
     write_json(root / f"profiler_info_{rank}.json", profiler_info(profile, rank))
     write_json(root / "profiler_metadata.json", {"ENV_VARIABLES": {}})
-    _device_info(profile, root)
+    write_device_info(profile, root)
     _kernel_details(profile, out / "kernel_details.csv")
     frame = profile.step_breakdown
     write_csv(out / "step_trace_time.csv", list(frame.columns), table_cells(frame))
@@ -158,7 +158,7 @@ def profiler_info(profile, rank: int) -> dict:
     }
 
 
-def _device_info(profile, root: Path) -> None:
+def write_device_info(profile, root: Path) -> None:
     """``PROF_*/device_<id>/info.json.<id>``, where torch_npu's msprof data keeps it: the core
     counts and frequency msprof-analyze's block dim and AI Core frequency checks read
     (written when the profile knows its device)."""
@@ -236,6 +236,29 @@ def profiler_steps(timeline: Timeline) -> pd.DataFrame:
                          "end": pick("end", windows["end"]), "thread": pick("thread", default_thread)})
 
 
+def launching_calls(calls: pd.DataFrame, tasks: pd.DataFrame) -> np.ndarray:
+    """For each row of ``tasks`` (:meth:`Source.device_tasks`) the row of ``calls`` (:meth:`Source.api_calls`)
+    that launched it, -1 for none: the node launch of its (connection id, iteration) (dynamic graphs),
+    else its model's ModelExecute of that iteration (static graphs).  Of two calls with the same key,
+    the later wins."""
+    out = np.full(len(tasks), -1, np.int64)
+    launch = (calls["iteration"] >= 0).to_numpy()
+    node = np.flatnonzero(launch & (calls["connection_id"] >= 0).to_numpy())
+    model = np.flatnonzero(launch & (calls["api"] == "ModelExecute").to_numpy())
+    for rows, call_keys, task_keys in (
+            (node, ("connection_id", "iteration"), ("connection_id", "iteration")),
+            (model, ("model_id", "iteration"), ("model_id", "iteration"))):
+        todo = np.flatnonzero(out < 0)
+        if not len(rows) or not len(todo):
+            continue
+        keys = pd.MultiIndex.from_arrays([calls[c].to_numpy(np.int64)[rows] for c in call_keys])
+        last = ~keys.duplicated(keep="last")
+        index = pd.MultiIndex.from_arrays([calls[c].to_numpy(np.int64)[rows[last]] for c in call_keys])
+        at = index.get_indexer(pd.MultiIndex.from_arrays([tasks[c].to_numpy(np.int64)[todo] for c in task_keys]))
+        out[todo[at >= 0]] = rows[last][at[at >= 0]]
+    return out
+
+
 def framework_layer(timeline: Timeline) -> list[dict | EventBlock]:
     """The ``Python`` process: ProfilerStep and launch cpu_ops, and a ``torch_to_npu`` flow into every op task."""
     pid = timeline.real_pid
@@ -246,39 +269,34 @@ def framework_layer(timeline: Timeline) -> list[dict | EventBlock]:
     out = process_meta(pid, "Python", "CPU", 0)
     for tid in threads:
         out += thread_meta(pid, tid, f"Thread {tid}")
-    sources: dict[tuple, tuple[int, int, int]] = {}
     for row in steps.itertuples(index=False):
         out.append(slice_event(f"ProfilerStep#{row.step}", pid, row.thread, row.begin, row.end - row.begin, {},
                                "cpu_op"))
-        sources[("step", row.step)] = (pid, row.thread, row.begin)
     for row in launches.itertuples(index=False):
         node = row.connection_id >= 0
         out.append(slice_event(row.item if node else row.api, pid, int(row.thread), row.begin, row.end - row.begin,
                                {}, "cpu_op"))
-        key = ("task", int(row.connection_id), int(row.iteration)) if node else \
-            ("model", int(row.model_id), int(row.iteration))
-        sources[key] = (pid, int(row.thread), int(row.begin))
     tasks = timeline.tasks
     first_id = len(tasks)  # after the HostToDevice flow ids (task rows), so no two flows share an id
     rows = np.flatnonzero(tasks["op"].to_numpy(bool))
-    conn, it, model, stream, start = (tasks[c].to_numpy(np.int64)[rows]
-                                      for c in ("connection_id", "iteration", "model_id", "stream_id", "start"))
+    stream, start = (tasks[c].to_numpy(np.int64)[rows] for c in ("stream_id", "start"))
     # each op task's launching call: its node launch, else its model's execution, else its step
+    call = launching_calls(calls, tasks)[rows] if len(calls) else np.full(len(rows), -1, np.int64)
     source = np.full((len(rows), 3), -1, np.int64)
-    source_row = np.full(len(rows), -1, np.int64)  # which call (a number per kind and call)
-    found = np.zeros(len(rows), bool)
-    for kind, keys in (("task", (conn, it)), ("model", (model, it)), ("step", (it,))):
-        table = {k[1:]: v for k, v in sources.items() if k[0] == kind}
-        if not table or found.all():
-            continue
-        index = pd.MultiIndex.from_tuples(list(table), names=None) if len(keys) > 1 else pd.Index([k[0] for k in table])
-        query = pd.MultiIndex.from_arrays([k[~found] for k in keys]) if len(keys) > 1 else pd.Index(keys[0][~found])
-        at = index.get_indexer(query)
-        hit = np.flatnonzero(~found)[at >= 0]
-        source[hit] = np.asarray(list(table.values()), np.int64)[at[at >= 0]]
-        source_row[hit] = at[at >= 0] + ({"task": 0, "model": 1, "step": 2}[kind] << 40)
-        found[hit] = True
-    keep = np.flatnonzero(found)
+    launched = call >= 0
+    if launched.any():
+        source[launched] = np.column_stack([np.full(int(launched.sum()), pid, np.int64),
+                                            calls["thread"].to_numpy(np.int64)[call[launched]],
+                                            calls["begin"].to_numpy(np.int64)[call[launched]]])
+    source_row = np.where(launched, call, -1)
+    step_at = pd.Index(steps["step"].to_numpy(np.int64)).get_indexer(tasks["iteration"].to_numpy(np.int64)[rows])
+    by_step = ~launched & (step_at >= 0)
+    if by_step.any():
+        source[by_step] = np.column_stack([np.full(int(by_step.sum()), pid, np.int64),
+                                           steps["thread"].to_numpy(np.int64)[step_at[by_step]],
+                                           steps["begin"].to_numpy(np.int64)[step_at[by_step]]])
+        source_row[by_step] = step_at[by_step] + (1 << 40)
+    keep = np.flatnonzero(launched | by_step)
     if len(keep):
         ids = strs(pc.cast(pa.array(first_id + rows[keep]), pa.string()))
         out.append(EventBlock(len(keep), [
@@ -287,5 +305,5 @@ def framework_layer(timeline: Timeline) -> list[dict | EventBlock]:
             pairs=[("name", const("torch_to_npu")), ("pid", const(timeline.pid("Ascend Hardware"))),
                    ("tid", ints(stream[keep])), ("ph", const("f")), ("cat", const("async_npu")), ("id", ids),
                    ("ts", ts_ns(start[keep])), ("bp", const("e"))],
-            key=source_row[keep], pair_key=conn[keep]))  # a flow's start is its call's, its end's stream its task's
+            key=source_row[keep], pair_key=tasks["connection_id"].to_numpy(np.int64)[rows][keep]))
     return out

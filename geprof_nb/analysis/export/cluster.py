@@ -6,6 +6,9 @@
   collectives ``<op>@hccl_world_group`` identically, so msprof-analyze groups them).  The HCCL
   sub-tasks of a cluster name global ranks, so the communication matrix keeps them
   (``world_size``) instead of relabelling the profiled device.
+* ``db``: the same directories holding torch_npu's DB output (:mod:`.db`), with ``distributed_args`` and
+  ``parallel_group_info`` naming the world group's ranks; ``msprof_db``: one ``PROF_*`` directory per
+  rank, its ``info.json`` naming the rank: what ``msprof-analyze cluster -m <recipe> -d path`` reads.
 * ``parquet``: ``path/rank_<r>/<run>.geprof_parquet`` per rank, which ``geprof_nb.load(path)``
   reads back as a cluster and the Dask engine reads table by table.
 """
@@ -20,7 +23,7 @@ from . import check_options, writer, writer_options
 if TYPE_CHECKING:
     from ..cluster.profile import ClusterProfile
 
-FORMATS = ("ascend_pt", "parquet")
+FORMATS = ("ascend_pt", "db", "msprof_db", "parquet")
 
 
 def rank_dir(path: Path, rank: int) -> Path:
@@ -44,12 +47,11 @@ def export_cluster(cluster: ClusterProfile, path: Path, format: str = "ascend_pt
     path = Path(path)
     if format in FORMATS:
         check_cluster_options(format, options)
-    if format == "ascend_pt":
-        from .ascend_pt import export_ascend_pt
-
+    if format in ("ascend_pt", "db", "msprof_db"):
+        write = writer(format)
         world_size = options.pop("world_size", cluster.world_size)
         for r, profile in cluster.ranks.items():
-            export_ascend_pt(profile, path, rank=r, world_size=world_size, **options)
+            write(profile, path, rank=r, world_size=world_size, **options)
         return path
     if format == "parquet":
         from .parquet import export_parquet

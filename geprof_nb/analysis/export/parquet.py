@@ -15,7 +15,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..sources.parquet import COMMUNICATION, FORMAT, MANIFEST, SUFFIX, VERSION, disk_names, is_parquet_export
+from ..sources.parquet import (
+    COMMUNICATION,
+    FORMAT,
+    MANIFEST,
+    SUFFIX,
+    VERSION,
+    disk_names,
+    dtype_spec,
+    is_parquet_export,
+)
 from ..sources.source import TIMESTAMP_COLUMNS
 from ..tables.memory import MemoryPeak
 from .naming import safe_component
@@ -26,17 +35,11 @@ TABLES = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trac
           "memory_record")
 
 
-def _dtype_spec(dtype) -> str | dict:
-    if isinstance(dtype, pd.CategoricalDtype):
-        return {"categories": str(dtype.categories.dtype), "ordered": bool(dtype.ordered)}
-    return str(dtype)
-
-
 def _write(frame: pd.DataFrame, directory: Path, stem: str, compression: str | None) -> dict:
     """Write one table (if it has rows) and describe it for the manifest."""
     columns = [str(c) for c in frame.columns]
     entry = {"file": None, "rows": len(frame), "columns": columns,
-             "dtypes": [_dtype_spec(frame.iloc[:, i].dtype) for i in range(frame.shape[1])]}
+             "dtypes": [dtype_spec(frame.iloc[:, i].dtype) for i in range(frame.shape[1])]}
     if len(frame):
         entry["file"] = f"{stem}.parquet"
         frame.set_axis(disk_names(columns), axis=1).to_parquet(directory / entry["file"], engine="pyarrow",

@@ -205,7 +205,7 @@ class AscendPtSource(FileSource):
             self._notes.append(f"{int(labelled.sum())} kernels are collectives labelled Accelerator Core "
                                f"{'/'.join(COLLECTIVE_CORE)} (torch_npu's label): shown as Task Type COMMUNICATION, "
                                "msprof's label, and counted as communication")
-        frame = _other_core_missing(
+        frame = other_core_missing(
             self.with_device(self._typed("op_summary", renamed, OP_SUMMARY_KINDS, given=given), self.device_id))
         if step_col is not None:
             steps = k.integers(step_col, nullable=True)
@@ -255,14 +255,7 @@ class AscendPtSource(FileSource):
         ProfilerStep start, from which step_breakdown's Preparing counts, as torch_npu's does."""
         if self._trace is None or self._trace.steps.empty:
             return pd.DataFrame(columns=["step", "begin", "end"])
-        rows = self.op_rows()
-        ends = rows.start_ns + np.rint(rows.frame["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
-        last = pd.Series(ends).groupby(rows.iteration).max()
-        steps = self._trace.steps.copy()
-        device_end = last.reindex(steps["step"].to_numpy(), fill_value=-1).to_numpy(np.int64)  # stays integer
-        steps["end"] = np.maximum(steps["end"].to_numpy(np.int64), device_end)
-        steps["framework_begin"] = steps["begin"]
-        return steps
+        return profiler_step_bounds(self._trace.steps, self.op_rows())
 
     def step_breakdown_table(self) -> pd.DataFrame | None:
         """torch_npu's own ``step_trace_time.csv`` (None without it: then computed from the kernels)."""
@@ -348,6 +341,19 @@ class AscendPtSource(FileSource):
         return frame
 
 
+def profiler_step_bounds(steps: pd.DataFrame, rows: summary.OpRows) -> pd.DataFrame:
+    """Step bounds from the ``ProfilerStep#<n>`` spans ``steps`` (step, begin, end ns): each step ends at the later
+    of its span's end and its last op's end (the device runs behind the host); ``framework_begin`` is the
+    span's start, from which step_breakdown's Preparing counts, as torch_npu's does."""
+    ends = rows.start_ns + np.rint(rows.frame["Task Duration(us)"].to_numpy() * 1000).astype(np.int64)
+    last = pd.Series(ends).groupby(rows.iteration).max()
+    steps = steps.copy()
+    device_end = last.reindex(steps["step"].to_numpy(), fill_value=-1).to_numpy(np.int64)  # stays integer
+    steps["end"] = np.maximum(steps["end"].to_numpy(np.int64), device_end)
+    steps["framework_begin"] = steps["begin"]
+    return steps
+
+
 def collective_kernels(rows: summary.OpRows, ct: pd.DataFrame) -> tuple[np.ndarray, int]:
     """Which kernels are communication.json's collectives (``ct``: :meth:`AscendPtSource.communication_time`),
     and how many collectives match none.
@@ -400,7 +406,7 @@ def _ops_by_step(path: Path) -> Iterator[tuple[int, str, str, object]]:
                 yield int(m.group(1)), step_key, key, op
 
 
-def _other_core_missing(frame: pd.DataFrame) -> pd.DataFrame:
+def other_core_missing(frame: pd.DataFrame) -> pd.DataFrame:
     """kernel_details' ``0`` in the PMU cells of the core a pure AI Core / AI Vector Core task did not
     run on, as op_summary has them: missing (a mean over ``aiv_vec_ratio`` must not count cube tasks)."""
     if "Task Type" not in frame.columns:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import codecs
 import csv
 import gc
-import json
+import io
 import math
 import re
 from collections.abc import Iterator
@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from ...errors import ImportFormatError
+from ...prof import json_text
+from ..files import oddity, open_binary, read_bytes, reading, what_is_there
 
 #: Cells msprof prints for a value it does not have.
 NA_TOKENS = ("N/A", "")
@@ -64,38 +65,33 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def read_json(path: Path, exact_floats: bool = False, data: bytes | None = None) -> Any:
+def read_json(path: Path, exact_floats: bool = False, data: bytes | None = None, unique_keys: bool = True) -> Any:
     """A JSON file's content, or an ImportFormatError naming the file.
 
-    Parsed with orjson (traces and communication.json run to hundreds of MB); the stdlib parser
-    reads what orjson refuses (NaN/Infinity, lone surrogates, nesting past 1024) and words the
-    errors.  orjson gives integers past 64 bits as (correctly rounded) floats: trace_view checks
-    every number it uses, communication.json and the info.json facts are read as floats anyway,
-    and such a value in profiler_info.json would show as a float.  ``exact_floats``: the stdlib
-    parser, numbers with a fraction or an exponent as :class:`NumberText` (exact ns timestamps).
+    Parsed by :func:`geprof_nb.prof.json_text.loads`: orjson (traces and communication.json run to hundreds
+    of MB), the stdlib parser for what orjson refuses (NaN/Infinity, lone surrogates) and to word the
+    errors; at most 1024 levels of nesting, integers past 64 bits as (correctly rounded) floats
+    (trace_view checks every number it uses, communication.json and the info.json facts are read as
+    floats anyway), a key given twice with different values refused unless ``unique_keys`` is False
+    (for timelines of millions of events, where the last is read).  ``exact_floats``: numbers with a
+    fraction or an exponent (and integers past 64 bits) as :class:`NumberText` (exact ns timestamps).
     ``data``: the file's bytes when the caller has read them already.
     """
-    if not exact_floats:
-        data = path.read_bytes() if data is None else data
-        bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0  # which orjson refuses
-        body = memoryview(data)[bom:] if bom else data
-        try:
-            with gc_paused():
-                return orjson.loads(body)
-        except orjson.JSONDecodeError:
-            pass
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ImportFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    if not text.strip():
+    if data is None:
+        data = read_bytes(path, "a JSON file")
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0  # which orjson refuses
+    body = memoryview(data)[bom:] if bom else data
+    if not bytes(body[:64]).strip() and not bytes(body).strip():
         raise ImportFormatError(f"{path}: empty file (expected a JSON document)")
     try:
         with gc_paused():
-            return json.loads(text, parse_float=NumberText if exact_floats else float)
-    except json.JSONDecodeError as exc:
-        raise ImportFormatError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}; "
-                                "truncated file?)") from None
+            return json_text.loads(body, unique_keys=unique_keys, parse_float=NumberText if exact_floats else None)
+    except json_text.JsonTextError as exc:
+        if exc.kind == "encoding":
+            raise ImportFormatError(f"{path}: {exc.reason}") from None
+        cut = "; truncated file?" if exc.kind == "syntax" else ""
+        error = ImportFormatError(f"{path}: not valid JSON ({exc.reason}{cut})")
+        raise error from (exc if exc.kind == "number" else None)  # a reader of numbers as written may take it
 
 
 def _trimmed(column: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -188,13 +184,17 @@ class CsvTable:
                     f"(header read: {', '.join(self.header)})")
 
     def where(self, row: int) -> tuple[Path, int]:
-        """The file and 1-based line of a data row (line 1 is the header)."""
+        """The file and 1-based line of a data row (counted as the file has them: blank lines and line breaks
+        inside quoted cells included, found when first asked for)."""
         if self.row_ids is not None:
             row = int(self.row_ids[row])
-        lines = self.file_lines or [None] * len(self.files)
-        for path, n, at in zip(self.files, self.file_rows, lines):
+        if not self.file_lines:
+            self.file_lines.extend([None] * len(self.files))
+        for k, (path, n) in enumerate(zip(self.files, self.file_rows)):
             if row < n:
-                return path, row + 2 if at is None else int(at[row])
+                if self.file_lines[k] is None:  # shared by the tables select() makes: found once
+                    self.file_lines[k] = _data_lines(path, n)
+                return path, int(self.file_lines[k][row])
             row -= n
         return self.files[-1], row + 2
 
@@ -337,16 +337,23 @@ def unquoted(cell: str) -> str:
     return cell
 
 
-def _read_header(path: Path) -> list[str]:
-    with open(path, "rb") as f:
-        first = f.readline()
-    try:
-        text = first.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ImportFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start} of the header)") from None
-    if not text.strip():
-        raise ImportFormatError(f"{path}: empty file (expected a CSV header line)")
-    return _fields(path, text.rstrip("\r\n"), "header")
+#: What the CSV reader takes, as its errors say.
+CSV_FILE = "a CSV file (comma-separated cells, a header line, one row per line)"
+
+
+def _read_header(path: Path) -> tuple[list[str], int]:
+    """The header of a CSV file, its first line that is not blank, and that line's number (msprof-analyze's
+    reader, the csv module's, skips blank lines before it too)."""
+    with open_binary(path, CSV_FILE) as f, reading(path, CSV_FILE):
+        for number, line in enumerate(f, 1):
+            try:
+                text = line.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise ImportFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start} of the header, "
+                                        f"line {number})") from None
+            if text.strip():
+                return _fields(path, text.rstrip("\r\n"), "header"), number
+    raise ImportFormatError(f"{path}: empty file (expected a CSV header line)")
 
 
 def _fields(path: Path, line: str, which: str) -> list[str]:
@@ -359,16 +366,26 @@ def _fields(path: Path, line: str, which: str) -> list[str]:
 
 
 def _records(path: Path) -> Iterator[tuple[int, int]]:
-    """(first line, number of fields) of every data record of a CSV file (blank lines skipped), as the
-    csv module splits it: line numbers that count a quoted cell's line breaks."""
-    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+    """(first line, number of fields) of every data record of a CSV file (blank lines skipped, the header
+    too), as the csv module splits it: line numbers that count a quoted cell's line breaks."""
+    with open_binary(path, CSV_FILE) as raw, reading(path, CSV_FILE), \
+            io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="") as f:
         reader = csv.reader(f)
-        line = 1
-        next(reader, None)  # the header
+        line, header = 1, False
         for cells in reader:
-            first, line = line + 1, reader.line_num
-            if cells:
+            first, line = line, reader.line_num + 1
+            if cells and header:
                 yield first, len(cells)
+            header = header or len(cells) > 1 or bool("".join(cells).strip())  # as _read_header tells it
+
+
+def _data_lines(path: Path, n_read: int) -> np.ndarray:
+    """The lines of a file's rows when every row was read (none skipped): as the csv module counts them, or,
+    if it splits the file otherwise (a quote left open), the rows after the header one line each."""
+    lines = np.asarray([line for line, _ in _records(path)], np.int64)
+    if len(lines) == n_read:
+        return lines
+    return np.arange(n_read, dtype=np.int64) + _read_header(path)[1] + 1
 
 
 def _row_lines(path: Path, n_columns: int, n_read: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -399,16 +416,60 @@ def _skipped_note(path: Path, n_columns: int, skipped: list[tuple[int, int]], la
 
 
 def _ends_with_line_break(path: Path) -> bool:
-    with open(path, "rb") as f:
+    with open_binary(path, CSV_FILE) as f, reading(path, CSV_FILE):
         f.seek(-1, 2)
         return f.read(1) == b"\n"
 
 
 def _last_line(path: Path) -> int:
     """The number of the file's last non-blank line."""
-    with open(path, "rb") as f:
-        lines = f.read().rstrip(b"\r\n").count(b"\n")
+    lines = read_bytes(path, CSV_FILE).rstrip(b"\r\n").count(b"\n")
     return lines + 1
+
+
+def _utf8_error(path: Path, msg: str, header: list[str]) -> ImportFormatError:
+    """pyarrow's error for a cell that is not UTF-8, naming the file and the column."""
+    col = re.search(r"column #(\d+)", msg)
+    where = f" in column {header[int(col.group(1))]!r}" if col and int(col.group(1)) < len(header) else ""
+    return ImportFormatError(f"{path}: not UTF-8 text{where} ({msg})")
+
+
+def _read_cells(path: Path, header: list[str], header_line: int) -> tuple[pa.Table, list[int]]:
+    """The rows of one file as text (``"0".."n-1"`` columns), and the number of fields of each row of the wrong
+    width, which is skipped.
+
+    The quick reading takes every row as one line (pyarrow's multithreaded chunking).  If it fails (a row of
+    the wrong width, a line break inside a quoted cell that a chunk boundary cut), the file is read again with
+    line breaks allowed in quoted cells and rows of the wrong width skipped, once it is known to be UTF-8
+    (pyarrow decodes the text of a skipped row for its handler, and a row that is not UTF-8 would fail there,
+    inside pyarrow, with nowhere to report it)."""
+    names = [str(i) for i in range(len(header))]
+    read = pcsv.ReadOptions(column_names=names, skip_rows=header_line)
+    convert = pcsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=False,
+                                  quoted_strings_can_be_null=False)
+    with reading(path, CSV_FILE):
+        try:
+            return pcsv.read_csv(path, read_options=read, convert_options=convert), []
+        except pa.ArrowInvalid as exc:
+            if "UTF8" in str(exc):
+                raise _utf8_error(path, str(exc), header) from None
+        try:
+            read_bytes(path, CSV_FILE).decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise ImportFormatError(f"{path}: not UTF-8 text ({bad.reason} at byte {bad.start})") from None
+        wrong_width: list[int] = []
+
+        def skip(row: pcsv.InvalidRow) -> str:  # which lines they were is found after (pyarrow may not know)
+            wrong_width.append(row.actual_columns)
+            return "skip"
+
+        parse = pcsv.ParseOptions(invalid_row_handler=skip, newlines_in_values=True)
+        try:
+            return pcsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert), wrong_width
+        except pa.ArrowInvalid as exc:
+            if "UTF8" in str(exc):
+                raise _utf8_error(path, str(exc), header) from None
+            raise ImportFormatError(f"{path}: not a CSV with the header's {len(header)} columns ({exc})") from None
 
 
 def read_csv(files: list[Path]) -> CsvTable:
@@ -417,37 +478,20 @@ def read_csv(files: list[Path]) -> CsvTable:
     A row with more or fewer cells than the header (a file cut off while being written, or edited
     by hand) is skipped, not read shifted, and said in :attr:`CsvTable.skipped`; a last line without a
     line break is read like any other (msprof-analyze reads it), and said: it may be cut inside its last cell.
+    Blank lines are passed over, before the header too; a quoted cell may hold line breaks.
     """
-    header = _read_header(files[0])
-    names = [str(i) for i in range(len(header))]
-    read = pcsv.ReadOptions(column_names=names, skip_rows=1)
-    convert = pcsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=False,
-                                  quoted_strings_can_be_null=False)
+    for path in files:
+        if (problem := what_is_there(path)) is not None or not path.exists():
+            raise oddity(path, problem or "does not exist", CSV_FILE)
+    header, header_line = _read_header(files[0])
     parts, rows, lines, skipped = [], [], [], []
     for path in files:
-        if path is not files[0] and (h := _read_header(path)) != header:
-            raise ImportFormatError(f"{path}: header differs from the first slice {files[0].name} "
-                                    f"({len(h)} vs {len(header)} columns); slices of one summary must match")
-        wrong_width: list[int] = []
-
-        def skip(row: pcsv.InvalidRow) -> str:  # which lines they were is found after (pyarrow may not know)
-            wrong_width.append(row.actual_columns)
-            return "skip"
-
-        parse = pcsv.ParseOptions(invalid_row_handler=skip)
-        try:
-            part = pcsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
-        except pa.ArrowInvalid as exc:
-            msg = str(exc)
-            if "UTF8" in msg:
-                col = re.search(r"column #(\d+)", msg)
-                where = f" in column {header[int(col.group(1))]!r}" if col else ""
-                raise ImportFormatError(f"{path}: not UTF-8 text{where} ({msg})") from None
-            try:  # a row of the wrong width that is not UTF-8 either cannot be handed to skip()
-                path.read_bytes().decode("utf-8")
-            except UnicodeDecodeError as bad:
-                raise ImportFormatError(f"{path}: not UTF-8 text ({bad.reason} at byte {bad.start})") from None
-            raise ImportFormatError(f"{path}: not a CSV with the header's {len(header)} columns ({msg})") from None
+        if path is not files[0]:
+            h, header_line = _read_header(path)
+            if h != header:
+                raise ImportFormatError(f"{path}: header differs from the first slice {files[0].name} "
+                                        f"({len(h)} vs {len(header)} columns); slices of one summary must match")
+        part, wrong_width = _read_cells(path, header, header_line)
         at = None
         if wrong_width:
             at, passed = _row_lines(path, len(header), part.num_rows)

@@ -206,6 +206,23 @@ def iterations_from_step_trace(model_id: np.ndarray, start_ns: np.ndarray, step:
     return out, late
 
 
+def window_step_bounds(windows: pd.DataFrame, executions: dict[int, np.ndarray]) -> pd.DataFrame:
+    """Step bounds from step_trace's windows (model, iteration, begin, end ns) of the model with the most
+    iterations (the lowest id among equals), and ``framework_begin``: the last of that model's ModelExecute calls
+    (``executions``: model id -> begin ns) that began before the step ended (-1: none known)."""
+    if windows.empty:
+        return pd.DataFrame(columns=["step", "begin", "end"])
+    models, counts = np.unique(windows["model"], return_counts=True)
+    model = models[np.argmax(counts)]
+    main = windows[windows["model"] == model].sort_values("iteration", kind="stable")
+    end = main["end"].to_numpy(np.int64)
+    calls = np.sort(executions.get(int(model), np.zeros(0, np.int64)))
+    at = np.searchsorted(calls, end, side="left") - 1  # the last call that began before the step ended
+    framework = np.append(calls, -1)[np.where(at >= 0, at, len(calls))]  # -1: no call known
+    return pd.DataFrame({"step": main["iteration"].to_numpy(np.int64), "begin": main["begin"].to_numpy(np.int64),
+                         "end": end, "framework_begin": framework, "model": np.full(len(main), model, np.int64)})
+
+
 def start_times(table: CsvTable, column: str) -> np.ndarray:
     """Exact ns of a start time column that must be present on every row."""
     ns, valid = table.ns(column)
@@ -377,18 +394,7 @@ class MsprofSource(FileSource):
     def step_bounds(self) -> pd.DataFrame:
         """Exact (step, begin, end) ns of the model with the most iterations (begin = end - Iteration Time),
         the lowest id among equals, and that ``model``."""
-        w = self._step_windows
-        if w.empty:
-            return pd.DataFrame(columns=["step", "begin", "end"])
-        models, counts = np.unique(w["model"], return_counts=True)
-        model = models[np.argmax(counts)]
-        main = w[w["model"] == model].sort_values("iteration", kind="stable")
-        end = main["end"].to_numpy(np.int64)
-        calls = np.sort(self._model_executions.get(int(model), np.zeros(0, np.int64)))
-        at = np.searchsorted(calls, end, side="left") - 1  # the last call that began before the step ended
-        framework = np.append(calls, -1)[np.where(at >= 0, at, len(calls))]  # -1: no call known
-        return pd.DataFrame({"step": main["iteration"].to_numpy(np.int64), "begin": main["begin"].to_numpy(np.int64),
-                             "end": end, "framework_begin": framework, "model": np.full(len(main), model, np.int64)})
+        return window_step_bounds(self._step_windows, self._model_executions)
 
     @cached_property
     def _model_executions(self) -> dict[int, np.ndarray]:

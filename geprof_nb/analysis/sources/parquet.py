@@ -81,8 +81,16 @@ def _pandas_dtype(spec: str, where: str):
         raise ImportFormatError(f"{where}: unknown dtype {spec!r}") from None
 
 
-def _restore(column: pd.Series, spec, where: str) -> pd.Series:
-    """The column with the dtype the manifest recorded."""
+def dtype_spec(dtype) -> str | dict:
+    """How a manifest records a column's dtype (a categorical: its categories' dtype and order)."""
+    if isinstance(dtype, pd.CategoricalDtype):
+        return {"categories": str(dtype.categories.dtype), "ordered": bool(dtype.ordered)}
+    return str(dtype)
+
+
+def restore_dtype(column: pd.Series, spec, where: str) -> pd.Series:
+    """The column with the dtype a manifest recorded (``spec``: :func:`dtype_spec`; ``where`` names it in an
+    error)."""
     if isinstance(spec, dict):
         cat = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
         categories = cat.cat.categories
@@ -194,7 +202,7 @@ class ParquetSource(FileSource):
                                         f"says {entry.get('rows')} x {len(columns)}")
             for i, d in enumerate(dtypes):  # in place: rebuilding the frame would copy every column
                 column = frame.iloc[:, i]
-                restored = _restore(column, d, where)
+                restored = restore_dtype(column, d, where)
                 if restored is not column:
                     frame.isetitem(i, restored)
         frame.columns = columns

@@ -385,7 +385,15 @@ class RunDirSource(Source):
         for kind, n in (info.get("dropped") or {}).items():
             notes.append(f"{n} {kind} records were dropped (buffer full)")
         for kind, n in (info.get("write_failed") or {}).items():
-            notes.append(f"{n} {kind} records could not be written to the run directory (disk full or not writable)")
+            if kind == rawdata.HASH_DICT_KIND:
+                notes.append(f"{n} names of the hash dictionary could not be written to the run directory (disk full "
+                             "or not writable): the records that use them show <unknown 0x...>")
+            elif kind == rawdata.RANKS_KIND:
+                notes.append(f"{n} ranks of the simulated cluster could not be written (their run directories could "
+                             "not be made: disk full or not writable): they are not in the cluster")
+            else:
+                notes.append(f"{n} {kind} records could not be written to the run directory (disk full or not "
+                             "writable)")
         notes.extend(info.get("notes") or [])
         repeated = summary.repeated_steps(self.run, self.device_id)
         if repeated:
@@ -393,6 +401,7 @@ class RunDirSource(Source):
             notes.append(f"step_trace: {len(repeated)} (Model ID, Iteration ID) pairs were recorded by more than one "
                          f"step (model {model} iteration {iteration}: {n} model starts), a model id that came back "
                          "with its iterations restarting: each pair's row and op rows fold those steps together")
+        notes.extend(self.run.salvage_notes())
         self.run.hashes  # noqa: B018 - reading the dictionary lists its damaged lines
         if self.run.damaged:
             notes.append(f"damaged files skipped: {', '.join(self.run.damaged)}")

@@ -36,6 +36,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ...errors import ImportFormatError
+from ...prof.json_text import JsonTextError, excerpt
+from ..files import read_bytes
 from .csvfiles import NumberText, decimal_ns, exponent_ns, gc_paused, read_json
 
 _STEP = re.compile(r"ProfilerStep#(\d+)")
@@ -44,6 +46,9 @@ _EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
 PART_BYTES = 1 << 20
 _DECIMAL = re.compile(r"(\d+)(?:\.(\d*))?")
 _HALF = Fraction(1, 2)
+_INT64 = 2**63
+#: Digits of a whole number of µs that can be below 2**63 ns.
+_US_DIGITS = 16
 
 
 class _Inexact(Exception):
@@ -53,22 +58,25 @@ class _Inexact(Exception):
 
 def ns_of(value: object) -> int | None:
     """Exact ns of a µs value written as a decimal string or a JSON number (None if it is neither,
-    or negative); digits past the ns are rounded half up.
+    negative, or past int64 ns: the tables hold ns as int64); digits past the ns are rounded half up.
 
     A finite float comes from orjson: see :func:`_float_ns`.  A number in exponent notation is
     read by its value, as orjson's float of it is, whichever parser read the file.
     """
     if type(value) is float:
-        return _float_ns(value) if math.isfinite(value) else None  # NaN/Infinity (stdlib reading)
-    if type(value) is int:
-        return value * 1000 if value >= 0 else None
-    if not isinstance(value, str):
+        ns = _float_ns(value) if math.isfinite(value) else None  # NaN/Infinity (stdlib reading)
+    elif type(value) is int:
+        ns = value * 1000 if value >= 0 else None
+    elif not isinstance(value, str):
         return None
-    m = _DECIMAL.fullmatch(value.strip())
-    if not m:
+    elif (m := _DECIMAL.fullmatch(value.strip())) is None:
         return exponent_ns(value) if type(value) is NumberText else None
-    frac = (m.group(2) or "").ljust(4, "0")[:4]
-    return int(m.group(1)) * 1000 + int(frac) // 10 + (int(frac[3]) >= 5)
+    elif len(m.group(1)) > _US_DIGITS:  # past int64 ns: not converted (int() refuses past 4300 digits)
+        return None
+    else:
+        frac = (m.group(2) or "").ljust(4, "0")[:4]
+        ns = int(m.group(1)) * 1000 + int(frac) // 10 + (int(frac[3]) >= 5)
+    return ns if ns is not None and ns < _INT64 else None
 
 
 def _float_ns(value: float) -> int:
@@ -120,12 +128,23 @@ def _flow_times(flows: list[dict], exact: bool) -> tuple[dict[object, int], dict
     ids = [ev.get("id") for ev in flows]
     if not exact and float in set(map(type, ids)):
         raise _Inexact  # distinct decimals may give one float: pair the ids as written
+    ok &= np.fromiter((isinstance(i, (str, int, float)) for i in ids), bool, len(ids))  # an id, not a list
     starts = np.fromiter((ev["ph"] == "s" for ev in flows), bool, len(flows))
     out = []
     for side in (starts & ok, ~starts & ok):
         keep = np.flatnonzero(side).tolist()
         out.append(dict(zip([ids[k] for k in keep], [ns_list[k] for k in keep])))
     return out[0], out[1]
+
+
+#: What trace_view.json must be.
+TRACE_FILE = "a JSON list of trace events (Chrome trace format)"
+
+
+def _quoted(value: object) -> str:
+    """A value of an event as an error quotes it: its repr, short."""
+    text = repr(value) if value is None or isinstance(value, (str, int, float)) else excerpt(value, 40)
+    return text if len(text) <= 60 else f"{text[:40]}...{text[-8:]} ({len(text)} characters)"
 
 
 def _not_objects(path: Path, events: list, first: int = 0) -> ImportFormatError:
@@ -143,16 +162,22 @@ def read_trace_view(path: Path) -> TraceView:
     """
     with gc_paused():
         try:
-            data = path.read_bytes()
+            data = read_bytes(path, TRACE_FILE)
             parts = _parts(data)
             if parts is not None:
                 try:
                     return _read_events(path, parts, exact=False)
                 except (orjson.JSONDecodeError, ImportFormatError):
                     pass  # read whole: the whole file decides what it is and words the error
-            return _trace_view(path, read_json(path, data=data), exact=False)
+            try:
+                content = read_json(path, data=data, unique_keys=False)
+            except ImportFormatError as exc:
+                if isinstance(exc.__cause__, JsonTextError) and exc.__cause__.kind == "number":
+                    raise _Inexact from None  # a number past a float's range: read as written, judged where used
+                raise
+            return _trace_view(path, content, exact=False)
         except _Inexact:
-            return _trace_view(path, read_json(path, exact_floats=True), exact=True)
+            return _trace_view(path, read_json(path, exact_floats=True, unique_keys=False), exact=True)
 
 
 def _parts(data: bytes) -> Iterator[tuple[int, list]] | None:
@@ -210,8 +235,11 @@ def _read_events(path: Path, parts, exact: bool) -> TraceView:
                 if ts is None or dur is None:
                     if not exact and float in (type(ev.get("ts")), type(ev.get("dur"))):
                         raise _Inexact  # the error quotes the numbers as written
-                    raise ImportFormatError(f"{path}: event {first + i} ({name}): 'ts' {ev.get('ts')!r} / 'dur' "
-                                            f"{ev.get('dur')!r} are not µs decimals")
+                    raise ImportFormatError(f"{path}: event {first + i} ({name}): 'ts' {_quoted(ev.get('ts'))} / "
+                                            f"'dur' {_quoted(ev.get('dur'))} are not µs decimals")
+                if len(m.group(1)) > 18 or ts + dur >= _INT64:
+                    raise ImportFormatError(f"{path}: event {first + i} ({_quoted(name)}): the step number or its end "
+                                            "(ts + dur) is past 2**63 - 1; accepted: a step number and ns below 2**63")
                 steps.append((int(m.group(1)), ts, ts + dur))
         flows += [ev for ev, ph in zip(events, phases) if (ph == "s" or ph == "f") and ev.get("name") == "torch_to_npu"
                   and str(ev.get("cat", "")).lower() == "async_npu"]
@@ -229,9 +257,10 @@ def _device_of(path: Path, events: list, phases: list, first: int) -> int | None
                   if ph == "M" and ev.get("name") == "process_labels"):
         args = ev.get("args") or {}
         if not isinstance(args, dict):
-            raise ImportFormatError(f"{path}: event {first + i} (process_labels): 'args' is {args!r}; expected an "
-                                    'object such as {"labels": "NPU 0"}')
-        m = re.fullmatch(r"NPU\s*(\d+)", str(args.get("labels", "")).strip())
+            raise ImportFormatError(f"{path}: event {first + i} (process_labels): 'args' is {_quoted(args)}; expected "
+                                    'an object such as {"labels": "NPU 0"}')
+        labels = args.get("labels")
+        m = re.fullmatch(r"NPU\s*(\d{1,9})", labels.strip()) if isinstance(labels, str) else None
         if m:
             return int(m.group(1))
     return None

@@ -47,14 +47,26 @@ def api_statistic(run: RunDir, calls: pd.DataFrame | None = None) -> pd.DataFram
         calls = api_calls(run)
     if calls.empty:
         return pd.DataFrame(columns=API_STATISTIC)
-    calls = calls.assign(dur=(calls["end"] - calls["begin"]) / 1000.0)
-    g = calls.groupby(["level", "type"])["dur"]
+    keys = calls[["level", "type"]].drop_duplicates()
+    names = {(lv, t): (LEVEL_NAMES.get(int(lv), str(lv)), api_name(run, int(lv), int(t)))
+             for lv, t in zip(keys["level"].tolist(), keys["type"].tolist())}
+    named = [names[k] for k in zip(calls["level"].tolist(), calls["type"].tolist())]
+    return statistic([n[0] for n in named], [n[1] for n in named], calls["begin"].to_numpy(np.int64),
+                     calls["end"].to_numpy(np.int64))
+
+
+def statistic(levels: list[str], names: list[str], begin: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+    """api_statistic of calls given by level, API name and begin / end (ns): per (Level, API Name), largest
+    total first (ties by Level, then API Name)."""
+    if not len(names):
+        return pd.DataFrame(columns=API_STATISTIC)
+    calls = pd.DataFrame({"Level": levels, "API Name": names, "dur": (np.asarray(end) - np.asarray(begin)) / 1000.0})
+    g = calls.groupby(["Level", "API Name"], sort=True)["dur"]
     stats = g.agg(["sum", "count", "mean", "min", "max"]).reset_index()
     stats["var"] = g.var(ddof=0).to_numpy()
     out = pd.DataFrame({
-        "Device_id": "host",
-        "Level": [LEVEL_NAMES.get(int(lv), str(lv)) for lv in stats["level"]],
-        "API Name": [api_name(run, int(lv), int(t)) for lv, t in zip(stats["level"], stats["type"])],
+        "Device_id": "host", "Level": stats["Level"].astype(str).to_numpy(object),
+        "API Name": stats["API Name"].astype(str).to_numpy(object),
         "Time(us)": stats["sum"].round(3), "Count": stats["count"].astype(np.int64),
         "Avg(us)": stats["mean"].round(3), "Min(us)": stats["min"].round(3), "Max(us)": stats["max"].round(3),
         "Variance": stats["var"].round(3),

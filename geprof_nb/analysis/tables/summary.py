@@ -178,7 +178,7 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     opts = run.options
     task_level = {"on": "l1"}.get(opts.get("task_trace", "on"), opts.get("task_trace", "on"))
     family = run.device_info(device_id).get("chip_family", "A2")
-    aic_metrics = (run.info.get("pmu_events") or {}).get("metrics", [""])[0]
+    aic_metrics = ((run.info.get("pmu_events") or {}).get("metrics") or [""])[0]
     header = C.op_summary_columns(family, task_level, aic_metrics)
 
     x = _executed(run, device_id)
@@ -215,11 +215,7 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
     np.divide(start_ns, 1000.0, out=column["Task Start Time(us)"])
     dur_us = column["Task Duration(us)"]
     np.divide(hw["dur"], 1000.0, out=dur_us)
-    wait_us = column["Task Wait Time(us)"]
-    wait_us.fill(0.0)
-    idx = np.flatnonzero(~is_comm[conn])  # msprof's wait: the gap after the previous compute task
-    if len(idx) > 1:
-        wait_us[idx[1:]] = np.maximum(start_ns[idx[1:]] - end_ns[idx[:-1]], 0) / 1000.0
+    wait_times(start_ns, end_ns, is_comm[conn], out=column["Task Wait Time(us)"])
     del end_ns
 
     ctx = run.load("context_id_info")
@@ -256,6 +252,18 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
         data.update(pmu.pmu_columns(run, device_id, conn, n_conn, block_dim[conn],
                                     hw["block_cycles"].astype(np.int64), dur_us, family, aic_metrics, out=column))
     return OpRows(_frame(header, floats, block, data), hw["iteration"].astype(np.int64), start_ns, conn)
+
+
+def wait_times(start_ns: np.ndarray, end_ns: np.ndarray, is_comm: np.ndarray,
+               out: np.ndarray | None = None) -> np.ndarray:
+    """op_summary's ``Task Wait Time(us)`` of rows in start order: msprof's wait, the gap after the previous
+    compute task (0 for the first and for collectives)."""
+    wait_us = np.zeros(len(start_ns)) if out is None else out
+    wait_us.fill(0.0)
+    idx = np.flatnonzero(~np.asarray(is_comm, bool))
+    if len(idx) > 1:
+        wait_us[idx[1:]] = np.maximum(start_ns[idx[1:]] - end_ns[idx[:-1]], 0) / 1000.0
+    return wait_us
 
 
 def _frame(header: list[str], floats: list[str], block: np.ndarray, data: dict[str, object]) -> pd.DataFrame:

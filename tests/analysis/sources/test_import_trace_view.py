@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from geprof_nb.analysis import files
 from geprof_nb.analysis.sources import trace_view
 from geprof_nb.analysis.sources.csvfiles import NumberText, read_json
 from geprof_nb.analysis.sources.trace_view import read_trace_view
@@ -41,9 +42,9 @@ def readings(monkeypatch):
     calls = []
     real_read, real_parts = trace_view.read_json, trace_view._parts
 
-    def read(path, exact_floats=False, data=None):
+    def read(path, exact_floats=False, data=None, **kwargs):
         calls.append(exact_floats)
-        return real_read(path, exact_floats, data)
+        return real_read(path, exact_floats, data, **kwargs)
 
     def parts(data):
         found = real_parts(data)
@@ -212,6 +213,7 @@ def exact_ns(text: str) -> int | None:
         return int((Decimal(text) * 1000 + Decimal("0.5")).to_integral_value(ROUND_FLOOR))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(ts=VALUE, dur=VALUE, flows=st.lists(st.tuples(st.sampled_from("sf"), FLOW_ID, VALUE), max_size=4))
 def test_both_readings_agree_on_generated_numbers(tmp_path_factory, ts, dur, flows):
@@ -303,7 +305,7 @@ def test_a_long_list_is_parsed_in_parts_of_whole_events(tmp_path, monkeypatch):
 def test_a_wrapped_trace_is_read_from_disk_once(tmp_path, monkeypatch):
     path = trace(tmp_path, raw=('{"traceEvents": [' + step('"1.0"', "2.5") + "]}").encode())
     reads = []
-    real = type(path).read_bytes
-    monkeypatch.setattr(type(path), "read_bytes", lambda self: reads.append(self) or real(self))
+    real = files.open_binary
+    monkeypatch.setattr(files, "open_binary", lambda p, accepted: reads.append(p) or real(p, accepted))
     assert read_trace_view(path).steps.values.tolist() == [[1, 1000, 3500]]
     assert reads == [path]
