@@ -209,7 +209,8 @@ def _write_timeline(profile: Profile) -> Path | None:
     if not len(profile.step_trace):
         return None
     png = profile.path / "step_timeline.png"
-    png.write_bytes(plots.figure_png(plots.step_timeline(profile.step_trace)))
+    figure = plots.step_timeline(profile.step_trace, forward_models=profile.forward_only_models)
+    png.write_bytes(plots.figure_png(figure))
     return png
 
 

@@ -198,6 +198,9 @@ _INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
     ("write_failed", _counts, COUNTS),
     ("notes", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of strings"),
     ("note", lambda v: isinstance(v, str), "a string"),
+    ("models", lambda v: isinstance(v, dict) and all(
+        _device_key(k) and isinstance(m, dict) and isinstance(m.get("training"), bool) for k, m in v.items()),
+     "an object of model id -> {name, training}"),
     ("pmu_events", lambda v: isinstance(v, dict) and all(isinstance(e, list) and all(isinstance(n, str) for n in e)
                                                          for e in v.values()), "an object of core -> event names"),
     ("type_info", lambda v: isinstance(v, dict) and all(isinstance(t, dict) and all(_scalar(n) for n in t.values())

@@ -70,6 +70,12 @@ class RunInfo:
         if text not in self.content.setdefault("notes", []):
             self.content["notes"].append(text)
 
+    def describe_model(self, model_id: int, name: str, training: bool) -> None:
+        """What a loaded model is (a geprof extension: msprof does not record it): its graph's name and
+        whether it trains, or runs forward only (inference), so its steps' phases can be named."""
+        self.content.setdefault("models", {})[str(int(model_id))] = {"name": str(name), "training": bool(training)}
+        self.dirty = True
+
     def count_dropped(self, kind: str, count: int) -> None:
         dropped = self.content.setdefault("dropped", {})
         dropped[kind] = dropped.get(kind, 0) + int(count)

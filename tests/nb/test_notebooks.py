@@ -92,9 +92,10 @@ def test_quickstart_profile_cell_shows_the_explorer_and_its_static_fallback(exec
     for title in ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice"):
         assert f"<h3>{title}</h3>" in html
     assert "Showing 20 of 790 op tasks (all OP Types, iteration 10)" in html and "aic_mac_ratio" in html
-    assert "step_trace (times in us): 10 rows" in html and "op_statistic" in html
+    assert "step_trace (times in us since the run&#x27;s first step" in html and ": 10 rows</h4>" in html
+    assert "op_statistic" in html
     assert "--task-memory on" in html  # the quickstart does not collect memory: the tab says how to
-    assert html.count('<img src="data:image/png;base64,') == 2  # step timeline + task Gantt
+    assert html.count('<img src="data:image/png;base64,') == 3  # step chart, step timeline, task Gantt
     assert shown["image/png"].startswith("iVBOR")  # base64 PNG
     assert re.search(r"\| step \d+\.\d{3} ms = Computing [\d.]+% / exposed Communication [\d.]+% / Free [\d.]+% \| "
                      r"10 steps \|", shown["text/plain"])

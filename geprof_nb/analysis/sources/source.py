@@ -198,6 +198,16 @@ class Source(abc.ABC):
     def notes(self) -> list[str]:
         return []
 
+    def forward_only_models(self) -> frozenset[int]:
+        """The Model IDs that run forward only (inference: no backward pass), from the run description's
+        ``models`` (what the simulated runtime writes into info.json, and the Parquet export keeps); empty
+        where the data does not say (msprof and torch_npu output do not)."""
+        models = self.info.get("models")
+        if not isinstance(models, dict):
+            return frozenset()
+        return frozenset(int(k) for k, m in models.items()
+                         if str(k).isdigit() and isinstance(m, dict) and m.get("training") is False)
+
     def dropped(self) -> dict[str, int]:
         return {}
 
