@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from .arguments import integer, member
 from .rundir import RunDir
 from .sources.source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
 from .tables import breakdown, memory, summary
+from .tables.mfu import cube_peak_flops, mfu_table, model_facts
+from .tables.modules import module_statistic
 from .tables.step_split import StepSplit, step_split
 
 
@@ -209,6 +212,21 @@ class Profile:
         (``split.headline()``: "step X ms = Computing a% / exposed Communication b% / Free c%"), the
         outlier steps it leaves out (:mod:`.step_split`); ``None`` without a step_breakdown."""
         return step_split(self.step_breakdown, self.source.step_bounds())
+
+    def module_statistic(self, depth: int = 2) -> pd.DataFrame:
+        """Device time per module path cut at ``depth`` (2: ``model/layers.12``; 3: its ``self_attn`` and
+        ``mlp``) and phase (forward, backward: gradients rolled up to their op's module, optimizer), over the
+        whole run: op task count, total, mean and communication time (us), share of all op tasks' time (the
+        shares add up to 100).  Modules come from the op names (:mod:`.tables.modules`)."""
+        return module_statistic(self.op_summary, self.source.communication_rows(), depth)
+
+    def mfu(self, model: Mapping | None = None) -> pd.DataFrame:
+        """Per step: the job's model FLOPs (``6 N + 12 L h s`` per token, :mod:`.tables.mfu`), the FLOP/s each
+        device achieved in this rank's step time and the MFU against the device's cube peak.  The model's
+        facts are the ones info.json records (``parallel.model``); ``model`` gives or replaces them (a real
+        run records none).  A ValueError names a missing fact."""
+        facts = model_facts(self.info, model)
+        return mfu_table(self.step_breakdown, self.source.step_bounds(), facts, cube_peak_flops(self.device))
 
     @property
     def iteration_of_ops(self) -> pd.Series:

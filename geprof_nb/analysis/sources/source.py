@@ -23,6 +23,7 @@ from ...prof.api_types import LAUNCH_TYPE_NAMES
 from ..rundir import RunDir
 from ..tables import aicpu, api, breakdown, communication, host, memory, summary, tx
 from ..tables import columns as C
+from ..tables.collective_groups import UNKNOWN, collective_group_names
 from ..tables.indexing import scatter
 
 #: The absolute-time columns of the tables.  The DataFrames hold them as float us, which
@@ -336,6 +337,12 @@ class Source(abc.ABC):
         """The copy tasks' size and direction (:data:`MEMCPY_INFO`); only runs that recorded the
         runtime's MemcpyInfo have them."""
         return empty(MEMCPY_INFO)
+
+    def collective_groups(self) -> np.ndarray:
+        """Per op_summary row, the kind of communication group (``tp``, ``dp``, ...) its collective ran in
+        (:mod:`..tables.collective_groups`); :data:`~..tables.collective_groups.UNKNOWN` for other rows and
+        where the source does not say (imported runs: their files name no group per op)."""
+        return np.full(len(self.op_rows().frame), UNKNOWN, object)
 
 
 class RunDirSource(Source):
@@ -679,6 +686,12 @@ class RunDirSource(Source):
             "name": per_task(name), "task_type": per_task(task_type), "connection_id": conn,
             "iteration": hw["iteration"].astype(np.int64), "op": op[conn],
         })[DEVICE_TASKS]
+
+    def collective_groups(self) -> np.ndarray:
+        """From the run's ``hccl_op`` records and info.json's ``parallel.parallel_group_info``."""
+        groups = (self.info.get("parallel") or {}).get("parallel_group_info") or {}
+        return collective_group_names(self.run.load("hccl_op", self.device_id), self.run.hashes, groups,
+                                      self.op_rows().connection_id)
 
     def memcpy_info(self) -> pd.DataFrame:
         """The ``memcpy_info`` records of the device (none in runs from before they were written)."""

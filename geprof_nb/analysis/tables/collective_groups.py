@@ -1,0 +1,35 @@
+"""Which communication group each collective of op_summary ran in: ``tp``, ``pp``, ``dp``, ``exp``, ...
+
+A run records, once per collection, HCCL's op info of every collective task (``hccl_op`` records, keyed by
+connection id): its communicator's name, which is a key of info.json's ``parallel.parallel_group_info``,
+whose ``group_name`` is the group's kind (MindSpeed's names: ``tp``, ``pp``, ``dp``, ``exp``,
+``dp_modulo_exp``, ``hccl_world_group``), as torch_npu's ``profiler_metadata.json`` has it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+#: What a row that is no collective, or one whose group the run does not say, gets.
+UNKNOWN = ""
+
+
+def collective_group_names(records: np.ndarray, hashes: Mapping[int, str], group_info: Mapping,
+                           connection_id: np.ndarray) -> np.ndarray:
+    """Per op row (its ``connection_id``): the ``group_name`` of the group its ``hccl_op`` record names, or
+    :data:`UNKNOWN` (no record, or a communicator the run's ``parallel_group_info`` does not list)."""
+    out = np.full(len(connection_id), UNKNOWN, object)
+    if not len(records) or not len(connection_id):
+        return out
+    kinds = {}
+    for group in np.unique(records["group"]).tolist():
+        entry = group_info.get(hashes.get(int(group), ""))
+        kinds[group] = str(entry.get("group_name", UNKNOWN)) if isinstance(entry, Mapping) else UNKNOWN
+    per_record = pd.Series(records["group"]).map(kinds).to_numpy(object)
+    known = pd.Series(per_record, index=records["connection_id"].astype(np.int64))
+    known = known[~known.index.duplicated()]
+    found = pd.Series(np.asarray(connection_id, np.int64)).map(known)
+    return found.fillna(UNKNOWN).to_numpy(object)
