@@ -19,6 +19,7 @@ Both give equal frames.  Findings for the whole cluster come from :meth:`Cluster
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -28,7 +29,10 @@ import pandas as pd
 
 from ..arguments import integer
 from ..sources.ascend_pt import AscendPtSource
+from ..tables.breakdown import whole_periods
 from ..tables.communication import COMMUNICATION_MATRIX_LINKS
+from ..tables.mfu import cube_peak_flops, mfu_rows, model_facts, step_lengths
+from ..tables.modules import COLUMNS as MODULE_COLUMNS
 from ..tables.step_split import StepSplit, step_split
 from . import cross_rank as T
 
@@ -306,6 +310,37 @@ class ClusterProfile:
     def rank_step(self, metric: str = "Stage") -> pd.DataFrame:
         """A rank x step matrix of a step column (``Stage`` = step time) or ``Wait Time(us)``."""
         return self.tables().rank_step(metric)
+
+    def module_statistic(self, depth: int = 2) -> pd.DataFrame:
+        """Every rank's :meth:`Profile.module_statistic` at ``depth``, ``Rank`` first (each rank's shares
+        add up to 100), as msprof-analyze's module_statistic gives one table per rank."""
+        parts = [p.module_statistic(depth).assign(Rank=r) for r, p in self.ranks.items()]
+        if not parts:
+            return pd.DataFrame(columns=["Rank", *MODULE_COLUMNS])
+        out = pd.concat(parts, ignore_index=True)
+        return out[["Rank", *MODULE_COLUMNS]]
+
+    def mfu(self, model: Mapping | None = None) -> pd.DataFrame:
+        """Per step: the job's model FLOPs (:mod:`..tables.mfu`), the step's time (its slowest rank's step
+        period: the job's step ends when its last rank's does), the FLOP/s per device over the world's
+        devices (``parallel.distributed_args.world_size``) and the MFU against the device's cube peak.  The
+        model's facts are the lowest rank's info.json's; ``model`` gives or replaces them."""
+        if not self.ranks:
+            raise ValueError(f"{self.name} has no ranks: no step to measure")
+        first = next(iter(self.ranks.values()))
+        facts = model_facts(first.info, model)
+        parts = []
+        for p in self.ranks.values():
+            rows = p.step_breakdown
+            if len(rows):
+                parts.append(pd.DataFrame({"Step": pd.to_numeric(rows["Step"], errors="coerce").to_numpy(),
+                                           "length": step_lengths(rows),
+                                           "whole": whole_periods(rows, p.source.step_bounds())}))
+        if not parts:
+            return mfu_rows(np.zeros(0), np.zeros(0), np.zeros(0, bool), facts, cube_peak_flops(first.device))
+        per_step = pd.concat(parts).groupby("Step", sort=True).agg(length=("length", "max"), whole=("whole", "all"))
+        return mfu_rows(per_step.index.to_numpy(), per_step["length"].to_numpy(), per_step["whole"].to_numpy(),
+                        facts, cube_peak_flops(first.device))
 
     # ------------------------------------------------------------------ actions
     def advise(self) -> pd.DataFrame:

@@ -19,13 +19,17 @@ import pandas as pd
 from ..arguments import positive_integer
 
 COLUMNS = ["Module", "Phase", "Count", "Total Time(us)", "Avg Time(us)", "Communication Time(us)", "Share(%)"]
-PHASES = ("forward", "backward", "optimizer")
+#: The phases; ``N/A`` (msprof's not-available) for an op without a module path.
+PHASES = ("forward", "backward", "optimizer", "N/A")
 #: The module of ops whose names carry no module path.
 NO_MODULE = "(no module path)"
 #: The scope autodiff puts gradient ops under, and the suffix of the scope of one op's gradient ops.
 GRADIENTS, GRAD = "gradients", "_grad"
 #: An optimizer's scope per variable: ``<optimizer>/update_<variable path>/<op>``.
 UPDATE = "update_"
+#: Pipeline transfers are scoped as Megatron names its p2p calls, ``pipeline/{send,recv}_{forward,backward}``:
+#: ``forward`` moves activations (forward pass), ``backward`` their gradients (backward pass).
+PIPELINE, BACKWARD_TRANSFER = "pipeline", "_backward"
 
 
 def module_of(name: str) -> tuple[str, str]:
@@ -37,11 +41,13 @@ def module_of(name: str) -> tuple[str, str]:
       ``gradients/dp_bucket_1/HcomAllReduce``) to its own scope;
     * ``<optimizer>/update_<variable>/<op>``: the module of the variable (``model/layers.0/mlp/down_proj``
       for ``.../down_proj/weight``), optimizer;
-    * any other ``<module>/<op>``: ``<module>``, forward; a name without ``/``: :data:`NO_MODULE`.
+    * ``pipeline/send_backward/HcomSend`` (a gradient's pipeline transfer): ``pipeline/send_backward``,
+      backward;
+    * any other ``<module>/<op>``: ``<module>``, forward; a name without ``/``: :data:`NO_MODULE`, ``N/A``.
     """
     parts = name.split("/")
     if len(parts) < 2:
-        return NO_MODULE, "forward"
+        return NO_MODULE, "N/A"
     if parts[0] == GRADIENTS:
         for i, part in enumerate(parts[1:-1], start=1):
             if GRAD in part:
@@ -50,7 +56,8 @@ def module_of(name: str) -> tuple[str, str]:
     if len(parts) >= 4 and parts[1].startswith(UPDATE):
         variable = [parts[1][len(UPDATE):], *parts[2:-1]]
         return ("/".join(variable[:-1]) or NO_MODULE), "optimizer"
-    return "/".join(parts[:-1]), "forward"
+    backward = parts[0] == PIPELINE and parts[1].endswith(BACKWARD_TRANSFER)
+    return "/".join(parts[:-1]), "backward" if backward else "forward"
 
 
 def at_depth(module: str, depth: int) -> str:
