@@ -26,6 +26,7 @@ import pandas as pd
 from ...errors import ImportFormatError
 from ...prof.rawdata import SINGLE_OP_MODEL_ID
 from ..tables.breakdown import main_model, step_windows
+from ..tables.collective_groups import exposed_group_time
 from ..tables.communication import collective_op_types
 from ..tables.intervals import covered_time
 from ..tables.step_split import StepSplit
@@ -91,6 +92,15 @@ COMM_EXPOSED_MIN_SHARE = 0.10
 #: link latencies whatever its size; 8 us each in the simulator's presets): fewer, larger buckets help more
 #: than splitting.
 COMM_LATENCY_BOUND_US = 100.0
+
+#: Tensor-parallel collectives no compute hides, as a share of the step, that make the finding: Megatron's
+#: TP AllReduces sit on the critical path by design (each layer waits for its sum), so a few percent is the
+#: price of tp > 1 on one server's HCCS; from this share on, the layout or an overlap is worth changing.
+TP_EXPOSED_MIN_SHARE = 0.05
+#: The communication group kind of the tensor-parallel collectives (MindSpeed's group name).
+TP_GROUP = "tp"
+#: Devices per server: ranks of one server talk over HCCS, others over RoCE.
+SERVER_DEVICES = 8
 
 #: "Tiny" kernels: Ascend kernels pay ~1-3 us of launch, head and tail whatever they do, so a kernel
 #: under a few us is mostly overhead.
@@ -636,6 +646,72 @@ def communication_not_overlapped(run: _Run) -> Finding | None:
         exposed)
 
 
+@dataclass(frozen=True)
+class GroupExposure:
+    """A rank's collectives of one group kind, per step (means over the steps that have them, us)."""
+
+    exposed_us: float
+    time_us: float
+    count: float
+    steps: int
+    #: the group's global ranks (info.json's parallel_group_info), empty if the run does not say
+    ranks: tuple[int, ...]
+
+
+def tensor_parallel_exposure(profile: Profile, ops: pd.DataFrame | None = None) -> GroupExposure | None:
+    """The tensor-parallel (``tp`` group) collectives of ``profile``'s typical steps (``ops``: the advisor's
+    op rows, built from the profile if not given): per step, how long they run while no computation does
+    (:func:`..tables.collective_groups.exposed_group_time`), their time and count.  None without tp
+    collectives (no ``hccl_op`` records, or imported data, which names no group per op)."""
+    if ops is None:
+        ops = _typical_ops(profile, _ops_with_times(profile), profile.step_split)
+    groups = pd.Series(profile.source.collective_groups(), index=profile.op_summary.index).reindex(ops.index)
+    in_tp = (groups == TP_GROUP).to_numpy(bool)
+    if not in_tp.any():
+        return None
+    per_step = exposed_group_time(ops["_it"].to_numpy(), ops["_start"].to_numpy(), ops["_end"].to_numpy(),
+                                  ops["_comm"].to_numpy(bool), in_tp)
+    info = (profile.info.get("parallel") or {}).get("parallel_group_info") or {}
+    ranks = next((tuple(int(r) for r in g.get("global_ranks", ())) for g in info.values()
+                  if isinstance(g, dict) and g.get("group_name") == TP_GROUP), ())
+    return GroupExposure(float(per_step["Exposed(us)"].mean()), float(per_step["Time(us)"].mean()),
+                         float(per_step["Count"].mean()), len(per_step), ranks)
+
+
+def exposed_tp_finding(exposure: GroupExposure, step_us: float, where: str) -> Finding:
+    """The finding of exposed tensor-parallel communication (one rank's, or the cluster's worst rank's):
+    time at stake is the exposed time per step, never more than the step (``step_us``)."""
+    at_stake = min(exposure.exposed_us, step_us) if step_us > 0 else exposure.exposed_us
+    ranks = ", ".join(map(str, exposure.ranks))
+    servers = {r // SERVER_DEVICES for r in exposure.ranks}
+    link = ("" if not exposure.ranks else " (one server: HCCS)" if len(servers) == 1
+            else f" (across {len(servers)} servers: RoCE)")
+    share = at_stake / step_us if step_us > 0 else 0.0
+    return Finding(
+        "Exposed tensor-parallel communication",
+        f"{us_text(at_stake)} per step ({_pct(share)} of the step) on {where} is tensor-parallel communication "
+        "that no computation hides.",
+        f"{_count(exposure.count, 'tp collective')} per step taking {us_text(exposure.time_us)}, of which "
+        f"{us_text(exposure.exposed_us)} with no computation running (the union of computation and the tp "
+        "collectives less that of computation; waiting for the group's slower members counts), tp group "
+        f"ranks {ranks or 'not recorded'}{link}",
+        "Keep the tensor-parallel group inside one server (HCCS; tp <= 8) and lower tp where the model fits "
+        "(raise pp or dp instead: ge.Parallel(tp=..., pp=..., dp=...)); turn on sequence parallelism "
+        "(ge.Parallel(sp=True): AllGather / ReduceScatter, activations split over tp); overlap the TP "
+        "collectives with the matmuls they feed (MindSpeed's --use-ascend-coc, Megatron's "
+        "--tp-comm-overlap); larger micro-batches make each collective a smaller share of its layer's time.",
+        at_stake)
+
+
+def exposed_tensor_parallel_communication(run: _Run) -> Finding | None:
+    """Tensor-parallel collectives (``tp`` group, from the hccl_op records) that computation does not hide."""
+    exposure = tensor_parallel_exposure(run.profile, run.ops)
+    if exposure is None or run.share(exposure.exposed_us) < TP_EXPOSED_MIN_SHARE:
+        return None
+    rank = (run.profile.info.get("parallel") or {}).get("distributed_args", {}).get("rank")
+    return exposed_tp_finding(exposure, run.step_us, f"rank {rank}" if rank is not None else "this device")
+
+
 def many_tiny_kernels(run: _Run) -> Finding | None:
     """Many kernels so short that their fixed launch cost is most of their time: fusion candidates."""
     kernel = _is_kernel(run.ops)
@@ -762,7 +838,8 @@ Rule = Callable[[_Run], "Finding | list[Finding] | None"]
 #: The rules, each a function of the tables (see its docstring and the thresholds above): a per-step
 #: finding or none, or (one-off stalls) a list of one-off findings.
 RULES: tuple[Rule, ...] = (aicpu_on_critical_path, low_cube_utilization, memory_bound_ops, host_bound_gaps,
-                           data_aug_bound, one_off_stalls, communication_not_overlapped, many_tiny_kernels,
+                           data_aug_bound, one_off_stalls, communication_not_overlapped,
+                           exposed_tensor_parallel_communication, many_tiny_kernels,
                            transdata_conversions, dynamic_shape_recompiles)
 
 

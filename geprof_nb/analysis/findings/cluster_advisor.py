@@ -20,7 +20,15 @@ import numpy as np
 import pandas as pd
 
 from ..tables.step_split import OutlierStep
-from .advisor import Finding, findings_table, us_text
+from .advisor import (
+    TP_EXPOSED_MIN_SHARE,
+    Finding,
+    GroupExposure,
+    exposed_tp_finding,
+    findings_table,
+    tensor_parallel_exposure,
+    us_text,
+)
 
 if TYPE_CHECKING:
     from ..cluster.profile import ClusterProfile, ClusterTables
@@ -262,7 +270,33 @@ def advise(cluster: ClusterProfile) -> pd.DataFrame:
             for f in found:
                 f.evidence += f"; {_per_step_basis(t)}"
         findings.extend(found)
+    findings.extend(exposed_tensor_parallel(cluster, step_us))
     return findings_table(findings, share)
+
+
+def exposed_tensor_parallel(cluster: ClusterProfile, step_us: float) -> list[Finding]:
+    """The rank whose tensor-parallel collectives computation hides least (:func:`.advisor.tensor_parallel_exposure`),
+    if that is :data:`.advisor.TP_EXPOSED_MIN_SHARE` of the step or more.  One rank per pipeline stage is
+    measured (the one with tp and dp coordinate 0 in info.json's ``parallel.coords``: data-parallel replicas
+    run the same collectives, a tp group's members end them together), every rank where the runs do not say.
+    Time at stake: that rank's exposed time per step, never more than the median rank's step."""
+    worst: tuple[int, GroupExposure] | None = None
+    for r, p in cluster.ranks.items():
+        parallel = p.info.get("parallel") or {}
+        coords = parallel.get("coords") or {}
+        if int((parallel.get("distributed_args") or {}).get("tensor_model_parallel_size", 1) or 1) < 2:
+            continue
+        if coords and (coords.get("tp", 0) or coords.get("dp", 0)):
+            continue
+        exposure = tensor_parallel_exposure(p)
+        if exposure is not None and (worst is None or exposure.exposed_us > worst[1].exposed_us):
+            worst = (r, exposure)
+    if worst is None or step_us <= 0 or worst[1].exposed_us / step_us < TP_EXPOSED_MIN_SHARE:
+        return []
+    rank, exposure = worst
+    stage = (cluster.ranks[rank].info.get("parallel") or {}).get("coords", {}).get("pp")
+    where = f"rank {rank}" + (f" (pipeline stage {stage}, the stage that hides least)" if stage is not None else "")
+    return [exposed_tp_finding(exposure, step_us, where)]
 
 
 def _per_step_basis(t: ClusterTables) -> str:

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from .intervals import union
+
 #: What a row that is no collective, or one whose group the run does not say, gets.
 UNKNOWN = ""
 
@@ -33,3 +35,27 @@ def collective_group_names(records: np.ndarray, hashes: Mapping[int, str], group
     known = known[~known.index.duplicated()]
     found = pd.Series(np.asarray(connection_id, np.int64)).map(known)
     return found.fillna(UNKNOWN).to_numpy(object)
+
+
+def exposed_group_time(iterations: np.ndarray, start: np.ndarray, end: np.ndarray, communication: np.ndarray,
+                       in_group: np.ndarray) -> pd.DataFrame:
+    """Per iteration: how long the collectives ``in_group`` run while no computation does (``Exposed(us)``:
+    the union of computation and those collectives less the union of computation, the way step_breakdown's
+    Communication(Not Overlapped) is the busy time less Computing), their summed time (``Time(us)``) and
+    ``Count``.  Computation is every row that is not ``communication``; other groups' collectives hide
+    nothing.  ``Exposed(us)`` never exceeds the iteration's span."""
+    iterations = np.asarray(iterations)
+    start, end = np.asarray(start, np.float64), np.asarray(end, np.float64)
+    compute, group = ~np.asarray(communication, bool), np.asarray(in_group, bool) & np.asarray(communication, bool)
+    rows = []
+    for it in np.unique(iterations[group]).tolist():
+        mine = iterations == it
+        c, g = mine & compute, mine & group
+        exposed = _covered(start[c | g], end[c | g]) - _covered(start[c], end[c])
+        rows.append((it, max(exposed, 0.0), float((end[g] - start[g]).sum()), int(g.sum())))
+    return pd.DataFrame(rows, columns=["Iteration", "Exposed(us)", "Time(us)", "Count"])
+
+
+def _covered(starts: np.ndarray, ends: np.ndarray) -> float:
+    s, e = union(starts, ends)
+    return float((e - s).sum())
