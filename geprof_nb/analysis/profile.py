@@ -13,7 +13,7 @@ from .arguments import integer, member
 from .rundir import RunDir
 from .sources.source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
 from .tables import breakdown, memory, summary
-from .tables.mfu import cube_peak_flops, mfu_table, model_facts
+from .tables import mfu as mfu_tables
 from .tables.modules import module_statistic
 from .tables.step_split import StepSplit, step_split
 
@@ -220,13 +220,15 @@ class Profile:
         shares add up to 100).  Modules come from the op names (:mod:`.tables.modules`)."""
         return module_statistic(self.op_summary, self.source.communication_rows(), depth)
 
-    def mfu(self, model: Mapping | None = None) -> pd.DataFrame:
+    def mfu(self, model: Mapping | None = None, peak_flops: float | None = None) -> pd.DataFrame:
         """Per step: the job's model FLOPs (``6 N + 12 L h s`` per token, :mod:`.tables.mfu`), the FLOP/s each
         device achieved in this rank's step time and the MFU against the device's cube peak.  The model's
         facts are the ones info.json records (``parallel.model``); ``model`` gives or replaces them (a real
-        run records none).  A ValueError names a missing fact."""
-        facts = model_facts(self.info, model)
-        return mfu_table(self.step_breakdown, self.source.step_bounds(), facts, cube_peak_flops(self.device))
+        run records none), ``peak_flops`` replaces the peak (FLOP/s of one device).  A ValueError names a missing
+        fact."""
+        facts = mfu_tables.model_facts(self.info, model)
+        return mfu_tables.mfu_table(self.step_breakdown, self.source.step_bounds(), facts,
+                                    mfu_tables.peak_flops(self.device, peak_flops))
 
     @property
     def iteration_of_ops(self) -> pd.Series:

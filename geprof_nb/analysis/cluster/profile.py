@@ -29,9 +29,9 @@ import pandas as pd
 
 from ..arguments import integer
 from ..sources.ascend_pt import AscendPtSource
+from ..tables import mfu as mfu_tables
 from ..tables.breakdown import whole_periods
 from ..tables.communication import COMMUNICATION_MATRIX_LINKS
-from ..tables.mfu import cube_peak_flops, mfu_rows, model_facts, step_lengths
 from ..tables.modules import COLUMNS as MODULE_COLUMNS
 from ..tables.step_split import StepSplit, step_split
 from . import cross_rank as T
@@ -320,27 +320,29 @@ class ClusterProfile:
         out = pd.concat(parts, ignore_index=True)
         return out[["Rank", *MODULE_COLUMNS]]
 
-    def mfu(self, model: Mapping | None = None) -> pd.DataFrame:
+    def mfu(self, model: Mapping | None = None, peak_flops: float | None = None) -> pd.DataFrame:
         """Per step: the job's model FLOPs (:mod:`..tables.mfu`), the step's time (its slowest rank's step
         period: the job's step ends when its last rank's does), the FLOP/s per device over the world's
         devices (``parallel.distributed_args.world_size``) and the MFU against the device's cube peak.  The
-        model's facts are the lowest rank's info.json's; ``model`` gives or replaces them."""
+        model's facts are the lowest rank's info.json's; ``model`` gives or replaces them, ``peak_flops`` the
+        peak (as :meth:`Profile.mfu`)."""
         if not self.ranks:
             raise ValueError(f"{self.name} has no ranks: no step to measure")
         first = next(iter(self.ranks.values()))
-        facts = model_facts(first.info, model)
+        facts = mfu_tables.model_facts(first.info, model)
+        peak = mfu_tables.peak_flops(first.device, peak_flops)
         parts = []
         for p in self.ranks.values():
             rows = p.step_breakdown
             if len(rows):
                 parts.append(pd.DataFrame({"Step": pd.to_numeric(rows["Step"], errors="coerce").to_numpy(),
-                                           "length": step_lengths(rows),
+                                           "length": mfu_tables.step_lengths(rows),
                                            "whole": whole_periods(rows, p.source.step_bounds())}))
         if not parts:
-            return mfu_rows(np.zeros(0), np.zeros(0), np.zeros(0, bool), facts, cube_peak_flops(first.device))
+            return mfu_tables.mfu_rows(np.zeros(0), np.zeros(0), np.zeros(0, bool), facts, peak)
         per_step = pd.concat(parts).groupby("Step", sort=True).agg(length=("length", "max"), whole=("whole", "all"))
-        return mfu_rows(per_step.index.to_numpy(), per_step["length"].to_numpy(), per_step["whole"].to_numpy(),
-                        facts, cube_peak_flops(first.device))
+        return mfu_tables.mfu_rows(per_step.index.to_numpy(), per_step["length"].to_numpy(),
+                                   per_step["whole"].to_numpy(), facts, peak)
 
     # ------------------------------------------------------------------ actions
     def advise(self) -> pd.DataFrame:

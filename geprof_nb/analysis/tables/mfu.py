@@ -99,13 +99,23 @@ def model_facts(info: Mapping, model: Mapping | None = None) -> ModelFacts:
                       training)
 
 
+def peak_flops(device: Mapping, given: float | None = None) -> float:
+    """``given`` (FLOP/s, a positive number) if not None, else the device's :func:`cube_peak_flops`."""
+    if given is None:
+        return cube_peak_flops(device)
+    if isinstance(given, bool) or not isinstance(given, (int, float, np.integer, np.floating)) or not given > 0:
+        raise ValueError(f"peak_flops {given!r} is not valid; accepted: a positive number of FLOP/s")
+    return float(given)
+
+
 def cube_peak_flops(device: Mapping) -> float:
     """The device's dense fp16 / bf16 cube peak (FLOP/s): ``cube_flops_per_cycle`` (else the Da Vinci cube's
     8192) x ``ai_core_num`` x ``aic_frequency`` (MHz); a ValueError naming the fact the run lacks."""
     cores, mhz = device.get("ai_core_num"), device.get("aic_frequency") or device.get("aic_frequency_mhz")
     for name, v in (("ai_core_num", cores), ("aic_frequency", mhz)):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not v > 0:
-            raise ValueError(f"the device's peak needs its {name} (info.json's device facts), which is {v!r}")
+            raise ValueError(f"the device's peak needs its {name}, which the run's device facts (info.json, "
+                             f"profiler_info's DeviceInfo) give as {v!r}; pass peak_flops=<FLOP/s of one device>")
     per_cycle = float(device.get("cube_flops_per_cycle") or DA_VINCI_CUBE_FLOPS_PER_CYCLE)
     return per_cycle * float(cores) * float(mhz) * 1e6
 
