@@ -1,6 +1,6 @@
 """The results explorer: what ``%%geprof``, ``%geprof show`` and ``display(profile)`` show.
 
-A tabbed ipywidgets explorer (Summary, Ops, Steps, Timeline, AI Core, Memory, API/Host, Advice)
+A tabbed ipywidgets explorer (Summary, Ops, Steps, Timeline, AI Core, Memory, API/Host, Modules, Advice)
 and, in the same display call, its static twin: an HTML report with every tab's content, the
 step timeline PNG and a text summary, for front ends without widgets (nbconvert, GitHub, a
 terminal IPython).  See :meth:`Explorer.mimebundle`.
@@ -16,6 +16,7 @@ Layout of the widget (CSS classes for browser tests and styling)::
         VBox .geprof-tab-ai-core     pipe ratios, PMU table (<table class="geprof-pmu-table">)
         VBox .geprof-tab-memory      memory lifetimes, peak, largest allocations
         VBox .geprof-tab-api-host    api_statistic, host scopes, host_events per event
+        VBox .geprof-tab-modules     depth selector (.geprof-modules-depth), module_statistic, top modules chart
         VBox .geprof-tab-advice      Profile.advise(), rows coloured by priority
 
 Only the Summary tab is built when the explorer is shown; every other tab is built the first
@@ -45,6 +46,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..analysis import Profile
+from ..analysis.tables.modules import NO_MODULE
 from . import plots
 from .blocks import WIDGET_VIEW_MIME, PictureView, block_widget, blocks_html
 from .html_parts import TOP_OPS, advice_html, bounded, heading, list_html, message_html, table_html, table_text
@@ -55,6 +57,7 @@ from .report import (
     MSG_NO_FINDINGS,
     MSG_NO_HOST,
     MSG_NO_MEMORY,
+    MSG_NO_MODULES,
     MSG_NO_OPS,
     MSG_NO_PMU,
     MSG_NO_RUNTIME_API,
@@ -75,7 +78,7 @@ from .table_views import (
     without_one_device,
 )
 
-TAB_TITLES = ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice")
+TAB_TITLES = ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Modules", "Advice")
 
 #: Largest top-N of the Ops tab: an HTML table of more rows makes the front end slow, not wiser.
 MAX_ROWS = 500
@@ -536,6 +539,50 @@ class ApiHostPane(Pane):
         return out
 
 
+class ModulesPane(Pane):
+    """``Profile.module_statistic`` at a selectable depth (layers by default) and a bar chart of the top modules."""
+
+    title = "Modules"
+    #: The depth the tab opens at: ``model/layers.12``.
+    DEPTH = 2
+
+    @cached_property
+    def depths(self) -> list[int]:
+        """The depths the run's module paths have (1 to the deepest)."""
+        deepest = self.report.modules(64)["Module"]
+        return list(range(1, max((len(str(m).split("/")) for m in deepest), default=1) + 1))
+
+    def has_modules(self) -> bool:
+        return bool((self.report.modules(1)["Module"] != NO_MODULE).any())
+
+    def blocks(self, depth: int = DEPTH) -> list:
+        r = self.report
+        if not len(r.ops):
+            return [message_html(r.missing(MSG_NO_OPS))]
+        if not self.has_modules():
+            return [message_html(MSG_NO_MODULES)]
+        table, title = bounded(r.modules(depth), f"module_statistic at depth {depth} (the whole run; gradients "
+                                                 "rolled up to their op's module; shares of all op time)", STATIC_ROWS)
+        return [table_html(table, title, classes="geprof-modules-table"), r.module_bars(depth)]
+
+    def _widgets(self) -> list[widgets.Widget]:
+        if not len(self.report.ops) or not self.has_modules():
+            return [block_widget(b) for b in self.content]
+        depths = self.depths
+        self.depth = widgets.Dropdown(options=depths, value=min(self.DEPTH, depths[-1]), description="Depth",
+                                      style={"description_width": "initial"})
+        self.depth.add_class("geprof-modules-depth")
+        self.table, self.chart = widgets.HTML(), PictureView()
+        self.depth.observe(self._render, "value")
+        self._render()
+        return [self.depth, self.table, self.chart.box]
+
+    def _render(self, change: Any = None) -> None:
+        table, chart = self.blocks(self.depth.value)
+        self.table.value = table
+        self.chart.show(chart.picture)
+
+
 class AdvicePane(Pane):
     title = "Advice"
 
@@ -546,7 +593,8 @@ class AdvicePane(Pane):
         return [f"<p>{len(findings)} findings, highest priority first</p>", advice_html(findings)]
 
 
-PANES = (SummaryPane, OpsPane, StepsPane, TimelinePane, AICorePane, MemoryPane, ApiHostPane, AdvicePane)
+PANES = (SummaryPane, OpsPane, StepsPane, TimelinePane, AICorePane, MemoryPane, ApiHostPane, ModulesPane,
+         AdvicePane)
 
 
 # --------------------------------------------------------------------------- explorer

@@ -48,6 +48,8 @@ MSG_NO_API = ("No API data: profile with --runtime-api on (runtime API calls) or
 MSG_NO_RUNTIME_API = "Runtime API calls (rtKernelLaunch, rtMemcpyAsync, ...) are not in this run: add --runtime-api on."
 MSG_NO_HOST = ("No host events: profile with --ge-api l1 (InferShape, Tiling, AllocMemory and launch of each node "
                "of a dynamic-shape graph).")
+MSG_NO_MODULES = ("No module paths: the op names carry none (GE graphs built with name scopes, such as "
+                  "ge.models.llm's, name their ops model/layers.12/self_attn/...; torch_npu kernel names do not).")
 MSG_NO_FINDINGS = "No findings: nothing in this run crossed the advisor's thresholds."
 MSG_NO_STEP_RAN = ("No graph step ran while profiling collected (task_trace or training_trace was on, and the "
                    "device reported nothing): run the graph inside the profiled cell or block, or between "
@@ -176,6 +178,7 @@ class Report:
         # that show a Profile hold it)
         self._profile = weakref.ref(profile)
         self._pictures: dict[tuple, Picture] = {}
+        self._modules: dict[int, pd.DataFrame] = {}
 
     @property
     def profile(self) -> Profile:
@@ -241,6 +244,18 @@ class Report:
     @cached_property
     def findings(self) -> pd.DataFrame:
         return self.profile.advise()
+
+    def modules(self, depth: int) -> pd.DataFrame:
+        """``Profile.module_statistic(depth)``, computed once per depth."""
+        if depth not in self._modules:
+            self._modules[depth] = self.profile.module_statistic(depth)
+        return self._modules[depth]
+
+    def module_bars(self, depth: int) -> Chart:
+        return Chart("module_bars", f"plots.module_bars(profile.module_statistic({depth}))", lambda: self.picture(
+            ("module_bars", depth), lambda: draw("module_bars", self.modules(depth), top=15,
+                                                 title=f"Device time per module (depth {depth})",
+                                                 alt="device time per module")), "Modules")
 
     def picture(self, key: tuple, make: Callable[[], Picture]) -> Picture:
         if key not in self._pictures:

@@ -11,6 +11,7 @@ The figures, each from a Profile table (x in ms, sizes in MiB, every axis labell
   Communication / Free, with the step figure.
 * :func:`task_gantt` (``op_summary``): one row per stream, tasks coloured by Task Type.
 * :func:`op_type_bars` (``op_statistic``): total time per OP Type, with its share.
+* :func:`module_bars` (``Profile.module_statistic``): device time per module, its phases stacked.
 * :func:`pipe_ratios` (``op_summary``): mean AI Core ``*_ratio`` columns of the longest ops, stacked.
 * :func:`memory_lifetimes` (``tensor_lifetimes``, ``memory_record``, ``memory_peak``): tensors as
   address × time rectangles over the allocated-memory curve, of the last iteration by default.
@@ -23,7 +24,7 @@ too, shaded by the time they fill. Colours are per name (:func:`color_of`): a Ta
 colour in every plot.  :func:`figure_png` renders any of them to PNG.
 
 One module per figure (:mod:`.steps`, :mod:`.step_split`, :mod:`.gantt`, :mod:`.op_types`, :mod:`.ratios`,
-:mod:`.memory` with the view of :mod:`.memory_view`, :mod:`.host`) on what they share (:mod:`.figure`,
+:mod:`.memory` with the view of :mod:`.memory_view`, :mod:`.host`, :mod:`.modules`) on what they share (:mod:`.figure`,
 :mod:`.colors`, :mod:`.spans`); ``from geprof_nb.nb import plots; plots.<function>`` is the API.
 """
 
@@ -33,14 +34,15 @@ from .gantt import STACKED_TASKS_NOTE, task_gantt
 from .host import NO_HOST_EVENTS_MESSAGE, STACKED_SCOPES_NOTE, host_scopes
 from .memory import NO_MEMORY_MESSAGE, memory_lifetimes
 from .memory_view import ALL_ITERATIONS
+from .modules import EMPTY_MODULES_MESSAGE, module_bars
 from .op_types import EMPTY_OP_STATISTIC_MESSAGE, op_type_bars
 from .ratios import NO_RATIOS_MESSAGE, PIPE_COLORS, pipe_ratios
 from .step_split import EMPTY_BREAKDOWN_MESSAGE, step_split_bars
 from .steps import EMPTY_STEP_TRACE_MESSAGE, step_timeline
 
 __all__ = ["ALL_ITERATIONS", "EMPTY_BREAKDOWN_MESSAGE", "EMPTY_OPS_MESSAGE", "EMPTY_OP_STATISTIC_MESSAGE",
-           "EMPTY_STEP_TRACE_MESSAGE",
+           "EMPTY_MODULES_MESSAGE", "EMPTY_STEP_TRACE_MESSAGE",
            "HOST_COLORS", "MiB", "NO_HOST_EVENTS_MESSAGE", "NO_MEMORY_MESSAGE", "NO_RATIOS_MESSAGE", "PIPE_COLORS",
            "STACKED_SCOPES_NOTE", "STACKED_TASKS_NOTE", "TASK_TYPE_COLORS", "color_of", "figure_png", "format_size",
-           "host_scopes", "memory_lifetimes", "op_type_bars", "pipe_ratios", "step_split_bars", "step_timeline",
-           "task_gantt"]
+           "host_scopes", "memory_lifetimes", "module_bars", "op_type_bars", "pipe_ratios", "step_split_bars",
+           "step_timeline", "task_gantt"]
