@@ -26,8 +26,8 @@ figures drawn by :mod:`.plots` through ``report.draw``, which turns a plotting e
 in the tab instead of a traceback); the static report and the widget share one
 :class:`~.report.Report` per Profile, so no figure or table is drawn twice.  The static report
 has every tab's tables (top N rows, the count stated) but embeds only the figures of
-:data:`STATIC_FIGURES` (the step chart, the step timeline and the task Gantt): the other three (op
-types, pipe ratios, memory lifetimes) cost 0.35-0.6 s each, so embedding them would make every show 1-1.5 s
+:data:`STATIC_FIGURES` (the step chart, the step timeline and the task Gantt): the op types, pipe ratios
+and memory lifetimes cost 0.35-0.6 s each (the modules chart too), so embedding them would make every show 1-1.5 s
 slower (a fresh ResNet-50 Profile's bundle, 10 steps: 0.67 -> 2.1 s; 1000 steps: 2.6 -> 4.1 s), and
 they are named with the call that draws them.  ``STATIC_FIGURES = "all"`` embeds every one.
 """

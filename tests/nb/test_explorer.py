@@ -95,20 +95,22 @@ def body_rows(table_html: str) -> int:
 # ----------------------------------------------------------------------------- structure
 def test_tabs_are_titled_in_order_and_carry_their_css_classes(full):
     ex = X.Explorer(full)
-    assert list(ex.tab.titles) == ["Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice"]
+    assert list(ex.tab.titles) == ["Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Modules",
+                                   "Advice"]
     assert "geprof-explorer" in ex.widget._dom_classes and ex.tab in ex.widget.children
     for frame in ex.tab.children:
         ex.tab.selected_index = ex.tab.children.index(frame)
     classes = [frame.children[0]._dom_classes for frame in ex.tab.children]
     assert classes == [("geprof-tab-summary",), ("geprof-tab-ops",), ("geprof-tab-steps",), ("geprof-tab-timeline",),
-                       ("geprof-tab-ai-core",), ("geprof-tab-memory",), ("geprof-tab-api-host",), ("geprof-tab-advice",)]
+                       ("geprof-tab-ai-core",), ("geprof-tab-memory",), ("geprof-tab-api-host",), ("geprof-tab-modules",),
+                       ("geprof-tab-advice",)]
 
 
 def test_only_the_summary_is_built_until_a_tab_is_selected(full):
     ex = X.Explorer(full)
-    assert [p.built for p in ex.panes.values()] == [True] + [False] * 7
+    assert [p.built for p in ex.panes.values()] == [True] + [False] * 8
     # an unbuilt tab shows a note (what a saved notebook without a kernel shows), not its content box
-    assert all(widget_html(ex.tab.children[i]) == H.message_html(X.PENDING) for i in range(1, 8))
+    assert all(widget_html(ex.tab.children[i]) == H.message_html(X.PENDING) for i in range(1, 9))
     assert ex.tab.children[0].children == (ex.summary.box,)
     ex.tab.selected_index = 5  # what a click on "Memory" does
     assert ex.memory.built and ex.tab.children[5].children == (ex.memory.box,)
@@ -286,7 +288,7 @@ def test_ops_controls_rerender_only_their_tab(full):
     table = ops.table
     ops.type_filter.value = "Relu"
     assert ops.table is table and "Relu" in table.value
-    assert [p.built for p in ex.panes.values()] == [True, True] + [False] * 6
+    assert [p.built for p in ex.panes.values()] == [True, True] + [False] * 7
 
 
 # ----------------------------------------------------------------------------- Steps, Timeline
@@ -525,11 +527,12 @@ def test_static_html_names_the_figures_it_does_not_embed_and_embeds_all_on_reque
     assert embedded_figures(page) == [STEP_CHART, "FP/BP step timeline", "task Gantt per stream of iteration 3"]
     assert named_figures(page) == [("Ops", "plots.op_type_bars(profile.op_statistic)"),
                                    ("AI Core", "plots.pipe_ratios(profile.ops())"),
-                                   ("Memory", "plots.memory_lifetimes(profile, iteration=3)")]
+                                   ("Memory", "plots.memory_lifetimes(profile, iteration=3)"),
+                                   ("Modules", "plots.module_bars(profile.module_statistic(2))")]
     every = X.Explorer(full, static_figures="all").static_html()
     assert embedded_figures(every) == [STEP_CHART, "time per OP Type", "FP/BP step timeline",
                                        "task Gantt per stream of iteration 3", "AI Core pipe ratios",
-                                       "tensor lifetimes in the memory pool, iteration 3"]
+                                       "tensor lifetimes in the memory pool, iteration 3", "device time per module"]
     assert named_figures(every) == [] and "Figure not embedded" not in every
 
 
@@ -538,7 +541,7 @@ def test_what_a_cell_shows_embeds_every_figure_when_static_figures_is_all(full, 
     target 9 sets it to "all")."""
     monkeypatch.setattr(X, "STATIC_FIGURES", "all")
     page = profile_mimebundle(full)["text/html"]
-    assert len(embedded_figures(page)) == 6 and named_figures(page) == []
+    assert len(embedded_figures(page)) == 7 and named_figures(page) == []
 
 
 def test_bundle_text_summary_numbers_are_the_profiles(full):
