@@ -44,15 +44,17 @@ def exposed_group_time(iterations: np.ndarray, start: np.ndarray, end: np.ndarra
     Communication(Not Overlapped) is the busy time less Computing), their summed time (``Time(us)``) and
     ``Count``.  Computation is every row that is not ``communication``; other groups' collectives hide
     nothing.  ``Exposed(us)`` never exceeds the iteration's span."""
-    iterations = np.asarray(iterations)
-    start, end = np.asarray(start, np.float64), np.asarray(end, np.float64)
-    compute, group = ~np.asarray(communication, bool), np.asarray(in_group, bool) & np.asarray(communication, bool)
+    order = np.argsort(np.asarray(iterations), kind="stable")  # each iteration's rows one slice
+    iterations = np.asarray(iterations)[order]
+    start, end = np.asarray(start, np.float64)[order], np.asarray(end, np.float64)[order]
+    comm = np.asarray(communication, bool)[order]
+    compute, group = ~comm, np.asarray(in_group, bool)[order] & comm
     rows = []
     for it in np.unique(iterations[group]).tolist():
-        mine = iterations == it
-        c, g = mine & compute, mine & group
-        exposed = _covered(start[c | g], end[c | g]) - _covered(start[c], end[c])
-        rows.append((it, max(exposed, 0.0), float((end[g] - start[g]).sum()), int(g.sum())))
+        lo, hi = np.searchsorted(iterations, it, "left"), np.searchsorted(iterations, it, "right")
+        s, e, c, g = start[lo:hi], end[lo:hi], compute[lo:hi], group[lo:hi]
+        exposed = _covered(s[c | g], e[c | g]) - _covered(s[c], e[c])
+        rows.append((it, max(exposed, 0.0), float((e[g] - s[g]).sum()), int(g.sum())))
     return pd.DataFrame(rows, columns=["Iteration", "Exposed(us)", "Time(us)", "Count"])
 
 
