@@ -284,7 +284,8 @@ def exposed_tensor_parallel(cluster: ClusterProfile, step_us: float) -> list[Fin
     for r, p in cluster.ranks.items():
         parallel = p.info.get("parallel") or {}
         coords = parallel.get("coords") or {}
-        if int((parallel.get("distributed_args") or {}).get("tensor_model_parallel_size", 1) or 1) < 2:
+        tp = (parallel.get("distributed_args") or {}).get("tensor_model_parallel_size", 1)
+        if not isinstance(tp, int) or tp < 2:  # no tensor parallelism (or a size the run does not say)
             continue
         if coords and (coords.get("tp", 0) or coords.get("dp", 0)):
             continue
