@@ -19,8 +19,8 @@ from geprof_nb.nb import plots
 from geprof_nb.nb import report as R
 from geprof_nb.nb.display import profile_mimebundle, show_profile
 from geprof_nb.prof.clock import clock
-from helpers.geprof_testing import run_profiled_session as _run_profiled_session
 from helpers.geprof_testing import TS_TOL_US, small_resnet, step_headline_by_hand
+from helpers.geprof_testing import run_profiled_session as _run_profiled_session
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 HOSTILE_ESCAPED = "&lt;img src=x onerror=alert(1)&gt;"
