@@ -89,7 +89,7 @@ L2_SPEEDUP = 3.0
 #: each finished L0C tile (0.11).  The scalar unit issues every pipe's instructions and computes the tiling:
 #: busy about half the busiest pipe's time (real cube ops 0.31-0.62).  A vector kernel's scalar set-up and
 #: its first GM access cost a fixed number of cycles, most of a short kernel (real Mul, Cast: scalar 0.33, mte2
-#: 0.25 at 1.5 us).
+#: 0.25 at 1.5 us).  The 910A preset takes the same shares (no real 910A PipeUtilization profile is at hand).
 CUBE_MTE2_SHARE = 0.55
 CUBE_MTE1_SHARE = 0.6
 CUBE_FIXPIPE_SHARE = 0.15
