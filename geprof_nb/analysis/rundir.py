@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
@@ -253,9 +253,11 @@ def _device_of(path: Path) -> int:
 HASH_FILE = "the run's hash dictionary, a JSON line per name (geprof writes it)"
 
 
+@lru_cache(maxsize=1 << 17)
 def _hash_entry(line: str) -> tuple[int, str] | None:
     """(id, name) of one hash dictionary line, ``{"id": "<64-bit id>", "s": "<name>"}``; None if it is damaged
-    (not JSON, nested past the parser's limit, an id that is no 64-bit number, a name that is no string)."""
+    (not JSON, nested past the parser's limit, an id that is no 64-bit number, a name that is no string).
+    Kept per line: the ranks of a cluster hold the same lines, parsed once for all of them."""
     try:
         entry = json_text.loads(line)
     except json_text.JsonTextError:
