@@ -469,7 +469,11 @@ class RunDir:
             self.damaged.append(f"{rawdata.HASH_DICT_FILE} ({str(exc).removeprefix(f'{path}: ')}: names show as "
                                 "<unknown 0x...>)")
             return out
-        for lineno, line in enumerate(text.split("\n"), 1):
+        lines = text.split("\n")
+        entries = [_hash_entry(line) for line in lines if line and not line.isspace()]
+        if None not in entries:
+            return dict(entries)
+        for lineno, line in enumerate(lines, 1):
             if not line.strip():  # the writer ends a line a failed write cut off with an empty one
                 continue
             entry = _hash_entry(line)
