@@ -133,5 +133,5 @@ def test_a_damaged_side_table_spec(run):
     alter(db, "CREATE TABLE GEPROF_TABLES (name TEXT PRIMARY KEY, spec TEXT)",
           "INSERT INTO GEPROF_TABLES VALUES ('aicpu', 'not json')")
     with pytest.raises(ImportFormatError, match=rf"^{re.escape(str(db))} \(table GEPROF_TABLES\): the spec of "
-                                                r"'aicpu' is not JSON"):
+                                                r'"aicpu" is not JSON'):
         geprof_nb.load(root).aicpu  # noqa: B018
