@@ -272,6 +272,32 @@ def _hash_entry(line: str) -> tuple[int, str] | None:
     return raw, entry["s"]
 
 
+_BLANK = ()
+#: The lines of the hash dictionary read last and each one's entry: a cluster's ranks hold the same lines
+#: but for the few naming the rank's own communicators, so the next rank's file reuses their common start.
+_LAST_HASH_LINES: list[tuple[list[str], list]] = []
+
+
+def _hash_entries(lines: list[str]) -> list:
+    """:func:`_hash_entry` of each line (``_BLANK`` for an empty one), the lines the previous call's list
+    starts with too taken from it (found by halving: comparing list slices runs in C)."""
+    same = 0
+    if _LAST_HASH_LINES:
+        before, parsed = _LAST_HASH_LINES[0]
+        lo, hi = 0, min(len(before), len(lines))  # the longest common start is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if before[:mid] == lines[:mid]:
+                lo = mid
+            else:
+                hi = mid - 1
+        same = lo
+    head = _LAST_HASH_LINES[0][1][:same] if same else []
+    entries = head + [_hash_entry(line) if line and not line.isspace() else _BLANK for line in lines[same:]]
+    _LAST_HASH_LINES[:] = [(lines, entries)]
+    return entries
+
+
 def _dict(value: object) -> dict:
     """``value`` if it is a dict, else ``{}`` (info.json is read from disk: any field may be damaged)."""
     return value if isinstance(value, dict) else {}
@@ -470,9 +496,9 @@ class RunDir:
                                 "<unknown 0x...>)")
             return out
         lines = text.split("\n")
-        entries = [_hash_entry(line) for line in lines if line and not line.isspace()]
+        entries = _hash_entries(lines)
         if None not in entries:
-            return dict(entries)
+            return dict(e for e in entries if e is not _BLANK)
         for lineno, line in enumerate(lines, 1):
             if not line.strip():  # the writer ends a line a failed write cut off with an empty one
                 continue

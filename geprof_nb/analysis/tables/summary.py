@@ -151,7 +151,8 @@ def _hash_texts(run: RunDir, ids: np.ndarray, na_mask: np.ndarray | None = None)
 
 
 def _task_type_texts(ge_type: np.ndarray) -> np.ndarray:
-    return np.array([_TASK_TYPE_NAMES.get(int(t), NA) for t in ge_type], dtype=object)
+    get = _TASK_TYPE_NAMES.get
+    return np.array([get(t, NA) for t in ge_type.tolist()], dtype=object)
 
 
 #: The columns of :func:`op_spans`.
