@@ -96,7 +96,7 @@ def pipeline_bubbles(cluster: ClusterProfile) -> pd.DataFrame:
     return out.reset_index()
 
 
-def _cross_rank(quick: bool, engine: str, scheduler: object = None) -> tuple[list[float], dict]:
+def _cross_rank(quick: bool, engine: str, scheduler: object = None, runs: int = 5) -> tuple[list[float], dict]:
     root = llm_cluster_run(quick)
     found: dict = {}
 
@@ -119,7 +119,7 @@ def _cross_rank(quick: bool, engine: str, scheduler: object = None) -> tuple[lis
         found.setdefault("splits", []).append({k: round(v, 3) for k, v in split.items()})
         return getattr(cluster, "close", lambda: None)
 
-    return times(run, runs=5 if quick else 3), found
+    return times(run, runs=runs if quick else 1, warmup=1 if quick and runs >= 5 else 0), found
 
 
 def _tables_result(quick: bool, engine: str, t: list[float], found: dict) -> Result:
@@ -138,7 +138,8 @@ def _tables_result(quick: bool, engine: str, t: list[float], found: dict) -> Res
 
 
 def llama2_70b_cross_rank_tables(quick: bool) -> Result:
-    """The cross-rank tables of the llama2-70b TP8 PP8 DP16 step (1,024 ranks; --quick: 128) with pandas, from
+    """The cross-rank tables of the llama2-70b TP8 PP8 DP16 step (1,024 ranks, one run: minutes; --quick: 4 layers
+    at TP8 PP2 on 16 ranks, 5 runs) with pandas, from
     ``geprof_nb.load`` of the cluster root: cluster_step_trace_time (each rank's step split), communication_time
     and rank_step_wait, the group map and the pipeline bubbles (the benchmark's own :func:`group_map` and
     :func:`pipeline_bubbles` until issue 27's ClusterProfile API is on main)."""
@@ -148,7 +149,8 @@ def llama2_70b_cross_rank_tables(quick: bool) -> Result:
 
 def llama2_70b_cross_rank_tables_dask(quick: bool) -> Result:
     """The same tables on the Dask engine against a local cluster (2 workers of one thread on 127.0.0.1, as
-    the tests start it): the ranks' Parquet tables written, then read and reduced by the workers."""
+    the tests start it): the ranks' Parquet tables written, then read and reduced by the workers (one run, no
+    warm-up, at either size: each run exports every rank to Parquet, seconds a rank)."""
     try:
         import distributed
     except ImportError:
@@ -157,7 +159,7 @@ def llama2_70b_cross_rank_tables_dask(quick: bool) -> Result:
                                      processes=False, dashboard_address=None)
     client = distributed.Client(local)
     try:
-        t, found = _cross_rank(quick, "dask", client)
+        t, found = _cross_rank(quick, "dask", client, runs=1)
     finally:
         client.close()
         local.close()

@@ -148,7 +148,7 @@ def llama2_70b_cluster_step(quick: bool) -> Result:
     """Wall time of GEInitialize .. GEFinalize for one profiled llama2-70b training step (4096 tokens) at TP8 PP8
     DP16, 16 micro-batches, on all 1,024 ranks, every rank's run directory written (stage graphs built and
     compiled, memory planned, the step computed, every rank reported).  At full size one run (it takes minutes
-    of a shared 2-core machine); --quick runs 2 layers a stage on DP2 (128 ranks) the usual 5 times."""
+    of a shared 2-core machine); --quick runs 4 layers at TP8 PP2 DP1 (16 ranks) the usual 5 times."""
     size = llm_cluster_size(quick)
     full = llm_cluster_size(False)
     ranks = size["tp"] * size["pp"] * size["dp"]
