@@ -150,7 +150,7 @@ def llama2_70b_cross_rank_tables(quick: bool) -> Result:
 def llama2_70b_cross_rank_tables_dask(quick: bool) -> Result:
     """The same tables on the Dask engine against a local cluster (2 workers of one thread on 127.0.0.1, as
     the tests start it): the ranks' Parquet tables written, then read and reduced by the workers (one run, no
-    warm-up, at either size: each run exports every rank to Parquet, seconds a rank)."""
+    warm-up, at either size: each run exports every rank to Parquet first, about 0.4 s a rank here)."""
     try:
         import distributed
     except ImportError:
