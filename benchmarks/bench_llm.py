@@ -97,7 +97,7 @@ def llama2_7b_hybrid(quick: bool) -> Result:
 #: What a person types for issue 27's cell: llama2-7b at TP2 PP2 DP2, ten steps, under ``%%geprof --ranks 8``.
 LLM_CELL = """\
 from geprof_nb import ge
-graph = ge.models.llm("llama2-7b", seq_len=4096, parallel=ge.Parallel(tp=2, pp=2, dp=2, micro_batches=4))
+graph = ge.models.llm("{preset}", seq_len={seq_len}, parallel=ge.Parallel(tp=2, pp=2, dp=2, micro_batches=4))
 session = ge.Session()
 session.add_graph(1, graph)
 for _ in range({steps}):
@@ -109,24 +109,25 @@ CELL_TARGET_S = 10.0
 def llama2_7b_geprof_cell(quick: bool) -> Result:
     """``%%geprof --ranks 8`` over 10 steps of llama2-7b (4096 tokens) at TP2 PP2 DP2, 4 micro-batches, the whole
     cell in an IPython shell: the graph built, every rank profiled to its run directory, the cluster loaded
-    and the cluster explorer's outputs published (--quick: 2 steps, against the same target)."""
+    and the cluster explorer's outputs published (--quick: 2 steps of tiny-llama, 512 tokens, 3 runs, for CI)."""
     ipython = shell()
-    steps = 2 if quick else 10
+    steps, preset, seq_len = (2, "tiny-llama", 512) if quick else (10, "llama2-7b", 4096)
     found: dict[str, int] = {}
 
     def run() -> Callable[[], None]:
         out = scratch_dir()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # progress line
             ipython.run_cell_magic("geprof", f"--ranks 8 --output {out} -o bench_cluster",
-                                   LLM_CELL.format(steps=steps))
+                                   LLM_CELL.format(preset=preset, seq_len=seq_len, steps=steps))
         cluster = ipython.user_ns["bench_cluster"]
         found["ranks"] = len(cluster.ranks)
         found["steps"] = min(len(p.step_trace) for p in cluster.ranks.values())
         return lambda: shutil.rmtree(out, ignore_errors=True)
 
-    t = times(run)
+    t = times(run, runs=3, warmup=0) if quick else times(run)  # CI's quick suite: seconds
+    ge.GEFinalize()  # the cell, as the docs write it, leaves GE initialised for the next cell: not for the next row
     median = statistics.median(t)
-    return Result(f"%%geprof --ranks 8 cell, llama2-7b TP2 PP2 DP2 x{steps} steps (whole cell)", median, "s",
+    return Result(f"%%geprof --ranks 8 cell, {preset} TP2 PP2 DP2 x{steps} steps (whole cell)", median, "s",
                   f"<= {CELL_TARGET_S:g} s", median <= CELL_TARGET_S and found == {"ranks": 8, "steps": steps},
                   {"runs_s": t, **found})
 
@@ -148,7 +149,7 @@ def llama2_70b_cluster_step(quick: bool) -> Result:
     """Wall time of GEInitialize .. GEFinalize for one profiled llama2-70b training step (4096 tokens) at TP8 PP8
     DP16, 16 micro-batches, on all 1,024 ranks, every rank's run directory written (stage graphs built and
     compiled, memory planned, the step computed, every rank reported).  At full size one run (it takes minutes
-    of a shared 2-core machine); --quick runs 4 layers at TP8 PP2 DP1 (16 ranks) the usual 5 times."""
+    of a shared 2-core machine); --quick runs 4 layers at TP2 PP2 DP2 (8 ranks) the usual 5 times."""
     size = llm_cluster_size(quick)
     full = llm_cluster_size(False)
     ranks = size["tp"] * size["pp"] * size["dp"]

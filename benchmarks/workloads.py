@@ -119,9 +119,8 @@ def dynamic_inputs(batches: Sequence[int]) -> Callable[[int], list[np.ndarray]]:
 
 #: Issue 27's scale: llama2-70b at TP8 PP8 DP16 (1,024 ranks), 16 micro-batches, 4096 tokens.
 LLM_CLUSTER = {"preset": "llama2-70b", "tp": 8, "pp": 8, "dp": 16, "micro_batches": 16, "layers": 80}
-#: Its --quick size (seconds, for CI): 4 layers in 2 stages of TP8, one data-parallel replica, 4 micro-batches:
-#: 16 ranks.
-LLM_CLUSTER_QUICK = dict(LLM_CLUSTER, pp=2, dp=1, micro_batches=4, layers=4)
+#: Its --quick size (seconds, for CI): 4 layers at TP2 PP2 DP2, 4 micro-batches: 8 ranks.
+LLM_CLUSTER_QUICK = dict(LLM_CLUSTER, tp=2, pp=2, dp=2, micro_batches=4, layers=4)
 #: The layers of the LLM cluster runs: the step trace, the task log and HCCL (the cross-rank tables' inputs).
 LLM_LAYERS = {"training_trace": "on", "task_trace": "on", "hccl": "on"}
 _llm_runs: dict[bool, Path] = {}
