@@ -1,19 +1,24 @@
 """Multi-rank simulation: one BERT training step on 1,024 ranks, every rank profiled to its own run
-directory (issue 8's target: under a minute on a 2-core machine)."""
+directory (issue 8's target: under a minute on a 2-core machine); the cross-rank tables of a 1,024-rank
+llama2-70b step (issue 27's: within 30 s, with pandas and with Dask on a local cluster)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import statistics
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import Result, times
-from workloads import scratch_dir
+import numpy as np
+import pandas as pd
+from harness import Result, skipped, times
+from workloads import llm_cluster_run, llm_cluster_size, scratch_dir
 
 import geprof_nb
 from geprof_nb import ge
+from geprof_nb.analysis import ClusterProfile
 
 #: The magic's defaults: what a notebook user gets without flags.
 LAYERS = {"training_trace": "on", "task_trace": "on", "aic_metrics": "PipeUtilization"}
@@ -53,4 +58,112 @@ def bert_step_on_many_ranks(quick: bool) -> Result:
                   {"ranks": ranks, "runs_s": t, "rank_dirs": found["ranks"], "ranks_loaded": loaded})
 
 
-BENCHMARKS = [bert_step_on_many_ranks]
+TABLES_TARGET_S = 30.0
+#: The tables that exist on main, computed by the cluster's engine.
+ENGINE_TABLES = ("cluster_step_trace_time", "communication_time", "rank_step_wait")
+PIPELINE_DOMAIN = "pipeline"
+
+
+def group_map(cluster: ClusterProfile) -> pd.DataFrame:
+    """Every communication group of the job once: its communicator name, type and global ranks, from each
+    rank's info.json ``parallel.parallel_group_info`` (what torch_npu's profiler_metadata.json records).
+    The benchmark's own stand-in until ``ClusterProfile.communication_groups`` (issue 27) is on main."""
+    rows = {}
+    for p in cluster.ranks.values():
+        for name, g in ((p.info.get("parallel") or {}).get("parallel_group_info") or {}).items():
+            rows.setdefault(name, (name, g["group_name"], tuple(g["global_ranks"])))
+    return pd.DataFrame(list(rows.values()), columns=["Group Name", "Type", "Ranks"])
+
+
+def pipeline_bubbles(cluster: ClusterProfile) -> pd.DataFrame:
+    """Per pipeline stage, over the run's steps: the time no pass ran (the stage time less the union of the
+    stage's forward / backward mstx ranges, domain ``pipeline``) and its share of the steps, the mean over the
+    stage's ranks.  The benchmark's own stand-in until ``ClusterProfile.pipeline_bubbles`` (issue 27) is on main."""
+    stage_time = cluster.cluster_step_trace_time.query("Type == 'rank'").groupby("Index")["Stage"].sum()
+    rows = []
+    for r, p in cluster.ranks.items():
+        tx = p.msprof_tx
+        tx = tx[tx["domain"] == PIPELINE_DOMAIN].sort_values("Start_time(us)")
+        start, end = tx["Start_time(us)"].to_numpy(float), tx["End_time(us)"].to_numpy(float)
+        reach = np.maximum.accumulate(end)  # the union of the ranges: each one's part beyond all before it
+        busy = float(np.clip(end - np.maximum(start, np.r_[-np.inf, reach[:-1]]), 0, None).sum())
+        stage = (p.info.get("parallel") or {}).get("coords", {}).get("pp", 0)
+        rows.append((stage, r, float(stage_time.get(r, np.nan)) - busy, float(stage_time.get(r, np.nan))))
+    per_rank = pd.DataFrame(rows, columns=["Stage", "Rank", "Bubble(us)", "Step(us)"])
+    out = per_rank.groupby("Stage").agg(Ranks=("Rank", "size"), **{"Bubble(us)": ("Bubble(us)", "mean"),
+                                                                    "Step(us)": ("Step(us)", "mean")})
+    out["Bubble Share"] = out["Bubble(us)"] / out["Step(us)"]
+    return out.reset_index()
+
+
+def _cross_rank(quick: bool, engine: str, scheduler: object = None, runs: int = 5) -> tuple[list[float], dict]:
+    root = llm_cluster_run(quick)
+    found: dict = {}
+
+    def run() -> Callable[[], None]:
+        split = {}
+        t0 = time.perf_counter()
+        cluster = geprof_nb.load(root)
+        split["load_s"] = time.perf_counter() - t0
+        if engine != "pandas":
+            cluster = cluster.with_engine(engine, scheduler=scheduler)
+        for name in ENGINE_TABLES:
+            t = time.perf_counter()
+            found[name] = len(getattr(cluster, name))
+            split[f"{name}_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        groups, bubbles = group_map(cluster), pipeline_bubbles(cluster)
+        split["group_map_and_bubbles_s"] = time.perf_counter() - t
+        found.update(ranks=len(cluster.ranks), groups=len(groups), stages=len(bubbles),
+                     bubble_share=[round(x, 4) for x in bubbles["Bubble Share"]])
+        found.setdefault("splits", []).append({k: round(v, 3) for k, v in split.items()})
+        return getattr(cluster, "close", lambda: None)
+
+    return times(run, runs=runs if quick else 1, warmup=1 if quick and runs >= 5 else 0), found
+
+
+def _tables_result(quick: bool, engine: str, t: list[float], found: dict) -> Result:
+    size = llm_cluster_size(quick)
+    ranks = size["tp"] * size["pp"] * size["dp"]
+    target = TABLES_TARGET_S * ranks / 1024
+    median = statistics.median(t)
+    # every group once: tp groups (pp*dp), pp (tp*dp), dp (tp*pp) and the world
+    groups = size["pp"] * size["dp"] + size["tp"] * size["dp"] + size["tp"] * size["pp"] + 1
+    ok = found["ranks"] == ranks and found["stages"] == size["pp"] and found["groups"] == groups
+    layers = "" if size["layers"] == 80 else f" ({size['layers']} layers)"
+    return Result(f"cross-rank tables ({engine}), {size['preset']}{layers} TP{size['tp']} PP{size['pp']} "
+                  f"DP{size['dp']} step x{ranks:,} ranks: load, step trace time, communication time, wait, "
+                  f"group map, bubbles", median, "s", f"<= {target:.3g} s ({TABLES_TARGET_S:g} s at 1,024 ranks)",
+                  median <= target and ok, {"runs_s": t, "expected_groups": groups, **found})
+
+
+def llama2_70b_cross_rank_tables(quick: bool) -> Result:
+    """The cross-rank tables of the llama2-70b TP8 PP8 DP16 step (1,024 ranks, one run: minutes; --quick: 4 layers
+    at TP8 PP2 on 16 ranks, 5 runs) with pandas, from
+    ``geprof_nb.load`` of the cluster root: cluster_step_trace_time (each rank's step split), communication_time
+    and rank_step_wait, the group map and the pipeline bubbles (the benchmark's own :func:`group_map` and
+    :func:`pipeline_bubbles` until issue 27's ClusterProfile API is on main)."""
+    t, found = _cross_rank(quick, "pandas")
+    return _tables_result(quick, "pandas", t, found)
+
+
+def llama2_70b_cross_rank_tables_dask(quick: bool) -> Result:
+    """The same tables on the Dask engine against a local cluster (2 workers of one thread on 127.0.0.1, as
+    the tests start it): the ranks' Parquet tables written, then read and reduced by the workers (one run, no
+    warm-up, at either size: each run exports every rank to Parquet first, about 0.4 s a rank here)."""
+    try:
+        import distributed
+    except ImportError:
+        return skipped("cross-rank tables (dask)", "s", f"<= {TABLES_TARGET_S:g} s", "distributed")
+    local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", protocol="tcp",
+                                     processes=False, dashboard_address=None)
+    client = distributed.Client(local)
+    try:
+        t, found = _cross_rank(quick, "dask", client, runs=1)
+    finally:
+        client.close()
+        local.close()
+    return _tables_result(quick, "dask", t, found)
+
+
+BENCHMARKS = [bert_step_on_many_ranks, llama2_70b_cross_rank_tables, llama2_70b_cross_rank_tables_dask]

@@ -26,7 +26,7 @@ ge.GEFinalize()
 FLAGS = "--task-trace l1 --training-trace on --aic-metrics PipeUtilization --hccl on --aicpu on --task-memory on"
 
 
-def _shell():
+def shell():
     """An IPython shell with the extension loaded (no Jupyter front end: the explorer's static
     twin, the HTML report with its figures, is what gets computed and published)."""
     from IPython.core.interactiveshell import InteractiveShell
@@ -41,14 +41,14 @@ def geprof_cell(quick: bool) -> Result:
     (target: <= 3 s): the explorer's text summary, step timeline PNG and static HTML report with all its
     figures embedded (``explorer.STATIC_FIGURES = "all"``: step timeline, task Gantt, op types, pipe
     ratios, memory lifetimes; by default the report embeds the first two and names the others)."""
-    shell = _shell()
+    ipython = shell()
     published: dict[str, int] = {}
 
     def run() -> Callable[[], None]:
         out = scratch_dir()
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(io.StringIO()):  # progress line
-            shell.run_cell_magic("geprof", f"{FLAGS} --output {out} -o bench_profile", CELL)
+            ipython.run_cell_magic("geprof", f"{FLAGS} --output {out} -o bench_profile", CELL)
         published["stdout_chars"] = len(sink.getvalue())
         return lambda: shutil.rmtree(out, ignore_errors=True)
 
@@ -56,7 +56,7 @@ def geprof_cell(quick: bool) -> Result:
     explorer.STATIC_FIGURES = "all"
     try:
         t = times(run)
-        bundle = _bundle_sizes(shell.user_ns["bench_profile"])
+        bundle = _bundle_sizes(ipython.user_ns["bench_profile"])
     finally:
         explorer.STATIC_FIGURES = default
     median = sorted(t)[len(t) // 2]

@@ -36,8 +36,9 @@ import bench_plots  # noqa: E402
 import bench_timeline  # noqa: E402
 from harness import Result, has_target, markdown, table  # noqa: E402
 
+#: bench_llm before bench_cluster: the cross-rank tables read the llama2-70b step bench_llm times.
 SUITES = [bench_layers, bench_collection, bench_peers, bench_analysis, bench_exports, bench_plots, bench_notebook,
-          bench_cluster, bench_llm, bench_timeline]
+          bench_llm, bench_cluster, bench_timeline]
 
 
 def machine() -> dict:

@@ -115,3 +115,47 @@ def dynamic_inputs(batches: Sequence[int]) -> Callable[[int], list[np.ndarray]]:
         return [np.zeros((b, 784), np.float16), np.zeros((b, 10), np.float16)]
 
     return make
+
+
+#: Issue 27's scale: llama2-70b at TP8 PP8 DP16 (1,024 ranks), 16 micro-batches, 4096 tokens.
+LLM_CLUSTER = {"preset": "llama2-70b", "tp": 8, "pp": 8, "dp": 16, "micro_batches": 16, "layers": 80}
+#: Its --quick size (seconds, for CI): 4 layers at TP2 PP2 DP2, 4 micro-batches: 8 ranks.
+LLM_CLUSTER_QUICK = dict(LLM_CLUSTER, tp=2, pp=2, dp=2, micro_batches=4, layers=4)
+#: The layers of the LLM cluster runs: the step trace, the task log and HCCL (the cross-rank tables' inputs).
+LLM_LAYERS = {"training_trace": "on", "task_trace": "on", "hccl": "on"}
+_llm_runs: dict[bool, Path] = {}
+
+
+def llm_cluster_size(quick: bool) -> dict:
+    """The model and split of the LLM cluster benchmarks."""
+    return LLM_CLUSTER_QUICK if quick else LLM_CLUSTER
+
+
+def llm_cluster_step(quick: bool, output: Path) -> Path:
+    """One profiled training step of :func:`llm_cluster_size` on every rank, GEInitialize .. GEFinalize, under
+    ``output``; returns the cluster root (``rank_<r>/PROF_*`` each)."""
+    size = llm_cluster_size(quick)
+    parallel = ge.Parallel(tp=size["tp"], pp=size["pp"], dp=size["dp"], micro_batches=size["micro_batches"])
+    graph = ge.models.llm(size["preset"], seq_len=4096, parallel=parallel, layers=size["layers"])
+    ge.GEInitialize({"ge.exec.profilingMode": "1", "geprof.clock": "virtual", "geprof.device": "Ascend910B",
+                     "ge.exec.profilingOptions": json.dumps(dict(LLM_LAYERS, output=str(output)))})
+    try:
+        sess = ge.Session(options={"ge.exec.rankSize": str(parallel.world_size)})
+        sess.add_graph(1, graph)
+        if sess.run_graph(1) != ge.SUCCESS:
+            raise RuntimeError(f"run_graph failed: {ge.GEGetErrorMsg()}")
+    finally:
+        ge.GEFinalize()
+    return next(output.glob("CLUSTER_*"))
+
+
+def llm_cluster_run(quick: bool) -> Path:
+    """The cluster root of one :func:`llm_cluster_step`, made once per process (the cross-rank tables read it)."""
+    if quick not in _llm_runs:
+        _llm_runs[quick] = llm_cluster_step(quick, scratch_dir("geprof_llm_"))
+    return _llm_runs[quick]
+
+
+def keep_llm_cluster_run(quick: bool, root: Path) -> None:
+    """Keep ``root`` (a :func:`llm_cluster_step` that a benchmark made anyway) as this process's run."""
+    _llm_runs.setdefault(quick, root)

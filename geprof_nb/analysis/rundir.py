@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
@@ -253,9 +253,11 @@ def _device_of(path: Path) -> int:
 HASH_FILE = "the run's hash dictionary, a JSON line per name (geprof writes it)"
 
 
+@lru_cache(maxsize=1 << 17)
 def _hash_entry(line: str) -> tuple[int, str] | None:
     """(id, name) of one hash dictionary line, ``{"id": "<64-bit id>", "s": "<name>"}``; None if it is damaged
-    (not JSON, nested past the parser's limit, an id that is no 64-bit number, a name that is no string)."""
+    (not JSON, nested past the parser's limit, an id that is no 64-bit number, a name that is no string).
+    Kept per line: the ranks of a cluster hold the same lines, parsed once for all of them."""
     try:
         entry = json_text.loads(line)
     except json_text.JsonTextError:
@@ -268,6 +270,32 @@ def _hash_entry(line: str) -> tuple[int, str] | None:
     if not _whole(raw, 0, 2**64):
         return None
     return raw, entry["s"]
+
+
+_BLANK = ()
+#: The lines of the hash dictionary read last and each one's entry: a cluster's ranks hold the same lines
+#: but for the few naming the rank's own communicators, so the next rank's file reuses their common start.
+_LAST_HASH_LINES: list[tuple[list[str], list]] = []
+
+
+def _hash_entries(lines: list[str]) -> list:
+    """:func:`_hash_entry` of each line (``_BLANK`` for an empty one), the lines the previous call's list
+    starts with too taken from it (found by halving: comparing list slices runs in C)."""
+    same = 0
+    if _LAST_HASH_LINES:
+        before, parsed = _LAST_HASH_LINES[0]
+        lo, hi = 0, min(len(before), len(lines))  # the longest common start is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if before[:mid] == lines[:mid]:
+                lo = mid
+            else:
+                hi = mid - 1
+        same = lo
+    head = _LAST_HASH_LINES[0][1][:same] if same else []
+    entries = head + [_hash_entry(line) if line and not line.isspace() else _BLANK for line in lines[same:]]
+    _LAST_HASH_LINES[:] = [(lines, entries)]
+    return entries
 
 
 def _dict(value: object) -> dict:
@@ -467,7 +495,11 @@ class RunDir:
             self.damaged.append(f"{rawdata.HASH_DICT_FILE} ({str(exc).removeprefix(f'{path}: ')}: names show as "
                                 "<unknown 0x...>)")
             return out
-        for lineno, line in enumerate(text.split("\n"), 1):
+        lines = text.split("\n")
+        entries = _hash_entries(lines)
+        if None not in entries:
+            return dict(e for e in entries if e is not _BLANK)
+        for lineno, line in enumerate(lines, 1):
             if not line.strip():  # the writer ends a line a failed write cut off with an empty one
                 continue
             entry = _hash_entry(line)

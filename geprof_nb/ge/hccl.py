@@ -207,10 +207,12 @@ def group_signature(members: tuple[int, ...], per_node: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1 << 16)
 def _group_plan(op_type: str, nbytes: int, members: tuple[int, ...], position: int, root: int,
                 links: Links) -> _Plan:
     """:func:`_plan` of a group, made once per layout over servers: for a group no slow link touches,
-    the plan of its :func:`group_signature` with the ranks renamed."""
+    the plan of its :func:`group_signature` with the ranks renamed (once per group: a rank's layers run the
+    same collectives in the same groups)."""
     ends = {r for a, b, _ in links.slow_links for r in (a, b)}
     norm = group_signature(members, links.ranks_per_node)
     if norm == members or ends.intersection(members):

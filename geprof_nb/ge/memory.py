@@ -271,21 +271,25 @@ def _place_windowed(size: np.ndarray, alloc: np.ndarray, free: np.ndarray, strea
     long_lived = np.flatnonzero(life > window)  # in placement order
     by_alloc = np.argsort(a, kind="stable")
     a_sorted = a[by_alloc]
-    streams = np.unique(s)
-    of_stream = {int(x): np.flatnonzero(s == x) for x in streams}  # placement order
+    short = life[by_alloc] <= window  # the window's candidates; long-lived ones are taken from long_lived
+    of_stream = {int(x): np.flatnonzero(s == x) for x in np.unique(s)}  # placement order
     lo = np.zeros(n, np.int64)
     hi = z.copy()
     for k in range(1, n):
+        # The blocking tensors fall in disjoint parts (first fit depends on their set, not their order):
+        # short-lived ones of k's stream allocated in the window, long-lived ones of k's stream, and every
+        # tensor of another stream placed before k.
         i0 = np.searchsorted(a_sorted, a[k] - window, side="left")
         i1 = np.searchsorted(a_sorted, f[k], side="right")
-        parts = [by_alloc[i0:i1], long_lived[:np.searchsorted(long_lived, k)]]
-        if len(streams) > 1:
-            for x, members in of_stream.items():
-                if x != s[k]:
-                    parts.append(members[:np.searchsorted(members, k)])
-        cand = np.unique(np.concatenate(parts))  # sorted: placement order
-        cand = cand[cand < k]
-        b = cand[((a[cand] <= f[k]) & (f[cand] >= a[k])) | (s[cand] != s[k])]
+        near = by_alloc[i0:i1][short[i0:i1]]
+        near = near[near < k]
+        far = long_lived[:np.searchsorted(long_lived, k)]
+        parts = [near, far]
+        if len(of_stream) > 1:
+            parts = [p[s[p] == s[k]] for p in parts]
+            parts += [members[:np.searchsorted(members, k)] for x, members in of_stream.items() if x != s[k]]
+        same = np.concatenate(parts[:2])
+        b = np.concatenate([same[(a[same] <= f[k]) & (f[same] >= a[k])], *parts[2:]])
         lo[k] = _first_fit(lo[b], hi[b], z[k])
         hi[k] = lo[k] + z[k]
     offset = np.empty(n, np.int64)

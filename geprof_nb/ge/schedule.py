@@ -72,18 +72,18 @@ class StreamSchedule:
     def _segments(table: TaskTable) -> list[_Segment]:
         segments: list[tuple[int, list[int], int]] = []  # (stream, tasks, wait event)
         current: dict[int, int] = {}  # stream -> index of its open segment
-        for i in range(len(table)):
-            s = int(table.stream[i])
-            is_wait = table.rt_type[i] == RtTaskType.EVENT_WAIT
+        streams, types, events = table.stream.tolist(), table.rt_type.tolist(), table.event.tolist()
+        wait_type, record_type = int(RtTaskType.EVENT_WAIT), int(RtTaskType.EVENT_RECORD)
+        for i, (s, rt) in enumerate(zip(streams, types)):
+            is_wait = rt == wait_type
             if is_wait or s not in current:
                 current[s] = len(segments)
-                segments.append((s, [], int(table.event[i]) if is_wait else -1))
+                segments.append((s, [], events[i] if is_wait else -1))
             segments[current[s]][1].append(i)
         out = []
         for stream, tasks, wait in segments:  # already ordered by first task index
             idx = np.asarray(tasks, np.int64)
-            recs = tuple((pos, int(table.event[t])) for pos, t in enumerate(tasks)
-                         if table.rt_type[t] == RtTaskType.EVENT_RECORD)
+            recs = tuple((pos, events[t]) for pos, t in enumerate(tasks) if types[t] == record_type)
             out.append(_Segment(stream, idx, wait, recs))
         return out
 

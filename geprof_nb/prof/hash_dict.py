@@ -58,9 +58,16 @@ class HashDictionary:
         (every name of a graph profiled before) cost one dictionary lookup each.
         """
         ids = list(map(self.ids.get, texts))
-        if None in ids:
-            ids = [(self.get_hash_id(text) if text else 0) if h is None else h for text, h in zip(texts, ids)]
-        return ids
+        if None not in ids:
+            return ids
+        known = _known_texts(texts)
+        if known is not None and self.ids.keys().isdisjoint(known[0]):  # a dictionary new to all of them (a
+            with self._lock:  # simulated cluster's rank learning a model's names): learned in one go, in order
+                if self.ids.keys().isdisjoint(known[0]):
+                    self.ids.update(zip(*known[:2]))
+                    self.lines.extend(known[2])
+                    return list(known[3])
+        return [(self.get_hash_id(text) if text else 0) if h is None else h for text, h in zip(texts, ids)]
 
 
 class HashFile:
@@ -120,3 +127,26 @@ class HashFile:
         with self._lock:
             self.saved = known
             self.line_open = False
+
+
+#: id(texts) -> (a copy of texts, their distinct non-empty strings in order, their ids, their lines, the id of
+#: each text) of the last lists :func:`_known_texts` was asked about: a cluster's ranks learn the same lists.
+_KNOWN_TEXTS: dict[int, tuple] = {}
+_KNOWN_LISTS = 8
+
+
+def _known_texts(texts: list[str]) -> tuple | None:
+    """The distinct non-empty strings of ``texts`` in order, their ids and lines, and each text's id, if
+    ``texts`` was asked about before (the same list, equal to the copy kept then); None the first time
+    (that call learns them one by one)."""
+    entry = _KNOWN_TEXTS.get(id(texts))
+    if entry is not None and entry[0] == texts:
+        return entry[1:]
+    distinct = [t for t in dict.fromkeys(texts) if t]
+    hashes = [_cached_hash_id(t) for t in distinct]
+    by_text = dict(zip(distinct, hashes))
+    if len(_KNOWN_TEXTS) >= _KNOWN_LISTS:
+        del _KNOWN_TEXTS[next(iter(_KNOWN_TEXTS))]
+    _KNOWN_TEXTS[id(texts)] = (texts[:], tuple(distinct), tuple(hashes), tuple(_hash_line(t) for t in distinct),
+                               tuple(by_text[t] if t else 0 for t in texts))
+    return None

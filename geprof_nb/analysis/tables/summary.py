@@ -142,14 +142,17 @@ def _executed(run: RunDir, device_id: int) -> _Executed:
 def _hash_texts(run: RunDir, ids: np.ndarray, na_mask: np.ndarray | None = None) -> np.ndarray:
     """The strings of hash ``ids`` (N/A for 0 and where ``na_mask``)."""
     names = run.hashes
-    out = np.array([names.get(int(h), f"<unknown 0x{int(h):016x}>") if h else NA for h in ids], dtype=object)
+    get = names.get
+    out = np.array([(get(h) or (f"<unknown 0x{h:016x}>" if h not in names else "")) if h else NA
+                    for h in ids.tolist()], dtype=object)
     if na_mask is not None:
         out[na_mask] = NA
     return out
 
 
 def _task_type_texts(ge_type: np.ndarray) -> np.ndarray:
-    return np.array([_TASK_TYPE_NAMES.get(int(t), NA) for t in ge_type], dtype=object)
+    get = _TASK_TYPE_NAMES.get
+    return np.array([get(t, NA) for t in ge_type.tolist()], dtype=object)
 
 
 #: The columns of :func:`op_spans`.
