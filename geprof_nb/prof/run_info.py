@@ -41,6 +41,8 @@ class RunInfo:
     def __init__(self, content: dict, lock: threading.RLock) -> None:
         self.content = content
         self._lock = lock
+        #: One info.json write at a time: the writer thread's and a direct :meth:`write` share the temporary file.
+        self._replacing = threading.Lock()
         #: Metadata set since info.json was last written: written before the next chunk and at finalize
         #: (a step's metadata arrives in a dozen calls; each write is an open, a dump and a rename).
         self.dirty = False
@@ -109,10 +111,11 @@ class RunInfo:
         """Write ``data`` (the metadata dumped) as ``run_dir``'s info.json, through a temporary file."""
         tmp = run_dir / (rawdata.INFO_FILE + ".tmp")
         try:
-            tmp.write_bytes(data)
-            os.replace(tmp, run_dir / rawdata.INFO_FILE)
-            self.on_disk = True
-            self._written = data
+            with self._replacing:
+                tmp.write_bytes(data)
+                os.replace(tmp, run_dir / rawdata.INFO_FILE)
+                self.on_disk = True
+                self._written = data
         except OSError as exc:
             if strict:
                 raise

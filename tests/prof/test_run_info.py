@@ -73,3 +73,26 @@ def test_records_a_failed_chunk_held_are_counted():
     info.write_failed("device_0/data/hwts.000004.npy", OSError(errno.EIO, "Input/output error"), "hwts", 2)
     assert info.content["write_failed"] == {"hwts": 42}
     assert len(info.notes) == 1 and "first at device_0/data/hwts.000003.npy" in info.notes[0]
+
+
+def test_writes_from_two_threads_at_once_never_fail(tmp_path):
+    """The writer thread and a direct write share info.json's temporary file: one at a time (two at once made
+    one rename fail, and the run was said to hold an older info.json)."""
+    info = _info()
+    failures: list[str] = []
+    info.write_failed = lambda name, exc: failures.append(f"{name}: {exc}")
+    barrier = threading.Barrier(4)
+
+    def write(tag: int) -> None:
+        barrier.wait()
+        for i in range(200):
+            info.replace(tmp_path, json.dumps({"writer": tag, "i": i}).encode())
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == [] and info.on_disk
+    assert json.loads((tmp_path / rawdata.INFO_FILE).read_bytes())["i"] == 199
+    assert not (tmp_path / (rawdata.INFO_FILE + ".tmp")).exists()
