@@ -31,6 +31,7 @@ from ..sources.ascend_pt import AscendPtSource
 from ..tables.communication import COMMUNICATION_MATRIX_LINKS
 from ..tables.step_split import StepSplit, step_split
 from . import cross_rank as T
+from . import parallelism as H
 
 if TYPE_CHECKING:
     from ..profile import Profile
@@ -306,6 +307,44 @@ class ClusterProfile:
     def rank_step(self, metric: str = "Stage") -> pd.DataFrame:
         """A rank x step matrix of a step column (``Stage`` = step time) or ``Wait Time(us)``."""
         return self.tables().rank_step(metric)
+
+    # ------------------------------------------------------------------ hybrid parallelism
+    @cached_property
+    def parallel_facts(self) -> dict[int, dict]:
+        """rank -> what it recorded of the job (``profiler_metadata.json``'s content; {} if nothing)."""
+        return {r: H.parallel_facts(p) for r, p in self.ranks.items()}
+
+    @cached_property
+    def communication_groups(self) -> pd.DataFrame:
+        """Every communication group of the job, as msprof-analyze's communication_group_map reports it,
+        with the parallelism it serves (Type: world, tp, pp, dp, ep) and its ranks."""
+        return H.communication_groups(self.parallel_facts)
+
+    @cached_property
+    def pipeline(self) -> pd.DataFrame:
+        """Per rank (and its stage), step, micro-batch and direction: the pipeline pass's start and end (us)."""
+        return H.pipeline(self.ranks)
+
+    @cached_property
+    def pipeline_bubbles(self) -> pd.DataFrame:
+        """Per pipeline stage: the bubble (the pipeline's time the stage is idle) per step, its share of the
+        pipeline and of the step, and the share Megatron's formula gives uniform stages."""
+        times: dict[int, float] = {}
+        for b in self.step_bounds().values():
+            for step, us in zip(b["step"].astype(int), (b["end"] - b["begin"]).to_numpy(float) / 1000):
+                times[int(step)] = max(times.get(int(step), 0.0), float(us))
+        facts = next((f for f in self.parallel_facts.values() if f), {})
+        return H.pipeline_bubbles(self.pipeline, times, H.ideal_bubble_ratio(facts))
+
+    @cached_property
+    def expert_load(self) -> pd.DataFrame:
+        """Per MoE layer and expert: the tokens it computed and its kernels' time per step."""
+        return H.expert_load(self.ranks)
+
+    @cached_property
+    def expert_imbalance(self) -> pd.DataFrame:
+        """Per MoE layer: tokens max / mean over experts, and the expert time per step its imbalance costs."""
+        return H.expert_imbalance(self.ranks)
 
     # ------------------------------------------------------------------ actions
     def advise(self) -> pd.DataFrame:
