@@ -354,6 +354,10 @@ class DbSource(FileSource):
             out["pid"] = int(pid[0])
         if isinstance(distributed.get("world_size"), int):
             out["cluster"] = {"world_size": distributed["world_size"]}
+        meta = {"distributed_args": distributed, "parallel_group_info": self._json_meta("parallel_group_info"),
+                "pp_info": self._json_meta("pp_info")}
+        if any(meta.values()):  # what torch_npu records of the job, as a text run's profiler_metadata.json
+            out["profiler_metadata"] = {k: v for k, v in meta.items() if v}
         metrics = self._aic_metrics
         out["options"] = {"aic_metrics": metrics} if metrics and level != "Level0" else {}
         return out

@@ -275,6 +275,11 @@ class Source(abc.ABC):
     def communication_time(self) -> pd.DataFrame:
         return empty(communication.COMMUNICATION_TIME)
 
+    def collective_groups(self) -> np.ndarray | None:
+        """The communicator name of every communication_time row's group; None when the source does not
+        know them (every collective is then in the world group)."""
+        return None
+
     def aicpu(self) -> pd.DataFrame:
         return empty(aicpu.AICPU)
 
@@ -519,6 +524,9 @@ class RunDirSource(Source):
 
     def communication_time(self) -> pd.DataFrame:
         return communication.communication_time(self.run, joined=self._collective_tasks)
+
+    def collective_groups(self) -> np.ndarray | None:
+        return communication.collective_groups(self.run, self.device_id, self._collective_tasks)
 
     def aicpu(self) -> pd.DataFrame:
         return aicpu.aicpu(self.run, self.device_id)
