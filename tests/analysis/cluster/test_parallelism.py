@@ -7,8 +7,10 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
+import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.cluster.parallelism import COMMUNICATION_GROUPS, EXPERT_LOAD, PIPELINE, PIPELINE_BUBBLES
 from geprof_nb.analysis.sources.db_schema import group_hash
@@ -158,3 +160,9 @@ def test_a_run_without_parallel_facts_has_empty_tables(tmp_path):
     assert c.pipeline.empty and list(c.pipeline.columns) == PIPELINE
     assert c.pipeline_bubbles.empty and c.expert_load.empty and c.expert_imbalance.empty
     assert re.fullmatch(r"\(0,1\)", c.communication_groups["Rank Set"][0])
+
+
+def test_the_parquet_export_keeps_the_parallel_tables(hybrid, tmp_path):
+    back = geprof_nb.load(hybrid.export(tmp_path / "pq", format="parquet"))
+    for table in ("communication_groups", "pipeline", "pipeline_bubbles"):
+        pd.testing.assert_frame_equal(getattr(back, table), getattr(hybrid, table))
