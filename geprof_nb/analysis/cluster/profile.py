@@ -73,15 +73,18 @@ class ClusterTables:
     (a pandas frame); the reductions of :mod:`.cross_rank` run on the stacked frames, the
     finishing steps on the computed results.  ``recorded_links`` gives the links torch_npu ranks
     recorded instead of sub-tasks (:meth:`ClusterProfile.recorded_links`), ``step_bounds`` each rank's
-    step bounds (:meth:`ClusterProfile.step_bounds`; without: no rank has any); both are small and read
-    the same for either engine.
+    step bounds (:meth:`ClusterProfile.step_bounds`; without: no rank has any), ``stages`` each rank's pipeline
+    stage (:meth:`ClusterProfile.pipeline_stages`: slow_ranks compares a rank with its own stage); all are small
+    and read the same for either engine.
     """
 
     def __init__(self, inputs: Any, slow_rank_threshold: float = T.SLOW_RANK_THRESHOLD,
                  slow_link_threshold: float = T.SLOW_LINK_THRESHOLD,
                  recorded_links: Callable[[], pd.DataFrame] | None = None,
-                 step_bounds: Callable[[], dict[int, pd.DataFrame]] | None = None) -> None:
+                 step_bounds: Callable[[], dict[int, pd.DataFrame]] | None = None,
+                 stages: Callable[[], dict[int, int]] | None = None) -> None:
         self.inputs = inputs
+        self.stages = stages
         self.recorded_links = recorded_links
         self.step_bounds = step_bounds
         self.slow_rank_threshold = slow_rank_threshold
@@ -147,7 +150,7 @@ class ClusterTables:
         hides), slowest first, with ratios to the median; over the typical steps (:attr:`typical_periods`),
         so a one-off stall does not make its rank slow."""
         return T.slow_ranks(self.typical_periods, self.rank_step_wait, self.typical_stragglers,
-                            self.slow_rank_threshold)
+                            self.slow_rank_threshold, self.stages() if self.stages else None)
 
     @cached_property
     def typical_stragglers(self) -> pd.DataFrame:
@@ -265,7 +268,7 @@ class ClusterProfile:
 
                 inputs = DaskInputs.of(self, scheduler=scheduler, parquet_dir=self.parquet_dir)
             self._tables[key] = ClusterTables(inputs, recorded_links=self.recorded_links,
-                                              step_bounds=self.step_bounds)
+                                              step_bounds=self.step_bounds, stages=self.pipeline_stages)
         return self._tables[key]
 
     @property
@@ -313,6 +316,10 @@ class ClusterProfile:
     def parallel_facts(self) -> dict[int, dict]:
         """rank -> what it recorded of the job (``profiler_metadata.json``'s content; {} if nothing)."""
         return {r: H.parallel_facts(p) for r, p in self.ranks.items()}
+
+    def pipeline_stages(self) -> dict[int, int]:
+        """rank -> pipeline stage (every rank 0 without a pipeline)."""
+        return {r: H.rank_stage(r, f) for r, f in self.parallel_facts.items()}
 
     @cached_property
     def communication_groups(self) -> pd.DataFrame:

@@ -370,16 +370,31 @@ def advise(cluster: ClusterProfile) -> pd.DataFrame:
     def share(us: float) -> float:
         return us / step_us if step_us > 0 else 0.0
 
+    parallel = [f for rule in PARALLEL_RULES for f in rule(cluster)]
     findings = []
     for rule in RULES:
         found = rule(t)
+        if rule is high_wait and parallel:
+            found = _wait_beyond(found, parallel, step_us)
         if rule in TYPICAL_STEP_RULES:
             for f in found:
                 f.evidence += f"; {_per_step_basis(t)}"
         findings.extend(found)
-    for parallel_rule in PARALLEL_RULES:
-        findings.extend(parallel_rule(cluster))
-    return findings_table(findings, share)
+    return findings_table(findings + parallel, share)
+
+
+def _wait_beyond(waits: list[Finding], parallel: list[Finding], step_us: float) -> list[Finding]:
+    """The high-wait finding less what the pipeline and expert findings claim: a stage waits for a busier one at
+    its receives, an expert-parallel group for its busiest rank at the AlltoAll, so that wait is their loss."""
+    claimed = sum(f.at_stake_us for f in parallel)
+    out = []
+    for f in waits:
+        left = f.at_stake_us - claimed
+        if step_us > 0 and left / step_us >= WAIT_EXCESS_MIN_SHARE:
+            f.at_stake_us = left
+            f.evidence += f"; {us_text(claimed)} of it the pipeline and expert findings count"
+            out.append(f)
+    return out
 
 
 def _per_step_basis(t: ClusterTables) -> str:

@@ -45,6 +45,23 @@ def test_the_bubble_and_the_heavier_stage_are_two_findings_that_share_no_time(hy
     # the two are disjoint parts of the busiest stage's pipeline time: its idle and its excess work
     assert bubble["Time at stake (us)"] + stages["Time at stake (us)"] <= b["Pipeline Time(us)"][1]
     assert "Expert imbalance" not in set(advice["Rule"])
+    # the last stage's ranks are not slow ranks, and the first stage's wait at its receives is not High wait:
+    # a rank is compared with its own stage, and the wait is the pipeline findings' loss
+    assert not {"Slow rank", "High wait"} & set(advice["Rule"])
+    sr = hybrid.slow_ranks.set_index("Rank")
+    for stage in (0, 1):
+        mine = sr.loc[range(4 * stage, 4 * stage + 4)]
+        assert (mine["Median Own Time(us)"] == np.median(mine["Own Time(us)"])).all()
+
+
+def test_a_slow_rank_is_found_among_the_ranks_of_its_stage(tmp_path):
+    g = ge.models.llm("tiny-llama", seq_len=256, parallel=P(tp=2, pp=2, dp=2, micro_batches=4))
+    c = simulate_cluster(tmp_path, {"slow_ranks": {"5": 1.5}}, ranks=8, steps=2, graph=g, task_trace="on")
+    sr = c.slow_ranks
+    assert sr[sr["Slow"]]["Rank"].tolist() == [5]
+    row = sr.set_index("Rank").loc[5]
+    assert row["Median Own Time(us)"] == np.median(sr.set_index("Rank").loc[[4, 5, 6, 7], "Own Time(us)"])
+    assert row["Bound"] == "Computing"
 
 
 @pytest.fixture(scope="module")
