@@ -320,12 +320,30 @@ class ClusterExplorer:
         if len(c.slow_links):
             cols = ["Src Rank", "Dst Rank", "Link Type", "Bandwidth(GB/s)", "Median Bandwidth(GB/s)"]
             lines += ["", table_text(c.slow_links.head(5)[cols], "slow links (cluster.slow_links)")]
+        lines += self.parallelism_summary()
         findings = r.findings
         if len(findings):
             lines += ["", "findings:"]
             lines += [f"  [{f.Priority}] {f.Rule}: {f.Finding}" for f in findings.head(TOP_FINDINGS).itertuples()]
-        lines += ["", "(the explorer's Cluster tab has the heatmaps; its Ranks tab each rank's explorer)"]
+        lines += ["", "(the explorer's Cluster tab has the heatmaps, its Parallelism tab the groups and the pipeline, "
+                  "its Ranks tab each rank's explorer)"]
         return "\n".join(lines)
+
+    def parallelism_summary(self) -> list[str]:
+        """The groups by type and each stage's bubble, for the text summary (nothing for a data-parallel job)."""
+        c = self.cluster
+        groups = c.communication_groups
+        if not len(groups) or set(groups["Type"]) <= {"world"}:
+            return []
+        kinds = groups["Type"].value_counts()
+        lines = ["", "groups: " + ", ".join(f"{kinds[k]} {k}" for k in groups["Type"].unique())
+                 + " (cluster.communication_groups)"]
+        b = c.pipeline_bubbles
+        if len(b) > 1:
+            lines.append("pipeline bubble per stage: " + ", ".join(
+                f"{int(s)}: {r:.0%}" for s, r in zip(b["Stage"], b["Bubble Ratio"]))
+                + f" (uniform stages: {b['Ideal Bubble Ratio'].iloc[0]:.0%}; cluster.pipeline_bubbles)")
+        return lines
 
     def widget_view(self) -> dict[str, Any]:
         return {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}

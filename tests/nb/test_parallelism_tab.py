@@ -52,6 +52,9 @@ def test_the_tab_has_the_group_map_the_pipeline_chart_and_the_bubbles(hybrid):
     assert html.escape(HOSTILE) in page and HOSTILE not in page
     assert "geprof-table geprof-bubbles" in page and '<section class="geprof-static-parallelism">' in page
     assert pane.static_html() in e.static_html()
+    b = hybrid.pipeline_bubbles["Bubble Ratio"]
+    assert (f"groups: 1 world, 4 tp, 4 pp, 4 dp (cluster.communication_groups)\n"
+            f"pipeline bubble per stage: 0: {b[0]:.0%}, 1: {b[1]:.0%} (uniform stages: 20%;") in e.text_summary()
 
 
 def test_the_pipeline_chart_has_a_lane_per_stage_and_a_bar_per_pass(hybrid):
