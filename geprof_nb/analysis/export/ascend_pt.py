@@ -108,7 +108,9 @@ def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = No
     out = root / OUTPUT_DIR
     out.mkdir(parents=True, exist_ok=True)
     write_json(root / f"profiler_info_{rank}.json", profiler_info(profile, rank))
-    write_json(root / "profiler_metadata.json", profiler_metadata(profile, rank, world_size))
+    # a data-parallel run's text export names no groups (msprof-analyze's step table stays without DP/PP/TP
+    # indexes); a run with groups of its own writes them, as torch_npu does
+    write_json(root / "profiler_metadata.json", profiler_metadata(profile, rank, None))
     write_device_info(profile, root)
     _kernel_details(profile, out / "kernel_details.csv")
     frame = profile.step_breakdown
