@@ -162,7 +162,14 @@ def test_a_run_without_parallel_facts_has_empty_tables(tmp_path):
     assert re.fullmatch(r"\(0,1\)", c.communication_groups["Rank Set"][0])
 
 
-def test_the_parquet_export_keeps_the_parallel_tables(hybrid, tmp_path):
-    back = geprof_nb.load(hybrid.export(tmp_path / "pq", format="parquet"))
-    for table in ("communication_groups", "pipeline", "pipeline_bubbles"):
+@pytest.mark.parametrize("fmt", ["parquet", "db"])
+def test_the_parquet_and_db_exports_keep_the_parallel_tables(hybrid, tmp_path, fmt):
+    """The DB export holds the groups in META_DATA and the passes in MSTX_EVENTS; its TASK rows of a send and a
+    receive one host call launched share connection, start and end, and still pair with their collectives."""
+    back = geprof_nb.load(hybrid.export(tmp_path / fmt, format=fmt))
+    assert len(back.rank(0).op_summary) == len(hybrid.rank(0).op_summary)
+    for table in ("communication_groups", "pipeline"):
         pd.testing.assert_frame_equal(getattr(back, table), getattr(hybrid, table))
+    # a DB's steps are its ProfilerStep ranges (from the host's call), so only the step's time differs there
+    step = ["Step Time(us)", "Step Share"] if fmt == "db" else []
+    pd.testing.assert_frame_equal(back.pipeline_bubbles.drop(columns=step), hybrid.pipeline_bubbles.drop(columns=step))
