@@ -1,6 +1,6 @@
 """The explorer of a cluster: what ``display(cluster)`` shows for a :class:`ClusterProfile`.
 
-Two tabs, in the single-run explorer's style (:mod:`.explorer`, whose pieces it reuses, with
+Three tabs, in the single-run explorer's style (:mod:`.explorer`, whose pieces it reuses, with
 :mod:`.report`'s figures and :mod:`.html_parts`):
 
 * **Cluster**: the headline (ranks, steps, step time, slow ranks and links), the cluster
@@ -8,6 +8,10 @@ Two tabs, in the single-run explorer's style (:mod:`.explorer`, whose pieces it 
   wait time, the communication matrix heatmap (:mod:`.cluster_plots`: binned beyond 64 ranks),
   and the slow_ranks, slow_links, stragglers and cluster_step_trace_time tables (top rows,
   the count stated);
+* **Parallelism**: the communication groups (``ClusterProfile.communication_groups``), the pipeline chart
+  (a lane per stage, the passes as bars, the bubbles as gaps: :func:`.plots.pipeline_chart`) with
+  ``pipeline_bubbles``, and for a MoE model the expert heatmap (layer x expert, tokens) with
+  ``expert_imbalance``;
 * **Ranks**: a rank dropdown; choosing a rank shows that rank's full single-run explorer
   (built when first chosen, then kept).
 
@@ -16,6 +20,7 @@ Layout (CSS classes for browser tests and styling)::
     VBox .geprof-explorer .geprof-cluster-explorer
       Tab
         VBox .geprof-tab-cluster     headline, findings, heatmaps, tables
+        VBox .geprof-tab-parallelism groups, pipeline chart and bubbles, expert heatmap
         VBox .geprof-tab-ranks       Dropdown .geprof-rank-select, the chosen rank's explorer
 
 Like the single-run explorer, the same display call carries a static twin: escaped HTML of the
@@ -34,13 +39,13 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..analysis import ClusterProfile
-from . import cluster_plots
+from . import cluster_plots, plots
 from .blocks import WIDGET_VIEW_MIME, PictureView
 from .explorer import PENDING, Explorer, tab_class
 from .html_parts import advice_html, bounded, list_html, message_html, table_html, table_text
 from .report import Picture, render
 
-TAB_TITLES = ("Cluster", "Ranks")
+TAB_TITLES = ("Cluster", "Parallelism", "Ranks")
 #: Rows of each table the Cluster tab shows (the count is stated).
 TABLE_ROWS = 20
 #: Findings in the text summary.
@@ -51,6 +56,10 @@ MSG_NO_MATRIX = ("No communication between ranks: profile with --hccl on for the
                  "(the communication matrix and slow links come from their transfers).")
 MSG_NO_FINDINGS = "No cluster findings: no rank, link or collective crossed the advisor's thresholds."
 MSG_NO_SLOW_LINKS = "No slow links: every link is within {:.0%} of its link type's median bandwidth."
+MSG_NO_GROUPS = ("No parallel groups: the ranks recorded no parallel_group_info (a torch_npu run records it in "
+                 "profiler_metadata.json; a simulated one for ge.models.llm with a ge.Parallel, or any cluster).")
+MSG_NO_PIPELINE = ("No pipeline passes: the ranks recorded no forward_step / backward_step mstx ranges "
+                   "(a pipeline-parallel ge.models.llm records them; MindSpeed with mstx on).")
 
 
 class ClusterReport:
@@ -95,6 +104,14 @@ class ClusterReport:
         return render("wait time heatmap", lambda: cluster_plots.rank_step_heatmap(
             self.cluster.rank_step("Wait Time(us)"), title="Collective wait time (Notify_Wait) per rank and step",
             value="wait time", cmap="magma"))
+
+    @cached_property
+    def pipeline_chart(self) -> Picture:
+        return render("pipeline chart", lambda: plots.pipeline_chart(self.cluster.pipeline))
+
+    @cached_property
+    def expert_heatmap(self) -> Picture:
+        return render("expert heatmap", lambda: plots.expert_heatmap(self.cluster.expert_load))
 
     @cached_property
     def matrix_heatmap(self) -> Picture:
@@ -171,7 +188,43 @@ class ClusterPane:
             body = "".join(b.html() if isinstance(b, Picture) else b for b in self.content)
         except Exception:  # noqa: BLE001
             body = f"<pre>{html.escape(traceback.format_exc())}</pre>"
-        return f'<section class="geprof-static-cluster"><h3>Cluster</h3>{body}</section>'
+        title = html.escape(self.title)
+        return f'<section class="geprof-static-{title.lower()}"><h3>{title}</h3>{body}</section>'
+
+
+class ParallelismPane(ClusterPane):
+    """The Parallelism tab: the communication groups, the pipeline chart and bubbles, the expert load."""
+
+    title = "Parallelism"
+
+    @cached_property
+    def content(self) -> list:
+        r, c = self.report, self.report.cluster
+        out: list = []
+        groups = c.communication_groups
+        if len(groups):
+            kinds = groups["Type"].value_counts()
+            counts = ", ".join(f"{kinds[k]} {k}" for k in groups["Type"].unique())
+            t, title = bounded(groups, f"communication_groups ({counts}; msprof-analyze's communication_group_map)",
+                               TABLE_ROWS * 2)
+            out.append(table_html(t, title, "geprof-groups"))
+        else:
+            out.append(message_html(MSG_NO_GROUPS))
+        bubbles = c.pipeline_bubbles
+        if len(bubbles):
+            out.append(r.pipeline_chart)
+            t, title = bounded(bubbles, "pipeline_bubbles: each stage's idle time per step (us) and share of the "
+                               "pipeline and of the step", TABLE_ROWS)
+            out.append(table_html(t, title, "geprof-bubbles"))
+        else:
+            out.append(message_html(MSG_NO_PIPELINE))
+        imbalance = c.expert_imbalance
+        if len(imbalance):
+            out.append(r.expert_heatmap)
+            t, title = bounded(imbalance, "expert_imbalance: tokens max / mean per MoE layer and the expert time "
+                               "it costs per step (us)", TABLE_ROWS)
+            out.append(table_html(t, title, "geprof-expert-imbalance"))
+        return out
 
 
 class RanksPane:
@@ -234,7 +287,8 @@ class ClusterExplorer:
         self.report = ClusterReport(cluster)
         self.cluster_pane = ClusterPane(self.report)
         self.ranks = RanksPane(cluster)
-        self.panes = {"Cluster": self.cluster_pane, "Ranks": self.ranks}
+        self.parallelism = ParallelismPane(self.report)
+        self.panes = {"Cluster": self.cluster_pane, "Parallelism": self.parallelism, "Ranks": self.ranks}
         self.tab = widgets.Tab(children=[p.slot for p in self.panes.values()], titles=list(TAB_TITLES))
         self.tab.observe(self._on_select, "selected_index")
         self.widget = widgets.VBox([self.tab], layout=widgets.Layout(width="100%"))
@@ -253,7 +307,7 @@ class ClusterExplorer:
 
     def static_html(self) -> str:
         return (f'<div class="geprof-report geprof-cluster-report">{self.cluster_pane.static_html()}'
-                f"{self.ranks.static_html()}</div>")
+                f"{self.parallelism.static_html()}{self.ranks.static_html()}</div>")
 
     def text_summary(self) -> str:
         r, c = self.report, self.cluster
@@ -266,12 +320,30 @@ class ClusterExplorer:
         if len(c.slow_links):
             cols = ["Src Rank", "Dst Rank", "Link Type", "Bandwidth(GB/s)", "Median Bandwidth(GB/s)"]
             lines += ["", table_text(c.slow_links.head(5)[cols], "slow links (cluster.slow_links)")]
+        lines += self.parallelism_summary()
         findings = r.findings
         if len(findings):
             lines += ["", "findings:"]
             lines += [f"  [{f.Priority}] {f.Rule}: {f.Finding}" for f in findings.head(TOP_FINDINGS).itertuples()]
-        lines += ["", "(the explorer's Cluster tab has the heatmaps; its Ranks tab each rank's explorer)"]
+        lines += ["", "(the explorer's Cluster tab has the heatmaps, its Parallelism tab the groups and the pipeline, "
+                  "its Ranks tab each rank's explorer)"]
         return "\n".join(lines)
+
+    def parallelism_summary(self) -> list[str]:
+        """The groups by type and each stage's bubble, for the text summary (nothing for a data-parallel job)."""
+        c = self.cluster
+        groups = c.communication_groups
+        if not len(groups) or set(groups["Type"]) <= {"world"}:
+            return []
+        kinds = groups["Type"].value_counts()
+        lines = ["", "groups: " + ", ".join(f"{kinds[k]} {k}" for k in groups["Type"].unique())
+                 + " (cluster.communication_groups)"]
+        b = c.pipeline_bubbles
+        if len(b) > 1:
+            lines.append("pipeline bubble per stage: " + ", ".join(
+                f"{int(s)}: {r:.0%}" for s, r in zip(b["Stage"], b["Bubble Ratio"]))
+                + f" (uniform stages: {b['Ideal Bubble Ratio'].iloc[0]:.0%}; cluster.pipeline_bubbles)")
+        return lines
 
     def widget_view(self) -> dict[str, Any]:
         return {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}

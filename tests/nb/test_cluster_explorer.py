@@ -39,13 +39,15 @@ def explorer(cluster):
     return CX.ClusterExplorer(cluster)
 
 
-def test_tabs_are_cluster_and_ranks_and_only_cluster_is_built(cluster):
+def test_tabs_are_cluster_parallelism_and_ranks_and_only_cluster_is_built(cluster):
     e = CX.ClusterExplorer(cluster)
-    assert e.tab.titles == ("Cluster", "Ranks")
+    assert e.tab.titles == ("Cluster", "Parallelism", "Ranks")
     assert "geprof-cluster-explorer" in e.widget._dom_classes
-    assert e.cluster_pane.built and not e.ranks.built
+    assert e.cluster_pane.built and not e.parallelism.built and not e.ranks.built
     assert "geprof-tab-cluster" in e.cluster_pane.box._dom_classes
     e.tab.selected_index = 1
+    assert e.parallelism.built and "geprof-tab-parallelism" in e.parallelism.box._dom_classes
+    e.tab.selected_index = 2
     assert e.ranks.built and "geprof-tab-ranks" in e.ranks.box._dom_classes
 
 

@@ -174,10 +174,12 @@ def whole_step_periods(cstt: pd.DataFrame, bounds: dict[int, pd.DataFrame]) -> p
 
 
 def slow_ranks(periods: pd.DataFrame, wait: pd.DataFrame, stragglers_: pd.DataFrame,
-               threshold: float = SLOW_RANK_THRESHOLD) -> pd.DataFrame:
+               threshold: float = SLOW_RANK_THRESHOLD, stages: dict[int, int] | None = None) -> pd.DataFrame:
     """Ranks by own time (Computing + Free per step), slowest first (see the module docstring):
     means over ``periods`` (the :func:`whole_step_periods` of cluster_step_trace_time, without the outlier
-    steps), the collective wait over the same ranks' steps."""
+    steps), the collective wait over the same ranks' steps.  ``stages`` (rank -> pipeline stage): each rank is
+    compared with the median rank of its own stage (stages run different layers, and a stage's pipeline
+    bubble is Free time every rank of it has)."""
     types = {"Rank": np.int64, "Steps": np.int64, "Bound": str, "Last Arrivals": np.int64, "Slow": bool}
     rows = periods[periods["Type"] == "rank"]
     if rows.empty:
@@ -189,16 +191,22 @@ def slow_ranks(periods: pd.DataFrame, wait: pd.DataFrame, stragglers_: pd.DataFr
     waits = mine.groupby("Rank")["Wait Time(us)"].sum() if len(mine) else pd.Series(dtype=np.float64)
     wait_per_step = (waits.reindex(per.index).fillna(0.0) / per["Steps"]).to_numpy()
     own = per["Stage"].to_numpy() - per["Communication(Not Overlapped)"].to_numpy()
-    median = float(np.median(own))
+    stage = np.array([(stages or {}).get(int(r), 0) for r in per.index], np.int64)
+
+    def medians(values: np.ndarray) -> np.ndarray:
+        """Each rank's median of ``values`` over the ranks of its stage (all ranks without stages)."""
+        return pd.Series(values).groupby(stage).transform("median").to_numpy(float)
+
+    median = medians(own)
     std = float(own.std())
 
     def ratio(values: np.ndarray) -> np.ndarray:
-        mid = float(np.median(values))
-        return values / mid if mid > 0 else np.ones(len(values))
+        mid = medians(values)
+        return np.where(mid > 0, values / np.where(mid > 0, mid, 1.0), 1.0)
 
     # the part of the own time furthest above the median rank's explains the rank's deviation
     own_parts = ["Computing", "Free"]
-    excess = np.stack([per[p].to_numpy() - np.median(per[p].to_numpy()) for p in own_parts], axis=1)
+    excess = np.stack([per[p].to_numpy() - medians(per[p].to_numpy()) for p in own_parts], axis=1)
     bound = np.array(own_parts, dtype=object)[np.argmax(excess, axis=1)]
     last = (stragglers_[stragglers_["Spread(us)"] > 0]["Last Rank"].value_counts()
             if len(stragglers_) else pd.Series(dtype=np.int64))

@@ -35,6 +35,7 @@ from ..tables.communication import COMMUNICATION_MATRIX_LINKS
 from ..tables.modules import COLUMNS as MODULE_COLUMNS
 from ..tables.step_split import StepSplit, step_split
 from . import cross_rank as T
+from . import parallelism as H
 
 if TYPE_CHECKING:
     from ..profile import Profile
@@ -76,15 +77,18 @@ class ClusterTables:
     (a pandas frame); the reductions of :mod:`.cross_rank` run on the stacked frames, the
     finishing steps on the computed results.  ``recorded_links`` gives the links torch_npu ranks
     recorded instead of sub-tasks (:meth:`ClusterProfile.recorded_links`), ``step_bounds`` each rank's
-    step bounds (:meth:`ClusterProfile.step_bounds`; without: no rank has any); both are small and read
-    the same for either engine.
+    step bounds (:meth:`ClusterProfile.step_bounds`; without: no rank has any), ``stages`` each rank's pipeline
+    stage (:meth:`ClusterProfile.pipeline_stages`: slow_ranks compares a rank with its own stage); all are small
+    and read the same for either engine.
     """
 
     def __init__(self, inputs: Any, slow_rank_threshold: float = T.SLOW_RANK_THRESHOLD,
                  slow_link_threshold: float = T.SLOW_LINK_THRESHOLD,
                  recorded_links: Callable[[], pd.DataFrame] | None = None,
-                 step_bounds: Callable[[], dict[int, pd.DataFrame]] | None = None) -> None:
+                 step_bounds: Callable[[], dict[int, pd.DataFrame]] | None = None,
+                 stages: Callable[[], dict[int, int]] | None = None) -> None:
         self.inputs = inputs
+        self.stages = stages
         self.recorded_links = recorded_links
         self.step_bounds = step_bounds
         self.slow_rank_threshold = slow_rank_threshold
@@ -150,7 +154,7 @@ class ClusterTables:
         hides), slowest first, with ratios to the median; over the typical steps (:attr:`typical_periods`),
         so a one-off stall does not make its rank slow."""
         return T.slow_ranks(self.typical_periods, self.rank_step_wait, self.typical_stragglers,
-                            self.slow_rank_threshold)
+                            self.slow_rank_threshold, self.stages() if self.stages else None)
 
     @cached_property
     def typical_stragglers(self) -> pd.DataFrame:
@@ -268,7 +272,7 @@ class ClusterProfile:
 
                 inputs = DaskInputs.of(self, scheduler=scheduler, parquet_dir=self.parquet_dir)
             self._tables[key] = ClusterTables(inputs, recorded_links=self.recorded_links,
-                                              step_bounds=self.step_bounds)
+                                              step_bounds=self.step_bounds, stages=self.pipeline_stages)
         return self._tables[key]
 
     @property
@@ -343,6 +347,48 @@ class ClusterProfile:
         per_step = pd.concat(parts).groupby("Step", sort=True).agg(length=("length", "max"), whole=("whole", "all"))
         return mfu_tables.mfu_rows(per_step.index.to_numpy(), per_step["length"].to_numpy(),
                                    per_step["whole"].to_numpy(), facts, peak)
+
+    # ------------------------------------------------------------------ hybrid parallelism
+    @cached_property
+    def parallel_facts(self) -> dict[int, dict]:
+        """rank -> what it recorded of the job (``profiler_metadata.json``'s content; {} if nothing)."""
+        return {r: H.parallel_facts(p) for r, p in self.ranks.items()}
+
+    def pipeline_stages(self) -> dict[int, int]:
+        """rank -> pipeline stage (every rank 0 without a pipeline)."""
+        return {r: H.rank_stage(r, f) for r, f in self.parallel_facts.items()}
+
+    @cached_property
+    def communication_groups(self) -> pd.DataFrame:
+        """Every communication group of the job, as msprof-analyze's communication_group_map reports it,
+        with the parallelism it serves (Type: world, tp, pp, dp, ep) and its ranks."""
+        return H.communication_groups(self.parallel_facts)
+
+    @cached_property
+    def pipeline(self) -> pd.DataFrame:
+        """Per rank (and its stage), step, micro-batch and direction: the pipeline pass's start and end (us)."""
+        return H.pipeline(self.ranks)
+
+    @cached_property
+    def pipeline_bubbles(self) -> pd.DataFrame:
+        """Per pipeline stage: the bubble (the pipeline's time the stage is idle) per step, its share of the
+        pipeline and of the step, and the share Megatron's formula gives uniform stages."""
+        times: dict[int, float] = {}
+        for b in self.step_bounds().values():
+            for step, us in zip(b["step"].astype(int), (b["end"] - b["begin"]).to_numpy(float) / 1000):
+                times[int(step)] = max(times.get(int(step), 0.0), float(us))
+        facts = next((f for f in self.parallel_facts.values() if f), {})
+        return H.pipeline_bubbles(self.pipeline, times, H.ideal_bubble_ratio(facts))
+
+    @cached_property
+    def expert_load(self) -> pd.DataFrame:
+        """Per MoE layer and expert: the tokens it computed and its kernels' time per step."""
+        return H.expert_load(self.ranks)
+
+    @cached_property
+    def expert_imbalance(self) -> pd.DataFrame:
+        """Per MoE layer: tokens max / mean over experts, and the expert time per step its imbalance costs."""
+        return H.expert_imbalance(self.ranks)
 
     # ------------------------------------------------------------------ actions
     def advise(self) -> pd.DataFrame:

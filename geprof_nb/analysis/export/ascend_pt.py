@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 
 from ..tables.breakdown import step_windows
 from ..tables.columns import PURE_CORE_TASK_TYPES, is_other_core_column
+from ..tables.communication import DEFAULT_GROUP
 from .cells import column_cells, table_cells, write_csv
 from .hccl import RankMap, communication_json, communication_matrix_json
 from .naming import ascend_pt_dir_name, prof_dir_name
@@ -107,7 +108,9 @@ def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = No
     out = root / OUTPUT_DIR
     out.mkdir(parents=True, exist_ok=True)
     write_json(root / f"profiler_info_{rank}.json", profiler_info(profile, rank))
-    write_json(root / "profiler_metadata.json", {"ENV_VARIABLES": {}})
+    # a data-parallel run's text export names no groups (msprof-analyze's step table stays without DP/PP/TP
+    # indexes); a run with groups of its own writes them, as torch_npu does
+    write_json(root / "profiler_metadata.json", profiler_metadata(profile, rank, None))
     write_device_info(profile, root)
     _kernel_details(profile, out / "kernel_details.csv")
     frame = profile.step_breakdown
@@ -123,12 +126,61 @@ def export_ascend_pt(profile, path: Path, rank: int = 0, worker: str | None = No
             write_csv(out / f"{name}.csv", list(frame.columns),
                       table_cells(frame, profile.source.times_ns(name, frame), decimals=None))
     ops, tasks = profile.communication_time, profile.hccl_tasks
-    write_json(out / "communication.json", communication_json(ops, tasks))
+    groups = op_groups(profile)
+    write_json(out / "communication.json", communication_json(ops, tasks, groups))
     ranks = RankMap(rank, rank, int(world_size)) if world_size else RankMap.of(tasks, rank)
-    write_json(out / "communication_matrix.json", communication_matrix_json(ops, tasks, ranks))
+    write_json(out / "communication_matrix.json", communication_matrix_json(ops, tasks, ranks, groups))
     timeline = Timeline(profile, torch_npu=True)
     write_events(out / "trace_view.json", framework_layer(timeline) + timeline.items())
     return root
+
+
+#: The pg_name of the world group in ``parallel_group_info`` when the run recorded no groups (a data-parallel
+#: cluster: its world group is its data-parallel group).
+WORLD_GROUP_NAME = "dp"
+
+
+def recorded_groups(profile) -> dict | None:
+    """The run's own ``parallel_group_info`` (a simulated hybrid-parallel rank's, a torch_npu run's) when it
+    has groups besides the world group; None otherwise (a data-parallel run: the world group is all)."""
+    facts = profile.info.get("parallel") or profile.info.get("profiler_metadata") or {}
+    groups = facts.get("parallel_group_info") if isinstance(facts, dict) else None
+    if not isinstance(groups, dict):
+        return None
+    named = {g.get("group_name") for g in groups.values() if isinstance(g, dict)}
+    return groups if named - {DEFAULT_GROUP, None} else None
+
+
+def op_groups(profile) -> str | np.ndarray:
+    """Each collective's group for the communication files: its own (the run's records) when the run has
+    groups of its own, else the world group for all."""
+    if recorded_groups(profile) is None:
+        return DEFAULT_GROUP
+    groups = profile.source.collective_groups()
+    return DEFAULT_GROUP if groups is None else groups
+
+
+def profiler_metadata(profile, rank: int | None, world_size: int | None) -> dict:
+    """What torch_npu records of the job (``profiler_metadata.json``, META_DATA rows): the environment and,
+    for a rank of a cluster of known size, ``distributed_args`` and ``parallel_group_info``: the run's own
+    groups (and ``pp_info``) when it recorded them, else the world group of a data-parallel job (every
+    rank in it)."""
+    out: dict = {"ENV_VARIABLES": {}}
+    groups = recorded_groups(profile)
+    if groups is not None:
+        facts = profile.info.get("parallel") or profile.info.get("profiler_metadata") or {}
+        for key in ("distributed_args", "parallel_group_info", "pp_info"):
+            if isinstance(facts.get(key), dict):
+                out[key] = facts[key]
+        return out
+    if world_size and rank is not None:
+        size = int(world_size)
+        out["distributed_args"] = {"world_size": size, "rank": int(rank), "tensor_model_parallel_size": 1,
+                                   "pipeline_model_parallel_size": 1, "data_parallel_size": size,
+                                   "context_parallel_size": 1, "expert_model_parallel_size": 1}
+        out["parallel_group_info"] = {DEFAULT_GROUP: {"group_name": WORLD_GROUP_NAME, "group_rank": int(rank),
+                                                      "global_ranks": list(range(size))}}
+    return out
 
 
 def profiler_level(profile) -> str:

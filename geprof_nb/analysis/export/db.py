@@ -53,7 +53,16 @@ from ..sources.source import TIMESTAMP_COLUMNS
 from ..tables import columns as C
 from ..tables.communication import DEFAULT_GROUP, hccl_op_type
 from ..tables.summary import NA
-from .ascend_pt import OUTPUT_DIR, check_rank, launching_calls, profiler_info, profiler_steps, write_device_info
+from .ascend_pt import (
+    OUTPUT_DIR,
+    check_rank,
+    launching_calls,
+    op_groups,
+    profiler_info,
+    profiler_metadata,
+    profiler_steps,
+    write_device_info,
+)
 from .hccl import BANDWIDTH_TYPES, RankMap, communication_json, communication_matrix_json
 from .naming import ascend_pt_dir_name, prof_dir_name, stamp14
 from .timeline import Timeline
@@ -73,8 +82,6 @@ SUB_TASK_TYPES = {"Memcpy": "SDMA", "Reduce_Inline": "SDMA", "Notify_Wait": "Not
 #: The Profile tables geprof keeps in ``GEPROF_<name>`` tables, per format: the ones the format has no table for.
 SIDE_TABLES = {"db": ("step_trace", "host_events", "aicpu"),
                "msprof_db": ("step_trace", "host_events", "aicpu", "operator_memory", "memory_record")}
-#: The pg_name of the world group in ``parallel_group_info`` (a simulated cluster is data-parallel).
-WORLD_GROUP_NAME = "dp"
 
 Columns = dict[str, object]
 
@@ -228,7 +235,6 @@ class DbTables:
         self.device_id = int(profile.device_id)
         self.pid = int(profile.info.get("pid") or 0)
         self.hostname = str(profile.info.get("hostname") or socket.gethostname())
-        self.group_hash = S.group_hash(DEFAULT_GROUP)
         self._link()
 
     # ------------------------------------------------------------ ids shared by the tables
@@ -520,7 +526,7 @@ class DbTables:
         major, minor, micro = S.SCHEMA_VERSION
         meta = [("SCHEMA_VERSION_MICRO", micro), ("SCHEMA_VERSION_MINOR", minor), ("SCHEMA_VERSION_MAJOR", major),
                 ("SCHEMA_VERSION", ".".join(S.SCHEMA_VERSION))]
-        meta += [(k, json.dumps(v)) for k, v in profiler_metadata(self.rank, self.world_size).items()]
+        meta += [(k, json.dumps(v)) for k, v in profiler_metadata(self.profile, self.rank, self.world_size).items()]
         device = self.profile.device
         chip = str(device.get("name") or ("Ascend910B" if device.get("chip_family", "A2") == "A2" else "Ascend910A"))
         start = int(info.get("start_ns") or (self.tasks["start"].min() if len(self.tasks) else 0))
@@ -599,9 +605,9 @@ class DbTables:
         ops, tasks = p.communication_time, p.hccl_tasks
         rank = self.rank or 0
         ranks = RankMap(rank, rank, int(self.world_size)) if self.world_size else RankMap.of(tasks, rank)
-        time_rows, band_rows, matrix_rows = _analysis_rows(communication_json(ops, tasks),
-                                                           communication_matrix_json(ops, tasks, ranks),
-                                                           self.group_hash)
+        groups = op_groups(p)
+        time_rows, band_rows, matrix_rows = _analysis_rows(communication_json(ops, tasks, groups),
+                                                           communication_matrix_json(ops, tasks, ranks, groups))
         out = []
         if torch_npu:
             b = p.step_breakdown
@@ -623,36 +629,30 @@ def _plain(column: pd.Series) -> object:
     return column.array if isinstance(column.dtype, pd.api.extensions.ExtensionDtype) else column.to_numpy()
 
 
-def profiler_metadata(rank: int | None, world_size: int | None) -> dict:
-    """What torch_npu records of the job (``profiler_metadata.json``, META_DATA rows): the environment and,
-    for a rank of a cluster of known size, ``distributed_args`` and ``parallel_group_info`` (data parallel:
-    the world group holds every rank)."""
-    out: dict = {"ENV_VARIABLES": {}}
-    if world_size and rank is not None:
-        size = int(world_size)
-        out["distributed_args"] = {"world_size": size, "rank": int(rank), "tensor_model_parallel_size": 1,
-                                   "pipeline_model_parallel_size": 1, "data_parallel_size": size,
-                                   "context_parallel_size": 1, "expert_model_parallel_size": 1}
-        out["parallel_group_info"] = {DEFAULT_GROUP: {"group_name": WORLD_GROUP_NAME, "group_rank": int(rank),
-                                                      "global_ranks": list(range(size))}}
-    return out
-
-
 def _quote(name: str) -> str:
     """An identifier as SQL quotes it."""
     return '"' + name.replace('"', '""') + '"'
 
 
-def _analysis_rows(comm: dict, matrix: dict, group: str) -> tuple[list[dict], list[dict], list[dict]]:
+def _analysis_rows(comm: dict, matrix: dict) -> tuple[list[dict], list[dict], list[dict]]:
     """communication.json / communication_matrix.json as the rows of CommAnalyzerTime, CommAnalyzerBandwidth
-    and CommAnalyzerMatrix (torch_npu writes both from the same analysis)."""
+    and CommAnalyzerMatrix (torch_npu writes both from the same analysis); an op's ``group_name`` is the
+    hash of the group of its ``<op>@<group>`` key, as msprof-analyze names groups."""
     times, bands, links = [], [], []
+    hashes: dict[str, str] = {}
+
+    def split(key: str) -> tuple[str, str]:
+        name, _, group = key.rpartition("@")
+        if group not in hashes:
+            hashes[group] = S.group_hash(group)
+        return name, hashes[group]
+
     for step, kinds in comm.items():
         for kind, ops in kinds.items():
             for key, op in ops.items():
                 if key.startswith("Total"):
                     continue
-                name = key.rsplit("@", 1)[0]
+                name, group = split(key)
                 info = op["Communication Time Info"]
                 times.append({"hccl_op_name": name, "group_name": group, "start_timestamp": info["Start Timestamp(us)"],
                               "elapse_time": info["Elapse Time(ms)"], "transit_time": info["Transit Time(ms)"],
@@ -673,7 +673,7 @@ def _analysis_rows(comm: dict, matrix: dict, group: str) -> tuple[list[dict], li
     for step, kinds in matrix.items():
         for kind, ops in kinds.items():
             for key, entry in ops.items():
-                name = key.rsplit("@", 1)[0]
+                name, group = split(key)
                 for link, info in entry.items():
                     src, _, dst = link.partition("-")
                     links.append({"hccl_op_name": name, "group_name": group, "src_rank": src, "dst_rank": dst,
@@ -695,7 +695,7 @@ def export_db(profile, path: Path, rank: int = 0, worker: str | None = None, wor
     info = profiler_info(profile, rank)
     info["config"]["experimental_config"]["_export_type"] = "db"
     write_json(root / f"profiler_info_{rank}.json", info)
-    write_json(root / "profiler_metadata.json", profiler_metadata(rank, world_size))
+    write_json(root / "profiler_metadata.json", profiler_metadata(profile, rank, world_size))
     write_device_info(profile, root)
     tables = DbTables(profile, torch_npu=True, rank=rank, world_size=world_size)
     write_db(out / f"ascend_pytorch_profiler_{rank}.db", tables.profiler_db(SIDE_TABLES["db"]), INDEXES)

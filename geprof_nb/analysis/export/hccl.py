@@ -179,14 +179,23 @@ class _TimeInfo:
         return info
 
 
-def communication_json(ops: pd.DataFrame, tasks: pd.DataFrame, group: str = DEFAULT_GROUP) -> dict:
-    """``ops``: communication_time; ``tasks``: hccl_tasks.
+def _group_of(ops: pd.DataFrame, group: str | np.ndarray) -> np.ndarray:
+    """Each op's group: one name for all, or one per op (:meth:`..sources.source.Source.collective_groups`)."""
+    if isinstance(group, str):
+        return np.full(len(ops), group, dtype=object)
+    return np.asarray(group, dtype=object)
+
+
+def communication_json(ops: pd.DataFrame, tasks: pd.DataFrame, group: str | np.ndarray = DEFAULT_GROUP) -> dict:
+    """``ops``: communication_time; ``tasks``: hccl_tasks; ``group``: the ops' communication group, one for
+    all or one per op (the ``<op>@<group>`` keys).
 
     Every number is summed over the same sub-tasks in the same order as a groupby per op would
     (group rows as slices of one stable sort), so the file is the same as op by op, only faster.
     """
     transit = _Transit(tasks)
     times = _TimeInfo(ops)
+    groups = _group_of(ops, group)
     names = ops["Op Name"].astype(str).to_numpy(object)
     kinds = np.array([_kind(t) for t in ops["OP Type"].astype(str).tolist()], dtype=object)
     steps = ops["Iteration ID"].to_numpy()
@@ -202,7 +211,7 @@ def communication_json(ops: pd.DataFrame, tasks: pd.DataFrame, group: str = DEFA
                 continue
             for r in mine.tolist():
                 name = str(names[r])
-                step[kind][f"{name}@{group}"] = {"Communication Time Info": times.one(r),
+                step[kind][f"{name}@{groups[r]}"] = {"Communication Time Info": times.one(r),
                                                  "Communication Bandwidth Info":
                                                      transit.bandwidth_info(transit.by_op.rows(name))}
             # the step's transit rows of these ops, in their order
@@ -213,7 +222,7 @@ def communication_json(ops: pd.DataFrame, tasks: pd.DataFrame, group: str = DEFA
 
 
 def communication_matrix_json(ops: pd.DataFrame, tasks: pd.DataFrame, ranks: RankMap,
-                              group: str = DEFAULT_GROUP) -> dict:
+                              group: str | np.ndarray = DEFAULT_GROUP) -> dict:
     """Per step and kind, per op: ``<src>-<dst>`` links of its sized sub-tasks, and the ``i-i`` LOCAL link.
 
     Each op's links are the groups of its sized sub-tasks by (src, dst, type), summed in their
@@ -226,6 +235,7 @@ def communication_matrix_json(ops: pd.DataFrame, tasks: pd.DataFrame, ranks: Ran
     by_op = _Groups(_text(tasks, "Op Name")[sized])
     local = f"{ranks.rank}-{ranks.rank}"
     names, op_types = ops["Op Name"].astype(str).tolist(), ops["OP Type"].astype(str).tolist()
+    groups = _group_of(ops, group)
     steps = ops["Iteration ID"].to_numpy()
     out: dict = {}
     for r in np.argsort(steps, kind="stable").tolist():  # steps in order, ops in their order within a step
@@ -247,5 +257,5 @@ def communication_matrix_json(ops: pd.DataFrame, tasks: pd.DataFrame, ranks: Ran
                                      "Op Name": name}
         entry.setdefault(local, {"Transport Type": "LOCAL", "Transit Size(MB)": 0.0, "Transit Time(ms)": 0.0,
                                  "Bandwidth(GB/s)": 0.0, "Op Name": name})
-        step[_kind(op_type)][f"{name}@{group}"] = entry
+        step[_kind(op_type)][f"{name}@{groups[r]}"] = entry
     return out

@@ -665,7 +665,7 @@ def tensor_parallel_exposure(profile: Profile, ops: pd.DataFrame | None = None) 
     collectives (no ``hccl_op`` records, or imported data, which names no group per op)."""
     if ops is None:
         ops = _typical_ops(profile, _ops_with_times(profile), profile.step_split)
-    groups = pd.Series(profile.source.collective_groups(), index=profile.op_summary.index).reindex(ops.index)
+    groups = pd.Series(profile.source.collective_group_kinds(), index=profile.op_summary.index).reindex(ops.index)
     in_tp = (groups == TP_GROUP).to_numpy(bool)
     if not in_tp.any():
         return None

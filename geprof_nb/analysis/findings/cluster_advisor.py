@@ -1,4 +1,5 @@
-"""Findings for a whole cluster: slow ranks, slow links, time lost waiting, stragglers.
+"""Findings for a whole cluster: slow ranks, slow links, time lost waiting, stragglers; and of a
+hybrid-parallel job, its pipeline bubbles, unbalanced stages and expert imbalance.
 
 The rules read only the cross-rank tables of :mod:`..cluster.cross_rank` (through a
 :class:`~..cluster.profile.ClusterProfile`), so they work with either engine and on imported
@@ -249,6 +250,120 @@ def one_off_stalls(t: ClusterTables) -> list[Finding]:
     return out
 
 
+# ------------------------------------------------------------------ hybrid parallelism
+#: A stage is unbalanced when its busy time (its pipeline passes) exceeds the stages' mean by this share.
+STAGE_IMBALANCE_MIN_SHARE = 0.05
+#: A MoE layer's routing is imbalanced when its busiest expert gets this many times the mean tokens.
+EXPERT_IMBALANCE_MIN = 1.2
+#: A pipeline bubble is a finding when it is this share of the step.
+BUBBLE_MIN_SHARE = 0.05
+
+
+def _capped(us: float, step_us: float) -> float:
+    """A time at stake per step is never more than the step."""
+    return max(0.0, min(us, step_us)) if step_us > 0 else max(0.0, us)
+
+
+def _expert_stake_by_stage(cluster: ClusterProfile) -> dict[int, float]:
+    """Per stage, the expert time per step its layers' imbalance costs (their ``Time at Stake`` summed:
+    a stage runs its layers one after the other)."""
+    imb = cluster.expert_imbalance
+    if imb.empty:
+        return {}
+    return {int(k): float(v) for k, v in imb.groupby("Stage")["Time at Stake(us)"].sum().items()}
+
+
+def bubble_bound_stage(cluster: ClusterProfile) -> list[Finding]:
+    """The pipeline schedule's own bubble: the idle time of the busiest stage, which every stage has (the
+    warm-up and cool-down of the schedule).  Time at stake: that stage's bubble per step, what the step
+    would lose with no fill and drain; the other stages' extra idle is the unbalanced-stages finding's."""
+    b = cluster.pipeline_bubbles
+    if len(b) < 2:
+        return []
+    step_us = float(b["Step Time(us)"].max())
+    critical = b.loc[b["Busy(us)"].idxmax()]
+    bubble = float(critical["Bubble(us)"])
+    if not step_us > 0 or bubble / step_us < BUBBLE_MIN_SHARE:
+        return []
+    facts = next((f for f in cluster.parallel_facts.values() if f), {})
+    info = facts.get("pp_info") or {}
+    m, v, p = info.get("microbatch_num"), info.get("virtual_stages") or 1, len(b)
+    ideal = float(critical["Ideal Bubble Ratio"])
+    schedule = f"{info.get('pp_type', '1f1b')} with {m} micro-batches" + (f", {v} model chunks" if v > 1 else "")
+    better = ""
+    if isinstance(m, int) and isinstance(v, int):
+        better = (f": twice the micro-batches gives (p-1)/(v*m+p-1) = {(p - 1) / (v * 2 * m + p - 1):.0%}, an "
+                  f"interleaved schedule with {2 * v} model chunks {(p - 1) / (2 * v * m + p - 1):.0%}")
+    return [Finding(
+        "Pipeline bubble",
+        f"The pipeline idles {critical['Bubble Ratio']:.0%} of its time even on its busiest stage "
+        f"(stage {int(critical['Stage'])}): the {schedule} fills and drains {p} stages",
+        f"stage {int(critical['Stage'])}: bubble {us_text(bubble)} per step of a "
+        f"{us_text(float(critical['Pipeline Time(us)']))} pipeline ({critical['Step Share']:.0%} of the step); "
+        "Megatron's (p-1)/(v*m+p-1) for uniform stages: "
+        f"{ideal:.0%} (cluster.pipeline_bubbles)",
+        f"Shrink the bubble: more micro-batches per step or an interleaved schedule (virtual stages){better}.",
+        _capped(bubble, step_us))]
+
+
+def unbalanced_stages(cluster: ClusterProfile) -> list[Finding]:
+    """A stage busier than the others: every stage waits for it, so the step is paced by it.  Time at stake:
+    its busy time per step beyond the stages' mean (what moving layers off it would save), less the expert
+    imbalance the expert-imbalance finding already claims on that stage."""
+    b = cluster.pipeline_bubbles
+    if len(b) < 2:
+        return []
+    busy = b["Busy(us)"].astype(float)
+    critical = b.loc[busy.idxmax()]
+    stage = int(critical["Stage"])
+    excess = float(busy.max() - busy.mean())
+    if excess < STAGE_IMBALANCE_MIN_SHARE * float(busy.mean()):
+        return []
+    stake = excess - _expert_stake_by_stage(cluster).get(stage, 0.0)
+    idle = b[b["Stage"] != stage]
+    extra = float((idle["Bubble(us)"] - float(critical["Bubble(us)"])).mean())
+    return [Finding(
+        "Unbalanced pipeline stages",
+        f"Stage {stage} is busy {us_text(float(busy.max()))} per step, {busy.max() / busy.mean() - 1:.0%} above the "
+        "stages' mean: the others wait for it",
+        f"busy time per stage: {', '.join(f'{int(s)}: {us_text(float(u))}' for s, u in zip(b['Stage'], busy))}; "
+        f"the other stages idle {us_text(extra)} per step more than stage {stage} (cluster.pipeline_bubbles)",
+        f"Move layers off stage {stage} (an embedding or a head and loss weigh as layers do: Megatron's "
+        "decoder_first/last_pipeline_num_layers, MindSpeed's --num-layer-list), or give it fewer.",
+        _capped(stake, float(b["Step Time(us)"].max())))]
+
+
+def expert_imbalance(cluster: ClusterProfile) -> list[Finding]:
+    """MoE layers whose router sends the busiest expert far more tokens than the mean: its rank computes
+    longest and its expert-parallel group waits for it at the AlltoAll.  Time at stake: per step, the
+    busiest rank's expert time beyond the mean rank's, summed over the stage's layers, on the stage where
+    that is largest (stages run at once)."""
+    imb = cluster.expert_imbalance
+    if imb.empty or float(imb["Imbalance"].max()) < EXPERT_IMBALANCE_MIN:
+        return []
+    by_stage = _expert_stake_by_stage(cluster)
+    stage = max(by_stage, key=by_stage.get)
+    worst = imb.loc[imb["Imbalance"].idxmax()]
+    skewed = imb[imb["Imbalance"] >= EXPERT_IMBALANCE_MIN]
+    step_us = float(cluster.pipeline_bubbles["Step Time(us)"].max()) if len(cluster.pipeline_bubbles) else 0.0
+    return [Finding(
+        "Expert imbalance",
+        f"{len(skewed)} of {len(imb)} MoE layers route their tokens unevenly: layer {int(worst['Layer'])}'s busiest "
+        f"expert gets {worst['Imbalance']:.2f}x the mean tokens",
+        f"layer {int(worst['Layer'])}: {int(worst['Max Tokens']):,} tokens at most, {worst['Mean Tokens']:,.0f} on "
+        f"average per expert and step; its busiest rank ({int(worst['Busiest Rank'])}) computes "
+        f"{us_text(float(worst['Max Time(us)']))} of experts, the mean rank {us_text(float(worst['Mean Time(us)']))}; "
+        f"stage {stage} loses {us_text(by_stage[stage])} per step (cluster.expert_load, cluster.expert_imbalance)",
+        "Balance the routing: an auxiliary load-balancing loss (Megatron's --moe-aux-loss-coeff), a token capacity "
+        "(--moe-expert-capacity-factor) or aux-loss-free bias balancing.",
+        _capped(by_stage[stage], step_us))]
+
+
+#: The hybrid-parallel rules read the ClusterProfile's parallel tables (not the cross-rank ones).
+PARALLEL_RULES: tuple[Callable[["ClusterProfile"], list[Finding]], ...] = (
+    bubble_bound_stage, unbalanced_stages, expert_imbalance)
+
+
 Rule = Callable[["ClusterTables"], list[Finding]]
 RULES: tuple[Rule, ...] = (slow_ranks, slow_links, high_wait, stragglers, one_off_stalls)
 #: The rules whose figures are per-step means over the typical steps (slow links are the whole collection's).
@@ -263,15 +378,32 @@ def advise(cluster: ClusterProfile) -> pd.DataFrame:
     def share(us: float) -> float:
         return us / step_us if step_us > 0 else 0.0
 
+    parallel = [f for rule in PARALLEL_RULES for f in rule(cluster)]
     findings = []
     for rule in RULES:
         found = rule(t)
+        if rule is high_wait and parallel:
+            found = _wait_beyond(found, parallel, step_us)
         if rule in TYPICAL_STEP_RULES:
             for f in found:
                 f.evidence += f"; {_per_step_basis(t)}"
         findings.extend(found)
     findings.extend(exposed_tensor_parallel(cluster, step_us))
-    return findings_table(findings, share)
+    return findings_table(findings + parallel, share)
+
+
+def _wait_beyond(waits: list[Finding], parallel: list[Finding], step_us: float) -> list[Finding]:
+    """The high-wait finding less what the pipeline and expert findings claim: a stage waits for a busier one at
+    its receives, an expert-parallel group for its busiest rank at the AlltoAll, so that wait is their loss."""
+    claimed = sum(f.at_stake_us for f in parallel)
+    out = []
+    for f in waits:
+        left = f.at_stake_us - claimed
+        if step_us > 0 and left / step_us >= WAIT_EXCESS_MIN_SHARE:
+            f.at_stake_us = left
+            f.evidence += f"; {us_text(claimed)} of it the pipeline and expert findings count"
+            out.append(f)
+    return out
 
 
 def exposed_tensor_parallel(cluster: ClusterProfile, step_us: float) -> list[Finding]:

@@ -354,6 +354,10 @@ class DbSource(FileSource):
             out["pid"] = int(pid[0])
         if isinstance(distributed.get("world_size"), int):
             out["cluster"] = {"world_size": distributed["world_size"]}
+        meta = {"distributed_args": distributed, "parallel_group_info": self._json_meta("parallel_group_info"),
+                "pp_info": self._json_meta("pp_info")}
+        if any(meta.values()):  # what torch_npu records of the job, as a text run's profiler_metadata.json
+            out["profiler_metadata"] = {k: v for k, v in meta.items() if v}
         metrics = self._aic_metrics
         out["options"] = {"aic_metrics": metrics} if metrics and level != "Level0" else {}
         return out
@@ -444,8 +448,12 @@ class DbSource(FileSource):
         c = pd.DataFrame({"name": self.texts(cols[0]), "start": _int(cols[1]), "end": _int(cols[2]),
                           "conn": _int(cols[3], S.UINT32_MAX), "op": _int(cols[4]), "type": self.texts(cols[5])})
         t = self._tasks[~self._tasks["sub"]]
-        own = pd.MultiIndex.from_frame(t[["conn", "start", "end"]]).get_indexer(
-            pd.MultiIndex.from_frame(c[["conn", "start", "end"]])) if len(c) and len(t) else np.full(len(c), -1)
+        # two collectives one host call launched on two streams (a pipeline's send and receive) can share
+        # connection, start and end: the k-th such op is the k-th such task
+        key = ["conn", "start", "end", "nth"]
+        own = pd.MultiIndex.from_frame(t.assign(nth=t.groupby(key[:3]).cumcount())[key]).get_indexer(
+            pd.MultiIndex.from_frame(c.assign(nth=c.groupby(key[:3]).cumcount())[key])) \
+            if len(c) and len(t) else np.full(len(c), -1)
         c["task"] = np.where(own >= 0, t.index.to_numpy()[np.maximum(own, 0)], -1)
         c["node"], c["node_type"], c["task_type"] = c["name"], c["type"], "COMMUNICATION"
         if self.db.has("GEPROF_COLLECTIVE") and len(c):

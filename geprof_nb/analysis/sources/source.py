@@ -276,6 +276,11 @@ class Source(abc.ABC):
     def communication_time(self) -> pd.DataFrame:
         return empty(communication.COMMUNICATION_TIME)
 
+    def collective_groups(self) -> np.ndarray | None:
+        """The communicator name of every communication_time row's group; None when the source does not
+        know them (every collective is then in the world group)."""
+        return None
+
     def aicpu(self) -> pd.DataFrame:
         return empty(aicpu.AICPU)
 
@@ -338,7 +343,7 @@ class Source(abc.ABC):
         runtime's MemcpyInfo have them."""
         return empty(MEMCPY_INFO)
 
-    def collective_groups(self) -> np.ndarray:
+    def collective_group_kinds(self) -> np.ndarray:
         """Per op_summary row, the kind of communication group (``tp``, ``dp``, ...) its collective ran in
         (:mod:`..tables.collective_groups`); :data:`~..tables.collective_groups.UNKNOWN` for other rows and
         where the source does not say (imported runs: their files name no group per op)."""
@@ -527,6 +532,9 @@ class RunDirSource(Source):
     def communication_time(self) -> pd.DataFrame:
         return communication.communication_time(self.run, joined=self._collective_tasks)
 
+    def collective_groups(self) -> np.ndarray | None:
+        return communication.collective_groups(self.run, self.device_id, self._collective_tasks)
+
     def aicpu(self) -> pd.DataFrame:
         return aicpu.aicpu(self.run, self.device_id)
 
@@ -687,7 +695,7 @@ class RunDirSource(Source):
             "iteration": hw["iteration"].astype(np.int64), "op": op[conn],
         })[DEVICE_TASKS]
 
-    def collective_groups(self) -> np.ndarray:
+    def collective_group_kinds(self) -> np.ndarray:
         """From the run's ``hccl_op`` records and info.json's ``parallel.parallel_group_info``."""
         groups = (self.info.get("parallel") or {}).get("parallel_group_info") or {}
         return collective_group_names(self.run.load("hccl_op", self.device_id), self.run.hashes, groups,

@@ -271,3 +271,17 @@ def communication_time(run: RunDir, device_id: int = 0, rows: OpRows | None = No
         "Synchronization Time(ms)": ms(sync_ns), "Idle Time(ms)": ms(elapse - transit_ns - wait_ns),
         "Wait Time Ratio": ratio(wait_ns, transit_ns), "Synchronization Time Ratio": ratio(sync_ns, transit_ns),
     })[COMMUNICATION_TIME]
+
+
+def collective_groups(run: RunDir, device_id: int, joined: CollectiveTasks) -> np.ndarray | None:
+    """The communication group (its communicator name, a key of info.json's ``parallel.parallel_group_info``)
+    of every collective execution of ``joined`` (communication_time's rows), from the ``hccl_op`` records HCCL
+    reports of each op task; None when the run recorded none (then every collective is in
+    :data:`DEFAULT_GROUP`)."""
+    rec = run.load("hccl_op", device_id)
+    if not len(rec):
+        return None
+    names = run.hashes
+    by_conn = {int(c): names.get(int(g), DEFAULT_GROUP) for c, g in zip(rec["connection_id"], rec["group"])}
+    return np.array([by_conn.get(int(c), DEFAULT_GROUP) for c in joined.ops["conn"].to_numpy()], dtype=object)
+

@@ -69,7 +69,7 @@ def test_a_ranks_finding_is_its_tp_collectives_outside_computation(hybrid):
     rank0 = hybrid.rank(0)
     exposed, time, count = _by_hand(rank0)
     assert count == 68  # stage 0: 4 micro-batches x (embedding 1 + 4 layers x 2 forward, 4 x 2 backward)
-    groups = pd.Series(rank0.source.collective_groups()).value_counts().to_dict()
+    groups = pd.Series(rank0.source.collective_group_kinds()).value_counts().to_dict()
     assert groups == {"": len(rank0.op_summary) - 2 * 77, "tp": 2 * 68, "pp": 2 * 8, "dp": 2}
     found = rank0.advise().set_index("Rule").loc[RULE]
     step = rank0.step_split.length_us
