@@ -7,6 +7,7 @@ import shutil
 import statistics
 from collections.abc import Callable
 
+import numpy as np
 from harness import Result, times
 from workloads import ALL_LAYERS, disk_bytes, resnet50_training, run_session, scratch_dir, task_records
 
@@ -67,7 +68,7 @@ def _launched_nodes(run_dir) -> int:
     from geprof_nb.prof.host_profiler import ProfilingEvent
 
     events = RunDir(run_dir).load("host_event")
-    launch = events["event"].isin([int(ProfilingEvent.kRtKernelLaunch), int(ProfilingEvent.kCopyH2D)])
+    launch = np.isin(events["event"], [int(ProfilingEvent.kRtKernelLaunch), int(ProfilingEvent.kCopyH2D)])
     return int((launch & (events["phase"] == rawdata.HOST_EVENT_START)).sum())
 
 

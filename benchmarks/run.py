@@ -29,6 +29,7 @@ import bench_cluster  # noqa: E402
 import bench_collection  # noqa: E402
 import bench_exports  # noqa: E402
 import bench_layers  # noqa: E402
+import bench_llm  # noqa: E402
 import bench_notebook  # noqa: E402
 import bench_peers  # noqa: E402
 import bench_plots  # noqa: E402
@@ -36,7 +37,7 @@ import bench_timeline  # noqa: E402
 from harness import Result, has_target, markdown, table  # noqa: E402
 
 SUITES = [bench_layers, bench_collection, bench_peers, bench_analysis, bench_exports, bench_plots, bench_notebook,
-          bench_cluster, bench_timeline]
+          bench_cluster, bench_llm, bench_timeline]
 
 
 def machine() -> dict:

@@ -15,12 +15,15 @@ if TYPE_CHECKING:
     from .profile_block import ProfiledBlock
 
 
-def compare(a: Profile, b: Profile, top: int = 10, names: tuple[str, str] | None = None):
+def compare(a: Profile, b: Profile, top: int = 10, names: tuple[str, str] | None = None,
+            steps: tuple[int, int] | None = None):
     """How run ``b`` differs from run ``a``: step time, per op type and op, the ``top`` regressions
-    and improvements, PMU ratios (see :func:`geprof_nb.analysis.compare.compare`)."""
+    and improvements, PMU ratios; ``steps=(i, j)``: step ``i`` of ``a`` against step ``j`` of ``b``
+    (``b`` may be ``a``).  See :func:`geprof_nb.analysis.compare.compare`; in a notebook,
+    ``geprof_nb.nb.compare_view(a, b)`` shows it side by side."""
     from .analysis.compare import compare as _compare
 
-    return _compare(a, b, top=top, names=names)
+    return _compare(a, b, top=top, names=names, steps=steps)
 
 
 def profile(*, schedule: StepSchedule | Mapping[str, int] | None = None, **options: Any) -> ProfiledBlock:

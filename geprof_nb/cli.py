@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import ge
 from .analysis import ClusterProfile, Profile, load
-from .analysis.export import FORMATS, write_failure
+from .analysis.export import FORMATS, RANK_DEFAULTS, write_failure
 from .analysis.export.ascend_pt import rank_argument
 from .analysis.export.cluster import FORMATS as CLUSTER_FORMATS
 from .analysis.tables.step_split import PART_LABELS
@@ -56,8 +56,6 @@ SPLIT_KEYS = ("computing", "exposed_communication", "free")
 #: slow_ranks columns that fit a terminal.
 COMPACT_RANK_COLUMNS = ["Rank", "Step Time(us)", "Own Time(us)", "Computing(us)", "Communication(Not Overlapped)(us)",
                         "Free(us)", "Wait Time(us)", "Bound", "Slow"]
-#: The export formats that take ``--rank`` (the rank one run is exported as).
-RANK_FORMATS = ("ascend_pt",)
 #: What ``analyze`` and ``export`` open.
 PATH_HELP = "a run directory, an output directory (newest run), a cluster root (CLUSTER_*) or real tool output"
 
@@ -211,7 +209,8 @@ def _write_timeline(profile: Profile) -> Path | None:
     if not len(profile.step_trace):
         return None
     png = profile.path / "step_timeline.png"
-    png.write_bytes(plots.figure_png(plots.step_timeline(profile.step_trace)))
+    figure = plots.step_timeline(profile.step_trace, forward_models=profile.forward_only_models)
+    png.write_bytes(plots.figure_png(figure))
     return png
 
 
@@ -277,14 +276,15 @@ def _collect(command: str, code: Callable[[], None], options: ProfilingOptions, 
 
 
 def _show_collected(collected: Collected, top: int) -> int:
-    """Show a finalised run (:func:`_show_run`) and return the exit status for what its code raised."""
+    """Show a finalised run (:func:`_show_run`) and return the exit status for what its code raised (1 for code
+    that succeeded when not everything could be written into the run directory: stderr said what)."""
     profile, said = load_collected(collected)
     if said:
         print(said, file=sys.stderr)
     if profile is None:  # the run directory went away: nothing to show
         return _exit_status(collected.error) or 1
     _show_run(profile, top)
-    return _exit_status(collected.error)
+    return _exit_status(collected.error) or (1 if collected.write_problem else 0)
 
 
 def _show_run(run: Profile | ClusterProfile, top: int) -> None:
@@ -369,9 +369,9 @@ def analyze(args: argparse.Namespace) -> int:
 def export(args: argparse.Namespace) -> int:
     """Write a run (anything ``geprof_nb.load`` opens) in a real tool's format and list the files; a
     cluster in the formats that keep its ranks, every rank as its own."""
-    if args.rank is not None and args.format not in RANK_FORMATS:
+    if args.rank is not None and args.format not in RANK_DEFAULTS:
         args.usage_error(f"argument --rank: --format {args.format} has no rank; accepted: --rank with --format "
-                         f"{' or '.join(RANK_FORMATS)}")
+                         f"{' or '.join(RANK_DEFAULTS)}")
     run = load(args.path)
     if isinstance(run, ClusterProfile):
         if args.format not in CLUSTER_FORMATS:
@@ -385,7 +385,8 @@ def export(args: argparse.Namespace) -> int:
             return 2
         options = {}
     else:
-        options = {"rank": args.rank or 0} if args.format in RANK_FORMATS else {}
+        rank = args.rank if args.rank is not None else RANK_DEFAULTS.get(args.format)
+        options = {"rank": rank} if args.format in RANK_DEFAULTS and rank is not None else {}
     try:
         written = run.export(args.to, format=args.format, **options)
     except OSError as exc:
@@ -444,13 +445,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the same (step split, top ops, op_statistic, steps, findings, notes) as one JSON "
                         "document, and nothing else")
     p.set_defaults(func=analyze)
-    p = sub.add_parser("export", help="write a run as msprof, ascend_pt (msprof-analyze), chrome or parquet files")
+    p = sub.add_parser("export", help="write a run as msprof, ascend_pt (msprof-analyze), chrome or parquet files, "
+                                      "or as torch_npu's (db) or msprof's (msprof_db) SQLite databases")
     p.add_argument("path", type=Path, metavar="PATH", help=PATH_HELP)
     p.add_argument("--format", required=True, choices=FORMATS, help="the format to write")
     p.add_argument("--to", type=Path, required=True, metavar="DIR",
                    help="directory to write into (chrome: also a .json file)")
     p.add_argument("--rank", type=rank_argument, default=None, metavar="N",
-                   help="ascend_pt: the rank this run is exported as (default: 0; a cluster's ranks keep theirs)")
+                   help="ascend_pt, db, msprof_db: the rank this run is exported as (default: 0; msprof_db: none; a "
+                        "cluster's ranks keep theirs)")
     p.set_defaults(func=export, usage_error=p.error)  # for flag combinations argparse cannot check one by one
     return parser
 

@@ -116,6 +116,31 @@ def test_run_exits_with_the_scripts_exit_status(tmp_path, capsys):
     assert geprof_nb.load(tmp_path / "out").complete
 
 
+def test_run_exits_with_1_when_not_everything_could_be_written(script, tmp_path, capsys, monkeypatch):
+    """The script succeeds, but the disk is full for its hwts chunks: the tables show what was written, stderr
+    says what was not, and the exit status says it too."""
+    import errno
+
+    from geprof_nb.prof import writer
+
+    real_create = writer._create
+
+    def create(path: str) -> int:
+        if "/hwts." in path:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        return real_create(path)
+
+    monkeypatch.setattr(writer, "_create", create)
+    assert main(["run", "--clock", "virtual", "--output", str(tmp_path / "out"), str(script), "2"]) == 1
+    monkeypatch.undo()
+    out, err = capsys.readouterr()
+    said = [line for line in err.splitlines() if "not everything could be written" in line]
+    assert len(said) == 1 and ": not written: " in said[0] and " hwts records; " in said[0]
+    p = geprof_nb.load(tmp_path / "out")
+    assert p.complete and p.op_summary.empty and len(p.step_trace) == 2 and p.dropped["hwts (not written)"] > 0
+    assert "records could not be written to the run directory (disk full or not writable)" in out  # the notes
+
+
 @pytest.mark.parametrize("argv, message", [
     (["demo", "--steps", "-3"], "argument --steps: -3 is not valid; accepted: a positive integer (1, 2, 3, ...)"),
     (["demo", "--steps", "0"], "argument --steps: 0 is not valid; accepted: a positive integer (1, 2, 3, ...)"),
@@ -126,11 +151,11 @@ def test_run_exits_with_the_scripts_exit_status(tmp_path, capsys):
     (["export", ".", "--format", "ascend_pt", "--to", "x", "--rank", "1.5"],
      "argument --rank: rank '1.5' is not valid; accepted: a whole number >= 0"),
     (["export", ".", "--format", "msprof", "--to", "x", "--rank", "5"],
-     "argument --rank: --format msprof has no rank; accepted: --rank with --format ascend_pt\n"),
+     "argument --rank: --format msprof has no rank; accepted: --rank with --format ascend_pt or db or msprof_db\n"),
     (["export", ".", "--rank", "0", "--format", "chrome", "--to", "x"],
-     "argument --rank: --format chrome has no rank; accepted: --rank with --format ascend_pt\n"),
+     "argument --rank: --format chrome has no rank; accepted: --rank with --format ascend_pt or db or msprof_db\n"),
     (["export", ".", "--format", "parquet", "--to", "x", "--rank", "1"],
-     "argument --rank: --format parquet has no rank; accepted: --rank with --format ascend_pt\n"),
+     "argument --rank: --format parquet has no rank; accepted: --rank with --format ascend_pt or db or msprof_db\n"),
     (["run", "--task-trace", "l2", "x.py"], "argument --task-trace: 'l2' is not valid; accepted: "),
     (["run", "missing.py"], "argument SCRIPT: missing.py: no such file; accepted: a Python script file"),
     # a flag is named in full: argparse's prefix matching would run --form as --format
@@ -215,7 +240,7 @@ def test_analyze_json_of_a_cluster_is_one_json_document_and_nothing_else(cluster
     assert doc["notes"] == [*cluster.notes, *(f"rank 0: {n}" for n in rank0.notes)]
 
 
-@pytest.mark.parametrize("fmt", ["ascend_pt", "parquet"])
+@pytest.mark.parametrize("fmt", ["ascend_pt", "parquet", "db", "msprof_db"])
 def test_export_of_a_cluster_writes_every_rank_as_its_own(cluster, fmt, tmp_path, capsys):
     to = tmp_path / "export"
     assert main(["export", str(cluster.path), "--format", fmt, "--to", str(to)]) == 0
@@ -232,7 +257,7 @@ def test_export_of_a_cluster_writes_every_rank_as_its_own(cluster, fmt, tmp_path
 
 @pytest.mark.parametrize("flags, message", [
     (["--format", "msprof"], "--format msprof: {root} is a cluster (ranks [0, 1, 2, 3]); accepted for a cluster: "
-                             "ascend_pt, parquet (for msprof, export one rank's run directory)"),
+                             "ascend_pt, db, msprof_db, parquet (for msprof, export one rank's run directory)"),
     (["--format", "ascend_pt", "--rank", "1"], "--rank 1: {root} is a cluster, whose ranks are exported as their own "
                                                "ranks; accepted: --rank for one run only"),
 ])
@@ -248,7 +273,8 @@ def one_run(run_profiled, tiny_graph) -> Path:
     return run_profiled(tiny_graph(world_size=1)[0], steps=2).profile.path
 
 
-@pytest.mark.parametrize("fmt, under", [("msprof", ""), ("ascend_pt", ""), ("parquet", ""), ("chrome", "x.json")])
+@pytest.mark.parametrize("fmt, under", [("msprof", ""), ("ascend_pt", ""), ("parquet", ""), ("chrome", "x.json"),
+                                        ("db", ""), ("msprof_db", "")])
 def test_export_that_cannot_write_is_one_line_naming_the_path(one_run, fmt, under, tmp_path, capsys):
     blocker = tmp_path / "a_file"
     blocker.write_text("keep me")

@@ -87,7 +87,7 @@ def test_cli_reference_has_every_subcommand_and_flag(generated):
                 if flag not in ("-h", "--help"):
                     assert len(_table_rows(section, flag)) == 1, (name, flag)
     assert "Run SCRIPT as \\_\\_main\\_\\_" in text  # not bold "main"
-    assert "| `--format` | `msprof` \\| `ascend_pt` \\| `chrome` \\| `parquet` |" in text
+    assert "| `--format` | `msprof` \\| `ascend_pt` \\| `chrome` \\| `parquet` \\| `db` \\| `msprof_db` |" in text
 
 
 def test_escaping_keeps_help_prose_literal():
@@ -159,3 +159,21 @@ def test_every_docs_page_is_reachable_from_the_index():
     linked = {(DOCS / t.partition("#")[0]).resolve() for t in _links(DOCS / "index.md")}
     pages = {p.resolve() for p in DOCS.rglob("*.md")} - {(DOCS / "index.md").resolve()}
     assert not pages - linked, sorted(p.relative_to(DOCS).as_posix() for p in pages - linked)
+
+
+def test_the_tab_maps_say_what_each_explorer_tab_shows():
+    """docs/guide/explorer.md has a row per tab in the explorer's order, the README names them in that order, and
+    each piece is where the explorer puts it: the step selector in Timeline, the step chart in Summary."""
+    from geprof_nb.nb import explorer
+
+    text = (DOCS / "guide" / "explorer.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| \*\*([^*]+)\*\* \| (.*) \|$", text, re.M))
+    assert list(rows) == list(explorer.TAB_TITLES)
+    assert [t for t, row in rows.items() if "step selector" in row] == ["Timeline"]
+    assert [t for t, row in rows.items() if "step chart" in row] == ["Summary"]
+    assert [t for t, row in rows.items() if "ids/constant" in row] == ["Ops"]
+    readme = README.read_text(encoding="utf-8")
+    named = re.findall(r"\*\*(Summary|Ops|Steps|Timeline|AI Core|Memory|API/Host|Advice)\*\*", readme)
+    assert named == list(explorer.TAB_TITLES)
+    summary = readme.split("**Summary**", 1)[1].split("**Ops**", 1)[0]
+    assert "stacked bar per step" in summary and "step selector" not in summary

@@ -11,6 +11,10 @@ whole step periods (not a first step, which spans only itself), as the advisor c
 length.  Ops and op types that one run lacks are kept, with zeros on the missing side and ``In``
 saying where they ran, so two runs of different graphs compare too.  Works on imported msprof /
 torch_npu data (no raw records).
+
+``steps=(i, j)`` compares step ``i`` of ``a`` with step ``j`` of ``b`` (``b`` may be ``a``): the same tables of
+those two steps' op rows (counts and times are the step's), and a step table of their own rows
+(Iteration Time, step period, split, op tasks and time).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .arguments import positive_integer
+from .arguments import member, positive_integer
 from .cluster.profile import ClusterProfile
 from .findings.advisor import pmu_metric
 from .profile import Profile
@@ -44,7 +48,9 @@ PMU_COLUMNS = ["OP Type", "Metric", "A", "B", "Diff"]
 #: in each run (<NA> where that run lacks the model).
 MODEL_COLUMNS = ["Model A", "Model B"]
 #: Step metrics that are counts: shown as whole numbers, not with 3 decimals.
-COUNT_METRICS = ("Steps",)
+COUNT_METRICS = ("Steps", "Op tasks")
+#: The parts of a step (step_breakdown's columns), bottom up.
+SPLIT_PARTS = ("Computing", "Communication(Not Overlapped)", "Free")
 
 
 @dataclass
@@ -59,6 +65,20 @@ class Comparison:
     regressions: pd.DataFrame  # the TOP_N ops whose time per step grew most
     improvements: pd.DataFrame  # the TOP_N ops whose time per step shrank most
     pmu: pd.DataFrame  # per OP Type and PMU metric that changed (PMU_COLUMNS; after MODEL_COLUMNS with several models)
+    steps: tuple[int, int] | None = None  # (step of A, step of B) when two steps are compared, not two runs
+
+    def split(self) -> pd.DataFrame:
+        """Computing, Communication(Not Overlapped) and Free of A and B and the step they add up to, in us
+        (:data:`STEP_COLUMNS`): the mean whole step period of each run, or the two steps compared; empty when
+        a side has no step_breakdown."""
+        suffix = "" if self.steps is not None else " mean"
+        names = [f"{part}(us){suffix}" for part in SPLIT_PARTS]
+        parts = self.step.reindex(names)[["A", "B"]]
+        if parts.isna().any().any():
+            return pd.DataFrame(columns=STEP_COLUMNS, index=pd.Index([], name="Part"))
+        parts.index = pd.Index(SPLIT_PARTS, name="Part")
+        parts.loc["Step"] = parts.sum()
+        return _step_table({part: (r["A"], r["B"]) for part, r in parts.iterrows()}).rename_axis("Part")
 
     def summary(self) -> str:
         """A few lines for a terminal or a log."""
@@ -92,7 +112,7 @@ class Comparison:
     def _repr_html_(self) -> str:
         """Notebook view; every name is escaped (op names come from the profiled graph)."""
         parts = [f"<h4>geprof comparison: A = {html.escape(self.a_name)}, B = {html.escape(self.b_name)}</h4>"]
-        for title, frame in (("Step", _step_cells(self.step)), ("Regressions", self.regressions),
+        for title, frame in (("Step", step_cells(self.step)), ("Regressions", self.regressions),
                              ("Improvements", self.improvements), ("OP types", self.op_types.head(20)),
                              ("PMU changes", self.pmu.head(20))):
             if len(frame):
@@ -118,18 +138,37 @@ def _step_value(metric: str, value: float, sign: str = "") -> str:
     return format(value, f"{sign},.{0 if metric in COUNT_METRICS else 3}f")
 
 
-def _step_cells(step: pd.DataFrame) -> pd.DataFrame:
-    """The step table as text for HTML (one float format per row, so counts stay whole)."""
+def step_cells(step: pd.DataFrame) -> pd.DataFrame:
+    """A step table (:data:`STEP_COLUMNS`) as text, for HTML: one number format per row (counts whole, times
+    with 3 decimals and thousands separators, differences signed), ``-`` where there is no value."""
     out = step.astype(object)
     for metric in step.index:
         for col in ("A", "B", "Diff"):
             out.at[metric, col] = _step_value(metric, step.at[metric, col], "+" if col == "Diff" else "")
+        pct = step.at[metric, "Diff(%)"]
+        out.at[metric, "Diff(%)"] = "-" if pd.isna(pct) else f"{pct:+,.1f}"
     return out
 
 
-def _models(profile: Profile) -> np.ndarray:
+@dataclass(frozen=True)
+class _Rows:
+    """The op rows one side of a comparison counts: a run's, or one step's of it, with each row's iteration."""
+
+    ops: pd.DataFrame
+    iterations: np.ndarray
+
+    @classmethod
+    def of(cls, profile: Profile, step: int | None = None) -> _Rows:
+        ops, iterations = profile.op_summary, profile.iteration_of_ops.to_numpy()
+        if step is None:
+            return cls(ops, iterations)
+        keep = iterations == step
+        return cls(ops[keep], iterations[keep])
+
+
+def _models(rows: _Rows) -> np.ndarray:
     """Each op row's Model ID (-1 where the data has none)."""
-    ops = profile.op_summary
+    ops = rows.ops
     if "Model ID" not in ops:
         return np.full(len(ops), -1, np.int64)
     return pd.to_numeric(ops["Model ID"], errors="coerce").fillna(-1).to_numpy(np.int64)
@@ -141,31 +180,31 @@ def _graph_numbers(models: np.ndarray, graph_of: dict[int, int]) -> np.ndarray:
     return np.array([graph_of[m] for m in distinct.tolist()], np.int64)[of.ravel()]
 
 
-def _op_names_by_model(profile: Profile) -> dict[int, set[str]]:
+def _op_names_by_model(rows: _Rows) -> dict[int, set[str]]:
     """Per Model ID, the names of its ops (each distinct model and name once, not per row)."""
-    texts, position = distinct_texts(profile.op_summary["Op Name"])
-    pairs = pd.DataFrame({"model": _models(profile), "name": position}).drop_duplicates()
+    texts, position = distinct_texts(rows.ops["Op Name"])
+    pairs = pd.DataFrame({"model": _models(rows), "name": position}).drop_duplicates()
     names = texts.to_numpy(object)
     return {int(model): set(names[of.to_numpy()].tolist()) for model, of in pairs.groupby("model")["name"]}
 
 
-def _model_steps(profile: Profile) -> pd.Series:
+def _model_steps(rows: _Rows) -> pd.Series:
     """Per Model ID: its iterations with op data, the divisor of its ops' per-step values."""
-    frame = pd.DataFrame({"model": _models(profile), "iteration": profile.iteration_of_ops.to_numpy()})
+    frame = pd.DataFrame({"model": _models(rows), "iteration": rows.iterations})
     return frame.groupby("model")["iteration"].nunique()
 
 
 def _main_steps(profile: Profile) -> int:
     """The main model's iterations with op data (:func:`.tables.breakdown.main_model`, whose iterations Iteration
     Time and the step split count); every iteration's without a step trace (0 for a run without any)."""
-    model, steps = main_model(profile.step_trace), _model_steps(profile)
+    model, steps = main_model(profile.step_trace), _model_steps(_Rows.of(profile))
     return int(steps[model]) if model in steps.index else len(profile.iterations)
 
 
-def _op_time_per_step(profile: Profile) -> float:
+def _op_time_per_step(rows: _Rows) -> float:
     """Op time per step, each model's over its own steps."""
-    frame = pd.DataFrame({"model": _models(profile), "dur": profile.op_summary[_DUR].to_numpy(float)})
-    return float((frame.groupby("model")["dur"].sum() / _model_steps(profile)).sum())
+    frame = pd.DataFrame({"model": _models(rows), "dur": rows.ops[_DUR].to_numpy(float)})
+    return float((frame.groupby("model")["dur"].sum() / _model_steps(rows)).sum())
 
 
 @dataclass(frozen=True)
@@ -178,11 +217,11 @@ class _Graphs:
     b: dict[int, int]
 
 
-def _graphs(a: Profile, b: Profile) -> _Graphs | None:
+def _graphs(a: _Rows, b: _Rows) -> _Graphs | None:
     """None when neither run has several models (ops keyed by name, as one graph's are).  Otherwise the
     models that share the most op names are one graph, pair by pair (the same ids first among equals);
     a model sharing none with the other run's is its run's own."""
-    na, nb = (_op_names_by_model(p) if len(p.op_summary) else {} for p in (a, b))
+    na, nb = (_op_names_by_model(r) if len(r.ops) else {} for r in (a, b))
     if len(na) <= 1 and len(nb) <= 1:
         return None
     overlaps = sorted(((len(sa & sb), ma != mb, ma, mb) for ma, sa in na.items() for mb, sb in nb.items()),
@@ -197,21 +236,21 @@ def _graphs(a: Profile, b: Profile) -> _Graphs | None:
                    {y: k for k, (_, y) in enumerate(pairs) if y is not None})
 
 
-def _stats(profile: Profile, key: str, graph_of: dict[int, int] | None = None) -> pd.DataFrame:
+def _stats(rows: _Rows, key: str, graph_of: dict[int, int] | None = None) -> pd.DataFrame:
     """Per ``key`` value (per graph and ``key`` value with ``graph_of``, a run's Model ID -> graph): count
     and time per step of the op's model, average per call (and OP Type for ops).
 
     Rows are grouped by the key's text codes (:func:`.tables.text_columns.text_codes`: a million op rows hold a
     few hundred names) and the groups named after, in the order of their texts, as grouping by the texts
     would give; rows without a key are left out, as there."""
-    ops = profile.op_summary
+    ops = rows.ops
     keys = ["_graph", key] if graph_of is not None else [key]
     columns = STATS + (["OP Type"] if key == "Op Name" else [])
     if ops.empty:
         index = pd.MultiIndex.from_arrays([[], []], names=keys) if graph_of is not None else pd.Index([], name=key)
         return pd.DataFrame(columns=columns, index=index).astype({c: np.float64 for c in STATS})
     texts, code = text_codes(ops[key])
-    models = _models(profile)
+    models = _models(rows)
     frame = pd.DataFrame({key: code, "_model": models, "_dur": ops[_DUR].to_numpy(float)})
     if key == "Op Name":
         types, type_code = text_codes(ops["OP Type"])
@@ -219,7 +258,7 @@ def _stats(profile: Profile, key: str, graph_of: dict[int, int] | None = None) -
     if graph_of is not None:
         frame["_graph"] = _graph_numbers(models, graph_of)
     per_model = frame.groupby([*keys, "_model"]).agg(count=("_dur", "size"), time=("_dur", "sum"))
-    steps = _model_steps(profile).clip(lower=1).reindex(per_model.index.get_level_values("_model")).to_numpy()
+    steps = _model_steps(rows).clip(lower=1).reindex(per_model.index.get_level_values("_model")).to_numpy()
     per_step = pd.DataFrame({"count": per_model["count"] / steps, "time": per_model["time"] / steps})
     summed = per_step.groupby(level=keys).sum()
     g = frame.groupby(keys)
@@ -311,15 +350,56 @@ def _step(a: Profile, b: Profile) -> pd.DataFrame:
     rows[f"{name} median"] = (ta.median(), tb.median())
     bd_a, bd_b = _periods(a), _periods(b)
     if len(bd_a) and len(bd_b):
-        for col in ("Computing", "Communication(Not Overlapped)", "Free"):
+        for col in SPLIT_PARTS:
             rows[f"{col}(us) mean"] = (bd_a[col].mean(), bd_b[col].mean())
-    rows["Op time/step(us)"] = (_op_time_per_step(a), _op_time_per_step(b))
+    rows["Op time/step(us)"] = (_op_time_per_step(_Rows.of(a)), _op_time_per_step(_Rows.of(b)))
+    return _step_table(rows)
+
+
+def _step_table(rows: dict[str, tuple[float, float]]) -> pd.DataFrame:
+    """The step table (:data:`STEP_COLUMNS`) of its metrics' A and B values."""
     out = pd.DataFrame.from_dict(rows, orient="index", columns=["A", "B"]).astype(float)
     out["Diff"] = out["B"] - out["A"]
     with np.errstate(divide="ignore", invalid="ignore"):
         out["Diff(%)"] = np.where(out["A"] != 0, out["Diff"] / out["A"] * 100, np.nan)
     out.index.name = "Metric"
     return out[STEP_COLUMNS]
+
+
+def _one_step(profile: Profile, step: int, rows: _Rows) -> dict[str, float]:
+    """What the step table says of one step: its Iteration Time (the main model's step_trace row), its period
+    and split (its step_breakdown row), its op tasks and their time; NaN where the run has no such row."""
+    st, sb = profile.step_trace, profile.step_breakdown
+    values = dict.fromkeys(["Iteration Time(us)", "Stage(us)", *(f"{c}(us)" for c in SPLIT_PARTS)], np.nan)
+    if len(st):
+        trace = st[(st["Iteration ID"] == step) & (st["Model ID"] == main_model(st))]
+        if len(trace):
+            values["Iteration Time(us)"] = float(trace["Iteration Time(us)"].iloc[0])
+    if len(sb) and (sb["Step"] == step).any():
+        row = sb[sb["Step"] == step].iloc[0]
+        values["Stage(us)"] = float(row["Stage"]) if "Stage" in row else float(sum(row[c] for c in SPLIT_PARTS))
+        values.update({f"{c}(us)": float(row[c]) for c in SPLIT_PARTS})
+    values["Op tasks"] = float(len(rows.ops))
+    values["Op time(us)"] = float(rows.ops[_DUR].sum()) if len(rows.ops) else 0.0
+    return values
+
+
+def _step_of_steps(a: Profile, b: Profile, steps: tuple[int, int], rows: tuple[_Rows, _Rows]) -> pd.DataFrame:
+    """The step table of step ``steps[0]`` of ``a`` against step ``steps[1]`` of ``b``."""
+    va, vb = _one_step(a, steps[0], rows[0]), _one_step(b, steps[1], rows[1])
+    return _step_table({metric: (va[metric], vb[metric]) for metric in va})
+
+
+def _step_pair(steps: object, a: Profile, b: Profile) -> tuple[int, int] | None:
+    """``steps`` as (a step of ``a``, a step of ``b``), each an iteration the run has; None for None; else a
+    TypeError or ValueError naming ``steps`` and what is accepted."""
+    if steps is None:
+        return None
+    if not (isinstance(steps, (tuple, list)) and len(steps) == 2):
+        raise TypeError(f"steps must be two iteration ids (a step of a, a step of b), not {steps!r}")
+    known = [np.union1d(p.iterations, p.step_trace["Iteration ID"].to_numpy(np.int64)) for p in (a, b)]
+    return (member("steps[0]", steps[0], known[0], f"a ({a.name})", "iterations"),
+            member("steps[1]", steps[1], known[1], f"b ({b.name})", "iterations"))
 
 
 def _pmu_names(ops: pd.DataFrame) -> list[str]:
@@ -334,20 +414,20 @@ def _pmu_names(ops: pd.DataFrame) -> list[str]:
     return names
 
 
-def _pmu_means(profile: Profile, graph_of: dict[int, int] | None = None) -> pd.DataFrame:
+def _pmu_means(rows: _Rows, graph_of: dict[int, int] | None = None) -> pd.DataFrame:
     """Mean of every PMU ratio per OP Type (per graph and OP Type with ``graph_of``; rows without the
     metric ignored)."""
-    ops = profile.op_summary
+    ops = rows.ops
     names = _pmu_names(ops)
     if not names:
         return pd.DataFrame()
     types, code = text_codes(ops["OP Type"])  # grouped by code, named after, as in _stats
-    by = code if graph_of is None else [_graph_numbers(_models(profile), graph_of), code]
+    by = code if graph_of is None else [_graph_numbers(_models(rows), graph_of), code]
     # a metric at a time: a frame of them all would copy every row into one block first
     return _named(pd.DataFrame({n: pmu_metric(ops, n).groupby(by).mean() for n in names}), types)
 
 
-def _pmu(a: Profile, b: Profile, graphs: _Graphs | None) -> pd.DataFrame:
+def _pmu(a: _Rows, b: _Rows, graphs: _Graphs | None) -> pd.DataFrame:
     of_a, of_b = (graphs.a, graphs.b) if graphs is not None else (None, None)
     ma, mb = _pmu_means(a, of_a), _pmu_means(b, of_b)
     keys = ma.index.intersection(mb.index)
@@ -386,19 +466,24 @@ def _labels(names: object) -> tuple[str, str] | None:
     return names[0], names[1]
 
 
-def compare(a: Profile, b: Profile, top: int = TOP_N, names: tuple[str, str] | None = None) -> Comparison:
+def compare(a: Profile, b: Profile, top: int = TOP_N, names: tuple[str, str] | None = None,
+            steps: tuple[int, int] | None = None) -> Comparison:
     """How Profile ``b`` differs from Profile ``a`` (``Diff`` = B - A); ``names`` label the two
     runs (default: their run names); ``top`` (a positive int): rows of the regression and
-    improvement tables.  A wrong argument is a TypeError or ValueError naming it."""
+    improvement tables.  ``steps`` (an iteration of ``a``, one of ``b``; ``b`` may be ``a``) compares
+    those two steps instead of the two runs: each one's ops, time, split and PMU ratios.  A wrong
+    argument is a TypeError or ValueError naming it."""
     a, b = _one_run("a", a), _one_run("b", b)
-    top, names = positive_integer("top", top), _labels(names)
-    graphs = _graphs(a, b)
+    top, names, steps = positive_integer("top", top), _labels(names), _step_pair(steps, a, b)
+    rows = (_Rows.of(a, steps[0]), _Rows.of(b, steps[1])) if steps is not None else (_Rows.of(a), _Rows.of(b))
+    graphs = _graphs(*rows)
     of_a, of_b = (graphs.a, graphs.b) if graphs is not None else (None, None)
-    ops = _with_models(_diff(_stats(a, "Op Name", of_a), _stats(b, "Op Name", of_b)), graphs)
-    op_types = _with_models(_diff(_stats(a, "OP Type", of_a), _stats(b, "OP Type", of_b)), graphs)
+    ops = _with_models(_diff(_stats(rows[0], "Op Name", of_a), _stats(rows[1], "Op Name", of_b)), graphs)
+    op_types = _with_models(_diff(_stats(rows[0], "OP Type", of_a), _stats(rows[1], "OP Type", of_b)), graphs)
     grew = ops[ops["Time/step Diff(us)"] > 0].sort_values("Time/step Diff(us)", ascending=False, kind="stable")
     shrank = ops[ops["Time/step Diff(us)"] < 0].sort_values("Time/step Diff(us)", kind="stable")
-    return Comparison(
-        a_name=names[0] if names else a.name, b_name=names[1] if names else b.name,
-        step=_step(a, b), op_types=op_types, ops=ops,
-        regressions=grew.head(top), improvements=shrank.head(top), pmu=_pmu(a, b, graphs))
+    if names is None:
+        names = (a.name, b.name) if steps is None else (f"{a.name} step {steps[0]}", f"{b.name} step {steps[1]}")
+    step = _step(a, b) if steps is None else _step_of_steps(a, b, steps, rows)
+    return Comparison(a_name=names[0], b_name=names[1], step=step, op_types=op_types, ops=ops,
+                      regressions=grew.head(top), improvements=shrank.head(top), pmu=_pmu(*rows, graphs), steps=steps)

@@ -72,6 +72,13 @@ class Profile:
             notes.append(OP_STATISTIC_L0_NOTE)
         return notes
 
+    @cached_property
+    def forward_only_models(self) -> frozenset[int]:
+        """The Model IDs whose steps run forward only (inference): their step_trace's FP to BP is the forward
+        pass and Iteration Refresh what follows it, not a backward pass and an update.  Empty for imported
+        data, which does not say."""
+        return self.source.forward_only_models()
+
     @property
     def dropped(self) -> dict[str, int]:
         """Records lost to full buffers or storage_limit aging, by kind (empty if none)."""
@@ -256,6 +263,24 @@ class Profile:
         device_on = self.options.get("task_trace", "on") != "off" or self.options.get("training_trace") == "on"
         device_records = sum(int(n) for kind, n in records.items() if kind.split("@")[0] in ("hwts", "step_trace"))
         return device_on and device_records == 0
+
+    @cached_property
+    def first_step_ns(self) -> int | None:
+        """When the run's first step began (ns, from its step bounds); None without steps."""
+        bounds = self.source.step_bounds()
+        return int(bounds["begin"].min()) if len(bounds) else None
+
+    @cached_property
+    def first_task_ns(self) -> int | None:
+        """The first op task's start (ns); None without op tasks."""
+        starts = self._op_rows.start_ns
+        return int(np.min(starts)) if len(starts) else None
+
+    @property
+    def time_origin_ns(self) -> int | None:
+        """The time every relative time of the run is measured from (the explorer's tables, the timeline):
+        its first step's start, else its first op task's; None for a run without either."""
+        return self.first_step_ns if self.first_step_ns is not None else self.first_task_ns
 
     @property
     def iteration_count(self) -> int:

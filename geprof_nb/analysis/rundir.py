@@ -198,6 +198,9 @@ _INFO_FIELDS: tuple[tuple[str, object, str], ...] = (
     ("write_failed", _counts, COUNTS),
     ("notes", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of strings"),
     ("note", lambda v: isinstance(v, str), "a string"),
+    ("models", lambda v: isinstance(v, dict) and all(
+        _device_key(k) and isinstance(m, dict) and isinstance(m.get("training"), bool) for k, m in v.items()),
+     "an object of model id -> {name, training}"),
     ("pmu_events", lambda v: isinstance(v, dict) and all(isinstance(e, list) and all(isinstance(n, str) for n in e)
                                                          for e in v.values()), "an object of core -> event names"),
     ("type_info", lambda v: isinstance(v, dict) and all(isinstance(t, dict) and all(_scalar(n) for n in t.values())
@@ -432,11 +435,16 @@ class RunDir:
         return (self.info.get("devices") or {}).get(str(device_id), {})
 
     def _holds_hashed_records(self) -> bool:
-        """Records of a kind that names strings by hash id were written (a run of step traces only needs
-        no hash dictionary, and writes none)."""
-        records = self.info.get("records") or {}
-        kinds = rawdata.RECORD_KINDS
-        return any(n and kinds[k.split("@")[0]].hashed for k, n in records.items() if k.split("@")[0] in kinds)
+        """Records of a kind that names strings by hash id are on disk (a run of step traces only needs no
+        hash dictionary, and writes none; a killed run may have counted records that never reached a chunk)."""
+        for key in self.info.get("records") or {}:
+            kind, _, device = str(key).partition("@")
+            spec = rawdata.RECORD_KINDS.get(kind)
+            if spec is None or not spec.hashed or not (_device_key(device) or not device):
+                continue
+            if any(_chunk_rows(c, spec.dtype) for c in self._chunks(kind, int(device or 0))):
+                return True
+        return False
 
     @cached_property
     def hashes(self) -> dict[int, str]:

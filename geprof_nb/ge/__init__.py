@@ -1,6 +1,7 @@
 """The simulated GE runtime (``from geprof_nb import ge``).
 
-Build graphs (:class:`Graph`, :func:`add_training`, :mod:`models`), run them in
+Build graphs (:class:`Graph`, :func:`add_training`, :mod:`models`; ``models.llm`` with a
+:class:`Parallel` split), run them in
 a :class:`Session` after :func:`GEInitialize`, and profile them with the GE
 options ``ge.exec.profilingMode`` / ``ge.exec.profilingOptions``.
 """
@@ -22,13 +23,14 @@ from .ge_prof import (
                       aclgrphProfStop,
 )
 from .graph import Graph, Tensor
+from .parallel import Parallel
 from .session import GEFinalize, GEInitialize, Session, simulation_settings
 from .status import FAILED, PARAM_INVALID, SUCCESS, GEGetErrorMsg, Status
 from .tensor import GraphBuildError, TensorDesc
 
 __all__ = [
     "DEVICE_PRESETS", "FAILED", "GEFinalize", "GEGetErrorMsg", "GEInitialize", "Graph", "GraphBuildError",
-    "PARAM_INVALID", "ProfDataTypeConfig", "ProfilingAicoreMetrics", "ProfilingEvent", "SUCCESS", "Session",
+    "PARAM_INVALID", "Parallel", "ProfDataTypeConfig", "ProfilingAicoreMetrics", "ProfilingEvent", "SUCCESS", "Session",
     "Status", "Tensor", "TensorDesc", "acl", "aclgrphBuildModel", "aclgrphProfConfig", "aclgrphProfCreateConfig",
     "aclgrphProfDestroyConfig", "aclgrphProfFinalize", "aclgrphProfInit", "aclgrphProfStart", "aclgrphProfStop",
     "aclgrphSaveModel", "add_training", "models", "mstx", "profiling_scope", "simulation_settings",

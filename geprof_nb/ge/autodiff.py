@@ -11,7 +11,7 @@ GE's FP/BP point auto-detection works on user graphs, not only on the zoo.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..prof.clock import toolkit_entry
 from .graph import Graph, Node, Tensor
@@ -109,11 +109,11 @@ def _matmul_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool
     return grads
 
 
-@_rule("BatchMatMul")
+@_rule("BatchMatMul", "BatchMatMulV2")
 def _batch_matmul_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
     a, b = node.inputs
     ta, tb = bool(node.attrs.get("adj_x1")), bool(node.attrs.get("adj_x2"))
-    da, db = _product_grads(g, "BatchMatMul", a, b, dys[0], ta, tb, ("adj_x1", "adj_x2"), need)
+    da, db = _product_grads(g, node.type, a, b, dys[0], ta, tb, ("adj_x1", "adj_x2"), need)
     return [da and unbroadcast(g, da, a.shape), db and unbroadcast(g, db, b.shape)]
 
 
@@ -275,6 +275,147 @@ def _gather_scatter_grad(g: Graph, node: Node, dys: list[Tensor | None], need: l
     return [g.op(dual, dys[0], **attrs)]
 
 
+def _tp_attrs(node: Node) -> dict:
+    return {k: node.attrs[k] for k in ("group", "rank_size") if k in node.attrs}
+
+
+@_rule("HcomAllReduce")
+def _all_reduce_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    """A summing AllReduce in a model (Megatron's "reduce from the tensor-parallel region": every rank holds
+    the same loss) passes each output's gradient to its input unchanged."""
+    if node.attrs.get("reduction", "sum") != "sum":
+        raise GraphBuildError(f"{node.type} {node.name!r}: gradients need reduction='sum'")
+    return list(dys)
+
+
+@_rule("Identity")
+def _identity_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    """Identity, or Megatron's "copy to the tensor-parallel region" (``tp_region="copy"``): forward the input
+    as it is, backward the sum of every rank's gradient (an AllReduce in the region's group)."""
+    if node.attrs.get("tp_region") == "copy":
+        return [g.op("HcomAllReduce", dys[0], reduction="sum", **_tp_attrs(node))]
+    return [dys[0]]
+
+
+@_rule("StopGradient")
+def _stop_gradient(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    return [None]
+
+
+@_rule("HcomAllToAllV")
+def _all_to_all_v_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    """The gradient goes back the way the data came: send and receive counts swap."""
+    _, send_counts, send_disp, recv_counts, recv_disp = node.inputs
+    return [g.op("HcomAllToAllV", [dys[0], recv_counts, recv_disp, send_counts, send_disp], **_tp_attrs(node)),
+            None, None, None, None]
+
+
+@_rule("HcomAllToAll")
+def _all_to_all_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    return [g.op("HcomAllToAll", dys[0], **_tp_attrs(node))]
+
+
+@_rule("Exp")
+def _exp_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    return [g.op("Mul", [dys[0], node.output(0)])]
+
+
+@_rule("Log")
+def _log_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    return [g.op("RealDiv", [dys[0], node.inputs[0]])]
+
+
+@_rule("SparseSoftmaxCrossEntropyWithLogits")
+def _sparse_xent_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    dloss = dys[0]
+    return [g.op("Mul", [node.output(1), g.op("Reshape", dloss, shape=[dloss.shape[0], 1])]), None]
+
+
+@_rule("FlashAttentionScore")
+def _flash_attention_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    """FlashAttentionScoreGrad recomputes the scores from q, k, v and the forward's softmax statistics."""
+    q, k, v = node.inputs[:3]
+    smax, ssum, _, out = (node.output(i) for i in range(4))
+    dq, dk, dv, _ = g.op("FlashAttentionScoreGrad", [q, k, v, dys[3], smax, ssum, out], **node.attrs)
+    return [dq, dk, dv] + [None] * (len(node.inputs) - 3)
+
+
+@_rule("RmsNorm")
+def _rms_norm_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    x, gamma = node.inputs
+    dx, dgamma = g.op("RmsNormGrad", [dys[0], x, node.output(1), gamma])
+    return [dx, dgamma if dgamma.dtype == gamma.dtype else g.op("Cast", dgamma, dst_type=gamma.dtype)]
+
+
+@_rule("ApplyRotaryPosEmb")
+def _rotary_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    if dys[0] is None or dys[1] is None:
+        raise GraphBuildError(f"{node.type} {node.name!r}: ApplyRotaryPosEmbGrad needs the gradients of both "
+                              "the rotated query and the rotated key")
+    dq, dk = g.op("ApplyRotaryPosEmbGrad", [dys[0], dys[1], node.inputs[2], node.inputs[3]], **node.attrs)
+    return [dq, dk, None, None]
+
+
+@_rule("SwiGlu")
+def _swiglu_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    return [g.op("SwiGluGrad", [dys[0], node.inputs[0]], **node.attrs)]
+
+
+@_rule("GroupedMatmul")
+def _grouped_matmul_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    """y = x W_e row by row: dx = dy W_e^T (GroupedMatmul again), dW_e = x_e^T dy_e (group_type 2)."""
+    if int(node.attrs.get("group_type", 0)) != 0:
+        raise GraphBuildError(f"{node.type} {node.name!r}: gradients are supported for group_type 0")
+    x, w, gl = node.inputs
+    dy = dys[0]
+    tw = bool(node.attrs.get("transpose_weight", False))
+    dx = g.op("GroupedMatmul", [dy, w, gl], transpose_weight=not tw) if need[0] else None
+    dw = None
+    if need[1]:
+        a, b = (dy, x) if tw else (x, dy)
+        dw = g.op("GroupedMatmul", [a, b, gl], group_type=2, transpose_x=True)
+    return [dx, dw, None]
+
+
+@_rule("MoeGatingTopKSoftmax")
+def _gating_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    """The router's gradient: the top-k weights' gradients scattered back over the experts, through the
+    softmax (recomputed)."""
+    x = node.inputs[0]
+    probs = g.op("Softmax", x, axes=[-1])
+    zeros = g.const("zeros", x.shape, x.dtype, value=0.0)
+    full = g.op("ScatterElements", [zeros, node.output(1), dys[0]], axis=-1)
+    return [g.op("SoftmaxGrad", [probs, full])]
+
+
+@_rule("MoeInitRoutingV2")
+def _init_routing_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    k = node.inputs[1].shape[1]
+    return [g.op("MoeInitRoutingV2Grad", [dys[0], node.output(1)], top_k=k,
+                 active_num=int(node.attrs.get("active_num", 0))), None]
+
+
+@_rule("MoeFinalizeRoutingV2")
+def _finalize_routing_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    expanded, row_idx, scales, idx = node.inputs
+    d_expanded, d_scales = g.op("MoeFinalizeRoutingV2Grad", [dys[0], row_idx, expanded, scales, idx])
+    return [d_expanded, None, d_scales, None]
+
+
+@_rule("SplitVD")
+def _split_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    parts = [dy if dy is not None else g.const(None, d.shape, d.dtype, value=0.0)
+             for dy, d in zip(dys, node.outputs)]
+    return [g.op("ConcatD", parts, concat_dim=int(node.attrs.get("split_dim", 0)))]
+
+
+@_rule("ConcatD")
+def _concat_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
+    dim = int(node.attrs.get("concat_dim", 0)) % len(node.outputs[0].shape)
+    out = g.op("SplitVD", dys[0], size_splits=[t.shape[dim] for t in node.inputs], split_dim=dim)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
 @_rule("DropOutGenMask", "NonZero", "Unique")
 def _no_grad(g: Graph, node: Node, dys: list[Tensor | None], need: list[bool]) -> list[Tensor | None]:
     """Masks, indices and distinct values carry no gradient to their inputs."""
@@ -295,7 +436,86 @@ def _needs_grad(g: Graph, loss: Tensor) -> set[int]:
     return from_vars & to_loss
 
 
-def _buckets(grads: list[tuple[Node, Tensor]], bucket_bytes: int) -> list[list[tuple[Node, Tensor]]]:
+def backward_pass(graph: Graph, seeds: Sequence[tuple[Tensor, Tensor]], nodes: Sequence[Node],
+                  wrt: Sequence[Tensor], on_ready: Callable[[Tensor, Tensor], None] | None = None
+                  ) -> dict[Tensor, Tensor]:
+    """Append the gradient ops of ``seeds`` ((forward tensor, its gradient) pairs) through the forward
+    ``nodes``, in reverse creation order, down to the ``wrt`` tensors; returns each ``wrt`` tensor's
+    gradient, in the order they became final (those no seed depends on are left out).
+
+    A ``wrt`` tensor is a leaf: its producer is not differentiated.  Its gradient is final when the walk
+    reaches its producer, or, for a tensor made outside ``nodes`` (a weight cast once and used by every
+    micro-batch, an activation received from another pipeline stage), right after its last consumer's
+    gradient ops (the consumer created first): ``on_ready(tensor, gradient)`` runs then, so what reduces a
+    gradient (a data-parallel bucket) can be placed as early as the gradient exists.
+    Gradient ops take their names from the current name scope (``add_training`` uses ``gradients``).
+    """
+    order = sorted(nodes, key=lambda n: n.id)
+    in_range = {n.id for n in order}
+    leaves = {(t.node.id, t.index): t for t in wrt}
+    from_leaves: set[int] = set()
+    for n in order:
+        if n.type != "StopGradient" and any((t.node.id, t.index) in leaves or t.node.id in from_leaves
+                                            for t in n.inputs):
+            from_leaves.add(n.id)
+    to_seed = {t.node.id for t, _ in seeds}
+    for n in reversed(order):
+        if n.id in to_seed:
+            to_seed.update(t.node.id for t in n.inputs)
+    needs = from_leaves & to_seed
+    # a leaf made outside the range is final after its earliest consumer that is differentiated
+    last_use: dict[int, list[tuple[int, int]]] = {}
+    for key in leaves:
+        if key[0] not in in_range:
+            users = [n.id for n in order if n.id in needs and any((t.node.id, t.index) == key for t in n.inputs)]
+            if users:
+                last_use.setdefault(min(users), []).append(key)
+    pending: dict[tuple[int, int], list[Tensor]] = {}
+    for t, g in seeds:
+        pending.setdefault((t.node.id, t.index), []).append(g)
+    done: dict[Tensor, Tensor] = {}
+
+    def total(key: tuple[int, int], scope: str) -> Tensor | None:
+        parts = pending.pop(key, [])
+        if len(parts) > 1:
+            with graph.name_scope(scope):
+                parts = [graph.op("AddN", parts)]
+        return parts[0] if parts else None
+
+    def finish(key: tuple[int, int], scope: str) -> None:
+        grad = total(key, scope)
+        if grad is not None:
+            done[leaves[key]] = grad
+            if on_ready is not None:
+                on_ready(leaves[key], grad)
+
+    for node in reversed(order):
+        produced = [(node.id, i) for i in range(len(node.outputs)) if (node.id, i) in leaves]
+        for key in produced:
+            finish(key, f"{node.name}_grad")
+        if node.id not in needs or produced:
+            continue
+        dys = [total((node.id, i), f"{node.name}_grad") for i in range(len(node.outputs))]
+        if all(d is None for d in dys):
+            continue
+        rule = _RULES.get(node.type)
+        if rule is None:
+            raise GraphBuildError(f"add_training: no gradient rule for {node.type} {node.name!r}")
+        need = [t.node.id in needs or (t.node.id, t.index) in leaves for t in node.inputs]
+        with graph.name_scope(f"{node.name}_grad"):
+            grads = rule(graph, node, dys, need)
+        for t, gr in zip(node.inputs, grads):
+            key = (t.node.id, t.index)
+            if gr is not None and (t.node.id in needs or key in leaves):
+                pending.setdefault(key, []).append(gr)
+        for key in last_use.get(node.id, ()):
+            finish(key, f"{node.name}_grad")
+    return done
+
+
+def gradient_buckets(grads: Sequence[tuple[Node, Tensor]], bucket_bytes: int) -> list[list[tuple[Node, Tensor]]]:
+    """``grads`` in order, cut into buckets of at most ``bucket_bytes`` (a larger gradient alone): what one
+    fused gradient collective reduces."""
     buckets: list[list[tuple[Node, Tensor]]] = [[]]
     size = 0
     for var, grad in grads:
@@ -331,39 +551,14 @@ def add_training(graph: Graph, loss: Tensor, optimizer: str = "Momentum", world_
 
     graph.forward_end = len(graph.nodes)
     info = TrainingInfo(loss=loss, backward_start=len(graph.nodes))
-    pending: dict[tuple[int, int], list[Tensor]] = {}
     with graph.name_scope("gradients"):
-        pending[(loss.node.id, loss.index)] = [graph.const("Fill", loss.shape, loss.dtype, value=1.0)]
-        var_grads: list[tuple[Node, Tensor]] = []
-        for node in reversed(graph.nodes[: graph.forward_end]):
-            if node.id not in needs:
-                continue
-            dys: list[Tensor | None] = []
-            for i in range(len(node.outputs)):
-                parts = pending.pop((node.id, i), [])
-                if len(parts) > 1:
-                    with graph.name_scope(f"{node.name}_grad"):
-                        parts = [graph.op("AddN", parts)]
-                dys.append(parts[0] if parts else None)
-            if node.type == "Variable":
-                if dys[0] is not None:
-                    var_grads.append((node, dys[0]))
-                continue
-            if all(d is None for d in dys):
-                continue
-            rule = _RULES.get(node.type)
-            if rule is None:
-                raise GraphBuildError(f"add_training: no gradient rule for {node.type} {node.name!r}")
-            need = [t.node.id in needs for t in node.inputs]
-            with graph.name_scope(f"{node.name}_grad"):
-                grads = rule(graph, node, dys, need)
-            for t, gr in zip(node.inputs, grads):
-                if gr is not None and t.node.id in needs:
-                    pending.setdefault((t.node.id, t.index), []).append(gr)
-
+        fill = graph.const("Fill", loss.shape, loss.dtype, value=1.0)
+        grads = backward_pass(graph, [(loss, fill)], graph.nodes[: graph.forward_end],
+                              [v.output(0) for v in trainable])
+        var_grads = [(t.node, g) for t, g in grads.items()]
         reduced: dict[int, Tensor] = {}
         if world_size > 1:
-            for k, bucket in enumerate(_buckets(var_grads, bucket_bytes)):
+            for k, bucket in enumerate(gradient_buckets(var_grads, bucket_bytes)):
                 outs = graph.op("HcomAllReduce", [gr for _, gr in bucket], name=f"HcomAllReduce_{k}",
                                 reduction="sum", group="hccl_world_group", rank_size=world_size, fusion=k + 1)
                 outs = outs if isinstance(outs, tuple) else (outs,)
@@ -371,13 +566,17 @@ def add_training(graph: Graph, loss: Tensor, optimizer: str = "Momentum", world_
                 for (var, _), out in zip(bucket, outs):
                     reduced[var.id] = out
     info.gradients = {var.name: reduced.get(var.id, gr) for var, gr in var_grads}
-    _add_optimizer(graph, info, [v for v, _ in var_grads], optimizer, learning_rate)
+    info.updates = add_optimizer(graph, info.gradients, [v for v, _ in var_grads], optimizer, learning_rate)
     graph.output([loss], control_inputs=info.updates)
     graph.is_training = True
     return info
 
 
-def _add_optimizer(graph: Graph, info: TrainingInfo, variables: list[Node], optimizer: str, lr: float) -> None:
+def add_optimizer(graph: Graph, gradients: dict[str, Tensor], variables: Sequence[Node], optimizer: str,
+                  lr: float) -> list[Node]:
+    """The optimizer update of each variable (``gradients``: by variable name), scoped ``<optimizer>/``,
+    with its state (momentum accumulator, or AdamW's m and v) as untrainable variables; returns the updates."""
+    updates: list[Node] = []
     with graph.name_scope(optimizer):
         lr_t = graph.const("learning_rate", (), "float32", value=lr)
         if optimizer == "Momentum":
@@ -388,7 +587,7 @@ def _add_optimizer(graph: Graph, info: TrainingInfo, variables: list[Node], opti
             wd, b1, b2, eps = (graph.const(n, (), "float32", value=v) for n, v in (
                 ("weight_decay", 0.01), ("beta1", 0.9), ("beta2", 0.999), ("epsilon", 1e-8)))
         for var in variables:
-            grad = info.gradients[var.name]
+            grad = gradients[var.name]
             desc = var.outputs[0]
             with graph.name_scope(f"update_{var.name}"):
                 if optimizer == "Momentum":
@@ -398,4 +597,5 @@ def _add_optimizer(graph: Graph, info: TrainingInfo, variables: list[Node], opti
                     m = graph.variable("m", desc.shape, desc.dtype, trainable=False)
                     v = graph.variable("v", desc.shape, desc.dtype, trainable=False)
                     update = graph.op("ApplyAdamW", [var.output(0), m, v, *scalars, lr_t, wd, b1, b2, eps, grad])[0]
-            info.updates.append(update.node)
+            updates.append(update.node)
+    return updates

@@ -128,7 +128,8 @@ class ModelBuild:
 class ModelBuilds:
     """The builds of one graph, one per distinct set of input shapes, and the one in use."""
 
-    def __init__(self, graph: Graph, cost_model: CostModel, streams: tuple[int, int], single_op: bool) -> None:
+    def __init__(self, graph: Graph, cost_model: CostModel, streams: tuple[int, ...], single_op: bool) -> None:
+        """``streams``: the compute stream, then one per HCCL stream of the graph (or one for all)."""
         self.graph = graph
         self.cost_model = cost_model
         self.streams = streams
@@ -175,7 +176,7 @@ class ModelBuilds:
         build = self._builds.get(key)
         if build is None:
             graph = concretize(self.graph, input_shapes) if self.dynamic else self.graph
-            compute, hccl = self.streams
+            compute, *hccl = self.streams
             build = ModelBuild(CompiledModel(graph, self.cost_model, compute, hccl, input_copies=not self.single_op,
                                              describe=describe))
             self._builds[key] = build

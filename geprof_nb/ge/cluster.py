@@ -29,7 +29,7 @@ time because each step starts where the previous one left every rank.  Rank 0 is
 the process's own device: its host layers (API, GE host, mstx) and device data
 go through ``msprof.lib`` as for a single device.  Every other rank reports its
 device data (task log, step trace, static task info, memory, HCCL, AI CPU) to a
-library of its own, under ``<output>/CLUSTER_<time>_<tag>/rank_<r>/PROF_*``.  The
+library of its own, under ``<output>/CLUSTER_<seq>_<time>_<tag>/rank_<r>/PROF_*``.  The
 cluster root is chosen when the cluster starts collecting (its first reported step):
 rank 0's run moves into its ``rank_0/`` then, and the other ranks' runs open beside
 it and end with it, so the cluster root is what ``geprof_nb.load`` reads as a
@@ -37,7 +37,7 @@ it and end with it, so the cluster root is what ``geprof_nb.load`` reads as a
 
 Faults for what-if studies (:class:`Faults`, GE option ``geprof.faults`` as JSON):
 ``{"slow_ranks": {"3": 1.3}, "slow_links": {"0-1": 0.5}, "host_jitter_us": {"5": 300},
-"loader_stall": {"every": 10, "us": 5000, "ranks": [2]}}``.
+"loader_stall": {"every": 10, "us": 5000, "ranks": [2]}, "expert_skew": 1.5}``.
 """
 
 from __future__ import annotations
@@ -57,14 +57,17 @@ from ..prof import json_text, msprof, rawdata
 from ..prof.api_types import type_names
 from ..prof.collectors import report_api_block
 from ..prof.msprof import Msprof
-from ..prof.properties import BIT_TASK_TIME, ProfilingProperties
-from ..prof.rawdata import ModelInfoType, ReportLevel, RtTaskType
+from ..prof.properties import BIT_TASK_TIME, GlobalProfilingWrapper, ProfilingProperties
+from ..prof.rawdata import ModelInfoType, ReportLevel
 from . import hccl
-from .builds import ModelBuild, PendingSteps, StepBatch
-from .compiler import EVENT_WAIT_MIN_NS, TaskTable
+from .builds import ModelBuild, ModelBuilds, PendingSteps, StepBatch
+from .compiler import hccl_stream_keys
 from .device import DevicePreset
+from .parallel import WORLD_GROUP, Parallel
+from .rank_programs import CommGroups, stage_programs
+from .rank_schedule import ClusterStep
 from .runtime import LAUNCH_LATENCY_NS, SYNC_LATENCY_NS, DeviceRuntime, LoadedModel
-from .schedule import StepTimes, StreamSchedule, jitter_factors
+from .schedule import StepTimes
 from .step_report import StepReporter
 
 OPTION_RANK_SIZE = "ge.exec.rankSize"
@@ -72,10 +75,9 @@ OPTION_RANKS_PER_NODE = "geprof.ranksPerNode"
 OPTION_FAULTS = "geprof.faults"
 DEFAULT_RANKS_PER_NODE = 8
 MAX_RANKS = 65_536
+MAX_EXPERT_SKEW = 8.0
 #: Task times kept per batch of steps ([steps, ranks, tasks] int64 x 3): bounds memory at large rank counts.
 BATCH_ELEMENTS = 1 << 21
-_COMPUTE_TYPES = (RtTaskType.KERNEL_AICORE, RtTaskType.KERNEL_AIVEC, RtTaskType.KERNEL_MIX_AIC,
-                  RtTaskType.KERNEL_MIX_AIV, RtTaskType.KERNEL_AICPU)
 
 
 class ClusterOptionError(ValueError):
@@ -147,6 +149,9 @@ class Faults:
     loader_every: int = 0
     loader_stall_us: float = 0.0
     loader_ranks: tuple[int, ...] = ()
+    #: MoE routing skew: a Zipf exponent of the experts' shares of a layer's tokens (0: balanced; see
+    #: :func:`~.llm.expert_shares`); the ranks holding the popular experts compute longer.
+    expert_skew: float = 0.0
 
     @classmethod
     def parse(cls, value: "str | Mapping[str, Any] | Faults | None", world_size: int) -> "Faults":
@@ -165,7 +170,7 @@ class Faults:
             spec = value
         if not isinstance(spec, Mapping):
             raise ClusterOptionError(f"{OPTION_FAULTS}: expected a JSON object, got {type(spec).__name__}")
-        known = ("slow_ranks", "slow_links", "host_jitter_us", "loader_stall")
+        known = ("slow_ranks", "slow_links", "host_jitter_us", "loader_stall", "expert_skew")
         unknown = [k for k in spec if k not in known]
         if unknown:
             raise ClusterOptionError(f"{OPTION_FAULTS}: unknown field {_shown(unknown[0])}; accepted: "
@@ -207,7 +212,9 @@ class Faults:
         ranks = tuple(sorted(_rank(r, f"{OPTION_FAULTS}.loader_stall.ranks", world_size)
                              for r in _items(stall.get("ranks", []), f"{OPTION_FAULTS}.loader_stall.ranks",
                                              "a list of ranks")))
-        return cls(slow, tuple(sorted(links)), jitter, every, stall_us, ranks)
+        skew = _number(spec.get("expert_skew", 0), f"{OPTION_FAULTS}.expert_skew", 0.0, MAX_EXPERT_SKEW,
+                       f"a Zipf exponent in [0, {MAX_EXPERT_SKEW:g}] (0: balanced routing)")
+        return cls(slow, tuple(sorted(links)), jitter, every, stall_us, ranks, skew)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (what ``parse`` reads and ``info.json`` records)."""
@@ -221,6 +228,8 @@ class Faults:
         if self.loader_every:
             out["loader_stall"] = {"every": self.loader_every, "us": self.loader_stall_us,
                                    "ranks": list(self.loader_ranks)}
+        if self.expert_skew:
+            out["expert_skew"] = self.expert_skew
         return out
 
 
@@ -253,61 +262,6 @@ class ClusterSpec:
                 "faults": self.faults.to_dict()}
 
 
-class RankSchedule:
-    """Times of one step of a task table on every rank, collectives synchronised (rows are ranks)."""
-
-    def __init__(self, table: TaskTable, spec: ClusterSpec, transfer_ns: np.ndarray) -> None:
-        self.table = table
-        self.spec = spec
-        self.segments = StreamSchedule._segments(table)
-        self.sync = table.rt_type == RtTaskType.HCCL
-        self.transfer_ns = transfer_ns  # [T], the algorithm's time of each collective (0 elsewhere)
-        self.compute = np.isin(table.rt_type, _COMPUTE_TYPES)
-        slow = np.ones(spec.world_size)
-        for r, f in spec.faults.slow_ranks:
-            slow[r] = f
-        self.slow = slow
-
-    def step(self, offsets: np.ndarray, rng: np.random.Generator) -> StepTimes:
-        """Task times of one step on every rank, relative to the step's launch; ``offsets`` [R] is when
-        each rank can start (its device busy, its injected delays)."""
-        t = self.table
-        ranks, n = len(offsets), len(t)
-        factor = jitter_factors(t, ranks, rng)
-        factor[:, self.compute] *= self.slow[:, None]  # a slow card's blocks stall: more cycles, same pipe work
-        dur = t.base_ns + np.rint(t.var_ns * factor).astype(np.int64)
-        cycles = np.rint(t.block_cycles * factor).astype(np.int64)
-        start = np.empty((ranks, n), np.int64)
-        free: dict[int, np.ndarray] = {}
-        event_time: dict[int, np.ndarray] = {}
-        for seg in self.segments:
-            base = free.get(seg.stream, offsets)
-            d = dur[:, seg.tasks]
-            if seg.wait_event >= 0:
-                d[:, 0] = np.maximum(event_time[seg.wait_event] - base, 0) + EVENT_WAIT_MIN_NS
-            ends = np.empty_like(d)
-            cuts = np.flatnonzero(self.sync[seg.tasks])
-            begin, prev = 0, base
-            for cut in [*cuts.tolist(), len(seg.tasks)]:
-                if cut > begin:  # plain tasks: a cumulative sum from where the rank is
-                    ends[:, begin:cut] = prev[:, None] + np.cumsum(d[:, begin:cut], axis=1)
-                    prev = ends[:, cut - 1]
-                if cut < len(seg.tasks):  # a collective: everyone ends at the last arrival + transfer
-                    task = seg.tasks[cut]  # the group's one draw of the transfer's jitter (rank 0's row)
-                    finish = prev.max() + int(np.rint(self.transfer_ns[task] * factor[0, task]))
-                    d[:, cut] = finish - prev
-                    ends[:, cut] = finish
-                    prev = ends[:, cut]
-                    begin = cut + 1
-            dur[:, seg.tasks] = d
-            start[:, seg.tasks] = ends - d
-            for pos, ev in seg.records:
-                event_time[ev] = ends[:, pos]
-            free[seg.stream] = ends[:, -1]
-        end = np.max(np.stack(list(free.values())), axis=0) if free else offsets.copy()
-        return StepTimes(start, dur, cycles, end)
-
-
 class _RankRun:
     """One rank's msprof library and device for the current run directory."""
 
@@ -319,30 +273,77 @@ class _RankRun:
 
 class RankGroup:
     """The other ranks of one loaded model: their step times and their reporting (the model's
-    :class:`~.runtime.OtherRanks`)."""
+    :class:`~.runtime.OtherRanks`).
+
+    A graph every rank runs alike (data parallelism) is one stage of ``world_size`` ranks.  A parallel
+    job's graph (``graph.job``, :mod:`.llm`) has a stage per pipeline stage: rank 0's model is stage 0,
+    the other stages' graphs are built and compiled here, one build each for all the ranks of the stage.
+    """
 
     def __init__(self, model: LoadedModel, spec: ClusterSpec) -> None:
         self.model = model
         self.spec = spec
+        self.job = model.graph.job
+        layout = self.job.layout(spec.ranks_per_node) if self.job is not None else None
+        self.comm = CommGroups(spec.world_size, layout)
+        self.stage_size = self.job.parallel.stage_size if self.job is not None else spec.world_size
+        self.stages = spec.world_size // self.stage_size
         self.rng = np.random.default_rng(model.runtime.seed + 7919)
-        self.schedules: dict[int, RankSchedule] = {}  # id(table) -> schedule
-        self.times: StepTimes | None = None  # [K, R, T] of the current batch
+        self.slow = np.ones(spec.world_size)
+        for r, f in spec.faults.slow_ranks:
+            self.slow[r] = f
+        self.stage_builds: dict[int, ModelBuild] = {}  # stage -> its build (stages 1 ..)
+        self.steps: dict[tuple[int, ...], ClusterStep] = {}  # ids of the stages' tables -> their step
+        self.builds: list[ModelBuild] = []  # every stage's build of the current batch
+        self.times: list[StepTimes] | None = None  # per stage [K, ranks of the stage, T] of the current batch
         self.calls: np.ndarray | None = None  # [K, R] of the batch: each rank's run_graph call, after rank 0's
         self.returned_abs: np.ndarray | None = None  # [R] when each rank's last (synchronous) run returned
 
+    def rank_info(self, rank: int) -> dict[str, Any]:
+        """What ``rank``'s run records of the job (info.json ``parallel``): a parallel job's own account, or
+        for data parallelism the sizes and the world group, as torch_npu's profiler records them."""
+        spec = self.spec
+        if self.job is not None:
+            return self.job.rank_info(rank, spec.ranks_per_node, spec.faults.expert_skew)
+        world = spec.world_size
+        args = {**Parallel(dp=world).distributed_args(), "rank": rank}
+        return {"distributed_args": args, "parallel_group_info": {WORLD_GROUP: {
+            "group_name": WORLD_GROUP, "group_rank": rank, "global_ranks": list(range(world))}}}
+
+    def where(self, rank: int) -> tuple[int, int]:
+        """(stage, row) of a rank."""
+        return divmod(rank, self.stage_size)
+
     # ------------------------------------------------------------------ times
-    def _schedule(self, v: ModelBuild) -> RankSchedule:
-        table = v.table
-        sched = self.schedules.get(id(table))
-        if sched is None or sched.table is not table:
-            nodes = v.compiled.graph.nodes
-            transfer = np.zeros(len(table), np.int64)
-            for i in np.flatnonzero(table.rt_type == RtTaskType.HCCL):
-                node = nodes[int(table.node[i])]
-                transfer[i] = hccl.cluster_duration_ns(node.type, v.compiled.costs[node.id].comm_bytes,
-                                                       self.spec.world_size, self.spec.links)
-            sched = self.schedules[id(table)] = RankSchedule(table, self.spec, transfer)
-        return sched
+    def _stage_build(self, stage: int) -> ModelBuild:
+        """Stage ``stage``'s build, with the collection's trace points placed (as rank 0's model does on a
+        new collection)."""
+        rt = self.model.runtime
+        build = self.stage_builds.get(stage)
+        if build is None:
+            graph = self.job.stage(stage).graph
+            first = self.model.streams[0]
+            streams = tuple(range(first, first + 1 + len(hccl_stream_keys(graph))))
+            build = ModelBuilds(graph, rt.cost_model, streams, single_op=False).for_shapes(
+                {}, describe=bool(GlobalProfilingWrapper.enable_flags & BIT_TASK_TIME))
+            self.stage_builds[stage] = build
+        if build.table is None or build.table_epoch != rt.epoch:
+            build.table_epoch = rt.epoch
+            props = ProfilingProperties.instance()
+            build.place_trace_tasks(props.fp_point, props.bp_point, rt.preset)
+        return build
+
+    def _step(self, v: ModelBuild) -> ClusterStep:
+        builds = [v] + [self._stage_build(s) for s in range(1, self.stages)]
+        key = tuple(id(b.table) for b in builds)
+        step = self.steps.get(key)
+        if step is None:
+            ranks = [np.arange(s * self.stage_size, (s + 1) * self.stage_size) for s in range(self.stages)]
+            programs = stage_programs(builds, ranks, self.comm, self.spec.links, self.slow, self.job,
+                                      self.spec.faults.expert_skew, self.model.runtime.cost_model)
+            step = self.steps[key] = ClusterStep(programs)
+        self.builds = builds
+        return step
 
     def _delays(self, iteration: int) -> np.ndarray:
         """Each rank's injected delay (ns) before it starts step ``iteration`` (from 1)."""
@@ -359,13 +360,17 @@ class RankGroup:
         model = self.model
         ranks, n = self.spec.world_size, len(v.table)
         b = v.batch
-        if b is None or b.next >= len(b.times.end) or self.times is None or self.times.start.shape[2] != n:
+        step = self._step(v)
+        if b is None or b.next >= len(b.times.end) or self.times is None or self.times[0].start.shape[2] != n:
             model.flush_build(v)
-            k = max(1, min(64, BATCH_ELEMENTS // max(1, ranks * n)))
-            self.times = StepTimes(np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks, n), np.int64),
-                                   np.zeros((k, ranks, n), np.int64), np.zeros((k, ranks), np.int64))
+            per_step = sum(self.stage_size * len(x.table) for x in self.builds)
+            k = max(1, min(64, BATCH_ELEMENTS // max(1, per_step)))
+            self.times = [StepTimes(np.zeros((k, self.stage_size, len(x.table)), np.int64),
+                                    np.zeros((k, self.stage_size, len(x.table)), np.int64),
+                                    np.zeros((k, self.stage_size, len(x.table)), np.int64),
+                                    np.zeros((k, self.stage_size), np.int64)) for x in self.builds]
             self.calls = np.zeros((k, ranks), np.int64)
-            tt = self.times
+            tt = self.times[0]
             b = v.batch = StepBatch(StepTimes(tt.start[:, 0], tt.dur[:, 0], tt.block_cycles[:, 0], tt.end[:, 0]))
         k = b.next
         # Every rank's host runs rank 0's loop: between its previous run's return and this call it
@@ -377,11 +382,12 @@ class RankGroup:
         if self.returned_abs is not None:
             lag = np.maximum(self.returned_abs - min(t0 - LAUNCH_LATENCY_NS, int(self.returned_abs[0])), 0)
             lag[0] = 0
-        step = self._schedule(v).step(lag + self._delays(model.iterations + 1), self.rng)
-        tt = self.times
-        tt.start[k], tt.dur[k], tt.block_cycles[k], tt.end[k] = step.start, step.dur, step.block_cycles, step.end
+        offsets = (lag + self._delays(model.iterations + 1)).reshape(self.stages, self.stage_size)
+        stages = step.step(list(offsets), self.rng)
+        for tt, st in zip(self.times, stages):
+            tt.start[k], tt.dur[k], tt.block_cycles[k], tt.end[k] = st.start, st.dur, st.block_cycles, st.end
         self.calls[k] = lag
-        self.returned_abs = t0 + step.end + SYNC_LATENCY_NS
+        self.returned_abs = t0 + np.concatenate([st.end for st in stages]) + SYNC_LATENCY_NS
         b.next += 1
         return b.times, k
 
@@ -392,26 +398,27 @@ class RankGroup:
         assert self.times is not None and self.calls is not None
         if msprof.lib.discarding:  # a step schedule's warmup window: no rank keeps it
             return
-        self._report_ranks(v, pending, ks, t0, iterations)
+        self._report_ranks(pending, ks, t0, iterations)
 
-    def _report_ranks(self, v: ModelBuild, pending: PendingSteps, ks: np.ndarray, t0: np.ndarray,
-                      iterations: np.ndarray) -> None:
+    def _report_ranks(self, pending: PendingSteps, ks: np.ndarray, t0: np.ndarray, iterations: np.ndarray) -> None:
         switch = msprof.lib.switch
         runs = cluster_runs.ranks(self.spec, self.model.runtime)
-        tt = self.times
         for r, run in runs.items():
+            stage, row = self.where(r)
+            build, tt = self.builds[stage], self.times[stage]
             reporter = run.reporters.get(id(self.model))
             if reporter is None:
                 reporter = run.reporters[id(self.model)] = self.model.reporter.on_device(run.runtime)
+                reporter.parallel_info = self.rank_info(r)
             with msprof.reporting_to(run.lib):
                 if not run.lib.started:
                     run.lib.start(switch)
-                reporter.report_steps(v, pending.flags, t0[:, None] + tt.start[ks, r], tt.dur[ks, r],
-                                      tt.block_cycles[ks, r], iterations)
+                reporter.report_steps(build, pending.flags, t0[:, None] + tt.start[ks, row], tt.dur[ks, row],
+                                      tt.block_cycles[ks, row], iterations)
                 if pending.flags & BIT_TASK_TIME:  # each rank's own host launched its model (ModelExecute)
                     report_api_block(ReportLevel.MODEL, np.full(len(ks), int(ModelInfoType.EXECUTE)),
-                                     t0 + self.calls[ks, r] - LAUNCH_LATENCY_NS, t0 + tt.end[ks, r] + SYNC_LATENCY_NS,
-                                     np.full(len(ks), self.model.model_id))
+                                     t0 + self.calls[ks, r] - LAUNCH_LATENCY_NS,
+                                     t0 + tt.end[ks, row] + SYNC_LATENCY_NS, np.full(len(ks), self.model.model_id))
             run.lib.flush()  # a thousand ranks' buffers would not fit in memory until the end
 
 
@@ -467,15 +474,27 @@ class ClusterRuns:
                                      f"{cluster.spec.world_size} ranks; finish it before running {spec.world_size}")
         assert lib0.run_dir is not None
         root = lib0.run_dir.parent / _cluster_dir_name(lib0.run_dir.name)
-        root.mkdir()
-        lib0.move_into(root / "rank_0")
         cluster = self._open = _OpenCluster(lib0.run_serial, spec, root)
+        try:
+            root.mkdir()
+            try:
+                lib0.move_into(root / "rank_0")
+            except OSError:
+                root.rmdir()
+                raise
+        except OSError as exc:  # a full disk: rank 0's run goes on alone where it is, the others are counted
+            lib0.count_unwritten(rawdata.RANKS_KIND, spec.world_size - 1, root.name, exc)
+            return cluster.runs
         lib0.part_of(root, [cluster])
         info = spec.info()
         lib0.set_run_info("cluster", {"rank": 0, **info, "root": str(root)})
         for r in range(1, spec.world_size):
             lib = Msprof()
-            lib.init(root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
+            try:
+                lib.init(root / f"rank_{r}", lib0.options, mode="cluster_rank", restart_clock=False)
+            except OSError as exc:  # this rank's run directory cannot be made: counted, the others go on
+                lib0.count_unwritten(rawdata.RANKS_KIND, 1, f"{root.name}/rank_{r}", exc)
+                continue
             rt = DeviceRuntime(runtime.preset, device_id=r % spec.ranks_per_node, seed=runtime.seed + r)
             rt.rank, rt.device_count, rt.epoch = r, spec.world_size, 1
             lib.set_run_info("cluster", {"rank": r, **info, "root": str(root)})

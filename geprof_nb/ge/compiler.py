@@ -3,10 +3,13 @@ list (kernels, input copies, event record/wait between streams, PROFILER_TRACE
 tasks), with every kernel timed by the device's cost model.
 
 Streams: every AI Core / vector / AI CPU kernel on the compute stream, every
-collective on the HCCL stream.  Where an op consumes a tensor made on the other
-stream, the producer's stream records an event after it and the consumer's
-stream waits for it before the consumer, so AllReduce overlaps backward
-compute exactly as far as the data dependencies allow.
+collective on an HCCL stream: one per communication group (a data-parallel
+gradient AllReduce does not queue behind a tensor-parallel one), and for
+pipeline sends and receives one per group and direction (:func:`hccl_stream_key`).
+Where an op consumes a tensor made on another stream, the producer's stream
+records an event after it and the consumer's stream waits for it before the
+consumer, so AllReduce overlaps backward compute exactly as far as the data
+dependencies allow.
 
 Trace tasks come from :class:`ProfilingTaskUtils` and are placed per profiling
 point set, so changing ``fp_point``/``bp_point`` re-places them without a rebuild.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Sequence
 
 import numpy as np
 
@@ -78,6 +82,33 @@ class _Entry:
     records: list[int] = field(default_factory=list)
 
 
+DEFAULT_GROUP = "hccl_world_group"
+P2P_TYPES = ("HcomSend", "HcomReceive")
+
+
+def hccl_stream_key(node: Node) -> str:
+    """Which HCCL stream a collective runs on: its group's, or for a send or receive its group's and
+    direction's (activations and gradients of a pipeline each have a send and a receive stream)."""
+    group = str(node.attrs.get("group", DEFAULT_GROUP))
+    if node.type in P2P_TYPES:
+        return f"{group}/{node.type}/{node.attrs.get('direction', '')}"
+    return group
+
+
+def hccl_stream_keys(graph: Graph) -> list[str]:
+    """The HCCL stream keys of ``graph``'s collectives, in order of first use (at least one stream)."""
+    keys = dict.fromkeys(hccl_stream_key(n) for n in graph.nodes if n.engine == "HCCL")
+    return list(keys) or [DEFAULT_GROUP]
+
+
+def kernel_time_split(kernel: KernelTiming, overhead_ns: int) -> tuple[int, int, int]:
+    """(fixed ns, ns that vary run to run, AI Core cycles per block) of a kernel task: an AI Core kernel's
+    launch head and tail are fixed, its blocks' time varies; another kernel varies as a whole."""
+    if kernel.block_cycles:
+        return overhead_ns, kernel.duration_ns - overhead_ns, kernel.block_cycles
+    return 0, kernel.duration_ns, 0
+
+
 def _check_edges(graph: Graph) -> None:
     """Every edge must come from an earlier node of the same graph.
 
@@ -98,9 +129,10 @@ def _check_edges(graph: Graph) -> None:
 class CompiledModel:
     """A graph built for one device: kernel timings per node and task tables per trace-point set."""
 
-    def __init__(self, graph: Graph, cost_model: CostModel, compute_stream: int, hccl_stream: int,
+    def __init__(self, graph: Graph, cost_model: CostModel, compute_stream: int, hccl_streams: int | Sequence[int],
                  input_copies: bool = True, describe: bool = False) -> None:
-        """``describe``: task profiling is on, so gather each op's :class:`~.task_desc.OpDescs` entry
+        """``hccl_streams``: the stream of each of :func:`hccl_stream_keys` (one stream: every collective
+        on it); ``describe``: task profiling is on, so gather each op's :class:`~.task_desc.OpDescs` entry
         while building it (see :attr:`op_descs`)."""
         if graph.net_output is None:
             raise GraphBuildError(f"graph {graph.name!r} has no outputs: call graph.output(...) (or "
@@ -109,7 +141,14 @@ class CompiledModel:
         self.graph = graph
         self.cost_model = cost_model
         self.compute_stream = compute_stream
-        self.hccl_stream = hccl_stream
+        ids = [hccl_streams] if isinstance(hccl_streams, int) else list(hccl_streams)
+        keys = hccl_stream_keys(graph)
+        if len(ids) == 1:
+            ids *= len(keys)
+        if len(ids) != len(keys):
+            raise GraphBuildError(f"graph {graph.name!r} has {len(keys)} HCCL streams ({', '.join(keys)}) but "
+                                  f"{len(ids)} stream ids were given")
+        self.hccl_streams = dict(zip(keys, ids))
         self.kernels: dict[int, KernelTiming] = {}
         self.costs: dict[int, OpCost] = {}  # what each kernel does, by node id
         descs = OpDescs() if describe else None
@@ -142,7 +181,7 @@ class CompiledModel:
 
     # -------------------------------------------------------------- structure
     def stream_of(self, node: Node) -> int:
-        return self.hccl_stream if node.engine == "HCCL" else self.compute_stream
+        return self.hccl_streams[hccl_stream_key(node)] if node.engine == "HCCL" else self.compute_stream
 
     def _task_producers(self) -> dict[int, set[int]]:
         """For every node, the nodes with a task whose output it depends on (through GE_LOCAL ops): the
@@ -238,14 +277,10 @@ class CompiledModel:
                 base[i] = EVENT_WAIT_MIN_NS
             elif rt == RtTaskType.PROFILER_TRACE:
                 base[i] = PROFILER_TRACE_NS
-            elif kernel.block_cycles:
-                base[i] = overhead
-                var[i] = kernel.duration_ns - overhead
-                cycles[i] = kernel.block_cycles
-                sigma[i] = JITTER_SIGMA["kernel"]
             else:
-                var[i] = kernel.duration_ns
-                sigma[i] = JITTER_SIGMA["hccl" if kernel.ge_task_type == GeTaskType.HCCL else "aicpu"]
+                base[i], var[i], cycles[i] = kernel_time_split(kernel, overhead)
+                sigma[i] = JITTER_SIGMA["kernel" if kernel.block_cycles else
+                                        "hccl" if kernel.ge_task_type == GeTaskType.HCCL else "aicpu"]
         col = list(zip(*rows)) if rows else [[]] * 6
         return TaskTable(
             rt_type=np.asarray(col[0], np.uint8), stream=np.asarray(col[1], np.int32), task_id=task_ids,

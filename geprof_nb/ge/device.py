@@ -398,9 +398,14 @@ class CostModel:
             pipes.update(mte3_cycles=out_cycles, vec_cycles=l0c_out / VECTOR_MOVE_BYTES_PER_CYCLE)
             counts.update(l0c_read_bytes=l0c_out, ub_write_vector_bytes=out, ub_read_mte_bytes=out,
                           ub_to_gm_bytes=out)
+        if cost.vector_ops:  # fused vector work (a softmax) runs beside the cube: on A2 on the two AI Vector
+            # cores of each cube block (their pipe in this block's cycles), on 910A on the AI Core's vector unit
+            lanes = VECTOR_LANES[_vector_class(dtype)]
+            pipes["vec_cycles"] = pipes.get("vec_cycles", 0.0) + cost.vector_ops / block_dim / lanes / (
+                2 if dev.has_vector_cores else 1)
         timing = self._finish(op_type, GeTaskType.AI_CORE, RtTaskType.KERNEL_AICORE, block_dim, dev.ai_core_num,
                               "aic", pipes, counts, hit, gm_in + out)
-        if self._becomes_mix(cost, dtype, mac):
+        if dev.stars and (cost.vector_ops or self._becomes_mix(cost, dtype, mac)):
             timing = replace(timing, ge_task_type=GeTaskType.MIX_AIC, rt_task_type=RtTaskType.KERNEL_MIX_AIC,
                              mix_block_dim=2 * block_dim, context_ids=(0,))
         return timing
@@ -455,7 +460,8 @@ class CostModel:
 
     def collective(self, op_type: str, cost: OpCost, rank_size: int) -> KernelTiming:
         """A collective on the HCCL stream: its ring duration over this device's links (see :mod:`.hccl`)."""
-        dur = hccl.collective_duration_ns(op_type, cost.comm_bytes, rank_size, self.device.links)
+        peer = 1 if op_type in hccl.P2P_OPS and rank_size > 1 else 0  # a send's or receive's other end
+        dur = hccl.collective_duration_ns(op_type, cost.comm_bytes, rank_size, self.device.links, root_rank=peer)
         return KernelTiming(GeTaskType.HCCL, RtTaskType.HCCL, 0, dur)
 
     def memcpy_h2d_ns(self, nbytes: int) -> int:

@@ -128,6 +128,9 @@ class Graph:
         self.forward_end: int | None = None
         #: True once ``add_training`` made this a training graph (GetNeedIteration).
         self.is_training = False
+        #: The parallel job this graph is one rank's part of (``ge.models.llm`` sets it: its ``world_size``
+        #: and the graphs of the other pipeline stages); ``None`` for a graph every rank runs alike.
+        self.job: Any = None
 
     # ----------------------------------------------------------------- naming
     @contextlib.contextmanager

@@ -56,7 +56,13 @@ HCCL_OP_NAMES = {
     "HcomAllGather": "hcom_allGather_",
     "HcomReduceScatter": "hcom_reduceScatter_",
     "HcomBroadcast": "hcom_broadcast_",
+    "HcomAllToAll": "hcom_alltoall_",
+    "HcomAllToAllV": "hcom_alltoallv_",
+    "HcomSend": "hcom_send_",
+    "HcomReceive": "hcom_receive_",
 }
+P2P_OPS = ("HcomSend", "HcomReceive")
+ALL_TO_ALL_OPS = ("HcomAllToAll", "HcomAllToAllV")
 DEFAULT_GROUP = "hccl_world_group"
 #: Fixed cost of the one-rank local copy (a task head/tail, like any kernel's).
 LOCAL_COPY_OVERHEAD_NS = 1_000
@@ -159,13 +165,14 @@ class SubTasks:
         return rec
 
 
-def _check(op_type: str, nbytes: int, rank_size: int, rank: int = 0, root_rank: int = 0) -> None:
+def _check(op_type: str, nbytes: int, members: tuple[int, ...], position: int = 0, root: int = 0) -> None:
     if op_type not in HCCL_OP_NAMES:
         raise ValueError(f"unknown collective {op_type!r}; accepted: {', '.join(HCCL_OP_NAMES)}")
-    if nbytes < 0 or rank_size < 1:
-        raise ValueError(f"{op_type}: need nbytes >= 0 and rank_size >= 1, got {nbytes} and {rank_size}")
-    if not (0 <= rank < rank_size and 0 <= root_rank < rank_size):
-        raise ValueError(f"{op_type}: rank {rank} and root_rank {root_rank} must be in [0, {rank_size})")
+    n = len(members)
+    if nbytes < 0 or n < 1:
+        raise ValueError(f"{op_type}: need nbytes >= 0 and rank_size >= 1, got {nbytes} and {n}")
+    if not (0 <= position < n and 0 <= root < n):
+        raise ValueError(f"{op_type}: rank {position} and root_rank {root} must be in [0, {n})")
 
 
 def _ns(nbytes: int, bandwidth: float) -> int:
@@ -178,10 +185,61 @@ def _broadcast_pieces(nbytes: int, n: int, bandwidth: float, latency_ns: int) ->
     return max(1, min(MAX_BROADCAST_PIECES, round(best)))
 
 
+def group_members(rank_size: int, members: Sequence[int] | None = None) -> tuple[int, ...]:
+    """The global ranks of a group of ``rank_size`` (``members``, or ranks ``0 .. rank_size - 1``)."""
+    out = tuple(range(rank_size)) if members is None else tuple(int(m) for m in members)
+    if len(out) != rank_size:
+        raise ValueError(f"a group of rank_size {rank_size} has {len(out)} members {list(out)}")
+    return out
+
+
+def group_signature(members: tuple[int, ...], per_node: int) -> tuple[int, ...]:
+    """``members`` relabelled so that groups spread alike over servers get the same key (servers in order
+    of first appearance, places in a server in order): their collectives are alike but for the ranks'
+    numbers, unless a slow link touches them."""
+    servers: dict[int, int] = {}
+    seen: dict[int, int] = {}
+    out = []
+    for m in members:
+        node = servers.setdefault(m // per_node, len(servers))
+        seen[node] = seen.get(node, -1) + 1
+        out.append(node * per_node + seen[node])
+    return tuple(out)
+
+
+def _group_plan(op_type: str, nbytes: int, members: tuple[int, ...], position: int, root: int,
+                links: Links) -> _Plan:
+    """:func:`_plan` of a group, made once per layout over servers: for a group no slow link touches,
+    the plan of its :func:`group_signature` with the ranks renamed."""
+    ends = {r for a, b, _ in links.slow_links for r in (a, b)}
+    norm = group_signature(members, links.ranks_per_node)
+    if norm == members or ends.intersection(members):
+        return _plan(op_type, nbytes, members, position, root, links)
+    plan = _plan(op_type, nbytes, norm, position, root, links)
+    order = np.argsort(norm)
+    keys, values = np.asarray(norm)[order], np.asarray(members)[order]
+    src, dst = (values[np.searchsorted(keys, c)] for c in (plan.src, plan.dst))
+    for a in (src, dst):
+        a.flags.writeable = False
+    return _Plan(plan.dur, plan.name, src, dst, plan.transport, plan.link, plan.size, plan.wait)
+
+
+def _servers(members: tuple[int, ...], per_node: int) -> dict[int, list[int]]:
+    """The members on each server, servers and members in group order."""
+    out: dict[int, list[int]] = {}
+    for m in members:
+        out.setdefault(m // per_node, []).append(m)
+    return out
+
+
 @lru_cache(maxsize=16384)
-def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: Links) -> _Plan:
-    _check(op_type, nbytes, n, rank, root_rank)
+def _plan(op_type: str, nbytes: int, members: tuple[int, ...], position: int, root: int, links: Links) -> _Plan:
+    """The sub-tasks of ``members[position]``'s plane; ``root``: a broadcast's root, or a send's or
+    receive's peer (positions in ``members``)."""
+    _check(op_type, nbytes, members, position, root)
     cols: dict[str, list] = {k: [] for k in ("dur", "name", "src", "dst", "transport", "link", "size")}
+    n = len(members)
+    rank = members[position]
 
     def add(name: str, dur: int, src: int, dst: int, transport: TransportType, link: LinkType, size: int) -> None:
         for k, v in zip(cols, (dur, name, src, dst, int(transport), int(link), size)):
@@ -192,7 +250,8 @@ def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: L
             TransportType.LOCAL, LinkType.ON_CHIP, nbytes)
         return _finish(cols, 0)
 
-    multi_node = n > links.ranks_per_node
+    servers = _servers(members, links.ranks_per_node)
+    multi_node = len(servers) > 1
 
     def remote(peer: int) -> bool:
         return rank // links.ranks_per_node != peer // links.ranks_per_node
@@ -200,17 +259,40 @@ def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: L
     def wire(peer: int) -> tuple[TransportType, LinkType]:
         return (TransportType.RDMA, LinkType.ROCE) if remote(peer) else (TransportType.SDMA, LinkType.HCCS)
 
-    if op_type == "HcomAllReduce" and multi_node and n % links.ranks_per_node == 0:
-        _hierarchical_allreduce(nbytes, n, rank, links, add, remote, wire)
+    counts = {len(v) for v in servers.values()}
+    if op_type == "HcomAllReduce" and multi_node and len(counts) == 1 and min(counts) > 1:
+        _hierarchical_allreduce(nbytes, members, rank, servers, links, add, remote, wire)
         return _finish(cols, 1)
-    bandwidth = links.ring_bandwidth(list(range(n)))
     latency = max(links.hccs_latency_ns, links.roce_latency_ns) if multi_node else links.hccs_latency_ns
-    nxt, prev = (rank + 1) % n, (rank - 1) % n
+    record_ns = min(links.notify_record_ns, latency)
+    if op_type in P2P_OPS:
+        peer = members[root]
+        move_ns = latency + _ns(nbytes, links.link_bandwidth(*((rank, peer) if op_type == "HcomSend" else
+                                                                (peer, rank))))
+        if op_type == "HcomSend":  # wait for the receiver to be ready, write its buffer, tell it
+            add("Notify_Wait", record_ns, peer, rank, *wire(peer), 0)
+            add("RDMASend" if remote(peer) else "Memcpy", move_ns, rank, peer, *wire(peer), nbytes)
+            add("Notify_Record", record_ns, rank, peer, *wire(peer), 0)
+            return _finish(cols, 0)
+        add("Notify_Record", record_ns, rank, peer, *wire(peer), 0)  # ready; then wait for the data
+        add("Notify_Wait", move_ns + record_ns, peer, rank, *wire(peer), 0)
+        return _finish(cols, 1)
+    if op_type in ALL_TO_ALL_OPS:  # n - 1 pairwise exchanges of a 1/n slice
+        chunk = -(-nbytes // n)
+        for step in range(1, n):
+            dst, src = members[(position + step) % n], members[(position - step) % n]
+            move_ns = _ns(chunk, links.link_bandwidth(rank, dst))
+            add("Notify_Record", record_ns, rank, dst, *wire(dst), 0)
+            add("Notify_Wait", latency, src, rank, *wire(src), 0)
+            add("RDMASend" if remote(dst) else "Memcpy", move_ns, rank, dst, *wire(dst), chunk)
+        return _finish(cols, 1)
+    bandwidth = links.ring_bandwidth(list(members))
+    nxt, prev = members[(position + 1) % n], members[(position - 1) % n]
 
     if op_type == "HcomBroadcast":
         pieces = _broadcast_pieces(nbytes, n, bandwidth, latency)
         chunk = -(-nbytes // pieces)
-        dist = (rank - root_rank) % n
+        dist = (position - root) % n
         steps = [(dist <= s < dist + pieces and dist < n - 1, False) for s in range(n - 2 + pieces)]
     else:
         chunk = -(-nbytes // n)
@@ -220,7 +302,6 @@ def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: L
     move_ns = _ns(chunk, bandwidth)
     own_move_ns = _ns(chunk, links.link_bandwidth(rank, nxt))
     reduce_ns = _ns(chunk, links.reduce_bandwidth)
-    record_ns = min(links.notify_record_ns, latency)
     for sends, reduces in steps:
         step_ns = latency + move_ns + (reduce_ns if reduces else 0)
         busy = record_ns + (own_move_ns if sends else 0) + (reduce_ns if reduces else 0)
@@ -233,20 +314,22 @@ def _plan(op_type: str, nbytes: int, n: int, rank: int, root_rank: int, links: L
     return _finish(cols, 1)  # the first step's Notify_Wait
 
 
-def _hierarchical_allreduce(nbytes: int, n: int, rank: int, links: Links, add, remote, wire) -> None:
+def _hierarchical_allreduce(nbytes: int, members: tuple[int, ...], rank: int, servers: dict[int, list[int]],
+                            links: Links, add, remote, wire) -> None:
     """The sub-tasks of a hierarchical AllReduce on ``rank``'s plane (see the module docstring)."""
-    per_node = links.ranks_per_node
-    nodes = n // per_node
-    node, local = divmod(rank, per_node)
-    intra = [node * per_node + i for i in range(per_node)]  # the ring inside this server
-    inter = [m * per_node + local for m in range(nodes)]  # the ring across servers, same local index
+    node = rank // links.ranks_per_node
+    intra = servers[node]  # the ring inside this server
+    local = intra.index(rank)
+    inter = [v[local] for v in servers.values()]  # the ring across servers, same place on each
+    at = list(servers).index(node)
+    per_node, nodes = len(intra), len(servers)
     intra_chunk = -(-nbytes // per_node)
     inter_chunk = -(-intra_chunk // nodes)
     record_ns = links.notify_record_ns
     phases = [  # (ring, position of this rank, steps, chunk, reduces, latency)
         (intra, local, per_node - 1, intra_chunk, True, links.hccs_latency_ns),
-        (inter, node, nodes - 1, inter_chunk, True, links.roce_latency_ns),
-        (inter, node, nodes - 1, inter_chunk, False, links.roce_latency_ns),
+        (inter, at, nodes - 1, inter_chunk, True, links.roce_latency_ns),
+        (inter, at, nodes - 1, inter_chunk, False, links.roce_latency_ns),
         (intra, local, per_node - 1, intra_chunk, False, links.hccs_latency_ns),
     ]
     for ring, pos, steps, chunk, reduces, latency in phases:
@@ -271,24 +354,32 @@ def _finish(cols: dict[str, list], wait: int) -> _Plan:
     return plan
 
 
-def collective_duration_ns(op_type: str, nbytes: int, rank_size: int, links: Links = Links(), rank: int = 0) -> int:
+def collective_duration_ns(op_type: str, nbytes: int, rank_size: int, links: Links = Links(), rank: int = 0,
+                           members: Sequence[int] | None = None, root_rank: int = 0) -> int:
     """Ideal duration of one execution of a collective moving ``nbytes`` (the op's ``comm_bytes``), as
-    ``rank``'s rings see it (they differ only when a slow link is on some rings and not on others)."""
-    return int(_plan(op_type, int(nbytes), int(rank_size), int(rank), 0, links).dur.sum())
+    the ``rank``-th member's rings see it (they differ only when a slow link is on some rings and not on
+    others); ``members``: the group's global ranks (default ``0 .. rank_size - 1``); ``root_rank``: a
+    broadcast's root, a send's or receive's peer."""
+    group = group_members(int(rank_size), members)
+    return int(_group_plan(op_type, int(nbytes), group, int(rank), int(root_rank), links).dur.sum())
 
 
-def cluster_duration_ns(op_type: str, nbytes: int, rank_size: int, links: Links = Links()) -> int:
+def cluster_duration_ns(op_type: str, nbytes: int, rank_size: int, links: Links = Links(),
+                        members: Sequence[int] | None = None) -> int:
     """How long a collective takes for the whole group: its slowest ring's time.  Only the ranks at a
-    slow link's ends can be on a slower ring than rank 0's, so those are the ones to ask."""
-    ranks = {0} | {r for a, b, _ in links.slow_links for r in (a, b) if r < rank_size}
-    return max(collective_duration_ns(op_type, nbytes, rank_size, links, r) for r in ranks)
+    slow link's ends can be on a slower ring than the first member's, so those are the ones to ask."""
+    group = group_members(int(rank_size), members)
+    ends = {r for a, b, _ in links.slow_links for r in (a, b)}
+    positions = {0} | {i for i, m in enumerate(group) if m in ends}
+    return max(collective_duration_ns(op_type, nbytes, rank_size, links, i, group) for i in positions)
 
 
 def ring_subtasks(op_type: str, nbytes: int, rank_size: int, rank: int, links: Links, op_start_ns: np.ndarray,
-                  op_dur_ns: np.ndarray, root_rank: int = 0) -> SubTasks:
-    """The sub-tasks of K executions (``op_start_ns``/``op_dur_ns`` [K]) of a collective on
-    ``rank``'s plane, tiling each execution's span exactly (see the module docstring)."""
-    plan = _plan(op_type, int(nbytes), int(rank_size), int(rank), int(root_rank), links)
+                  op_dur_ns: np.ndarray, root_rank: int = 0, members: Sequence[int] | None = None) -> SubTasks:
+    """The sub-tasks of K executions (``op_start_ns``/``op_dur_ns`` [K]) of a collective on the
+    ``rank``-th member's plane, tiling each execution's span exactly (see the module docstring)."""
+    plan = _group_plan(op_type, int(nbytes), group_members(int(rank_size), members), int(rank), int(root_rank),
+                       links)
     start0 = np.asarray(op_start_ns, np.int64)
     total = np.asarray(op_dur_ns, np.int64)
     k, s = len(total), len(plan.dur)
@@ -317,10 +408,11 @@ class SubTaskLayout:
     instead of a few dozen per collective.
     """
 
-    def __init__(self, collectives: Sequence[tuple[str, int, int, int, int]], links: Links) -> None:
-        """``collectives``: (op type, nbytes, rank size, rank, root rank) of each collective."""
-        plans = [_plan(op, int(nbytes), int(n), int(rank), int(root), links)
-                 for op, nbytes, n, rank, root in collectives]
+    def __init__(self, collectives: Sequence[tuple], links: Links) -> None:
+        """``collectives``: (op type, nbytes, rank size, rank, root rank[, members]) of each collective
+        (``rank`` and ``root rank`` are positions in the group; ``members`` its global ranks)."""
+        plans = [_group_plan(c[0], int(c[1]), group_members(int(c[2]), c[5] if len(c) > 5 else None), int(c[3]),
+                             int(c[4]), links) for c in collectives]
         self.sizes = np.asarray([len(p.dur) for p in plans], np.int64)
         self.first = np.cumsum(self.sizes) - self.sizes
         self.seg = np.repeat(np.arange(len(plans)), self.sizes)  # collective of each sub-task

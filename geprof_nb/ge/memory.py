@@ -172,6 +172,34 @@ def _readers(graph: Graph, compiled: CompiledModel, kernel_task: dict[int, int]
     return {key: resolve(key) for key in direct}
 
 
+def _sync_points(table: TaskTable) -> Callable[[int, int, int, int], int | None]:
+    """``synced(a, b, task, after)``: the first EVENT_WAIT on stream ``a`` after task position ``after``
+    whose event stream ``b`` records at or after ``task`` (so ``a`` knows ``task`` is done), or None.
+
+    A stream's waits on another stream's events cover ever later tasks of it (the compiler waits only
+    for a later producer than it has waited for), so the recorded positions rise with the waits'.
+    """
+    recorded = {int(table.event[i]): int(i) for i in np.flatnonzero(table.rt_type == RtTaskType.EVENT_RECORD)}
+    pairs: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+    for i in np.flatnonzero(table.rt_type == RtTaskType.EVENT_WAIT).tolist():
+        q = recorded.get(int(table.event[i]))
+        if q is not None:
+            waits, records = pairs.setdefault((int(table.stream[i]), int(table.stream[q])), ([], []))
+            waits.append(i)
+            records.append(max(q, records[-1]) if records else q)
+    arrays = {k: (np.asarray(w), np.asarray(r)) for k, (w, r) in pairs.items()}
+
+    def synced(a: int, b: int, task: int, after: int) -> int | None:
+        found = arrays.get((a, b))
+        if found is None:
+            return None
+        waits, records = found
+        j = max(int(np.searchsorted(records, task, side="left")), int(np.searchsorted(waits, after, side="right")))
+        return int(waits[j]) if j < len(waits) else None
+
+    return synced
+
+
 def _first_fit(starts: np.ndarray, ends: np.ndarray, need: int) -> int:
     """The lowest offset where ``need`` bytes overlap none of the blocked ranges ``[starts, ends)``:
     0, or the end of a range where the running maximum of the ends (ranges sorted by start) first
@@ -278,9 +306,12 @@ def plan_memory(compiled: CompiledModel, table: TaskTable) -> MemoryPlan:
     last reader's task.  Streams run concurrently, so launch order says nothing
     about when a task on another stream really runs; GE is conservative there,
     and so is this plan: a tensor read on another stream than the one that
-    produced it (gradients read by HcomAllReduce on the HCCL stream, reduced
-    gradients read back by the optimizer) is held until the end of the step,
-    and a freed range is reused only by tensors of the same stream.  Graph
+    produced it is freed only where its own stream knows that reader is done,
+    the first EVENT_WAIT of the producer's stream for an event recorded after
+    the reader (a tensor-parallel AllReduce's input, once the compute stream
+    has waited for its result); without one (reduced gradients read back by the
+    optimizer, a pipeline send's activation) it is held until the end of the
+    step.  A freed range is reused only by tensors of the same stream.  Graph
     outputs (NetOutput inputs) also live to the end.
     """
     graph = compiled.graph
@@ -290,6 +321,7 @@ def plan_memory(compiled: CompiledModel, table: TaskTable) -> MemoryPlan:
     kernel_task = {task_node[i]: i for i, k in enumerate(table.kernels) if k is not None}
     copy_task = {task_node[i]: int(i) for i in np.flatnonzero(table.rt_type == RtTaskType.MEMCPY_ASYNC)}
     readers = _readers(graph, compiled, kernel_task)
+    synced = _sync_points(table)
 
     rows: list[tuple] = []  # (name, node, index, nbytes, alloc, free, stream, until_end, is_input)
     weight_bytes = 0
@@ -308,9 +340,9 @@ def plan_memory(compiled: CompiledModel, table: TaskTable) -> MemoryPlan:
         stream = task_stream[alloc]
         for i, desc in enumerate(node.outputs):
             tasks, to_end = readers.get((node.id, i), ([], False))
-            cross = any(task_stream[t] != stream for t in tasks)
-            until_end = to_end or cross
-            free = last if until_end else max(tasks, default=alloc)
+            ends = [t if task_stream[t] == stream else synced(stream, task_stream[t], t, alloc) for t in tasks]
+            until_end = to_end or None in ends
+            free = last if until_end else max(ends, default=alloc)
             rows.append((f"{node.name}:{i}", node.id, i, desc.nbytes, alloc, free, stream, until_end,
                          node.type == "Data"))
 

@@ -1,5 +1,6 @@
 """Model zoo: graphs with the size and op mix of the real networks.
 
+``llm`` builds decoder-only LMs (Llama 2 / 3, Mixtral) split over ranks (:mod:`.llm`).
 ``resnet50`` has 25.56 M parameters and 4.1 G multiply-accumulates (8.2 GFLOPs
 at 2 FLOPs per MAC) per 224x224 image; ``bert`` with the defaults is BERT-base
 (110 M parameters).  Training graphs use mixed precision as on Ascend: float32
@@ -11,7 +12,10 @@ from __future__ import annotations
 from ..prof.clock import toolkit_entry
 from .autodiff import add_training
 from .graph import Graph, Tensor
+from .llm import llm
 from .tensor import GraphBuildError
+
+__all__ = ["bert", "llm", "mlp", "resnet50"]
 
 DATA_SOURCES = ("Data", "GetNext")
 

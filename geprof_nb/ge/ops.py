@@ -5,7 +5,9 @@ Engines are GE's: ``AI_CORE`` (cube: convolutions and matrix products),
 ``AI_VECTOR_CORE`` (element-wise and reductions), ``AI_CPU``, ``HCCL``
 (collectives) and ``GE_LOCAL`` (Data, Const, Variable, NetOutput, Reshape: no
 device task).  On a chip without separate vector cores (Ascend910A) vector ops
-run on the AI Core, as on real hardware.
+run on the AI Core, as on real hardware.  A cube op with vector work besides
+(``OpCost.vector_ops``: FlashAttentionScore's softmax) runs both at once, a
+MIX_AIC task on an A2 chip.
 
 FLOPs count 2 per multiply-accumulate.  The "4.1 GFLOPs" usually quoted for
 ResNet-50 counts multiply-accumulates, i.e. 8.2 GFLOPs here.
@@ -306,6 +308,17 @@ def _reshape(ctx: InferContext) -> list[TensorDesc]:
 _register("Reshape", "GE_LOCAL", ("x",), _reshape, _no_cost)
 
 
+def _alias(ctx: InferContext) -> list[TensorDesc]:
+    return [ctx.ins[0]]
+
+
+# Identity (GE folds it away: no task) marks where a framework's autograd function sits, e.g. Megatron's
+# "copy to the tensor-parallel region" (forward identity, backward AllReduce: its ``tp_region`` attribute);
+# StopGradient passes a tensor on and no gradient back.
+_register("Identity", "GE_LOCAL", ("x",), _alias, _no_cost)
+_register("StopGradient", "GE_LOCAL", ("x",), _alias, _no_cost)
+
+
 # --------------------------------------------------------------------- AI_CPU ops
 def _get_next(ctx: InferContext) -> list[TensorDesc]:
     shapes = ctx.attr("output_shapes")
@@ -497,7 +510,8 @@ def _batch_matmul_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dic
     return _cube_cost(2 * outs[0].numel * k, ins, outs, k)
 
 
-_register("BatchMatMul", "AI_CORE", ("x1", "x2"), _batch_matmul, _batch_matmul_cost)
+for _t in ("BatchMatMul", "BatchMatMulV2"):
+    _register(_t, "AI_CORE", ("x1", "x2"), _batch_matmul, _batch_matmul_cost)
 
 
 # --------------------------------------------------------------------- vector ops
@@ -530,6 +544,8 @@ _register("Add", "AI_VECTOR_CORE", ("x1", "x2"), _binary, elementwise(1))
 _register("Sub", "AI_VECTOR_CORE", ("x1", "x2"), _binary, elementwise(1))
 _register("Mul", "AI_VECTOR_CORE", ("x1", "x2"), _binary, elementwise(1))
 _register("RealDiv", "AI_VECTOR_CORE", ("x1", "x2"), _binary, elementwise(4))
+_register("Exp", "AI_VECTOR_CORE", ("x",), _same_as_first, elementwise(4))
+_register("Log", "AI_VECTOR_CORE", ("x",), _same_as_first, elementwise(4))
 
 
 def _add_n_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
@@ -579,6 +595,7 @@ def _reduce(ctx: InferContext) -> list[TensorDesc]:
 
 _register("ReduceMean", "AI_VECTOR_CORE", ("x",), _reduce, elementwise(1))
 _register("ReduceSum", "AI_VECTOR_CORE", ("x",), _reduce, elementwise(1))
+_register("ReduceMax", "AI_VECTOR_CORE", ("x",), _reduce, elementwise(1))
 
 
 def _broadcast_to(ctx: InferContext) -> list[TensorDesc]:
@@ -857,10 +874,406 @@ def _apply_adam_w(ctx: InferContext) -> list[TensorDesc]:
 _register("ApplyAdamW", "AI_VECTOR_CORE", _ADAMW_INPUTS, _apply_adam_w, elementwise(16), 11, 12)
 
 
+# ------------------------------------------------------ transformer and MoE ops
+# The fused ops of an Ascend LLM graph, named, shaped and laid out as CANN's ops-transformer and
+# ops-nn catalogues define them (FlashAttentionScore, RmsNorm, ApplyRotaryPosEmb, SwiGlu,
+# GroupedMatmul, the MoE routing ops).  Optional inputs a graph of this toolkit never feeds
+# (pse_shift, drop_mask, padding masks, prefix, quantisation scales) are left out of the input lists.
+FA_LAYOUTS = ("BSH", "SBH", "BSND", "BNSD")
+#: sparse_mode values of FlashAttentionScore that mask causally (leftUpCausal, rightDownCausal).
+FA_CAUSAL_MODES = (2, 3)
+#: Elements of FlashAttentionScore's per-row softmax statistics (softmax_max / softmax_sum are [B, N, S, 8]).
+FA_STAT_WIDTH = 8
+
+
+@dataclass(frozen=True)
+class _AttentionDims:
+    batch: int
+    q_len: int
+    kv_len: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+
+
+def _attention_dims(ctx: InferContext, q: TensorDesc, k: TensorDesc) -> _AttentionDims:
+    """B, S, N, D of FlashAttentionScore's query and key in its ``input_layout`` (N from ``head_num``)."""
+    layout = ctx.attr("input_layout", "BSH")
+    if layout not in FA_LAYOUTS:
+        raise ctx.fail(f"input_layout must be one of {', '.join(FA_LAYOUTS)}, got {layout!r}")
+    heads = ctx.attr("head_num")
+    if not isinstance(heads, int) or isinstance(heads, bool) or heads < 1:
+        raise ctx.fail(f"attribute head_num must be an int >= 1, got {heads!r}")
+    want = 3 if layout in ("BSH", "SBH") else 4
+    for label, d in (("query", q), ("key", k)):
+        if d.rank != want:
+            raise ctx.fail(f"{label} must have rank {want} in layout {layout}, got shape {list(d.shape)}")
+    if layout in ("BSH", "SBH"):
+        (b, sq, hq), (bk, skv, hk) = ((q.shape, k.shape) if layout == "BSH" else
+                                      ((q.shape[1], q.shape[0], q.shape[2]), (k.shape[1], k.shape[0], k.shape[2])))
+        if hq % heads:
+            raise ctx.fail(f"query hidden size {hq} is not a multiple of head_num {heads}")
+        d = hq // heads
+        if hk % d:
+            raise ctx.fail(f"key hidden size {hk} is not a multiple of the head dim {d}")
+        nk = hk // d
+    else:
+        (b, sq, nq, d), (bk, skv, nk, dk) = ((q.shape, k.shape) if layout == "BSND" else
+                                             ((q.shape[0], q.shape[2], q.shape[1], q.shape[3]),
+                                              (k.shape[0], k.shape[2], k.shape[1], k.shape[3])))
+        if nq != heads:
+            raise ctx.fail(f"query has {nq} heads but head_num is {heads}")
+        if dk != d:
+            raise ctx.fail(f"query head dim {d} and key head dim {dk} differ")
+    if bk != b:
+        raise ctx.fail(f"query batch {b} and key batch {bk} differ")
+    if heads % nk:
+        raise ctx.fail(f"head_num {heads} is not a multiple of the key's {nk} heads (grouped-query attention "
+                       "shares each key head among head_num / kv heads query heads)")
+    return _AttentionDims(b, sq, skv, heads, nk, d)
+
+
+def _flash_attention_score(ctx: InferContext) -> list[TensorDesc]:
+    q, k, v = ctx.ins[:3]
+    if v.shape != k.shape:
+        raise ctx.fail(f"value {list(v.shape)} must have the shape of key {list(k.shape)}")
+    dims = _attention_dims(ctx, q, k)
+    ctx.same_dtype(0, 1, 2)
+    stat = TensorDesc((dims.batch, dims.heads, dims.q_len, FA_STAT_WIDTH), "float32", "ND")
+    return [stat, stat, TensorDesc((1,), q.dtype, "ND"), q.with_(format="ND")]
+
+
+def _attention_work(ins: list[TensorDesc], attrs: dict[str, Any]) -> tuple[int, int]:
+    """(score elements, multiply-accumulates of one Q K^T product) of FlashAttentionScore, causal masking
+    computing only the lower triangle of each head's score matrix."""
+    layout = attrs.get("input_layout", "BSH")
+    q, k = ins[0].shape, ins[1].shape
+    heads = int(attrs["head_num"])
+    if layout in ("BSH", "SBH"):
+        b, sq, kv_len = (q[0], q[1], k[1]) if layout == "BSH" else (q[1], q[0], k[0])
+        d = q[2] // heads
+    else:
+        b, sq, kv_len, d = (q[0], q[1], k[1], q[3]) if layout == "BSND" else (q[0], q[2], k[2], q[3])
+    scores = b * heads * sq * kv_len
+    if int(attrs.get("sparse_mode", 0)) in FA_CAUSAL_MODES:
+        scores = b * heads * sq * (kv_len + 1) // 2 if sq == kv_len else scores // 2
+    return scores, scores * d
+
+
+def _flash_attention_cost(products: int, vector_per_score: int) -> CostFn:
+    """``products`` S x D matrix products per score matrix (2 forward: Q K^T and P V; 5 backward), and the
+    softmax's vector work per score element, on the AI Vector cores beside the cube (a MIX task)."""
+
+    def cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+        scores, macs = _attention_work(ins, attrs)
+        base = _cube_cost(2 * products * macs, ins, outs)
+        return OpCost(flops=base.flops, vector_ops=vector_per_score * scores, bytes_in=base.bytes_in,
+                      bytes_out=base.bytes_out, tiles=base.tiles)
+
+    return cost
+
+
+def _flash_attention_score_grad(ctx: InferContext) -> list[TensorDesc]:
+    q, k, v, dy, smax, ssum, out = ctx.ins
+    if v.shape != k.shape:
+        raise ctx.fail(f"value {list(v.shape)} must have the shape of key {list(k.shape)}")
+    for label, d in (("dy", dy), ("attention_in", out)):
+        if d.shape != q.shape:
+            raise ctx.fail(f"{label} {list(d.shape)} must have the shape of query {list(q.shape)}")
+    dims = _attention_dims(ctx, q, k)
+    stat = (dims.batch, dims.heads, dims.q_len, FA_STAT_WIDTH)
+    for label, d in (("softmax_max", smax), ("softmax_sum", ssum)):
+        if d.shape != stat:
+            raise ctx.fail(f"{label} must have shape {list(stat)}, got {list(d.shape)}")
+    return [q.with_(format="ND"), k.with_(format="ND"), v.with_(format="ND"), TensorDesc((1,), q.dtype, "ND")]
+
+
+_register("FlashAttentionScore", "AI_CORE", ("query", "key", "value", "atten_mask"), _flash_attention_score,
+          _flash_attention_cost(2, 6), 3, 4)
+_register("FlashAttentionScoreGrad", "AI_CORE",
+          ("query", "key", "value", "dy", "softmax_max", "softmax_sum", "attention_in"),
+          _flash_attention_score_grad, _flash_attention_cost(5, 10))
+
+
+def _norm_params(ctx: InferContext, x: TensorDesc, gamma: TensorDesc) -> int:
+    """How many trailing dims of ``x`` the norm runs over (gamma's rank); gamma must be those dims."""
+    k = gamma.rank
+    if k == 0 or k > x.rank or x.shape[-k:] != gamma.shape:
+        raise ctx.fail(f"gamma {list(gamma.shape)} must be the trailing dims of x {list(x.shape)}")
+    return k
+
+
+def _rms_norm(ctx: InferContext) -> list[TensorDesc]:
+    x, gamma = ctx.ins
+    k = _norm_params(ctx, x, gamma)
+    return [x, TensorDesc(x.shape[:-k] + (1,) * k, "float32", "ND")]
+
+
+def _rms_norm_grad(ctx: InferContext) -> list[TensorDesc]:
+    dy, x, rstd, gamma = ctx.ins
+    if dy.shape != x.shape:
+        raise ctx.fail(f"dy {list(dy.shape)} and x {list(x.shape)} must have the same shape")
+    k = _norm_params(ctx, x, gamma)
+    if rstd.shape != x.shape[:-k] + (1,) * k:
+        raise ctx.fail(f"rstd {list(rstd.shape)} must have shape {list(x.shape[:-k] + (1,) * k)}")
+    return [x, TensorDesc(gamma.shape, "float32", "ND")]
+
+
+_register("RmsNorm", "AI_VECTOR_CORE", ("x", "gamma"), _rms_norm, elementwise(4))
+_register("RmsNormGrad", "AI_VECTOR_CORE", ("dy", "x", "rstd", "gamma"), _rms_norm_grad, elementwise(8))
+
+
+def _rotary(ctx: InferContext) -> list[TensorDesc]:
+    """ApplyRotaryPosEmb (and its gradient): query and key [B, S, N, D] (layout 1, BSND) rotated by cos and
+    sin, which broadcast over the heads ([B or 1, S, 1, D])."""
+    q, k, cos, sin = ctx.ins
+    if int(ctx.attr("layout", 1)) != 1:
+        raise ctx.fail(f"layout must be 1 (BSND), got {ctx.attr('layout')!r}")
+    for label, d in (("query", q), ("key", k)):
+        if d.rank != 4:
+            raise ctx.fail(f"{label} must be [B, S, N, D] (layout BSND), got shape {list(d.shape)}")
+    if q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
+        raise ctx.fail(f"query {list(q.shape)} and key {list(k.shape)} must agree in B, S and D")
+    b, s, _, d = q.shape
+    for label, t in (("cos", cos), ("sin", sin)):
+        if t.rank != 4 or t.shape[0] not in (1, b) or t.shape[1:] != (s, 1, d):
+            raise ctx.fail(f"{label} must be [{b} or 1, {s}, 1, {d}], got {list(t.shape)}")
+    return [q.with_(format="ND"), k.with_(format="ND")]
+
+
+_register("ApplyRotaryPosEmb", "AI_VECTOR_CORE", ("query", "key", "cos", "sin"), _rotary, elementwise(3))
+_register("ApplyRotaryPosEmbGrad", "AI_VECTOR_CORE", ("dy_query", "dy_key", "cos", "sin"), _rotary, elementwise(3))
+
+
+def _swiglu_dim(ctx: InferContext, x: TensorDesc) -> int:
+    dim = int(ctx.attr("dim", -1))
+    if not -x.rank <= dim < x.rank:
+        raise ctx.fail(f"dim {dim} is out of range for x of rank {x.rank}")
+    dim %= x.rank
+    if x.shape[dim] % 2:
+        raise ctx.fail(f"x {list(x.shape)} dim {dim} ({x.shape[dim]}) must be even: SwiGlu splits it into gate "
+                       "and value halves")
+    return dim
+
+
+def _swiglu(ctx: InferContext) -> list[TensorDesc]:
+    x = ctx.ins[0]
+    dim = _swiglu_dim(ctx, x)
+    return [x.with_(shape=x.shape[:dim] + (x.shape[dim] // 2,) + x.shape[dim + 1:], format="ND")]
+
+
+def _swiglu_grad(ctx: InferContext) -> list[TensorDesc]:
+    dy, x = ctx.ins
+    expect = _swiglu(InferContext(ctx.type, ctx.name, [x], ctx.attrs))[0].shape
+    if dy.shape != expect:
+        raise ctx.fail(f"y_grad {list(dy.shape)} must be SwiGlu's output shape {list(expect)} for x {list(x.shape)}")
+    return [x]
+
+
+_register("SwiGlu", "AI_VECTOR_CORE", ("x",), _swiglu, elementwise(6))
+_register("SwiGluGrad", "AI_VECTOR_CORE", ("y_grad", "x"), _swiglu_grad, elementwise(12))
+
+
+def _group_list(ctx: InferContext, d: TensorDesc, groups: int | None = None) -> int:
+    if d.rank != 1 or d.dtype != "int64" or (groups is not None and d.shape[0] != groups):
+        want = f"[{groups}]" if groups is not None else "[groups]"
+        raise ctx.fail(f"group_list must be an int64 {want} tensor, got {d}")
+    return d.shape[0]
+
+
+def _grouped_matmul(ctx: InferContext) -> list[TensorDesc]:
+    """GroupedMatmul (split_item 3, one tensor in and out): ``group_type`` 0 splits the rows M of x
+    [M, K] among the groups' weights [E, K, N] (``transpose_weight``: [E, N, K]) into y [M, N];
+    ``group_type`` 2 splits the inner dim: x [M, K] read transposed (``transpose_x``) times weight
+    [M, N], each group's rows summed into its own [K, N]: y [E, K, N] (the weight gradient)."""
+    x, w, gl = ctx.ins
+    dtype = ctx.same_dtype(0, 1)
+    group_type = int(ctx.attr("group_type", 0))
+    if x.rank != 2:
+        raise ctx.fail(f"x must be [M, K], got shape {list(x.shape)}")
+    if group_type == 0:
+        if w.rank != 3:
+            raise ctx.fail(f"weight must be [E, K, N] for group_type 0, got shape {list(w.shape)}")
+        _group_list(ctx, gl, w.shape[0])
+        k, n = w.shape[2:0:-1] if ctx.attr("transpose_weight", False) else w.shape[1:]
+        if x.shape[1] != k:
+            raise ctx.fail(f"x {list(x.shape)} has K={x.shape[1]} but the weight gives K={k}")
+        return [TensorDesc((x.shape[0], n), dtype, "ND")]
+    if group_type == 2:
+        if not ctx.attr("transpose_x", False):
+            raise ctx.fail("group_type 2 reads x transposed: set transpose_x=True")
+        if w.rank != 2 or w.shape[0] != x.shape[0]:
+            raise ctx.fail(f"weight must be [M={x.shape[0]}, N] for group_type 2, got shape {list(w.shape)}")
+        e = _group_list(ctx, gl)
+        return [TensorDesc((e, x.shape[1], w.shape[1]), dtype, "ND")]
+    raise ctx.fail(f"group_type must be 0 (split M) or 2 (split K), got {group_type}")
+
+
+def _grouped_matmul_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    x, w = ins[0].shape, ins[1].shape
+    if int(attrs.get("group_type", 0)) == 0:
+        n = w[1] if attrs.get("transpose_weight", False) else w[2]
+        return _cube_cost(2 * x[0] * x[1] * n, ins, outs, x[1])
+    return _cube_cost(2 * x[0] * x[1] * w[1], ins, outs, x[0])
+
+
+_register("GroupedMatmul", "AI_CORE", ("x", "weight", "group_list"), _grouped_matmul, _grouped_matmul_cost)
+
+
+def _top_k(ctx: InferContext, experts: int) -> int:
+    k = ctx.attr("k")
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= experts:
+        raise ctx.fail(f"attribute k must be an int in [1, {experts}] (the experts), got {k!r}")
+    return k
+
+
+def _moe_gating_top_k_softmax(ctx: InferContext) -> list[TensorDesc]:
+    """Router: softmax over the experts of each token's logits [T, E], then its top k: weights y [T, k],
+    expert_idx [T, k] and row_idx [T, k] (int32)."""
+    x = ctx.rank(0, 2, what="x")
+    k = _top_k(ctx, x.shape[1])
+    idx = TensorDesc((x.shape[0], k), "int32", "ND")
+    return [TensorDesc((x.shape[0], k), x.dtype, "ND"), idx, idx]
+
+
+def _token_routes(ctx: InferContext, tokens: int, idx: TensorDesc, label: str = "expert_idx") -> int:
+    """k of an int32 [tokens, k] expert index tensor."""
+    if idx.rank != 2 or idx.shape[0] != tokens or idx.dtype != "int32":
+        raise ctx.fail(f"{label} must be an int32 [{tokens}, k] tensor (one row per token), got {idx}")
+    return idx.shape[1]
+
+
+def _moe_init_routing_v2(ctx: InferContext) -> list[TensorDesc]:
+    """Permute each token's hidden state to its k experts: expanded_x [T * k (at most active_num), h],
+    expanded_row_idx [T * k], expert_tokens_count_or_cumsum [expert_num] and expert_tokens_before_capacity
+    [expert_num] (int64)."""
+    x = ctx.rank(0, 2, what="x")
+    k = _token_routes(ctx, x.shape[0], ctx.ins[1])
+    experts = ctx.attr("expert_num")
+    if not isinstance(experts, int) or isinstance(experts, bool) or experts < 1:
+        raise ctx.fail(f"attribute expert_num must be an int >= 1, got {experts!r}")
+    active = int(ctx.attr("active_num", 0))
+    rows = x.shape[0] * k if active <= 0 else min(active, x.shape[0] * k)
+    counts = TensorDesc((experts,), "int64", "ND")
+    return [TensorDesc((rows, x.shape[1]), x.dtype, "ND"), TensorDesc((x.shape[0] * k,), "int32", "ND"),
+            counts, counts]
+
+
+def _moe_init_routing_v2_grad(ctx: InferContext) -> list[TensorDesc]:
+    """Sum each token's k expanded gradients back: grad_x [T, h] for T = rows / top_k."""
+    g, row_idx = ctx.ins
+    k = ctx.attr("top_k")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ctx.fail(f"attribute top_k must be an int >= 1, got {k!r}")
+    if g.rank != 2 or row_idx.rank != 1 or row_idx.shape[0] % k or g.shape[0] > row_idx.shape[0]:
+        raise ctx.fail(f"grad_expanded_x {list(g.shape)} and expanded_row_idx {list(row_idx.shape)} must be "
+                       f"[rows, h] and [T * top_k={k}]")
+    return [TensorDesc((row_idx.shape[0] // k, g.shape[1]), g.dtype, "ND")]
+
+
+def _finalize_routes(ctx: InferContext, expanded: TensorDesc, row_idx: TensorDesc, scales: TensorDesc,
+                     idx: TensorDesc) -> tuple[int, int]:
+    if expanded.rank != 2 or scales.rank != 2:
+        raise ctx.fail(f"expanded_x must be [T * k, h] and scales [T, k], got {list(expanded.shape)} and "
+                       f"{list(scales.shape)}")
+    tokens, k = scales.shape
+    _token_routes(ctx, tokens, idx)
+    if idx.shape != scales.shape or expanded.shape[0] != tokens * k or row_idx.shape != (tokens * k,):
+        raise ctx.fail(f"expanded_x {list(expanded.shape)}, expanded_row_idx {list(row_idx.shape)} and "
+                       f"expert_idx {list(idx.shape)} must be [T * k, h], [T * k] and [T, k] for scales "
+                       f"{list(scales.shape)}")
+    return tokens, k
+
+
+def _moe_finalize_routing_v2(ctx: InferContext) -> list[TensorDesc]:
+    """Un-permute the experts' outputs and sum each token's k of them weighted by its router scales: y [T, h]."""
+    expanded, row_idx, scales, idx = ctx.ins
+    tokens, _ = _finalize_routes(ctx, expanded, row_idx, scales, idx)
+    return [TensorDesc((tokens, expanded.shape[1]), expanded.dtype, "ND")]
+
+
+def _moe_finalize_routing_v2_grad(ctx: InferContext) -> list[TensorDesc]:
+    dy, row_idx, expanded, scales, idx = ctx.ins
+    tokens, _ = _finalize_routes(ctx, expanded, row_idx, scales, idx)
+    if dy.shape != (tokens, expanded.shape[1]):
+        raise ctx.fail(f"grad_y {list(dy.shape)} must be [{tokens}, {expanded.shape[1]}]")
+    return [expanded, scales]
+
+
+_register("MoeGatingTopKSoftmax", "AI_VECTOR_CORE", ("x",), _moe_gating_top_k_softmax, elementwise(8))
+_register("MoeInitRoutingV2", "AI_VECTOR_CORE", ("x", "expert_idx"), _moe_init_routing_v2, elementwise(3))
+_register("MoeInitRoutingV2Grad", "AI_VECTOR_CORE", ("grad_expanded_x", "expanded_row_idx"),
+          _moe_init_routing_v2_grad, elementwise(2))
+_register("MoeFinalizeRoutingV2", "AI_VECTOR_CORE", ("expanded_x", "expanded_row_idx", "scales", "expert_idx"),
+          _moe_finalize_routing_v2, elementwise(3))
+_register("MoeFinalizeRoutingV2Grad", "AI_VECTOR_CORE",
+          ("grad_y", "expanded_row_idx", "expanded_x", "scales", "expert_idx"), _moe_finalize_routing_v2_grad,
+          elementwise(4))
+
+
+def _scatter_elements(ctx: InferContext) -> list[TensorDesc]:
+    """``data`` with ``updates`` written at ``indices`` along ``axis`` (indices and updates alike)."""
+    data, idx, upd = ctx.ins
+    axis = int(ctx.attr("axis", 0))
+    if not -data.rank <= axis < data.rank:
+        raise ctx.fail(f"axis {axis} is out of range for data of rank {data.rank}")
+    if idx.dtype not in ("int32", "int64") or idx.shape != upd.shape or idx.rank != data.rank:
+        raise ctx.fail(f"indices {idx} and updates {upd} must be int indices and updates of one shape, of "
+                       f"data's rank {data.rank}")
+    ctx.same_dtype(0, 2)
+    return [data]
+
+
+def _split_v(ctx: InferContext) -> list[TensorDesc]:
+    """SplitVD: x cut along ``split_dim`` into pieces of ``size_splits``."""
+    x = ctx.ins[0]
+    dim = int(ctx.attr("split_dim", 0))
+    if not -x.rank <= dim < x.rank:
+        raise ctx.fail(f"split_dim {dim} is out of range for x of rank {x.rank}")
+    dim %= x.rank
+    sizes = [int(v) for v in _as_shape(ctx, "size_splits")]
+    if sum(sizes) != x.shape[dim] or any(v < 1 for v in sizes):
+        raise ctx.fail(f"size_splits {sizes} must be positive and sum to dim {dim} of x {list(x.shape)} "
+                       f"({x.shape[dim]})")
+    return [x.with_(shape=x.shape[:dim] + (v,) + x.shape[dim + 1:], format="ND", origin_shape=None) for v in sizes]
+
+
+def _concat(ctx: InferContext) -> list[TensorDesc]:
+    """ConcatD: the inputs joined along ``concat_dim``."""
+    first = ctx.ins[0]
+    dim = int(ctx.attr("concat_dim", 0))
+    if not -first.rank <= dim < first.rank:
+        raise ctx.fail(f"concat_dim {dim} is out of range for inputs of rank {first.rank}")
+    dim %= first.rank
+    for i, d in enumerate(ctx.ins[1:], 1):
+        if d.rank != first.rank or d.shape[:dim] + d.shape[dim + 1:] != first.shape[:dim] + first.shape[dim + 1:]:
+            raise ctx.fail(f"input {i} {list(d.shape)} does not match input 0 {list(first.shape)} off dim {dim}")
+    ctx.same_dtype(*range(len(ctx.ins)))
+    total = sum(d.shape[dim] for d in ctx.ins)
+    return [first.with_(shape=first.shape[:dim] + (total,) + first.shape[dim + 1:], format="ND", origin_shape=None)]
+
+
+def _sparse_softmax_xent(ctx: InferContext) -> list[TensorDesc]:
+    """Softmax cross entropy against class indices: features [T, C], labels [T] -> loss [T], backprop [T, C]."""
+    f = ctx.rank(0, 2, what="features")
+    lab = ctx.ins[1]
+    if lab.shape != (f.shape[0],) or lab.dtype not in ("int32", "int64"):
+        raise ctx.fail(f"labels must be int32/int64 [{f.shape[0]}] (a class per row of features), got {lab}")
+    return [TensorDesc((f.shape[0],), f.dtype, "ND"), f]
+
+
+_register("ScatterElements", "AI_VECTOR_CORE", ("data", "indices", "updates"), _scatter_elements, elementwise(1))
+_register("SplitVD", "AI_VECTOR_CORE", ("x",), _split_v, elementwise(1))
+_register("ConcatD", "AI_VECTOR_CORE", ("*x",), _concat, elementwise(1))
+_register("SparseSoftmaxCrossEntropyWithLogits", "AI_VECTOR_CORE", ("features", "labels"), _sparse_softmax_xent,
+          elementwise(10))
+
+
 # ----------------------------------------------------------------------- HCCL ops
 # comm_bytes is the buffer the ring moves in rank_size chunks: the reduced buffer
 # (AllReduce), the gathered output (AllGather), the scattered input (ReduceScatter),
-# the broadcast buffer (Broadcast).
+# the broadcast buffer (Broadcast); the send buffer of an AllToAll(V), whose 1/rank_size
+# slices go one to each rank; the tensor a Send sends and a Receive receives.
 def _reduction(ctx: InferContext) -> None:
     reduction = ctx.attr("reduction", "sum")
     if reduction not in ("sum", "prod", "max", "min"):
@@ -876,6 +1289,8 @@ def _rank_size(ctx: InferContext, required: bool) -> int:
 
 def _all_reduce(ctx: InferContext) -> list[TensorDesc]:
     _reduction(ctx)
+    if ctx.attr("rank_size") is not None:
+        _rank_size(ctx, required=False)
     return list(ctx.ins)
 
 
@@ -921,3 +1336,56 @@ _register("HcomAllReduce", "HCCL", ("*x",), _all_reduce, _comm_cost("in"))
 _register("HcomAllGather", "HCCL", ("x",), _all_gather, _comm_cost("out"))
 _register("HcomReduceScatter", "HCCL", ("x",), _reduce_scatter, _comm_cost("in"))
 _register("HcomBroadcast", "HCCL", ("*x",), _broadcast_op, _comm_cost("in"))
+
+
+
+def _all_to_all_v(ctx: InferContext) -> list[TensorDesc]:
+    """Every rank sends each peer its rows of send_data (``send_counts`` elements to rank i) and receives
+    theirs.  The graph is static, so recv_data has the shape of send_data: the balanced exchange; a
+    skewed routing's uneven volumes are the simulated cluster's (ge/cluster.py)."""
+    n = _rank_size(ctx, required=True)
+    x = ctx.ins[0]
+    for i, label in enumerate(("send_counts", "send_displacements", "recv_counts", "recv_displacements"), 1):
+        d = ctx.ins[i]
+        if d.shape != (n,) or d.dtype != "int64":
+            raise ctx.fail(f"{label} must be an int64 [{n}] tensor (one entry per rank), got {d}")
+    if x.rank == 0 or x.shape[0] % n:
+        raise ctx.fail(f"dim 0 of send_data {list(x.shape)} must be divisible by rank_size {n}")
+    return [x.with_(origin_shape=None)]
+
+
+def _all_to_all(ctx: InferContext) -> list[TensorDesc]:
+    n = _rank_size(ctx, required=True)
+    x = ctx.ins[0]
+    if x.rank == 0 or x.shape[0] % n:
+        raise ctx.fail(f"dim 0 of x {list(x.shape)} must be divisible by rank_size {n}")
+    return [x.with_(origin_shape=None)]
+
+
+def _peer(ctx: InferContext, key: str) -> None:
+    for attr in (key, "sr_tag"):
+        v = ctx.attr(attr)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ctx.fail(f"attribute {attr} must be an int >= 0, got {v!r}")
+
+
+def _send(ctx: InferContext) -> list[TensorDesc]:
+    """HcomSend: ``x`` to rank ``dest_rank`` of the group, matched by ``sr_tag``; no output."""
+    _peer(ctx, "dest_rank")
+    return []
+
+
+def _receive(ctx: InferContext) -> list[TensorDesc]:
+    """HcomReceive: the tensor of ``shape`` and ``dtype`` that rank ``src_rank`` sends with ``sr_tag``."""
+    _peer(ctx, "src_rank")
+    shape = _as_shape(ctx, "shape")
+    if not shape or any(d < 1 for d in shape):
+        raise ctx.fail(f"attribute shape must be a non-empty list of dims >= 1, got {list(shape)}")
+    return [TensorDesc(shape, canonical_dtype(ctx.attr("dtype", "float16"), f"{ctx.type} {ctx.name!r} dtype"), "ND")]
+
+
+_register("HcomAllToAllV", "HCCL", ("send_data", "send_counts", "send_displacements", "recv_counts",
+                                    "recv_displacements"), _all_to_all_v, _comm_cost("in"))
+_register("HcomAllToAll", "HCCL", ("x",), _all_to_all, _comm_cost("in"))
+_register("HcomSend", "HCCL", ("x",), _send, _comm_cost("in"))
+_register("HcomReceive", "HCCL", (), _receive, _comm_cost("out"))

@@ -35,7 +35,7 @@ from ..prof.properties import BIT_TASK_TIME, BIT_TRAINING_TRACE, GlobalProfiling
 from ..prof.rawdata import SINGLE_OP_MODEL_ID, ReportLevel
 from ..prof.threads import native_thread_id
 from .builds import ModelBuild, ModelBuilds, PendingSteps
-from .compiler import CompiledModel, TaskTable
+from .compiler import CompiledModel, TaskTable, hccl_stream_keys
 from .device import CostModel, DevicePreset
 from .graph import Graph
 from .host_launch import HostTimeline, NodeHostCosts, host_timeline
@@ -46,6 +46,7 @@ from .tensor import GraphBuildError
 
 if TYPE_CHECKING:
     from .hccl import Links
+    from .rank_programs import CommGroups
 
 #: Host launch to device start of a model's first task.
 LAUNCH_LATENCY_NS = 12_000
@@ -249,7 +250,7 @@ class LoadedModel:
             self._unload = weakref.finalize(self, lambda: None)
         else:
             self.model_id = MODEL_IDS.next_id()
-            self.streams = tuple(runtime.allocate_streams(2))
+            self.streams = tuple(runtime.allocate_streams(1 + len(hccl_stream_keys(graph))))
             self._unload = weakref.finalize(self, runtime.release_streams, list(self.streams))
         self.iterations = 0
         self.builds = ModelBuilds(graph, runtime.cost_model, self.streams, single_op)
@@ -258,6 +259,8 @@ class LoadedModel:
                                      runtime.preset.links)
         #: The other ranks when this model runs on a simulated cluster (see :meth:`run_on_ranks`).
         self.cluster: OtherRanks | None = None
+        if graph.job is not None:  # one rank of a parallel job's step (a cluster says which one)
+            self.reporter.parallel_info = graph.job.rank_info(0, runtime.preset.links.ranks_per_node)
         try:
             defaults = self.default_input_shapes() if self.dynamic else {}
             if defaults is not None:  # a dynamic graph without default shapes is built at its first inputs
@@ -267,11 +270,12 @@ class LoadedModel:
             self._unload()
             raise
 
-    def run_on_ranks(self, ranks: OtherRanks, links: Links) -> None:
+    def run_on_ranks(self, ranks: OtherRanks, links: Links, comm: CommGroups) -> None:
         """Run every step on the other ranks of a simulated cluster too, its collectives over ``links``
-        (the cluster's interconnect: its size per server and slow links)."""
+        (the cluster's interconnect: its size per server and slow links) in the groups of ``comm``."""
         self.cluster = ranks
         self.reporter.links = links
+        self.reporter.comm = comm
 
     # ---------------------------------------------------------------- shapes
     @property
@@ -322,6 +326,7 @@ class LoadedModel:
         props = ProfilingProperties.instance()
         v.place_trace_tasks(props.fp_point, props.bp_point, self.runtime.preset)
         if GlobalProfilingWrapper.enable_flags & BIT_TRAINING_TRACE and not self.single_op:
+            msprof.lib.describe_model(self.model_id, self.graph.name, getattr(self.graph, "is_training", False))
             for note in v.notes:
                 msprof.lib.add_note(f"model {self.model_id} ({self.graph.name}): {note}")
         return v

@@ -496,16 +496,23 @@ class Session:
         if _state.ranks_override is not None:
             options[OPTION_RANK_SIZE] = str(_state.ranks_override)
         spec = ClusterSpec.from_options(options, model.runtime.preset)
+        job = model.graph.job
+        if job is not None and job.world_size != (spec.world_size if spec is not None else 1):
+            return (f"{OPTION_RANK_SIZE}={spec.world_size if spec is not None else 1}, but graph {model.graph.name!r} "
+                    f"is {job.describe()}: world size {job.world_size} (tp x pp x dp); run it on "
+                    f"{job.world_size} ranks ({OPTION_RANK_SIZE}={job.world_size}, %%geprof --ranks {job.world_size})")
         if spec is None:
             return ""
         if model.dynamic:
             return (f"{OPTION_RANK_SIZE}={spec.world_size}: the multi-rank simulation runs static graphs; "
                     f"graph {model.graph.name!r} has dynamic shapes")
         sizes = {int(n.attrs.get("rank_size", 1)) for n in model.graph.nodes if n.type.startswith("Hcom")}
-        if sizes - {spec.world_size}:
+        if job is None and sizes - {spec.world_size}:
             return (f"{OPTION_RANK_SIZE}={spec.world_size}, but graph {model.graph.name!r} was built for "
                     f"world_size {sorted(sizes)[0]}; build it with world_size={spec.world_size}")
-        model.run_on_ranks(RankGroup(model, spec), spec.links)
+        group = RankGroup(model, spec)
+        model.run_on_ranks(group, spec.links, group.comm)
+        model.reporter.parallel_info = group.rank_info(0)
         return ""
 
     def _select_inputs(self, model: LoadedModel, inputs: Sequence[Any], api: str) -> st.Status:

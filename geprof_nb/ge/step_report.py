@@ -9,6 +9,8 @@ their own device's collectors, into their own run directories.
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -37,10 +39,17 @@ from .builds import ModelBuild
 from .compiler import TaskTable
 from .host_launch import HOST_PHASES, HOST_PROFILERS, KERNEL_TYPES, LAUNCH_TYPES, HostTimeline
 from .memory import plan_memory, static_op_mem
+from .tensor import DTYPES
 
 if TYPE_CHECKING:
+    from .graph import Node
+    from .rank_programs import CommGroups
     from .runtime import DeviceRuntime
 
+DEFAULT_GROUP = "hccl_world_group"
+#: The mstx domain of a pipeline stage's pass ranges, and their range ids (above any user range's).
+PIPELINE_DOMAIN = "pipeline"
+_PASS_MARKS = itertools.count(1 << 40)
 #: Names of HCCL sub-tasks (hashed once per run).
 HCCL_SUBTASK_NAMES = ("Notify_Record", "Notify_Wait", "Memcpy", "Reduce_Inline", "RDMASend")
 _UINT32_MAX = np.iinfo(np.uint32).max
@@ -82,6 +91,8 @@ class _Reported:
     hccl_layouts: dict[tuple, tuple[np.ndarray, hccl.SubTaskLayout]] = field(default_factory=dict)
     #: (what it was made for, the records of one execution of every collective's sub-tasks but their times)
     hccl_template: tuple[tuple, np.ndarray] | None = None
+    passes: list[np.ndarray] | None = None  # the tasks of each pipeline pass
+    pass_names: list[int] = field(default_factory=list)
 
 
 class StepReporter:
@@ -97,13 +108,21 @@ class StepReporter:
         self.dynamic = dynamic
         #: The interconnect its collectives use (a cluster's has its size per server and slow links).
         self.links = links
+        #: Which group each collective runs in on this device's rank (a cluster's :class:`~.rank_programs.CommGroups`;
+        #: ``None``: every collective over ranks ``0 .. rank_size - 1``).
+        self.comm: CommGroups | None = None
+        #: What this rank's run records of the parallel job its model is part of (info.json ``parallel``).
+        self.parallel_info: dict | None = None
         self._reported: weakref.WeakKeyDictionary[ModelBuild, _Reported] = weakref.WeakKeyDictionary()
 
     def on_device(self, runtime: DeviceRuntime) -> StepReporter:
         """This model as another rank's device ``runtime`` records it: the same ids and links, its own
         connection ids and collectors."""
-        return StepReporter(runtime, self.model_id, self.graph_id, self.graph_name, self.single_op, self.dynamic,
-                            self.links)
+        other = StepReporter(runtime, self.model_id, self.graph_id, self.graph_name, self.single_op, self.dynamic,
+                             self.links)
+        other.comm = self.comm
+        other.parallel_info = self.parallel_info
+        return other
 
     def _state(self, build: ModelBuild) -> _Reported:
         state = self._reported.get(build)
@@ -132,6 +151,9 @@ class StepReporter:
                                           timestamp=clock.now_ns(), with_basic_info=bool(flags & BIT_DEVICE))
         if flags & BIT_MEMORY:
             self._report_memory_plan(build, state)
+        self._report_hccl_ops(build, state)
+        if self.parallel_info is not None:
+            msprof.lib.set_run_info("parallel", self.parallel_info)
 
     def _report_memory_plan(self, build: ModelBuild, state: _Reported) -> None:
         """The static memory plan, once per collection (the steps' times come from the task log)."""
@@ -169,6 +191,7 @@ class StepReporter:
             rec["iteration"] = iterations[:, None]
             for block in _step_blocks(rec.ravel(), n):
                 rt.device_collector.report_tasks(block)
+            self._report_passes(build, state, start, dur)
         if flags & (BIT_TASK_TIME | BIT_TRAINING_TRACE) and not self.single_op:
             traces = np.flatnonzero(t.logid >= 0) if flags & BIT_TRAINING_TRACE else np.empty(0, np.int64)
             width = len(traces) + 2
@@ -208,9 +231,10 @@ class StepReporter:
         if laid_out is None:
             tasks = np.flatnonzero(t.rt_type == RtTaskType.HCCL)
             nodes = [build.compiled.graph.nodes[int(t.node[i])] for i in tasks]
-            layout = hccl.SubTaskLayout([(node.type, build.compiled.costs[node.id].comm_bytes,
-                                          int(node.attrs.get("rank_size", 1)), self.runtime.rank,
-                                          int(node.attrs.get("root_rank", 0))) for node in nodes], links)
+            layout = hccl.SubTaskLayout([(node.type, build.compiled.costs[node.id].comm_bytes, len(members),
+                                          position, peer, members)
+                                         for node in nodes for _, members, position, peer in [self._group(node)]],
+                                        links)
             laid_out = state.hccl_layouts[key] = (tasks, layout)
         tasks, layout = laid_out
         if not len(tasks):
@@ -221,6 +245,68 @@ class StepReporter:
                                                              t.stream[tasks]))
         lib.report_block("hccl_task", layout.records(start[:, tasks], dur[:, tasks], iterations,
                                                      state.hccl_template[1]), self.runtime.device_id)
+
+    def _report_passes(self, build: ModelBuild, state: _Reported, start: np.ndarray, dur: np.ndarray) -> None:
+        """A pipeline stage's passes as the framework marks them: an mstx range per micro-batch, model chunk
+        and direction (``forward_step`` / ``backward_step``, domain ``pipeline``), timed by the pass's device
+        tasks (its first start to its last end), as MindSpeed's ranges are that msprof-analyze's pp_chart reads."""
+        job = build.compiled.graph.job
+        passes = job.passes(build.compiled.graph) if job is not None else []
+        if not passes:
+            return
+        t = build.table
+        if state.passes is None:  # each pass's tasks, once per table
+            state.passes = [np.flatnonzero((t.node >= p.first) & (t.node < p.end)) for p in passes]
+            lib = msprof.lib
+            state.pass_names = [lib.get_hash_id(f"{p.action.kind}_step micro_batch={p.action.micro_batch} "
+                                                f"model_chunk={p.action.chunk}") for p in passes]
+        n, a = len(start), len(passes)
+        rec = np.zeros((n, a), rawdata.MSTX_DTYPE)
+        for j, tasks in enumerate(state.passes):
+            rec["start"][:, j] = start[:, tasks].min(axis=1)
+            rec["end"][:, j] = (start[:, tasks] + dur[:, tasks]).max(axis=1)
+        rec["pid"] = os.getpid()
+        rec["event_type"] = rawdata.MSTX_RANGE
+        rec["message"] = np.asarray(state.pass_names, np.uint64)
+        rec["domain"] = msprof.lib.get_hash_id(PIPELINE_DOMAIN)
+        rec["mark_id"] = np.fromiter(itertools.islice(_PASS_MARKS, n * a), np.uint64, n * a).reshape(n, a)
+        msprof.lib.report_block("mstx", rec.ravel())
+
+    def _group(self, node: Node) -> tuple[str, tuple[int, ...], int, int]:
+        """(group id, members, this rank's position, the root's or peer's position) of a collective."""
+        if self.comm is not None:
+            return self.comm.of(node, self.runtime.rank)
+        n = int(node.attrs.get("rank_size", 1))
+        peer = node.attrs.get("dest_rank", node.attrs.get("src_rank", node.attrs.get("root_rank", 0)))
+        return DEFAULT_GROUP, tuple(range(n)), min(self.runtime.rank, n - 1), int(peer)
+
+    def _report_hccl_ops(self, build: ModelBuild, state: _Reported) -> None:
+        """Every collective's group, its size, this rank's place in it and a send's or receive's peer
+        (HCCL's op info, once per collection): which communicator each collective of the task log ran in."""
+        t = build.table
+        tasks = np.flatnonzero(t.rt_type == RtTaskType.HCCL)
+        if not len(tasks):
+            return
+        cols: dict[str, list[int]] = {k: [] for k in ("group", "rank_size", "group_rank", "peer_rank", "count",
+                                                        "data_type")}
+        ids: dict[str, int] = {}
+        for i in tasks.tolist():
+            node = build.compiled.graph.nodes[int(t.node[i])]
+            group, members, position, peer = self._group(node)
+            desc = node.inputs[0].desc if node.inputs else node.outputs[0]
+            if group not in ids:
+                ids[group] = msprof.lib.get_hash_id(group)
+            for k, v in zip(cols, (ids[group], len(members), position,
+                                   members[peer] if node.type in hccl.P2P_OPS else rawdata.NO_PEER,
+                                   build.compiled.costs[node.id].comm_bytes // max(1, desc.itemsize),
+                                   int(DTYPES[desc.dtype][0]))):
+                cols[k].append(v)
+        rec = np.zeros(len(tasks), rawdata.HCCL_OP_DTYPE)  # filled column by column
+        rec["connection_id"] = tasks + state.connection_base
+        rec["model_id"] = self.model_id
+        for k, v in cols.items():
+            rec[k] = v
+        msprof.lib.report_block("hccl_op", rec, self.runtime.device_id)
 
     def _report_aicpu(self, build: ModelBuild, state: _Reported, start: np.ndarray, dur: np.ndarray,
                       iterations: np.ndarray) -> None:

@@ -35,7 +35,8 @@ import pandas as pd
 
 from ..analysis import ClusterProfile
 from . import cluster_plots
-from .explorer import PENDING, WIDGET_VIEW_MIME, Explorer, PictureView, tab_class
+from .blocks import WIDGET_VIEW_MIME, PictureView
+from .explorer import PENDING, Explorer, tab_class
 from .html_parts import advice_html, bounded, list_html, message_html, table_html, table_text
 from .report import Picture, render
 

@@ -16,9 +16,8 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from ..analysis import ClusterProfile, Profile, RunDirError, load
-from ..analysis.compare import compare as compare_profiles
 from ..analysis.export import FORMATS as EXPORT_FORMATS
-from ..analysis.export import write_failure
+from ..analysis.export import RANK_DEFAULTS, write_failure
 from ..analysis.export.ascend_pt import rank_argument
 from ..analysis.export.cluster import FORMATS as CLUSTER_EXPORT_FORMATS
 from . import display as nb_display
@@ -66,10 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: msprof (a ClusterProfile: ascend_pt, one directory per rank)")
     p.add_argument("--to", default="geprof_export", metavar="DIR", help="directory to write into")
     p.add_argument("--rank", type=rank_argument, default=None, metavar="N",
-                   help="ascend_pt: the rank this run is exported as (default 0; a ClusterProfile's ranks keep theirs)")
-    p = sub.add_parser("compare", help="how profile B differs from profile A (variables or paths)")
+                   help="ascend_pt, db, msprof_db: the rank this run is exported as (default 0; msprof_db: none; a "
+                        "ClusterProfile's ranks keep theirs)")
+    p = sub.add_parser("compare", help="how profile B differs from profile A (variables or paths), side by side")
     p.add_argument("a", help="the base run: a Profile variable or a path to load")
-    p.add_argument("b", help="the run compared with it (B - A)")
+    p.add_argument("b", nargs="?", default=None,
+                   help="the run compared with it (B - A); without it, --steps compares two steps of A")
+    p.add_argument("--steps", type=int, nargs=2, default=None, metavar=("I", "J"),
+                   help="compare step I of A with step J of B (of A without B)")
     p = sub.add_parser("advise", help="findings ranked High/Medium/Low with evidence and suggestions")
     p.add_argument("name", nargs="?", default=DEFAULT_NAME, help="a Profile variable or a path to load")
     sub.add_parser("help", help="this help, and the %%%%geprof flags")
@@ -130,12 +133,30 @@ def export_command(profile: Profile | ClusterProfile, name: str, fmt: str | None
         options = {}
     else:
         fmt = fmt or "msprof"
-        options = {"rank": rank or 0} if fmt == "ascend_pt" else {}
+        rank = rank if rank is not None else RANK_DEFAULTS.get(fmt)
+        options = {"rank": rank} if fmt in RANK_DEFAULTS and rank is not None else {}
     try:
         written = profile.export(Path(to).expanduser(), format=fmt, **options)
     except OSError as exc:
         raise UsageError(write_failure(exc, fmt, to)) from None
     print(f"{fmt} export written to {written}")
+
+
+def compare_command(shell: Any, a: str, b: str | None, steps: list[int] | None) -> Any:
+    """``%geprof compare A [B] [--steps I J]``: the compare view of two runs, or of two steps (of A, or one of
+    each); its ``comparison`` holds the tables."""
+    from .comparison_view import CompareView
+
+    if b is None and steps is None:
+        raise UsageError(f"%geprof compare {a}: give the run to compare it with (%geprof compare {a} B), or two of "
+                         f"its steps (%geprof compare {a} --steps I J)")
+    first = _profile(shell, a, "compare")
+    second = first if b is None else _profile(shell, b, "compare")
+    names = (a, a if b is None else b) if steps is None else (f"{a} step {steps[0]}", f"{b or a} step {steps[1]}")
+    try:
+        return CompareView(first, second, steps=tuple(steps) if steps else None, names=names)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"%geprof compare: {exc}") from None
 
 
 def config_command(store: Any, rest: str) -> Any:
@@ -204,8 +225,7 @@ def run(shell: Any, line: str, cell_magic_help: str, config: Any = None) -> Any:
         export_command(_profile(shell, args.name, "export"), args.name, args.format, args.to, args.rank)
         return None
     elif args.command == "compare":
-        return compare_profiles(_profile(shell, args.a, "compare"), _profile(shell, args.b, "compare"),
-                                names=(args.a, args.b))
+        return compare_command(shell, args.a, args.b, args.steps)
     elif args.command == "advise":
         return _profile(shell, args.name, "advise").advise()
     return None

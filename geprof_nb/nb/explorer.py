@@ -9,9 +9,9 @@ Layout of the widget (CSS classes for browser tests and styling)::
 
     VBox .geprof-explorer
       Tab (each child a slot VBox: a "drawn when selected" note until the tab is built, then:)
-        VBox .geprof-tab-summary     headline, step split, top ops, top findings, notes
+        VBox .geprof-tab-summary     headline, step chart and step split, top ops, top findings, notes
         VBox .geprof-tab-ops         OP Type / sort / top-N / iteration / column-group controls, op_summary
-        VBox .geprof-tab-steps       step_trace, step_breakdown
+        VBox .geprof-tab-steps       step_trace, step_breakdown, compare steps (.geprof-compare-steps)
         VBox .geprof-tab-timeline    step selector, step timeline, per-stream task Gantt
         VBox .geprof-tab-ai-core     pipe ratios, PMU table (<table class="geprof-pmu-table">)
         VBox .geprof-tab-memory      memory lifetimes, peak, largest allocations
@@ -25,8 +25,8 @@ figures drawn by :mod:`.plots` through ``report.draw``, which turns a plotting e
 in the tab instead of a traceback); the static report and the widget share one
 :class:`~.report.Report` per Profile, so no figure or table is drawn twice.  The static report
 has every tab's tables (top N rows, the count stated) but embeds only the figures of
-:data:`STATIC_FIGURES` (the step timeline and the task Gantt): the other three (op types, pipe
-ratios, memory lifetimes) cost 0.35-0.6 s each, so embedding them would make every show 1-1.5 s
+:data:`STATIC_FIGURES` (the step chart, the step timeline and the task Gantt): the other three (op
+types, pipe ratios, memory lifetimes) cost 0.35-0.6 s each, so embedding them would make every show 1-1.5 s
 slower (a fresh ResNet-50 Profile's bundle, 10 steps: 0.67 -> 2.1 s; 1000 steps: 2.6 -> 4.1 s), and
 they are named with the call that draws them.  ``STATIC_FIGURES = "all"`` embeds every one.
 """
@@ -46,6 +46,7 @@ from matplotlib.figure import Figure
 
 from ..analysis import Profile
 from . import plots
+from .blocks import WIDGET_VIEW_MIME, PictureView, block_widget, blocks_html
 from .html_parts import TOP_OPS, advice_html, bounded, heading, list_html, message_html, table_html, table_text
 from .report import (
     ALL,
@@ -59,15 +60,22 @@ from .report import (
     MSG_NO_RUNTIME_API,
     MSG_NO_SPLIT,
     MSG_NO_STEPS,
+    OPS_LEAD,
+    SHARE,
     STEP_SPLIT,
     TOP_FINDINGS,
-    Chart,
-    Picture,
     Report,
+)
+from .table_views import (
+    api_statistic_view,
+    forward_only,
+    origin_text,
+    relative_times,
+    step_trace_view,
+    without_one_device,
 )
 
 TAB_TITLES = ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice")
-WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
 #: Largest top-N of the Ops tab: an HTML table of more rows makes the front end slow, not wiser.
 MAX_ROWS = 500
@@ -76,13 +84,24 @@ STATIC_ROWS = 50
 #: The figures the static report embeds: drawing one takes 0.2-0.6 s, so the others (AI Core,
 #: Memory, API/Host, op types) are named with the call that draws them; ``"all"`` embeds every one
 #: (set it before showing a Profile, e.g. for a notebook that nbconvert or GitHub will render).
-STATIC_FIGURES: Collection[str] = ("step_timeline", "task_gantt")
+STATIC_FIGURES: Collection[str] = ("step_split_bars", "step_timeline", "task_gantt")
 
-OPS_GROUPS = ("basic", "shapes/formats", "PMU")
-ALWAYS_SHOWN = ("Op Name", "OP Type")
+OPS_GROUPS = ("basic", "shapes/formats", "PMU", "ids/constant")
+#: The column groups the Ops table opens with (:data:`.report.OPS_LEAD` are always shown).
+DEFAULT_GROUPS = ("basic", "PMU")
 
 PENDING = ("This tab is drawn by the running kernel when it is first selected. Without a kernel, the output's "
            "static HTML report (what nbconvert and GitHub show) has every tab.")
+
+
+def times_toggle() -> widgets.ToggleButton:
+    """The button that shows a tab's timestamps as recorded (us since the epoch) instead of since the run's
+    first step (CSS class ``geprof-absolute-times``)."""
+    button = widgets.ToggleButton(value=False, description="absolute times",
+                                  tooltip="show the recorded timestamps (us since the epoch) instead of the times "
+                                          "since the run's first step")
+    button.add_class("geprof-absolute-times")
+    return button
 
 
 def tab_class(title: str) -> str:
@@ -93,43 +112,6 @@ def tab_class(title: str) -> str:
 def _numeric_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns
             if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
-
-
-# --------------------------------------------------------------------------- blocks
-# A tab's content is a list of blocks: an HTML string, or a Chart.  The static report joins
-# their HTML; the widget shows HTML blocks in HTML widgets and Charts in Image widgets.
-
-
-def _blocks_html(blocks: list, figures: Collection[str]) -> str:
-    return "".join(b.static_html(figures) if isinstance(b, Chart) else b for b in blocks)
-
-
-class PictureView:
-    """An Image widget that shows a Picture, or an HTML message in its place; updated in place."""
-
-    def __init__(self, picture: Picture | None = None) -> None:
-        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
-        self.message = widgets.HTML()
-        self.box = widgets.VBox([self.image, self.message])
-        self.picture: Picture | None = None
-        if picture is not None:
-            self.show(picture)
-
-    def show(self, picture: Picture) -> None:
-        self.picture = picture
-        if picture.png is not None:
-            self.image.value = picture.png
-            self.image.layout.display = None
-            self.message.value = ""
-            self.message.layout.display = "none"
-        else:
-            self.image.layout.display = "none"
-            self.message.value = picture.html()
-            self.message.layout.display = None
-
-
-def _block_widget(block) -> widgets.Widget:
-    return PictureView(block.picture).box if isinstance(block, Chart) else widgets.HTML(block)
 
 
 # --------------------------------------------------------------------------- tabs
@@ -175,11 +157,11 @@ class Pane(ABC):
         return self.blocks()
 
     def _widgets(self) -> list[widgets.Widget]:
-        return [_block_widget(b) for b in self.content]
+        return [block_widget(b) for b in self.content]
 
-    def static_html(self, figures: Collection[str] = ("step_timeline", "task_gantt")) -> str:
+    def static_html(self, figures: Collection[str] = STATIC_FIGURES) -> str:
         try:
-            body = _blocks_html(self.content, figures)
+            body = blocks_html(self.content, figures)
         except Exception:  # noqa: BLE001
             body = f"<pre>{html.escape(traceback.format_exc())}</pre>"
         return (f'<section class="geprof-static-{self.css_class[len("geprof-tab-"):]}">'
@@ -195,6 +177,7 @@ class SummaryPane(Pane):
                f"<small>run directory: {html.escape(str(p.path))}</small></p>"]
         split = r.step_split
         if len(split):
+            out.append(r.step_chart())
             out.append(table_html(split, f"Step split: {p.step_split.basis()}; a step runs from the previous "
                                          "iteration's end, so the gap between steps is in its Free (step_trace's "
                                          "Iteration Time, in Steps, is an iteration's own span, without the gap)"))
@@ -217,37 +200,55 @@ class SummaryPane(Pane):
 
 
 class OpsPane(Pane):
-    """op_summary with an OP Type filter, a sort column, top N, an iteration and column groups."""
+    """op_summary with an OP Type filter, a sort column, top N, an iteration, column groups and the
+    times since the run's first step (or the absolute ones)."""
 
     title = "Ops"
 
     def _visible_columns(self, groups: set[str], sort_by: str) -> list[str]:
         cg = self.report.column_groups
-        keep = {c for g in groups for c in cg.get(g, [])} | set(ALWAYS_SHOWN) | {sort_by}
-        return [c for c in self.report.ops.columns if c in keep]
+        keep = {c for g in groups for c in cg.get(g, [])} | {sort_by}
+        lead = [c for c in OPS_LEAD if c in self.report.ops.columns or c == SHARE]
+        return lead + [c for c in self.report.ops.columns if c in keep and c not in lead]
+
+    @cached_property
+    def sort_columns(self) -> list[str]:
+        """The numeric columns to sort by, in the order a person looks for them: the task duration first,
+        the ids and constant columns last."""
+        numeric = _numeric_columns(self.report.ops)
+        hidden = set(self.report.column_groups["ids/constant"])
+        return sorted(numeric, key=lambda c: (c != DURATION, c in hidden))
 
     def select(self, op_type: str = ALL, iteration: Any = None, sort_by: str = DURATION, ascending: bool = False,
-               top: int = TOP_OPS, groups: tuple[str, ...] = ("basic", "PMU")) -> tuple[pd.DataFrame, int]:
-        """The rows and columns the table shows, and how many rows matched the filters."""
+               top: int = TOP_OPS, groups: tuple[str, ...] = DEFAULT_GROUPS, absolute: bool = False
+               ) -> tuple[pd.DataFrame, int]:
+        """The rows and columns the table shows, and how many rows matched the filters.  Each row's
+        :data:`SHARE` is of the op time of its iteration (of the run with every iteration), all OP Types;
+        timestamps are us since the run's first step unless ``absolute``."""
         r = self.report
         ops = r.ops
         iteration = r.last_iteration if iteration is None else iteration
-        mask = np.ones(len(ops), dtype=bool)
-        if op_type != ALL:
-            mask &= r.op_types == op_type
+        in_iteration = np.ones(len(ops), dtype=bool)
         if iteration != ALL and len(r.op_iterations):
-            mask &= r.op_iterations == iteration
+            in_iteration = r.op_iterations == iteration
+        mask = in_iteration & (r.op_types == op_type) if op_type != ALL else in_iteration
         sel = ops[mask]
         if sort_by in sel.columns:
             sel = sel.sort_values(sort_by, ascending=ascending, kind="stable", na_position="last")
-        return sel.head(top)[self._visible_columns(set(groups), sort_by)], int(mask.sum())
+        shown = sel.head(top)
+        if DURATION in shown.columns:
+            op_time = float(ops[DURATION].to_numpy(np.float64)[in_iteration].sum())
+            shown = shown.assign(**{SHARE: shown[DURATION] / max(op_time, 1e-12) * 100})
+        shown = relative_times(shown, "op_summary", None if absolute else r.origin_us)
+        return shown[[c for c in self._visible_columns(set(groups), sort_by) if c in shown.columns]], int(mask.sum())
 
-    @staticmethod
-    def describe(shown: int, matched: int, op_type: str, iteration: Any, sort_by: str, ascending: bool) -> str:
+    def describe(self, shown: int, matched: int, op_type: str, iteration: Any, sort_by: str, ascending: bool,
+                 absolute: bool = False) -> str:
         where = "all iterations" if iteration == ALL else f"iteration {iteration}"
         kind = "all OP Types" if op_type == ALL else f"OP Type {op_type}"
         order = "ascending" if ascending else "descending"
-        return f"Showing {shown} of {matched} op tasks ({kind}, {where}), sorted by {sort_by} {order}"
+        times = "" if absolute else "; start " + origin_text(self.report.origin_us)
+        return f"Showing {shown} of {matched} op tasks ({kind}, {where}), sorted by {sort_by} {order}{times}"
 
     def _table(self, frame: pd.DataFrame) -> str:
         return table_html(frame, classes="geprof-ops-table")
@@ -267,7 +268,7 @@ class OpsPane(Pane):
         stat = self.profile.op_statistic
         if not len(stat):
             return []
-        table, title = bounded(stat, "op_statistic: time per OP Type and Core Type", STATIC_ROWS)
+        table, title = bounded(without_one_device(stat), "op_statistic: time per OP Type and Core Type", STATIC_ROWS)
         return [table_html(table, title), self.report.op_type_bars()]
 
     # ------------------------------------------------------------ widgets
@@ -275,14 +276,13 @@ class OpsPane(Pane):
         r = self.report
         if not len(r.ops):
             return [widgets.HTML(message_html(self.report.missing(MSG_NO_OPS)))]
-        numeric = _numeric_columns(r.ops)
+        numeric = self.sort_columns
         types = sorted(set(r.op_types.tolist()))
         its = [int(i) for i in np.unique(r.op_iterations)]
         style = {"description_width": "initial"}
         self.type_filter = widgets.Dropdown(options=[("All", ALL)] + [(t, t) for t in types], value=ALL,
                                             description="OP Type", style=style)
-        self.sort_by = widgets.Dropdown(options=numeric, value=DURATION if DURATION in numeric else numeric[0],
-                                        description="Sort by", style=style)
+        self.sort_by = widgets.Dropdown(options=numeric, value=numeric[0], description="Sort by", style=style)
         self.ascending = widgets.Checkbox(value=False, description="ascending", indent=False,
                                           layout=widgets.Layout(width="auto"))
         n_max = max(1, min(MAX_ROWS, len(r.ops)))
@@ -293,50 +293,129 @@ class OpsPane(Pane):
                                           description="Iteration", style=style)
         cg = r.column_groups
         self.groups = {
-            g: widgets.ToggleButton(value=g != "shapes/formats" and bool(cg[g]), description=g,
+            g: widgets.ToggleButton(value=g in DEFAULT_GROUPS and bool(cg[g]), description=g,
                                     disabled=not cg[g], tooltip=f"show the {g} columns")
             for g in OPS_GROUPS
         }
         for g, button in self.groups.items():
             button.add_class("geprof-group-" + g.replace("/", "-").lower())
+        self.absolute = times_toggle()
         self.count_label = widgets.Label()
         self.count_label.add_class("geprof-ops-count")
         self.table = widgets.HTML()
         self.table.add_class("geprof-ops-table-box")
         controls = [self.type_filter, self.sort_by, self.ascending, self.top_n, self.iteration,
-                    *self.groups.values()]
+                    *self.groups.values(), self.absolute]
         for w in controls:
             w.observe(self._render, "value")
         self._render()
-        group_box = widgets.HBox([widgets.Label("Columns:"), *self.groups.values()])
+        group_box = widgets.HBox([widgets.Label("Columns:"), *self.groups.values(), self.absolute])
         group_box.add_class("geprof-ops-groups")
         return [widgets.HBox([self.type_filter, self.iteration, self.sort_by, self.ascending],
                              layout=widgets.Layout(flex_flow="row wrap")),
                 widgets.HBox([self.top_n, group_box], layout=widgets.Layout(flex_flow="row wrap")),
-                self.count_label, self.table, *[_block_widget(b) for b in self._statistic_blocks()]]
+                self.count_label, self.table, *[block_widget(b) for b in self._statistic_blocks()]]
 
     def _render(self, change: Any = None) -> None:
         groups = tuple(g for g, b in self.groups.items() if b.value)
         self.frame, matched = self.select(self.type_filter.value, self.iteration.value, self.sort_by.value,
-                                          self.ascending.value, self.top_n.value, groups)
+                                          self.ascending.value, self.top_n.value, groups, self.absolute.value)
         self.count_label.value = self.describe(len(self.frame), matched, self.type_filter.value,
-                                               self.iteration.value, self.sort_by.value, self.ascending.value)
+                                               self.iteration.value, self.sort_by.value, self.ascending.value,
+                                               self.absolute.value)
         self.table.value = self._table(self.frame)
 
 
-class StepsPane(Pane):
+class TimedPane(Pane):
+    """A tab whose tables have timestamps: since the run's first step, or as recorded with the
+    ``absolute times`` button (:func:`times_toggle`) pressed."""
+
+    @abstractmethod
+    def blocks(self, absolute: bool = False) -> list:
+        """The tab's content, its timestamps since the first step (as recorded if ``absolute``)."""
+
+    def times(self, absolute: bool) -> str:
+        """How the tab's times read, for its table titles."""
+        return "absolute times in us" if absolute else origin_text(self.report.origin_us)
+
+    def origin(self, absolute: bool) -> float | None:
+        return None if absolute else self.report.origin_us
+
+    def has_times(self) -> bool:
+        """Whether the tab shows any timestamp (else it gets no ``absolute times`` button)."""
+        return True
+
+    def _widgets(self) -> list[widgets.Widget]:
+        self.absolute = times_toggle()
+        self.body = widgets.VBox(layout=widgets.Layout(width="100%"))
+        self.absolute.observe(self._render, "value")
+        self._render()
+        return [self.absolute, self.body] if self.has_times() else [self.body]
+
+    def _render(self, change: Any = None) -> None:
+        content = self.blocks(absolute=True) if self.absolute.value else self.content
+        self.body.children = [block_widget(b) for b in content]
+
+
+class StepsPane(TimedPane):
+    """step_trace (its AllReduce pairs as a table of their own) and step_breakdown; *compare steps* shows two
+    steps of the run side by side (:mod:`.comparison_view`)."""
+
     title = "Steps"
 
-    def blocks(self) -> list:
+    def has_times(self) -> bool:
+        return bool(len(self.profile.step_trace))
+
+    def _widgets(self) -> list[widgets.Widget]:
+        out = super()._widgets()
+        steps = self.report.step_ids
+        if len(steps) < 2:
+            return out
+        style = {"description_width": "initial"}
+        self.compare_a = widgets.Dropdown(options=steps, value=steps[0], description="Compare step", style=style)
+        self.compare_b = widgets.Dropdown(options=steps, value=steps[-1], description="with step", style=style)
+        self.compare_button = widgets.Button(description="compare", tooltip="the two steps side by side: their "
+                                             "split, the ops that moved most, their timelines aligned")
+        self.compare_button.add_class("geprof-compare-steps")
+        self.compare_box = widgets.VBox(layout=widgets.Layout(width="100%"))
+        self.compare_button.on_click(self.compare_steps)
+        return [*out, widgets.HBox([self.compare_a, self.compare_b, self.compare_button],
+                                   layout=widgets.Layout(flex_flow="row wrap")), self.compare_box]
+
+    def compare_steps(self, _button: Any = None) -> Any:
+        """Show the compare view of the two chosen steps under the tables; returns it."""
+        from .comparison_view import CompareView
+
+        try:
+            view = CompareView(self.profile, self.profile, steps=(self.compare_a.value, self.compare_b.value))
+            self.compare_box.children = [view.widget]
+        except Exception:  # noqa: BLE001 - shown in the tab, not lost in a callback
+            view = None
+            self.compare_box.children = [widgets.HTML(f"<pre>{html.escape(traceback.format_exc())}</pre>")]
+        return view
+
+    def blocks(self, absolute: bool = False) -> list:
         st, sb = self.profile.step_trace, self.profile.step_breakdown
+        times = self.times(absolute)
         out = []
         if len(st):
-            t, title = bounded(st, "step_trace (times in us)", STATIC_ROWS)
+            forward = self.profile.forward_only_models
+            main, reduces = step_trace_view(relative_times(without_one_device(st), "step_trace",
+                                                           self.origin(absolute)), forward)
+            named = ("; a forward-only run: msprof's FP Start, BP End, FP to BP Time and Iteration Refresh are "
+                     "named for what they are" if forward_only(st, forward) else "")
+            t, title = bounded(main, f"step_trace ({times}; Iteration Time is an iteration's own span, without "
+                                     f"the gap before it{named})", STATIC_ROWS)
             out.append(table_html(t, title))
+            if len(reduces):
+                t, title = bounded(reduces, f"AllReduces of each step (step_trace's Reduce Start and Duration "
+                                            f"pairs; {times})", STATIC_ROWS)
+                out.append(table_html(t, title, "geprof-reduces"))
         else:
             out.append(message_html(self.report.missing(MSG_NO_STEPS)))
         if len(sb):
-            t, title = bounded(sb, "step_breakdown: Computing, Communication and Free per step (us)", STATIC_ROWS)
+            t, title = bounded(without_one_device(sb), "step_breakdown: Computing, Communication and Free per step "
+                                                       "(us)", STATIC_ROWS)
             out.append(table_html(t, title))
         return out
 
@@ -381,7 +460,9 @@ class AICorePane(Pane):
         has = ops[pmu].notna().any(axis=1).to_numpy() if pmu else np.zeros(len(ops), bool)
         ops = ops[has].sort_values(DURATION, ascending=False, kind="stable")
         lead = [c for c in ("Op Name", "OP Type", "Task Type", DURATION, "Block Num") if c in ops.columns]
-        return ops.head(TOP_OPS)[lead + pmu], len(ops)
+        top = ops.head(TOP_OPS)
+        shown = [c for c in pmu if top[c].notna().any()]  # a vector-only top has no aic_* value: not N/A columns
+        return top[lead + shown], len(ops)
 
     def blocks(self) -> list:
         r = self.report
@@ -396,10 +477,13 @@ class AICorePane(Pane):
                                   f"by {DURATION}", classes="geprof-pmu-table")]
 
 
-class MemoryPane(Pane):
+class MemoryPane(TimedPane):
     title = "Memory"
 
-    def blocks(self) -> list:
+    def has_times(self) -> bool:
+        return bool(len(self.report.memory.operator_memory))
+
+    def blocks(self, absolute: bool = False) -> list:
         mem = self.report.memory
         om = mem.operator_memory
         if not len(om):
@@ -409,14 +493,17 @@ class MemoryPane(Pane):
         peak = mem.peak
         if peak is not None:
             allocated, reserved = plots.format_size(peak.allocated_bytes), plots.format_size(peak.reserved_bytes)
+            origin = self.origin(absolute)
+            at = (f"{peak.time_us:,.3f} us" if origin is None
+                  else f"{peak.time_us - origin:,.3f} us after the run's first step began")
             out.append(f'<p class="geprof-memory-peak"><b>Peak{of}</b> {allocated} allocated '
-                       f"({reserved} reserved) at {peak.time_us:.3f} us, reached by "
+                       f"({reserved} reserved) at {at}, reached by "
                        f"allocating <code>{html.escape(peak.tensor)}</code> (model {peak.model_id})</p>")
         out.append(self.report.memory_lifetimes())
         tensors = om.sort_values("Size(KB)", ascending=False, kind="stable").drop_duplicates("Name")
-        top = tensors.head(TOP_OPS)
+        top = relative_times(tensors.head(TOP_OPS), "operator_memory", self.origin(absolute))
         out.append(table_html(top, f"operator_memory{of}: the {len(top)} largest of {len(tensors)} tensors "
-                                   f"({len(om)} allocations)"))
+                                   f"({len(om)} allocations; {self.times(absolute)})"))
         return out
 
 
@@ -434,7 +521,8 @@ class ApiHostPane(Pane):
         api, he = p.api_statistic, p.host_events
         out: list = []
         if len(api):
-            t, title = bounded(api, "api_statistic: host API calls per level", STATIC_ROWS)
+            t, title = bounded(without_one_device(api_statistic_view(api)), "api_statistic: host API calls per "
+                               "level (msprof's Variance shown as the standard deviation)", STATIC_ROWS)
             out.append(table_html(t, title))
             if "Level" in api.columns and not (api["Level"].astype(str) == "runtime").any():
                 out.append(message_html(MSG_NO_RUNTIME_API))

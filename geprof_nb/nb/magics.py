@@ -99,7 +99,8 @@ Commands, with an example each:
   %geprof show run1                  # show a Profile's report (default: _geprof)
   %geprof load ./geprof_output -o latest   # a run, an output dir, real msprof / torch_npu output
   %geprof export run1 --format ascend_pt --to ./for_msprof_analyze   # msprof|ascend_pt|chrome|parquet
-  %geprof compare run1 run2          # how run2 differs from run1 (variables or paths)
+  %geprof compare run1 run2          # how run2 differs from run1, side by side (variables or paths)
+  %geprof compare run1 --steps 2 7   # step 7 of run1 against its step 2
   %geprof advise run1                # findings ranked High/Medium/Low with evidence
   %geprof help                       # this list, and the %%geprof flags
 

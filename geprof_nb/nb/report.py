@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from ..analysis import Profile
 from ..analysis.tables import columns as C
 from ..analysis.tables.memory import StepMemory
+from ..analysis.tables.summary import NA
 from . import plots
 from .html_parts import TOP_OPS, message_html, png_img_html
 
@@ -32,6 +33,8 @@ GANTT_WIDTH_PX = 1100
 
 ALL = "__all__"  # value of the "All" choice of the Ops and Timeline selectors
 DURATION = "Task Duration(us)"
+#: A task's share of the op time of the rows it is shown among (its iteration's, all op types).
+SHARE = "Share of op time(%)"
 STEP_SPLIT = ("Computing", "Communication(Not Overlapped)", "Free")
 
 MSG_NO_OPS = "No op data: profile with --task-trace on (l1 for op names, types and shapes)."
@@ -112,9 +115,42 @@ def note(alt: str, message: str) -> Chart:
 
 
 # --------------------------------------------------------------------------- content
-def _ops_column_groups(columns: list[str]) -> dict[str, list[str]]:
-    """op_summary columns by group: basic, shapes/formats (tensor info), PMU (after
-    ``Context ID`` / from ``aicore_time(us)`` on: the aic_metrics columns)."""
+#: The op_summary columns a person reads first, in this order (the Ops and Summary tables lead with them).
+OPS_LEAD = ("Op Name", "OP Type", "Task Type", DURATION, SHARE)
+#: op_summary columns that are ids: hidden by default in the Ops table (the "ids/constant" group).
+ID_COLUMNS = ("Device_id", "Model ID", "Task ID", "Stream ID", "Context ID")
+#: The shapes/formats group: the tensors op_summary describes.
+TENSOR_COLUMNS = ("Input Shapes", "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
+                  "Output Formats")
+#: Rows compared before a whole column is: a column that is not constant nearly always shows it early.
+_CONSTANT_PROBE = 1000
+
+
+def _constant(values: pd.Series) -> bool:
+    """Whether a column says one thing only: at most one value other than missing ones (NaN, and the
+    ``N/A`` msprof prints where a field does not apply, as for a collective's Mix Block Num)."""
+    if len(values) < 2:
+        return False
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        data = values.cat.codes.to_numpy()
+        na = list(values.cat.categories).index(NA) if NA in values.cat.categories else -1
+        missing = (data == -1) | (data == na)
+    else:
+        data = values.to_numpy()
+        missing = pd.isna(data)
+    present = data[~missing]
+    if not len(present):
+        return True
+    first = present[0]
+    return bool((present[:_CONSTANT_PROBE] == first).all() and (present == first).all())
+
+
+def _ops_column_groups(ops: pd.DataFrame) -> dict[str, list[str]]:
+    """op_summary columns by group: basic, shapes/formats (the tensors' shapes, data types and formats),
+    PMU (after ``Context ID`` / from ``aicore_time(us)`` on: the aic_metrics columns), and ids/constant
+    (:data:`ID_COLUMNS` and columns that say one thing only (:func:`_constant`), such as OP State
+    ``static`` in a static graph: hidden by default)."""
+    columns = list(ops.columns)
     if "aicore_time(us)" in columns:
         start = columns.index("aicore_time(us)")
     elif "Context ID" in columns:
@@ -123,9 +159,10 @@ def _ops_column_groups(columns: list[str]) -> dict[str, list[str]]:
         known = [i for i, c in enumerate(columns) if c in C.OP_SUMMARY_BASE or c in C.OP_SUMMARY_TENSOR_A2]
         start = max(known) + 1 if known else len(columns)
     head = columns[:start]
-    tensor = set(C.OP_SUMMARY_TENSOR_A2)
-    return {"basic": [c for c in head if c not in tensor], "shapes/formats": [c for c in head if c in tensor],
-            "PMU": columns[start:]}
+    hidden = [c for c in head if c not in OPS_LEAD and (c in ID_COLUMNS or _constant(ops[c]))]
+    return {"basic": [c for c in head if c not in TENSOR_COLUMNS and c not in hidden],
+            "shapes/formats": [c for c in head if c in TENSOR_COLUMNS and c not in hidden], "PMU": columns[start:],
+            "ids/constant": hidden}
 
 
 class Report:
@@ -187,7 +224,13 @@ class Report:
 
     @cached_property
     def column_groups(self) -> dict[str, list[str]]:
-        return _ops_column_groups(list(self.ops.columns))
+        return _ops_column_groups(self.ops)
+
+    @cached_property
+    def origin_us(self) -> float | None:
+        """The time (us) the explorer's relative times are measured from: the run's first step's start."""
+        ns = self.profile.time_origin_ns
+        return None if ns is None else ns / 1000.0
 
     @cached_property
     def pmu_columns(self) -> list[str]:
@@ -228,7 +271,7 @@ class Report:
         steps = len(p.step_trace)
         if steps:
             parts.append(f"{steps} steps")
-        parts.append(f"{len(self.ops)} op tasks")
+        parts.append(f"{len(self.ops):,} op tasks")
         top_type = self.top_op_type
         if top_type is not None:
             parts.append(f"top op type {top_type[0]} ({top_type[1]:.1f}% of op time of {self.where()})")
@@ -284,17 +327,34 @@ class Report:
         top, total = self.top_ops(SUMMARY_OPS, columns=cols)
         if len(top) and DURATION in top.columns:
             op_time = float(self.summary_op_time.sum())
-            top = top.assign(**{"Share of op time(%)": top[DURATION] / max(op_time, 1e-12) * 100})
+            top = top.assign(**{SHARE: top[DURATION] / max(op_time, 1e-12) * 100})
+            top = top[[c for c in OPS_LEAD if c in top.columns] + [c for c in top.columns if c not in OPS_LEAD]]
         return top, total
 
     # ---------------------------------------------------------------- figures
+    def step_chart(self) -> Chart:
+        """The Summary's step chart: a stacked bar per step (Computing / exposed Communication / Free) with
+        the step figure, the steps it leaves out hatched."""
+        p = self.profile
+        split = p.step_split
+        if split is None:
+            return note("step chart", self.missing(MSG_NO_SPLIT if len(p.step_trace) else MSG_NO_STEPS))
+        left_out = sorted(set(p.step_breakdown["Step"].astype(int).tolist()) - set(split.steps))
+        return Chart("step_split_bars", "plots.step_split_bars(profile.step_breakdown, "
+                                        "profile.step_split.length_us)", lambda: self.picture(
+            ("step_split_bars",), lambda: draw("step_split_bars", p.step_breakdown, split.length_us, left_out,
+                                               alt="stacked bar per step: Computing, exposed Communication, Free")),
+            "Summary")
+
     def step_timeline(self, iteration: Any = ALL) -> Chart:
         it = None if iteration == ALL else int(iteration)
-        alt = "FP/BP step timeline" + ("" if it is None else f" of iteration {it}")
-        arg = "" if it is None else f", iteration={it}"
+        forward = self.profile.forward_only_models
+        alt = ("step timeline" if forward else "FP/BP step timeline") + ("" if it is None else f" of iteration {it}")
+        arg = ("" if it is None else f", iteration={it}") + (", forward_models=profile.forward_only_models"
+                                                            if forward else "")
         return Chart("step_timeline", f"plots.step_timeline(profile.step_trace{arg})", lambda: self.picture(
-            ("step_timeline", it), lambda: draw("step_timeline", self.profile.step_trace, iteration=it, alt=alt)),
-            "Timeline")
+            ("step_timeline", it), lambda: draw("step_timeline", self.profile.step_trace, iteration=it,
+                                                forward_models=forward, alt=alt)), "Timeline")
 
     def gantt_iteration(self, iteration: Any = ALL) -> int | None:
         """The iteration the Gantt draws: the selected one, or the last when all steps are selected."""

@@ -141,8 +141,7 @@ def _make_run_dir(out: Path) -> Path:
             run_dir.mkdir()
         except FileExistsError:  # the same name (a process with the same clock and tag): the next number
             continue
-        prefix = f"_{seq:06d}_"
-        if not any(name != run_dir.name and prefix in name[:len(prefix) + 8] and rawdata.creation_order(name)
+        if not any(name != run_dir.name and (rawdata.creation_order(name) or (0,))[0] == seq
                    for name in os.listdir(out)):
             return run_dir
         run_dir.rmdir()
@@ -187,6 +186,8 @@ class Run:
         #: what its companions could not write.
         self.problem = ""
         self.companion_problems: list[str] = []
+        #: The writer thread's timer of this run's timed checkpoints (:meth:`Msprof.init`), cancelled at finalize.
+        self.tick: Callable[[], bool] | None = None
         self.companions: list[CompanionRun] = []
         self.hashes = HashFile(dictionary, lock, info.write_failed, lambda: not self.closed)
         self.buffers = RunBuffers(self.location, writer_, lock)
@@ -310,7 +311,8 @@ class Msprof:
                 with contextlib.suppress(OSError):
                     run_dir.rmdir()
                 raise
-            self._writer.every(_checkpoint_interval(self.options), self._timed_checkpoint(self._run))
+            self._run.tick = self._timed_checkpoint(self._run)
+            self._writer.every(_checkpoint_interval(self.options), self._run.tick)
             return path
 
     def _timed_checkpoint(self, run: Run) -> Callable[[], bool]:
@@ -404,6 +406,7 @@ class Msprof:
             info.write(run.path)
             run.problem = info.problem(run.path)
             run.closed = True
+            self._writer.cancel(run.tick)
             companions, run.companions = run.companions, []
             finished = run.root or run.path
         if run.problem:  # once, by the call that finalises the run, which also says it in its status
@@ -534,11 +537,24 @@ class Msprof:
             if self.running:
                 self._run.info.set_pmu_events(core, events)
 
+    def describe_model(self, model_id: int, name: str, training: bool) -> None:
+        """Record what a loaded model is: its graph's name, and whether it trains or runs forward only."""
+        with self._lock:
+            if self.running:
+                self._run.info.describe_model(model_id, name, training)
+
     def add_note(self, text: str) -> None:
         """Something a reader of this run should know (kept once, in order)."""
         with self._lock:
             if self.running:
                 self._run.info.add_note(text)
+
+    def count_unwritten(self, kind: str, count: int, what: str, exc: OSError) -> None:
+        """``count`` of ``kind`` could not be written at ``what`` (a simulated cluster's ranks, whose run
+        directories could not be made): counted in ``write_failed`` and noted, as a failed chunk is."""
+        with self._lock:
+            if self._run is not None:
+                self._run.info.write_failed(what, exc, kind, count)
 
     def note_dropped(self, kind: str, count: int) -> None:
         """Records a producer could not keep (a full ring buffer): counted in info.json, never silent."""

@@ -30,6 +30,8 @@ HASH_DICT_FILE = "hash_dict.jsonl"
 HOST_DIR = "host/data"
 #: The ``write_failed`` key of the hash dictionary's lines that could not be written (names, not records).
 HASH_DICT_KIND = "hash_dict"
+#: The ``write_failed`` key of a simulated cluster's ranks whose run directories could not be made (ranks).
+RANKS_KIND = "cluster_ranks"
 
 #: A run directory: ``PROF_<seq>_<local time, ms>_<tag>``.  ``<seq>`` is one past the greatest of its output
 #: directory when it is made: it orders the runs there by creation, whatever the clock said.
@@ -341,6 +343,15 @@ HCCL_TASK_DTYPE = np.dtype(
      ("plane", "<u2"), ("src_rank", "<u2"), ("dst_rank", "<u2"), ("transport", "<u1"), ("link", "<u1"),
      ("size", "<u8"), ("stream_id", "<u2")]
 )
+#: One collective op task of a loaded model, as HCCL reports its op info (once per collection): its
+#: communication group (a hash id of the communicator's name, a key of info.json's
+#: ``parallel.parallel_group_info``), the group's size, this rank's rank in it, a send's or receive's
+#: peer (global rank; :data:`NO_PEER` for others), the element count and GE data type of its buffer.
+HCCL_OP_DTYPE = np.dtype(
+    [("connection_id", "<u4"), ("model_id", "<u4"), ("group", "<u8"), ("rank_size", "<u4"), ("group_rank", "<u4"),
+     ("peer_rank", "<u4"), ("count", "<u8"), ("data_type", "<u2")]
+)
+NO_PEER = 0xFFFFFFFF
 #: AI CPU kernel details (msprof ``aicpu`` summary) of one execution.
 AICPU_DTYPE = np.dtype(
     [("timestamp", "<i8"), ("connection_id", "<u4"), ("iteration", "<u4"), ("compute_ns", "<u8"),
@@ -392,6 +403,7 @@ RECORD_KINDS: dict[str, RecordKind] = {
         RecordKind("step_trace", STEP_TRACE_DTYPE, "device"),
         RecordKind("static_op_mem", STATIC_OP_MEM_DTYPE, "device", aging=False, hashed=True),
         RecordKind("hccl_task", HCCL_TASK_DTYPE, "device", hashed=True),
+        RecordKind("hccl_op", HCCL_OP_DTYPE, "device", aging=False, hashed=True),
         RecordKind("aicpu", AICPU_DTYPE, "device"),
         RecordKind("host_event", HOST_EVENT_DTYPE, "host", hashed=True),
         RecordKind("mstx", MSTX_DTYPE, "host", hashed=True),

@@ -19,6 +19,8 @@ from . import rawdata
 
 #: info.json is indented for people reading it; keys that are not strings are written as strings.
 INFO_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+#: What a ``write_failed`` count counts, if not records.
+UNITS = {rawdata.HASH_DICT_KIND: "names", rawdata.RANKS_KIND: "(their run directories)"}
 #: Keys only the library writes (:meth:`RunInfo.set` refuses them).
 LIBRARY_KEYS = ("status", "run", "options", "records", "switch_history", "geprof_raw_version")
 
@@ -67,6 +69,12 @@ class RunInfo:
         """Something a reader of this run should know (kept once, in order)."""
         if text not in self.content.setdefault("notes", []):
             self.content["notes"].append(text)
+
+    def describe_model(self, model_id: int, name: str, training: bool) -> None:
+        """What a loaded model is (a geprof extension: msprof does not record it): its graph's name and
+        whether it trains, or runs forward only (inference), so its steps' phases can be named."""
+        self.content.setdefault("models", {})[str(int(model_id))] = {"name": str(name), "training": bool(training)}
+        self.dirty = True
 
     def count_dropped(self, kind: str, count: int) -> None:
         dropped = self.content.setdefault("dropped", {})
@@ -121,7 +129,7 @@ class RunInfo:
         if not failed and self.on_disk:
             return ""
         reason, first = self.first_failure or ("unknown reason", "?")
-        said = [f"{n} {kind} {'names' if kind == rawdata.HASH_DICT_KIND else 'records'}" for kind, n in failed.items()]
+        said = [f"{n} {kind} {UNITS.get(kind, 'records')}" for kind, n in failed.items()]
         text = f"geprof: not everything could be written into the run directory {run_dir} ({reason}, first at {first})"
         if said:
             text += ": not written: " + ", ".join(said)

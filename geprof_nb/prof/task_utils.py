@@ -8,7 +8,8 @@ Follows GE's ``task_generator.cc`` / ``profiling_task_utils.cc``:
 * BP point: ``bp_point`` if set, else the last ``HcomAllReduce`` (else the
   ``NetOutput``), from which GE takes the *input producer with the highest id*
   (``FindLastBpFromBpNode``), i.e. the op that computes the last gradient.  The
-  BP-end trace goes *after* it.
+  BP-end trace goes *after* it.  A graph that does not train has no backward
+  pass: its note says the trace marks the forward pass's end.
 * Iteration end: after ``NetOutput``.  Every AllReduce k gets LogIDs
   ``10000 + 2k`` before and ``10001 + 2k`` after; every GetNext k ``20000 + 2k`` /
   ``20001 + 2k``.
@@ -131,6 +132,10 @@ class ProfilingTaskUtils:
         if not producers:
             return None, note + f"{anchor.type} {anchor.name!r} has no input: no BP point"
         bp = max(producers, key=lambda p: p.id)
+        if not all_reduce and not getattr(graph, "is_training", False):  # inference: there is no backward pass
+            return bp, note + (f"forward only (no backward pass): the BP End trace goes after {bp.name!r}, the last "
+                               f"input producer of the NetOutput {anchor.name!r}, so FP to BP Time is the forward "
+                               "pass and Iteration Refresh what follows it")
         why = "last AllReduce" if all_reduce else "NetOutput (no AllReduce in the graph)"
         note += f"BP point {bp.name!r}: last input producer of the {why} {anchor.name!r}"
         if not all_reduce and getattr(graph, "is_training", False):

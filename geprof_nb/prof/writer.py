@@ -63,6 +63,11 @@ class Writer:
             self._start()
             self._has_jobs.notify()
 
+    def cancel(self, tick: Callable[[], bool]) -> None:
+        """Call ``tick`` no more (a timer of :meth:`every`; nothing if it has ended)."""
+        with self._has_jobs:
+            self._timers = [t for t in self._timers if t[2] is not tick]
+
     def _start(self) -> None:
         """Start the thread if it is not running (caller holds the lock)."""
         if self._thread is None:
@@ -136,9 +141,11 @@ class Writer:
                     self._error = self._error or exc
                 again = False
             with self._has_jobs:
+                if timer not in self._timers:  # cancelled meanwhile
+                    continue
                 if again:
                     timer[0] = time.monotonic() + timer[1]
-                elif timer in self._timers:
+                else:
                     self._timers.remove(timer)
 
 

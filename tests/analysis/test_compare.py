@@ -381,3 +381,55 @@ def test_a_second_graph_leaves_the_first_graphs_ops_unchanged(tmp_path):
     assert f"Models (per-step values are per step of the op's model): A {a_model} = B {train}, B {evaluation}" \
         in c.summary()
     assert f"dense_0/MatMulV2 [MatMulV2, B {evaluation}]" in c.summary()
+
+
+# ----------------------------------------------------------------------------- two steps
+def test_two_steps_of_one_run_compare_their_own_rows(batches):
+    """compare(p, p, steps=(1, 3)): each step's op rows, its step_trace and step_breakdown rows, nothing else."""
+    a, b512 = batches
+    c = compare(a, a, steps=(1, 3))
+    assert (c.a_name, c.b_name, c.steps) == (f"{a.name} step 1", f"{a.name} step 3", (1, 3))
+    one, three = a.ops(1), a.ops(3)
+    sb = a.step_breakdown.set_index("Step")
+    assert c.step.loc["Op tasks", "A"] == len(one) and c.step.loc["Op tasks", "B"] == len(three)
+    assert c.step.loc["Op time(us)", "Diff"] == pytest.approx(three["Task Duration(us)"].sum()
+                                                              - one["Task Duration(us)"].sum())
+    assert c.step.loc["Free(us)", "A"] == pytest.approx(sb.loc[1, "Free"])
+    assert c.step.loc["Stage(us)", "B"] == pytest.approx(sb.loc[3, "Stage"])
+    assert c.step.loc["Iteration Time(us)", "B"] == pytest.approx(a.step_trace["Iteration Time(us)"].iloc[2])
+    name = one.sort_values("Task Duration(us)").iloc[-1]["Op Name"]
+    ops = c.ops.loc[name]
+    assert ops["Count/step A"] == (one["Op Name"] == name).sum()  # counts of the step, not per step of the run
+    assert ops["Time/step A(us)"] == pytest.approx(one.loc[one["Op Name"] == name, "Task Duration(us)"].sum())
+    # the split: the parts of the two steps and the step they add up to
+    split = c.split()
+    assert list(split.index) == ["Computing", "Communication(Not Overlapped)", "Free", "Step"]
+    assert split.loc["Free", "B"] == pytest.approx(sb.loc[3, "Free"])
+    assert split.loc["Step", "A"] == pytest.approx(sb.loc[1, ["Computing", "Communication(Not Overlapped)",
+                                                                "Free"]].sum())
+    # a step of one run against a step of another
+    across = compare(a, b512, steps=(2, 2))
+    assert across.step.loc["Op tasks", "A"] == len(a.ops(2)) and across.regressions["Time/step Diff(us)"].gt(0).all()
+    assert "step 2 -> " not in across.summary() and f"B = {b512.name} step 2" in across.summary()
+
+
+def test_the_split_of_two_runs_is_their_mean_whole_step_periods(batches):
+    a, b = batches
+    split = compare(a, b).split()
+    periods = a.step_breakdown.iloc[1:]  # whole periods: the first step spans only itself
+    assert split.loc["Computing", "A"] == pytest.approx(periods["Computing"].mean())
+    assert split.loc["Step", "Diff"] == pytest.approx(split.loc[["Computing", "Communication(Not Overlapped)",
+                                                                  "Free"], "Diff"].sum())
+
+
+@pytest.mark.parametrize("steps, error, message", [
+    ((1, 9), ValueError, "steps[1] 9 is not in b ("),
+    ((0, 1), ValueError, "steps[0] 0 is not in a ("),
+    ((1,), TypeError, "steps must be two iteration ids (a step of a, a step of b), not (1,)"),
+    ((1.5, 2), TypeError, "steps[0] 1.5 is not valid; accepted: an integer"),
+])
+def test_steps_that_are_not_two_steps_of_the_runs_are_refused_naming_them(batches, steps, error, message):
+    a, _ = batches
+    with pytest.raises(error) as err:
+        compare(a, a, steps=steps)
+    assert str(err.value).startswith(message) and ("its iterations are 1..3" in str(err.value)) == (error is ValueError)

@@ -8,7 +8,16 @@ import geprof_nb
 import geprof_nb.analysis
 from geprof_nb.analysis import registry
 from geprof_nb.analysis.export.parquet import export_parquet
-from geprof_nb.analysis.registry import ASCEND_PT, DAMAGED_PARQUET, LAYOUTS, MSPROF, PARQUET, layout_of
+from geprof_nb.analysis.registry import (
+    ASCEND_PT,
+    DAMAGED_PARQUET,
+    LAYOUTS,
+    MSPROF,
+    MSPROF_DB,
+    PARQUET,
+    TORCH_NPU_DB,
+    layout_of,
+)
 from geprof_nb.analysis.sources.ascend_pt import AscendPtSource
 from geprof_nb.analysis.sources.msprof import MsprofSource
 from geprof_nb.analysis.sources.parquet import ParquetSource
@@ -21,8 +30,8 @@ def test_load_is_the_registry_load():
 
 
 def test_the_layouts_in_the_order_they_are_tried():
-    assert LAYOUTS == (PARQUET, ASCEND_PT, MSPROF, DAMAGED_PARQUET)
-    assert [layout.name for layout in LAYOUTS] == ["parquet", "ascend_pt", "msprof", "parquet"]
+    assert LAYOUTS == (PARQUET, TORCH_NPU_DB, ASCEND_PT, MSPROF_DB, MSPROF, DAMAGED_PARQUET)
+    assert [layout.name for layout in LAYOUTS] == ["parquet", "db", "ascend_pt", "msprof_db", "msprof", "parquet"]
 
 
 def test_each_layout_is_told_from_its_directory(tmp_path):

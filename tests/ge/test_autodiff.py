@@ -53,6 +53,36 @@ RULES = {
     "SoftmaxCrossEntropyWithLogits": lambda g: (g.op("SoftmaxCrossEntropyWithLogits",
                                                      [(w := _v(g, (4, 5))), g.data("y", (4, 5))])[0], w),
     "GatherV2": lambda g: (g.op("GatherV2", [(w := _v(g, (10, 4))), g.data("i", (5,), "int32")]), w),
+    "BatchMatMulV2": lambda g: (g.op("BatchMatMulV2", [g.data("x", (3, 4, 5)), (w := _v(g, (3, 5, 2)))]), w),
+    "FlashAttentionScore": lambda g: (g.op("FlashAttentionScore", [
+        (w := _v(g, (1, 8, 4, 2))), g.data("k", (1, 8, 2, 2)), g.data("v", (1, 8, 2, 2))],
+        head_num=4, input_layout="BSND", sparse_mode=2)[3], w),
+    "RmsNorm": lambda g: (g.op("RmsNorm", [g.data("x", (3, 8)), (w := _v(g, (8,)))])[0], w),
+    "ApplyRotaryPosEmb": lambda g: (g.op("Add", [g.op("ReduceMean", (qk := g.op("ApplyRotaryPosEmb", [
+        (w := _v(g, (1, 8, 4, 2))), g.data("k", (1, 8, 2, 2)), g.data("c", (1, 8, 1, 2)),
+        g.data("s", (1, 8, 1, 2))]))[0]), g.op("ReduceMean", qk[1])]), w),
+    "SwiGlu": lambda g: (g.op("SwiGlu", (w := _v(g, (3, 8)))), w),
+    "GroupedMatmul-weight": lambda g: (g.op("GroupedMatmul", [g.data("x", (6, 4)), (w := _v(g, (2, 4, 5))),
+                                                              g.data("gl", (2,), "int64")]), w),
+    "GroupedMatmul-x-transposed-weight": lambda g: (g.op("GroupedMatmul", [
+        (w := _v(g, (6, 5))), g.data("k", (2, 4, 5)), g.data("gl", (2,), "int64")], transpose_weight=True), w),
+    "MoeGatingTopKSoftmax": lambda g: (g.op("MoeGatingTopKSoftmax", (w := _v(g, (6, 4))), k=2)[0], w),
+    "MoeInitRoutingV2": lambda g: (g.op("MoeInitRoutingV2", [(w := _v(g, (6, 8))), g.data("i", (6, 2), "int32")],
+                                        expert_num=4)[0], w),
+    "MoeFinalizeRoutingV2": lambda g: (g.op("MoeFinalizeRoutingV2", [
+        (w := _v(g, (12, 8))), g.data("r", (12,), "int32"), g.data("s", (6, 2)), g.data("i", (6, 2), "int32")]), w),
+    "SplitVD": lambda g: (g.op("SplitVD", (w := _v(g, (3, 8))), size_splits=[2, 6], split_dim=1)[1], w),
+    "ConcatD": lambda g: (g.op("ConcatD", [(w := _v(g, (3, 2))), g.data("x", (3, 4))], concat_dim=1), w),
+    "Exp": lambda g: (g.op("Exp", (w := _v(g, (3, 4)))), w),
+    "Log": lambda g: (g.op("Log", (w := _v(g, (3, 4)))), w),
+    "SparseSoftmaxCrossEntropyWithLogits": lambda g: (g.op("SparseSoftmaxCrossEntropyWithLogits", [
+        (w := _v(g, (4, 5))), g.data("y", (4,), "int32")])[0], w),
+    "Identity": lambda g: (g.op("Identity", (w := _v(g, (3, 4)))), w),
+    "HcomAllReduce": lambda g: (g.op("HcomAllReduce", (w := _v(g, (3, 4))), group="tp", rank_size=2), w),
+    "HcomAllToAllV": lambda g: (g.op("HcomAllToAllV", [(w := _v(g, (4, 3)))] + [g.data(f"c{i}", (2,), "int64")
+                                                                               for i in range(4)],
+                                     group="ep", rank_size=2), w),
+    "HcomAllToAll": lambda g: (g.op("HcomAllToAll", (w := _v(g, (4, 3))), group="ep", rank_size=2), w),
 }
 
 

@@ -74,6 +74,64 @@ def test_one_run_directory_per_rank_under_a_cluster_root(tmp_path):
     assert not c.rank(0).api_statistic.empty  # the process's host layers are rank 0's
 
 
+def test_a_cluster_root_is_numbered_as_its_rank_0_run_and_opens_as_the_newest(tmp_path, monkeypatch):
+    """The root takes its rank 0 run's number: a single run made after it with the clock an hour back is still
+    the newest, and a cluster made after that one is newer again."""
+    from geprof_nb.prof import msprof
+
+    first = run_cluster(tmp_path, 2, steps=1)
+    assert first.path.name.startswith("CLUSTER_000001_") and first.rank(0).path.name.startswith("PROF_000001_")
+    hour_ago = msprof.time.time() - 3600
+    monkeypatch.setattr(msprof.time, "time", lambda: hour_ago)
+    opts = {"ge.exec.profilingMode": "1", "geprof.clock": "virtual",
+            "ge.exec.profilingOptions": json.dumps({"output": str(tmp_path), "training_trace": "on"})}
+    assert ge.GEInitialize(opts) == ge.SUCCESS
+    s = ge.Session()
+    assert s.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,))) == ge.SUCCESS
+    assert s.run_graph(1) == ge.SUCCESS
+    assert ge.GEFinalize() == ge.SUCCESS
+    monkeypatch.undo()
+    single = geprof_nb.load(tmp_path)
+    assert single.path.name.startswith("PROF_000002_") and single.path.name[12:29] < first.path.name[15:32]
+    again = run_cluster(tmp_path, 2, steps=1)
+    assert again.path.name.startswith("CLUSTER_000003_") and geprof_nb.load(tmp_path).path == again.path
+
+
+@pytest.mark.parametrize("failing, lost, ranks_kept", [
+    ("CLUSTER_", 3, [0]),  # no root: rank 0's run goes on alone, where it is
+    ("rank_2", 1, [0, 1, 3]),  # one rank's run directory: the others are there
+])
+def test_a_cluster_whose_directories_cannot_be_made_counts_the_ranks_lost(tmp_path, monkeypatch, capsys, failing,
+                                                                          lost, ranks_kept):
+    import errno
+
+    real_mkdir = Path.mkdir
+
+    def mkdir(path, *args, **kwargs):
+        if failing in path.name:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    opts = {"output": str(tmp_path), "training_trace": "on", "task_trace": "on"}
+    assert ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts),
+                            "geprof.clock": "virtual"}) == ge.SUCCESS
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    s = ge.Session(options={"ge.exec.rankSize": "4"})
+    assert s.add_graph(1, ge.models.mlp(batch_size=4, in_features=16, hidden=(16,), world_size=4)) == ge.SUCCESS
+    for _ in range(2):
+        assert s.run_graph(1) == ge.SUCCESS
+    assert ge.GEFinalize() == ge.FAILED
+    monkeypatch.undo()
+    assert f": not written: {lost} cluster_ranks (their run directories); " in ge.GEGetErrorMsg()
+    loaded = geprof_nb.load(tmp_path)
+    rank0 = loaded if not isinstance(loaded, ClusterProfile) else loaded.rank(0)
+    assert sorted(loaded.ranks) == ranks_kept if isinstance(loaded, ClusterProfile) else ranks_kept == [0]
+    assert rank0.dropped == {"cluster_ranks (not written)": lost} and len(rank0.step_trace) == 2
+    assert (f"{lost} ranks of the simulated cluster could not be written (their run directories could not be made: "
+            "disk full or not writable): they are not in the cluster") in rank0.notes
+    assert sum("not everything could be written" in line for line in capsys.readouterr().err.splitlines()) == 1
+
+
 #: A cluster job that dies mid-run: no GEFinalize, what it reported flushed (a checkpoint's worth).
 DIES_MID_RUN = """
 import json, os, sys

@@ -31,7 +31,7 @@ def _build(op_type, specs, **attrs):
     return g, outs
 
 
-F16, F32, I32 = "float16", "float32", "int32"
+F16, F32, I32, I64, BF16 = "float16", "float32", "int32", "int64", "bfloat16"
 
 # (case id, op type, input specs, attrs, expected output shapes, expected output dtypes or None)
 SHAPE_CASES = [
@@ -138,6 +138,62 @@ SHAPE_CASES = [
     ("Transpose-default", "Transpose", [((2, 3, 4), F16)], {}, [(4, 3, 2)], None),
     ("UnsortedSegmentSum", "UnsortedSegmentSum", [((6, 4), F16), ((6,), I32)], {"num_segments": 3},
      [(3, 4)], None),
+    # transformer and MoE ops: 2 sequences of 16 tokens, 4 query heads of 8 dims, 2 key/value heads (GQA)
+    ("BatchMatMulV2", "BatchMatMulV2", [((3, 4, 5), BF16), ((3, 5, 6), BF16)], {}, [(3, 4, 6)], [BF16]),
+    ("FlashAttentionScore-BSND-GQA", "FlashAttentionScore", [((2, 16, 4, 8), BF16), ((2, 16, 2, 8), BF16),
+                                                               ((2, 16, 2, 8), BF16)],
+     {"head_num": 4, "input_layout": "BSND", "sparse_mode": 2}, [(2, 4, 16, 8), (2, 4, 16, 8), (1,), (2, 16, 4, 8)],
+     [F32, F32, BF16, BF16]),
+    ("FlashAttentionScore-SBH", "FlashAttentionScore", [((16, 2, 32), BF16), ((16, 2, 16), BF16),
+                                                          ((16, 2, 16), BF16)],
+     {"head_num": 4, "input_layout": "SBH"}, [(2, 4, 16, 8), (2, 4, 16, 8), (1,), (16, 2, 32)], None),
+    ("FlashAttentionScoreGrad", "FlashAttentionScoreGrad",
+     [((2, 16, 4, 8), BF16), ((2, 16, 2, 8), BF16), ((2, 16, 2, 8), BF16), ((2, 16, 4, 8), BF16),
+      ((2, 4, 16, 8), F32), ((2, 4, 16, 8), F32), ((2, 16, 4, 8), BF16)],
+     {"head_num": 4, "input_layout": "BSND", "sparse_mode": 2}, [(2, 16, 4, 8), (2, 16, 2, 8), (2, 16, 2, 8), (1,)],
+     None),
+    ("RmsNorm", "RmsNorm", [((32, 64), BF16), ((64,), BF16)], {"epsilon": 1e-5}, [(32, 64), (32, 1)], [BF16, F32]),
+    ("RmsNormGrad", "RmsNormGrad", [((32, 64), BF16), ((32, 64), BF16), ((32, 1), F32), ((64,), BF16)], {},
+     [(32, 64), (64,)], [BF16, F32]),
+    ("ApplyRotaryPosEmb", "ApplyRotaryPosEmb", [((2, 16, 4, 8), BF16), ((2, 16, 2, 8), BF16), ((1, 16, 1, 8), BF16),
+                                               ((1, 16, 1, 8), BF16)], {"layout": 1},
+     [(2, 16, 4, 8), (2, 16, 2, 8)], None),
+    ("ApplyRotaryPosEmbGrad", "ApplyRotaryPosEmbGrad", [((2, 16, 4, 8), BF16), ((2, 16, 2, 8), BF16),
+                                                       ((2, 16, 1, 8), BF16), ((2, 16, 1, 8), BF16)], {},
+     [(2, 16, 4, 8), (2, 16, 2, 8)], None),
+    ("SwiGlu", "SwiGlu", [((32, 128), BF16)], {"dim": -1}, [(32, 64)], [BF16]),
+    ("SwiGluGrad", "SwiGluGrad", [((32, 64), BF16), ((32, 128), BF16)], {"dim": -1}, [(32, 128)], None),
+    ("GroupedMatmul", "GroupedMatmul", [((24, 64), BF16), ((4, 64, 96), BF16), ((4,), I64)], {}, [(24, 96)], None),
+    ("GroupedMatmul-transpose_weight", "GroupedMatmul", [((24, 96), BF16), ((4, 64, 96), BF16), ((4,), I64)],
+     {"transpose_weight": True}, [(24, 64)], None),
+    ("GroupedMatmul-weight-grad", "GroupedMatmul", [((24, 64), BF16), ((24, 96), BF16), ((4,), I64)],
+     {"group_type": 2, "transpose_x": True}, [(4, 64, 96)], None),
+    ("MoeGatingTopKSoftmax", "MoeGatingTopKSoftmax", [((32, 8), BF16)], {"k": 2}, [(32, 2), (32, 2), (32, 2)],
+     [BF16, I32, I32]),
+    ("MoeInitRoutingV2", "MoeInitRoutingV2", [((32, 64), BF16), ((32, 2), I32)], {"expert_num": 8},
+     [(64, 64), (64,), (8,), (8,)], [BF16, I32, I64, I64]),
+    ("MoeInitRoutingV2Grad", "MoeInitRoutingV2Grad", [((64, 64), BF16), ((64,), I32)], {"top_k": 2},
+     [(32, 64)], [BF16]),
+    ("MoeFinalizeRoutingV2", "MoeFinalizeRoutingV2", [((64, 64), BF16), ((64,), I32), ((32, 2), BF16),
+                                                     ((32, 2), I32)], {}, [(32, 64)], [BF16]),
+    ("MoeFinalizeRoutingV2Grad", "MoeFinalizeRoutingV2Grad", [((32, 64), BF16), ((64,), I32), ((64, 64), BF16),
+                                                             ((32, 2), BF16), ((32, 2), I32)], {},
+     [(64, 64), (32, 2)], None),
+    ("ScatterElements", "ScatterElements", [((32, 8), BF16), ((32, 2), I32), ((32, 2), BF16)], {"axis": -1},
+     [(32, 8)], None),
+    ("SplitVD", "SplitVD", [((32, 96), BF16)], {"size_splits": [64, 16, 16], "split_dim": -1},
+     [(32, 64), (32, 16), (32, 16)], None),
+    ("ConcatD", "ConcatD", [((3,), F32), ((5,), F32)], {"concat_dim": 0}, [(8,)], None),
+    ("SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits", [((8, 10), F32), ((8,), I32)],
+     {}, [(8,), (8, 10)], None),
+    ("Exp", "Exp", [((4, 5), F32)], {}, [(4, 5)], None),
+    ("Log", "Log", [((4, 5), F32)], {}, [(4, 5)], None),
+    ("ReduceMax-keep", "ReduceMax", [((4, 5), F32)], {"axes": [-1], "keep_dims": True}, [(4, 1)], None),
+    ("Identity", "Identity", [((4, 5), BF16)], {}, [(4, 5)], None),
+    ("StopGradient", "StopGradient", [((4, 5), BF16)], {}, [(4, 5)], None),
+    ("HcomAllToAllV", "HcomAllToAllV", [((8, 5), BF16)] + [((4,), I64)] * 4, {"rank_size": 4}, [(8, 5)], None),
+    ("HcomAllToAll", "HcomAllToAll", [((8, 5), BF16)], {"rank_size": 4}, [(8, 5)], None),
+    ("HcomSend", "HcomSend", [((8, 5), BF16)], {"dest_rank": 1, "sr_tag": 7, "group": "pp"}, [], []),
 ]
 
 
@@ -147,6 +203,8 @@ def _source_cases():
         "GetNext": ({"output_shapes": [[4, 3], [4]], "output_types": ["float16", "int32"]},
                     [(4, 3), (4,)], [F16, I32]),
         "IteratorV2": ({"output_shapes": [[2, 2]]}, [(2, 2)], [F16]),
+        "HcomReceive": ({"shape": [8, 5], "dtype": "bfloat16", "src_rank": 0, "sr_tag": 7, "group": "pp"},
+                        [(8, 5)], [BF16]),
     }
 
 
@@ -172,7 +230,7 @@ def test_shape_inference_of_input_ops(op_type):
     outs = out if isinstance(out, tuple) else (out,)
     assert [o.shape for o in outs] == shapes
     assert [o.dtype for o in outs] == dtypes
-    assert g.node("src").engine == "AI_CPU"
+    assert g.node("src").engine == ("HCCL" if op_type.startswith("Hcom") else "AI_CPU")
 
 
 def test_every_buildable_op_type_has_a_shape_inference_case():

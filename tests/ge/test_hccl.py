@@ -10,7 +10,7 @@ import pytest
 from geprof_nb import ge
 from geprof_nb.ge import hccl
 from geprof_nb.ge.graph import GraphBuildError
-from geprof_nb.ge.ops import get_op, op_cost
+from geprof_nb.ge.ops import get_op, known_op_types, op_cost
 from geprof_nb.prof.rawdata import HCCL_TASK_DTYPE, LinkType, TransportType
 
 L = hccl.Links()
@@ -170,7 +170,7 @@ def test_910a_links_are_slower():
 
 
 @pytest.mark.parametrize("args, message", [
-    (("HcomAllToAll", 1024, 2), "unknown collective 'HcomAllToAll'"),
+    (("HcomScatter", 1024, 2), "unknown collective 'HcomScatter'"),
     (("HcomAllReduce", 1024, 0), "rank_size >= 1"),
     (("HcomAllReduce", -1, 2), "nbytes >= 0"),
 ])
@@ -320,7 +320,65 @@ def test_hccl_op_names():
     assert hccl.hccl_op_name("HcomReduceScatter", 12, 3) == "hcom_reduceScatter__oup_12_3"
     assert hccl.hccl_op_name("HcomBroadcast", 0) == "hcom_broadcast__oup_0_1"
     assert hccl.hccl_op_name("HcomAllGather", 1, 2, "g") == "hcom_allGather__g_1_2"
-    assert set(hccl.HCCL_OP_NAMES) == {t for t in ("HcomAllReduce", "HcomAllGather", "HcomReduceScatter",
-                                                   "HcomBroadcast") if get_op(t).engine == "HCCL"}
+    # every HCCL op of the catalogue has msprof's name (HCCL's PROF_OP_NAME_V2: hcom_alltoallv_, hcom_send_, ...)
+    assert set(hccl.HCCL_OP_NAMES) == {t for t in known_op_types() if get_op(t).engine == "HCCL"}
+    assert hccl.hccl_op_name("HcomAllToAllV", 3, 1, "x") == "hcom_alltoallv__x_3_1"
+    assert hccl.hccl_op_name("HcomReceive", 0) == "hcom_receive__oup_0_1"
     with pytest.raises(ValueError, match="unknown collective 'AllReduce'"):
         hccl.hccl_op_name("AllReduce", 0)
+
+
+# ------------------------------------------------------------------ groups of any ranks
+def _sub(op, nbytes, members, position, root=0, links=L):
+    n = len(members)
+    return hccl.ring_subtasks(op, nbytes, n, position, links, np.zeros(1, np.int64),
+                              np.asarray([hccl.collective_duration_ns(op, nbytes, n, links, position, members, root)]),
+                              root_rank=root, members=members)
+
+
+def test_all_to_all_is_n_minus_1_pairwise_exchanges_of_a_slice():
+    nbytes, members = 1 << 20, (0, 1, 2, 3)
+    chunk = nbytes // 4
+    step = L.notify_record_ns + L.hccs_latency_ns + math.ceil(chunk * 1e9 / L.hccs_bandwidth)
+    assert hccl.collective_duration_ns("HcomAllToAllV", nbytes, 4, L, 1, members) == 3 * step
+    sub = _sub("HcomAllToAllV", nbytes, members, 1)
+    moves = sub.name[0] == "Memcpy"
+    assert list(sub.dst_rank[0][moves]) == [2, 3, 0] and set(sub.size[0][moves]) == {chunk}
+
+
+def test_a_send_and_its_receive_take_the_transfer_between_their_ranks():
+    nbytes = 4 << 20
+    local = L.notify_record_ns * 2 + L.hccs_latency_ns + math.ceil(nbytes * 1e9 / L.hccs_bandwidth)
+    assert hccl.collective_duration_ns("HcomSend", nbytes, 2, L, 0, (0, 1), 1) == local
+    assert hccl.collective_duration_ns("HcomReceive", nbytes, 2, L, 1, (0, 1), 0) == local
+    remote = L.notify_record_ns * 2 + L.roce_latency_ns + math.ceil(nbytes * 1e9 / L.roce_bandwidth)
+    assert hccl.collective_duration_ns("HcomSend", nbytes, 2, L, 0, (3, 11), 1) == remote
+    send = _sub("HcomSend", nbytes, (3, 11), 0, 1)
+    assert list(send.name[0]) == ["Notify_Wait", "RDMASend", "Notify_Record"]
+    assert (send.src_rank[0][1], send.dst_rank[0][1], send.size[0][1]) == (3, 11, nbytes)
+    recv = _sub("HcomReceive", nbytes, (3, 11), 1, 0)
+    assert list(recv.name[0]) == ["Notify_Record", "Notify_Wait"] and recv.src_rank[0][1] == 3
+
+
+def test_a_group_across_servers_runs_on_its_members_links():
+    nbytes = 8 << 20
+    inside = hccl.collective_duration_ns("HcomAllReduce", nbytes, 4, L, 0, (0, 1, 2, 3))
+    across = hccl.collective_duration_ns("HcomAllReduce", nbytes, 4, L, 0, (0, 8, 16, 24))  # a data-parallel group
+    chunk = nbytes // 4
+    step = max(L.hccs_latency_ns, L.roce_latency_ns) + math.ceil(chunk * 1e9 / L.roce_bandwidth)
+    reduce = math.ceil(chunk * 1e9 / L.reduce_bandwidth)
+    assert across == 3 * (step + reduce) + 3 * step and across > 2 * inside
+    # two ranks on each of two servers: hierarchical, as the whole 16-rank world of two servers is
+    hier = _sub("HcomAllReduce", nbytes, (0, 1, 8, 9), 1)
+    assert set(hier.link[0][hier.name[0] == "RDMASend"]) == {LinkType.ROCE}
+    assert set(hier.dst_rank[0][hier.name[0] == "RDMASend"]) == {9}  # the same place on the other server
+    assert hccl.collective_duration_ns("HcomAllReduce", nbytes, 16, L) == \
+        hccl.collective_duration_ns("HcomAllReduce", nbytes, 16, L, 0, tuple(range(16)))
+
+
+def test_groups_spread_alike_over_servers_share_a_plan_with_their_own_ranks():
+    assert hccl.group_signature((8, 9, 16, 17), 8) == hccl.group_signature((0, 1, 8, 9), 8) == (0, 1, 8, 9)
+    a, b = _sub("HcomAllReduce", 1 << 20, (0, 1, 8, 9), 2), _sub("HcomAllReduce", 1 << 20, (8, 9, 16, 17), 2)
+    assert np.array_equal(a.dur, b.dur)
+    assert set(b.src_rank[0]) | set(b.dst_rank[0]) == {8, 16, 17}  # its server peer, its place on the other
+    assert np.array_equal(b.src_rank[0], np.asarray([8, 9, 16, 17])[np.searchsorted([0, 1, 8, 9], a.src_rank[0])])

@@ -144,23 +144,36 @@ def test_never_freed_before_last_reader(built):
         key = (int(plan.node[k]), int(plan.output_index[k]))
         tasks = readers.get(key, [])
         assert plan.free_task[k] >= max(tasks, default=int(plan.alloc_task[k])), plan.names[k]
-        cross = any(built.table.stream[i] != plan.stream[k] for i in tasks)
-        if key in outputs or cross:
+        t = built.table
+        cross = [i for i in tasks if t.stream[i] != plan.stream[k]]
+        if key in outputs:
             assert plan.until_end[k] and plan.free_task[k] == last, plan.names[k]
+        elif cross and not plan.until_end[k]:  # released at a wait of its own stream for what its readers did
+            f = int(plan.free_task[k])
+            assert t.rt_type[f] == RtTaskType.EVENT_WAIT and t.stream[f] == plan.stream[k], plan.names[k]
+            record = int(np.flatnonzero((t.rt_type == RtTaskType.EVENT_RECORD) & (t.event == t.event[f]))[0])
+            assert all(t.stream[record] == t.stream[i] and record >= i for i in cross), plan.names[k]
+        elif cross:
+            assert plan.free_task[k] == last, plan.names[k]
         else:  # same stream: released right after the last reader, so the memory can be reused
             assert not plan.until_end[k]
             assert plan.free_task[k] == max(tasks, default=int(plan.alloc_task[k])), plan.names[k]
 
 
-def test_cross_stream_tensors_live_to_the_end(resnet):
+def test_cross_stream_tensors_are_freed_where_their_stream_knows_the_reader_is_done(resnet):
     plan, t, g = resnet.plan, resnet.table, resnet.graph
     last = len(t) - 1
     reduce_nodes = [n for n in g.nodes if n.type == "HcomAllReduce"]
     assert reduce_nodes
     gradients = {plan.index(inp.name) for n in reduce_nodes for inp in n.inputs}
     reduced = {plan.index(f"{n.name}:{i}") for n in reduce_nodes for i in range(len(n.outputs))}
-    for k in gradients | reduced:
+    # the reduced gradients: the HCCL stream never waits for the optimizer that reads them
+    for k in reduced:
         assert plan.until_end[k] and plan.free_task[k] == last, plan.names[k]
+    # the gradients: free once the compute stream has waited for their bucket's AllReduce
+    for k in gradients:
+        f = int(plan.free_task[k])
+        assert not plan.until_end[k] and t.rt_type[f] == RtTaskType.EVENT_WAIT and t.stream[f] == 0, plan.names[k]
     assert all(plan.stream[k] == 1 for k in reduced) and all(plan.stream[k] == 0 for k in gradients)
 
 

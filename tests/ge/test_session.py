@@ -115,7 +115,7 @@ def test_build_graph_loads_the_model(session):
     assert model is not None and model.graph_id == 5 and model.iterations == 0
     assert session.run_graph(5) == ge.SUCCESS and session.run_graph(5) == ge.SUCCESS
     assert session.model(5) is model and model.iterations == 2
-    assert model.compiled.compute_stream != model.compiled.hccl_stream
+    assert model.compiled.compute_stream not in model.compiled.hccl_streams.values()
 
 
 def test_virtual_clock_advances_with_runs(session):
@@ -262,3 +262,75 @@ def test_initialize_rejects_options_of_the_wrong_type(options, pattern):
     assert ge.GEInitialize(options) == ge.PARAM_INVALID
     assert re.search(pattern, ge.GEGetErrorMsg())
     assert not is_initialized()
+
+
+# ------------------------------------------- a run that outlives GEFinalize: nothing leaks into the next run
+def _bits() -> tuple[int, int]:
+    from geprof_nb.prof.properties import GlobalProfilingWrapper, ProfilingProperties
+
+    return GlobalProfilingWrapper.enable_flags, ProfilingProperties.instance().switch
+
+
+def _new_ge_session() -> ge.Session:
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    sess = ge.Session()
+    assert sess.add_graph(1, _mlp()) == ge.SUCCESS
+    return sess
+
+
+def _steps(sess: ge.Session, n: int) -> None:
+    for _ in range(n):
+        assert sess.run_graph(1) == ge.SUCCESS, ge.GEGetErrorMsg()
+
+
+def test_ge_finalized_inside_a_block_stops_its_layers_and_leaks_no_step_into_the_next_run(tmp_path):
+    """GEFinalize while a profile() block collects: GE's layers go off then (its pending steps reach the block's
+    run), so the 5 steps a new GE runs without profiling are not queued into the next block's run."""
+    sess = _new_ge_session()
+    with geprof_nb.profile(output=str(tmp_path / "a")) as first:
+        _steps(sess, 3)
+        assert ge.GEFinalize() == ge.SUCCESS  # the block's run goes on without GE
+        assert _bits() == (0, 0)
+    assert list(first.profile.step_trace["Iteration ID"]) == [1, 2, 3]
+    sess = _new_ge_session()
+    _steps(sess, 5)  # not profiled: nothing is recorded for them
+    assert _bits() == (0, 0)
+    with geprof_nb.profile(output=str(tmp_path / "b")) as second:
+        _steps(sess, 2)
+    assert list(second.profile.step_trace["Iteration ID"]) == [6, 7]  # this model's 6th and 7th steps, only
+    assert len(second.profile.op_summary) == 2 * len(second.profile.ops())
+    assert _bits() == (0, 0)
+
+
+def test_the_c_api_finalised_after_ge_leaks_no_step_into_the_next_run(tmp_path):
+    """The order reversed: GEFinalize, then aclgrphProfFinalize."""
+    from geprof_nb.prof.events import ProfDataTypeConfig as D
+    from geprof_nb.prof.events import ProfilingAicoreMetrics as M
+
+    sess = _new_ge_session()
+    config = ge.aclgrphProfCreateConfig([0], M.kAicorePipeUtilization, D.kProfTaskTime | D.kProfTrainingTrace)
+    assert ge.aclgrphProfInit(str(tmp_path / "api")) == ge.SUCCESS and ge.aclgrphProfStart(config) == ge.SUCCESS
+    _steps(sess, 3)
+    assert ge.GEFinalize() == ge.SUCCESS
+    assert _bits() == (0, 0)
+    assert ge.aclgrphProfStop(config) == ge.SUCCESS and ge.aclgrphProfFinalize() == ge.SUCCESS
+    assert len(geprof_nb.load(tmp_path / "api").step_trace) == 3
+    sess = _new_ge_session()
+    _steps(sess, 4)
+    with geprof_nb.profile(output=str(tmp_path / "next")) as run:
+        _steps(sess, 1)
+    assert list(run.profile.step_trace["Iteration ID"]) == [5]
+    assert _bits() == (0, 0)
+
+
+def test_ge_initialised_again_inside_a_block_collects_into_it(tmp_path):
+    """A GE finalised and initialised again inside a block registers again and collects again."""
+    sess = _new_ge_session()
+    with geprof_nb.profile(output=str(tmp_path / "a")) as run:
+        _steps(sess, 2)
+        assert ge.GEFinalize() == ge.SUCCESS
+        sess = _new_ge_session()
+        assert _bits()[0] != 0  # started at once: the block's run is collecting
+        _steps(sess, 3)
+    assert len(run.profile.step_trace) == 5
+    assert _bits() == (0, 0)

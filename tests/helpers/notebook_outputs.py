@@ -21,7 +21,7 @@ MASKS = [
     (re.compile(r"\b0x[0-9a-f]{6,}\b"), "<address>"),
     # run directory names carry the time they were made (and torch_npu's, the process id)
     (re.compile(r"PROF_\d{6}_\d{17}_[A-Z]+"), "PROF_<run>"),
-    (re.compile(r"CLUSTER_\d{17}_[A-Z]+"), "CLUSTER_<run>"),
+    (re.compile(r"CLUSTER_(?:\d{6}_)?\d{17}_[A-Z]+"), "CLUSTER_<run>"),
     (re.compile(r"_\d+_\d{17}_ascend_pt"), "_<pid>_<stamp>_ascend_pt"),
     # wall-clock seconds ("msprof-analyze cluster: 6.0 s"); simulated times are in ms / us and stay
     (re.compile(r"\b\d+\.\d+ s\b"), "<seconds> s"),

@@ -17,6 +17,9 @@ PYTORCH_TEXT = DATA / "msinsight_pytorch_text"
 LEVELS = ("level0", "level1", "level2")
 #: Every torch_npu run of the 2-rank training (three profiler levels, two ranks).
 RUNS = [PYTORCH_TEXT / level / f"rank{rank}_ascend_pt" for level in LEVELS for rank in (0, 1)]
+#: torch_npu's DB output of the same training (Level2, two ranks), captured separately.
+PYTORCH_DB = DATA / "msinsight_pytorch_db" / "level2"
+DB_RUNS = [PYTORCH_DB / f"rank{rank}_ascend_pt" for rank in (0, 1)]
 #: Two ranks in folders not named *_ascend_pt, a short row and spreadsheet numbers among them.
 SERVER_RANKS = DATA / "msinsight_server_test_data"
 #: A kernel_details.csv with 19 collectives and no step_trace_time.csv.

@@ -126,8 +126,8 @@ def test_summary_shows_headline_split_top_ops_findings_and_notes(full):
     assert "Step split: mean of 2 step periods, from one iteration&#x27;s end to the next" in text
     split = full.step_breakdown.set_index("Step").loc[[2, 3], ["Computing", "Communication(Not Overlapped)", "Free"]]
     for part, value in split.mean().items():
-        assert html_escape(part) in text and f"{value:.3f}" in text
-    assert f"{split.mean().sum():.3f}" in text and "100.000" in text  # the Step row: the parts add up
+        assert html_escape(part) in text and f"{value:,.3f}" in text
+    assert f"{split.mean().sum():,.3f}" in text and "100.000" in text  # the Step row: the parts add up
     top = full.ops().nlargest(1, "Task Duration(us)")["Op Name"].iloc[0]
     assert top in text
     findings = full.advise()
@@ -135,6 +135,25 @@ def test_summary_shows_headline_split_top_ops_findings_and_notes(full):
         assert html_escape(rule) in text
     for note in full.notes:
         assert html_escape(note) in text
+
+
+def test_summary_shows_a_step_chart_of_every_step_with_the_step_figure(full):
+    """The first thing a cell shows has a picture of the steps: a stacked bar per step (Computing / exposed
+    Communication / Free of step_breakdown), the step figure as a line, step 1 (its own span only) hatched."""
+    ex = X.Explorer(full)
+    (chart,) = [b for b in ex.summary.content if isinstance(b, R.Chart)]
+    assert chart.name == "step_split_bars" and len(images(ex.summary.box)) == 1
+    ax = chart.picture.figure.axes[0]
+    bars = {c.get_label(): [p.get_height() for p in c.patches] for c in ax.containers
+            if not c.get_label().startswith("_")}
+    sb = full.step_breakdown
+    np.testing.assert_allclose(bars["Computing"], sb["Computing"])
+    np.testing.assert_allclose(bars["exposed Communication"], sb["Communication(Not Overlapped)"])
+    np.testing.assert_allclose(bars["Free"], sb["Free"])
+    (figure_line,) = [ln for ln in ax.lines if ln.get_linestyle() == "--"]
+    assert figure_line.get_ydata()[0] == pytest.approx(full.step_split.length_us)
+    hatched = {round(p.get_x() + p.get_width() / 2) for p in ax.patches if p.get_hatch()}
+    assert hatched == {0} and full.step_split.steps == (2, 3)  # step 1 is left out of the figure
 
 
 def test_headline_top_op_type_is_the_largest_share_of_the_summary_tables_total(full):
@@ -202,15 +221,63 @@ def test_ops_iteration_selector_and_column_groups(full):
     # default: basic + PMU; shapes/formats hidden so the table stays readable
     assert "aic_mac_ratio" in ops.frame.columns and "Input Shapes" not in ops.frame.columns
     ops.groups["PMU"].value = False
-    pmu = R._ops_column_groups(list(full.op_summary.columns))["PMU"]
+    pmu = ex_groups(full)["PMU"]
     assert pmu and not set(pmu) & set(ops.frame.columns)
     assert "aic_mac_ratio" not in ops.table.value
     ops.groups["shapes/formats"].value = True
     assert "Input Shapes" in ops.frame.columns
     ops.groups["basic"].value = False
-    assert list(ops.frame.columns) == ["Op Name", "OP Type", "Task Duration(us)", "Block Num", "Mix Block Num",
-                                       "HF32 Eligible", "Input Shapes", "Input Data Types", "Input Formats",
-                                       "Output Shapes", "Output Data Types", "Output Formats", "Context ID"]
+    assert list(ops.frame.columns) == [*LEAD, "Input Shapes", "Input Data Types", "Input Formats",
+                                       "Output Shapes", "Output Data Types", "Output Formats"]
+
+
+LEAD = ["Op Name", "OP Type", "Task Type", "Task Duration(us)", "Share of op time(%)"]
+
+
+def ex_groups(profile):
+    return R.Report.of(profile).column_groups
+
+
+def test_ops_table_leads_with_what_a_person_reads_and_hides_ids_and_constant_columns(full):
+    """Op Name, OP Type, Task Type, duration and share first; Device_id, Model ID, Task ID, Stream ID, Context ID
+    and columns with one value (OP State static, Mix Block Num 0, HF32 Eligible NO) behind a button."""
+    ops = X.Explorer(full).select("Ops")
+    assert list(ops.frame.columns[:5]) == LEAD
+    hidden = ["Device_id", "Model ID", "Task ID", "Stream ID", "OP State", "Mix Block Num", "HF32 Eligible",
+              "Context ID"]
+    assert ex_groups(full)["ids/constant"] == hidden
+    last = full.ops()
+    for c in hidden[4:]:  # constant: one value besides msprof's N/A (a collective's) in every row of the run
+        assert full.op_summary[c].astype(str).replace("N/A", np.nan).dropna().nunique() <= 1, c
+    assert not set(hidden) & set(ops.frame.columns) and "Block Num" in ops.frame.columns
+    assert ">Device_id</th>" not in ops.table.value
+    options = list(ops.sort_by.options)  # the sort list opens with the duration, the ids and constants last
+    hidden_numbers = [c for c in options if c in hidden]
+    assert options[0] == "Task Duration(us)" and options[-len(hidden_numbers):] == hidden_numbers
+    assert {"Device_id", "Task ID", "Stream ID"} <= set(hidden_numbers) and "aic_mac_ratio" in options
+    ops.groups["ids/constant"].value = True
+    assert set(hidden) <= set(ops.frame.columns) and list(ops.frame.columns[:5]) == LEAD
+    # the share is of the iteration's op time, every OP Type: what the Summary's column says
+    share = ops.frame["Share of op time(%)"].to_numpy()
+    np.testing.assert_allclose(share, ops.frame["Task Duration(us)"] / last["Task Duration(us)"].sum() * 100)
+    ops.type_filter.value = "Conv2D"  # a filter does not change what the share is of
+    conv = last[last["OP Type"] == "Conv2D"]["Task Duration(us)"].max()
+    assert ops.frame["Share of op time(%)"].iloc[0] == pytest.approx(conv / last["Task Duration(us)"].sum() * 100)
+
+
+def test_ops_start_times_are_since_the_first_step_with_the_absolute_ones_a_button_away(full):
+    ops = X.Explorer(full).select("Ops")
+    start = "Task Start Time(us)"
+    first_step_us = full.time_origin_ns / 1000
+    assert full.time_origin_ns == int(full.source.step_bounds()["begin"].min())
+    row = ops.frame.index[0]
+    assert ops.frame.at[row, start] == pytest.approx(full.op_summary.at[row, start] - first_step_us, abs=0.5)
+    assert 0 < ops.frame[start].max() < 3 * full.step_trace["Iteration Time(us)"].max()  # step 3 of 3, in us
+    assert "start times in us since the run's first step" in ops.count_label.value
+    ops.absolute.value = True
+    assert ops.frame.at[row, start] == full.op_summary.at[row, start]
+    assert "since the run's first step" not in ops.count_label.value
+    assert f"{full.op_summary.at[row, start]:,.3f}" in ops.table.value
 
 
 def test_ops_controls_rerender_only_their_tab(full):
@@ -225,8 +292,44 @@ def test_ops_controls_rerender_only_their_tab(full):
 # ----------------------------------------------------------------------------- Steps, Timeline
 def test_steps_tab_shows_step_trace_and_breakdown(full):
     text = widget_html(X.Explorer(full).select("Steps").box)
-    assert "step_trace (times in us): 3 rows" in text and "step_breakdown" in text
-    assert f"{full.step_breakdown['Free'].iloc[0]:.3f}" in text
+    assert "step_trace (times in us since the run&#x27;s first step" in text and "step_breakdown" in text
+    assert f"{full.step_breakdown['Free'].iloc[0]:,.3f}" in text
+
+
+def test_step_trace_times_are_since_the_first_step_and_its_reduce_pairs_one_table(full):
+    """No 16-digit timestamps: FP Start, BP End, Iteration End and every Reduce Start are us since the first
+    step's start (the absolute ones one button away); the repeated Reduce Start/Duration pairs are a count and
+    a sum per step, and a table with one row per AllReduce."""
+    pane = X.Explorer(full).select("Steps")
+    st = full.step_trace
+    origin = full.time_origin_ns / 1000
+    main = re.findall(r"<tbody>(.*?)</tbody>", widget_html(pane.box))
+    first = re.findall(r"<td[^>]*>([^<]*)</td>", main[0].split("</tr>")[0])
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", widget_html(pane.box).split("</thead>")[0])
+    assert "Reduce Start(us)" not in heads and heads[-2:] == ["Reduces", "Reduce Duration sum(us)"]
+    fp = heads.index("FP Start(us)")
+    assert first[fp] == f"{st['FP Start(us)'].iloc[0] - origin:,.3f}" and len(first[fp]) < 10
+    pairs = [i for i, c in enumerate(st.columns) if c == "Reduce Duration(us)"]
+    assert first[-2:] == [str(len(pairs)), f"{st.iloc[0, pairs].sum():,.3f}"] and len(pairs) == 4
+    reduce_rows = [re.findall(r"<td[^>]*>([^<]*)</td>", r) for r in main[1].split("</tr>") if r]
+    assert len(reduce_rows) == len(pairs) * len(st)
+    starts = [i for i, c in enumerate(st.columns) if c == "Reduce Start(us)"]
+    assert reduce_rows[1][:4] == ["1", "2", f"{st.iloc[0, starts[1]] - origin:,.3f}", f"{st.iloc[0, pairs[1]]:,.3f}"]
+    pane.absolute.value = True
+    text = widget_html(pane.box)
+    assert f"{st['FP Start(us)'].iloc[0]:,.3f}" in text and "absolute times in us" in text
+    assert f"{st.iloc[0, starts[1]]:,.3f}" in text
+
+
+def test_api_statistic_shows_the_spread_as_a_standard_deviation_in_us(full):
+    """msprof's Variance is in us² without saying so: the tab shows its square root, in us, in its place."""
+    text = widget_html(X.Explorer(full).select("API/Host").box)
+    api = full.api_statistic
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", text.split("</thead>")[0])
+    assert "Variance" not in heads and heads[-1] == "Std Dev(us)"
+    k = int(np.argmax(api["Variance"].to_numpy()))
+    row = re.findall(r"<td[^>]*>([^<]*)</td>", text.split("<tbody>")[1].split("</tr>")[k])
+    assert row[-1] == f"{np.sqrt(api['Variance'].iloc[k]):,.3f}" and api["Variance"].iloc[k] > 0
 
 
 def test_step_selector_zooms_step_timeline_and_gantt_to_the_iteration(full):
@@ -256,9 +359,13 @@ def test_ai_core_tab_draws_pipe_ratios_and_the_pmu_table(full):
     pane = X.Explorer(full).select("AI Core")
     text = widget_html(pane.box)
     assert 'class="dataframe geprof-table geprof-pmu-table"' in text
-    assert "aic_mac_ratio" in text and "aiv_vec_ratio" in text
+    assert "aiv_vec_ratio" in text
     assert len(images(pane.box)) == 1
     table, total = pane.pmu_table()
+    # only the PMU columns the rows shown have a value in: a top of vector ops shows no column of aic_* N/As
+    pmu = [c for c in table.columns if c.startswith(("aic_", "aiv_"))]
+    assert pmu and all(table[c].notna().any() for c in pmu)
+    assert set(table["Task Type"].astype(str)) == {"AI_VECTOR_CORE"} and not any(c.startswith("aic_") for c in pmu)
     top = full.ops()
     top = top[top["Task Type"].astype(str) != "COMMUNICATION"].nlargest(1, "Task Duration(us)")
     assert table["Op Name"].iloc[0] == top["Op Name"].iloc[0] and len(table) == 20
@@ -281,18 +388,24 @@ def test_memory_tab_shows_lifetimes_peak_and_largest_tensors_of_the_last_iterati
     window = mr[(mr["Timestamp(us)"] >= w0) & (mr["Timestamp(us)"] <= w1)]
     assert 0 < len(mine) < len(om)
     largest = mine.sort_values("Size(KB)", ascending=False, kind="stable").drop_duplicates("Name")
-    assert (f"operator_memory of iteration 3: the 20 largest of {len(largest)} tensors ({len(mine)} allocations)"
-            in text)
+    assert (f"operator_memory of iteration 3: the 20 largest of {len(largest)} tensors ({len(mine)} allocations; "
+            "times in us since the run&#x27;s first step") in text
     table = text.split("operator_memory of iteration 3")[1]
     assert [html_escape(n) for n in largest["Name"].head(20)] == re.findall(r"<tr>\s*<td>([^<]*)</td>", table)
-    assert f"{largest['Allocation Time(us)'].iloc[0]:.3f}" in table
+    origin = full.time_origin_ns / 1000  # times since the run's first step: the absolute ones a button away
+    assert f"{largest['Allocation Time(us)'].iloc[0] - origin:,.3f}" in table
+    assert f"{largest['Allocation Time(us)'].iloc[0]:,.3f}" not in table
     top = window.loc[window["Total Allocated(MB)"].idxmax()]  # the first time the iteration's highest was reached
     reached = mine[(mine["Allocation Time(us)"] == top["Timestamp(us)"])
                    & (mine["Allocation Total Allocated(MB)"] == top["Total Allocated(MB)"])]["Name"].iloc[-1]
     assert (f"<b>Peak of iteration 3</b> {plots.format_size(top['Total Allocated(MB)'] * 1024 * 1024)} allocated "
-            f"({plots.format_size(top['Total Reserved(MB)'] * 1024 * 1024)} reserved) at {top['Timestamp(us)']:.3f} us, "
+            f"({plots.format_size(top['Total Reserved(MB)'] * 1024 * 1024)} reserved) at "
+            f"{top['Timestamp(us)'] - origin:,.3f} us after the run's first step began, "
             f"reached by allocating <code>{html_escape(reached)}</code>") in text
     assert len(images(pane.box)) == 1
+    pane.absolute.value = True
+    assert f"{largest['Allocation Time(us)'].iloc[0]:,.3f}" in widget_html(pane.box)
+    assert f"at {top['Timestamp(us)']:,.3f} us, reached" in widget_html(pane.box)
     fig = ex.report.memory_lifetimes().picture.figure
     tl = full.tensor_lifetimes
     live = (tl["Allocation Time(us)"] <= w1) & (tl["Release Time(us)"].isna() | (tl["Release Time(us)"] >= w0))
@@ -382,7 +495,7 @@ def test_static_html_has_every_tab_and_escapes_op_names(hostile):
         assert f"<h3>{html_escape(title)}</h3>" in page
     assert HOSTILE_ESCAPED in page and HOSTILE_ESCAPED + "&amp;relu" in page
     assert "<img src=x" not in page and "onerror=alert(1)>" not in page
-    assert page.count('<img src="data:image/png;base64,') == 2  # step timeline + Gantt
+    assert page.count('<img src="data:image/png;base64,') == 3  # step chart, step timeline, Gantt
     # the widget's own HTML is escaped the same way
     for title in X.TAB_TITLES:
         ex.select(title)
@@ -403,15 +516,18 @@ def named_figures(page: str) -> list[tuple[str, str]]:
                       r"([^`]*)`", page)
 
 
+STEP_CHART = "stacked bar per step: Computing, exposed Communication, Free"
+
+
 def test_static_html_names_the_figures_it_does_not_embed_and_embeds_all_on_request(full):
     page = X.Explorer(full).static_html()
-    assert X.STATIC_FIGURES == ("step_timeline", "task_gantt")
-    assert embedded_figures(page) == ["FP/BP step timeline", "task Gantt per stream of iteration 3"]
+    assert X.STATIC_FIGURES == ("step_split_bars", "step_timeline", "task_gantt")
+    assert embedded_figures(page) == [STEP_CHART, "FP/BP step timeline", "task Gantt per stream of iteration 3"]
     assert named_figures(page) == [("Ops", "plots.op_type_bars(profile.op_statistic)"),
                                    ("AI Core", "plots.pipe_ratios(profile.ops())"),
                                    ("Memory", "plots.memory_lifetimes(profile, iteration=3)")]
     every = X.Explorer(full, static_figures="all").static_html()
-    assert embedded_figures(every) == ["time per OP Type", "FP/BP step timeline",
+    assert embedded_figures(every) == [STEP_CHART, "time per OP Type", "FP/BP step timeline",
                                        "task Gantt per stream of iteration 3", "AI Core pipe ratios",
                                        "tensor lifetimes in the memory pool, iteration 3"]
     assert named_figures(every) == [] and "Figure not embedded" not in every
@@ -422,7 +538,7 @@ def test_what_a_cell_shows_embeds_every_figure_when_static_figures_is_all(full, 
     target 9 sets it to "all")."""
     monkeypatch.setattr(X, "STATIC_FIGURES", "all")
     page = profile_mimebundle(full)["text/html"]
-    assert len(embedded_figures(page)) == 5 and named_figures(page) == []
+    assert len(embedded_figures(page)) == 6 and named_figures(page) == []
 
 
 def test_bundle_text_summary_numbers_are_the_profiles(full):
@@ -489,3 +605,54 @@ def test_resnet50_ten_steps_shows_bounded_tables(tmp_path):
     rows = len(re.findall(r"<tr", bundle["text/html"]))
     assert rows < 400  # bounded tables: top N with the count stated
     assert "Showing 20 of 790 op tasks" in bundle["text/html"]
+
+
+# ----------------------------------------------------------------------------- inference
+@pytest.fixture(scope="module")
+def inference(tmp_path_factory) -> geprof_nb.Profile:
+    """ResNet-50 (small) inference: forward only, no backward pass."""
+    graph = ge.models.resnet50(batch_size=2, image_size=64, training=False)
+    return run_profiled_session(tmp_path_factory.mktemp("infer"), graph, 3).profile
+
+
+def test_an_inference_run_names_its_phases_forward_and_output_not_fp_bp(inference, full, tmp_path):
+    """No FP->BP lane or BP point for a forward-only run: the step timeline, the timeline widget's phase lane,
+    the Steps tab and the notes say Forward (FP Start to the last op's end) and Output (from there to the
+    iteration's end)."""
+    assert inference.forward_only_models == {1} and full.forward_only_models == frozenset()
+    assert geprof_nb.load(inference.export(tmp_path, format="parquet")).forward_only_models == {1}  # kept
+    ex = X.Explorer(inference)
+    fig = ex.select("Timeline").step_figure
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["Data Aug Bound", "Forward", "Output"]
+    train_labels = [t.get_text() for t in X.Explorer(full).select("Timeline").step_figure.axes[0].get_yticklabels()]
+    assert "FP→BP" in train_labels and "Forward" not in train_labels
+    rows = {r.label: r for r in plots.steps.step_rows(inference.step_trace, inference.forward_only_models)}
+    st = inference.step_trace
+    np.testing.assert_array_equal(rows["Forward"].width_us, st["FP to BP Time(us)"].to_numpy())
+    np.testing.assert_array_equal(rows["Output"].start_us, st["BP End(us)"].to_numpy())
+    steps = widget_html(ex.select("Steps").box)
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", steps.split("</thead>")[0])
+    assert {"Forward Start(us)", "Forward End(us)", "Forward Time(us)", "Output Time(us)"} <= set(heads)
+    assert not {"FP Start(us)", "BP End(us)", "FP to BP Time(us)"} & set(heads)
+    assert not any("BP point" in n for n in inference.notes)
+    assert any("forward only (no backward pass): the BP End trace goes after 'resnet_model/fc/BiasAdd'" in n
+               for n in inference.notes)
+    from geprof_nb.nb.timeline.model import TimelineData
+
+    data = TimelineData(inference)
+    phases = data.by_id["phases/0"].spans
+    assert {data.tables.kinds.texts[k] for k in np.unique(phases.kind)} == {"Data Aug Bound", "Forward", "Output"}
+
+
+def test_a_column_that_repeats_the_one_devices_id_is_left_out_and_a_tab_without_times_has_no_times_button(full, l0):
+    ex = X.Explorer(full)
+    for title, table in (("Ops", "op_statistic"), ("Steps", "step_trace"), ("Steps", "step_breakdown"),
+                         ("API/Host", "api_statistic")):
+        text = widget_html(ex.select(title).box)
+        section = text.split(table, 1)[1].split("</thead>", 1)[0]
+        assert ">Device_id</th>" not in section and (getattr(full, table)["Device_id"].nunique() == 1), table
+    memory = ex.select("Memory")
+    assert ex.steps.absolute in ex.steps.box.children and memory.absolute in memory.box.children
+    memoryless = X.Explorer(l0).select("Memory")  # no memory data: nothing to show absolute
+    assert memoryless.absolute not in memoryless.box.children

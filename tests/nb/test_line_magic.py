@@ -114,7 +114,9 @@ def test_compare_takes_variables_or_paths(profiled):
         profiled.run_cell_magic("geprof", "--clock virtual --no-display -o second",
                                 CELL.replace("batch_size=8", "batch_size=64"))
     first, second = profiled.user_ns["first"], profiled.user_ns["second"]
-    c = profiled.run_line_magic("geprof", "compare first second")
+    view = profiled.run_line_magic("geprof", "compare first second")  # the compare view, its tables in .comparison
+    c = view.comparison
+    assert (c.a_name, c.b_name) == ("first", "second") and "geprof-compare" in view.widget._dom_classes
     matmul = "dense_1/MatMulV2"
 
     def per_step(p):
@@ -123,8 +125,15 @@ def test_compare_takes_variables_or_paths(profiled):
     row = c.ops.loc[matmul]
     assert row["Time/step Diff(us)"] == pytest.approx(per_step(second) - per_step(first))
     assert per_step(second) > per_step(first) and matmul in c.regressions.index  # 8x the batch costs more
-    c2 = profiled.run_line_magic("geprof", f"compare first {second.path}")  # a path is loaded
+    c2 = profiled.run_line_magic("geprof", f"compare first {second.path}").comparison  # a path is loaded
     pd.testing.assert_frame_equal(c2.ops, c.ops)
+    steps = profiled.run_line_magic("geprof", "compare first --steps 1 2").comparison  # two steps of one run
+    assert steps.steps == (1, 2) and (steps.a_name, steps.b_name) == ("first step 1", "first step 2")
+    assert steps.step.loc["Op tasks", "A"] == len(first.ops(1))
+    with pytest.raises(UsageError, match=r"^%geprof compare first: give the run to compare it with"):
+        profiled.run_line_magic("geprof", "compare first")
+    with pytest.raises(UsageError, match=r"^%geprof compare: steps\[1\] 9 is not in b \("):
+        profiled.run_line_magic("geprof", "compare first --steps 1 9")
 
 
 def test_advise_returns_ranked_findings(profiled):
@@ -162,7 +171,7 @@ def test_show_advise_export_take_a_cluster_profile(clustered, tmp_path, capsys):
 
 def test_what_a_cluster_profile_cannot_do_is_named(clustered, tmp_path):
     with pytest.raises(UsageError, match=r"^--format chrome: 'clus' is a ClusterProfile; accepted for a cluster: "
-                                         r"ascend_pt, parquet \(for chrome, export one rank, e\.g\. clus\.rank\(0\)"):
+                                         r"ascend_pt, db, msprof_db, parquet \(for chrome, export one rank, e\.g\. clus\.rank\(0\)"):
         clustered.run_line_magic("geprof", f"export clus --format chrome --to {tmp_path / 'c'}")
     with pytest.raises(UsageError, match=r"^--rank 1: 'clus' is a ClusterProfile, whose ranks are exported as"):
         clustered.run_line_magic("geprof", f"export clus --format ascend_pt --rank 1 --to {tmp_path / 'c'}")

@@ -92,9 +92,10 @@ def test_quickstart_profile_cell_shows_the_explorer_and_its_static_fallback(exec
     for title in ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Advice"):
         assert f"<h3>{title}</h3>" in html
     assert "Showing 20 of 790 op tasks (all OP Types, iteration 10)" in html and "aic_mac_ratio" in html
-    assert "step_trace (times in us): 10 rows" in html and "op_statistic" in html
+    assert "step_trace (times in us since the run&#x27;s first step" in html and ": 10 rows</h4>" in html
+    assert "op_statistic" in html
     assert "--task-memory on" in html  # the quickstart does not collect memory: the tab says how to
-    assert html.count('<img src="data:image/png;base64,') == 2  # step timeline + task Gantt
+    assert html.count('<img src="data:image/png;base64,') == 3  # step chart, step timeline, task Gantt
     assert shown["image/png"].startswith("iVBOR")  # base64 PNG
     assert re.search(r"\| step \d+\.\d{3} ms = Computing [\d.]+% / exposed Communication [\d.]+% / Free [\d.]+% \| "
                      r"10 steps \|", shown["text/plain"])
@@ -121,7 +122,13 @@ def test_export_notebook_reads_back_what_it_wrote(executed):
     assert "equal to the run" in table
     assert "False" not in text_of(cell_starting(nb, 'pq_dir = run.export'))
     assert len(list(workdir.glob("exports/cluster/*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))) == 2
+    assert len(list(workdir.glob("exports/db/*_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_*.db"))) == 2
+    table = text_of(cell_starting(nb, "from_db = geprof_nb.load"))
+    assert table.count("True") == 8 and "False" not in table  # the DB read back: every table shown equal
     if HAVE_MSPROF_ANALYZE:
+        recipe = text_of(cell_starting(nb, "if HAVE_ANALYZE:\n    msprof_analyze(\"cluster\", \"-d\", db_dir"))
+        assert "msprof-analyze cluster" in recipe and "0 error lines" in recipe
+        assert "every op type's count and total agree within 1%: True" in recipe
         text = text_of(cell_starting(nb, "if HAVE_ANALYZE:"))
         assert "msprof-analyze advisor" in text and "0 error lines" in text
         theirs = re.search(r"Computing Time is ([\d.]+)ms.*Uncovered Communication Time is ([\d.]+)ms.*"

@@ -416,7 +416,7 @@ GANTT = ops_frame(
 def test_gantt_rows_are_streams_and_the_legend_the_task_types():
     fig = plots.task_gantt(GANTT)
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 1", "stream 3", "stream N/A"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 1", "stream 3", "HCCL (communication)"]
     assert ax.get_ylim()[0] > ax.get_ylim()[1]  # stream 1 on top
     assert legend_texts(fig.legends[0]) == ["AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "COMMUNICATION"]
     assert ax.get_xlabel() == "time since the first task shown (ms)"
@@ -538,11 +538,22 @@ def test_gantt_of_a_million_tasks_draws_at_most_two_groups_a_column():
     assert figure_png(fig).startswith(b"\x89PNG")
 
 
+def test_gantt_puts_the_collectives_on_the_hccl_row_and_other_streamless_tasks_on_stream_n_a():
+    """msprof prints no Stream ID for a COMMUNICATION task: it ran on HCCL's stream, and says so; a task
+    of another type without a stream id (imported data) is still "stream N/A"."""
+    frame = ops_frame(stream=[1, None, None], task_type=["AI_CORE", "COMMUNICATION", "AI_CPU"],
+                      start_us=[0.0, 10.0, 20.0], dur_us=[5.0, 5.0, 5.0])
+    ax = plots.task_gantt(frame).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 1", "HCCL (communication)", "stream N/A"]
+    rows = {k: v[:, 2:] for k, v in path_rects(ax).items()}  # the y of each Task Type's bar
+    assert rows["COMMUNICATION"][0, 0] < 1.5 < rows["AI_CPU"][0, 0]
+
+
 def test_gantt_zooms_to_an_iteration():
     iterations = np.array([1, 1, 2, 2, 2, 3])
     fig = plots.task_gantt(GANTT, iteration=2, iterations=iterations)
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 3", "stream N/A"]  # no stream 1 task in it
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 3", "HCCL (communication)"]  # no stream 1 task
     r = path_rects(ax)
     # iteration 2: AI_CPU at 100 µs is the first task shown, so x starts there
     assert np.allclose(r["AI_CPU"][:, :2], [[0.0, 0.5]])
@@ -1124,3 +1135,56 @@ def test_a_small_memory_peak_is_labelled_in_kib_not_as_zero_mib(dollar_run):
     assert peak.allocated_bytes == 12288  # 0.0117 MiB: read "0.0 MiB" with one decimal of MiB
     assert "peak: 12.0 KiB" in legend_texts(plots.memory_lifetimes(p, iteration="all").axes[1].get_legend())
     assert "peak of iteration 2: 12.0 KiB" in legend_texts(plots.memory_lifetimes(p).axes[1].get_legend())
+
+
+# =============================================================================== step_split_bars
+def breakdown(computing, exposed, free):
+    return pd.DataFrame({"Step": np.arange(1, len(computing) + 1), "Computing": computing,
+                         "Communication(Not Overlapped)": exposed, "Free": free})
+
+
+def bar_stacks(ax):
+    """{label: [(x center, bottom, height)]} of the filled bars of a bar chart."""
+    return {c.get_label(): [(p.get_x() + p.get_width() / 2, p.get_y(), p.get_height()) for p in c.patches]
+            for c in ax.containers if not c.get_label().startswith("_")}
+
+
+def test_step_chart_stacks_computing_exposed_communication_and_free_per_step():
+    frame = breakdown([1000.0, 1200.0, 900.0], [300.0, 0.0, 150.0], [50.0, 4000.0, 25.0])
+    fig = plots.step_split_bars(frame, step_us=1400.0, left_out=[2])
+    ax = fig.axes[0]
+    stacks = bar_stacks(ax)
+    assert list(stacks) == ["Computing", "exposed Communication", "Free"]
+    assert [h for _, _, h in stacks["Computing"]] == [1000.0, 1200.0, 900.0]
+    assert [(b, h) for _, b, h in stacks["exposed Communication"]] == [(1000.0, 300.0), (1200.0, 0.0), (900.0, 150.0)]
+    assert [b + h for _, b, h in stacks["Free"]] == [1350.0, 5200.0, 1075.0]  # a bar is its step's length
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3"] and ax.get_ylabel() == "µs"
+    (dashed,) = [ln for ln in ax.lines if ln.get_linestyle() == "--"]
+    assert dashed.get_ydata()[0] == 1400.0
+    hatched = [p for p in ax.patches if p.get_hatch() == "///"]
+    assert len(hatched) == 3 and {p.get_x() + p.get_width() / 2 for p in hatched} == {1.0}  # step 2's three parts
+    labels = legend_texts(ax.get_legend())
+    assert labels == ["Computing", "exposed Communication", "Free", "step figure 1,400.000 µs", "not in the step figure"]
+    assert ax.get_title(loc="left") == "Where each step's time goes (3 steps)"
+
+
+def test_step_chart_of_many_steps_merges_them_per_column_and_keeps_the_longest():
+    n = 10 * plots.step_split.MAX_COLUMNS
+    free = np.full(n, 100.0)
+    free[5_000] = 50_000.0  # one stall
+    fig = plots.step_split_bars(breakdown(np.full(n, 1000.0), np.full(n, 200.0), free), step_us=1300.0)
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "ms" and not [p for p in ax.patches if type(p).__name__ == "Rectangle"]
+    filled = [p for p in ax.patches if p.get_fill()]
+    assert len(filled) == 3 and all(len(p.get_data().values) == plots.step_split.MAX_COLUMNS for p in filled)
+    top = filled[-1].get_data().values  # each column's mean step length (Free's top)
+    assert top.max() == pytest.approx((1300.0 * 9 + 51_200.0) / 10 / 1000)
+    (longest,) = [p for p in ax.patches if not p.get_fill()]
+    assert longest.get_data().values.max() == pytest.approx(51.2) and np.median(longest.get_data().values) == 1.3
+    assert legend_texts(ax.get_legend())[3] == "longest step of a column (10.0 steps each)"
+    assert figure_png(fig).startswith(b"\x89PNG")
+
+
+def test_step_chart_without_a_breakdown_says_why():
+    fig = plots.step_split_bars(breakdown([], [], []))
+    assert fig.axes[0].texts[0].get_text() == plots.EMPTY_BREAKDOWN_MESSAGE

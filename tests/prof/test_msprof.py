@@ -125,8 +125,10 @@ def test_library_state_machine(tmp_path):
     assert lib.finalize() is None
     run_dir = lib.init(tmp_path / "out")
     assert run_dir.is_dir() and lib.running and run_dir.parent == (tmp_path / "out").resolve()
-    with pytest.raises(RuntimeError, match="already collecting"):
+    with pytest.raises(msprof.RunAlreadyOpen, match="already collecting") as refused:
         lib.init(tmp_path / "out")
+    assert (refused.value.run_dir, refused.value.mode) == (run_dir, "ge_options") == lib.opened
+    assert isinstance(refused.value, RuntimeError)
     seen = []
     msprof.MsprofRegisterCallback(99, lambda h: seen.append(h) or 0)
     try:
@@ -141,6 +143,23 @@ def test_library_state_machine(tmp_path):
     finally:
         lib.unregister_callback(99)
         lib.unregister_callback(98)
+
+
+def test_a_module_that_leaves_while_a_run_is_started_is_stopped(tmp_path):
+    """Registering while started starts a module; leaving while started stops it (its layers go off, what it
+    holds reaches the run); leaving when nothing is started says nothing."""
+    seen: list = []
+    lib.register_callback(97, lambda h: seen.append(h.type) or 0)
+    lib.unregister_callback(97)
+    assert seen == []
+    lib.init(tmp_path / "out")
+    lib.start(0x42)
+    lib.register_callback(97, lambda h: seen.append(h.type) or 0)
+    lib.unregister_callback(97)
+    lib.unregister_callback(97)  # twice: once stopped is enough
+    assert seen == [CommandType.START, CommandType.STOP] and lib.started
+    lib.finalize()
+    assert seen == [CommandType.START, CommandType.STOP]  # gone: the finalise does not reach it
 
 
 def test_msprof_init_entry_point(tmp_path):

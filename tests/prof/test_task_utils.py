@@ -60,6 +60,18 @@ def test_auto_bp_without_all_reduce_is_highest_id_producer_of_net_output(tiny_gr
     assert "NetOutput (no AllReduce in the graph)" in note and "set bp_point" in note
 
 
+def test_an_inference_graph_says_its_bp_end_is_the_end_of_the_forward_pass(tiny_graph):
+    """No backward pass, so no BP point: the trace after the NetOutput's last producer marks the end of the
+    forward pass, and the note says so (not "BP point 'loss'")."""
+    g, _ = tiny_graph(training=False)
+    bp, note = U.find_bp_point(g)
+    assert bp is _expected_bp(g) and bp.name == "loss" and not g.is_training
+    assert note == ("forward only (no backward pass): the BP End trace goes after 'loss', the last input producer "
+                    "of the NetOutput 'Node_Output', so FP to BP Time is the forward pass and Iteration Refresh "
+                    "what follows it")
+    assert "BP point" not in note
+
+
 def test_bp_is_highest_node_id_not_last_input():
     """FindLastBpFromBpNode takes the producer with the highest id, whatever the input order."""
     g = ge.Graph()

@@ -297,3 +297,20 @@ def test_drain_gives_up_after_its_timeout_and_says_so():
     assert w.drain(0.05) is False and w._targets == []
     release.set()
     assert w.drain(5) is True
+
+
+def test_a_cancelled_timer_is_called_no_more():
+    w = Writer()
+    ticks = []
+
+    def tick() -> bool:
+        ticks.append(1)
+        return True
+
+    w.every(0.02, tick)
+    time.sleep(0.15)
+    w.cancel(tick)
+    seen = len(ticks)
+    time.sleep(0.15)
+    assert seen >= 2 and len(ticks) == seen
+    w.cancel(tick)  # twice: nothing

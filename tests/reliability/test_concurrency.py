@@ -16,13 +16,16 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import geprof_nb
 from geprof_nb import ge
+from geprof_nb.collect import AlreadyCollecting, collect
 from geprof_nb.ge import acl
 from geprof_nb.prof import msprof, rawdata
 from geprof_nb.prof.api_types import AclProfType
 from geprof_nb.prof.host_profiler import ProfilingEvent
+from geprof_nb.prof.options import ProfilingOptions
 from geprof_nb.prof.scope import profiling_scope
 from helpers.reliability_helpers import n_kernels, profiled_ge, tiny_mlp
 
@@ -244,3 +247,179 @@ def test_a_schedule_whose_steps_overlap_on_threads_says_its_windows_are_approxim
             sess_a.run_graph(1)
     assert not any("began while another thread's step" in n for n in run.profile.notes)
     ge.GEFinalize()
+
+
+# ------------------------------------------------------------- two openers at once: the loser is told who won
+class _Race:
+    """Two threads open a run at once: both have passed every check that no run is open, then meet in
+    ``Msprof.init`` (a barrier there), which opens one run at a time: one wins, the other is refused."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.barrier = threading.Barrier(2, timeout=10)
+        self.tried = threading.Barrier(2, timeout=10)  # the winner keeps its run open until the loser tried
+        real_init = msprof.Msprof.init
+        self.entered: list[str] = []
+
+        def init(lib, *args, **kwargs):
+            if lib is msprof.lib and len(self.entered) < 2:
+                self.entered.append(threading.current_thread().name)
+                self.barrier.wait()
+            return real_init(lib, *args, **kwargs)
+
+        monkeypatch.setattr(msprof.Msprof, "init", init)
+
+    def run(self, *openers) -> list:
+        results: list = [None, None]
+        errors: list[BaseException] = []
+
+        def go(i: int) -> None:
+            try:
+                results[i] = openers[i](self.tried)
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                errors.append(exc)
+
+        threads = [threading.Thread(target=go, args=(i,), name=f"opener{i}") for i in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+        assert not errors, errors
+        assert sorted(self.entered) == ["opener0", "opener1"]  # both had passed their checks
+        return results
+
+
+def _block(out: Path):
+    def opener(tried: threading.Barrier) -> tuple:
+        try:
+            with geprof_nb.profile(output=str(out)) as run:
+                opened = msprof.lib.run_dir
+                tried.wait()
+        except AlreadyCollecting as exc:
+            tried.wait()
+            return ("refused", str(exc))
+        assert run.run_dir == opened and run.profile.complete
+        return ("opened", opened)
+    return opener
+
+
+def _c_api(out: Path):
+    def opener(tried: threading.Barrier) -> tuple:
+        status, message = ge.aclgrphProfInit(str(out)), ge.GEGetErrorMsg()
+        opened = msprof.lib.run_dir
+        tried.wait()
+        if status != ge.SUCCESS:
+            return ("refused", message)
+        assert ge.aclgrphProfFinalize() == ge.SUCCESS
+        return ("opened", opened)
+    return opener
+
+
+def _cell(out: Path):
+    """The ``%%geprof`` core (``collect``): its AlreadyCollecting is the magic's UsageError."""
+    def opener(tried: threading.Barrier) -> tuple:
+        try:
+            collected = collect(lambda: tried.wait(), ProfilingOptions(output=str(out)), info_key="magic")
+        except AlreadyCollecting as exc:
+            tried.wait()
+            return ("refused", str(exc))
+        return ("opened", collected.run_dir)
+    return opener
+
+
+def _ge_options(out: Path):
+    def opener(tried: threading.Barrier) -> tuple:
+        options = {"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps({"output": str(out)})}
+        assert ge.GEInitialize(options) == ge.SUCCESS
+        opened, mine = msprof.lib.run_dir, msprof.lib.mode == "ge_options"
+        tried.wait()
+        assert ge.GEFinalize() == ge.SUCCESS
+        return ("opened", opened) if mine else ("refused", "options ignored")
+    return opener
+
+
+OPENED_BY = {_block: "a geprof_nb.profile() block", _c_api: "aclgrphProfInit", _cell: "a %%geprof cell",
+             _ge_options: "GE's profiling options (ge.exec.profilingMode or the environment)"}
+REFUSAL = {
+    _block: "profiling is already collecting into {run} (opened by {by}); ",
+    _cell: "profiling is already collecting into {run} (opened by {by}); ",
+    _c_api: "[FAILED] aclgrphProfInit: another profiling mode is collecting into {run} (opened by {by}); the api "
+            "mode cannot start; ",
+}
+
+
+@pytest.mark.parametrize("first, second", [(_block, _block), (_block, _c_api), (_cell, _block), (_block, _ge_options)],
+                         ids=["block-block", "block-c_api", "cell-block", "block-ge_options"])
+def test_two_openers_at_once_the_loser_is_told_what_opened_the_run(tmp_path, monkeypatch, first, second):
+    if second in (_c_api,):
+        assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS  # the C API needs GE
+    race = _Race(monkeypatch)
+    outs = [tmp_path / "a", tmp_path / "b"]
+    results = race.run(first(outs[0]), second(outs[1]))
+    assert sorted(r[0] for r in results) == ["opened", "refused"], results
+    won = 0 if results[0][0] == "opened" else 1
+    lost = 1 - won
+    winner, loser = (first, second)[won], (first, second)[lost]
+    run_dir = results[won][1]
+    assert run_dir.parent == outs[won].resolve()
+    if loser is _ge_options:  # GE goes on without profiling, as when it finds a run open before it opens one
+        assert results[lost][1] == "options ignored"
+    else:
+        assert results[lost][1].startswith(REFUSAL[loser].format(run=run_dir, by=OPENED_BY[winner])), results[lost]
+    assert not outs[lost].exists() or not list(outs[lost].iterdir())  # the loser made no run directory
+    assert geprof_nb.load(run_dir).complete and not msprof.lib.running
+
+
+def test_twenty_natural_races_of_two_blocks_each_refuse_one_with_already_collecting(tmp_path):
+    for trial in range(20):
+        tried = threading.Barrier(2, timeout=10)
+        start = threading.Barrier(2, timeout=10)
+        results: list = [None, None]
+
+        def go(i: int) -> None:
+            start.wait()
+            results[i] = _block(tmp_path / f"t{trial}")(tried)
+
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+        assert sorted(r[0] for r in results) == ["opened", "refused"], (trial, results)
+        refused = next(r[1] for r in results if r[0] == "refused")
+        assert "(opened by a geprof_nb.profile() block); let it finish first" in refused
+        assert len(list((tmp_path / f"t{trial}").iterdir())) == 1
+
+
+def test_a_cell_whose_run_another_thread_opened_after_its_check_is_a_usage_error(ip, tmp_path, monkeypatch):
+    """The cell passed its check that no run is open; a block in another thread opens one before the cell's:
+    the cell is refused as a usage error naming the block, not a traceback, and runs nothing."""
+    from IPython.core.error import UsageError
+
+    opened, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with geprof_nb.profile(output=str(tmp_path / "block")):
+            opened.set()
+            release.wait(10)
+
+    block = threading.Thread(target=other)
+    real_init = msprof.Msprof.init
+
+    def init(lib, *args, **kwargs):
+        if threading.current_thread() is threading.main_thread() and not opened.is_set():
+            block.start()
+            assert opened.wait(10)
+        return real_init(lib, *args, **kwargs)
+
+    monkeypatch.setattr(msprof.Msprof, "init", init)
+    try:
+        run_dir = None
+        with pytest.raises(UsageError) as refused:
+            ip.run_cell_magic("geprof", f"--output {tmp_path / 'cell'} --no-display", "ran = True")
+        run_dir = msprof.lib.run_dir
+    finally:
+        release.set()
+        block.join(10)
+    assert str(refused.value) == (f"profiling is already collecting into {run_dir} (opened by a geprof_nb.profile() "
+                                  "block); let it finish first")
+    assert "ran" not in ip.user_ns and not (tmp_path / "cell").exists()

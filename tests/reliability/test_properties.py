@@ -403,7 +403,7 @@ def run_dir(tmp_path_factory):
 
 
 INFO_KEYS = ["status", "options", "devices", "records", "aged_out", "dropped", "write_failed", "notes", "note",
-             "pmu_events", "type_info", "start_ns", "end_ns", "pid", "hostname", "geprof_raw_version", "magic"]
+             "pmu_events", "type_info", "start_ns", "end_ns", "pid", "hostname", "geprof_raw_version", "magic", "models"]
 
 
 @examples(150)

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 FORMATS = ("msprof", "ascend_pt", "chrome", "parquet", "db", "msprof_db")
+#: The formats that take ``rank`` (the rank one run is exported as), with the rank they write without one
+#: (None: no rank; msprof-analyze then numbers msprof's runs itself).
+RANK_DEFAULTS = {"ascend_pt": 0, "db": 0, "msprof_db": None}
 
 
 def writer(format: str) -> Callable[..., Path]:  # noqa: A002 - Profile.export's name

@@ -59,6 +59,8 @@ from .naming import ascend_pt_dir_name, prof_dir_name, stamp14
 from .timeline import Timeline
 from .tracejson import write_json
 
+#: SQLite's page cache while a file is written (KiB): big enough that the pages are written once, at the end.
+CACHE_KIB = 512 * 1024
 #: Rows of one INSERT statement at most (a statement of more costs more to prepare than it saves).
 MAX_ROWS_PER_INSERT = 10_000
 #: The runtime (TASK) type of an op task by its op_summary Task Type, where the Profile has no runtime type.
@@ -112,13 +114,20 @@ def _cells(values: object, n: int) -> list | None:
     if isinstance(values, list):
         return values
     if isinstance(getattr(values, "dtype", None), pd.api.extensions.ExtensionDtype):
-        return pd.Series(values).to_numpy(object, na_value=None).tolist()
-    arr = np.asarray(values)
-    if arr.dtype.kind == "f":
-        missing = np.isnan(arr)
-        if missing.any():
-            return np.where(missing, None, arr).tolist()
-    return arr.tolist()
+        series = pd.Series(values)
+        missing = np.asarray(series.isna())
+        if series.dtype.kind in "iu":  # nullable integers: their numbers, then None where missing
+            cells = series.to_numpy(np.int64, na_value=0).tolist()
+        else:
+            return series.to_numpy(object, na_value=None).tolist()
+    else:
+        arr = np.asarray(values)
+        cells = arr.tolist()
+        missing = np.isnan(arr) if arr.dtype.kind == "f" else None
+    if missing is not None and missing.any():
+        for i in np.flatnonzero(missing).tolist():
+            cells[i] = None
+    return cells
 
 
 def _variables(conn: sqlite3.Connection) -> int:
@@ -161,6 +170,7 @@ def write_db(path: Path, tables: Iterable[tuple[S.Table, Columns, int]], indexes
         try:
             conn.execute("PRAGMA journal_mode=OFF")  # the file is not in place until it is complete
             conn.execute("PRAGMA synchronous=OFF")
+            conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")  # the pages of a big table stay in memory until the end
             conn.execute("BEGIN")
             for table, data, n in tables:
                 conn.execute(table.create_sql())
@@ -189,6 +199,16 @@ def _ints(values, missing: int = S.UINT32_MAX) -> np.ndarray:
     arr = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float, na_value=np.nan)
     out = np.where(np.isnan(arr), missing, arr).astype(np.int64)
     return np.where(out < 0, missing, out)
+
+
+def _whole(values: np.ndarray) -> object:
+    """Byte counts and durations as integers (what the real files hold) when every present value is one (NaN:
+    missing), else as they are."""
+    missing = np.isnan(values)
+    present = values[~missing]
+    if len(present) and not np.array_equal(present, np.rint(present)):
+        return values
+    return pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
 
 
 def host_uid(hostname: str) -> str:
@@ -314,8 +334,8 @@ class DbTables:
         block, mix = number("Block Num"), number("Mix Block Num")
         cols = {
             "name": text("Op Name"), "globalTaskId": self.task_gid[self.op_task[rows]],
-            "blockNum": None if block is None else np.where(block < 0, None, block).tolist(),
-            "mixBlockNum": None if mix is None else np.where(mix < 0, None, mix).tolist(),
+            "blockNum": None if block is None else pd.arrays.IntegerArray(np.maximum(block, 0), block < 0),
+            "mixBlockNum": None if mix is None else pd.arrays.IntegerArray(np.maximum(mix, 0), mix < 0),
             "taskType": text("Task Type"), "opType": text("OP Type"), "inputFormats": text("Input Formats"),
             "inputDataTypes": text("Input Data Types"), "inputShapes": text("Input Shapes"),
             "outputFormats": text("Output Formats"), "outputDataTypes": text("Output Data Types"),
@@ -440,15 +460,15 @@ class DbTables:
         if len(om):
             t = self.source.times_ns("operator_memory", om)
 
-            def bytes_of(col: str, scale: float) -> np.ndarray:
-                return om[col].to_numpy(float) * scale  # NaN (not released) stays missing
+            def bytes_of(col: str, scale: float) -> object:
+                return _whole(om[col].to_numpy(float) * scale)  # NaN (not released) stays missing
 
             out.append((S.PROFILER_TABLES["OP_MEMORY"], {
                 "name": self.strings.ids(om["Name"].array), "size": bytes_of("Size(KB)", 1024.0),
                 "allocationTime": t.iloc[:, 0].array, "releaseTime": t.iloc[:, 1].array,
                 "activeReleaseTime": t.iloc[:, 2].array,
-                "duration": np.rint(om["Duration(us)"].to_numpy(float) * 1000),
-                "activeDuration": np.rint(om["Active Duration(us)"].to_numpy(float) * 1000),
+                "duration": _whole(np.rint(om["Duration(us)"].to_numpy(float) * 1000)),
+                "activeDuration": _whole(np.rint(om["Active Duration(us)"].to_numpy(float) * 1000)),
                 **{db: bytes_of(col, float(1 << 20)) for db, col in (
                     ("allocationTotalAllocated", "Allocation Total Allocated(MB)"),
                     ("allocationTotalReserved", "Allocation Total Reserved(MB)"),
@@ -462,7 +482,7 @@ class DbTables:
             t = self.source.times_ns("memory_record", mr)
             out.append((S.PROFILER_TABLES["MEMORY_RECORD"], {
                 "component": self.strings.ids(mr["Component"].array), "timestamp": t.iloc[:, 0].array,
-                **{db: mr[col].to_numpy(float) * float(1 << 20) for db, col in (
+                **{db: _whole(mr[col].to_numpy(float) * float(1 << 20)) for db, col in (
                     ("totalAllocated", "Total Allocated(MB)"), ("totalReserved", "Total Reserved(MB)"),
                     ("totalActive", "Total Active(MB)"))},
                 "streamPtr": mr["Stream Ptr"].to_numpy(np.int64), "deviceId": self.device_id}, len(mr)))

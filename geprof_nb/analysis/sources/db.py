@@ -47,7 +47,7 @@ from ..tables.communication import COMMUNICATION_TIME, HCCL_TASKS
 from ..tables.host import HOST_EVENTS
 from . import db_schema as S
 from .ascend_pt import AIC_METRICS, OUTPUT_DIR, other_core_missing, profiler_step_bounds, rank_of
-from .csvfiles import is_integer_metric, read_json
+from .csvfiles import is_integer_metric, read_json, unquoted
 from .filesource import FileSource
 from .msprof import device_infos, iterations_from_step_trace, window_step_bounds
 from .parquet import empty_column, restore_dtype
@@ -577,10 +577,10 @@ class DbSource(FileSource):
             return None
         where = f"{self.file} (table {table})"
         columns, dtypes, times = spec["columns"], spec["dtypes"], list(spec.get("times") or [])
-        rows = self.db.query(f"SELECT * FROM {table}", (), table)  # noqa: S608 - a name of SIDE
         width = len(columns) + len(times)
-        if rows and len(rows[0]) != width:
-            raise ImportFormatError(f"{where}: {len(rows[0])} columns; GEPROF_TABLES says {width}")
+        if len(self.db.tables[table]) != width:
+            raise ImportFormatError(f"{where}: {len(self.db.tables[table])} columns; GEPROF_TABLES says {width}")
+        rows = self.db.query(f"SELECT * FROM {table}", (), table)  # noqa: S608 - a name of SIDE
         data = {}
         for i, d in enumerate(dtypes):
             col = pd.Series([r[i] for r in rows], dtype=object) if rows else empty_column(d, where)
@@ -676,9 +676,12 @@ class DbSource(FileSource):
 
         na = np.full(n_coll, summary.NA, object)
 
-        def text(col: str | None) -> pd.Categorical:
+        def text(col: str | None, shape: bool = False) -> pd.Categorical:
             ids = comp[col].to_numpy(object) if col and col in comp.columns else np.full(n_comp, None, object)
-            values = both(self.texts(ids), na)
+            texts = self.texts(ids)
+            if shape:  # torch_npu stores them with the literal quotes its CSV shows (reference §5)
+                texts = np.array([unquoted(v) for v in texts.tolist()], dtype=object)
+            values = both(texts, na)
             return pd.Categorical(values, categories=pd.unique(values))
 
         model = np.where(task_row >= 0, t["model"].to_numpy()[own], S.UINT32_MAX)
@@ -698,9 +701,15 @@ class DbSource(FileSource):
             self._notes.append(f"{self.file}: TASK_PMU_INFO has metrics the text output of the group leaves out "
                                f"({', '.join(extra)}); kept as columns")
         missing_pmu = [c for c in header if c in C.pmu_columns(metrics or "", family) and c not in pmu.columns]
-        if missing_pmu and not self._side_specs and len(pmu.columns):
-            self._notes.append(f"{self.file}: no {', '.join(missing_pmu)} in TASK_PMU_INFO (msprof computes "
-                               "cube_utilization(%) for the text output only): those columns are missing")
+        if missing_pmu and len(pmu.columns):
+            self._notes.append(f"{self.file}: TASK_PMU_INFO has no {', '.join(missing_pmu)} (msprof computes "
+                               "cube_utilization(%) for the text output only, from the device's core count): "
+                               "left empty")
+        absent = {col: db for col, key, db in (("OP State", "state", "opState"),
+                                               ("HF32 Eligible", "hf32", "hf32Eligible")) if key not in comp.columns}
+        if absent and n_comp:
+            self._notes.append(f"{self.file}: COMPUTE_TASK_INFO has no {' or '.join(absent.values())} (a DB of an "
+                               f"older CANN): {' and '.join(absent)} are N/A")
         comm_type = coll["task_type"].to_numpy(object)
         block = comp["block"].to_numpy(object) if "block" in comp.columns else np.full(n_comp, None, object)
         mix = comp["mix"].to_numpy(object) if "mix" in comp.columns else np.full(n_comp, None, object)
@@ -727,7 +736,7 @@ class DbSource(FileSource):
         for col, key in (("Input Shapes", "inputShapes"), ("Input Data Types", "inputDataTypes"),
                          ("Input Formats", "inputFormats"), ("Output Shapes", "outputShapes"),
                          ("Output Data Types", "outputDataTypes"), ("Output Formats", "outputFormats")):
-            data[col] = text(key)
+            data[col] = text(key, shape=True)
         for col in header:
             if col in data:
                 continue

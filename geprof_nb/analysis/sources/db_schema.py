@@ -12,7 +12,7 @@
   msprof-analyze reads) and ``PROF_*/analyze/communication_analyzer.db`` (the communication
   analysis without the step and type columns).
 
-Sources of the columns: msprof's ``analysis/csrc/application/database/msprof_db.cpp`` and
+Sources of the columns and enum values: msprof's ``analysis/csrc/application/database/msprof_db.cpp`` and
 ``docs/en/user_guide/profile_data_file_references_db.md`` (Ascend/msprof, commit
 ``9ba1ac7be``) for the msprof tables, types and enum tables, without the three columns newer
 than msprof-analyze 26.2's readers (``COMPUTE_TASK_INFO.gridDim`` / ``blockDim``,
@@ -175,9 +175,12 @@ ENUM_MODULE.update(dict(zip(range(47, 78), (
 _RESERVED = {255: "RESERVED", 65534: "N/A", 65535: "INVALID_TYPE"}
 ENUM_HCCL_DATA_TYPE = {**dict(enumerate("INT8 INT16 INT32 FP16 FP32 INT64 UINT64 UINT8 UINT16 UINT32 FP64 BFP16 "
                                         "INT128".split())), **_RESERVED}
-ENUM_HCCL_LINK_TYPE = {**dict(enumerate("ON_CHIP HCCS PCIE ROCE SIO HCCS_SW STANDARD_ROCE".split())), **_RESERVED}
+# (the real file also has 7: RESERVED for the link type and RDMA types 2-5; both are kept)
+ENUM_HCCL_LINK_TYPE = {**dict(enumerate("ON_CHIP HCCS PCIE ROCE SIO HCCS_SW STANDARD_ROCE RESERVED".split())),
+                       **_RESERVED}
 ENUM_HCCL_TRANSPORT_TYPE = {**dict(enumerate("SDMA RDMA LOCAL".split())), **_RESERVED}
-ENUM_HCCL_RDMA_TYPE = {0: "RDMA_SEND_NOTIFY", 1: "RDMA_SEND_PAYLOAD", **_RESERVED}
+ENUM_HCCL_RDMA_TYPE = {**dict(enumerate("RDMA_SEND_NOTIFY RDMA_SEND_PAYLOAD RDMA_PAYLOAD_PREPARE RDMA_PAYLOAD_CHECK "
+                                        "RDMA_PAYLOAD_ACK RDMA_SEND_OP".split())), **_RESERVED}
 ENUM_MSTX_EVENT_TYPE = {0: "marker", 1: "push/pop", 2: "start/end", 3: "marker_ex"}
 ENUM_MEMCPY_OPERATION = {**dict(enumerate(["host to host", "host to device", "device to host", "device to device",
                                            "managed memory", "addr device to device", "host to device ex",

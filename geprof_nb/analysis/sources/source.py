@@ -198,6 +198,16 @@ class Source(abc.ABC):
     def notes(self) -> list[str]:
         return []
 
+    def forward_only_models(self) -> frozenset[int]:
+        """The Model IDs that run forward only (inference: no backward pass), from the run description's
+        ``models`` (what the simulated runtime writes into info.json, and the Parquet export keeps); empty
+        where the data does not say (msprof and torch_npu output do not)."""
+        models = self.info.get("models")
+        if not isinstance(models, dict):
+            return frozenset()
+        return frozenset(int(k) for k, m in models.items()
+                         if str(k).isdigit() and isinstance(m, dict) and m.get("training") is False)
+
     def dropped(self) -> dict[str, int]:
         return {}
 
@@ -378,6 +388,9 @@ class RunDirSource(Source):
             if kind == rawdata.HASH_DICT_KIND:
                 notes.append(f"{n} names of the hash dictionary could not be written to the run directory (disk full "
                              "or not writable): the records that use them show <unknown 0x...>")
+            elif kind == rawdata.RANKS_KIND:
+                notes.append(f"{n} ranks of the simulated cluster could not be written (their run directories could "
+                             "not be made: disk full or not writable): they are not in the cluster")
             else:
                 notes.append(f"{n} {kind} records could not be written to the run directory (disk full or not "
                              "writable)")

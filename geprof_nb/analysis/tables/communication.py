@@ -57,8 +57,16 @@ _TRANSPORT_NAMES = {int(t): t.name for t in TransportType}
 _LINK_NAMES = {int(t): t.name for t in LinkType}
 
 
+#: The HCCL op types whose msprof name is not the GE type's camel case (HCCL's ``PROF_OP_NAME_V2``).
+_LOWER_CASE_NAMES = {"HcomAllToAll": "hcom_alltoall_", "HcomAllToAllV": "hcom_alltoallv_",
+                     "HcomAllToAllVC": "hcom_alltoallvc_"}
+
+
 def hccl_op_type(op_type: str) -> str:
-    """msprof's HCCL op type for a GE collective type (``HcomAllReduce`` -> ``hcom_allReduce_``)."""
+    """msprof's HCCL op type for a GE collective type (``HcomAllReduce`` -> ``hcom_allReduce_``,
+    ``HcomAllToAllV`` -> ``hcom_alltoallv_``)."""
+    if op_type in _LOWER_CASE_NAMES:
+        return _LOWER_CASE_NAMES[op_type]
     if op_type.startswith("Hcom") and len(op_type) > 4:
         return f"hcom_{op_type[4].lower()}{op_type[5:]}_"
     return op_type

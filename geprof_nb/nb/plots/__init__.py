@@ -7,6 +7,8 @@ The figures, each from a Profile table (x in ms, sizes in MiB, every axis labell
 
 * :func:`step_timeline` (``step_trace``): FP→BP, Iteration Refresh, AllReduce, GetNext and Data Aug
   Bound per iteration.
+* :func:`step_split_bars` (``step_breakdown``): a stacked bar per step, Computing / exposed
+  Communication / Free, with the step figure.
 * :func:`task_gantt` (``op_summary``): one row per stream, tasks coloured by Task Type.
 * :func:`op_type_bars` (``op_statistic``): total time per OP Type, with its share.
 * :func:`pipe_ratios` (``op_summary``): mean AI Core ``*_ratio`` columns of the longest ops, stacked.
@@ -20,7 +22,7 @@ so a million tasks render in under a second; the step timeline merges its sub-pi
 too, shaded by the time they fill. Colours are per name (:func:`color_of`): a Task Type has the same
 colour in every plot.  :func:`figure_png` renders any of them to PNG.
 
-One module per figure (:mod:`.steps`, :mod:`.gantt`, :mod:`.op_types`, :mod:`.ratios`,
+One module per figure (:mod:`.steps`, :mod:`.step_split`, :mod:`.gantt`, :mod:`.op_types`, :mod:`.ratios`,
 :mod:`.memory` with the view of :mod:`.memory_view`, :mod:`.host`) on what they share (:mod:`.figure`,
 :mod:`.colors`, :mod:`.spans`); ``from geprof_nb.nb import plots; plots.<function>`` is the API.
 """
@@ -33,9 +35,12 @@ from .memory import NO_MEMORY_MESSAGE, memory_lifetimes
 from .memory_view import ALL_ITERATIONS
 from .op_types import EMPTY_OP_STATISTIC_MESSAGE, op_type_bars
 from .ratios import NO_RATIOS_MESSAGE, PIPE_COLORS, pipe_ratios
+from .step_split import EMPTY_BREAKDOWN_MESSAGE, step_split_bars
 from .steps import EMPTY_STEP_TRACE_MESSAGE, step_timeline
 
-__all__ = ["ALL_ITERATIONS", "EMPTY_OPS_MESSAGE", "EMPTY_OP_STATISTIC_MESSAGE", "EMPTY_STEP_TRACE_MESSAGE",
+__all__ = ["ALL_ITERATIONS", "EMPTY_BREAKDOWN_MESSAGE", "EMPTY_OPS_MESSAGE", "EMPTY_OP_STATISTIC_MESSAGE",
+           "EMPTY_STEP_TRACE_MESSAGE",
            "HOST_COLORS", "MiB", "NO_HOST_EVENTS_MESSAGE", "NO_MEMORY_MESSAGE", "NO_RATIOS_MESSAGE", "PIPE_COLORS",
            "STACKED_SCOPES_NOTE", "STACKED_TASKS_NOTE", "TASK_TYPE_COLORS", "color_of", "figure_png", "format_size",
-           "host_scopes", "memory_lifetimes", "op_type_bars", "pipe_ratios", "step_timeline", "task_gantt"]
+           "host_scopes", "memory_lifetimes", "op_type_bars", "pipe_ratios", "step_split_bars", "step_timeline",
+           "task_gantt"]

@@ -16,15 +16,23 @@ STACKED_TASKS_NOTE = ("Tasks narrower than a pixel column are merged per column;
                       "its height is split among them by their time.")
 
 
-def _stream_rows(stream: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """Row of every task (streams by id, N/A last, as msprof prints communication tasks) and row labels."""
+#: The row of the collectives: msprof gives a COMMUNICATION task no Stream ID; they run on HCCL's stream.
+COMMUNICATION_ROW = "HCCL (communication)"
+
+
+def _stream_rows(stream: pd.Series, task_type: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Row of every task and row labels: streams by id, then the collectives (COMMUNICATION tasks without a
+    stream id, as msprof prints them) on the HCCL row, then any other task without a stream on "stream N/A"."""
     sid = pd.to_numeric(stream, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     ids = np.unique(sid[np.isfinite(sid)])
     row = np.searchsorted(ids, sid)
     labels = [f"stream {int(i)}" for i in ids]
-    if np.isnan(sid).any():
-        row = np.where(np.isnan(sid), len(ids), row)
-        labels.append("stream N/A")
+    loose = np.isnan(sid)
+    comm = loose & (task_type.astype(str) == "COMMUNICATION").to_numpy()
+    for pick, label in ((comm, COMMUNICATION_ROW), (loose & ~comm, "stream N/A")):
+        if pick.any():
+            row = np.where(pick, len(labels), row)
+            labels.append(label)
     return row.astype(np.int64), labels
 
 
@@ -33,7 +41,7 @@ def task_gantt(op_summary: pd.DataFrame, iteration: int | None = None, iteration
     """Draw every task on its stream over time (msprof ``op_summary``), coloured by Task Type.
 
     One row per ``Stream ID`` (lowest on top; communication tasks, which msprof gives no stream,
-    on a "stream N/A" row), x in ms since the first task shown, a legend of the Task Types
+    on the HCCL row, :data:`COMMUNICATION_ROW`), x in ms since the first task shown, a legend of the Task Types
     present.  ``iteration`` keeps the rows whose entry in ``iterations`` (the Iteration ID of
     each row: ``Profile.iteration_of_ops.to_numpy()``) is that id.  The figure is ``width_px``
     pixels wide at 100 dpi, and tasks narrower than one of ``width_px`` columns of the time range
@@ -62,8 +70,10 @@ def task_gantt(op_summary: pd.DataFrame, iteration: int | None = None, iteration
         return empty_figure(EMPTY_OPS_MESSAGE)
     frame, start_us, dur_us = frame[ok], start_us[ok], dur_us[ok]
     # imported tables may lack a column: one "N/A" stream or task type then
-    row, row_labels = _stream_rows(frame["Stream ID"] if "Stream ID" in frame else pd.Series(np.nan, frame.index))
-    kind, kinds = factorize(frame["Task Type"] if "Task Type" in frame else pd.Series(None, frame.index, object))
+    task_type = frame["Task Type"] if "Task Type" in frame else pd.Series(None, frame.index, object)
+    row, row_labels = _stream_rows(frame["Stream ID"] if "Stream ID" in frame else pd.Series(np.nan, frame.index),
+                                   task_type)
+    kind, kinds = factorize(task_type)
     order = sorted(range(len(kinds)), key=lambda k: kinds[k])  # legend and codes in name order
     remap = np.empty(len(kinds), np.int64)
     remap[order] = np.arange(len(kinds))
@@ -81,5 +91,6 @@ def task_gantt(op_summary: pd.DataFrame, iteration: int | None = None, iteration
     heading = title or "Tasks per stream"
     if iteration is not None:
         heading += f": iteration {iteration}"
-    ax.set_title(f"{heading}  ({len(frame):,} tasks over {x1:,.3f} ms)", loc="left")
+    # the counts on a line of their own: a long heading on one line would run into the legend
+    ax.set_title(f"{heading}\n{len(frame):,} tasks over {x1:,.3f} ms", loc="left")
     return literal(fig)

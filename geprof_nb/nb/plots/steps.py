@@ -1,8 +1,9 @@
-"""The FP/BP step timeline (``step_trace``)."""
+"""The FP/BP step timeline (``step_trace``): where each step's time goes, phase by phase."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Collection
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,9 @@ ROW_COLORS = {
     "GetNext": TASK_TYPE_COLORS["AI_CPU"],  # GetNext is an AI CPU op
     "Iteration": "#4c72b0",
     "FP→BP": "#4c72b0",
+    "Forward": "#4c72b0",
     "Iteration Refresh": "#55a868",
+    "Output": "#55a868",
     "AllReduce": TASK_TYPE_COLORS["COMMUNICATION"],
 }
 
@@ -46,14 +49,22 @@ def _row(label: str, start_us: np.ndarray, width_us: np.ndarray, iteration: np.n
     return StepRow(label, start_us[ok], width_us[ok], iteration[ok])
 
 
-def step_rows(step_trace: pd.DataFrame) -> list[StepRow]:
-    """The bars of the step timeline, top row first; rows with no bar are left out."""
+def step_rows(step_trace: pd.DataFrame, forward_models: Collection[int] = ()) -> list[StepRow]:
+    """The bars of the step timeline, top row first; rows with no bar are left out.
+
+    A step of a model in ``forward_models`` (``Profile.forward_only_models``: inference) has no backward
+    pass: its FP to BP is drawn as *Forward* and its Iteration Refresh (the last op's end to the
+    iteration's end) as *Output*, not as FP→BP and an update."""
     it = step_trace["Iteration ID"].to_numpy()
     fp = floats(step_trace["FP Start(us)"])
     bp = floats(step_trace["BP End(us)"])
     end = floats(step_trace["Iteration End(us)"])
-    # Inference (no training trace) has no FP/BP: the whole iteration is one bar instead.
+    # Without FP/BP points there is no FP/BP: the whole iteration is one bar instead.
     whole = np.isnan(fp) | np.isnan(bp)
+    forward = np.zeros(len(step_trace), bool)
+    if len(forward_models) and "Model ID" in step_trace.columns:
+        forward = np.isin(pd.to_numeric(step_trace["Model ID"], errors="coerce").to_numpy(np.float64),
+                          np.asarray(list(forward_models), np.float64))
     iter_time = floats(step_trace["Iteration Time(us)"])
     data_aug = floats(step_trace["Data Aug Bound(us)"])
     fp_bp = floats(step_trace["FP to BP Time(us)"])
@@ -64,8 +75,10 @@ def step_rows(step_trace: pd.DataFrame) -> list[StepRow]:
         _row("Data Aug Bound", fp - data_aug, data_aug, it),
         _row("GetNext", getnext_start.ravel(), getnext_dur.ravel(), np.repeat(it, getnext_start.shape[1])),
         _row("Iteration", np.where(whole, end - iter_time, np.nan), iter_time, it),
-        _row("FP→BP", np.where(whole, np.nan, fp), fp_bp, it),
-        _row("Iteration Refresh", np.where(whole, np.nan, bp), refresh, it),
+        _row("FP→BP", np.where(whole | forward, np.nan, fp), fp_bp, it),
+        _row("Forward", np.where(whole | ~forward, np.nan, fp), fp_bp, it),
+        _row("Iteration Refresh", np.where(whole | forward, np.nan, bp), refresh, it),
+        _row("Output", np.where(whole | ~forward, np.nan, bp), refresh, it),
         _row("AllReduce", reduce_start.ravel(), reduce_dur.ravel(), np.repeat(it, reduce_start.shape[1])),
     ]
     return [r for r in rows if len(r.start_us)]
@@ -89,14 +102,17 @@ def _span_columns(step_trace: pd.DataFrame, start_name: str, second: dict[str, b
     return start, np.where(is_end, other - start, other)
 
 
-def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title: str | None = None) -> Figure:
+def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title: str | None = None,
+                  forward_models: Collection[int] = ()) -> Figure:
     """Draw the FP/BP step timeline (msprof ``step_trace``) to show where each training step spends its time.
 
     One row per phase, top down: Data Aug Bound (the gap from the previous iteration's end to this
     FP start), GetNext (``GetNext Start(us)`` columns: graphs fed by GetNext), FP→BP, Iteration Refresh
     (BP end → iteration end) and every AllReduce (the repeated ``Reduce Start(us)`` /
     ``Reduce Duration(us)`` pairs); "Iteration" replaces FP→BP and Iteration Refresh when the run has
-    no FP/BP points (inference). x in ms since the earliest drawn start. ``iteration`` zooms to that
+    no FP/BP points, and "Forward" and "Output" do for the steps of ``forward_models`` (the models that
+    run forward only, ``Profile.forward_only_models``: see :func:`step_rows`). x in ms since the
+    earliest drawn start. ``iteration`` zooms to that
     step; an Iteration ID not in the table raises ValueError listing the IDs that are.
 
     Bars at least a pixel column wide (of the figure's 1100) are drawn as they are; narrower ones
@@ -109,7 +125,7 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
     all_ids = step_trace["Iteration ID"].to_numpy()
     if iteration is not None and not (all_ids == iteration).any():
         raise ValueError(f"iteration {iteration} is not in step_trace; available Iteration IDs: {id_list(all_ids)}")
-    rows = step_rows(step_trace)
+    rows = step_rows(step_trace, forward_models)
     if not rows:
         return empty_figure(EMPTY_STEP_TRACE_MESSAGE)
 

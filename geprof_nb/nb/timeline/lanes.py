@@ -1,7 +1,8 @@
 """The lanes of one run on the timeline's clock (µs since its origin: the first step's start).
 
 Top down: the steps (one bar per step, its window from the step bounds), the step phases of
-step_trace (Data Aug Bound, GetNext, FP→BP or Iteration, Iteration Refresh), one lane per device
+step_trace (Data Aug Bound, GetNext, FP→BP or Iteration, Iteration Refresh; Forward and Output for a
+model that runs forward only), one lane per device
 stream with its tasks coloured by Task Type, the collectives on an HCCL lane with the part of each
 that no compute task of the run covers (exposed) as an overlay, the host API levels and GE host
 events per thread, the mstx ranges and markers, and the allocated-memory curve.  Spans that overlap
@@ -17,6 +18,7 @@ import pandas as pd
 
 from ...analysis import Profile
 from ...analysis.tables.intervals import union
+from ..plots.gantt import COMMUNICATION_ROW as COMMUNICATION_LABEL
 from ..plots.host import sub_rows
 from ..plots.steps import ROW_COLORS as STEP_PHASE_COLORS
 from ..plots.steps import step_rows
@@ -36,7 +38,6 @@ OP_DETAIL_COLUMNS = ["Op Name", "OP Type", "Task Type", "Stream ID", "Task ID", 
                      "Input Shapes", "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
                      "Task Wait Time(us)"]
 HOST_LEVELS = ("acl", "model", "node", "runtime")
-COMMUNICATION_LABEL = "HCCL (communication)"
 
 
 @dataclass
@@ -101,18 +102,6 @@ def rel_us_of_us(us: np.ndarray | pd.Series, origin_ns: int) -> np.ndarray:
     return values - origin_ns / 1000.0
 
 
-def first_step_ns(profile: Profile) -> int | None:
-    """When the run's first step began (ns; its step bounds), None without steps."""
-    bounds = profile.source.step_bounds()
-    return int(bounds["begin"].min()) if len(bounds) else None
-
-
-def first_event_ns(profile: Profile) -> int | None:
-    """The first op task's start (ns), for a run without steps; None without tasks."""
-    rows = profile.source.op_rows()
-    return int(np.min(rows.start_ns)) if len(rows.start_ns) else None
-
-
 @dataclass
 class RunLanes:
     """The lanes of one run, and what the timeline needs of it besides: the global name code of each
@@ -168,7 +157,8 @@ def _phase_rows(profile: Profile, origin_ns: int, tables: Tables) -> list[Spans]
     st = profile.step_trace
     if st.empty:
         return []
-    parts = [(r.label, r.start_us, r.width_us, r.iteration) for r in step_rows(st) if r.label not in LEFT_OUT_PHASES]
+    parts = [(r.label, r.start_us, r.width_us, r.iteration) for r in step_rows(st, profile.forward_only_models)
+             if r.label not in LEFT_OUT_PHASES]
     if not parts:
         return []
     start = np.concatenate([p[1] for p in parts]) - origin_ns / 1000.0

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ...analysis import ClusterProfile, Profile
 from .grouping import Grouping, by_server, own_time, slowest_first
-from .lanes import STEP_KIND, Lane, Tables, first_event_ns, first_step_ns, rel_us, run_lanes
+from .lanes import STEP_KIND, Lane, Tables, rel_us, run_lanes
 from .lod import BYTES_PER_COLUMN, Packer, Spans, curve_view, encode_curve, encode_spans, span_view
 
 #: The most a view sends (the issue's budget): columns are reduced until a view fits.
@@ -73,9 +73,9 @@ class TimelineData:
     @staticmethod
     def _origin(profiles: list[Profile]) -> int:
         """The first step's start over every run, else the first task's (0 for runs without either)."""
-        starts = [s for s in (first_step_ns(p) for p in profiles) if s is not None]
+        starts = [p.first_step_ns for p in profiles if p.first_step_ns is not None]
         if not starts:
-            starts = [s for s in (first_event_ns(p) for p in profiles) if s is not None]
+            starts = [p.first_task_ns for p in profiles if p.first_task_ns is not None]
         return min(starts) if starts else 0
 
     def _add_run(self, profile: Profile, rank: int | None, prefix: str, parent: str | None) -> list[str]:

@@ -132,7 +132,7 @@ def test_no_ranks_profiler_steps_overlap_and_every_kernel_follows_its_launch(req
 
 
 def test_unknown_export_format_names_the_accepted_ones(faulty, tmp_path):
-    with pytest.raises(ValueError, match="accepted formats are ascend_pt, parquet"):
+    with pytest.raises(ValueError, match="accepted formats are ascend_pt, db, msprof_db, parquet$"):
         faulty.export(tmp_path, format="chrome")
 
 
@@ -140,7 +140,7 @@ def test_unknown_export_format_names_the_accepted_ones(faulty, tmp_path):
     ("ascend_pt", {"rank": 1}, "export option rank: a ClusterProfile writes every rank as its own rank; for one "
                                "rank, cluster.rank(r).export(path, format='ascend_pt')"),
     ("parquet", {"worker": "w"},
-     "export option worker is accepted only with format='ascend_pt'; format='parquet' takes compression, overwrite"),
+     "export option worker is accepted only with format='ascend_pt' or 'db'; format='parquet' takes compression, overwrite"),
     ("ascend_pt", {"timeline": False}, "unknown export option timeline; format='ascend_pt' takes worker, world_size"),
 ])
 def test_an_option_the_cluster_export_does_not_take_is_refused_naming_it(faulty, tmp_path, fmt, options, text):

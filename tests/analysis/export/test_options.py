@@ -17,15 +17,19 @@ def profile(tmp_path_factory):
 def test_each_formats_options_are_its_writers_keyword_parameters():
     assert {f: writer_options(writer(f)) for f in FORMATS} == {
         "msprof": ("slice_rows", "timeline"), "ascend_pt": ("rank", "worker", "world_size"), "chrome": (),
-        "parquet": ("compression", "overwrite")}
+        "parquet": ("compression", "overwrite"), "db": ("rank", "worker", "world_size"),
+        "msprof_db": ("rank", "world_size")}
 
 
 @pytest.mark.parametrize("fmt, options, text", [
     ("msprof", {"rank": 1},
-     "export option rank is accepted only with format='ascend_pt'; format='msprof' takes slice_rows, timeline"),
-    ("chrome", {"rank": 1}, "export option rank is accepted only with format='ascend_pt'; format='chrome' takes no options"),
+     "export option rank is accepted only with format='ascend_pt' or 'db' or 'msprof_db'; "
+     "format='msprof' takes slice_rows, timeline"),
+    ("chrome", {"rank": 1},
+     "export option rank is accepted only with format='ascend_pt' or 'db' or 'msprof_db'; format='chrome' takes no options"),
     ("parquet", {"rank": 1},
-     "export option rank is accepted only with format='ascend_pt'; format='parquet' takes compression, overwrite"),
+     "export option rank is accepted only with format='ascend_pt' or 'db' or 'msprof_db'; "
+     "format='parquet' takes compression, overwrite"),
     ("chrome", {"timeline": False},
      "export option timeline is accepted only with format='msprof'; format='chrome' takes no options"),
     ("ascend_pt", {"overwrite": True},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import ClusterProfile
+from geprof_nb.analysis.sources.source import TIMESTAMP_COLUMNS
 from geprof_nb.analysis.tables.breakdown import step_windows
 from helpers.geprof_testing import run_profiled_session, small_resnet
 
@@ -157,3 +159,85 @@ def test_a_cluster_of_ascend_pt_exports_loads_per_rank(full_run, tmp_path):
     for rank in (0, 1):
         mine = sb[sb["Rank"] == rank].drop(columns="Rank")
         _equal(mine, full_run.step_breakdown, f"rank {rank}")
+
+
+#: Every table of a Profile (tensor_lifetimes is a raw run's only: its pool addresses are in no export).
+PROFILE_TABLES = ("op_summary", "op_statistic", "step_trace", "task_time", "api_statistic", "host_events", "msprof_tx",
+                  "communication_statistic", "hccl_tasks", "communication_time", "aicpu", "operator_memory",
+                  "memory_record", "step_breakdown")
+
+
+@pytest.mark.parametrize("fmt", ["db", "msprof_db"])
+def test_db_export_imports_to_equal_tables(full_run, tmp_path, fmt):
+    """torch_npu's and msprof's SQLite layout: every table back as it was, dtypes too, and every timestamp
+    exact to the ns (the floats of a table resolve only 0.25 µs)."""
+    back = geprof_nb.load(full_run.export(tmp_path, format=fmt))
+    assert type(back.source).__name__ == "DbSource" and back.source.torch_npu == (fmt == "db")
+    for name in PROFILE_TABLES:
+        ours = getattr(full_run, name)
+        if name not in ("host_events", "aicpu"):  # this run has no host profiler events and no AI CPU kernels
+            assert len(ours) > 0, name
+        pd.testing.assert_frame_equal(getattr(back, name), ours, check_categorical=False, obj=name)
+    for name in TIMESTAMP_COLUMNS:
+        assert back.times_ns(name).reset_index(drop=True).equals(full_run.times_ns(name).reset_index(drop=True)), name
+    assert np.array_equal(back.iteration_of_ops.to_numpy(), full_run.iteration_of_ops.to_numpy())
+    assert list(back.iterations) == [1, 2, 3] and back.notes == []
+
+
+#: What only geprof's GEPROF_* tables hold, per format: (table, column or None for the whole table).
+ONLY_IN_GEPROF_TABLES = {
+    "db": {("op_summary", "Op Name"), ("op_summary", "OP Type"), ("task_time", "kernel_name"), ("hccl_tasks", "Node"),
+           ("step_trace", None)},
+    "msprof_db": {("op_summary", "Op Name"), ("op_summary", "OP Type"), ("task_time", "kernel_name"),
+                  ("hccl_tasks", "Node"), ("step_trace", None), ("step_breakdown", None), ("communication_time",
+                  "Iteration ID"), ("hccl_tasks", "Iteration ID"), ("operator_memory", None), ("memory_record", None)},
+}
+
+
+@pytest.mark.parametrize("fmt", ["db", "msprof_db"])
+def test_a_db_without_geprofs_tables_reads_from_the_real_ones(full_run, tmp_path, fmt):
+    """With the GEPROF_* tables dropped (a DB as torch_npu / msprof write it) every table is built from the real
+    schema and equals the Profile's but for what that schema has no place for: a collective's GE node name and type
+    (the DB names it as msprof does), step_trace, and for msprof's DB the steps and the per-tensor memory tables
+    (rebuilt from NPU_OP_MEM's events)."""
+    exported = full_run.export(tmp_path, format=fmt)
+    for path in exported.rglob("*.db"):
+        conn = sqlite3.connect(path)
+        names = [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for name in (n for n in names if n.startswith("GEPROF_")):
+            conn.execute(f"DROP TABLE {name}")
+        conn.commit()
+        conn.close()
+    back = geprof_nb.load(exported)
+    allowed = ONLY_IN_GEPROF_TABLES[fmt]
+    for name in PROFILE_TABLES:
+        ours, theirs = getattr(full_run, name), getattr(back, name)
+        if (name, None) in allowed:
+            continue
+        skip = [c for t, c in allowed if t == name]
+        pd.testing.assert_frame_equal(theirs.drop(columns=skip), ours.drop(columns=skip), check_categorical=False,
+                                      check_dtype=len(ours) > 0, obj=name)  # an empty table: any dtype
+    comm = full_run.source.communication_rows()
+    # the collectives' rows name them as communication_time does (msprof's name and HCCL op type)
+    assert back.op_summary["Op Name"].astype(str)[comm].tolist() == full_run.communication_time["Op Name"].tolist()
+    assert set(back.op_summary["OP Type"].astype(str)[comm]) == {"hcom_allReduce_"}
+    assert back.step_trace.empty and set(back.hccl_tasks["Node"]) == {"N/A"}
+    if fmt == "msprof_db":
+        assert list(back.iterations) == [1] and "no steps in the DB" in " ".join(back.notes)
+        assert len(back.operator_memory) == len(full_run.operator_memory)
+        assert (back.operator_memory["Stream Ptr"] == 0).all()
+
+
+def test_db_and_text_exports_of_one_run_import_alike(full_run, tmp_path):
+    """The text and the DB output of one run give the same tables; the DB has more of them (task_time, the HCCL
+    sub-tasks, the markers, step_trace: torch_npu's text output has none of these)."""
+    text = geprof_nb.load(full_run.export(tmp_path / "text", format="ascend_pt"))
+    db = geprof_nb.load(full_run.export(tmp_path / "db", format="db"))
+    only_db = {"task_time", "hccl_tasks", "msprof_tx", "step_trace"}
+    for name in PROFILE_TABLES:
+        if name in only_db:
+            assert getattr(text, name).empty and len(getattr(db, name)) > 0, name
+            continue
+        pd.testing.assert_frame_equal(getattr(db, name), getattr(text, name), check_categorical=False,
+                                      check_dtype=False, obj=name)
+    assert np.array_equal(db._op_rows.start_ns, text._op_rows.start_ns)

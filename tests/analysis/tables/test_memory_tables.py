@@ -191,7 +191,17 @@ def test_tables_from_a_real_plan(real):
     assert (rec["Total Reserved(MB)"] * MB == plan.pool_size).all()
     peak = memory_peak(run)
     assert peak.allocated_bytes == int(round(rec["Total Allocated(MB)"].max() * MB)) <= plan.pool_size
-    assert peak.allocated_bytes == pytest.approx(plan.peak_live_bytes, rel=0.05)
+    # the peak on the tasks' clock, by hand: every allocation at its task's start, every release at its
+    # task's end (held ones at the step's end), releases first where they meet; streams overlap, so the
+    # launch-order peak of the plan is an upper bound
+    ts, delta = [], []
+    for s in range(2):
+        held = np.where(plan.until_end, end[s].max(), end[s][plan.free_task])
+        ts += [start[s][plan.alloc_task], held]
+        delta += [plan.size, -plan.size]
+    ts, delta = np.concatenate(ts), np.concatenate(delta)
+    order = np.lexsort((delta > 0, ts))
+    assert peak.allocated_bytes == int(np.cumsum(delta[order]).max()) <= plan.peak_live_bytes
 
 
 def test_every_event_is_its_task_time(real):
