@@ -462,7 +462,7 @@ def _read_cells(path: Path, header: list[str], header_line: int) -> tuple[pa.Tab
     the wrong width, a line break inside a quoted cell that a chunk boundary cut), the file is read again with
     line breaks allowed in quoted cells and rows of the wrong width skipped, once it is known to be UTF-8
     (pyarrow decodes the text of a skipped row for its handler, and a row that is not UTF-8 would fail there,
-    inside pyarrow, with nowhere to report it)."""
+    inside pyarrow, with nowhere to report it: the bytes checked are the bytes parsed)."""
     names = [str(i) for i in range(len(header))]
     read = pcsv.ReadOptions(column_names=names, skip_rows=header_line)
     convert = pcsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=False,
@@ -473,8 +473,9 @@ def _read_cells(path: Path, header: list[str], header_line: int) -> tuple[pa.Tab
         except pa.ArrowInvalid as exc:
             if "UTF8" in str(exc):
                 raise _utf8_error(path, str(exc), header) from None
+        data = read_bytes(path, CSV_FILE)  # parsed as checked: a file rewritten meanwhile cannot bring other bytes
         try:
-            read_bytes(path, CSV_FILE).decode("utf-8")
+            data.decode("utf-8")
         except UnicodeDecodeError as bad:
             raise ImportFormatError(f"{path}: not UTF-8 text ({bad.reason} at byte {bad.start})") from None
         wrong_width: list[int] = []
@@ -485,7 +486,8 @@ def _read_cells(path: Path, header: list[str], header_line: int) -> tuple[pa.Tab
 
         parse = pcsv.ParseOptions(invalid_row_handler=skip, newlines_in_values=True)
         try:
-            return pcsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert), wrong_width
+            return pcsv.read_csv(pa.py_buffer(data), read_options=read, parse_options=parse,
+                                 convert_options=convert), wrong_width
         except pa.ArrowInvalid as exc:
             if "UTF8" in str(exc):
                 raise _utf8_error(path, str(exc), header) from None

@@ -99,7 +99,7 @@ def test_row_with_too_many_fields_is_skipped_not_read_shifted(tmp_path):
         "short or hand-edited cannot say which cell is missing, so none of it is read; every other row is."]
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # pyarrow cannot decode the row
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")  # pyarrow never decodes the row
 def test_a_short_row_that_is_not_utf8_either_is_named_as_not_utf8(tmp_path):
     run = write_msprof(tmp_path)
     path = op_summary_file(run)
