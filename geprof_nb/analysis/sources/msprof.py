@@ -452,7 +452,7 @@ class MsprofSource(FileSource):
                 exports.setdefault(int(m.group(1)), []).append(path)
         calls: dict[int, list[int]] = {}
         for path in sorted(exports[max(exports)]) if exports else ():
-            events = read_json(path)
+            events = read_json(path, exact_floats=True)  # a ts as a number: its ns exactly, or None (ns_of)
             if not isinstance(events, list):
                 self._notes.append(f"{path.name}: not a list of trace events; ModelExecute calls not read")
                 continue
