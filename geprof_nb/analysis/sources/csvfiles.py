@@ -409,14 +409,15 @@ def _data_lines(path: Path, n_read: int) -> np.ndarray:
 
 def _row_lines(path: Path, n_columns: int, n_read: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """The lines of the rows a reading that skipped rows of the wrong width kept, and (line, fields) of
-    those it skipped; an ImportFormatError if the csv module does not split the file into as many rows."""
+    those it skipped; an ImportFormatError if the csv module does not split the file into as many rows, or
+    finds none of the wrong width (a quote that opens in the header)."""
     kept, skipped = [], []
     for line, n in _records(path):
         if n == n_columns:
             kept.append(line)
         else:
             skipped.append((line, n))
-    if len(kept) != n_read:
+    if len(kept) != n_read or not skipped:
         raise ImportFormatError(f"{path}: its rows cannot be told apart ({n_read} rows of the header's {n_columns} "
                                 f"fields read, {len(kept)} when split line by line): a quote left open?")
     return np.asarray(kept, np.int64), skipped

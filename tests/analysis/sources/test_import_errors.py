@@ -364,3 +364,18 @@ def test_parquet_file_missing_or_corrupt(export):
     (export / "op_rows.parquet").unlink()
     with pytest.raises(ImportFormatError, match="op_rows.parquet: missing; the manifest lists it for table op_rows"):
         geprof_nb.load(export).op_summary  # noqa: B018
+
+
+
+def test_a_quote_that_opens_the_file_is_named(tmp_path):
+    """A quote before the first column name (a real api_statistic.csv, its first byte changed) runs to the next
+    quote, cells and lines alike: pyarrow skipped rows the csv module did not (an IndexError naming nothing)."""
+    import shutil
+
+    from helpers.real_data import PYTORCH_TEXT
+
+    run = shutil.copytree(PYTORCH_TEXT / "level1" / "rank0_ascend_pt", tmp_path / "rank0_ascend_pt")
+    path = run / "ASCEND_PROFILER_OUTPUT" / "api_statistic.csv"
+    path.write_bytes(b'"' + path.read_bytes()[1:])
+    with pytest.raises(ImportFormatError, match=rf"^{path}: its rows cannot be told apart .*a quote left open\?$"):
+        geprof_nb.load(run).api_statistic
