@@ -1224,13 +1224,18 @@ def _scatter_elements(ctx: InferContext) -> list[TensorDesc]:
     return [data]
 
 
+def _axis_attr(ctx: InferContext, name: str, rank: int, of: str) -> int:
+    """The axis attribute ``name`` (default 0) of a tensor of ``rank``, negative ones counted from the end."""
+    dim = int(ctx.attr(name, 0))
+    if not -rank <= dim < rank:
+        raise ctx.fail(f"{name} {dim} is out of range for {of} of rank {rank}")
+    return dim % rank
+
+
 def _split_v(ctx: InferContext) -> list[TensorDesc]:
     """SplitVD: x cut along ``split_dim`` into pieces of ``size_splits``."""
     x = ctx.ins[0]
-    dim = int(ctx.attr("split_dim", 0))
-    if not -x.rank <= dim < x.rank:
-        raise ctx.fail(f"split_dim {dim} is out of range for x of rank {x.rank}")
-    dim %= x.rank
+    dim = _axis_attr(ctx, "split_dim", x.rank, "x")
     sizes = [int(v) for v in _as_shape(ctx, "size_splits")]
     if sum(sizes) != x.shape[dim] or any(v < 1 for v in sizes):
         raise ctx.fail(f"size_splits {sizes} must be positive and sum to dim {dim} of x {list(x.shape)} "
@@ -1241,10 +1246,7 @@ def _split_v(ctx: InferContext) -> list[TensorDesc]:
 def _concat(ctx: InferContext) -> list[TensorDesc]:
     """ConcatD: the inputs joined along ``concat_dim``."""
     first = ctx.ins[0]
-    dim = int(ctx.attr("concat_dim", 0))
-    if not -first.rank <= dim < first.rank:
-        raise ctx.fail(f"concat_dim {dim} is out of range for inputs of rank {first.rank}")
-    dim %= first.rank
+    dim = _axis_attr(ctx, "concat_dim", first.rank, "inputs")
     for i, d in enumerate(ctx.ins[1:], 1):
         if d.rank != first.rank or d.shape[:dim] + d.shape[dim + 1:] != first.shape[:dim] + first.shape[dim + 1:]:
             raise ctx.fail(f"input {i} {list(d.shape)} does not match input 0 {list(first.shape)} off dim {dim}")

@@ -42,7 +42,7 @@ from helpers.lab_browser import (
 if SKIP_REASON:
     pytest.skip(SKIP_REASON, allow_module_level=True)
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 TIMEOUT = 60_000
 AI_CORE_RGB = (0x4C, 0x72, 0xB0)  # plots.TASK_TYPE_COLORS["AI_CORE"]: the chart's Computing

@@ -184,7 +184,9 @@ def test_bytes_add_up_by_path_and_by_level(device, name, engine, cost, dtype):
         assert c["l0c_read_cube_bytes"] <= c["l0c_write_cube_bytes"]
         # MTE1 moves every input byte from L1 to L0A/L0B at least once
         assert c["l1_read_bytes"] >= c["gm_to_l1_bytes"] - 2
-        assert c["mte1_cycles"] == pytest.approx(c["l1_read_bytes"] / D.MTE1_BYTES_PER_CYCLE, abs=2)
+        # MTE1 busy for its bytes, or for its share of the cube's time if longer (the next tile's load in flight)
+        assert c["mte1_cycles"] == pytest.approx(max(c["l1_read_bytes"] / D.MTE1_BYTES_PER_CYCLE,
+                                                     D.CUBE_MTE1_SHARE * c["mac_cycles"]), abs=2)
         if dev.stars:  # fixpipe L0C -> GM, no UB on the cube core
             assert c["l0c_to_gm_bytes"] == c["main_mem_write_bytes"] and c["ub_to_gm_bytes"] == 0
             assert c["ub_read_mte_bytes"] == c["ub_write_vector_bytes"] == c["l0c_read_bytes"] == 0
@@ -238,7 +240,8 @@ def test_l2_hit_rate_falls_with_the_working_set_and_sets_the_bandwidth(device):
     hit_share = lambda k: k.counters["r0_read_cache_hit"] / (k.counters["r0_read_cache_hit"]  # noqa: E731
                                                              + k.counters["r0_read_cache_miss_allocate"])
     assert hit_share(ks) > 0.8 > 0.2 > hit_share(kb)
-    assert kb.counters["mte2_cycles"] > 2 * ks.counters["mte2_cycles"]
+    latency = D.VECTOR_DMA_LATENCY_CYCLES  # each DMA pipe's one GM latency, whatever the hit rate
+    assert kb.counters["mte2_cycles"] - latency > 2 * (ks.counters["mte2_cycles"] - latency)
 
 
 # ------------------------------------------------------------------------ conflicts

@@ -13,7 +13,8 @@ from .figure import floats, id_list
 
 
 def _step_window(step_trace: pd.DataFrame | None, iteration: int) -> tuple[float, float]:
-    """(begin, end) µs of an iteration: its end minus its Iteration Time, and its end."""
+    """(begin, end) µs of an iteration: its end minus its Iteration Time, and its end, each widened by one float64
+    step of the end (0.25 µs at ~1.77e15 µs), by which the subtraction can round past the step's first event."""
     if step_trace is None or step_trace.empty:
         raise ValueError(f"iteration {iteration}: pass step_trace= to find the iteration's time window")
     ids = step_trace["Iteration ID"].to_numpy()
@@ -24,7 +25,8 @@ def _step_window(step_trace: pd.DataFrame | None, iteration: int) -> tuple[float
     begin = end - floats(step_trace["Iteration Time(us)"])[hit]
     if not (np.isfinite(begin).any() and np.isfinite(end).any()):
         raise ValueError(f"iteration {iteration} has no step trace timestamps")
-    return float(np.nanmin(begin)), float(np.nanmax(end))
+    slack = float(np.spacing(np.nanmax(np.abs(end))))
+    return float(np.nanmin(begin)) - slack, float(np.nanmax(end)) + slack
 
 
 #: ``memory_lifetimes(..., iteration=ALL_ITERATIONS)`` draws the whole run.

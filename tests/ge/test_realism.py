@@ -1,0 +1,211 @@
+"""How realistic the cost model is: each test compares a simulated figure with a published one or with a real
+Ascend 910B profile, and names its source (docs/simulation.md, "How realistic", lists them all)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import geprof_nb
+from geprof_nb import ge
+from geprof_nb.ge.compiler import CompiledModel
+from geprof_nb.ge.device import PRESETS, CostModel
+from geprof_nb.ge.schedule import StreamSchedule
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+#: MindStudio Insight's test data: torch_npu's kernel_details.csv of a 2-rank AlexNet training run, batch 32,
+#: float32, on an Ascend 910B with aic_metrics PipeUtilization, at three profiler levels (tests/data/SOURCES.md).
+REAL_910B = sorted(DATA.glob("msinsight_pytorch_text/level*/rank*_ascend_pt/ASCEND_PROFILER_OUTPUT/"
+                             "kernel_details.csv"))
+PIPES = {"aic": ("mac", "scalar", "mte1", "mte2", "fixpipe"), "aiv": ("vec", "scalar", "mte2", "mte3")}
+
+
+def alexnet(batch_size: int = 32) -> ge.Graph:
+    """torchvision's AlexNet as the real run trained it: float32, NCHW, convolutions with bias, SGD (Momentum),
+    two data-parallel ranks."""
+    g = ge.Graph("alexnet")
+    x = g.data("images", (batch_size, 3, 224, 224), "float32", "NCHW")
+    labels = g.data("labels", (batch_size, 1000), "float32", "ND")
+
+    def conv(x: ge.Tensor, cout: int, k: int, stride: int, pad: int, name: str) -> ge.Tensor:
+        with g.name_scope(name):
+            w = g.variable("weight", (cout, x.shape[1], k, k), "float32")
+            b = g.variable("bias", (cout,), "float32")
+            y = g.op("Conv2D", [x, w, b], strides=stride, pads=(pad,) * 4, data_format="NCHW")
+            return g.op("Relu", y)
+
+    def pool(x: ge.Tensor, name: str) -> ge.Tensor:
+        return g.op("MaxPool", x, name=name, ksize=3, strides=2, pads="VALID", data_format="NCHW")
+
+    x = pool(conv(x, 64, 11, 4, 2, "features.0"), "features.2")
+    x = pool(conv(x, 192, 5, 1, 2, "features.3"), "features.5")
+    x = conv(x, 384, 3, 1, 1, "features.6")
+    x = conv(x, 256, 3, 1, 1, "features.8")
+    x = pool(conv(x, 256, 3, 1, 1, "features.10"), "features.12")
+    x = g.op("Reshape", x, shape=[batch_size, -1])
+    for i, (units, relu) in enumerate(((4096, True), (4096, True), (1000, False))):
+        with g.name_scope(f"classifier.{i}"):
+            w = g.variable("weight", (x.shape[1], units), "float32")
+            b = g.variable("bias", (units,), "float32")
+            x = g.op("BiasAdd", [g.op("MatMulV2", [x, w]), b], data_format="ND")
+            if relu:
+                x = g.op("Relu", x)
+    loss, _ = g.op("SoftmaxCrossEntropyWithLogits", [x, labels], name="loss")
+    loss = g.op("ReduceMean", loss, name="loss/mean", axes=[0])
+    ge.add_training(g, loss, optimizer="Momentum", world_size=2)
+    return g
+
+
+@pytest.fixture(scope="module")
+def real() -> pd.DataFrame:
+    assert len(REAL_910B) == 6, REAL_910B
+    return pd.concat([pd.read_csv(f) for f in REAL_910B], ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def simulated() -> tuple[ge.Graph, CompiledModel]:
+    g = alexnet()
+    return g, CompiledModel(g, CostModel(PRESETS["Ascend910B"]), 0, 1)
+
+
+def _simulated_ratios(g: ge.Graph, compiled: CompiledModel) -> dict[str, pd.DataFrame]:
+    """PipeUtilization ratios (pipe cycles / block cycles, as msprof derives them) of every AI Core / AI Vector
+    kernel, by op type."""
+    rows: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for node_id, k in compiled.kernels.items():
+        if k.block_cycles:
+            rows[g.nodes[node_id].type].append({f"{k.pmu_core}_{p}_ratio": k.counters[f"{p}_cycles"] / k.block_cycles
+                                                for p in PIPES[k.pmu_core]})
+    return {t: pd.DataFrame(r) for t, r in rows.items()}
+
+
+#: The one (op type, ratio) the simulation does not bring within the criterion: the real run's fully connected
+#: layers (M = 32, float32 ND weights of up to 151 MB) read their weights at about 0.4 TB/s, the simulation at the
+#: L2-boosted HBM rate, so its cube is busy a larger share of a shorter kernel (0.52 against 0.22).
+KNOWN_DEVIATIONS = {("MatMulV2", "aic_mac_ratio")}
+
+
+def test_pipe_ratios_are_of_the_order_of_a_real_910b_run(real, simulated):
+    """Criterion: for every op type in both the real AlexNet run (MindStudio Insight's test data, Ascend 910B,
+    batch 32, float32) and the same network simulated on the Ascend910B preset, the median of each PipeUtilization
+    ratio is within a factor of 2 of the real median, or both are at most 0.2 (a pipe busy a fifth of the time
+    or less limits nothing). Before the calibration a simulated Conv2D read scalar 0.03 and mte2 0.02 where the
+    real one reads 0.42 and 0.81."""
+    g, compiled = simulated
+    compared, misses = [], []
+    for op_type, sim in sorted(_simulated_ratios(g, compiled).items()):
+        rows = real[real["Type"] == op_type]
+        if rows.empty:
+            continue
+        for col, s in sim.median().items():
+            r = float(rows[col].median())
+            compared.append((op_type, col))
+            ok = r / 2 <= s <= 2 * r or max(r, s) <= 0.2
+            if not ok and (op_type, col) not in KNOWN_DEVIATIONS:
+                misses.append(f"{op_type} {col}: simulated {s:.2f}, real {r:.2f}")
+    types = {t for t, _ in compared}
+    assert {"Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "MatMulV2", "Relu", "ReluGrad",
+            "Mul"} <= types, types
+    assert len(compared) == 36  # 8 op types x their core's 4 or 5 pipes
+    assert not misses, misses
+    conv = _simulated_ratios(g, compiled)["Conv2D"].median()
+    assert conv["aic_scalar_ratio"] >= 0.21 and conv["aic_mte2_ratio"] >= 0.405  # real 0.42 and 0.81
+
+
+def test_convolution_time_per_step_matches_the_real_910b_run(real, simulated):
+    """The cube ops' time per step (rank 0, Level2, step 50 of the real AlexNet run; MindStudio Insight's test
+    data) against the same network on the Ascend910B preset: within 25 % per op type (real 722 / 663 / 444 us for
+    Conv2D / Conv2DBackpropFilter / Conv2DBackpropInput)."""
+    g, compiled = simulated
+    rank0 = pd.read_csv(DATA / "msinsight_pytorch_text/level2/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+    assert list(rank0["Step Id"].unique()) == [50]
+    for op_type in ("Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput"):
+        real_us = float(rank0.loc[rank0["Type"] == op_type, "Duration(us)"].sum())
+        sim_us = sum(k.duration_ns for n, k in compiled.kernels.items() if g.nodes[n].type == op_type) / 1000
+        assert 0.75 <= sim_us / real_us <= 1.25, (op_type, sim_us, real_us)
+
+
+#: Measured dense GEMM throughput of an Ascend 910B2 (torch_npu 2.5.1, square matrices; TFLOPS): the
+#: contribution "新增性能数据：Ascend910B2" to zzc0721/torch-performance-test-data, GitHub issue #109 (2026-01-05).
+MEASURED_910B2_GEMM = {("float16", 4096): 314.52, ("float16", 8192): 305.46, ("bfloat16", 4096): 315.36,
+                       ("bfloat16", 8192): 301.23, ("float32", 4096): 84.53, ("float32", 8192): 80.43}
+
+
+@pytest.mark.parametrize(("dtype", "n"), sorted(MEASURED_910B2_GEMM))
+def test_a_square_gemm_runs_at_the_measured_910b2_rate(dtype, n):
+    """An n x n x n MatMulV2 on the Ascend910B preset within 15 % of the TFLOPS measured on an Ascend 910B2
+    (zzc0721/torch-performance-test-data issue #109)."""
+    g = ge.Graph("gemm")
+    y = g.op("MatMulV2", [g.data("a", (n, n), dtype), g.data("b", (n, n), dtype)])
+    g.output([y])
+    (k,) = [k for k in CompiledModel(g, CostModel(PRESETS["Ascend910B"]), 0, 1).kernels.values() if k.block_cycles]
+    tflops = 2 * n ** 3 / k.duration_ns / 1e3
+    assert abs(tflops / MEASURED_910B2_GEMM[dtype, n] - 1) <= 0.15, tflops
+
+
+def resnet50_images_per_second(device: str, batch_size: int = 32, steps: int = 20) -> float:
+    """Training throughput of one chip: batch / mean step time of ``steps`` simulated steps (jitter included)."""
+    compiled = CompiledModel(ge.models.resnet50(batch_size=batch_size), CostModel(PRESETS[device]), 0, 1)
+    ends = StreamSchedule(compiled.task_table()).steps(steps, np.random.default_rng(0)).end
+    return batch_size / float(ends.mean()) * 1e9
+
+
+def test_resnet50_on_the_910a_preset_trains_at_the_published_rate():
+    """ResNet-50 v1.5 training on one Ascend 910 with MindSpore, mixed precision: 1,787 images/s at batch 32
+    (MindSpore 0.2.0-alpha benchmarks page, https://www.mindspore.cn/docs/en/0.2.0-alpha/benchmark.html), 2,115
+    images/s at batch 256 (the r0.5 page), 118 ms/step at batch 256 on 8 chips = 2,169 images/s a chip (MindSpore
+    1.3, mindspore-ai/models benchmark/ascend/resnet/README.md). The Ascend910A preset at batch 32 is in that range."""
+    assert 1787 <= resnet50_images_per_second("Ascend910A") <= 2169
+
+
+def test_resnet50_on_the_910b_preset_is_faster_than_on_the_910a_by_the_chips_resources():
+    """No ResNet-50 training figure for the 910B was found (docs/simulation.md); the 910B preset's is pinned by
+    its ratio to the 910A's: above 1 and at most the 910B's lead in vector throughput (48 AI Vector cores at
+    1800 MHz against 32 AI Cores' vector units at 1000 MHz: 2.7 x), the resource ResNet-50's memory-bound
+    BN/ReLU ops lean on beside HBM (1.33 x) and the L2 (192 MB against 32 MB)."""
+    b, a = resnet50_images_per_second("Ascend910B"), resnet50_images_per_second("Ascend910A")
+    lead = (48 * 1800) / (32 * 1000)
+    assert 1 < b / a <= lead, (b, a)
+
+
+@pytest.mark.slow
+def test_llama2_70b_mfu_at_tp8_pp8_is_in_the_published_band(tmp_path):
+    """Megatron-class training of 70B-scale models reaches 35-60 % MFU: 38-43 % BF16 MFU for Llama 3 405B on
+    16K H100s (Llama 3 paper, Dubey et al. 2024, Table 4), "up to 47 % MFU on H100 clusters" for GPT models
+    from 2B to 462B (NVIDIA Megatron-LM README, weak-scaling table). llama2-70b at TP8 PP8 (64 ranks, dp 1) on
+    the Ascend910B preset, 32 micro-batches of 1 x 4096 tokens (1F1B; bubble (p-1)/(m+p-1) = 18 %), one step.
+
+    MFU = model FLOPs per step / (step time x ranks x the preset's bf16 cube peak). Model FLOPs: the 6 N T
+    convention (N = the graph's 68.98 B parameters, T = tokens per step) plus attention's 12 L h s T (L layers,
+    h hidden, s sequence; PaLM, Chowdhery et al. 2022, appendix B). Peak: AI Cores x 16x16x16 MACs x 2 x
+    frequency = 24 x 8192 x 1.8 GHz = 353.9 TFLOPS. Step time: the longest rank's iteration."""
+    m, seq = 32, 4096
+    graph = ge.models.llm("llama2-70b", seq_len=seq, parallel=ge.Parallel(tp=8, pp=8, micro_batches=m))
+    opts = {"output": str(tmp_path), "training_trace": "on", "task_trace": "off"}
+    assert ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts),
+                            "geprof.clock": "virtual"}) == ge.SUCCESS
+    try:
+        session = ge.Session(options={"ge.exec.rankSize": "64"})
+        assert session.add_graph(1, graph) == ge.SUCCESS
+        assert session.run_graph(1) == ge.SUCCESS, ge.GEGetErrorMsg()
+    finally:
+        ge.GEFinalize()
+    (root,) = tmp_path.glob("CLUSTER_*")
+    cluster = geprof_nb.load(root)
+    assert len(cluster.ranks) == 64
+    step_s = max(float(p.step_trace["Iteration Time(us)"].iloc[0]) for p in cluster.ranks.values()) / 1e6
+    cfg = graph.job.config
+    params = cfg.parameters()[0]
+    assert abs(params / 68.98e9 - 1) < 0.01
+    tokens = m * 1 * seq
+    flops = 6 * params * tokens + 12 * cfg.layers * cfg.hidden * seq * tokens
+    dev = PRESETS["Ascend910B"]
+    peak = dev.ai_core_num * dev.cube_flops_per_cycle * dev.aic_frequency_mhz * 1e6
+    assert abs(peak / 353.9e12 - 1) < 0.001
+    mfu = flops / (step_s * 64 * peak)
+    assert 0.35 <= mfu <= 0.60, mfu
