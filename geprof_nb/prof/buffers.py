@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -48,8 +48,10 @@ class RecordBuffer:
 class RunBuffers:
     """Every buffer of one run, by (kind, device id), and the chunk files they write where the run is."""
 
-    def __init__(self, location: RunLocation, writer: Writer, lock: threading.RLock) -> None:
+    def __init__(self, location: RunLocation, writer: Writer, lock: threading.RLock,
+                 names_first: Callable[[], None] | None = None) -> None:
         self.location = location
+        self.names_first = names_first  # writes the names records use before their blocks (ChunkFile)
         self._writer = writer
         self._lock = lock
         self.by_key: dict[tuple[str, int], RecordBuffer] = {}
@@ -110,7 +112,8 @@ class RunBuffers:
         first_in_directory = directory not in self._made_dirs
         self._made_dirs.add(directory)
         buf.chunk = ChunkFile(os.path.join(directory, rawdata.chunk_name(buf.kind.name, buf.seq)), buf.kind.dtype,
-                              make_dir=first_in_directory, location=self.location)
+                              make_dir=first_in_directory, location=self.location,
+                              names_first=self.names_first)
         buf.seq += 1
         self._writer.submit(buf.chunk.open)
         return buf.chunk

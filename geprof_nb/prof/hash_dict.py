@@ -46,9 +46,9 @@ class HashDictionary:
         if h is None:
             h = _cached_hash_id(text)
             with self._lock:
-                if text not in self.ids:
-                    self.ids[text] = h
+                if text not in self.ids:  # its line first: an id another thread reads has its line
                     self.lines.append(_hash_line(text))
+                    self.ids[text] = h
         return h
 
     def get_hash_ids(self, texts: list[str]) -> list[int]:
@@ -106,6 +106,16 @@ class HashFile:
     def submitted_all(self) -> None:
         """The writer is being asked for every line known now (caller holds the lock)."""
         self.submitted = len(self.dictionary.lines)
+
+    def create(self, location: RunLocation) -> None:
+        """Make the run's file, empty, as the run opens: a run killed before it learned a name (its first ACL
+        calls name models by id) leaves a dictionary of no line, not a missing one, which the reader says
+        loses the names of its records."""
+        try:
+            with open(os.path.join(location.path, rawdata.HASH_DICT_FILE), "ab"):
+                pass
+        except OSError as exc:  # the lines are written with the first chunk
+            self._write_failed(rawdata.HASH_DICT_FILE, exc)
 
     def write(self, location: RunLocation) -> None:
         """Append the lines not yet in the run's file (writer thread)."""

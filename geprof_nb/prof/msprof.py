@@ -23,6 +23,7 @@ new run is one :class:`Run`, made fresh by :meth:`Msprof.init`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import socket
@@ -190,7 +191,7 @@ class Run:
         self.tick: Callable[[], bool] | None = None
         self.companions: list[CompanionRun] = []
         self.hashes = HashFile(dictionary, lock, info.write_failed, lambda: not self.closed)
-        self.buffers = RunBuffers(self.location, writer_, lock)
+        self.buffers = RunBuffers(self.location, writer_, lock, functools.partial(self.hashes.write, self.location))
         self.aging = StorageAging(_storage_limit_bytes(options), info)
         self.handoff = RunHandoff(self.location, self.buffers, self.hashes, info, self.aging, writer_, lock)
 
@@ -311,6 +312,7 @@ class Msprof:
                 with contextlib.suppress(OSError):
                     run_dir.rmdir()
                 raise
+            self._run.hashes.create(self._run.location)
             self._run.tick = self._timed_checkpoint(self._run)
             self._writer.every(_checkpoint_interval(self.options), self._run.tick)
             return path

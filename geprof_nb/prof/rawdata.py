@@ -159,6 +159,13 @@ class RtTaskType(IntEnum):
     HCCL = 9
 
 
+def rt_task_type_names(codes: list[int]) -> list[str]:
+    """The names of runtime task types as task_time shows them: "UNKNOWN" for none (-1) and for a code the
+    runtime does not have (a damaged record's)."""
+    known = {t.value: t.name for t in RtTaskType}
+    return [known.get(int(c), "UNKNOWN") for c in codes]
+
+
 class MemcpyDirection(IntEnum):
     """A copy task's direction (the runtime's ``MemcpyInfo``), in msprof's order (reference §4.6)."""
 

@@ -196,12 +196,17 @@ class ChunkFile:
     directory if ``make_dir``.  A failed write ends the chunk: ``error`` says why, ``records`` counts
     the whole records written before it (what :meth:`close` keeps), later blocks are not written.
 
-    With a ``location``, ``path`` is relative to it and resolved when the writer gets to it."""
+    With a ``location``, ``path`` is relative to it and resolved when the writer gets to it.  ``names_first``
+    (the run's hash dictionary, written up to the strings learned so far) runs before each block is written:
+    a record names only strings learned before it, so a kill at any moment leaves no record on disk whose
+    name is not there, whatever order the jobs were handed over in."""
 
-    __slots__ = ("_path", "location", "dtype", "make_dir", "records", "_fd", "_header_len", "error")
+    __slots__ = ("_path", "location", "dtype", "make_dir", "records", "_fd", "_header_len", "error", "names_first")
 
-    def __init__(self, path: str, dtype: np.dtype, make_dir: bool = False, location: RunLocation | None = None) -> None:
+    def __init__(self, path: str, dtype: np.dtype, make_dir: bool = False, location: RunLocation | None = None,
+                 names_first: Callable[[], None] | None = None) -> None:
         self._path = path
+        self.names_first = names_first
         self.location = location
         self.dtype = dtype
         self.make_dir = make_dir
@@ -240,6 +245,8 @@ class ChunkFile:
         self.open()
         if self.error is not None:
             return
+        if self.names_first is not None:
+            self.names_first()
         try:
             _write_counted(self._fd, np.ascontiguousarray(block))
             self.records += len(block)

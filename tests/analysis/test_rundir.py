@@ -342,3 +342,18 @@ def test_a_growing_chunk_shorter_than_info_json_says_is_missing_records(chunked_
     assert p.info["records"]["hwts"] == total and len(p.run.load("hwts")) == total - 1 and n > 1
     assert p.run.missing == [f"hwts: 1 of {total} written records are missing (chunk files deleted, truncated or not "
                              "copied)"]
+
+
+def test_a_runtime_task_type_the_runtime_does_not_have_shows_as_unknown(chunked_run):
+    """task_track records whose task type a damaged chunk made 256 (no rtTaskType): their tasks' kernel_type is
+    UNKNOWN, the other tasks keep theirs (RtTaskType(256) raised ValueError)."""
+    p = chunked_run.profile
+    before = p.task_time
+    chunk = sorted((p.path / rawdata.device_dir(0)).glob("task_track.*.npy"))[0]
+    records = np.load(chunk)
+    records["task_type"][: len(records) // 2] = 256
+    np.save(chunk, records)
+    damaged = geprof_nb.load(p.path).task_time
+    changed = damaged["kernel_type"].astype(str) != before["kernel_type"].astype(str)
+    assert changed.sum() >= 1 and set(damaged["kernel_type"].astype(str)[changed]) == {"UNKNOWN"}
+    assert (~changed).sum() >= 1 and len(damaged) == len(before)

@@ -52,6 +52,8 @@ def _child(request: dict, log_fd: int, ready_fd: int) -> None:
         counts["writes"] += 1
         if mode == "torn" and counts["writes"] == at:
             chunk.open()
+            if chunk.names_first is not None:  # what the real append writes before the block's bytes
+                chunk.names_first()
             data = np.ascontiguousarray(block).view(np.uint8).reshape(-1)
             cut = max(1, min(len(data) - 1, int(request["cut"] * len(data)))) if len(data) > 1 else 0
             os.write(chunk._fd, data[:cut].tobytes())

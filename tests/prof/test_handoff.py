@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -217,3 +218,28 @@ def test_a_timed_checkpoint_keeps_every_record_of_rows_and_blocks_reported_meanw
         assert sorted(hwts[hwts["connection_id"] == t]["start"].tolist()) == list(range(2 * sent[t]))
     assert len(list(run_dir.glob("*/data/hwts.*.npy"))) > 2 and run.info["records"] == {"api": len(api),
                                                                                          "hwts": len(hwts)}
+
+
+def test_the_names_reach_the_disk_before_any_block_whose_records_use_them(tmp_path, monkeypatch):
+    """A kill right after any block write finds every string its records name in hash_dict.jsonl.  Rows of a chunk
+    that fills inside a batch are handed over when it is sealed, before the checkpoint that wrote the names: a run
+    SIGKILLed 0.15 s in held api records and no dictionary (its op names lost)."""
+    monkeypatch.setattr(lib, "chunk_records", 4)
+    named = []  # per api block written: the names of its item ids that the dictionary on disk holds
+    real_append = ChunkFile.append
+
+    def append(chunk: ChunkFile, block: np.ndarray) -> None:
+        real_append(chunk, block)
+        if "item_id" in block.dtype.names:
+            path = Path(chunk.location.path) / rawdata.HASH_DICT_FILE
+            lines = path.read_text().splitlines() if path.exists() else []
+            on_disk = {int(entry["id"]): entry["s"] for entry in map(json.loads, lines)}
+            named.append([on_disk.get(int(i)) for i in block["item_id"]])
+
+    monkeypatch.setattr(ChunkFile, "append", append)
+    lib.init(tmp_path)
+    with lib.reporting_batch():
+        for k in range(6):
+            msprof.MsprofReportApi(False, 15000, 1, 7, 100 + k, 250 + k, lib.get_hash_id(f"names_first/op{k}"))
+    lib.finalize()
+    assert named == [[f"names_first/op{k}" for k in range(4)], ["names_first/op4", "names_first/op5"]]

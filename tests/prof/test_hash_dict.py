@@ -86,3 +86,20 @@ def test_a_failed_append_is_noted_and_written_again_on_a_line_of_its_own(tmp_pat
     assert text[0] == json.dumps({"id": str(hash_id("x")), "s": "x"}) and text[1] == '{"id": "1'
     assert json.loads(text[2]) == {"id": str(hash_id("y")), "s": "y"}  # only the cut line is damaged
     assert not f.behind and not f.line_open
+
+
+def test_a_run_killed_before_it_learned_a_name_has_an_empty_dictionary_not_a_missing_one(tmp_path, monkeypatch):
+    """A fresh process's first records are ACL calls naming a model by id: a kill then (0.15 s into a run) left
+    records of a hashed kind and no hash_dict.jsonl, which the reader called missing (the names lost).  The run's
+    file is made as it opens."""
+    from geprof_nb.analysis.rundir import RunDir
+
+    monkeypatch.setattr(lib, "hashes", HashDictionary(lib._lock))  # a process that learned no string yet
+    run_dir = lib.init(tmp_path)
+    assert (run_dir / rawdata.HASH_DICT_FILE).read_bytes() == b""
+    msprof.MsprofReportApi(False, rawdata.ReportLevel.ACL, 0x0A0003, 7, 100, 250, 1)  # item 1: the model id
+    lib.flush()  # what a timed checkpoint puts on disk before the kill
+    on_disk = RunDir(run_dir)
+    assert on_disk.info["status"] == "running" and len(on_disk.load("api")) == 1
+    assert on_disk.hashes == {} and on_disk.damaged == []
+    lib.finalize()

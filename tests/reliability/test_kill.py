@@ -133,15 +133,21 @@ def test_a_kill_at_any_moment_loses_only_what_never_reached_the_disk(server, ref
     ops_per_step = len(ref.op_summary) // STEPS
     killed_at = Counter()
     for seed in range(SEEDS):
-        out = tmp_path / f"seed{seed}"
-        out.mkdir()
-        request = _request(seed, reference, out)
-        answer = server.run(request)
-        where = f"seed {seed}: {request}"
-        assert answer["killed"] or answer["exit"] == 0, where
-        reached, torn, done = _log(out / "log")
-        p = geprof_nb.load(out / "out")
-        if not answer["killed"]:  # the run ended before its kill (a timer late on a loaded machine)
+        for attempt in range(3):  # a timer late on a loaded machine: the run ended first; again, half as late
+            out = tmp_path / f"seed{seed}" / str(attempt)
+            out.mkdir(parents=True)
+            request = _request(seed, reference, out)
+            if attempt:
+                request["delay"] /= 2**attempt
+            answer = server.run(request)
+            where = f"seed {seed}: {request}"
+            assert answer["killed"] or answer["exit"] == 0, where
+            reached, torn, done = _log(out / "log")
+            p = geprof_nb.load(out / "out")
+            if answer["killed"] or request["mode"] != "timer":
+                break
+            assert done and p.complete and len(p.op_summary) == len(ref.op_summary), where
+        if not answer["killed"]:
             assert done and p.complete and len(p.op_summary) == len(ref.op_summary), where
             continue
         killed_at[request["mode"]] += 1
@@ -165,11 +171,9 @@ def test_a_kill_at_any_moment_loses_only_what_never_reached_the_disk(server, ref
                 assert Counter(mine.tolist()) <= Counter(_comparable(full).tolist()), (where, kind)
             else:
                 assert np.array_equal(mine, theirs), (where, kind)
-        # Known gap (issue 25, open): killed from outside at a random moment on a loaded machine, a run can
-        # hold records of a hashed kind before its hash dictionary reached the disk; the op names are still
-        # checked below.
-        damaged = [d for d in p.run.damaged if not (request["mode"] == "timer" and d.startswith("hash_dict.jsonl (missing"))]
-        assert damaged == [] and p.run.missing == [], where
+        # nothing damaged, nothing missing: the names a record uses reach the disk before it (a kill from
+        # outside at any moment, on a loaded machine too, leaves no record whose name is not there)
+        assert p.run.damaged == [] and p.run.missing == [], (where, p.run.damaged)
 
         # a block the kill cut: its whole records load, the torn one is dropped and named
         for chunk, (whole, torn_bytes) in torn.items():

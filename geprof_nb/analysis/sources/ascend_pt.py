@@ -178,8 +178,8 @@ class AscendPtSource(FileSource):
 
     @cached_property
     def info(self) -> dict:
-        config = ((self._profiler_info.get("config") or {}).get("experimental_config") or {})
-        metrics = AIC_METRICS.get(str(config.get("_aic_metrics", ""))) or aic_metrics_of(self._header)
+        config = _text_fields(_object(_object(self._profiler_info.get("config")).get("experimental_config")))
+        metrics = AIC_METRICS.get(config.get("_aic_metrics", "")) or aic_metrics_of(self._header)
         facts = device_infos(self._path, self._notes).get(str(self.device_id), {})
         device = {"chip_family": chip_family(self._header), **facts}
         return {
@@ -463,6 +463,16 @@ def other_core_missing(frame: pd.DataFrame) -> pd.DataFrame:
             zero = (frame[column] == 0).to_numpy(dtype=bool, na_value=False)
             frame.loc[rows & zero, column] = np.nan
     return frame
+
+
+def _object(value: object) -> dict:
+    """``value`` if it is a JSON object, else ``{}`` (a metadata file is read from disk: any field may be damaged)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _text_fields(value: dict) -> dict[str, str]:
+    """The fields of an object that hold text (a damaged one of another type is as if absent)."""
+    return {k: v for k, v in value.items() if isinstance(v, str)}
 
 
 def _number(path: Path, key: str, info: dict, field: str, what: str = "'Communication Time Info'") -> float:

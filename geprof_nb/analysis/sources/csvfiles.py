@@ -409,14 +409,15 @@ def _data_lines(path: Path, n_read: int) -> np.ndarray:
 
 def _row_lines(path: Path, n_columns: int, n_read: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """The lines of the rows a reading that skipped rows of the wrong width kept, and (line, fields) of
-    those it skipped; an ImportFormatError if the csv module does not split the file into as many rows."""
+    those it skipped; an ImportFormatError if the csv module does not split the file into as many rows, or
+    finds none of the wrong width (a quote that opens in the header)."""
     kept, skipped = [], []
     for line, n in _records(path):
         if n == n_columns:
             kept.append(line)
         else:
             skipped.append((line, n))
-    if len(kept) != n_read:
+    if len(kept) != n_read or not skipped:
         raise ImportFormatError(f"{path}: its rows cannot be told apart ({n_read} rows of the header's {n_columns} "
                                 f"fields read, {len(kept)} when split line by line): a quote left open?")
     return np.asarray(kept, np.int64), skipped
@@ -462,7 +463,7 @@ def _read_cells(path: Path, header: list[str], header_line: int) -> tuple[pa.Tab
     the wrong width, a line break inside a quoted cell that a chunk boundary cut), the file is read again with
     line breaks allowed in quoted cells and rows of the wrong width skipped, once it is known to be UTF-8
     (pyarrow decodes the text of a skipped row for its handler, and a row that is not UTF-8 would fail there,
-    inside pyarrow, with nowhere to report it)."""
+    inside pyarrow, with nowhere to report it: the bytes checked are the bytes parsed)."""
     names = [str(i) for i in range(len(header))]
     read = pcsv.ReadOptions(column_names=names, skip_rows=header_line)
     convert = pcsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=False,
@@ -473,8 +474,9 @@ def _read_cells(path: Path, header: list[str], header_line: int) -> tuple[pa.Tab
         except pa.ArrowInvalid as exc:
             if "UTF8" in str(exc):
                 raise _utf8_error(path, str(exc), header) from None
+        data = read_bytes(path, CSV_FILE)  # parsed as checked: a file rewritten meanwhile cannot bring other bytes
         try:
-            read_bytes(path, CSV_FILE).decode("utf-8")
+            data.decode("utf-8")
         except UnicodeDecodeError as bad:
             raise ImportFormatError(f"{path}: not UTF-8 text ({bad.reason} at byte {bad.start})") from None
         wrong_width: list[int] = []
@@ -485,7 +487,8 @@ def _read_cells(path: Path, header: list[str], header_line: int) -> tuple[pa.Tab
 
         parse = pcsv.ParseOptions(invalid_row_handler=skip, newlines_in_values=True)
         try:
-            return pcsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert), wrong_width
+            return pcsv.read_csv(pa.py_buffer(data), read_options=read, parse_options=parse,
+                                 convert_options=convert), wrong_width
         except pa.ArrowInvalid as exc:
             if "UTF8" in str(exc):
                 raise _utf8_error(path, str(exc), header) from None

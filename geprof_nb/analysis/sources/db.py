@@ -26,6 +26,7 @@ A file that is not SQLite, is locked, truncated or lacks a column the import rea
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sqlite3
@@ -220,16 +221,61 @@ class Database:
         return [np.array(col, dtype=object) for col in zip(*rows)]
 
 
+class _BadCell(ValueError):
+    """A DB cell holds what its column cannot (SQLite keeps any value in any column); :func:`_named_cells` says
+    which file."""
+
+
+#: The largest time or size (in µs, MB, ...) the tables hold: 2**63 ns in µs.
+_LARGEST = 2**63 / 1000
+_DIGITS = re.compile(r"\s*[+-]?[0-9]{1,19}\s*", re.ASCII)
+
+
+def _whole(v: object, missing: int) -> int:
+    """One integer cell: an int or integral float in int64, or its digits as text (PYTORCH_API's TEXT times)."""
+    if v is None:
+        return missing
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
+        v = int(v)
+    elif isinstance(v, str) and _DIGITS.fullmatch(v):
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not -(2**63) <= v < 2**63:
+        raise _BadCell(f"a cell holds {excerpt(v, 40)}, where an integer (64 bits) belongs")
+    return v
+
+
 def _int(values: np.ndarray, missing: int = -1) -> np.ndarray:
     """Integers with ``missing`` for NULL (and text numbers, as PYTORCH_API's TEXT start times, parsed)."""
     if not len(values):
         return np.zeros(0, np.int64)
-    return np.array([missing if v is None else int(v) for v in values.tolist()], np.int64)
+    return np.array([_whole(v, missing) for v in values.tolist()], np.int64)
+
+
+def _number(v: object) -> float:
+    if v is None:
+        return np.nan
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and (not isinstance(v, int) or abs(v) < 2**1000):
+        return float(v)
+    raise _BadCell(f"a cell holds {excerpt(v, 40)}, where a number belongs")
 
 
 def _float(values: np.ndarray) -> np.ndarray:
-    return np.array([np.nan if v is None else float(v) for v in values.tolist()], float) if len(values) \
-        else np.zeros(0)
+    return np.array([_number(v) for v in values.tolist()], float) if len(values) else np.zeros(0)
+
+
+def _named_cells(method):
+    """A table of a DbSource, whose cell of the wrong type or range (:class:`_BadCell`) is an ImportFormatError
+    naming the DB file (SQLite keeps any value in any column)."""
+
+    @functools.wraps(method)
+    def read(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except _BadCell as exc:
+            raise ImportFormatError(f"{self.file}: {exc} (read for {method.__name__}); accepted: the values "
+                                    f"{'torch_npu' if self.torch_npu else 'msprof'} writes there") from None
+
+    return read
 
 
 def _nullable(values: np.ndarray, na: np.ndarray | None = None) -> pd.arrays.IntegerArray:
@@ -244,6 +290,7 @@ def _nullable(values: np.ndarray, na: np.ndarray | None = None) -> pd.arrays.Int
 class DbSource(FileSource):
     """The tables of one rank's torch_npu DB output or one msprof DB."""
 
+    @_named_cells
     def __init__(self, path: Path, device_id: int = 0, notes: list[str] | None = None) -> None:
         super().__init__()
         path = Path(path)
@@ -330,6 +377,7 @@ class DbSource(FileSource):
         return rows[0] if rows else None
 
     @cached_property
+    @_named_cells
     def info(self) -> dict:
         npu = self._first("NPU_INFO", "SELECT id, name FROM NPU_INFO")
         chip = str(npu[1]) if npu else ""
@@ -386,6 +434,7 @@ class DbSource(FileSource):
             return found
         return msprof_rank(self._path)
 
+    @_named_cells
     def notes(self) -> list[str]:
         self.op_rows()  # the step assignment adds its notes
         return list(self._notes)
@@ -543,11 +592,19 @@ class DbSource(FileSource):
         data = {}
         for i, d in enumerate(dtypes):
             col = pd.Series([r[i] for r in rows], dtype=object) if rows else empty_column(d, where)
-            data[i] = restore_dtype(col, d, where) if rows else col
+            try:  # SQLite keeps any value in any column
+                data[i] = restore_dtype(col, d, where) if rows else col
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise ImportFormatError(f"{where}: column {columns[i]!r} holds a value that is no {d} "
+                                        f"({str(exc)[:120]})") from None
+            if rows and pd.api.types.is_float_dtype(data[i].dtype) and (data[i].abs() > _LARGEST).any():
+                raise ImportFormatError(f"{where}: column {columns[i]!r} holds a number past 9.2e15 (2**63 ns in "
+                                        "µs), or infinite; accepted: the times and sizes a run has")
         frame = pd.DataFrame(data, index=pd.RangeIndex(len(rows)))
         frame.columns = columns
         if times and rows:
-            exact = pd.DataFrame({k: pd.array([r[len(columns) + k] for r in rows], dtype="Int64")
+            exact = pd.DataFrame({k: pd.array([_whole(r[len(columns) + k], None) if r[len(columns) + k] is not None
+                                               else None for r in rows], dtype="Int64")
                                   for k in range(len(times))})
             exact.columns = [c for c in columns if c in TIMESTAMP_COLUMNS.get(name, ())]
             self._times[name] = exact
@@ -727,9 +784,11 @@ class DbSource(FileSource):
         self._notes.append("no steps in the DB (no STEP_TIME, no step_trace): every op row is in iteration 1")
         return np.ones(len(start), np.int64)
 
+    @_named_cells
     def op_rows(self) -> summary.OpRows:
         return self._rows
 
+    @_named_cells
     def communication_rows(self) -> np.ndarray:
         self.op_rows()
         return self._is_comm.copy()
@@ -748,6 +807,7 @@ class DbSource(FileSource):
                              "iteration": trace["Iteration ID"].to_numpy(np.int64)[keep],
                              "begin": (end - length)[keep], "end": end[keep]})
 
+    @_named_cells
     def step_bounds(self) -> pd.DataFrame:
         """torch_npu: its STEP_TIME spans to the step's last op (as from trace_view's ProfilerSteps);
         msprof: step_trace's windows, framework_begin from the ModelExecute calls."""
@@ -762,6 +822,7 @@ class DbSource(FileSource):
             model.astype(float))])} if len(execute) else {}
         return window_step_bounds(self._windows, executions)
 
+    @_named_cells
     def step_breakdown_table(self) -> pd.DataFrame | None:
         """analysis.db's StepTraceTime (torch_npu), as step_trace_time.csv reads; None without it."""
         a = self.analysis
@@ -775,6 +836,7 @@ class DbSource(FileSource):
             frame[S.STEP_TRACE_TIME_COLUMNS[c]] = _float(values)
         return frame[[c for c in breakdown.STEP_TRACE_TIME if c in frame.columns]]
 
+    @_named_cells
     def step_trace(self) -> pd.DataFrame:
         return self._cached_side("step_trace", C.STEP_TRACE)
 
@@ -785,9 +847,11 @@ class DbSource(FileSource):
             self.__dict__[key] = frame if frame is not None else empty(columns)
         return self.__dict__[key]
 
+    @_named_cells
     def host_events(self) -> pd.DataFrame:
         return self._cached_side("host_events", HOST_EVENTS)
 
+    @_named_cells
     def aicpu(self) -> pd.DataFrame:
         return self._cached_side("aicpu", AICPU)
 
@@ -832,9 +896,11 @@ class DbSource(FileSource):
         frame["iteration"] = iteration
         return frame
 
+    @_named_cells
     def device_tasks(self) -> pd.DataFrame:
         return self._device_tasks[DEVICE_TASKS].copy()
 
+    @_named_cells
     def task_time(self) -> pd.DataFrame:
         d = self._device_tasks
         d = d[d["gid"] != np.iinfo(np.int64).max]  # TASK's rows only
@@ -849,6 +915,7 @@ class DbSource(FileSource):
             "task_time(us)": dur / 1000.0, "task_start(us)": start / 1000.0, "task_stop(us)": (start + dur) / 1000.0,
         })[summary.TASK_TIME]
 
+    @_named_cells
     def api_calls(self) -> pd.DataFrame:
         """CANN_API as the host calls: each launch by the connection id its tasks carry, a ModelExecute by the
         model and step of its tasks (what an export links tasks to their calls by)."""
@@ -871,11 +938,13 @@ class DbSource(FileSource):
             "iteration": np.where(node | execute, iteration, -1),
             "connection_id": np.where(node, calls["conn"].to_numpy(np.int64), -1)})
 
+    @_named_cells
     def api_statistic(self) -> pd.DataFrame:
         calls = self._calls
         return api.statistic(calls["level"].tolist(), calls["api"].tolist(), calls["begin"].to_numpy(np.int64),
                              calls["end"].to_numpy(np.int64))
 
+    @_named_cells
     def memcpy_info(self) -> pd.DataFrame:
         if not self.db.has("MEMCPY_INFO"):
             return empty(MEMCPY_INFO)
@@ -890,6 +959,7 @@ class DbSource(FileSource):
                              })[MEMCPY_INFO]
 
     # ------------------------------------------------------------------ host layers
+    @_named_cells
     def msprof_tx(self) -> pd.DataFrame:
         if not self.db.has("MSTX_EVENTS"):
             return empty(tx.MSPROF_TX)
@@ -918,6 +988,7 @@ class DbSource(FileSource):
         return frame.iloc[order].reset_index(drop=True)[tx.MSPROF_TX]
 
     # ------------------------------------------------------------------ communication
+    @_named_cells
     def hccl_tasks(self) -> pd.DataFrame:
         if not self.db.has("COMMUNICATION_TASK_INFO"):
             return empty(HCCL_TASKS)
@@ -966,6 +1037,7 @@ class DbSource(FileSource):
         comm = np.flatnonzero(self._is_comm)
         return rows.iteration[comm] if len(comm) == len(self._collective) else np.zeros(len(self._collective), int)
 
+    @_named_cells
     def communication_time(self) -> pd.DataFrame:
         a = self.analysis
         if a is None or not a.has("CommAnalyzerTime"):
@@ -994,6 +1066,7 @@ class DbSource(FileSource):
         return frame.sort_values("Start Timestamp(us)", kind="stable").reset_index(drop=True)[COMMUNICATION_TIME]
 
     # ------------------------------------------------------------------ memory
+    @_named_cells
     def operator_memory(self) -> pd.DataFrame:
         side = self._cached_side("operator_memory", memory.OPERATOR_MEMORY)
         if len(side) or "operator_memory" in self._side_specs:
@@ -1004,6 +1077,7 @@ class DbSource(FileSource):
             return self._npu_op_mem[0]
         return empty(memory.OPERATOR_MEMORY)
 
+    @_named_cells
     def memory_record(self) -> pd.DataFrame:
         side = self._cached_side("memory_record", memory.MEMORY_RECORD)
         if len(side) or "memory_record" in self._side_specs:

@@ -181,7 +181,13 @@ def device_infos(root: Path, notes: list[str] | None = None) -> dict[str, dict]:
             if notes is not None:
                 notes.append(f"{exc}; the device facts it holds (cores, frequencies) are unknown")
             continue
-        for dev in (content.get("DeviceInfo") or []) if isinstance(content, dict) else []:
+        devices = content.get("DeviceInfo") if isinstance(content, dict) else None
+        if not isinstance(devices, list):
+            if notes is not None and devices is not None:
+                notes.append(f"{path}: 'DeviceInfo' is {excerpt(devices, 40)}, not a list of devices; the device facts "
+                             "it holds (cores, frequencies) are unknown")
+            continue
+        for dev in devices:
             if not isinstance(dev, dict):
                 continue
             dev_id = dev.get("id", path.name.rsplit(".", 1)[1])
@@ -446,7 +452,7 @@ class MsprofSource(FileSource):
                 exports.setdefault(int(m.group(1)), []).append(path)
         calls: dict[int, list[int]] = {}
         for path in sorted(exports[max(exports)]) if exports else ():
-            events = read_json(path)
+            events = read_json(path, exact_floats=True)  # a ts as a number: its ns exactly, or None (ns_of)
             if not isinstance(events, list):
                 self._notes.append(f"{path.name}: not a list of trace events; ModelExecute calls not read")
                 continue

@@ -674,8 +674,7 @@ class RunDirSource(Source):
         rt = scatter(n_conn, track["connection_id"], track["task_type"], -1, np.int64)
         ge_type = scatter(n_conn, basic["connection_id"], basic["task_type"], -1, np.int64)
         rt_types, rt_of = np.unique(rt, return_inverse=True)  # each runtime task type named once
-        rt_name = np.array([rawdata.RtTaskType(int(t)).name if t >= 0 else "UNKNOWN" for t in rt_types.tolist()],
-                           dtype=object)[rt_of.ravel()]
+        rt_name = np.array(rawdata.rt_task_type_names(rt_types.tolist()), dtype=object)[rt_of.ravel()]
         name = np.array([run.hashes.get(int(h), f"<unknown 0x{int(h):016x}>") if h else r
                          for h, r in zip(kernel, rt_name)], dtype=object)
         task_type = np.array([rawdata.GE_TASK_TYPE_NAMES.get(int(g), r) if g >= 0 else r

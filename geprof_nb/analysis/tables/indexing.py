@@ -6,7 +6,12 @@ import numpy as np
 
 
 def scatter(size: int, index: np.ndarray, values, fill, dtype) -> np.ndarray:
-    """A dense array of ``size`` filled with ``fill``, with ``values`` placed at ``index``."""
+    """A dense array of ``size`` filled with ``fill``, with ``values`` placed at ``index``; an index outside it
+    (a damaged record's connection id, naming no task of the run) places nothing."""
     out = np.full(size, fill, dtype=dtype)
+    index = np.asarray(index)
+    if index.size and (index.max() >= size or index.min() < 0):
+        keep = (index >= 0) & (index < size)
+        index, values = index[keep], (values[keep] if np.ndim(values) else values)
     out[index] = values
     return out

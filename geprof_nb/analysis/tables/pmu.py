@@ -105,6 +105,7 @@ def pmu_columns(run: RunDir, device_id: int, conn: np.ndarray, n_conn: int, bloc
     freq = float(info.get("aic_frequency", 1800))
     cores = {"aic": int(info.get("ai_core_num", 24)), "aiv": int(info.get("aiv_num", 0) or info.get("ai_core_num", 24))}
     events = run.load("aicore_events", device_id)
+    events = events[events["connection_id"] < n_conn]  # a damaged record's id names no task of the run
     event_names = run.info.get("pmu_events") or {}
     n = len(conn)
     out = dict(out or {})

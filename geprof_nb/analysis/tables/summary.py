@@ -507,8 +507,7 @@ def task_time(run: RunDir, device_id: int = 0) -> pd.DataFrame:
     kernel_text = np.array([names.get(int(h), NA) if h else NA for h in kernel], dtype=object)
     rt = scatter(n_conn, track["connection_id"], track["task_type"], -1, np.int64)
     rt_types, rt_of = np.unique(rt, return_inverse=True)  # each runtime task type named once
-    rt_text = np.array([RtTaskType(int(t)).name if t >= 0 else "UNKNOWN" for t in rt_types.tolist()],
-                       dtype=object)[rt_of.ravel()]
+    rt_text = np.array(rawdata.rt_task_type_names(rt_types.tolist()), dtype=object)[rt_of.ravel()]
     start = hw["start"].astype(np.int64)
     dur = hw["dur"].astype(np.int64)
     return pd.DataFrame({

@@ -241,3 +241,21 @@ def test_db_and_text_exports_of_one_run_import_alike(full_run, tmp_path):
         pd.testing.assert_frame_equal(getattr(db, name), getattr(text, name), check_categorical=False,
                                       check_dtype=False, obj=name)
     assert np.array_equal(db._op_rows.start_ns, text._op_rows.start_ns)
+
+
+@pytest.mark.parametrize("ts", ["18446744073709551616", "-9223372036854775809", "-1.5", "1e400"])
+def test_a_model_execute_time_no_int64_ns_holds_is_as_if_the_call_had_none(full_run, tmp_path, ts):
+    """A ts written as a number past 64 bits, negative or past a float (a damaged timeline) is no begin: the steps'
+    Preparing counts from their windows, as without a timeline (it raised trace_view's internal _Inexact)."""
+    out = full_run.export(tmp_path, format="msprof")
+    timeline = next(out.rglob("msprof_*.json"))
+    events = json.loads(timeline.read_text())
+    calls = [e for e in events if e.get("name") == "Model@ModelExecute"]
+    assert calls
+    for e in calls:
+        e["ts"] = "\x00ts\x00"
+    timeline.write_text(json.dumps(events).replace('"\\u0000ts\\u0000"', ts))
+    back = geprof_nb.load(out)
+    assert (back.source.step_bounds()["framework_begin"] == -1).all()
+    without = geprof_nb.load(full_run.export(tmp_path / "plain", format="msprof", timeline=False))
+    _equal(back.step_breakdown, without.step_breakdown, "step_breakdown")

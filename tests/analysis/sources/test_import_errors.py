@@ -99,7 +99,7 @@ def test_row_with_too_many_fields_is_skipped_not_read_shifted(tmp_path):
         "short or hand-edited cannot say which cell is missing, so none of it is read; every other row is."]
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # pyarrow cannot decode the row
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")  # pyarrow never decodes the row
 def test_a_short_row_that_is_not_utf8_either_is_named_as_not_utf8(tmp_path):
     run = write_msprof(tmp_path)
     path = op_summary_file(run)
@@ -364,3 +364,18 @@ def test_parquet_file_missing_or_corrupt(export):
     (export / "op_rows.parquet").unlink()
     with pytest.raises(ImportFormatError, match="op_rows.parquet: missing; the manifest lists it for table op_rows"):
         geprof_nb.load(export).op_summary  # noqa: B018
+
+
+
+def test_a_quote_that_opens_the_file_is_named(tmp_path):
+    """A quote before the first column name (a real api_statistic.csv, its first byte changed) runs to the next
+    quote, cells and lines alike: pyarrow skipped rows the csv module did not (an IndexError naming nothing)."""
+    import shutil
+
+    from helpers.real_data import PYTORCH_TEXT
+
+    run = shutil.copytree(PYTORCH_TEXT / "level1" / "rank0_ascend_pt", tmp_path / "rank0_ascend_pt")
+    path = run / "ASCEND_PROFILER_OUTPUT" / "api_statistic.csv"
+    path.write_bytes(b'"' + path.read_bytes()[1:])
+    with pytest.raises(ImportFormatError, match=rf"^{path}: its rows cannot be told apart .*a quote left open\?$"):
+        geprof_nb.load(run).api_statistic
