@@ -183,3 +183,32 @@ def test_cluster_notebook_finds_the_injected_slow_rank_and_slow_link(executed):
     assert len(explorer_outputs(shown)) == 1
     export = text_of(cell_starting(nb, 'out = cluster.export("cluster_export")'))
     assert "16 rank directories" in export and "kernel_details.csv" in export
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    """A printed DataFrame's data rows, split on whitespace (the header line left out)."""
+    return [line.split() for line in text.strip().splitlines()[1:] if line.strip()]
+
+
+def test_llm_notebook_shows_the_groups_bubbles_mfu_and_experts(executed):
+    nb, _ = executed("11_llm_parallelism.ipynb")
+    groups = [r[1] for r in _table_rows(text_of(cell_starting(nb, "llama.communication_groups")))]
+    assert {t: groups.count(t) for t in set(groups)} == {"world": 1, "tp": 4, "pp": 4, "dp": 4}  # TP2 PP2 DP2
+    # the bubbles: 1F1B's (p-1)/(m+p-1) = 20% within two points on the stage without the head's extra work;
+    # the interleaved schedule's smaller on both stages
+    both = text_of(cell_starting(nb, "v = 2"))
+    assert "interleaved formula: 11.1%" in both
+    rows = _table_rows(both.split("\n", 1)[1])  # 1F1B's stages 0 and 1, then the interleaved ones
+    assert len(rows) == 4
+    ratio = dict(zip([("1F1B", "0"), ("1F1B", "1"), ("interleaved", "0"), ("interleaved", "1")],
+                     [float(r[-4]) for r in rows]))  # Bubble Ratio, before Ideal, Step Time and Step Share
+    assert abs(ratio[("1F1B", "1")] - 0.2) <= 0.02
+    assert ratio[("interleaved", "0")] < ratio[("1F1B", "0")] and ratio[("interleaved", "1")] < ratio[("1F1B", "1")]
+    # MFU = model FLOPs / (step time x devices x peak), by hand from the row's own columns
+    for r in _table_rows(text_of(cell_starting(nb, "llama.mfu()"))):
+        step_us, flops, devices, peak_tflops, mfu = float(r[2]), float(r[5]), int(r[6]), float(r[8]), float(r[9])
+        assert mfu == pytest.approx(100 * flops / (step_us * 1e-6 * devices * peak_tflops * 1e12), rel=1e-4)
+        assert 35 < mfu < 60
+    # expert skew 2 over 4 experts, top 2: the favourite gets the 1/top_k cap, twice the mean
+    imbalance = _table_rows(text_of(cell_starting(nb, "moe.expert_imbalance")))
+    assert len(imbalance) == 4 and all(float(r[6]) == 2.0 for r in imbalance)
