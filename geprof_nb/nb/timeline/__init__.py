@@ -10,7 +10,7 @@ visible window needs at its zoom (:mod:`.lod`), so a million tasks stay fluid.  
 ``timeline.js`` / ``timeline.css`` are the browser side.
 """
 
-from .grouping import by_server
+from .grouping import by_parallel_group, by_pipeline_stage, by_server
 from .widget import Timeline
 
-__all__ = ["Timeline", "by_server"]
+__all__ = ["Timeline", "by_parallel_group", "by_pipeline_stage", "by_server"]

@@ -2,8 +2,9 @@
 
 A grouping is a function of the ClusterProfile that returns ``(label, ranks)`` pairs; each group is
 one summary lane until expanded.  :func:`by_server` groups the ranks of one server (8 per server, as a
-rank runs on device ``rank % 8`` of its server); a grouping by tensor, pipeline or data parallel group
-is another such function, once the runs record those groups.
+rank runs on device ``rank % 8`` of its server); for a hybrid-parallel job (its ranks record their
+groups), :func:`by_pipeline_stage` groups the ranks of one pipeline stage and :func:`by_parallel_group`
+those of each tensor, pipeline, data or expert parallel group.
 
 The order: ranks by their own time per step (:attr:`ClusterProfile.slow_ranks`: step time minus the
 communication no compute hides, over the typical steps), slowest first; ranks without a step figure
@@ -40,6 +41,34 @@ def by_server(cluster: ClusterProfile, ranks_per_server: int = RANKS_PER_SERVER)
     for r in cluster.ranks:
         servers.setdefault(r // ranks_per_server, []).append(r)
     return [(f"server {k} · ranks {rank_span(rs)}", rs) for k, rs in sorted(servers.items())]
+
+
+def by_pipeline_stage(cluster: ClusterProfile) -> list[tuple[str, list[int]]]:
+    """One group per pipeline stage (:meth:`ClusterProfile.pipeline_stages`; one group without a pipeline)."""
+    stages: dict[int, list[int]] = {}
+    for r, stage in sorted(cluster.pipeline_stages().items()):
+        stages.setdefault(stage, []).append(r)
+    return [(f"stage {k} · ranks {rank_span(rs)}", rs) for k, rs in sorted(stages.items())]
+
+
+def by_parallel_group(kind: str) -> Grouping:
+    """A grouping with one group per ``kind`` group of :attr:`ClusterProfile.communication_groups` (``tp``,
+    ``pp``, ``dp``, ``ep``); ranks in none of them (or a job that recorded none) form one group of their own."""
+    def grouping(cluster: ClusterProfile) -> list[tuple[str, list[int]]]:
+        groups = cluster.communication_groups
+        kinds = sorted(set(groups["Type"])) if len(groups) else []
+        if kind not in kinds:
+            raise ValueError(f"{cluster.name} has no {kind!r} groups; it has: {', '.join(kinds) or 'none'}")
+        out, seen = [], set()
+        for rank_set in groups.loc[groups["Type"] == kind, "Rank Set"]:
+            ranks = sorted({int(r) for r in str(rank_set).strip("()").split(",") if r.strip()} & set(cluster.ranks))
+            if ranks and not seen.intersection(ranks):
+                out.append((f"{kind} group · ranks {rank_span(ranks)}", ranks))
+                seen.update(ranks)
+        rest = sorted(set(cluster.ranks) - seen)
+        return out + ([(f"no {kind} group · ranks {rank_span(rest)}", rest)] if rest else [])
+
+    return grouping
 
 
 def own_time(cluster: ClusterProfile) -> dict[int, float]:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geprof_nb.nb.timeline.grouping import by_server, rank_span, slowest_first
+from geprof_nb import ge
+from geprof_nb.nb.timeline.grouping import by_parallel_group, by_pipeline_stage, by_server, rank_span, slowest_first
 from geprof_nb.nb.timeline.model import TimelineData
-from helpers.cluster_testing import SLOW_RANK
+from helpers.cluster_testing import SLOW_RANK, simulate_cluster
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +79,22 @@ def test_the_static_fallback_of_a_cluster_draws_the_slowest_rank(small_cluster):
     assert timeline.static_profile() is small_cluster.ranks[SLOW_RANK]
     data, _ = timeline._repr_mimebundle_()
     assert data["image/png"].startswith(b"\x89PNG") and "server 0 · ranks 0-7" in data["text/html"]
+
+
+@pytest.fixture(scope="module")
+def hybrid(tmp_path_factory):
+    """tiny-llama at TP2 PP2 DP2 on 8 ranks: rank = tp_rank + 2 * (dp_rank + 2 * pp_rank), Megatron's numbering."""
+    g = ge.models.llm("tiny-llama", seq_len=256, parallel=ge.Parallel(tp=2, pp=2, dp=2, micro_batches=2))
+    return simulate_cluster(tmp_path_factory.mktemp("hybrid"), ranks=8, steps=1, graph=g, task_trace="on")
+
+
+def test_a_hybrid_job_is_grouped_by_stage_or_by_its_parallel_groups(hybrid):
+    assert by_pipeline_stage(hybrid) == [("stage 0 · ranks 0-3", [0, 1, 2, 3]), ("stage 1 · ranks 4-7", [4, 5, 6, 7])]
+    assert [r for _, r in by_parallel_group("tp")(hybrid)] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert [r for _, r in by_parallel_group("dp")(hybrid)] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert [r for _, r in by_parallel_group("pp")(hybrid)] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    with pytest.raises(ValueError, match=r"has no 'ep' groups; it has: dp, pp, tp, world$"):
+        by_parallel_group("ep")(hybrid)
+    lanes = TimelineData(hybrid, group_by=by_pipeline_stage).lanes
+    labels = sorted(lane.label for lane in lanes if lane.parent is None and lane.type == "summary")
+    assert labels == ["stage 0 · ranks 0-3", "stage 1 · ranks 4-7"]
