@@ -269,15 +269,16 @@ def _plan(op_type: str, nbytes: int, members: tuple[int, ...], position: int, ro
     record_ns = min(links.notify_record_ns, latency)
     if op_type in P2P_OPS:
         peer = members[root]
-        move_ns = latency + _ns(nbytes, links.link_bandwidth(*((rank, peer) if op_type == "HcomSend" else
-                                                                (peer, rank))))
-        if op_type == "HcomSend":  # wait for the receiver to be ready, write its buffer, tell it
-            add("Notify_Wait", record_ns, peer, rank, *wire(peer), 0)
+        move_ns = _ns(nbytes, links.link_bandwidth(*((rank, peer) if op_type == "HcomSend" else (peer, rank))))
+        # the link's latency is in the waits, as in the rings: the copy task is the bytes moving, so its
+        # bandwidth is the link's (a copy that included it read as a slow link beside the rings' copies)
+        if op_type == "HcomSend":  # wait for the receiver's ready signal, write its buffer, tell it
+            add("Notify_Wait", record_ns + latency, peer, rank, *wire(peer), 0)
             add("RDMASend" if remote(peer) else "Memcpy", move_ns, rank, peer, *wire(peer), nbytes)
             add("Notify_Record", record_ns, rank, peer, *wire(peer), 0)
             return _finish(cols, 0)
         add("Notify_Record", record_ns, rank, peer, *wire(peer), 0)  # ready; then wait for the data
-        add("Notify_Wait", move_ns + record_ns, peer, rank, *wire(peer), 0)
+        add("Notify_Wait", latency + move_ns + record_ns, peer, rank, *wire(peer), 0)
         return _finish(cols, 1)
     if op_type in ALL_TO_ALL_OPS:  # n - 1 pairwise exchanges of a 1/n slice
         chunk = -(-nbytes // n)

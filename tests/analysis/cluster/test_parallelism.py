@@ -173,3 +173,16 @@ def test_the_parquet_and_db_exports_keep_the_parallel_tables(hybrid, tmp_path, f
     # a DB's steps are its ProfilerStep ranges (from the host's call), so only the step's time differs there
     step = ["Step Time(us)", "Step Share"] if fmt == "db" else []
     pd.testing.assert_frame_equal(back.pipeline_bubbles.drop(columns=step), hybrid.pipeline_bubbles.drop(columns=step))
+
+
+def test_pipeline_sends_move_at_the_links_bandwidth_and_are_no_slow_links(hybrid):
+    """A send's copy task is its bytes moving (the link's latency is in the waits, as in the rings): its
+    bandwidth is the HCCS link's. With the latency in the copy a micro-batch's send read 15 % of the rings'
+    bandwidth, and every pipeline pair was a "slow link"."""
+    matrix = hybrid.communication_matrix
+    across = (matrix["Src Rank"] // 4) != (matrix["Dst Rank"] // 4)  # stage 0 is ranks 0-3, stage 1 ranks 4-7
+    assert across.sum() == 8  # each rank sends to its peer in the other stage
+    rings = matrix.loc[~across, "Bandwidth(GB/s)"].median()
+    assert matrix.loc[across, "Bandwidth(GB/s)"].to_numpy() == pytest.approx(rings, rel=0.01)
+    assert hybrid.slow_links.empty
+    assert "Slow link" not in set(hybrid.advise()["Rule"])
