@@ -11,14 +11,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 from harness import Result, skipped, times
 from workloads import llm_cluster_run, llm_cluster_size, scratch_dir
 
 import geprof_nb
 from geprof_nb import ge
-from geprof_nb.analysis import ClusterProfile
 
 #: The magic's defaults: what a notebook user gets without flags.
 LAYERS = {"training_trace": "on", "task_trace": "on", "aic_metrics": "PipeUtilization"}
@@ -61,40 +58,6 @@ def bert_step_on_many_ranks(quick: bool) -> Result:
 TABLES_TARGET_S = 30.0
 #: The tables that exist on main, computed by the cluster's engine.
 ENGINE_TABLES = ("cluster_step_trace_time", "communication_time", "rank_step_wait")
-PIPELINE_DOMAIN = "pipeline"
-
-
-def group_map(cluster: ClusterProfile) -> pd.DataFrame:
-    """Every communication group of the job once: its communicator name, type and global ranks, from each
-    rank's info.json ``parallel.parallel_group_info`` (what torch_npu's profiler_metadata.json records).
-    The benchmark's own stand-in until ``ClusterProfile.communication_groups`` (issue 27) is on main."""
-    rows = {}
-    for p in cluster.ranks.values():
-        for name, g in ((p.info.get("parallel") or {}).get("parallel_group_info") or {}).items():
-            rows.setdefault(name, (name, g["group_name"], tuple(g["global_ranks"])))
-    return pd.DataFrame(list(rows.values()), columns=["Group Name", "Type", "Ranks"])
-
-
-def pipeline_bubbles(cluster: ClusterProfile) -> pd.DataFrame:
-    """Per pipeline stage, over the run's steps: the time no pass ran (the stage time less the union of the
-    stage's forward / backward mstx ranges, domain ``pipeline``) and its share of the steps, the mean over the
-    stage's ranks.  The benchmark's own stand-in until ``ClusterProfile.pipeline_bubbles`` (issue 27) is on main."""
-    stage_time = cluster.cluster_step_trace_time.query("Type == 'rank'").groupby("Index")["Stage"].sum()
-    rows = []
-    for r, p in cluster.ranks.items():
-        tx = p.msprof_tx
-        tx = tx[tx["domain"] == PIPELINE_DOMAIN].sort_values("Start_time(us)")
-        start, end = tx["Start_time(us)"].to_numpy(float), tx["End_time(us)"].to_numpy(float)
-        reach = np.maximum.accumulate(end)  # the union of the ranges: each one's part beyond all before it
-        busy = float(np.clip(end - np.maximum(start, np.r_[-np.inf, reach[:-1]]), 0, None).sum())
-        stage = (p.info.get("parallel") or {}).get("coords", {}).get("pp", 0)
-        rows.append((stage, r, float(stage_time.get(r, np.nan)) - busy, float(stage_time.get(r, np.nan))))
-    per_rank = pd.DataFrame(rows, columns=["Stage", "Rank", "Bubble(us)", "Step(us)"])
-    out = per_rank.groupby("Stage").agg(Ranks=("Rank", "size"), **{"Bubble(us)": ("Bubble(us)", "mean"),
-                                                                    "Step(us)": ("Step(us)", "mean")})
-    out["Bubble Share"] = out["Bubble(us)"] / out["Step(us)"]
-    return out.reset_index()
-
 
 def _cross_rank(quick: bool, engine: str, scheduler: object = None, runs: int = 5) -> tuple[list[float], dict]:
     root = llm_cluster_run(quick)
@@ -112,10 +75,10 @@ def _cross_rank(quick: bool, engine: str, scheduler: object = None, runs: int = 
             found[name] = len(getattr(cluster, name))
             split[f"{name}_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        groups, bubbles = group_map(cluster), pipeline_bubbles(cluster)
+        groups, bubbles = cluster.communication_groups, cluster.pipeline_bubbles
         split["group_map_and_bubbles_s"] = time.perf_counter() - t
         found.update(ranks=len(cluster.ranks), groups=len(groups), stages=len(bubbles),
-                     bubble_share=[round(x, 4) for x in bubbles["Bubble Share"]])
+                     bubble_share=[round(x, 4) for x in bubbles["Bubble Ratio"]])
         found.setdefault("splits", []).append({k: round(v, 3) for k, v in split.items()})
         return getattr(cluster, "close", lambda: None)
 
@@ -141,8 +104,8 @@ def llama2_70b_cross_rank_tables(quick: bool) -> Result:
     """The cross-rank tables of the llama2-70b TP8 PP8 DP16 step (1,024 ranks, one run: minutes; --quick: 4 layers
     at TP8 PP2 on 16 ranks, 5 runs) with pandas, from
     ``geprof_nb.load`` of the cluster root: cluster_step_trace_time (each rank's step split), communication_time
-    and rank_step_wait, the group map and the pipeline bubbles (the benchmark's own :func:`group_map` and
-    :func:`pipeline_bubbles` until issue 27's ClusterProfile API is on main)."""
+    and rank_step_wait, the group map and the pipeline bubbles (``ClusterProfile.communication_groups``,
+    ``pipeline_bubbles``)."""
     t, found = _cross_rank(quick, "pandas")
     return _tables_result(quick, "pandas", t, found)
 
