@@ -210,20 +210,18 @@ class ParallelismPane(ClusterPane):
             out.append(table_html(t, title, "geprof-groups"))
         else:
             out.append(message_html(MSG_NO_GROUPS))
-        bubbles = c.pipeline_bubbles
-        if len(bubbles):
-            out.append(r.pipeline_chart)
-            t, title = bounded(bubbles, "pipeline_bubbles: each stage's idle time per step (us) and share of the "
-                               "pipeline and of the step", TABLE_ROWS)
-            out.append(table_html(t, title, "geprof-bubbles"))
-        else:
-            out.append(message_html(MSG_NO_PIPELINE))
-        imbalance = c.expert_imbalance
-        if len(imbalance):
-            out.append(r.expert_heatmap)
-            t, title = bounded(imbalance, "expert_imbalance: tokens max / mean per MoE layer and the expert time "
-                               "it costs per step (us)", TABLE_ROWS)
-            out.append(table_html(t, title, "geprof-expert-imbalance"))
+        sections = [
+            (c.pipeline_bubbles, lambda: r.pipeline_chart, "pipeline_bubbles: each stage's idle time per step (us) "
+             "and share of the pipeline and of the step", "geprof-bubbles", MSG_NO_PIPELINE),
+            (c.expert_imbalance, lambda: r.expert_heatmap, "expert_imbalance: tokens max / mean per MoE layer and "
+             "the expert time it costs per step (us)", "geprof-expert-imbalance", None),
+        ]
+        for frame, chart, caption, css, missing in sections:
+            if len(frame):
+                t, title = bounded(frame, caption, TABLE_ROWS)
+                out += [chart(), table_html(t, title, css)]
+            elif missing:
+                out.append(message_html(missing))
         return out
 
 

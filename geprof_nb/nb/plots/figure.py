@@ -21,6 +21,20 @@ def tidy(ax) -> None:
         ax.spines[side].set_visible(False)
 
 
+def share_bar_axes(ax, ends: np.ndarray, shares: np.ndarray, labels, xlabel: str) -> None:
+    """The axes of a horizontal bar chart, one bar per label from the top: each bar's share of the time at its
+    end, room right of the longest bar for it, the labels shortened."""
+    y = np.arange(len(ends))
+    for yi, v, sh in zip(y, ends, shares):
+        ax.text(v, yi, f" {sh:.1f}%", va="center", ha="left", fontsize=8, color="0.25")
+    ax.set_yticks(y, [short(str(label), 48) for label in labels], fontsize=9)
+    ax.set_ylim(len(ends) - 0.5, -0.5)
+    ax.set_xlim(0, ends.max() * 1.12 if len(ends) and ends.max() > 0 else 1)
+    ax.set_xlabel(xlabel)
+    ax.tick_params(axis="y", length=0)
+    tidy(ax)
+
+
 def format_size(nbytes: float) -> str:
     """A byte count in the binary unit (B, KiB, MiB, GiB, TiB) that shows it with 3 significant
     digits, so a 12 KiB peak does not read "0.0 MiB": ``512 B``, ``12.1 KiB``, ``1.50 MiB``."""

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .colors import color_of
-from .figure import empty_figure, literal, short, tidy
+from .figure import empty_figure, literal, share_bar_axes
 
 EMPTY_MODULES_MESSAGE = "no module_statistic rows (enable task_trace)"
 
@@ -37,14 +37,7 @@ def module_bars(module_statistic: pd.DataFrame, top: int = 15, title: str | None
         values = per_phase.loc[shown, phase].to_numpy(np.float64) / scale
         ax.barh(y, values, left=left, height=0.7, color=color_of(phase))
         left += values
-    for yi, v, sh in zip(y, left, share.loc[shown].to_numpy(np.float64)):
-        ax.text(v, yi, f" {sh:.1f}%", va="center", ha="left", fontsize=8, color="0.25")
-    ax.set_yticks(y, [short(str(m), 48) for m in shown], fontsize=9)
-    ax.set_ylim(len(shown) - 0.5, -0.5)
-    ax.set_xlim(0, left.max() * 1.12 if len(left) and left.max() > 0 else 1)
-    ax.set_xlabel(f"total device time ({unit})")
-    ax.tick_params(axis="y", length=0)
-    tidy(ax)
+    share_bar_axes(ax, left, share.loc[shown].to_numpy(np.float64), shown, f"total device time ({unit})")
     ax.legend([Patch(facecolor=color_of(p)) for p in phases], phases, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False, fontsize=9, title="Phase", title_fontsize=9)
     heading = title or "Device time per module"

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .colors import color_of
-from .figure import empty_figure, literal, short, tidy
+from .figure import empty_figure, literal, share_bar_axes
 
 EMPTY_OP_STATISTIC_MESSAGE = "no op_statistic rows (enable task_trace)"
 
@@ -46,14 +46,7 @@ def op_type_bars(op_statistic: pd.DataFrame, top: int = 15, title: str | None = 
     y = np.arange(len(shown))
     colors = [color_of(c) for c in shown["core"]]
     ax.barh(y, values, height=0.7, color=colors)
-    for yi, v, sh in zip(y, values, share):
-        ax.text(v, yi, f" {sh:.1f}%", va="center", ha="left", fontsize=8, color="0.25")
-    ax.set_yticks(y, [short(lbl, 48) for lbl in shown["label"]], fontsize=9)
-    ax.set_ylim(len(shown) - 0.5, -0.5)
-    ax.set_xlim(0, values.max() * 1.12 if len(values) and values.max() > 0 else 1)
-    ax.set_xlabel(f"total time ({unit})")
-    ax.tick_params(axis="y", length=0)
-    tidy(ax)
+    share_bar_axes(ax, values, share, shown["label"], f"total time ({unit})")
     cores = list(dict.fromkeys(c for c in shown["core"] if c))
     if cores:
         ax.legend([Patch(facecolor=color_of(c)) for c in cores], cores, loc="upper left", bbox_to_anchor=(1.01, 1.0),
