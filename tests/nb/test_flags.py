@@ -491,10 +491,13 @@ def test_clock_virtual_repeats_exactly_and_real_is_wall_time(ip):
     real = run(ip, "--clock real", clock=None)
     after = time.time_ns()
     assert real.profile.info["clock"] == "real"
-    assert before <= real.profile.info["start_ns"] <= real.profile.info["end_ns"] <= after
     st = real.profile.step_trace
     assert len(st) == STEPS
-    assert (st["Iteration End(us)"] * 1000 >= before).all() and (st["Iteration End(us)"] * 1000 <= after).all()
+    # the simulated device runs on from the host's launch without the host waiting for it: on a fast host its
+    # last steps end up to their own device time past the wall clock at the cell's end
+    ahead = int(st["Iteration Time(us)"].sum() * 1000)
+    assert before <= real.profile.info["start_ns"] <= real.profile.info["end_ns"] <= after + ahead
+    assert (st["Iteration End(us)"] * 1000 >= before).all() and (st["Iteration End(us)"] * 1000 <= after + ahead).all()
 
 
 def test_clock_defaults_to_real(ip):
