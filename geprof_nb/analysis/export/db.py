@@ -187,9 +187,13 @@ def write_db(path: Path, tables: Iterable[tuple[S.Table, Columns, int]], indexes
             for table, data, n in tables:
                 conn.execute(table.create_sql())
                 blocks = _side_blocks(table, data, n)
-                if blocks is not None:
-                    side.add(table.name, table.create_sql(), table.names, blocks)
-                elif n:
+                try:
+                    if blocks is not None:
+                        side.add(table.name, table.create_sql(), table.names, blocks)
+                        continue
+                except OSError:  # no second process to start (no interpreter at sys.executable): written here
+                    pass
+                if n:
                     insert_rows(conn, table, data, n)
             side.copy_into(conn)
             for sql in indexes:

@@ -246,3 +246,13 @@ def test_a_failed_second_process_says_why_and_leaves_no_database(run, tmp_path, 
         profile.export(tmp_path / "x", format="db")
     left = [p.name for p in tmp_path.rglob("*") if p.is_file() and p != fail]
     assert left and not [n for n in left if n.endswith((".db", ".tmp", ".side", ".npy"))], left
+
+
+def test_without_an_interpreter_to_start_the_big_tables_are_written_here(run, tmp_path, monkeypatch):
+    profile, here = run
+    monkeypatch.setattr(export_db, "SIDE_MIN_ROWS", 0)
+    monkeypatch.setattr("geprof_nb.analysis.export.db_rows.sys.executable", str(tmp_path / "no-python"))
+    there = profile.export(tmp_path / "x", format="db", rank=3)
+    name = "ascend_pytorch_profiler_3.db"
+    assert _all_rows(next(there.rglob(name))) == _all_rows(next(here.rglob(name)))
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith((".tmp", ".side", ".npy"))]
