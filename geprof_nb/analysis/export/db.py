@@ -13,8 +13,8 @@ What goes where:
   sub-task (``hccl_tasks``), by start; ``COMPUTE_TASK_INFO`` and ``TASK_PMU_INFO`` (the metrics of
   the core the task ran on, times in ns; the other core's are left out, which msprof-analyze
   reads as the 0 torch_npu writes) for op_summary's compute rows; ``COMMUNICATION_OP`` for its
-  collectives (named as ``communication_time`` names them, group ``hccl_world_group``) and
-  ``COMMUNICATION_TASK_INFO`` for their sub-tasks.
+  collectives (named as ``communication_time`` names them, each in its communicator: the run's recorded
+  group, else ``hccl_world_group``) and ``COMMUNICATION_TASK_INFO`` for their sub-tasks.
 * ``CANN_API``: every host API call, each with its own connection id; a device task carries the id of
   the call that launched it (its node launch, else its model's ModelExecute:
   :func:`.ascend_pt.launching_calls`), a sub-task its collective's, so msprof-analyze's joins find the
@@ -281,8 +281,11 @@ class DbTables:
                  else np.array([hccl_op_type(t) for t in f["OP Type"].astype(str).to_numpy(object)[sel]], object))
         dur = np.rint(f["Task Duration(us)"].to_numpy(float)[sel] * 1000).astype(np.int64)
         start = self.rows.start_ns[sel].astype(np.int64)
+        groups = op_groups(self.profile)  # per communication_time row, or the world group for all
+        if isinstance(groups, str) or len(ct) != len(sel) or len(groups) != len(sel):
+            groups = np.full(len(sel), groups if isinstance(groups, str) else DEFAULT_GROUP, object)
         self.comm = pd.DataFrame({
-            "row": sel, "name": names, "type": types, "start": start, "end": start + dur,
+            "row": sel, "name": names, "type": types, "group": groups, "start": start, "end": start + dur,
             "conn": self.task_conn[self.op_task[sel]], "model": _ints(f["Model ID"].to_numpy()[sel]),
             "node": f["Op Name"].astype(str).to_numpy(object)[sel],
             "node_type": f["OP Type"].astype(str).to_numpy(object)[sel]})
@@ -387,7 +390,7 @@ class DbTables:
     def communication_op_table(self) -> tuple[Columns, int]:
         c, s = self.comm, self.strings
         return {"opName": s.ids(c["name"]), "startNs": c["start"].to_numpy(), "endNs": c["end"].to_numpy(),
-                "connectionId": c["conn"].to_numpy(), "groupName": s.id(DEFAULT_GROUP),
+                "connectionId": c["conn"].to_numpy(), "groupName": s.ids(c["group"].to_numpy(object)),
                 "opId": np.arange(len(c)), "relay": 0, "retry": 0, "dataType": 65534, "algType": s.id(NA),
                 "count": None, "opType": s.ids(c["type"]), "deviceId": self.device_id}, len(c)
 
@@ -402,11 +405,12 @@ class DbTables:
             return {}, 0
         transport = {v: k for k, v in S.ENUM_HCCL_TRANSPORT_TYPE.items()}
         link = {v: k for k, v in S.ENUM_HCCL_LINK_TYPE.items()}
-        op_names = np.append(self.comm["name"].to_numpy(object), NA)[np.where(self.sub_op >= 0, self.sub_op,
-                                                                               len(self.comm))]
+        of_op = np.where(self.sub_op >= 0, self.sub_op, len(self.comm))
+        op_names = np.append(self.comm["name"].to_numpy(object), NA)[of_op]
+        groups = np.append(self.comm["group"].to_numpy(object), DEFAULT_GROUP)[of_op]
         return {
             "name": s.ids(op_names), "globalTaskId": self.sub_gid, "taskType": s.ids(sub["Task Name"].astype(str)),
-            "planeId": sub["Plane ID"].to_numpy(np.int64), "groupName": s.id(DEFAULT_GROUP),
+            "planeId": sub["Plane ID"].to_numpy(np.int64), "groupName": s.ids(groups),
             "notifyId": S.UINT32_MAX, "rdmaType": 65535,
             "srcRank": _ints(sub["Src Rank"]), "dstRank": _ints(sub["Dst Rank"]),
             "transportType": [transport.get(v, 65535) for v in sub["Transport Type"].astype(str).tolist()],

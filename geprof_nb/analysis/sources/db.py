@@ -43,7 +43,7 @@ from ..files import open_binary, reading, what_is_there
 from ..tables import api, breakdown, memory, summary, tx
 from ..tables import columns as C
 from ..tables.aicpu import AICPU
-from ..tables.communication import COMMUNICATION_TIME, HCCL_TASKS
+from ..tables.communication import COMMUNICATION_TIME, DEFAULT_GROUP, HCCL_TASKS
 from ..tables.host import HOST_EVENTS
 from . import db_schema as S
 from .ascend_pt import AIC_METRICS, OUTPUT_DIR, other_core_missing, profiler_step_bounds, rank_of
@@ -489,13 +489,16 @@ class DbSource(FileSource):
         none, as torch_npu writes no task for the collective itself) and its GE node (geprof's exports)."""
         cols_ = ["name", "start", "end", "conn", "op", "type"]
         if not self.db.has("COMMUNICATION_OP"):
-            return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols_})
+            return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols_}).assign(group=np.zeros(0, object))
         device = self.db.column("COMMUNICATION_OP", "deviceId")
-        sql = "SELECT opName, startNs, endNs, connectionId, opId, opType FROM COMMUNICATION_OP"
+        group = self.db.column("COMMUNICATION_OP", "groupName")
+        sql = ("SELECT opName, startNs, endNs, connectionId, opId, opType" + (", groupName" if group else "")
+               + " FROM COMMUNICATION_OP")
         cols = self.db.read("COMMUNICATION_OP", sql + (" WHERE deviceId = ?" if device else ""),
                             (self.device_id,) if device else ())
         c = pd.DataFrame({"name": self.texts(cols[0]), "start": _int(cols[1]), "end": _int(cols[2]),
-                          "conn": _int(cols[3], S.UINT32_MAX), "op": _int(cols[4]), "type": self.texts(cols[5])})
+                          "conn": _int(cols[3], S.UINT32_MAX), "op": _int(cols[4]), "type": self.texts(cols[5]),
+                          "group": self.texts(cols[6]) if group else DEFAULT_GROUP})
         t = self._tasks[~self._tasks["sub"]]
         # two collectives one host call launched on two streams (a pipeline's send and receive) can share
         # connection, start and end: the k-th such op is the k-th such task
@@ -1036,6 +1039,15 @@ class DbSource(FileSource):
         rows = self.op_rows()
         comm = np.flatnonzero(self._is_comm)
         return rows.iteration[comm] if len(comm) == len(self._collective) else np.zeros(len(self._collective), int)
+
+    def collective_groups(self) -> np.ndarray | None:
+        """Each communication_time row's communicator: COMMUNICATION_OP's ``groupName`` of the op of that name;
+        None when every op is in the world group (or the file names no group)."""
+        coll, ct = self._collective, self.communication_time()
+        if not len(coll) or not len(ct) or (coll["group"] == DEFAULT_GROUP).all():
+            return None
+        at = pd.Index(coll["name"]).get_indexer(ct["Op Name"].astype(str).to_numpy(object))
+        return np.where(at >= 0, coll["group"].to_numpy(object)[np.maximum(at, 0)], DEFAULT_GROUP).astype(object)
 
     @_named_cells
     def communication_time(self) -> pd.DataFrame:

@@ -5,6 +5,7 @@ its experts' load (tokens the run recorded, the imbalance and the time it costs)
 from __future__ import annotations
 
 import re
+import sqlite3
 
 import numpy as np
 import pandas as pd
@@ -186,3 +187,29 @@ def test_pipeline_sends_move_at_the_links_bandwidth_and_are_no_slow_links(hybrid
     assert matrix.loc[across, "Bandwidth(GB/s)"].to_numpy() == pytest.approx(rings, rel=0.01)
     assert hybrid.slow_links.empty
     assert "Slow link" not in set(hybrid.advise()["Rule"])
+
+
+def test_the_db_export_puts_each_collective_in_its_own_group(hybrid, tmp_path):
+    """COMMUNICATION_OP's and COMMUNICATION_TASK_INFO's groupName: the communicator each op ran in (what
+    communication.json keys it by), not the world group; loaded back, every op keeps its group."""
+    root = hybrid.export(tmp_path / "db", format="db")
+    back = geprof_nb.load(root)
+    for r in (0, 5):
+        ours = hybrid.rank(r)
+        groups = ours.source.collective_groups()
+        kinds = {g["group_name"] for g in ours.info["parallel"]["parallel_group_info"].values()}
+        assert groups is not None and len(set(groups)) >= 3 and kinds >= {"tp", "pp", "dp"}
+        (path,) = root.rglob(f"ascend_pytorch_profiler_{r}.db")
+        conn = sqlite3.connect(path)
+        try:
+            op = conn.execute("SELECT s.value FROM COMMUNICATION_OP o JOIN STRING_IDS s ON s.id = o.groupName "
+                              "ORDER BY o.startNs, o.opId").fetchall()
+            task = conn.execute("SELECT DISTINCT s.value FROM COMMUNICATION_TASK_INFO t "
+                                "JOIN STRING_IDS s ON s.id = t.groupName").fetchall()
+        finally:
+            conn.close()
+        ct = ours.communication_time
+        by_name = dict(zip(ct["Op Name"].astype(str), groups))
+        assert sorted(v for (v,) in op) == sorted(by_name.values())
+        assert {v for (v,) in task} == set(groups)
+        np.testing.assert_array_equal(back.rank(r).source.collective_groups(), groups)
