@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from .tables import breakdown, memory, summary
 from .tables import mfu as mfu_tables
 from .tables.modules import module_statistic
 from .tables.step_split import StepSplit, step_split
+from .timing.dependency_graph import StepGraph, Tasks, run_tasks, step_graphs
 
 
 class Profile:
@@ -307,6 +308,35 @@ class Profile:
         """How many iterations the run has: those with op data, or without task data (task_trace off,
         every task record lost) the step trace's rows."""
         return len(self.iterations) or len(self.step_trace)
+
+    # ------------------------------------------------------------ step timing
+    #: Re-runs this run's model under a what-if change (set by whoever simulated it; None for a loaded run).
+    replay: Callable[..., Profile] | None = None
+
+    @cached_property
+    def _step_graphs(self) -> tuple[Tasks, list[StepGraph]]:
+        tasks = run_tasks(self)
+        return tasks, step_graphs(tasks, self.source.step_bounds())
+
+    def critical_path(self, iteration: int | None = None) -> pd.DataFrame:
+        """The chain of tasks, waits and gaps that sets each step's length (``iteration``: one step; None: all):
+        one row per segment (iteration, start, end, duration in ns, kind: compute / communication / host / wait /
+        idle, op name and type, task type, stream, task id).  Each step's segments add up to its step time
+        exactly; ``attrs["assumptions"]`` says how the dependencies were read (:mod:`.timing.dependency_graph`)."""
+        from .timing.critical_path import frame, step_path
+
+        tasks, graphs = self._step_graphs
+        if iteration is not None:
+            number = self._iteration(iteration)
+            graphs = [g for g in graphs if g.iteration == number]
+        return frame([row for g in graphs for row in step_path(g, tasks)], tasks)
+
+    @property
+    def critical_path_summary(self) -> pd.DataFrame:
+        """Per step: its length, the critical path's time by kind (ns) and the ops with the most time on it."""
+        from .timing.critical_path import summary
+
+        return summary(self.critical_path())
 
     # ---------------------------------------------------------------- actions
     def export(self, path: str | Path, format: str = "msprof", **options) -> Path:  # noqa: A002
