@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,9 @@ from .tables import mfu as mfu_tables
 from .tables.modules import module_statistic
 from .tables.step_split import StepSplit, step_split
 from .timing.dependency_graph import StepGraph, Tasks, run_tasks, step_graphs
+
+if TYPE_CHECKING:
+    from .timing.what_if import WhatIf
 
 
 class Profile:
@@ -337,6 +341,19 @@ class Profile:
         from .timing.critical_path import summary
 
         return summary(self.critical_path())
+
+    def what_if(self, *, op_speedup: Mapping[str, float] | None = None, remove_ops: list[str] | None = None,
+                link_bandwidth: Mapping[str, float] | None = None, device: str | None = None,
+                host_gap_us: float | None = None) -> WhatIf:
+        """What every step would take under a change, by re-timing its dependency graph (the model is not re-run):
+        ``op_speedup`` {pattern: factor} (fnmatch on op type or name), ``remove_ops`` [pattern], ``link_bandwidth``
+        {link type: factor}, ``host_gap_us`` (cap on the device's waits for the host).  See :mod:`.timing.what_if`."""
+        from .timing.what_if import WhatIf, link_shares, validate
+
+        change = validate(op_speedup, remove_ops, link_bandwidth, device, host_gap_us)
+        tasks, graphs = self._step_graphs
+        shares = link_shares(self.hccl_tasks) if change.link_bandwidth else {}
+        return WhatIf(self, change, tasks, graphs, shares)
 
     # ---------------------------------------------------------------- actions
     def export(self, path: str | Path, format: str = "msprof", **options) -> Path:  # noqa: A002
