@@ -355,6 +355,23 @@ class Profile:
         shares = link_shares(self.hccl_tasks) if change.link_bandwidth else {}
         return WhatIf(self, change, tasks, graphs, shares)
 
+    def slow_steps(self, threshold: float = 0.1) -> pd.DataFrame:
+        """Steps longer than the median step by more than ``threshold`` (0.1: 10 %), slowest first: iteration,
+        step_ns, median_ns, excess_ns, excess (fraction)."""
+        from .timing.step_anomalies import slow_steps
+
+        return slow_steps(self.critical_path(), threshold)
+
+    def explain_step(self, n: int) -> pd.DataFrame:
+        """What made step ``n`` longer (or shorter) than the median step: per kind and op (waits, host gaps, idle
+        gaps) on the critical path, its time in both and the delta; the deltas add up to the difference exactly
+        (``attrs["reference_step"]``: the median step compared with)."""
+        from .timing.step_anomalies import explain_step, median_step
+
+        number = self._iteration(n)
+        path = self.critical_path()
+        return explain_step(path, number, median_step(path))
+
     # ---------------------------------------------------------------- actions
     def export(self, path: str | Path, format: str = "msprof", **options) -> Path:  # noqa: A002
         """Write the run in a real tool's format: ``msprof``, ``ascend_pt``, ``chrome`` or ``parquet``."""
