@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..sources.source import RunDirSource
+
 #: Critical path segment kinds.
 KINDS = ("compute", "communication", "host", "wait", "idle")
 #: Task types (task_time ``kernel_type`` or op_summary ``Task Type``) that move data, and that synchronise streams.
@@ -37,6 +39,12 @@ ASSUMPTIONS_IMPORTED = (
     "on each other only through their order; every gap before a task is taken as the host launching it (eager "
     "mode); without a Stream ID column all tasks are taken to be on one stream; collectives as recorded (their "
     "wait for other ranks is inside their duration)")
+
+ASSUMPTIONS_IMPORTED_TASKS = (
+    "imported data: tasks from its task table (kernels, copies, event record/wait where recorded) joined to "
+    "op_summary; each EVENT_WAIT paired with the latest EVENT_RECORD on another stream ending no later than it; "
+    "every gap before a task is taken as the host launching it (eager mode); collectives as recorded (their wait "
+    "for other ranks is inside their duration)")
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,7 @@ def run_tasks(profile) -> Tasks:
     op_type = ops["OP Type"].astype(object).to_numpy() if len(ops) else np.zeros(0, object)
     state = ops["OP State"].astype(str).to_numpy() if "OP State" in ops else np.full(len(ops), "N/A", object)
     times = profile.task_time
+    imported = not isinstance(profile.source, RunDirSource)
     if not len(times):
         return Tasks(ops["Op Name"].astype(object).to_numpy() if len(ops) else np.zeros(0, object), op_type,
                      ops["Task Type"].astype(object).to_numpy() if len(ops) else np.zeros(0, object), stream, task_id,
@@ -106,7 +115,8 @@ def run_tasks(profile) -> Tasks:
     dynamic = np.zeros(len(start), bool)
     dynamic[found] = np.char.lower(state[at[found]].astype(str)) == "dynamic"
     return Tasks(times["kernel_name"].astype(object).to_numpy(), types, times["kernel_type"].astype(object).to_numpy(),
-                 t_stream, t_task, start, end, dynamic, False, ASSUMPTIONS_SIMULATED)
+                 t_stream, t_task, start, end, dynamic, imported,
+                 ASSUMPTIONS_IMPORTED_TASKS if imported else ASSUMPTIONS_SIMULATED)
 
 
 @dataclass
@@ -114,7 +124,8 @@ class StepGraph:
     """One step's tasks and the edges between them (indices into the step's own arrays).
 
     ``pred``: the previous task on the same stream (-1: the first of the step); ``gap``: the time between them
-    (from the step's begin for a first task); ``host``: the gap is the host's (``release`` = the recorded start is
+    (from the step's begin for a first task; negative where they overlap, as tasks of imported data without a
+    Stream ID column can); ``host``: the gap is the host's (``release`` = the recorded start is
     when the host let the task start); ``record``: for an EVENT_WAIT, the record it waited for (-1: none);
     ``tail``: the wait's own time after it could end.  ``order``: a topological order (every edge forward).
     """
@@ -158,7 +169,7 @@ def _graph(tasks: Tasks, index: np.ndarray, iteration: int, begin: int, end: int
     same = stream[by_stream[1:]] == stream[by_stream[:-1]]
     pred[by_stream[1:][same]] = by_stream[:-1][same]
     prev_end = np.where(pred >= 0, finish[np.maximum(pred, 0)], begin)
-    gap = np.maximum(start - prev_end, 0)
+    gap = start - prev_end  # < 0: the task overlaps the one before it (imported data without streams)
     host = (tasks.dynamic[index] | (pred < 0)) & (gap > 0)
     if tasks.imported:
         host = gap > 0
