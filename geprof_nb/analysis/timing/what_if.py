@@ -242,10 +242,15 @@ def simulated_steps(profile) -> pd.DataFrame:
 
 
 def link_shares(hccl_tasks: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Per collective op name, the share of its HCCL sub-tasks' time on each link type."""
+    """Per collective (its node name, else its op name), the share of its HCCL sub-tasks' time that moves data
+    (Size > 0) over each link type: the part a bandwidth change scales (notify waits and latency do not)."""
     if not len(hccl_tasks):
         return {}
-    t = hccl_tasks.groupby(["Op Name", "Link Type"], observed=True)["Duration(us)"].sum()
-    total = t.groupby(level=0).sum()
-    return {str(op): {str(link): float(v / total[op]) if total[op] else 0.0 for (o, link), v in t[[op]].items()}
+    key = "Node" if "Node" in hccl_tasks and hccl_tasks["Node"].notna().all() else "Op Name"
+    frame = hccl_tasks.assign(_key=hccl_tasks[key].astype(str), _link=hccl_tasks["Link Type"].astype(str),
+                              _moved=np.where(pd.to_numeric(hccl_tasks["Size(Byte)"], errors="coerce").fillna(0) > 0,
+                                              hccl_tasks["Duration(us)"], 0.0))
+    total = frame.groupby("_key")["Duration(us)"].sum()
+    moved = frame.groupby(["_key", "_link"])["_moved"].sum()
+    return {op: {link: float(v / total[op]) if total[op] else 0.0 for (_, link), v in moved[[op]].items()}
             for op in total.index}
