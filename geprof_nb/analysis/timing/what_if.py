@@ -229,6 +229,30 @@ class WhatIf:
         return out
 
 
+class ClusterWhatIf(WhatIf):
+    """A change on every rank of a cluster: each step's prediction is its slowest rank's (``rank``)."""
+
+    def __init__(self, cluster, per_rank: Mapping[int, WhatIf]) -> None:  # noqa: D107 - no parent state re-timed
+        self.profile = cluster
+        self.per_rank = dict(per_rank)
+        self.change = next(iter(self.per_rank.values())).change
+        frames = [w.predicted.assign(rank=np.int64(r)) for r, w in self.per_rank.items()]
+        every = pd.concat(frames, ignore_index=True)
+        pick = every.sort_values(["iteration", "predicted_ns", "rank"], ascending=[True, False, True])
+        self.predicted = pick.drop_duplicates("iteration").reset_index(drop=True)[[*PREDICTED_COLUMNS, "rank"]]
+        now = every.groupby("iteration")["now_ns"].max()
+        self.predicted["now_ns"] = now.loc[self.predicted["iteration"]].to_numpy()
+        self.predicted["delta_ns"] = self.predicted["predicted_ns"] - self.predicted["now_ns"]
+
+    def explain(self) -> pd.DataFrame:
+        """:meth:`WhatIf.explain` of each step's predicted slowest rank, with its ``rank``."""
+        parts = []
+        for it, rank in zip(self.predicted["iteration"], self.predicted["rank"]):
+            e = self.per_rank[int(rank)].explain()
+            parts.append(e[e["iteration"] == it].assign(rank=np.int64(rank)))
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*EXPLAIN_COLUMNS, "rank"])
+
+
 def simulated_steps(profile) -> pd.DataFrame:
     """iteration, simulated_ns (step end - begin) of a Profile, or of a ClusterProfile (its slowest rank per step)."""
     ranks = getattr(profile, "ranks", None)
