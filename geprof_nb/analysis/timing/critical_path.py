@@ -25,25 +25,27 @@ def path_segments(graph: StepGraph, tasks: Tasks, start: np.ndarray, finish: np.
         return [(begin, end, "idle", -1)] if end > begin else []
     t = end
     i = int(np.lexsort((np.arange(len(finish)), finish))[-1])  # the last task to end
+    start, finish, kind = start.tolist(), finish.tolist(), list(kind)
+    records, preds, host = graph.record.tolist(), graph.pred.tolist(), graph.host.tolist()
     if finish[i] < t:
-        out.append((int(finish[i]), t, "idle", -1))
-        t = int(finish[i])
+        out.append((finish[i], t, "idle", -1))
+        t = finish[i]
     while t > begin and i >= 0:
-        m = int(graph.record[i])
+        m = records[i]
         if m >= 0 and finish[m] > start[i]:
-            at = max(min(int(finish[m]), t), begin)
+            at = max(min(finish[m], t), begin)
             out.append((at, t, "wait", i))
             t, i = at, m
             continue
-        at = max(min(int(start[i]), t), begin)
+        at = max(min(start[i], t), begin)
         if at < t:
             out.append((at, t, kind[i], i))
         t = at
-        p = int(graph.pred[i])
-        before = int(finish[p]) if p >= 0 else begin
+        p = preds[i]
+        before = finish[p] if p >= 0 else begin
         at = max(min(before, t), begin)
         if at < t:
-            out.append((at, t, "host" if graph.host[i] or p < 0 else "idle", i if graph.host[i] else -1))
+            out.append((at, t, "host" if host[i] or p < 0 else "idle", i if host[i] else -1))
         t, i = at, p
     if t > begin:
         out.append((begin, t, "host", -1))

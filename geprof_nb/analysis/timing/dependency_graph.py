@@ -14,6 +14,7 @@ by op in eager mode) every gap, and without a Stream ID column every task is tak
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -65,13 +66,26 @@ class Tasks:
     def __len__(self) -> int:
         return len(self.start)
 
-    @property
+    @cached_property
     def kind(self) -> np.ndarray:
         """compute / communication / wait per task."""
         kind = np.full(len(self), "compute", dtype=object)
         kind[np.isin(self.task_type, list(COMMUNICATION_TYPES)) | _is_collective(self.op_type)] = "communication"
         kind[np.isin(self.task_type, list(WAIT_TYPES))] = "wait"
         return kind
+
+
+    @cached_property
+    def names(self) -> tuple[np.ndarray, np.ndarray]:
+        """(codes per task, distinct op names), to match patterns once per name."""
+        codes, uniques = pd.factorize(self.name.astype(str))
+        return codes, np.asarray(uniques, object)
+
+    @cached_property
+    def types(self) -> tuple[np.ndarray, np.ndarray]:
+        """(codes per task, distinct op types)."""
+        codes, uniques = pd.factorize(self.op_type.astype(str))
+        return codes, np.asarray(uniques, object)
 
 
 def _is_collective(op_type: np.ndarray) -> np.ndarray:

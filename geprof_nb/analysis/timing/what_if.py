@@ -13,9 +13,10 @@ the record it waited for.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
-from fnmatch import fnmatchcase
+from fnmatch import translate
 
 import numpy as np
 import pandas as pd
@@ -99,11 +100,12 @@ def _pattern(what: str, key: object) -> str:
 def matches(pattern: str, tasks: Tasks) -> np.ndarray:
     """Which tasks' op matches ``pattern`` by type or full name (case-sensitive fnmatch), computed per distinct
     name and type."""
-    names, name_of = np.unique(tasks.name.astype(str), return_inverse=True)
-    types, type_of = np.unique(tasks.op_type.astype(str), return_inverse=True)
-    by_name = np.array([fnmatchcase(n, pattern) for n in names], bool)
-    by_type = np.array([fnmatchcase(t, pattern) and t != "N/A" for t in types], bool)
-    return by_name[name_of.ravel()] | by_type[type_of.ravel()]
+    name_of, names = tasks.names
+    type_of, types = tasks.types
+    match = re.compile(translate(pattern)).match  # fnmatchcase, compiled once
+    by_name = np.array([match(n) is not None for n in names], bool)
+    by_type = np.array([match(t) is not None and t != "N/A" for t in types], bool)
+    return by_name[name_of] | by_type[type_of]
 
 
 def new_durations(change: WhatIfChange, tasks: Tasks, link_share: Mapping[str, Mapping[str, float]]) -> np.ndarray:
@@ -183,8 +185,7 @@ class WhatIf:
         for g in graphs:
             start, finish, end = retime(g, duration[g.index], host_gap)
             segs = path_segments(g, tasks, start, finish, end, kind[g.index])
-            old = path_segments(g, tasks, g.start, g.finish, g.end, kind[g.index])
-            self._paths[g.iteration] = (g, old, segs)
+            self._paths[g.iteration] = (g, segs)
             split = {k: 0 for k in KINDS}
             for s, e, k, _ in segs:
                 split[k] += e - s
@@ -198,7 +199,9 @@ class WhatIf:
         ``moved``: onto / off the path / changed.  Largest change first."""
         rows = []
         name = self._tasks.name
-        for it, (g, old, new) in self._paths.items():
+        kind = self._tasks.kind
+        for it, (g, new) in self._paths.items():
+            old = path_segments(g, self._tasks, g.start, g.finish, g.end, kind[g.index])
             def per_op(segs):
                 out: dict[tuple[str, str], int] = {}
                 for s, e, k, i in segs:
