@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from helpers.cluster_testing import simulate_cluster
 from helpers.geprof_testing import small_resnet
 
