@@ -34,11 +34,12 @@ import bench_notebook  # noqa: E402
 import bench_peers  # noqa: E402
 import bench_plots  # noqa: E402
 import bench_timeline  # noqa: E402
+import bench_timing  # noqa: E402
 from harness import Result, has_target, markdown, table  # noqa: E402
 
 #: bench_llm before bench_cluster: the cross-rank tables read the llama2-70b step bench_llm times.
 SUITES = [bench_layers, bench_collection, bench_peers, bench_analysis, bench_exports, bench_plots, bench_notebook,
-          bench_llm, bench_cluster, bench_timeline]
+          bench_llm, bench_cluster, bench_timeline, bench_timing]
 
 
 def machine() -> dict:

@@ -24,7 +24,7 @@ ANALYSIS_LAYERS = (
     ("rundir", "arguments"),  # the run directory reader and the argument checks
     ("tables",),  # records -> tables
     ("sources",),  # where a Profile's tables come from
-    ("findings", "export"),  # what the tables say, and the tables written in the real tools' formats
+    ("findings", "export", "timing"),  # what the tables say, the real tools' formats, why a step is this long
     ("profile",),  # the Profile facade (its advise and export call the layer below)
     ("cluster",),  # several ranks
     ("registry", "compare"),  # opening a path; comparing two runs

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,10 @@ from .tables import breakdown, memory, summary
 from .tables import mfu as mfu_tables
 from .tables.modules import module_statistic
 from .tables.step_split import StepSplit, step_split
+from .timing.dependency_graph import StepGraph, Tasks, run_tasks, step_graphs
+
+if TYPE_CHECKING:
+    from .timing.what_if import WhatIf
 
 
 class Profile:
@@ -307,6 +312,65 @@ class Profile:
         """How many iterations the run has: those with op data, or without task data (task_trace off,
         every task record lost) the step trace's rows."""
         return len(self.iterations) or len(self.step_trace)
+
+    # ------------------------------------------------------------ step timing
+    #: Re-runs this run's model under a what-if change (set by whoever simulated it; None for a loaded run).
+    replay: Callable[..., Profile] | None = None
+
+    @cached_property
+    def _step_graphs(self) -> tuple[Tasks, list[StepGraph]]:
+        tasks = run_tasks(self)
+        return tasks, step_graphs(tasks, self.source.step_bounds())
+
+    def critical_path(self, iteration: int | None = None) -> pd.DataFrame:
+        """The chain of tasks, waits and gaps that sets each step's length (``iteration``: one step; None: all):
+        one row per segment (iteration, start, end, duration in ns, kind: compute / communication / host / wait /
+        idle, op name and type, task type, stream, task id).  Each step's segments add up to its step time
+        exactly; ``attrs["assumptions"]`` says how the dependencies were read (:mod:`.timing.dependency_graph`)."""
+        from .timing.critical_path import frame, step_path
+
+        tasks, graphs = self._step_graphs
+        if iteration is not None:
+            number = self._iteration(iteration)
+            graphs = [g for g in graphs if g.iteration == number]
+        return frame([row for g in graphs for row in step_path(g, tasks)], tasks)
+
+    @property
+    def critical_path_summary(self) -> pd.DataFrame:
+        """Per step: its length, the critical path's time by kind (ns) and the ops with the most time on it."""
+        from .timing.critical_path import summary
+
+        return summary(self.critical_path())
+
+    def what_if(self, *, op_speedup: Mapping[str, float] | None = None, remove_ops: list[str] | None = None,
+                link_bandwidth: Mapping[str, float] | None = None, device: str | None = None,
+                host_gap_us: float | None = None) -> WhatIf:
+        """What every step would take under a change, by re-timing its dependency graph (the model is not re-run):
+        ``op_speedup`` {pattern: factor} (fnmatch on op type or name), ``remove_ops`` [pattern], ``link_bandwidth``
+        {link type: factor}, ``host_gap_us`` (cap on the device's waits for the host).  See :mod:`.timing.what_if`."""
+        from .timing.what_if import WhatIf, link_shares, validate
+
+        change = validate(op_speedup, remove_ops, link_bandwidth, device, host_gap_us)
+        tasks, graphs = self._step_graphs
+        shares = link_shares(self.hccl_tasks) if change.link_bandwidth else {}
+        return WhatIf(self, change, tasks, graphs, shares)
+
+    def slow_steps(self, threshold: float = 0.1) -> pd.DataFrame:
+        """Steps longer than the median step by more than ``threshold`` (0.1: 10 %), slowest first: iteration,
+        step_ns, median_ns, excess_ns, excess (fraction)."""
+        from .timing.step_anomalies import slow_steps
+
+        return slow_steps(self.critical_path(), threshold)
+
+    def explain_step(self, n: int) -> pd.DataFrame:
+        """What made step ``n`` longer (or shorter) than the median step: per kind and op (waits, host gaps, idle
+        gaps) on the critical path, its time in both and the delta; the deltas add up to the difference exactly
+        (``attrs["reference_step"]``: the median step compared with)."""
+        from .timing.step_anomalies import explain_step, median_step
+
+        number = self._iteration(n)
+        path = self.critical_path()
+        return explain_step(path, number, median_step(path))
 
     # ---------------------------------------------------------------- actions
     def export(self, path: str | Path, format: str = "msprof", **options) -> Path:  # noqa: A002

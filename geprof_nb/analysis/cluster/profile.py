@@ -257,6 +257,37 @@ class ClusterProfile:
             return pd.DataFrame(columns=["Rank", *COMMUNICATION_MATRIX_LINKS])
         return pd.concat(parts, ignore_index=True)[["Rank", *COMMUNICATION_MATRIX_LINKS]]
 
+    # ------------------------------------------------------------ step timing
+    #: Re-runs this cluster's job under a what-if change (set by whoever simulated it; None for a loaded one).
+    replay: Callable[..., ClusterProfile] | None = None
+
+    def critical_path(self, iteration: int | None = None) -> pd.DataFrame:
+        """Per step, the critical path of the rank that sets it (the rank whose step ends last: the others wait
+        for it in the step's collectives), with a ``rank`` column; its segments add up to that rank's step.
+        ``attrs["assumptions"]`` says how it was read."""
+        parts = []
+        for rank, profile in self.ranks.items():
+            path = profile.critical_path(iteration)
+            parts.append(path.assign(rank=np.int64(rank)))
+        if not parts:
+            return pd.DataFrame()
+        every = pd.concat(parts, ignore_index=True)
+        ends = every.groupby(["iteration", "rank"])["end"].max().reset_index()
+        last = ends.sort_values(["iteration", "end", "rank"], ascending=[True, False, True]).drop_duplicates(
+            "iteration")
+        out = every.merge(last[["iteration", "rank"]], on=["iteration", "rank"]).reset_index(drop=True)
+        out.attrs["assumptions"] = (parts[0].attrs.get("assumptions", "") + "; across ranks: each step's path is "
+                                    "that of the rank whose step ends last (the ranks it waits for in collectives)")
+        return out
+
+    def what_if(self, **change: Any) -> Any:
+        """:meth:`Profile.what_if` on every rank (same keywords); a step's prediction is its slowest rank's.
+        Returns a :class:`~..timing.what_if.WhatIf` whose ``predicted`` has a ``rank`` column (the rank that
+        sets each predicted step) and whose ``verify`` replays the cluster."""
+        from ..timing.what_if import ClusterWhatIf
+
+        return ClusterWhatIf(self, {rank: p.what_if(**change) for rank, p in self.ranks.items()})
+
     # ------------------------------------------------------------ cross-rank tables
     def tables(self, engine: str | None = None, scheduler: Any = None) -> ClusterTables:
         """The cross-rank tables computed by ``engine`` (default: this cluster's), cached per engine
