@@ -7,6 +7,7 @@ import csv
 import zlib
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import geprof_nb
@@ -147,3 +148,11 @@ def test_a_run_without_fops_or_bytes_gives_empty_tables_with_their_columns():
     p = geprof_nb.load(PYTORCH_TEXT / "level2" / "rank0_ascend_pt")  # PipeUtilization: no FLOPs, no bytes
     assert p.roofline.empty and list(p.roofline.columns) == COLUMNS
     assert p.roofline_by_type.empty and list(p.roofline_by_type.columns) == TYPE_COLUMNS
+
+
+def test_the_parquet_export_keeps_the_roofline(matmul_add, tmp_path):
+    back = geprof_nb.load(matmul_add.export(tmp_path, format="parquet"))
+    for mine, theirs in ((matmul_add.roofline, back.roofline), (matmul_add.roofline_by_type, back.roofline_by_type)):
+        assert len(mine) == 2
+        pd.testing.assert_frame_equal(theirs, mine)
+    assert back.roofline.attrs["notes"] == matmul_add.roofline.attrs["notes"]
