@@ -15,6 +15,7 @@ from .rundir import RunDir
 from .sources.source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
 from .tables import breakdown, memory, summary
 from .tables import mfu as mfu_tables
+from .tables import roofline as roofline_tables
 from .tables.modules import module_statistic
 from .tables.step_split import StepSplit, step_split
 from .timing.dependency_graph import StepGraph, Tasks, run_tasks, step_graphs
@@ -234,6 +235,25 @@ class Profile:
         facts = mfu_tables.model_facts(self.info, model)
         return mfu_tables.mfu_table(self.step_breakdown, self.source.step_bounds(), facts,
                                     mfu_tables.peak_flops(self.device, peak_flops))
+
+    @cached_property
+    def _roofline(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        roofs = roofline_tables.device_roofs(self.device)
+        return roofline_tables.roofline_tables(self.op_summary, self.source.op_work(roofs), roofs)
+
+    @property
+    def roofline(self) -> pd.DataFrame:
+        """Per AI Core / AI Vector Core op (all its recorded executions): FLOPs, bytes, arithmetic intensity,
+        achieved FLOP/s and bytes/s, the attainable bound from the device's cube and vector peaks and HBM
+        bandwidth, which bound applies and the efficiency against it (:mod:`.tables.roofline`; docs/roofline.md).
+        ``attrs["roofs"]``: the device's roofs; ``attrs["notes"]``: where the numbers come from, what is
+        estimated.  Longest first; empty (with its columns) if the run holds no FLOPs or bytes."""
+        return self._roofline[0]
+
+    @property
+    def roofline_by_type(self) -> pd.DataFrame:
+        """:attr:`roofline` rolled up per OP Type (``Ops``: how many ops of the type)."""
+        return self._roofline[1]
 
     @property
     def iteration_of_ops(self) -> pd.Series:

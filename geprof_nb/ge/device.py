@@ -262,6 +262,9 @@ class KernelTiming:
     counters: dict[str, int] = field(default_factory=dict)  # per-block raw PMU counter values (COUNTERS)
     mix_block_dim: int = 0  # vector blocks of a MIX_AIC (FFTS+) task
     context_ids: tuple[int, ...] = ()  # FFTS+ context ids of the task
+    cost: OpCost | None = None  # what one execution does (AI Core and AI Vector Core kernels)
+    dtype: str = ""  # the data type it computes in
+    l2_hit_rate: float = 0.0  # the share of its global-memory traffic the L2 serves
 
 
 def _unit(op_type: str, salt: str = "") -> float:
@@ -370,7 +373,8 @@ class CostModel:
         c["vec_bankgroup_cflt_cycles"] = int(vec_stall * (0.05 + 0.25 * _unit(op_type, "bankgroup")))
         c["vec_bank_cflt_cycles"] = int(vec_stall * (0.05 + 0.30 * _unit(op_type, "bank")))
         c["vec_resc_cflt_cycles"] = int(vec_stall * (0.05 + 0.30 * _unit(op_type, "resc")))
-        return KernelTiming(ge_type, rt_type, block_dim, duration, block_cycles, waves, pmu_core, c)
+        return KernelTiming(ge_type, rt_type, block_dim, duration, block_cycles, waves, pmu_core, c,
+                            l2_hit_rate=hit_rate)
 
     def cube(self, op_type: str, cost: OpCost, dtype: str) -> KernelTiming:
         dev = self.device
@@ -486,9 +490,9 @@ class CostModel:
     def kernel(self, op_type: str, engine: str, cost: OpCost, dtype: str, attrs: dict) -> KernelTiming:
         """Time one execution of an op on this device."""
         if engine == "AI_CORE":
-            return self.cube(op_type, cost, dtype)
+            return replace(self.cube(op_type, cost, dtype), cost=cost, dtype=dtype)
         if engine == "AI_VECTOR_CORE":
-            return self.vector(op_type, cost, dtype)
+            return replace(self.vector(op_type, cost, dtype), cost=cost, dtype=dtype)
         if engine == "AI_CPU":
             return self.aicpu(op_type, cost)
         if engine == "HCCL":

@@ -1,7 +1,7 @@
 """GE's TaskDescInfo of a compiled model's ops, gathered as the compiler builds each op.
 
 Task profiling describes every op task once per collection: its name and type,
-its kernel's facts (task type, block dim, PMU counters) and every input and
+its kernel's facts (task type, block dim, PMU counters, its cost: FLOPs and bytes) and every input and
 output tensor (format, data type, shape).  Read off the graph later, that walks
 about ten Python objects per op which have long left the CPU caches by then
 (~2.5 us an op, ~2 ms for ResNet-50 training); the compiler holds each op, its
@@ -84,4 +84,13 @@ class OpDescs:
         return LoadedTaskInfo(model_id, graph_id, model_name, table.stream, table.task_id, table.rt_type,
                               op_rows, self.names, self.types, list(map(int, ge_types)), blocks, tensors,
                               cores, counters, flags, mix, ctx, copy_rows, copy_bytes,
-                              [_HOST_TO_DEVICE] * len(copy_bytes))
+                              [_HOST_TO_DEVICE] * len(copy_bytes), list(map(_op_cost, self.kernels)))
+
+
+def _op_cost(kernel) -> tuple[int, int, int, int, float, int] | None:
+    """A kernel's rawdata.OP_COST_DTYPE fields (but its connection id), None if the cost model did not cost it
+    as an AI Core or AI Vector Core kernel."""
+    cost = kernel.cost
+    if cost is None:
+        return None
+    return (cost.flops, cost.vector_ops, cost.bytes_in, cost.bytes_out, kernel.l2_hit_rate, _DTYPE_CODES[kernel.dtype])

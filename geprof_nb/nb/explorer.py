@@ -453,6 +453,11 @@ class TimelinePane(Pane):
         return self.gantt_view.picture.figure if self.gantt_view.picture else None
 
 
+#: The roofline columns the AI Core tab shows.
+ROOFLINE_SHOWN = ["Op Name", "OP Type", "Task Type", "Count", "Duration(us)", "Arithmetic Intensity(FLOP/B)",
+                  "Achieved TFLOP/s", "Achieved GB/s", "Attainable TFLOP/s", "Bound", "Efficiency", "Estimated"]
+
+
 class AICorePane(Pane):
     title = "AI Core"
 
@@ -468,6 +473,9 @@ class AICorePane(Pane):
         return top[lead + shown], len(ops)
 
     def blocks(self) -> list:
+        return [*self.pmu_blocks(), *self.roofline_blocks()]
+
+    def pmu_blocks(self) -> list:
         r = self.report
         if not r.pmu_columns:
             return [message_html(self.report.missing(MSG_NO_PMU))]
@@ -478,6 +486,18 @@ class AICorePane(Pane):
         return [f"<p>{html.escape(head)}</p>", r.pipe_ratios(),
                 table_html(table, f"PMU columns of the top {len(table)} of {total} AI Core tasks of {r.where()} "
                                   f"by {DURATION}", classes="geprof-pmu-table")]
+
+    def roofline_blocks(self) -> list:
+        """The roofline section: the figure and the longest ops' rows (docs/roofline.md); nothing if the run
+        holds no FLOPs or bytes (a real run without the ArithmeticUtilization or Memory group)."""
+        table = self.profile.roofline
+        if table.empty:
+            return []
+        notes = "; ".join(table.attrs.get("notes", []))
+        shown = table.head(TOP_OPS)[ROOFLINE_SHOWN]
+        return ["<h4>Roofline</h4>", f"<p>{html.escape(notes)}</p>", self.report.roofline(),
+                table_html(shown, f"roofline of the top {len(shown)} of {len(table)} AI Core ops by time "
+                                  "(Efficiency: the roofline's time over the op's)", classes="geprof-roofline-table")]
 
 
 class MemoryPane(TimedPane):

@@ -399,6 +399,11 @@ class Report:
                                            title=f"AI Core ratios of {self.where()}", alt="AI Core pipe ratios")),
             "AI Core")
 
+    def roofline(self) -> Chart:
+        return Chart("roofline", "plots.roofline(profile)", lambda: self.picture(
+            ("roofline",), lambda: draw("roofline", self.profile.roofline, title=f"Roofline of {self.where()}",
+                                        alt="roofline")), "AI Core")
+
     @cached_property
     def memory_iteration(self) -> int | None:
         """The iteration the memory figure zooms to: the last one of step_trace (None: the whole run)."""

@@ -75,6 +75,9 @@ class LoadedTaskInfo:
     copy_rows: np.ndarray  # task index of each MEMCPY_ASYNC task
     copy_bytes: list[int]
     copy_directions: list[int]  # rawdata.MemcpyDirection
+    #: per op: (cube FLOPs, vector ops, GM bytes read, written, L2 hit rate, rawdata.DataType) of an AI Core
+    #: or AI Vector Core kernel (rawdata.OP_COST_DTYPE), None for other kernels
+    op_costs: list[tuple[int, int, int, int, float, int] | None]
 
 
 def encode_tensor_info(connection_ids: list[int], op_name_ids: list[int],
@@ -180,6 +183,14 @@ def _encode_model_load(info: LoadedTaskInfo, connection_base: int, pmu_events: d
                 ev["events"][rows, : len(names_)] = _counter_matrix(
                     [info.pmu_counters[pmu_ops[r]] for r in rows], names_)
         blocks["aicore_events"] = ev
+    costed = [j for j, cost in enumerate(info.op_costs) if cost is not None]
+    if costed:
+        cost = np.zeros(len(costed), rawdata.OP_COST_DTYPE)
+        cost["connection_id"] = op_conn[costed]
+        fields = rawdata.OP_COST_DTYPE.names[1:]
+        for name, column in zip(fields, zip(*(info.op_costs[j] for j in costed))):
+            cost[name] = column
+        blocks["op_cost"] = cost
     return blocks
 
 
@@ -251,6 +262,8 @@ class CannProfilerV2:
         msprof.MsprofReportAdditionalInfo(False, "tensor_info", blocks["tensor_info"])
         if "aicore_events" in blocks:
             lib.report_block("aicore_events", blocks["aicore_events"], self.device_id)
+        if "op_cost" in blocks:
+            lib.report_block("op_cost", blocks["op_cost"], self.device_id)
 
     def report_model_execute(self, model_id: int, begin: int, end: int) -> None:
         msprof.MsprofReportApi(False, ReportLevel.MODEL, ModelInfoType.EXECUTE, native_thread_id(),

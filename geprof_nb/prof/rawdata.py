@@ -304,6 +304,15 @@ AICORE_EVENTS_DTYPE = np.dtype(
 )
 PMU_CORE_AIC = 0
 PMU_CORE_AIV = 1
+#: What one execution of an AI Core / AI Vector Core op task does, as the simulator's cost model counts it
+#: (reported once per loaded task with its static description; real msprof has no such record, its PMU
+#: counters say part of it): cube FLOPs (2 per MAC), vector element operations, the bytes it reads from and
+#: writes to global memory, the share of those the L2 cache served, and the data type it computes in
+#: (:class:`DataType`).  The roofline (analysis/tables/roofline.py) is built on it.
+OP_COST_DTYPE = np.dtype(
+    [("connection_id", "<u4"), ("cube_flops", "<u8"), ("vector_ops", "<u8"), ("gm_read_bytes", "<u8"),
+     ("gm_write_bytes", "<u8"), ("l2_hit_rate", "<f8"), ("data_type", "<u4")]
+)
 #: ts_track step trace: a ProfilerTrace task (or model start/end) reached on device.
 STEP_TRACE_DTYPE = np.dtype(
     [("timestamp", "<i8"), ("model_id", "<u4"), ("index_id", "<u4"), ("tag_id", "<u4"),
@@ -407,6 +416,7 @@ RECORD_KINDS: dict[str, RecordKind] = {
         RecordKind("memcpy_info", MEMCPY_INFO_DTYPE, "device", aging=False),
         RecordKind("hwts", HWTS_DTYPE, "device"),
         RecordKind("aicore_events", AICORE_EVENTS_DTYPE, "device", aging=False),
+        RecordKind("op_cost", OP_COST_DTYPE, "device", aging=False),
         RecordKind("step_trace", STEP_TRACE_DTYPE, "device"),
         RecordKind("static_op_mem", STATIC_OP_MEM_DTYPE, "device", aging=False, hashed=True),
         RecordKind("hccl_task", HCCL_TASK_DTYPE, "device", hashed=True),

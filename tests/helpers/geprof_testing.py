@@ -126,7 +126,8 @@ def run_aged(output: Path, limit_bytes: int | None, steps: int = 12, chunk_recor
     The step trace does not age here (as if the ts_track channel were stored apart from the task logs),
     so the run has steps whose step trace outlived their task records: the case the analysis must not
     read as a whole step of idle device.  (msprof's checkpoints write every kind with each full chunk,
-    so in our own runs the two age together.)"""
+    so in our own runs the two age together.)  The static description counts towards the limit: 22,000
+    bytes keep the last 2 of the 12 steps' task records, 18,000 none."""
     from geprof_nb.prof import msprof, rawdata
 
     MODEL_IDS.restart()

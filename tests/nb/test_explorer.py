@@ -362,7 +362,7 @@ def test_ai_core_tab_draws_pipe_ratios_and_the_pmu_table(full):
     text = widget_html(pane.box)
     assert 'class="dataframe geprof-table geprof-pmu-table"' in text
     assert "aiv_vec_ratio" in text
-    assert len(images(pane.box)) == 1
+    assert len(images(pane.box)) == 2  # the pipe ratios and the roofline
     table, total = pane.pmu_table()
     # only the PMU columns the rows shown have a value in: a top of vector ops shows no column of aic_* N/As
     pmu = [c for c in table.columns if c.startswith(("aic_", "aiv_"))]
@@ -485,7 +485,7 @@ def test_a_plot_that_fails_leaves_a_message_in_its_tab(full, monkeypatch):
     monkeypatch.setattr(plots, "pipe_ratios", broken)
     pane = X.Explorer(geprof_nb.load(full.path)).select("AI Core")  # a new Profile: nothing drawn yet
     assert "could not draw the AI Core pipe ratios: ValueError: no ratios to draw" in widget_html(pane.box)
-    assert not images(pane.box)
+    assert len(images(pane.box)) == 1  # the roofline's only
     assert "geprof-pmu-table" in widget_html(pane.box)  # the rest of the tab is still there
 
 
@@ -528,11 +528,12 @@ def test_static_html_names_the_figures_it_does_not_embed_and_embeds_all_on_reque
     assert embedded_figures(page) == [STEP_CHART, "FP/BP step timeline", "task Gantt per stream of iteration 3"]
     assert named_figures(page) == [("Ops", "plots.op_type_bars(profile.op_statistic)"),
                                    ("AI Core", "plots.pipe_ratios(profile.ops())"),
+                                   ("AI Core", "plots.roofline(profile)"),
                                    ("Memory", "plots.memory_lifetimes(profile, iteration=3)"),
                                    ("Modules", "plots.module_bars(profile.module_statistic(2))")]
     every = X.Explorer(full, static_figures="all").static_html()
     assert embedded_figures(every) == [STEP_CHART, "time per OP Type", "FP/BP step timeline",
-                                       "task Gantt per stream of iteration 3", "AI Core pipe ratios",
+                                       "task Gantt per stream of iteration 3", "AI Core pipe ratios", "roofline",
                                        "tensor lifetimes in the memory pool, iteration 3", "device time per module"]
     assert named_figures(every) == [] and "Figure not embedded" not in every
 
@@ -542,7 +543,7 @@ def test_what_a_cell_shows_embeds_every_figure_when_static_figures_is_all(full, 
     target 9 sets it to "all")."""
     monkeypatch.setattr(X, "STATIC_FIGURES", "all")
     page = profile_mimebundle(full)["text/html"]
-    assert len(embedded_figures(page)) == 7 and named_figures(page) == []
+    assert len(embedded_figures(page)) == 8 and named_figures(page) == []
 
 
 def test_bundle_text_summary_numbers_are_the_profiles(full):
@@ -660,3 +661,17 @@ def test_a_column_that_repeats_the_one_devices_id_is_left_out_and_a_tab_without_
     assert ex.steps.absolute in ex.steps.box.children and memory.absolute in memory.box.children
     memoryless = X.Explorer(l0).select("Memory")  # no memory data: nothing to show absolute
     assert memoryless.absolute not in memoryless.box.children
+
+
+def test_ai_core_tab_has_the_roofline_section_with_escaped_names(tmp_path):
+    g = ge.Graph("roofline_names")
+    mm = g.op("MatMul", [g.data("a", (256, 512)), g.data("b", (512, 256))], name="mm<b>&x")
+    g.output(g.op("Relu", [mm], name="relu"))
+    p = _run_profiled_session(tmp_path, g, steps=2).profile
+    blocks = X.Explorer(p).select("AI Core").blocks()
+    assert "<h4>Roofline</h4>" in blocks
+    charts = [b for b in blocks if isinstance(b, R.Chart)]
+    assert [c.name for c in charts] == ["pipe_ratios", "roofline"]
+    (table,) = [b for b in blocks if isinstance(b, str) and "geprof-roofline-table" in b]
+    assert "mm&lt;b&gt;&amp;x" in table and "mm<b>" not in table
+    assert "Arithmetic Intensity(FLOP/B)" in table and ">compute<" in table

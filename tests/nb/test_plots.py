@@ -23,6 +23,7 @@ from geprof_nb.analysis.tables import columns as C
 from geprof_nb.nb import plots
 from geprof_nb.nb.plots import EMPTY_STEP_TRACE_MESSAGE, figure_png, spans, step_timeline, steps
 from helpers.geprof_testing import run_profiled_session, small_resnet
+from helpers.real_data import COMPUTE_ADVICE, PYTORCH_TEXT
 
 T = 1.7e15  # an absolute µs timestamp of the size msprof writes
 NAN = np.nan
@@ -1190,3 +1191,33 @@ def test_step_chart_of_many_steps_merges_them_per_column_and_keeps_the_longest()
 def test_step_chart_without_a_breakdown_says_why():
     fig = plots.step_split_bars(breakdown([], [], []))
     assert fig.axes[0].texts[0].get_text() == plots.EMPTY_BREAKDOWN_MESSAGE
+
+
+# ----------------------------------------------------------------------------- roofline
+def test_roofline_is_log_log_under_both_roofs_and_the_hbm_slope(tmp_path):
+    p = run_profiled_session(tmp_path, ge.models.mlp(), steps=2).profile
+    fig = plots.roofline(p)
+    ax = fig.axes[0]
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    roofs = p.roofline.attrs["roofs"]
+    bw = roofs.hbm_bandwidth / 1e12  # TFLOP/s per FLOP/B
+    for gid, peak in (("roof-cube", roofs.cube_flops / 1e12), ("roof-vector", roofs.vector_flops / 1e12)):
+        (line,) = [ln for ln in ax.get_lines() if ln.get_gid() == gid]
+        x, y = line.get_xdata(), line.get_ydata()
+        low, high = x < 0.5 * peak / bw, x > 2 * peak / bw  # under the ridge: the HBM slope; past it: the peak
+        assert low.any() and high.any()
+        assert np.allclose(y[low], x[low] * bw) and np.allclose(y[high], peak)
+    shown = p.roofline[np.isfinite(p.roofline["Arithmetic Intensity(FLOP/B)"])]
+    points = np.concatenate([c.get_offsets() for c in ax.collections])
+    assert len(points) == len(shown)
+    assert np.allclose(np.sort(points[:, 0]), np.sort(shown["Arithmetic Intensity(FLOP/B)"].to_numpy()))
+    assert ax.get_title(loc="left").startswith("Roofline of Ascend910B2: ")
+
+
+def test_roofline_without_data_says_why():
+    real = geprof_nb.load(PYTORCH_TEXT / "level2" / "rank0_ascend_pt")  # PipeUtilization: no FLOPs, no bytes
+    assert plots.NO_ROOFLINE_MESSAGE in [t.get_text() for t in plots.roofline(real).axes[0].texts]
+    fops_only = geprof_nb.load(COMPUTE_ADVICE)  # FLOPs, no Memory group: no intensity
+    assert plots.NO_BYTES_MESSAGE in [t.get_text() for t in plots.roofline(fops_only).axes[0].texts]
+    with pytest.raises(ValueError, match="color_by 'Stream ID' is not a column to colour by; accepted: 'Task Type'"):
+        plots.roofline(fops_only.roofline, color_by="Stream ID")

@@ -221,7 +221,8 @@ def _full_when(monkeypatch, failing) -> None:
 @pytest.mark.parametrize("where, kinds", [
     ("device_0/data/hwts.", {"hwts"}),
     ("host/data/api.", {"api"}),
-    ("device_0/data/", {"hwts", "step_trace", "task_track", "aicore_events", "hccl_task", "hccl_op", "memcpy_info"}),
+    ("device_0/data/", {"hwts", "step_trace", "task_track", "aicore_events", "op_cost", "hccl_task", "hccl_op",
+                         "memcpy_info"}),
 ])
 def test_a_chunk_kind_that_cannot_be_written_is_counted_exactly(tmp_path, monkeypatch, capsys, reference_counts,
                                                                  where, kinds):

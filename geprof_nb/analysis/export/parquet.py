@@ -27,6 +27,7 @@ from ..sources.parquet import (
 )
 from ..sources.source import TIMESTAMP_COLUMNS
 from ..tables.memory import MemoryPeak
+from ..tables.roofline import device_roofs
 from .naming import safe_component
 
 #: Profile tables written (Profile attribute = file stem).
@@ -74,6 +75,8 @@ def export_parquet(profile, path: Path, *, compression: str | None = "snappy", o
                                 "connection_id": rows.connection_id}).astype(np.int64)
         op_rows[COMMUNICATION] = profile.source.communication_rows()  # at task_trace l0 no column tells
         entries["op_rows"] = _write(op_rows, work, "op_rows", compression)
+        op_work = profile.source.op_work(device_roofs(profile.device))  # the roofline's inputs, per op row
+        entries["op_work"] = _write(op_work, work, "op_work", compression)
         entries["step_bounds"] = _write(profile.source.step_bounds().astype(np.int64), work, "step_bounds",
                                         compression)
         peak = profile.memory_peak
@@ -81,7 +84,7 @@ def export_parquet(profile, path: Path, *, compression: str | None = "snappy", o
             "format": FORMAT, "version": VERSION, "run": profile.name, "source": type(profile.source).__name__,
             "device_id": int(profile.device_id), "device": profile.device, "info": profile.info,
             "options": profile.options, "complete": bool(profile.complete), "notes": list(profile.notes),
-            "dropped": dict(profile.dropped),
+            "dropped": dict(profile.dropped), "op_work_notes": list(op_work.attrs.get("notes", [])),
             "memory_peak": None if peak is None else {k: getattr(peak, k) for k in MemoryPeak.__dataclass_fields__},
             "tables": entries,
         }

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from ...errors import ImportFormatError
 from ...prof.json_text import excerpt
 from ..files import open_binary, present, reading, what_is_there
-from ..tables import summary
+from ..tables import roofline, summary
 from ..tables.memory import MemoryPeak
 from .csvfiles import read_json
 from .filesource import FileSource
@@ -314,6 +314,16 @@ class ParquetSource(FileSource):
 
     def step_bounds(self) -> pd.DataFrame:
         return self._stored("step_bounds")
+
+    def op_work(self, roofs: roofline.Roofs) -> pd.DataFrame:
+        """The roofline's inputs the exporting source gave (``op_work.parquet``: a simulated run's cost model
+        counts); from the PMU columns for older exports."""
+        work = self.table("op_work")
+        if work is None or len(work) != len(self.op_rows().frame):
+            return super().op_work(roofs)
+        notes = self.manifest.get("op_work_notes")
+        work.attrs["notes"] = [str(n) for n in notes] if isinstance(notes, list) else []
+        return work
 
     def step_breakdown_table(self) -> pd.DataFrame | None:
         """The step_breakdown the exported Profile had."""

@@ -21,7 +21,7 @@ import pandas as pd
 from ...prof import rawdata
 from ...prof.api_types import LAUNCH_TYPE_NAMES
 from ..rundir import RunDir
-from ..tables import aicpu, api, breakdown, communication, host, memory, summary, tx
+from ..tables import aicpu, api, breakdown, communication, host, memory, roofline, summary, tx
 from ..tables import columns as C
 from ..tables.collective_groups import UNKNOWN, collective_group_names
 from ..tables.indexing import scatter
@@ -297,6 +297,11 @@ class Source(abc.ABC):
     def memory_peak(self) -> memory.MemoryPeak | None:
         return None
 
+    def op_work(self, roofs: roofline.Roofs) -> pd.DataFrame:
+        """Per op_summary row, what the roofline needs (:data:`..tables.roofline.WORK_COLUMNS`): here from the
+        PMU columns the files hold (:func:`..tables.roofline.pmu_work`)."""
+        return roofline.pmu_work(self.op_rows().frame, self.device, roofs)
+
     def step_memory(self, iteration: int) -> memory.StepMemory | None:
         """The memory tables of one step, built without the other steps; ``None`` where they cannot
         be (imported tables do not tell steps apart)."""
@@ -549,6 +554,14 @@ class RunDirSource(Source):
 
     def memory_peak(self) -> memory.MemoryPeak | None:
         return memory.memory_peak(self.run, self.device_id)
+
+    def op_work(self, roofs: roofline.Roofs) -> pd.DataFrame:
+        """The cost model's own counts of each op task (``op_cost`` records); a run recorded without them (an
+        older geprof) reads the PMU columns as imported data does."""
+        costs = self.run.load("op_cost", self.device_id)
+        if not len(costs):
+            return super().op_work(roofs)
+        return roofline.cost_work(self.op_rows().connection_id, costs)
 
     def step_memory(self, iteration: int) -> memory.StepMemory | None:
         return memory.step_memory(self.run, self.device_id, iteration)

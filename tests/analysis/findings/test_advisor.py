@@ -367,7 +367,7 @@ def test_steps_whose_tasks_aged_out_are_not_averaged_in(tmp_path):
     """storage_limit deleted the first steps' task chunks but not their step trace: the figures are the
     kept steps' own, as the same run without a limit has them for those steps."""
     full = run_aged(tmp_path / "full", None)
-    aged = run_aged(tmp_path / "aged", 20_000)
+    aged = run_aged(tmp_path / "aged", 22_000)
     kept = aged.iterations
     assert 0 < len(kept) < len(aged.step_trace)
     ref = full.step_breakdown.set_index("Step").loc[kept]

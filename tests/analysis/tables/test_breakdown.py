@@ -135,7 +135,7 @@ def test_aged_out_steps_have_no_row_and_the_kept_ones_match_the_full_run(tmp_pat
     """storage_limit aged out the first steps' task chunks; their step-trace rows remain.  Only the kept
     steps have a row, each as the same run without a limit has it (the virtual clock makes both the same)."""
     full = run_aged(tmp_path / "full", None)
-    aged = run_aged(tmp_path / "aged", 20_000)
+    aged = run_aged(tmp_path / "aged", 22_000)
     kept = aged.iterations
     assert 0 < len(kept) < len(aged.step_trace) == 12  # the premise: step trace kept, early tasks gone
     b = aged.step_breakdown
@@ -158,7 +158,7 @@ def test_aged_out_steps_leave_the_kept_steps_preparing_as_in_the_full_run(tmp_pa
     """Preparing pairs each step with its own ModelExecute call by time: the calls of steps whose task
     records aged out do not shift the kept steps onto earlier calls (it read ~1,200 us instead of ~16)."""
     full = run_aged(tmp_path / "full", None)
-    aged = run_aged(tmp_path / "aged", 20_000)
+    aged = run_aged(tmp_path / "aged", 22_000)
     kept = aged.step_breakdown.set_index("Step")["Preparing"]
     assert len(kept) >= 1
     pd.testing.assert_series_equal(kept, full.step_breakdown.set_index("Step").loc[kept.index, "Preparing"])
