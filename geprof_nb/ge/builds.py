@@ -16,6 +16,7 @@ import numpy as np
 
 from ..prof.collectors import LoadedTaskInfo
 from ..prof.task_utils import ProfilingTaskUtils
+from . import what_if
 from .compiler import CompiledModel, TaskTable
 from .device import CostModel, DevicePreset
 from .graph import Graph
@@ -87,11 +88,12 @@ class ModelBuild:
         if points.key != self.points_key or self.table is None:
             self.points_key = points.key
             self.table = self.compiled.task_table(points)
-            self.schedule = StreamSchedule(self.table)
             self.timelines = {}
             # GE plans the static feature-map pool when it loads a model, profiled or not
             self.memory_plan = plan_memory(self.compiled, self.table)
             check_device_memory(self.memory_plan, self.compiled.graph.name, preset.name, preset.memory_bytes)
+        # the what-if change in force when the collection starts (none: the durations as drawn)
+        self.schedule = StreamSchedule(self.table, what_if.active().task_scale(self.table, self.compiled.graph))
         self.batch = None
         self.batch_size = FIRST_BATCH_STEPS
         points.notes += ProfilingTaskUtils.trace_order_notes(self.compiled.graph, points, self.table.logid)

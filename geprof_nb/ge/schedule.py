@@ -20,6 +20,7 @@ import numpy as np
 
 from ..prof.rawdata import RtTaskType
 from .compiler import EVENT_WAIT_MIN_NS, TaskTable
+from .what_if import scaled
 
 JITTER_CLIP = (0.9, 1.5)
 #: The clip of a data transfer's jitter: never faster than its link.
@@ -64,8 +65,10 @@ class StepTimes:
 class StreamSchedule:
     """Computes task times of a task table for batches of steps."""
 
-    def __init__(self, table: TaskTable) -> None:
+    def __init__(self, table: TaskTable, speedup: np.ndarray | None = None) -> None:
+        """``speedup``: per task, what a what-if change divides its final duration by (:mod:`.what_if`)."""
         self.table = table
+        self.speedup = speedup
         self.segments = self._segments(table)
 
     @staticmethod
@@ -98,7 +101,7 @@ class StreamSchedule:
         t = self.table
         n = len(t)
         factor = jitter_factors(t, k, rng)
-        dur = t.base_ns + np.rint(t.var_ns * factor).astype(np.int64)
+        dur = scaled(t.base_ns + np.rint(t.var_ns * factor).astype(np.int64), self.speedup)
         cycles = np.rint(t.block_cycles * factor).astype(np.int64)
         start = np.empty((k, n), np.int64)
         free: dict[int, np.ndarray] = {}
