@@ -276,7 +276,11 @@ def llm(preset: str, *, seq_len: int | None = None, micro_batch_size: int = 1, t
         blocks = kv_blocks
         if blocks is None and isinstance(kv, int) and isinstance(batch_size, int) and isinstance(block_size, int):
             blocks = batch_size * blocks_for(kv, max(1, block_size))
-        return inference_graph(cfg, p, InferenceShape(phase, batch_size, q_len, kv, block_size, blocks))
+        shape = InferenceShape(phase, batch_size, q_len, kv, block_size, blocks)
+        if isinstance(blocks, int) and isinstance(batch_size, int) and blocks < batch_size * shape.table_blocks:
+            raise GraphBuildError(f"llm: kv_blocks={blocks} cannot hold {batch_size} sequences of {kv} tokens "
+                                  f"({batch_size * shape.table_blocks} blocks of {block_size})")
+        return inference_graph(cfg, p, shape)
     seq_len = 4096 if seq_len is None else seq_len
     check_split(cfg, p, seq_len, micro_batch_size)
     job = LlmJob(cfg, p, seq_len, micro_batch_size, training)

@@ -96,10 +96,9 @@ def check_inference(cfg: LlmConfig, p: Parallel, shape: InferenceShape) -> None:
     if shape.kv_len > cfg.context:
         raise GraphBuildError(f"llm: kv_len={shape.kv_len} is longer than the context of {cfg.name} "
                               f"({cfg.context} tokens)")
-    if shape.kv_blocks < shape.batch * shape.table_blocks:
-        raise GraphBuildError(f"llm: kv_blocks={shape.kv_blocks} cannot hold {shape.batch} sequences of "
-                              f"{shape.kv_len} tokens ({shape.batch * shape.table_blocks} blocks of "
-                              f"{shape.block_size})")
+    if shape.kv_blocks < shape.table_blocks:
+        raise GraphBuildError(f"llm: kv_blocks={shape.kv_blocks} cannot hold a sequence of {shape.kv_len} tokens "
+                              f"({shape.table_blocks} blocks of {shape.block_size})")
 
 
 class _InferenceBuilder:
