@@ -171,7 +171,8 @@ class _Engine:
         ``kv_len`` tokens attended to."""
         context = self.cfg.context
         q = 1 if phase == "decode" else min(_bucket(q_len, QUERY_BUCKET), context)
-        kv = min(max(_bucket(kv_len, KV_BUCKET), q), context)
+        # a prompt from its start attends to its own tokens only; a chunk or a decode to its cached prefix too
+        kv = q if phase == "prefill" and kv_len == q_len else min(max(_bucket(kv_len, KV_BUCKET), q), context)
         shape = InferenceShape(phase, _pow2(batch), q, kv, self.block_size, self.kv_blocks)
         graph_id = self.graphs.get(shape)
         if graph_id is None:
