@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.geprof_testing import serve_profiled
 
 from geprof_nb import ge
 from geprof_nb.errors import ServingError
+from helpers.geprof_testing import serve_profiled
 
 
 def test_requests_same_seed_same_stream_poisson_arrivals():

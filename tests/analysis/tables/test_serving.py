@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.geprof_testing import serve_profiled
 
 from geprof_nb import ge
+from helpers.geprof_testing import serve_profiled
 
 
 def test_ttft_and_tpot_by_hand_from_the_step_timestamps(tmp_path):
