@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from helpers.geprof_testing import serve_profiled
 
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.nb import plots
+from helpers.geprof_testing import serve_profiled
 
 
 def test_every_point_in_order_with_its_results():
