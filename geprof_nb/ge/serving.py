@@ -105,7 +105,7 @@ def requests(n: int, prompt_len: int | tuple[int, int] | Sequence[int], output_l
     if rate is None or rate == float("inf"):
         arrivals = np.zeros(n)
     else:
-        arrivals = np.cumsum(rng.exponential(1.0 / rate, n)) - 0.0
+        arrivals = np.cumsum(rng.exponential(1.0 / rate, n))
     return [Request(i, float(a), p, o) for i, (a, p, o) in enumerate(zip(arrivals, prompts, outputs))]
 
 
