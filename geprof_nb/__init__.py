@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .analysis import Profile, load
+from .sweep import sweep
 
 if TYPE_CHECKING:
     from .prof.step_schedule import StepSchedule
@@ -51,7 +52,7 @@ def profile(*, schedule: StepSchedule | Mapping[str, int] | None = None, **optio
 
 
 __version__ = "0.1.0"
-__all__ = ["Profile", "compare", "load", "load_ipython_extension", "profile", "unload_ipython_extension"]
+__all__ = ["Profile", "compare", "load", "load_ipython_extension", "profile", "sweep", "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython) -> None:  # noqa: ANN001 - IPython's InteractiveShell

@@ -14,4 +14,8 @@ class ImportFormatError(RunDirError):
     """A file is not in the layout or format the importer expects (the message names the file)."""
 
 
-__all__ = ["ImportFormatError", "RunDirError"]
+class ServingError(ValueError):
+    """``ge.serve`` or ``ge.requests`` was given what it cannot serve (the message names the field)."""
+
+
+__all__ = ["ImportFormatError", "RunDirError", "ServingError"]

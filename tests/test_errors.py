@@ -21,7 +21,8 @@ def test_the_errors_module_imports_nothing_of_the_package():
 
 def test_an_import_format_error_is_a_run_dir_error_and_a_value_error():
     assert issubclass(ImportFormatError, RunDirError) and issubclass(RunDirError, ValueError)
-    assert errors.__all__ == ["ImportFormatError", "RunDirError"]
+    assert errors.__all__ == ["ImportFormatError", "RunDirError", "ServingError"]
+    assert issubclass(errors.ServingError, ValueError)
 
 
 def test_the_public_paths_name_the_same_classes():

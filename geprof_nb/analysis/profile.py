@@ -13,7 +13,7 @@ import pandas as pd
 from .arguments import integer, member
 from .rundir import RunDir
 from .sources.source import OP_STATISTIC_L0_NOTE, TIMESTAMP_COLUMNS, RunDirSource, Source
-from .tables import breakdown, memory, summary
+from .tables import breakdown, memory, serving, summary
 from .tables import mfu as mfu_tables
 from .tables import roofline as roofline_tables
 from .tables.modules import module_statistic
@@ -148,6 +148,24 @@ class Profile:
     def msprof_tx(self) -> pd.DataFrame:
         """User markers and ranges (``ge.mstx``; msprof ``msprof_tx``)."""
         return self.source.msprof_tx()
+
+    @cached_property
+    def serving_requests(self) -> pd.DataFrame:
+        """A serving run's requests (``ge.serve``): arrival, first token and finish (us), TTFT, TPOT and
+        end-to-end latency (ms), prompt and output tokens, preemptions; empty for other runs."""
+        return self.source.serving_requests()
+
+    @cached_property
+    def serving_steps(self) -> pd.DataFrame:
+        """A serving run's engine steps: phase mix (prefill tokens and sequences, decode sequences), batch
+        size, step time, KV-cache blocks used and free, and the step split into compute, exposed
+        communication and host time (ms); empty for other runs."""
+        return self.source.serving_steps()
+
+    def serving_summary(self, ttft_slo_ms: float | None = None, tpot_slo_ms: float | None = None) -> pd.Series:
+        """TTFT / TPOT / end-to-end p50, p90, p99 (ms), output tokens/s and requests/s, and goodput: the
+        requests/s that met ``ttft_slo_ms`` and ``tpot_slo_ms`` (an objective not given is met)."""
+        return serving.serving_summary(self.serving_requests, ttft_slo_ms, tpot_slo_ms)
 
     @cached_property
     def communication_statistic(self) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from .ge_prof import (
 )
 from .graph import Graph, Tensor
 from .parallel import Parallel
+from .serving import Request, ServeResult, requests, serve
 from .session import GEFinalize, GEInitialize, Session, simulation_settings
 from .status import FAILED, PARAM_INVALID, SUCCESS, GEGetErrorMsg, Status
 from .tensor import GraphBuildError, TensorDesc
@@ -33,5 +34,6 @@ __all__ = [
     "PARAM_INVALID", "Parallel", "ProfDataTypeConfig", "ProfilingAicoreMetrics", "ProfilingEvent", "SUCCESS", "Session",
     "Status", "Tensor", "TensorDesc", "acl", "aclgrphBuildModel", "aclgrphProfConfig", "aclgrphProfCreateConfig",
     "aclgrphProfDestroyConfig", "aclgrphProfFinalize", "aclgrphProfInit", "aclgrphProfStart", "aclgrphProfStop",
-    "aclgrphSaveModel", "add_training", "models", "mstx", "profiling_scope", "simulation_settings",
+    "Request", "ServeResult", "aclgrphSaveModel", "add_training", "models", "mstx", "profiling_scope", "requests",
+    "serve", "simulation_settings",
 ]

@@ -42,6 +42,7 @@ from ..prof.clock import toolkit_entry
 from .autodiff import add_optimizer, backward_pass
 from .graph import Graph, Node, Tensor
 from .llm_config import LlmConfig, llm_config
+from .llm_infer import BLOCK_SIZE, InferenceShape, blocks_for, inference_graph
 from .parallel import Parallel, RankLayout
 from .pipeline import BACKWARD, FORWARD, Action, schedule, transfers, virtual_stage
 from .tensor import GraphBuildError
@@ -216,7 +217,7 @@ def _chunk_layers(job: LlmJob, stage: int, chunk: int) -> range:
     return range(vs * per, (vs + 1) * per)
 
 
-def _check_split(cfg: LlmConfig, p: Parallel, seq_len: int, micro_batch_size: int) -> None:
+def check_split(cfg: LlmConfig, p: Parallel, seq_len: int, micro_batch_size: int) -> None:
     """Refuse a split the model does not allow, naming the Parallel field."""
     for name, v in (("seq_len", seq_len), ("micro_batch_size", micro_batch_size)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -244,18 +245,44 @@ def _check_split(cfg: LlmConfig, p: Parallel, seq_len: int, micro_batch_size: in
 
 
 @toolkit_entry
-def llm(preset: str, *, seq_len: int = 4096, micro_batch_size: int = 1, training: bool = True,
-        parallel: Parallel | None = None, **overrides: Any) -> Graph:
+def llm(preset: str, *, seq_len: int | None = None, micro_batch_size: int = 1, training: bool = True,
+        parallel: Parallel | None = None, phase: str | None = None, batch_size: int = 1, kv_len: int | None = None,
+        block_size: int = BLOCK_SIZE, kv_blocks: int | None = None, **overrides: Any) -> Graph:
     """A decoder-only LM step (``preset``: see :data:`~.llm_config.PRESETS`; ``overrides``: layers,
-    hidden, heads, kv_heads, ffn, vocab, experts, top_k) split as ``parallel`` says; rank 0's graph,
-    whose ``job`` builds every other rank's."""
+    hidden, heads, kv_heads, ffn, vocab, experts, top_k, context) split as ``parallel`` says; rank 0's
+    graph, whose ``job`` builds every other rank's.
+
+    With ``phase`` (and ``training=False``) an inference engine's step instead (:mod:`.llm_infer`):
+    ``"prefill"`` of ``batch_size`` prompts of ``seq_len`` tokens (``kv_len`` > ``seq_len``: a chunk after
+    a cached prefix), or ``"decode"`` of one token for each of ``batch_size`` sequences of ``kv_len`` tokens,
+    over a paged KV cache of ``kv_blocks`` blocks of ``block_size`` tokens (default: just enough)."""
     cfg = llm_config(preset, **overrides)
     p = parallel if parallel is not None else Parallel()
     if not isinstance(p, Parallel):
         raise GraphBuildError(f"llm: parallel must be a ge.Parallel, got {type(p).__name__}")
     if not isinstance(training, bool):
         raise GraphBuildError(f"llm: training must be True or False, got {training!r}")
-    _check_split(cfg, p, seq_len, micro_batch_size)
+    if phase is not None:
+        if training:
+            raise GraphBuildError(f"llm: phase={phase!r} is an inference step; pass training=False")
+        if phase == "decode" and seq_len not in (None, 1):
+            raise GraphBuildError(f"llm: seq_len={seq_len!r} with phase='decode': a decode step has one new token "
+                                  "per sequence; give the context as kv_len")
+        if phase == "decode" and kv_len is None:
+            raise GraphBuildError("llm: phase='decode' needs kv_len (the tokens each sequence attends to, the new "
+                                  "one included)")
+        q_len = 1 if phase == "decode" else (seq_len if seq_len is not None else 4096)
+        kv = kv_len if kv_len is not None else q_len
+        blocks = kv_blocks
+        if blocks is None and isinstance(kv, int) and isinstance(batch_size, int) and isinstance(block_size, int):
+            blocks = batch_size * blocks_for(kv, max(1, block_size))
+        shape = InferenceShape(phase, batch_size, q_len, kv, block_size, blocks)
+        if isinstance(blocks, int) and isinstance(batch_size, int) and blocks < batch_size * shape.table_blocks:
+            raise GraphBuildError(f"llm: kv_blocks={blocks} cannot hold {batch_size} sequences of {kv} tokens "
+                                  f"({batch_size * shape.table_blocks} blocks of {block_size})")
+        return inference_graph(cfg, p, shape)
+    seq_len = 4096 if seq_len is None else seq_len
+    check_split(cfg, p, seq_len, micro_batch_size)
     job = LlmJob(cfg, p, seq_len, micro_batch_size, training)
     return job.stage(0).graph
 

@@ -14,7 +14,8 @@ mixtral-8x7b   32      4096    32     8         14336   32000    8        2     
 Sources: the model cards and configs published with the weights (Llama 2 paper, Touvron et al. 2023,
 table 1 and the HF ``config.json`` files of meta-llama/Llama-2-7b-hf and -70b-hf; Meta's Llama 3 8B
 ``config.json``; Mistral AI's Mixtral 8x7B announcement, 46.7 B total / 12.9 B active).  ``tiny-llama``
-and ``tiny-moe`` are small shapes of the same architecture, for tests and quick runs.
+and ``tiny-moe`` are small shapes of the same architecture, for tests and quick runs.  ``context`` is
+each config's ``max_position_embeddings`` (4096 for Llama 2, 8192 for Llama 3 8B, 32768 for Mixtral).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class LlmConfig:
     vocab: int
     experts: int = 0  # 0: a dense SwiGLU MLP in every layer
     top_k: int = 0
+    context: int = 4096  # the longest sequence (prompt and output) the model serves: max_position_embeddings
 
     @property
     def head_dim(self) -> int:
@@ -64,12 +66,12 @@ class LlmConfig:
 
 
 PRESETS: dict[str, LlmConfig] = {c.name: c for c in (
-    LlmConfig("llama2-7b", 32, 4096, 32, 32, 11008, 32000),
-    LlmConfig("llama2-70b", 80, 8192, 64, 8, 28672, 32000),
-    LlmConfig("llama3-8b", 32, 4096, 32, 8, 14336, 128256),
-    LlmConfig("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, experts=8, top_k=2),
-    LlmConfig("tiny-llama", 8, 256, 4, 2, 688, 512),
-    LlmConfig("tiny-moe", 4, 256, 4, 2, 512, 512, experts=4, top_k=2),
+    LlmConfig("llama2-7b", 32, 4096, 32, 32, 11008, 32000, context=4096),
+    LlmConfig("llama2-70b", 80, 8192, 64, 8, 28672, 32000, context=4096),
+    LlmConfig("llama3-8b", 32, 4096, 32, 8, 14336, 128256, context=8192),
+    LlmConfig("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, experts=8, top_k=2, context=32768),
+    LlmConfig("tiny-llama", 8, 256, 4, 2, 688, 512, context=2048),
+    LlmConfig("tiny-moe", 4, 256, 4, 2, 512, 512, experts=4, top_k=2, context=2048),
 )}
 #: The shapes a preset's overrides may change.
 OVERRIDES = tuple(f.name for f in fields(LlmConfig) if f.name != "name")

@@ -36,9 +36,9 @@ from .tensor import GraphBuildError
 MEMORY_ALIGN = 512
 MEMORY_PAD = 32
 WEIGHT_TYPES = ("Variable", "Const")
-#: Optimizer updates write their variable (and its state) in place: their outputs
-#: are the weights' memory, not new feature maps.
-IN_PLACE_TYPES = ("ApplyMomentum", "ApplyAdamW")
+#: Optimizer updates write their variable (and its state) in place, as ScatterPaKvCache writes the KV
+#: cache: their outputs are the weights' (the cache's) memory, not new feature maps.
+IN_PLACE_TYPES = ("ApplyMomentum", "ApplyAdamW", "ScatterPaKvCache")
 
 
 def align_size(nbytes: int | np.ndarray) -> int | np.ndarray:

@@ -896,14 +896,15 @@ class _AttentionDims:
     head_dim: int
 
 
-def _attention_dims(ctx: InferContext, q: TensorDesc, k: TensorDesc) -> _AttentionDims:
-    """B, S, N, D of FlashAttentionScore's query and key in its ``input_layout`` (N from ``head_num``)."""
+def _attention_dims(ctx: InferContext, q: TensorDesc, k: TensorDesc, heads_attr: str = "head_num") -> _AttentionDims:
+    """B, S, N, D of FlashAttentionScore's query and key in its ``input_layout`` (N from ``head_num``;
+    the inference attention ops call it ``num_heads``)."""
     layout = ctx.attr("input_layout", "BSH")
     if layout not in FA_LAYOUTS:
         raise ctx.fail(f"input_layout must be one of {', '.join(FA_LAYOUTS)}, got {layout!r}")
-    heads = ctx.attr("head_num")
+    heads = ctx.attr(heads_attr)
     if not isinstance(heads, int) or isinstance(heads, bool) or heads < 1:
-        raise ctx.fail(f"attribute head_num must be an int >= 1, got {heads!r}")
+        raise ctx.fail(f"attribute {heads_attr} must be an int >= 1, got {heads!r}")
     want = 3 if layout in ("BSH", "SBH") else 4
     for label, d in (("query", q), ("key", k)):
         if d.rank != want:
@@ -922,13 +923,13 @@ def _attention_dims(ctx: InferContext, q: TensorDesc, k: TensorDesc) -> _Attenti
                                              ((q.shape[0], q.shape[2], q.shape[1], q.shape[3]),
                                               (k.shape[0], k.shape[2], k.shape[1], k.shape[3])))
         if nq != heads:
-            raise ctx.fail(f"query has {nq} heads but head_num is {heads}")
+            raise ctx.fail(f"query has {nq} heads but {heads_attr} is {heads}")
         if dk != d:
             raise ctx.fail(f"query head dim {d} and key head dim {dk} differ")
     if bk != b:
         raise ctx.fail(f"query batch {b} and key batch {bk} differ")
     if heads % nk:
-        raise ctx.fail(f"head_num {heads} is not a multiple of the key's {nk} heads (grouped-query attention "
+        raise ctx.fail(f"{heads_attr} {heads} is not a multiple of the key's {nk} heads (grouped-query attention "
                        "shares each key head among head_num / kv heads query heads)")
     return _AttentionDims(b, sq, skv, heads, nk, d)
 
@@ -943,12 +944,12 @@ def _flash_attention_score(ctx: InferContext) -> list[TensorDesc]:
     return [stat, stat, TensorDesc((1,), q.dtype, "ND"), q.with_(format="ND")]
 
 
-def _attention_work(ins: list[TensorDesc], attrs: dict[str, Any]) -> tuple[int, int]:
+def _attention_work(ins: list[TensorDesc], attrs: dict[str, Any], heads_attr: str = "head_num") -> tuple[int, int]:
     """(score elements, multiply-accumulates of one Q K^T product) of FlashAttentionScore, causal masking
     computing only the lower triangle of each head's score matrix."""
     layout = attrs.get("input_layout", "BSH")
     q, k = ins[0].shape, ins[1].shape
-    heads = int(attrs["head_num"])
+    heads = int(attrs[heads_attr])
     if layout in ("BSH", "SBH"):
         b, sq, kv_len = (q[0], q[1], k[1]) if layout == "BSH" else (q[1], q[0], k[0])
         d = q[2] // heads
@@ -960,12 +961,12 @@ def _attention_work(ins: list[TensorDesc], attrs: dict[str, Any]) -> tuple[int, 
     return scores, scores * d
 
 
-def _flash_attention_cost(products: int, vector_per_score: int) -> CostFn:
+def _flash_attention_cost(products: int, vector_per_score: int, heads_attr: str = "head_num") -> CostFn:
     """``products`` S x D matrix products per score matrix (2 forward: Q K^T and P V; 5 backward), and the
     softmax's vector work per score element, on the AI Vector cores beside the cube (a MIX task)."""
 
     def cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
-        scores, macs = _attention_work(ins, attrs)
+        scores, macs = _attention_work(ins, attrs, heads_attr)
         base = _cube_cost(2 * products * macs, ins, outs)
         return OpCost(flops=base.flops, vector_ops=vector_per_score * scores, bytes_in=base.bytes_in,
                       bytes_out=base.bytes_out, tiles=base.tiles)
@@ -993,6 +994,115 @@ _register("FlashAttentionScore", "AI_CORE", ("query", "key", "value", "atten_mas
 _register("FlashAttentionScoreGrad", "AI_CORE",
           ("query", "key", "value", "dy", "softmax_max", "softmax_sum", "attention_in"),
           _flash_attention_score_grad, _flash_attention_cost(5, 10))
+
+
+# ----------------------------------------------------------- inference attention and the KV cache
+# The ops an Ascend inference graph (MindIE, vLLM-Ascend in graph mode, torchair) runs in place of
+# FlashAttentionScore, as CANN's ops-transformer defines them: PromptFlashAttention (a prompt's
+# attention on its own keys and values), IncreFlashAttention (one new token per sequence against its
+# paged KV cache) and FusedInferAttentionScore (either; here a prompt chunk against its paged cache),
+# and ScatterPaKvCache (cacheMode "Norm"), which writes new keys and values into their cache slots.
+# A paged cache is [num_blocks, block_size, kv_heads * head_dim] per layer for the attention ops
+# ([num_blocks, block_size, kv_heads, head_dim] for ScatterPaKvCache: the same memory); ``block_table``
+# [batch, blocks per sequence] says which blocks hold each sequence's tokens.
+def _prompt_flash_attention(ctx: InferContext) -> list[TensorDesc]:
+    q, k, v = ctx.ins[:3]
+    if v.shape != k.shape:
+        raise ctx.fail(f"value {list(v.shape)} must have the shape of key {list(k.shape)}")
+    dims = _attention_dims(ctx, q, k, "num_heads")
+    kv_heads = ctx.attr("num_key_value_heads", dims.heads) or dims.heads
+    if kv_heads != dims.kv_heads:
+        raise ctx.fail(f"key has {dims.kv_heads} heads but num_key_value_heads is {kv_heads}")
+    ctx.same_dtype(0, 1, 2)
+    return [q.with_(format="ND")]
+
+
+def _paged_dims(ctx: InferContext) -> tuple[int, int, int, int, int]:
+    """(batch, query length, heads, head dim, key tokens read per sequence) of a paged attention op,
+    whose query is [B, S, N, D] (BSND) and whose cache is read through ``block_table``."""
+    q, k, v = ctx.ins[:3]
+    table = ctx.ins[-1]
+    if ctx.attr("input_layout", "BSND") != "BSND":
+        raise ctx.fail(f"input_layout must be 'BSND' with a paged KV cache, got {ctx.attr('input_layout')!r}")
+    heads, kv_heads = ctx.attr("num_heads"), ctx.attr("num_key_value_heads")
+    for key, n in (("num_heads", heads), ("num_key_value_heads", kv_heads)):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ctx.fail(f"attribute {key} must be an int >= 1, got {n!r}")
+    if q.rank != 4 or q.shape[2] != heads:
+        raise ctx.fail(f"query must be [B, S, num_heads={heads}, D] (BSND), got {list(q.shape)}")
+    if heads % kv_heads:
+        raise ctx.fail(f"num_heads {heads} is not a multiple of num_key_value_heads {kv_heads}")
+    b, s, _, d = q.shape
+    block_size = ctx.attr("block_size")
+    if k.rank != 3 or k.shape[1] != block_size or k.shape[2] != kv_heads * d:
+        raise ctx.fail(f"key cache must be [num_blocks, block_size={block_size}, num_key_value_heads x D = "
+                       f"{kv_heads * d}], got {list(k.shape)}")
+    if v.shape != k.shape:
+        raise ctx.fail(f"value cache {list(v.shape)} must have the shape of key cache {list(k.shape)}")
+    if table.rank != 2 or table.shape[0] != b or table.dtype != "int32":
+        raise ctx.fail(f"block_table must be int32 [B={b}, blocks per sequence], got {table.dtype} {list(table.shape)}")
+    if table.shape[1] > k.shape[0]:
+        raise ctx.fail(f"block_table has {table.shape[1]} blocks per sequence but the cache holds {k.shape[0]}")
+    ctx.same_dtype(0, 1, 2)
+    return b, s, heads, d, table.shape[1] * block_size
+
+
+def _incre_flash_attention(ctx: InferContext) -> list[TensorDesc]:
+    _paged_dims(ctx)
+    return [ctx.ins[0].with_(format="ND")]
+
+
+def _fused_infer_attention_score(ctx: InferContext) -> list[TensorDesc]:
+    b, s, heads, _, _ = _paged_dims(ctx)
+    return [ctx.ins[0].with_(format="ND"), TensorDesc((b, heads, s, 1), "float32", "ND")]
+
+
+def _paged_attention_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    """Q K^T and P V over the key tokens the block table names, the query's last ``S`` positions causal
+    (a prompt chunk after its cached prefix); the bytes are the blocks read, not the whole cache."""
+    q, k, table = ins[0], ins[1], ins[-1]
+    b, s, heads, d = q.shape
+    kv_tokens = table.shape[1] * int(attrs["block_size"])
+    scores = b * heads * (s * kv_tokens - s * (s - 1) // 2)
+    read = TensorDesc((b * kv_tokens, k.shape[2]), k.dtype, "ND")
+    base = _cube_cost(2 * 2 * scores * d, [q, read, read, table], outs)
+    return OpCost(flops=base.flops, vector_ops=6 * scores, bytes_in=base.bytes_in, bytes_out=base.bytes_out,
+                  tiles=base.tiles)
+
+
+def _scatter_pa_kv_cache(ctx: InferContext) -> list[TensorDesc]:
+    key, key_cache, slots, value, value_cache = ctx.ins
+    if ctx.attr("cache_mode", "Norm") != "Norm":
+        raise ctx.fail(f"cache_mode must be 'Norm', got {ctx.attr('cache_mode')!r}")
+    if key.rank != 3 or key_cache.rank != 4 or key_cache.shape[2:] != key.shape[1:]:
+        raise ctx.fail(f"key [tokens, heads, D] {list(key.shape)} and key_cache [num_blocks, block_size, heads, D] "
+                       f"{list(key_cache.shape)} must agree in heads and D")
+    if value.shape != key.shape or value_cache.shape != key_cache.shape:
+        raise ctx.fail(f"value {list(value.shape)} and value_cache {list(value_cache.shape)} must have the shapes "
+                       "of key and key_cache")
+    if slots.rank != 1 or slots.shape[0] != key.shape[0] or slots.dtype not in ("int32", "int64"):
+        raise ctx.fail(f"slot_mapping must be int32 or int64 [{key.shape[0]}] (one slot per token), got "
+                       f"{slots.dtype} {list(slots.shape)}")
+    ctx.same_dtype(0, 1, 3, 4)
+    return [key_cache, value_cache]
+
+
+def _scatter_pa_kv_cache_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    """Reads the new keys, values and slots, writes the keys and values into their slots (in place)."""
+    key, _, slots, value, _ = ins
+    n = key.numel + value.numel
+    return OpCost(vector_ops=n, bytes_in=key.nbytes + value.nbytes + slots.nbytes, bytes_out=key.nbytes + value.nbytes,
+                  tiles=max(1, -(-n // 16384)))
+
+
+_register("PromptFlashAttention", "AI_CORE", ("query", "key", "value", "atten_mask"), _prompt_flash_attention,
+          _flash_attention_cost(2, 6, "num_heads"), 3, 4)
+_register("IncreFlashAttention", "AI_CORE", ("query", "key", "value", "block_table"), _incre_flash_attention,
+          _paged_attention_cost)
+_register("FusedInferAttentionScore", "AI_CORE", ("query", "key", "value", "block_table"),
+          _fused_infer_attention_score, _paged_attention_cost)
+_register("ScatterPaKvCache", "AI_VECTOR_CORE", ("key", "key_cache", "slot_mapping", "value", "value_cache"),
+          _scatter_pa_kv_cache, _scatter_pa_kv_cache_cost)
 
 
 def _norm_params(ctx: InferContext, x: TensorDesc, gamma: TensorDesc) -> int:

@@ -387,6 +387,17 @@ MSTX_DTYPE = np.dtype(
 )
 MSTX_MARKER = 0
 MSTX_RANGE = 1
+#: One served request of a serving loop (``ge.serve``): host times in ns, its tokens, its preemptions.
+SERVING_REQUEST_DTYPE = np.dtype(
+    [("request_id", "<u4"), ("arrival", "<i8"), ("first_token", "<i8"), ("finish", "<i8"),
+     ("prompt_tokens", "<u4"), ("output_tokens", "<u4"), ("preemptions", "<u4")]
+)
+#: One engine step of a serving loop: its host span (ns), its phase mix (prefill tokens and sequences,
+#: decode sequences), the sequences preempted before it, the KV-cache blocks used and free after it.
+SERVING_STEP_DTYPE = np.dtype(
+    [("step", "<u4"), ("start", "<i8"), ("end", "<i8"), ("prefill_tokens", "<u4"), ("prefill_seqs", "<u4"),
+     ("decode_seqs", "<u4"), ("preempted", "<u4"), ("kv_blocks_used", "<u4"), ("kv_blocks_free", "<u4")]
+)
 
 
 @dataclass(frozen=True)
@@ -424,6 +435,8 @@ RECORD_KINDS: dict[str, RecordKind] = {
         RecordKind("aicpu", AICPU_DTYPE, "device"),
         RecordKind("host_event", HOST_EVENT_DTYPE, "host", hashed=True),
         RecordKind("mstx", MSTX_DTYPE, "host", hashed=True),
+        RecordKind("serving_request", SERVING_REQUEST_DTYPE, "host", aging=False),
+        RecordKind("serving_step", SERVING_STEP_DTYPE, "host", aging=False),
     )
 }
 

@@ -167,3 +167,16 @@ def run_two_graphs(output: Path):
         finally:
             ge.GEFinalize()
     return block.profile
+
+
+def serve_profiled(output: Path, model: str = "tiny-llama", **serve: Any):
+    """``ge.serve(model, **serve)`` in a ``geprof_nb.profile()`` block on the virtual clock: (its result,
+    the loaded Profile)."""
+    MODEL_IDS.restart()
+    with ge.simulation_settings(clock_mode="virtual"):
+        try:
+            with geprof_nb.profile(output=str(output)) as block:
+                result = ge.serve(model, **serve)
+        finally:
+            ge.GEFinalize()
+    return result, block.profile

@@ -377,3 +377,15 @@ def test_every_write_failing_is_said_once_per_reason(ip, monkeypatch):
     assert prof.dropped["hwts (not written)"] == 3 * tasks and len(prof.op_summary) == 0
     assert f"{3 * tasks} hwts records, " in cap.stderr.splitlines()[0]  # the counts are said too
     assert isinstance(ip.user_ns["_geprof"], Profile)  # the cell itself succeeded: the run is bound, as far as it got
+
+
+def test_a_serving_loop_in_a_cell_records_its_requests_and_steps(ip):
+    cell = ("reqs = ge.requests(5, prompt_len=(16, 64), output_len=(2, 6), rate=None, seed=1)\n"
+            "served = ge.serve('tiny-llama', requests=reqs, max_batch_size=4)")
+    with capture_output():
+        ip.run_cell_magic("geprof", "--clock virtual --no-display", cell)
+    prof, served = ip.user_ns["_geprof"], ip.user_ns["served"]
+    assert prof.serving_requests["output_tokens"].tolist() == [r.output_len for r in ip.user_ns["reqs"]]
+    assert len(prof.serving_steps) == served.steps
+    # every step's graph run is one of the run's iterations
+    assert len(prof.step_trace) == served.steps

@@ -21,7 +21,7 @@ import pandas as pd
 from ...prof import rawdata
 from ...prof.api_types import LAUNCH_TYPE_NAMES
 from ..rundir import RunDir
-from ..tables import aicpu, api, breakdown, communication, host, memory, roofline, summary, tx
+from ..tables import aicpu, api, breakdown, communication, host, memory, roofline, serving, summary, tx
 from ..tables import columns as C
 from ..tables.collective_groups import UNKNOWN, collective_group_names
 from ..tables.indexing import scatter
@@ -264,6 +264,14 @@ class Source(abc.ABC):
 
     def msprof_tx(self) -> pd.DataFrame:
         return empty(tx.MSPROF_TX)
+
+    def serving_requests(self) -> pd.DataFrame:
+        """A serving run's requests (``ge.serve``); empty where the data has none."""
+        return empty(serving.SERVING_REQUESTS)
+
+    def serving_steps(self) -> pd.DataFrame:
+        """A serving run's engine steps (``ge.serve``); empty where the data has none."""
+        return empty(serving.SERVING_STEPS)
 
     def communication_statistic(self) -> pd.DataFrame:
         """Per collective type, over :meth:`communication_rows` (which knows them at task level l0 too)."""
@@ -526,6 +534,15 @@ class RunDirSource(Source):
 
     def msprof_tx(self) -> pd.DataFrame:
         return tx.msprof_tx(self.run, self.device_id)
+
+    def serving_requests(self) -> pd.DataFrame:
+        return serving.serving_requests(self.run.load("serving_request"))
+
+    def serving_steps(self) -> pd.DataFrame:
+        rows = self.span_rows()
+        start = rows.start_ns.astype(np.int64)
+        end = start + np.rint(rows.frame["Task Duration(us)"].to_numpy(float) * 1000).astype(np.int64)
+        return serving.serving_steps(self.run.load("serving_step"), start, end, self.communication_rows())
 
     @cached_property
     def _collective_tasks(self) -> communication.CollectiveTasks:
