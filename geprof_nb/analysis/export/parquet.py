@@ -33,7 +33,7 @@ from .naming import safe_component
 #: Profile tables written (Profile attribute = file stem).
 TABLES = ("op_summary", "op_statistic", "api_statistic", "task_time", "step_trace", "step_breakdown", "host_events",
           "msprof_tx", "communication_statistic", "hccl_tasks", "communication_time", "aicpu", "operator_memory",
-          "memory_record")
+          "memory_record", "serving_requests", "serving_steps")
 
 
 def _write(frame: pd.DataFrame, directory: Path, stem: str, compression: str | None) -> dict:

@@ -365,6 +365,12 @@ class ParquetSource(FileSource):
     def memory_record(self) -> pd.DataFrame:
         return self._stored("memory_record")
 
+    def serving_requests(self) -> pd.DataFrame:
+        return self._stored("serving_requests")
+
+    def serving_steps(self) -> pd.DataFrame:
+        return self._stored("serving_steps")
+
     def memory_peak(self) -> MemoryPeak | None:
         peak = self.manifest.get("memory_peak")  # checked with the manifest
         if not peak:

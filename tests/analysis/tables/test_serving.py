@@ -4,8 +4,10 @@ the step split, continuous against static batching on one stream, preemptions, t
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
+import geprof_nb
 from geprof_nb import ge
 from helpers.geprof_testing import serve_profiled
 
@@ -99,3 +101,13 @@ def test_a_run_without_serving_has_the_tables_empty_with_their_columns(tmp_path)
     assert prof.serving_requests.empty and "ttft_ms" in prof.serving_requests.columns
     assert prof.serving_steps.empty and "kv_blocks_free" in prof.serving_steps.columns
     assert prof.serving_summary()["requests"] == 0
+
+
+def test_the_parquet_export_keeps_the_serving_tables(tmp_path):
+    reqs = ge.requests(5, prompt_len=(16, 120), output_len=(2, 8), rate=None, seed=4)
+    _, prof = serve_profiled(tmp_path, requests=reqs, max_batch_size=4)
+    back = geprof_nb.load(prof.export(tmp_path / "pq", format="parquet"))
+    assert len(prof.serving_requests) == 5 and len(prof.serving_steps) > 2
+    pd.testing.assert_frame_equal(back.serving_requests, prof.serving_requests)
+    pd.testing.assert_frame_equal(back.serving_steps, prof.serving_steps)
+    pd.testing.assert_series_equal(back.serving_summary(ttft_slo_ms=50), prof.serving_summary(ttft_slo_ms=50))
