@@ -130,7 +130,8 @@ def collective_tasks(run: RunDir, device_id: int = 0, rows: OpRows | None = None
     """The collective executions and the hccl_task records joined to them by (connection, iteration)."""
     ops = _comm_ops(run, device_id, _rows(run, device_id, rows), group)
     rec = run.load("hccl_task", device_id)
-    rec = rec[np.argsort(rec["start"], kind="stable")]
+    if np.any(rec["start"][1:] < rec["start"][:-1]):  # the writer's order is the start order: no copy then
+        rec = rec[np.argsort(rec["start"], kind="stable")]
     op_key = (ops["conn"].to_numpy() << 32) | ops["iteration"].to_numpy()
     keys, first = np.unique(op_key, return_index=True)
     rec_key = (rec["connection_id"].astype(np.int64) << 32) | rec["iteration"].astype(np.int64)
@@ -236,7 +237,10 @@ def communication_time(run: RunDir, device_id: int = 0, rows: OpRows | None = No
     ops = joined.ops
     n = len(ops)
     keep = joined.pos >= 0
-    rec, pos, task = joined.rec[keep], joined.pos[keep], joined.task[keep]
+    if keep.all():  # every sub-task has its collective: no copy of the records
+        rec, pos, task = joined.rec, joined.pos, joined.task
+    else:
+        rec, pos, task = joined.rec[keep], joined.pos[keep], joined.task[keep]
     start = rec["start"].astype(np.int64)
     dur = rec["dur"].astype(np.int64)
     link = rec["link"].astype(np.int64)

@@ -143,8 +143,10 @@ def _hash_texts(run: RunDir, ids: np.ndarray, na_mask: np.ndarray | None = None)
     """The strings of hash ``ids`` (N/A for 0 and where ``na_mask``)."""
     names = run.hashes
     get = names.get
-    out = np.array([(get(h) or (f"<unknown 0x{h:016x}>" if h not in names else "")) if h else NA
-                    for h in ids.tolist()], dtype=object)
+    distinct, of = np.unique(ids, return_inverse=True)  # each name looked up once
+    text = np.array([(get(h) or (f"<unknown 0x{h:016x}>" if h not in names else "")) if h else NA
+                     for h in distinct.tolist()], dtype=object)
+    out = text[of.ravel()]
     if na_mask is not None:
         out[na_mask] = NA
     return out
