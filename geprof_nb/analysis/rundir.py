@@ -274,10 +274,12 @@ def _hash_entry(line: str) -> tuple[int, str] | None:
 
 
 _BLANK = ()
-#: The hash dictionary read last: its bytes, and each line's entry with the byte offset past that line.  A
-#: cluster's ranks hold the same lines but for the few naming the rank's own communicators, so the next rank's
-#: file reuses its common start.
-_LAST_HASH: list[tuple[bytes, list, list[int]]] = []
+#: The hash dictionaries read last, by their first bytes: each one's bytes, and each line's entry with the
+#: byte offset past that line.  A cluster's ranks of one pipeline stage hold the same lines but for the few
+#: naming the rank's own communicators, so a rank's file reuses the common start of the last one of its stage.
+_LAST_HASH: dict[bytes, tuple[bytes, list, list[int]]] = {}
+_HEAD_BYTES = 4096
+_LAST_HASH_KEPT = 16
 
 
 def _common_lines(before: bytes, data: bytes, ends: list[int]) -> int:
@@ -291,10 +293,11 @@ def _common_lines(before: bytes, data: bytes, ends: list[int]) -> int:
 
 def _hash_entries(data: bytes) -> list:
     """:func:`_hash_entry` of each line of the dictionary's bytes (``_BLANK`` for an empty one), the lines the
-    previous call's bytes start with too taken from it."""
+    last dictionary read with the same first bytes starts with too taken from it."""
     same, head, ends = 0, [], []
-    if _LAST_HASH:
-        before, parsed, before_ends = _LAST_HASH[0]
+    key = data[:_HEAD_BYTES]
+    if key in _LAST_HASH:
+        before, parsed, before_ends = _LAST_HASH.pop(key)
         same = _common_lines(before, data, before_ends)
         head, ends = parsed[:same], before_ends[:same]
     offset = ends[-1] if ends else 0
@@ -303,7 +306,9 @@ def _hash_entries(data: bytes) -> list:
     for line in lines[:-1]:  # a line's end: past its newline (utf-8 keeps the newline's byte where it was)
         offset = data.index(b"\n", offset) + 1
         ends.append(offset)
-    _LAST_HASH[:] = [(data, entries, ends)]
+    _LAST_HASH[key] = (data, entries, ends)
+    if len(_LAST_HASH) > _LAST_HASH_KEPT:
+        del _LAST_HASH[next(iter(_LAST_HASH))]  # the least recently read
     return entries
 
 

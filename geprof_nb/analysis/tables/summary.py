@@ -19,7 +19,7 @@ from ...prof.rawdata import DataType, Format, GeTaskType, OpFlag, RtTaskType
 from ..rundir import RunDir
 from . import columns as C
 from . import pmu
-from .indexing import scatter
+from .indexing import scatter, take_records
 
 NA = "N/A"
 _DTYPE_NAMES = {int(d): d.name[len("DT_"):] for d in DataType}
@@ -134,7 +134,7 @@ def _executed(run: RunDir, device_id: int) -> _Executed:
     ge_type = scatter(n_conn, basic["connection_id"], basic["task_type"], -1, np.int64)
     keep &= ~np.isin(ge_type[hw["connection_id"]], list(_DROPPED_TASK_TYPES))
     rows = np.flatnonzero(keep)
-    hw = hw[rows[np.argsort(hw["start"][rows], kind="stable")]]  # one copy: kept rows in start order
+    hw = take_records(hw, rows[np.argsort(hw["start"][rows], kind="stable")])  # one copy: kept rows in start order
     conn = hw["connection_id"].astype(np.int64)
     return _Executed(hw, conn, n_conn, track, basic, kernel_name, ge_type, has_basic)
 
@@ -154,7 +154,8 @@ def _hash_texts(run: RunDir, ids: np.ndarray, na_mask: np.ndarray | None = None)
 
 def _task_type_texts(ge_type: np.ndarray) -> np.ndarray:
     get = _TASK_TYPE_NAMES.get
-    return np.array([get(t, NA) for t in ge_type.tolist()], dtype=object)
+    distinct, of = np.unique(ge_type, return_inverse=True)  # each type named once
+    return np.array([get(t, NA) for t in distinct.tolist()], dtype=object)[of.ravel()]
 
 
 #: The columns of :func:`op_spans`.
