@@ -110,7 +110,7 @@ def _selected_texts(column: pd.Series, sel: np.ndarray) -> np.ndarray:
     if isinstance(column.dtype, pd.CategoricalDtype):
         categories = column.cat.categories.to_numpy(object)
         codes = column.cat.codes.to_numpy()[sel]
-        if all(isinstance(c, str) for c in categories) and not (codes < 0).any():
+        if pd.api.types.infer_dtype(categories, skipna=False) == "string" and not (codes < 0).any():
             return categories[codes] if len(categories) else np.zeros(0, object)
     return column[sel].astype(str).to_numpy(object)
 

@@ -43,6 +43,11 @@ def _categorical(per_conn: np.ndarray, conn: np.ndarray) -> pd.Categorical:
     """Row values ``per_conn[conn]`` as a categorical of the values that occur, in first-seen order
     of the small per-connection table (factorised there, so rows cost one gather and one count)."""
     codes, uniques = pd.factorize(per_conn)
+    return _used_categories(codes, uniques, conn)
+
+
+def _used_categories(codes: np.ndarray, uniques: np.ndarray, conn: np.ndarray) -> pd.Categorical:
+    """:func:`_categorical` of the per-connection table factorised as ``codes`` into ``uniques``."""
     row_codes = codes[conn]
     used = np.bincount(row_codes, minlength=len(uniques)) > 0 if len(row_codes) else np.zeros(len(uniques), bool)
     remap = (np.cumsum(used) - 1).astype(row_codes.dtype)
@@ -152,6 +157,17 @@ def _hash_texts(run: RunDir, ids: np.ndarray, na_mask: np.ndarray | None = None)
     return out
 
 
+def _hash_categorical(run: RunDir, ids: np.ndarray, conn: np.ndarray,
+                      na_mask: np.ndarray | None = None) -> pd.Categorical:
+    """``_categorical(_hash_texts(run, ids, na_mask), conn)``, factorised on the ids (numbers hash faster than
+    the strings) and each distinct id named once."""
+    if na_mask is not None:
+        ids = np.where(na_mask, np.uint64(0), ids)  # 0 is N/A too
+    id_codes, distinct = pd.factorize(ids)
+    text_codes, uniques = pd.factorize(_hash_texts(run, np.asarray(distinct, np.uint64)))
+    return _used_categories(text_codes[id_codes], uniques, conn)
+
+
 def _task_type_texts(ge_type: np.ndarray) -> np.ndarray:
     get = _TASK_TYPE_NAMES.get
     distinct, of = np.unique(ge_type, return_inverse=True)  # each type named once
@@ -171,8 +187,8 @@ def op_spans(run: RunDir, device_id: int = 0) -> OpRows:
     op_type_ids = scatter(x.n_conn, x.basic["connection_id"], x.basic["op_type"], 0, np.uint64)
     frame = pd.DataFrame({
         "Model ID": model_id[x.conn],
-        "Op Name": _categorical(_hash_texts(run, x.kernel_name), x.conn),
-        "OP Type": _categorical(_hash_texts(run, op_type_ids, ~x.has_basic), x.conn),
+        "Op Name": _hash_categorical(run, x.kernel_name, x.conn),
+        "OP Type": _hash_categorical(run, op_type_ids, x.conn, ~x.has_basic),
         "Task Type": _categorical(_task_type_texts(x.ge_type), x.conn),
         "Task Duration(us)": x.hw["dur"] / 1000.0,
     })
@@ -241,8 +257,8 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
         "Model ID": model_id[conn],
         "Task ID": nullable(task_id, is_comm),
         "Stream ID": nullable(stream_id, is_comm),
-        "Op Name": _categorical(_hash_texts(run, x.kernel_name), conn),
-        "OP Type": _categorical(_hash_texts(run, op_type_ids, no_basic), conn),
+        "Op Name": _hash_categorical(run, x.kernel_name, conn),
+        "OP Type": _hash_categorical(run, op_type_ids, conn, no_basic),
         "OP State": _categorical(state_text, conn),
         "Task Type": _categorical(task_type_text, conn),
         "Block Num": pd.array(np.where(is_comm | no_basic, 0, block_dim)[conn], dtype="Int64"),
