@@ -13,6 +13,7 @@ whole.  Those are loaded too (a torn last record is dropped) and listed in
 
 from __future__ import annotations
 
+import bisect
 import os
 import warnings
 from dataclasses import dataclass
@@ -273,28 +274,41 @@ def _hash_entry(line: str) -> tuple[int, str] | None:
 
 
 _BLANK = ()
-#: The lines of the hash dictionary read last and each one's entry: a cluster's ranks hold the same lines
-#: but for the few naming the rank's own communicators, so the next rank's file reuses their common start.
-_LAST_HASH_LINES: list[tuple[list[str], list]] = []
+#: The hash dictionaries read last, by their first bytes: each one's bytes, and each line's entry with the
+#: byte offset past that line.  A cluster's ranks of one pipeline stage hold the same lines but for the few
+#: naming the rank's own communicators, so a rank's file reuses the common start of the last one of its stage.
+_LAST_HASH: dict[bytes, tuple[bytes, list, list[int]]] = {}
+_HEAD_BYTES = 4096
+_LAST_HASH_KEPT = 16
 
 
-def _hash_entries(lines: list[str]) -> list:
-    """:func:`_hash_entry` of each line (``_BLANK`` for an empty one), the lines the previous call's list
-    starts with too taken from it (found by halving: comparing list slices runs in C)."""
-    same = 0
-    if _LAST_HASH_LINES:
-        before, parsed = _LAST_HASH_LINES[0]
-        lo, hi = 0, min(len(before), len(lines))  # the longest common start is in [lo, hi]
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if before[:mid] == lines[:mid]:
-                lo = mid
-            else:
-                hi = mid - 1
-        same = lo
-    head = _LAST_HASH_LINES[0][1][:same] if same else []
-    entries = head + [_hash_entry(line) if line and not line.isspace() else _BLANK for line in lines[same:]]
-    _LAST_HASH_LINES[:] = [(lines, entries)]
+def _common_lines(before: bytes, data: bytes, ends: list[int]) -> int:
+    """How many of the lines ending at ``ends`` (byte offsets past each line's newline) of ``before`` ``data``
+    starts with too (the first differing byte found by numpy, in C)."""
+    n = min(len(before), len(data))
+    differ = np.flatnonzero(np.frombuffer(before, np.uint8, n) != np.frombuffer(data, np.uint8, n))
+    same_bytes = int(differ[0]) if len(differ) else n
+    return bisect.bisect_right(ends, same_bytes)
+
+
+def _hash_entries(data: bytes) -> list:
+    """:func:`_hash_entry` of each line of the dictionary's bytes (``_BLANK`` for an empty one), the lines the
+    last dictionary read with the same first bytes starts with too taken from it."""
+    same, head, ends = 0, [], []
+    key = data[:_HEAD_BYTES]
+    if key in _LAST_HASH:
+        before, parsed, before_ends = _LAST_HASH.pop(key)
+        same = _common_lines(before, data, before_ends)
+        head, ends = parsed[:same], before_ends[:same]
+    offset = ends[-1] if ends else 0
+    lines = data[offset:].decode("utf-8", errors="replace").split("\n")
+    entries = head + [_hash_entry(line) if line and not line.isspace() else _BLANK for line in lines]
+    for line in lines[:-1]:  # a line's end: past its newline (utf-8 keeps the newline's byte where it was)
+        offset = data.index(b"\n", offset) + 1
+        ends.append(offset)
+    _LAST_HASH[key] = (data, entries, ends)
+    if len(_LAST_HASH) > _LAST_HASH_KEPT:
+        del _LAST_HASH[next(iter(_LAST_HASH))]  # the least recently read
     return entries
 
 
@@ -490,16 +504,15 @@ class RunDir:
                 self.damaged.append(f"{rawdata.HASH_DICT_FILE} (missing: names show as <unknown 0x...>)")
             return out
         try:
-            text = read_bytes(path, HASH_FILE).decode("utf-8", errors="replace")
+            data = read_bytes(path, HASH_FILE)
         except ImportFormatError as exc:
             self.damaged.append(f"{rawdata.HASH_DICT_FILE} ({str(exc).removeprefix(f'{path}: ')}: names show as "
                                 "<unknown 0x...>)")
             return out
-        lines = text.split("\n")
-        entries = _hash_entries(lines)
+        entries = _hash_entries(data)
         if None not in entries:
             return dict(e for e in entries if e is not _BLANK)
-        for lineno, line in enumerate(lines, 1):
+        for lineno, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), 1):
             if not line.strip():  # the writer ends a line a failed write cut off with an empty one
                 continue
             entry = _hash_entry(line)

@@ -357,3 +357,29 @@ def test_a_runtime_task_type_the_runtime_does_not_have_shows_as_unknown(chunked_
     changed = damaged["kernel_type"].astype(str) != before["kernel_type"].astype(str)
     assert changed.sum() >= 1 and set(damaged["kernel_type"].astype(str)[changed]) == {"UNKNOWN"}
     assert (~changed).sum() >= 1 and len(damaged) == len(before)
+
+
+def _write_hashes(run_dir: Path, names: list[str]) -> None:
+    lines = [json.dumps({"id": str(1000 + k), "s": s}) for k, s in enumerate(names)]
+    (run_dir / rawdata.HASH_DICT_FILE).write_text("\n".join(lines) + "\n")
+
+
+def test_a_hash_dictionary_sharing_the_start_of_the_one_read_before_gives_its_own_names(chunked_run, tmp_path):
+    """The ranks of a cluster hold the same lines but the last few: a rank's names reuse the parsed start of the
+    last dictionary with the same first bytes; its changed, added, removed and damaged lines are its own."""
+    common = [f"model/layers.{k}/mlp/MatMul_{'x' * 40}" for k in range(200)]  # past the 4 KB key
+    runs = [tmp_path / name for name in ("a", "b", "c", "d")]
+    for run in runs:
+        shutil.copytree(chunked_run.profile.path, run)
+    _write_hashes(runs[0], common + ["comm_rank0", "comm_rank0_b"])
+    _write_hashes(runs[1], common + ["comm_rank1"])  # one line changed, one removed
+    _write_hashes(runs[2], common + ["comm_rank2", "comm_rank2_b", "added"])
+    (runs[3] / rawdata.HASH_DICT_FILE).write_text(
+        (runs[2] / rawdata.HASH_DICT_FILE).read_text().replace('"s": "comm_rank2_b"', '"s": '))
+    read = [RunDir(run) for run in runs]
+    first, second, third, damaged = (r.hashes for r in read)
+    assert first == {1000 + k: s for k, s in enumerate(common + ["comm_rank0", "comm_rank0_b"])}
+    assert second == {1000 + k: s for k, s in enumerate(common + ["comm_rank1"])}
+    assert third == {1000 + k: s for k, s in enumerate(common + ["comm_rank2", "comm_rank2_b", "added"])}
+    assert damaged == {k: s for k, s in third.items() if s != "comm_rank2_b"}
+    assert read[3].damaged == [f"{rawdata.HASH_DICT_FILE}:202"]

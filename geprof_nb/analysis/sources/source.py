@@ -24,7 +24,7 @@ from ..rundir import RunDir
 from ..tables import aicpu, api, breakdown, communication, host, memory, roofline, serving, summary, tx
 from ..tables import columns as C
 from ..tables.collective_groups import UNKNOWN, collective_group_names
-from ..tables.indexing import scatter
+from ..tables.indexing import scatter, take_records
 
 #: The absolute-time columns of the tables.  The DataFrames hold them as float us, which
 #: at today's epoch (~1.7e15 us) resolve only 0.25 us; exports print them from exact
@@ -508,7 +508,7 @@ class RunDirSource(Source):
         if calls.empty:
             return none
         hw = run.load("hwts", self.device_id)
-        hw = hw[np.argsort(hw["start"], kind="stable")]
+        hw = take_records(hw, np.argsort(hw["start"], kind="stable"))
         track = run.load("task_track", self.device_id)
         n_conn = 1 + max(int(track["connection_id"].max(initial=0)), int(hw["connection_id"].max(initial=0)))
         model = calls["item_id"].to_numpy(np.uint64).astype(np.int64)

@@ -36,6 +36,7 @@ import pandas as pd
 
 from ...prof.rawdata import LinkType, RtTaskType, TransportType
 from ..rundir import RunDir
+from .indexing import take_records
 from .summary import NA, OpRows, op_rows
 from .text_columns import TextValues, text_array
 
@@ -88,7 +89,8 @@ def _comm_ops(run: RunDir, device_id: int, rows: OpRows, group: str) -> pd.DataF
     hccl = track["connection_id"][track["task_type"] == RtTaskType.HCCL].astype(np.int64)
     sel = np.isin(rows.connection_id, hccl) | (f["Task Type"] == "COMMUNICATION").to_numpy()
     conn = rows.connection_id[sel].astype(np.int64)
-    ge_types = collective_op_types(f[["OP Type", "Op Name"]][sel]).tolist()
+    known = _selected_texts(f["OP Type"], sel)
+    ge_types = collective_op_types(f[["OP Type", "Op Name"]][sel]).tolist() if (known == NA).any() else known.tolist()
     hccl_types = {t: hccl_op_type(t) for t in set(ge_types)}
     op_type = np.array([hccl_types[t] for t in ge_types], dtype=object)
     suffix = group[-3:]
@@ -96,10 +98,21 @@ def _comm_ops(run: RunDir, device_id: int, rows: OpRows, group: str) -> pd.DataF
             for index, (t, execution) in enumerate(zip(op_type.tolist(), _executions(conn).tolist()))]
     start = rows.start_ns[sel]
     return pd.DataFrame({
-        "name": np.array(name, dtype=object), "node": f["Op Name"][sel].astype(str).to_numpy(object),
+        "name": np.array(name, dtype=object), "node": _selected_texts(f["Op Name"], sel),
         "type": op_type, "iteration": rows.iteration[sel], "conn": conn, "start": start,
         "dur": np.rint(f["Task Duration(us)"].to_numpy()[sel] * 1000).astype(np.int64),
     })
+
+
+def _selected_texts(column: pd.Series, sel: np.ndarray) -> np.ndarray:
+    """``column[sel].astype(str)`` as an object array; a categorical of strings (op_summary's text columns)
+    read through its codes, without building the selected Series."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        categories = column.cat.categories.to_numpy(object)
+        codes = column.cat.codes.to_numpy()[sel]
+        if pd.api.types.infer_dtype(categories, skipna=False) == "string" and not (codes < 0).any():
+            return categories[codes] if len(categories) else np.zeros(0, object)
+    return column[sel].astype(str).to_numpy(object)
 
 
 def _executions(conn: np.ndarray) -> np.ndarray:
@@ -130,7 +143,7 @@ def collective_tasks(run: RunDir, device_id: int = 0, rows: OpRows | None = None
     """The collective executions and the hccl_task records joined to them by (connection, iteration)."""
     ops = _comm_ops(run, device_id, _rows(run, device_id, rows), group)
     rec = run.load("hccl_task", device_id)
-    rec = rec[np.argsort(rec["start"], kind="stable")]
+    rec = take_records(rec, np.argsort(rec["start"], kind="stable"))
     op_key = (ops["conn"].to_numpy() << 32) | ops["iteration"].to_numpy()
     keys, first = np.unique(op_key, return_index=True)
     rec_key = (rec["connection_id"].astype(np.int64) << 32) | rec["iteration"].astype(np.int64)
@@ -236,7 +249,10 @@ def communication_time(run: RunDir, device_id: int = 0, rows: OpRows | None = No
     ops = joined.ops
     n = len(ops)
     keep = joined.pos >= 0
-    rec, pos, task = joined.rec[keep], joined.pos[keep], joined.task[keep]
+    if keep.all():  # every sub-task has its collective: no copy of the records
+        rec, pos, task = joined.rec, joined.pos, joined.task
+    else:
+        rec, pos, task = joined.rec[keep], joined.pos[keep], joined.task[keep]
     start = rec["start"].astype(np.int64)
     dur = rec["dur"].astype(np.int64)
     link = rec["link"].astype(np.int64)

@@ -15,3 +15,12 @@ def scatter(size: int, index: np.ndarray, values, fill, dtype) -> np.ndarray:
         index, values = index[keep], (values[keep] if np.ndim(values) else values)
     out[index] = values
     return out
+
+
+def take_records(records: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``records[index]`` of a structured array, gathered as rows of bytes (numpy copies a packed record field
+    by field otherwise: 3x slower on the 50-byte hccl_task records)."""
+    if not records.flags.c_contiguous or records.ndim != 1 or not records.dtype.itemsize:
+        return records[index]
+    rows = records.view(np.uint8).reshape(len(records), records.dtype.itemsize)
+    return np.take(rows, index, axis=0).view(records.dtype).ravel()

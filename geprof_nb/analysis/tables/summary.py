@@ -19,7 +19,7 @@ from ...prof.rawdata import DataType, Format, GeTaskType, OpFlag, RtTaskType
 from ..rundir import RunDir
 from . import columns as C
 from . import pmu
-from .indexing import scatter
+from .indexing import scatter, take_records
 
 NA = "N/A"
 _DTYPE_NAMES = {int(d): d.name[len("DT_"):] for d in DataType}
@@ -43,6 +43,11 @@ def _categorical(per_conn: np.ndarray, conn: np.ndarray) -> pd.Categorical:
     """Row values ``per_conn[conn]`` as a categorical of the values that occur, in first-seen order
     of the small per-connection table (factorised there, so rows cost one gather and one count)."""
     codes, uniques = pd.factorize(per_conn)
+    return _used_categories(codes, uniques, conn)
+
+
+def _used_categories(codes: np.ndarray, uniques: np.ndarray, conn: np.ndarray) -> pd.Categorical:
+    """:func:`_categorical` of the per-connection table factorised as ``codes`` into ``uniques``."""
     row_codes = codes[conn]
     used = np.bincount(row_codes, minlength=len(uniques)) > 0 if len(row_codes) else np.zeros(len(uniques), bool)
     remap = (np.cumsum(used) - 1).astype(row_codes.dtype)
@@ -134,7 +139,7 @@ def _executed(run: RunDir, device_id: int) -> _Executed:
     ge_type = scatter(n_conn, basic["connection_id"], basic["task_type"], -1, np.int64)
     keep &= ~np.isin(ge_type[hw["connection_id"]], list(_DROPPED_TASK_TYPES))
     rows = np.flatnonzero(keep)
-    hw = hw[rows[np.argsort(hw["start"][rows], kind="stable")]]  # one copy: kept rows in start order
+    hw = take_records(hw, rows[np.argsort(hw["start"][rows], kind="stable")])  # one copy: kept rows in start order
     conn = hw["connection_id"].astype(np.int64)
     return _Executed(hw, conn, n_conn, track, basic, kernel_name, ge_type, has_basic)
 
@@ -143,16 +148,30 @@ def _hash_texts(run: RunDir, ids: np.ndarray, na_mask: np.ndarray | None = None)
     """The strings of hash ``ids`` (N/A for 0 and where ``na_mask``)."""
     names = run.hashes
     get = names.get
-    out = np.array([(get(h) or (f"<unknown 0x{h:016x}>" if h not in names else "")) if h else NA
-                    for h in ids.tolist()], dtype=object)
+    distinct, of = np.unique(ids, return_inverse=True)  # each name looked up once
+    text = np.array([(get(h) or (f"<unknown 0x{h:016x}>" if h not in names else "")) if h else NA
+                     for h in distinct.tolist()], dtype=object)
+    out = text[of.ravel()]
     if na_mask is not None:
         out[na_mask] = NA
     return out
 
 
+def _hash_categorical(run: RunDir, ids: np.ndarray, conn: np.ndarray,
+                      na_mask: np.ndarray | None = None) -> pd.Categorical:
+    """``_categorical(_hash_texts(run, ids, na_mask), conn)``, factorised on the ids (numbers hash faster than
+    the strings) and each distinct id named once."""
+    if na_mask is not None:
+        ids = np.where(na_mask, np.uint64(0), ids)  # 0 is N/A too
+    id_codes, distinct = pd.factorize(ids)
+    text_codes, uniques = pd.factorize(_hash_texts(run, np.asarray(distinct, np.uint64)))
+    return _used_categories(text_codes[id_codes], uniques, conn)
+
+
 def _task_type_texts(ge_type: np.ndarray) -> np.ndarray:
     get = _TASK_TYPE_NAMES.get
-    return np.array([get(t, NA) for t in ge_type.tolist()], dtype=object)
+    distinct, of = np.unique(ge_type, return_inverse=True)  # each type named once
+    return np.array([get(t, NA) for t in distinct.tolist()], dtype=object)[of.ravel()]
 
 
 #: The columns of :func:`op_spans`.
@@ -168,8 +187,8 @@ def op_spans(run: RunDir, device_id: int = 0) -> OpRows:
     op_type_ids = scatter(x.n_conn, x.basic["connection_id"], x.basic["op_type"], 0, np.uint64)
     frame = pd.DataFrame({
         "Model ID": model_id[x.conn],
-        "Op Name": _categorical(_hash_texts(run, x.kernel_name), x.conn),
-        "OP Type": _categorical(_hash_texts(run, op_type_ids, ~x.has_basic), x.conn),
+        "Op Name": _hash_categorical(run, x.kernel_name, x.conn),
+        "OP Type": _hash_categorical(run, op_type_ids, x.conn, ~x.has_basic),
         "Task Type": _categorical(_task_type_texts(x.ge_type), x.conn),
         "Task Duration(us)": x.hw["dur"] / 1000.0,
     })
@@ -238,8 +257,8 @@ def op_rows(run: RunDir, device_id: int = 0) -> OpRows:
         "Model ID": model_id[conn],
         "Task ID": nullable(task_id, is_comm),
         "Stream ID": nullable(stream_id, is_comm),
-        "Op Name": _categorical(_hash_texts(run, x.kernel_name), conn),
-        "OP Type": _categorical(_hash_texts(run, op_type_ids, no_basic), conn),
+        "Op Name": _hash_categorical(run, x.kernel_name, conn),
+        "OP Type": _hash_categorical(run, op_type_ids, conn, no_basic),
         "OP State": _categorical(state_text, conn),
         "Task Type": _categorical(task_type_text, conn),
         "Block Num": pd.array(np.where(is_comm | no_basic, 0, block_dim)[conn], dtype="Int64"),
