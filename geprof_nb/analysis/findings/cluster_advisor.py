@@ -374,10 +374,6 @@ def advise(cluster: ClusterProfile) -> pd.DataFrame:
     """Findings ranked High, Medium, Low, then by time at stake per step (:data:`.advisor.COLUMNS`)."""
     t = cluster.tables()
     step_us = _step_us(t)
-
-    def share(us: float) -> float:
-        return us / step_us if step_us > 0 else 0.0
-
     parallel = [f for rule in PARALLEL_RULES for f in rule(cluster)]
     findings = []
     for rule in RULES:
@@ -389,7 +385,7 @@ def advise(cluster: ClusterProfile) -> pd.DataFrame:
                 f.evidence += f"; {_per_step_basis(t)}"
         findings.extend(found)
     findings.extend(exposed_tensor_parallel(cluster, step_us))
-    return findings_table(findings + parallel, share)
+    return findings_table(findings + parallel, step_us)
 
 
 def _wait_beyond(waits: list[Finding], parallel: list[Finding], step_us: float) -> list[Finding]:
