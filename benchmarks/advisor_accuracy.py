@@ -9,7 +9,9 @@ overall figures count (scenario, cause) pairs.  The real ``msprof-analyze adviso
 scenarios' ascend_pt exports and is scored with the same truth through :data:`MSPROF_CAUSE`, a mapping
 from its problem categories (the rows of its ``mstt_advisor_*.xlsx`` problems sheet) to the cause kinds.
 
-Scenarios are drawn from a seeded generator, so a run is the same every time; the real-clock ones
+Scenarios are drawn from a seeded generator, so a run is the same every time.  Each injected cause is
+sized to cost at least about 8% of its scenario's step (a cause beside another gets more of it): below
+the advisor's 5% bar a cost is, by the advisor's own definition, run-to-run noise.  The real-clock ones
 (a host stall, an input pipeline that waits every step) sleep in the loop, and their sleeps are long
 enough (tens of ms) that a loaded machine's scheduling delays stay far below them.
 """
@@ -202,7 +204,10 @@ def _resnet(world: int) -> ge.Graph:
 def _single_device(kind: str, r: random.Random, i: int) -> Scenario:
     """One single-device scenario of ``kind`` (a cause, a pair of causes joined by '+', or 'clean')."""
     parts = set(kind.split("+")) - {"clean"}
-    m, k, layers = r.choice((3072, 4096)), 4096, r.randint(1, 2)
+    real_clock = bool(parts & {"loader_stall", "host_stall"})
+    # on the real clock the simulator's own Python between steps (100-300 us on a loaded 2-core machine) is host
+    # time no one injected: a longer step (4-6 MatMuls, 2-3 ms) keeps it under the advisor's bars
+    m, k, layers = r.choice((3072, 4096)), 4096, r.randint(4, 6) if real_clock else r.randint(1, 2)
     pieces: list[Callable[[ge.Graph], object]] = [lambda g: _gemms(g, m, k, layers)]  # ~0.4-1 ms of clean cube
     if "aicpu" in parts:
         rows = r.choice((512, 768, 1024))
@@ -211,7 +216,7 @@ def _single_device(kind: str, r: random.Random, i: int) -> Scenario:
         side, n = 4096, r.randint(8, 12)
         pieces.append(lambda g: _memory(g, side, n))
     if "tiny_kernels" in parts:
-        n = r.randint(150, 300)
+        n = r.randint(150, 300) if parts == {"tiny_kernels"} else r.randint(300, 450)  # beside another cause
         pieces.append(lambda g: _tiny(g, n))
     if "low_cube" in parts:
         mm, ll = r.choice((8, 16, 32)), r.randint(8, 16)
@@ -354,7 +359,7 @@ def evaluate(items: list[Scenario], with_msprof: bool = True) -> dict:
         rules, exclusive, step = advice_of(path)
         causes = found_causes(rules)
         ours.append(causes)
-        if np.isfinite(step) and exclusive.sum() > step * (1 + 1e-9):
+        if np.isfinite(step) and exclusive.sum() > step + 1e-3:  # the table rounds to the ns
             stake_over.append(s.name)
         row = {"scenario": s.name, "truth": sorted(s.causes), "rules": rules, "found": sorted(causes),
                "exclusive_sum_us": round(float(exclusive.sum()), 3), "step_us": round(float(step), 3)}
