@@ -31,7 +31,8 @@ What goes where:
 
 Each file is built under a temporary name in one transaction and renamed into place, so a failed
 export leaves no half-written database.  Rows go in as multi-row ``INSERT`` statements of the
-connection's maximum number of parameters: a 1,000,000-task run's ~15,000,000 rows in seconds.
+connection's maximum number of parameters, and the biggest tables (:data:`SIDE_PROCESS_TABLES`) are written by a
+second process meanwhile (:mod:`.db_rows`): a 1,000,000-task run's ~18,000,000 rows in seconds, on two cores.
 """
 
 from __future__ import annotations
@@ -63,15 +64,16 @@ from .ascend_pt import (
     profiler_steps,
     write_device_info,
 )
+from .db_rows import Masked, SideWriter, connect_for_writing, insert_flat, is_plain
 from .hccl import BANDWIDTH_TYPES, RankMap, communication_json, communication_matrix_json
 from .naming import ascend_pt_dir_name, prof_dir_name, stamp14
 from .timeline import Timeline
 from .tracejson import write_json
 
-#: SQLite's page cache while a file is written (KiB): big enough that the pages are written once, at the end.
-CACHE_KIB = 512 * 1024
-#: Rows of one INSERT statement at most (a statement of more costs more to prepare than it saves).
-MAX_ROWS_PER_INSERT = 10_000
+#: Tables a second process writes while this one writes the rest (:mod:`.db_rows`), when they have at least
+#: :data:`SIDE_MIN_ROWS` rows (below that, starting the process costs more than it saves).
+SIDE_PROCESS_TABLES = frozenset({"TASK_PMU_INFO", "OP_MEMORY", "MEMORY_RECORD"})
+SIDE_MIN_ROWS = 500_000
 #: The runtime (TASK) type of an op task by its op_summary Task Type, where the Profile has no runtime type.
 RUNTIME_TYPES = {"AI_CORE": "KERNEL_AICORE", "AI_VECTOR_CORE": "KERNEL_AIVEC", "MIX_AIC": "KERNEL_MIX_AIC",
                  "MIX_AIV": "KERNEL_MIX_AIV", "AI_CPU": "KERNEL_AICPU", "COMMUNICATION": "HCCL"}
@@ -112,10 +114,8 @@ class Strings:
 
 
 # ---------------------------------------------------------------------------- writing
-def _cells(values: object, n: int) -> list | None:
-    """A column's values as a list of Python numbers / texts / None (missing), or None for all-NULL."""
-    if values is None:
-        return None
+def _cells(values: object, n: int) -> list:
+    """A column's values as a list of Python numbers / texts / None (missing)."""
     if np.isscalar(values):
         return [values.item() if isinstance(values, np.generic) else values] * n
     if isinstance(values, list):
@@ -137,57 +137,71 @@ def _cells(values: object, n: int) -> list | None:
     return cells
 
 
-def _variables(conn: sqlite3.Connection) -> int:
-    """How many ``?`` one statement may hold (SQLite's default before 3.32 was 999)."""
-    getlimit = getattr(conn, "getlimit", None)
-    return getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) if getlimit else 999
-
-
 def insert_rows(conn: sqlite3.Connection, table: S.Table, data: Columns | list[tuple[Columns, int]], n: int) -> None:
     """Insert ``n`` rows, many per statement.  ``data``: column -> values (a column left out is NULL), or
     blocks of them (``(columns, rows)`` each, inserted in turn: a big table need not be in memory at once)."""
     blocks = data if isinstance(data, list) else [(data, n)]
     names = table.names
     k = len(names)
-    per = max(1, min(MAX_ROWS_PER_INSERT, _variables(conn) // k))
-    row = "(" + ",".join("?" * k) + ")"
-    sql = f"INSERT INTO {table.name} VALUES " + ",".join([row] * per)
     for block, rows in blocks:
         flat: list = [None] * (rows * k)
         for j, name in enumerate(names):
-            cells = _cells(block.get(name), rows)
-            if cells is not None:
+            values = block.get(name)
+            if values is not None:
+                cells = _cells(values, rows)
                 if len(cells) != rows:
                     raise ValueError(f"{table.name}.{name}: {len(cells)} values for {rows} rows")
                 flat[j::k] = cells
-        full = rows - rows % per
-        for start in range(0, full, per):
-            conn.execute(sql, flat[start * k:(start + per) * k])
-        if full < rows:
-            conn.execute(f"INSERT INTO {table.name} VALUES " + ",".join([row] * (rows - full)), flat[full * k:])
+        insert_flat(conn, table.name, k, flat, rows)
+
+
+def _side_column(values: object) -> object:
+    """A nullable integer column as :class:`.db_rows.Masked`; the rest as it is."""
+    if isinstance(values, pd.arrays.IntegerArray):
+        missing = np.asarray(values.isna())
+        return Masked(values.to_numpy(np.int64, na_value=0), missing)
+    return values
+
+
+def _side_blocks(table: S.Table, data: Columns | list[tuple[Columns, int]], n: int) -> list | None:
+    """The table's blocks as the side process takes them (:class:`.db_rows.SideWriter`), or None where it is
+    written here: small, not one of :data:`SIDE_PROCESS_TABLES`, or a column that is not plain numbers."""
+    if table.name not in SIDE_PROCESS_TABLES or n < SIDE_MIN_ROWS:
+        return None
+    blocks = [({k: _side_column(v) for k, v in block.items()}, rows)
+              for block, rows in (data if isinstance(data, list) else [(data, n)])]
+    return blocks if all(is_plain(v) for block, _ in blocks for v in block.values()) else None
 
 
 def write_db(path: Path, tables: Iterable[tuple[S.Table, Columns, int]], indexes: Sequence[str] = ()) -> Path:
     """Write the tables (each created as declared, then filled) in one transaction into a new file,
-    renamed to ``path`` when complete (a database already there is replaced)."""
+    renamed to ``path`` when complete (a database already there is replaced).  A big table of
+    :data:`SIDE_PROCESS_TABLES` is written by a second process meanwhile and copied in before the commit."""
     work = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     work.unlink(missing_ok=True)
+    side = SideWriter(work)
     try:
-        conn = sqlite3.connect(work, isolation_level=None)
+        conn = connect_for_writing(work)
         try:
-            conn.execute("PRAGMA journal_mode=OFF")  # the file is not in place until it is complete
-            conn.execute("PRAGMA synchronous=OFF")
-            conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")  # the pages of a big table stay in memory until the end
             conn.execute("BEGIN")
             for table, data, n in tables:
                 conn.execute(table.create_sql())
+                blocks = _side_blocks(table, data, n)
+                try:
+                    if blocks is not None:
+                        side.add(table.name, table.create_sql(), table.names, blocks)
+                        continue
+                except OSError:  # no second process to start (no interpreter at sys.executable): written here
+                    pass
                 if n:
                     insert_rows(conn, table, data, n)
+            side.copy_into(conn)
             for sql in indexes:
                 conn.execute(sql)
             conn.execute("COMMIT")
         finally:
             conn.close()
+            side.discard()
         os.replace(work, path)
     except BaseException:
         work.unlink(missing_ok=True)

@@ -213,3 +213,46 @@ def test_a_cluster_exports_one_directory_per_rank_that_loads_as_the_cluster(tmp_
         "group_name": "dp", "group_rank": 1, "global_ranks": list(range(size))}}
     infos = sorted(json.loads(p.read_text())["rank_id"] for p in (tmp_path / "msprof_db").glob("PROF_*/device_*/info.*"))
     assert infos == list(cluster.ranks)
+
+
+def _all_rows(path: Path) -> dict[str, list[tuple]]:
+    return {t: rows(path, f"SELECT * FROM {t} ORDER BY rowid") for t in schema(path)}
+
+
+def test_big_tables_written_by_a_second_process_hold_the_same_rows(run, tmp_path, monkeypatch):
+    profile, here = run
+    monkeypatch.setattr(export_db, "SIDE_MIN_ROWS", 0)  # every side table, however small, goes to the process
+    there = profile.export(tmp_path / "side", format="db", rank=3)
+    name = "ascend_pytorch_profiler_3.db"
+    (a,), (b,) = list(here.rglob(name)), list(there.rglob(name))
+    side, local = _all_rows(b), _all_rows(a)
+    assert set(side) == set(local)
+    for table in export_db.SIDE_PROCESS_TABLES:
+        assert len(side[table]) > 100, table  # the run has rows in each, so the process wrote some
+    for table in local:
+        assert side[table] == local[table], table
+    assert sorted(p.name for p in b.parent.iterdir()) == sorted(p.name for p in a.parent.iterdir())
+
+
+def test_a_failed_second_process_says_why_and_leaves_no_database(run, tmp_path, monkeypatch):
+    profile, _ = run
+    fail = tmp_path / "fail.sh"
+    fail.write_text("#!/bin/sh\necho 'no space left on device' >&2\nexit 3\n")
+    fail.chmod(0o755)
+    monkeypatch.setattr(export_db, "SIDE_MIN_ROWS", 0)
+    monkeypatch.setattr("geprof_nb.analysis.export.db_rows.sys.executable", str(fail))
+    with pytest.raises(RuntimeError, match=r"writing TASK_PMU_INFO, OP_MEMORY, MEMORY_RECORD in a second process "
+                                           r"failed \(exit 3\): no space left on device"):
+        profile.export(tmp_path / "x", format="db")
+    left = [p.name for p in tmp_path.rglob("*") if p.is_file() and p != fail]
+    assert left and not [n for n in left if n.endswith((".db", ".tmp", ".side", ".npy"))], left
+
+
+def test_without_an_interpreter_to_start_the_big_tables_are_written_here(run, tmp_path, monkeypatch):
+    profile, here = run
+    monkeypatch.setattr(export_db, "SIDE_MIN_ROWS", 0)
+    monkeypatch.setattr("geprof_nb.analysis.export.db_rows.sys.executable", str(tmp_path / "no-python"))
+    there = profile.export(tmp_path / "x", format="db", rank=3)
+    name = "ascend_pytorch_profiler_3.db"
+    assert _all_rows(next(there.rglob(name))) == _all_rows(next(here.rglob(name)))
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith((".tmp", ".side", ".npy"))]
