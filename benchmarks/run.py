@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import advisor_accuracy  # noqa: E402
 import bench_analysis  # noqa: E402
 import bench_cluster  # noqa: E402
 import bench_collection  # noqa: E402
@@ -39,7 +40,7 @@ from harness import Result, has_target, markdown, table  # noqa: E402
 
 #: bench_llm before bench_cluster: the cross-rank tables read the llama2-70b step bench_llm times.
 SUITES = [bench_layers, bench_collection, bench_peers, bench_analysis, bench_exports, bench_plots, bench_notebook,
-          bench_llm, bench_cluster, bench_timeline, bench_timing]
+          bench_llm, bench_cluster, bench_timeline, bench_timing, advisor_accuracy]
 
 
 def machine() -> dict:

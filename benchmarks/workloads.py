@@ -45,12 +45,17 @@ def resnet50_training(world_size: int = 8) -> ge.Graph:
 
 
 def run_session(graph: ge.Graph, steps: int, options: dict | None, output: Path | None,
-                executor: str | None = None, inputs: Callable[[int], Sequence] | None = None) -> Path | None:
+                executor: str | None = None, inputs: Callable[[int], Sequence] | None = None, *,
+                clock: str = "virtual", session: dict[str, str] | None = None,
+                before_step: Callable[[int], None] | None = None) -> Path | None:
     """GEInitialize, one session running ``graph`` for ``steps`` steps, GEFinalize.
 
-    ``options`` are profilingOptions (``None``: profiling off); returns the run directory.
+    ``options`` are profilingOptions (``None``: profiling off); ``session``: the Session's options
+    (``ge.exec.rankSize``, ``geprof.faults``); ``before_step(k)`` runs in the loop before step ``k``
+    (0-based: the user's host work between ``run_graph`` calls).  Returns the run directory (a
+    cluster's root, ``CLUSTER_*``, when the session runs several ranks).
     """
-    opts = {"geprof.clock": "virtual"}
+    opts = {"geprof.clock": clock}
     if executor:
         opts["geprof.executor"] = executor
     if options is not None:
@@ -61,16 +66,18 @@ def run_session(graph: ge.Graph, steps: int, options: dict | None, output: Path 
     if status != ge.SUCCESS:
         raise RuntimeError(f"GEInitialize failed: {ge.GEGetErrorMsg()}")
     try:
-        sess = ge.Session()
+        sess = ge.Session(options=session or {})
         sess.add_graph(1, graph)
         for k in range(steps):
+            if before_step is not None:
+                before_step(k)
             if sess.run_graph(1, inputs(k) if inputs else None) != ge.SUCCESS:
                 raise RuntimeError(f"run_graph failed: {ge.GEGetErrorMsg()}")
     finally:
         ge.GEFinalize()
     if output is None:
         return None
-    runs = sorted(output.glob("PROF_*"))
+    runs = sorted(output.glob("CLUSTER_*")) or sorted(output.glob("PROF_*"))
     return runs[-1] if runs else None
 
 

@@ -107,9 +107,12 @@ def test_each_window_starts_over_without_counting_the_stop_and_restart(ip):
     for it in (1, 3, 5, 7):  # a window's first step spans only its own iteration
         assert bd.loc[it, "Stage"] == st.loc[it, "Iteration Time(us)"]
     assert bd.loc[[3, 5, 7], "Free"].to_numpy() == pytest.approx([bd.loc[1, "Free"]] * 3, rel=0.05)
-    share = {name: prof.advise().set_index("Rule")["Share of step (%)"].get("Large Data Aug Bound")
-             for name, prof in (("scheduled", scheduled), ("plain", plain))}
-    assert share["plain"] is not None and share["scheduled"] == pytest.approx(share["plain"], abs=1.0)
+    # the advisor sees the same run in both: the same findings (this gap, under 100 us, is a launch's own cost
+    # between steps, no Large Data Aug Bound: advisor.DATA_AUG_MIN_US)
+    assert dab[2] < 100
+    advice = {name: prof.advise() for name, prof in (("scheduled", scheduled), ("plain", plain))}
+    assert advice["scheduled"]["Rule"].tolist() == advice["plain"]["Rule"].tolist()
+    assert "Large Data Aug Bound" not in advice["plain"]["Rule"].tolist()
 
 
 def test_warmup_data_is_discarded_without_a_trace(ip):

@@ -72,7 +72,7 @@ from .tracejson import write_json
 
 #: Tables a second process writes while this one writes the rest (:mod:`.db_rows`), when they have at least
 #: :data:`SIDE_MIN_ROWS` rows (below that, starting the process costs more than it saves).
-SIDE_PROCESS_TABLES = frozenset({"TASK_PMU_INFO", "OP_MEMORY", "MEMORY_RECORD"})
+SIDE_PROCESS_TABLES = frozenset({"TASK_PMU_INFO"})
 SIDE_MIN_ROWS = 500_000
 #: The runtime (TASK) type of an op task by its op_summary Task Type, where the Profile has no runtime type.
 RUNTIME_TYPES = {"AI_CORE": "KERNEL_AICORE", "AI_VECTOR_CORE": "KERNEL_AIVEC", "MIX_AIC": "KERNEL_MIX_AIC",

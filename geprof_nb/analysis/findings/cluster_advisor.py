@@ -15,6 +15,7 @@ straggler figures and is its own finding (:func:`one_off_stalls`), naming the ra
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -189,10 +190,18 @@ def high_wait(t: ClusterTables) -> list[Finding]:
         "(cluster.stragglers shows who is late where).", unexplained)]
 
 
+#: Point-to-point transfers (a pipeline stage's send to the next, its receive from the previous): the receiver
+#: waits for its sender by the schedule, so the last to arrive there is the later stage, not a late rank.
+POINT_TO_POINT = re.compile(r"send|receive|recv", re.IGNORECASE)
+
+
 def stragglers(t: ClusterTables) -> list[Finding]:
     """Ranks (not already found slow) that arrive last at most collectives whose arrivals differ,
-    by more than noise: late launches rather than slow compute."""
+    by more than noise: late launches rather than slow compute.  Point-to-point transfers
+    (:data:`POINT_TO_POINT`) cast no vote."""
     st = t.typical_stragglers
+    if len(st):
+        st = st[~st["OP Type"].astype(str).str.contains(POINT_TO_POINT)]
     spread = st[st["Spread(us)"] > 0] if len(st) else st
     if spread.empty:
         return []
@@ -374,10 +383,6 @@ def advise(cluster: ClusterProfile) -> pd.DataFrame:
     """Findings ranked High, Medium, Low, then by time at stake per step (:data:`.advisor.COLUMNS`)."""
     t = cluster.tables()
     step_us = _step_us(t)
-
-    def share(us: float) -> float:
-        return us / step_us if step_us > 0 else 0.0
-
     parallel = [f for rule in PARALLEL_RULES for f in rule(cluster)]
     findings = []
     for rule in RULES:
@@ -389,7 +394,7 @@ def advise(cluster: ClusterProfile) -> pd.DataFrame:
                 f.evidence += f"; {_per_step_basis(t)}"
         findings.extend(found)
     findings.extend(exposed_tensor_parallel(cluster, step_us))
-    return findings_table(findings + parallel, share)
+    return findings_table(findings + parallel, step_us)
 
 
 def _wait_beyond(waits: list[Finding], parallel: list[Finding], step_us: float) -> list[Finding]:
