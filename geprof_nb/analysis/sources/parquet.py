@@ -204,7 +204,8 @@ class ParquetSource(FileSource):
             try:  # the dtypes pandas stored in the file's metadata, from its schema alone
                 empty = pq.read_schema(file).empty_table().to_pandas()
                 rows = pq.read_metadata(file).num_rows
-            except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+            except (OSError, ValueError, TypeError) as exc:  # pyarrow's errors derive from the first two; a
+                # damaged pandas schema in the file's metadata (a dtype name) raises TypeError in to_pandas
                 raise ImportFormatError(f"{file}: cannot be read as Parquet ({exc})") from None
             tables[name] = {"file": file.name, "rows": rows, "columns": read_names([str(c) for c in empty.columns]),
                             "dtypes": [dtype_spec(empty.iloc[:, i].dtype) for i in range(empty.shape[1])]}
@@ -270,7 +271,8 @@ class ParquetSource(FileSource):
                 f.read(4)  # a file the OS cannot read is said as such (pyarrow would say it is empty)
             try:  # what pd.read_parquet does, without consolidating the columns into 2-D blocks (2x faster)
                 frame = pq.read_table(file).to_pandas(split_blocks=True, self_destruct=True)
-            except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+            except (OSError, ValueError, TypeError) as exc:  # pyarrow's errors derive from the first two; a
+                # damaged pandas schema in the file's metadata (a dtype name) raises TypeError in to_pandas
                 raise ImportFormatError(f"{file}: cannot be read as Parquet ({exc})") from None
             if frame.shape != (entry.get("rows"), len(columns)):
                 raise ImportFormatError(f"{file}: {frame.shape[0]} rows x {frame.shape[1]} columns; the manifest "

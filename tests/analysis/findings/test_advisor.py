@@ -659,9 +659,10 @@ ZOO = {
 def test_zoo_models_findings_never_claim_more_than_the_step(tmp_path, model):
     found = advise(profile_of(tmp_path, ZOO[model](), ge_api="l1"))
     step = found.attrs["step_us"]
-    assert step > 0 and len(found) >= 1, model
+    assert step > 0, model  # a clean model may have no finding at all (mlp: its launch gaps are below 100 us)
     exclusive = found["Exclusive time at stake (us)"]
     assert exclusive.sum() <= step + 1e-3
     assert (exclusive <= found["Time at stake (us)"] + 1e-9).all() and (exclusive <= step + 1e-3).all()
-    assert exclusive.iloc[0] == pytest.approx(min(found["Time at stake (us)"].iloc[0], step), abs=1e-3)
+    if len(found):
+        assert exclusive.iloc[0] == pytest.approx(min(found["Time at stake (us)"].iloc[0], step), abs=1e-3)
 
