@@ -342,6 +342,8 @@ class RunDir:
             raise RunDirError(f"{info_path}: not a geprof run description (no 'geprof_raw_version' field)")
         _check_info(self.info, info_path)
         self.damaged: list[str] = []
+        #: Bytes of a hash dictionary line the run stopped in the middle of (0: none); dropped, and said.
+        self.torn_hash_line = 0
         self._own: dict[tuple[str, int], list[Path]] = {}
 
     @property
@@ -435,6 +437,10 @@ class RunDir:
                              f"{len(rawdata.npy_header(dtype, 0))} bytes), no record")
             elif chunk.torn_bytes:
                 notes.append(f"{where}: a torn last record ({chunk.torn_bytes} of {dtype.itemsize} bytes) dropped")
+        self.hashes  # noqa: B018 - reading the dictionary finds its torn line
+        if self.torn_hash_line:
+            notes.append(f"{rawdata.HASH_DICT_FILE}: a torn last line ({self.torn_hash_line} bytes: the run stopped "
+                         "as it was appended; a name is written before the records that use it) dropped")
         return notes
 
     @property
@@ -512,11 +518,15 @@ class RunDir:
         entries = _hash_entries(data)
         if None not in entries:
             return dict(e for e in entries if e is not _BLANK)
-        for lineno, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), 1):
+        lines = data.decode("utf-8", errors="replace").split("\n")
+        for lineno, line in enumerate(lines, 1):
             if not line.strip():  # the writer ends a line a failed write cut off with an empty one
                 continue
             entry = _hash_entry(line)
-            if entry is None:
+            if entry is None and lineno == len(lines) and not self.complete:
+                # a run stopped while its writer appended this line: the records that use it come after it
+                self.torn_hash_line = len(line.encode("utf-8", errors="replace"))
+            elif entry is None:
                 self.damaged.append(f"{path.name}:{lineno}")  # that line's name only
             else:
                 out[entry[0]] = entry[1]

@@ -275,6 +275,23 @@ def test_a_killed_run_loads_the_whole_records_of_its_growing_chunks(chunked_run)
     assert p.run.damaged == [] and p.run.missing == []  # info.json's counts are all there
 
 
+def test_a_killed_run_drops_the_hash_dictionary_line_it_was_appending(chunked_run):
+    p0 = chunked_run.profile
+    path = p0.path / rawdata.HASH_DICT_FILE
+    torn = b'{"id": "1234567", "s": "a name the kill cu'  # no newline: the writer was appending it
+    path.write_bytes(path.read_bytes() + torn)
+    finalised = geprof_nb.load(p0.path)  # a finalised run wrote every line whole: that one is damaged
+    n_lines = len(path.read_bytes().split(b"\n"))
+    assert finalised.op_summary["Op Name"].tolist() == p0.op_summary["Op Name"].tolist()
+    assert finalised.run.damaged == [f"{rawdata.HASH_DICT_FILE}:{n_lines}"]
+    _unfinalised(p0.path)
+    p = geprof_nb.load(p0.path)
+    assert p.op_summary["Op Name"].tolist() == p0.op_summary["Op Name"].tolist()
+    assert p.run.damaged == [] and p.run.torn_hash_line == len(torn)
+    assert (f"{rawdata.HASH_DICT_FILE}: a torn last line ({len(torn)} bytes: the run stopped as it was appended; "
+            "a name is written before the records that use it) dropped") in p.notes
+
+
 def test_a_growing_chunk_cut_in_its_header_holds_no_record(chunked_run):
     run_dir = chunked_run.profile.path
     data = run_dir / rawdata.device_dir(0)
