@@ -1,4 +1,4 @@
-"""``%geprof <command>``: the line magic's commands (config, show, load, export, compare, advise, help).
+"""``%geprof <command>``: the line magic's commands (config, show, load, export, compare, advise, whatif, help).
 
 Each command is a small argparse sub-parser; a bad command line is a
 ``UsageError`` that shows the command's usage, never a traceback.
@@ -20,6 +20,7 @@ from ..analysis.export import FORMATS as EXPORT_FORMATS
 from ..analysis.export import RANK_DEFAULTS, write_failure
 from ..analysis.export.ascend_pt import rank_argument
 from ..analysis.export.cluster import FORMATS as CLUSTER_EXPORT_FORMATS
+from ..analysis.timing.what_if import LINK_TYPES, validate
 from . import display as nb_display
 
 DEFAULT_NAME = "_geprof"
@@ -75,8 +76,83 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare step I of A with step J of B (of A without B)")
     p = sub.add_parser("advise", help="findings ranked High/Medium/Low with evidence and suggestions")
     p.add_argument("name", nargs="?", default=DEFAULT_NAME, help="a Profile variable or a path to load")
+    p = sub.add_parser("whatif", help="what each step would take under a change (the dependency graph re-timed), "
+                       "beside today's; e.g. whatif --speedup 'MatMul*=2' --host-gap-us 0")
+    p.add_argument("name", nargs="?", default=DEFAULT_NAME, help="a Profile variable or a path to load")
+    p.add_argument("--speedup", action="append", type=_pattern_factor, default=[], metavar="PATTERN=FACTOR",
+                   help="ops whose type or name matches PATTERN (fnmatch) run FACTOR times faster; repeatable")
+    p.add_argument("--remove", action="append", default=[], metavar="PATTERN",
+                   help="ops whose type or name matches PATTERN take no time; repeatable")
+    p.add_argument("--link", action="append", type=_pattern_factor, default=[], metavar="LINK=FACTOR",
+                   help=f"a link type's bandwidth times FACTOR ({', '.join(LINK_TYPES)}); repeatable")
+    p.add_argument("--host-gap-us", type=float, default=None, metavar="US",
+                   help="cap every wait of the device for the host at US microseconds")
+    p.add_argument("--device", default=None, metavar="SPEC", help="re-cost the kernels on another device")
+    p.add_argument("--verify", action="store_true",
+                   help="also re-simulate the run under the change and compare (a run simulated in this kernel)")
     sub.add_parser("help", help="this help, and the %%%%geprof flags")
     return parser
+
+
+def _pattern_factor(text: str) -> tuple[str, float]:
+    """``PATTERN=FACTOR`` of ``--speedup`` and ``--link`` (the last ``=`` splits: a pattern may hold one)."""
+    pattern, eq, factor = text.rpartition("=")
+    try:
+        if eq:
+            return pattern, float(factor)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r}: expected PATTERN=FACTOR, a number after the last '=', e.g. "
+                                     "'MatMul*=2'")
+
+
+#: The %geprof whatif flag of each Profile.what_if keyword, to name it in an error.
+WHATIF_FLAGS = {"op_speedup": "--speedup", "remove_ops": "--remove", "link_bandwidth": "--link",
+                "host_gap_us": "--host-gap-us", "device": "--device"}
+
+
+def whatif_change(speedup: list[tuple[str, float]], remove: list[str], link: list[tuple[str, float]],
+                  host_gap_us: float | None, device: str | None) -> dict:
+    """The ``Profile.what_if`` keywords of the flags, each checked by :func:`~..analysis.timing.what_if.validate`
+    (a UsageError names the flag, with validate's message); a pattern given twice is refused."""
+    change: dict[str, Any] = {}
+    for kw, pairs in (("op_speedup", speedup), ("link_bandwidth", link)):
+        if pairs:
+            seen = [p for p, _ in pairs]
+            twice = sorted({p for p in seen if seen.count(p) > 1})
+            if twice:
+                raise UsageError(f"{WHATIF_FLAGS[kw]}: {', '.join(map(repr, twice))} given twice; give each "
+                                 "pattern once")
+            change[kw] = dict(pairs)
+    if remove:
+        change["remove_ops"] = remove
+    if host_gap_us is not None:
+        change["host_gap_us"] = host_gap_us
+    if device is not None:
+        change["device"] = device
+    for kw, value in change.items():
+        try:
+            validate(**{kw: value})
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{WHATIF_FLAGS[kw]}: {exc}") from None
+    if not change:
+        raise UsageError("%geprof whatif: give a change: --speedup PATTERN=FACTOR, --remove PATTERN, "
+                         "--link LINK=FACTOR, --host-gap-us US or --device SPEC")
+    return change
+
+
+def whatif_command(profile: Profile | ClusterProfile, change: dict, verify: bool) -> Any:
+    """``%geprof whatif``: the what-if view of ``profile`` under ``change``; a change the run refuses (a pattern
+    that matches no op, a device not predicted) is a UsageError naming the flag."""
+    from .whatif_view import WhatIfView
+
+    try:
+        what_if = profile.what_if(**change)
+    except (TypeError, ValueError, NotImplementedError) as exc:
+        flag = next((f for k, f in WHATIF_FLAGS.items() if str(exc).startswith(k)
+                     or str(exc).startswith(f"what_if({k}")), "%geprof whatif")
+        raise UsageError(f"{flag}: {exc}") from None
+    return WhatIfView(profile, what_if, verify=verify)
 
 
 def check_bind_name(name: str) -> str:
@@ -102,11 +178,11 @@ def _load(path: str) -> Profile | ClusterProfile:
 
 def _profile(shell: Any, name: str, command: str) -> Profile | ClusterProfile:
     """The Profile (or ClusterProfile) bound to ``name`` in the notebook, or else the run at path
-    ``name``.  Only ``show``, ``advise`` and ``export`` take a ClusterProfile."""
+    ``name``.  Only ``show``, ``advise``, ``export`` and ``whatif`` take a ClusterProfile."""
     value = shell.user_ns.get(name)
     if value is None and (Path(name).expanduser().exists() or not name.isidentifier()):
         value = _load(name)  # a name that cannot be a variable is a path
-    if isinstance(value, ClusterProfile) and command not in ("show", "advise", "export"):
+    if isinstance(value, ClusterProfile) and command not in ("show", "advise", "export", "whatif"):
         one_rank = f"bind one rank first, e.g. r0 = {name}.rank(0)" if name in shell.user_ns else \
             "give one rank's run directory (rank_<r>/PROF_*)"
         raise UsageError(f"{name!r} is a ClusterProfile (ranks {list(value.ranks)}): %geprof {command} takes one "
@@ -228,4 +304,7 @@ def run(shell: Any, line: str, cell_magic_help: str, config: Any = None) -> Any:
         return compare_command(shell, args.a, args.b, args.steps)
     elif args.command == "advise":
         return _profile(shell, args.name, "advise").advise()
+    elif args.command == "whatif":
+        change = whatif_change(args.speedup, args.remove, args.link, args.host_gap_us, args.device)
+        return whatif_command(_profile(shell, args.name, "whatif"), change, args.verify)
     return None

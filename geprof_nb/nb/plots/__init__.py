@@ -22,6 +22,8 @@ The figures, each from a Profile table (x in ms, sizes in MiB, every axis labell
   bubbles as gaps; :func:`expert_heatmap` (``ClusterProfile.expert_load``): tokens per layer and expert.
 * :func:`latency_throughput` (a :func:`geprof_nb.sweep` of ``Profile.serving_summary``): throughput against
   latency, one line per configuration.
+* :func:`what_if_bars` (``Profile.critical_path_summary``, ``WhatIf.predicted``): each step's critical path now
+  and under a what-if change, stacked by kind.
 
 Timelines with many spans (Gantt, host scopes) draw one compound path per colour and merge
 spans narrower than a pixel column, the kinds of a column stacked by their time (:mod:`.spans`),
@@ -31,7 +33,7 @@ colour in every plot.  :func:`figure_png` renders any of them to PNG.
 
 One module per figure (:mod:`.steps`, :mod:`.step_split`, :mod:`.gantt`, :mod:`.op_types`, :mod:`.ratios`,
 :mod:`.memory` with the view of :mod:`.memory_view`, :mod:`.host`, :mod:`.modules`, :mod:`.roofline`,
-:mod:`.parallelism`) on what
+:mod:`.parallelism`, :mod:`.what_if`) on what
 they share (:mod:`.figure`, :mod:`.colors`, :mod:`.spans`); ``from geprof_nb.nb import plots;
 plots.<function>`` is the API.
 """
@@ -50,11 +52,13 @@ from .roofline import NO_BYTES_MESSAGE, NO_ROOFLINE_MESSAGE, roofline
 from .serving import EMPTY_SWEEP_MESSAGE, latency_throughput
 from .step_split import EMPTY_BREAKDOWN_MESSAGE, step_split_bars
 from .steps import EMPTY_STEP_TRACE_MESSAGE, step_timeline
+from .what_if import EMPTY_WHAT_IF_MESSAGE, what_if_bars
 
 __all__ = ["ALL_ITERATIONS", "EMPTY_BREAKDOWN_MESSAGE", "EMPTY_MODULES_MESSAGE", "EMPTY_OPS_MESSAGE",
-           "EMPTY_OP_STATISTIC_MESSAGE", "EMPTY_STEP_TRACE_MESSAGE", "EMPTY_SWEEP_MESSAGE", "HOST_COLORS", "MiB",
+           "EMPTY_OP_STATISTIC_MESSAGE", "EMPTY_STEP_TRACE_MESSAGE", "EMPTY_SWEEP_MESSAGE", "EMPTY_WHAT_IF_MESSAGE",
+           "HOST_COLORS", "MiB",
            "NO_BYTES_MESSAGE", "NO_EXPERTS_MESSAGE", "NO_HOST_EVENTS_MESSAGE", "NO_MEMORY_MESSAGE",
            "NO_PIPELINE_MESSAGE", "NO_RATIOS_MESSAGE", "NO_ROOFLINE_MESSAGE", "PIPE_COLORS", "STACKED_SCOPES_NOTE",
            "STACKED_TASKS_NOTE", "TASK_TYPE_COLORS", "color_of", "expert_heatmap", "figure_png", "format_size",
            "host_scopes", "latency_throughput", "memory_lifetimes", "module_bars", "op_type_bars", "pipe_ratios",
-           "pipeline_chart", "roofline", "step_split_bars", "step_timeline", "task_gantt"]
+           "pipeline_chart", "roofline", "step_split_bars", "step_timeline", "task_gantt", "what_if_bars"]
