@@ -1,6 +1,6 @@
 """The results explorer: what ``%%geprof``, ``%geprof show`` and ``display(profile)`` show.
 
-A tabbed ipywidgets explorer (Summary, Ops, Steps, Timeline, AI Core, Memory, API/Host, Modules, Advice)
+A tabbed ipywidgets explorer (Summary, Ops, Steps, Timeline, AI Core, Memory, API/Host, Modules, Advice, What-if)
 and, in the same display call, its static twin: an HTML report with every tab's content, the
 step timeline PNG and a text summary, for front ends without widgets (nbconvert, GitHub, a
 terminal IPython).  See :meth:`Explorer.mimebundle`.
@@ -18,6 +18,7 @@ Layout of the widget (CSS classes for browser tests and styling)::
         VBox .geprof-tab-api-host    api_statistic, host scopes, host_events per event
         VBox .geprof-tab-modules     depth selector (.geprof-modules-depth), module_statistic, top modules chart
         VBox .geprof-tab-advice      Profile.advise(), rows coloured by priority
+        VBox .geprof-tab-what-if     what-if knobs, Apply, the predicted steps beside today's (:mod:`.whatif_view`)
 
 Only the Summary tab is built when the explorer is shown; every other tab is built the first
 time it is selected (``Tab.selected_index`` observer), and the controls of a tab re-render only
@@ -78,7 +79,7 @@ from .table_views import (
     without_one_device,
 )
 
-TAB_TITLES = ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Modules", "Advice")
+TAB_TITLES = ("Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Modules", "Advice", "What-if")
 
 #: Largest top-N of the Ops tab: an HTML table of more rows makes the front end slow, not wiser.
 MAX_ROWS = 500
@@ -122,6 +123,8 @@ class Pane(ABC):
     """One tab: a content box (built on first selection) and the same content as static HTML."""
 
     title = ""
+    #: Whether the static report has the tab's section (False: the tab is interactive only).
+    static = True
 
     def __init__(self, report: Report) -> None:
         self.report = report
@@ -163,6 +166,8 @@ class Pane(ABC):
         return [block_widget(b) for b in self.content]
 
     def static_html(self, figures: Collection[str] = STATIC_FIGURES) -> str:
+        if not self.static:
+            return ""
         try:
             body = blocks_html(self.content, figures)
         except Exception:  # noqa: BLE001
@@ -613,8 +618,26 @@ class AdvicePane(Pane):
         return [f"<p>{len(findings)} findings, highest priority first</p>", advice_html(findings)]
 
 
+class WhatIfPane(Pane):
+    """What the steps would take under a change chosen with the tab's knobs (:class:`.whatif_view.WhatIfControls`).
+    Interactive only: a what-if needs a change, so the static report has no section for it (``%geprof whatif``'s
+    output is the static form)."""
+
+    title = "What-if"
+    static = False
+
+    def blocks(self) -> list:
+        return [message_html("Choose a change in the explorer's What-if tab, or run %geprof whatif.")]
+
+    def _widgets(self) -> list[widgets.Widget]:
+        from .whatif_view import WhatIfControls
+
+        self.controls = WhatIfControls(self.profile)
+        return [self.controls.widget]
+
+
 PANES = (SummaryPane, OpsPane, StepsPane, TimelinePane, AICorePane, MemoryPane, ApiHostPane, ModulesPane,
-         AdvicePane)
+         AdvicePane, WhatIfPane)
 
 
 # --------------------------------------------------------------------------- explorer
@@ -651,6 +674,7 @@ class Explorer:
     memory = property(lambda self: self.panes["Memory"])
     api_host = property(lambda self: self.panes["API/Host"])
     advice = property(lambda self: self.panes["Advice"])
+    what_if = property(lambda self: self.panes["What-if"])
 
     # ------------------------------------------------------------ static twin
     def static_html(self) -> str:

@@ -2,7 +2,17 @@
 step's predicted critical path split beside today's (a table and :func:`.plots.what_if_bars`), what moved on the
 path (``WhatIf.explain()``) and, when asked, the re-simulation it is checked against (``WhatIf.verify()``).
 
-One view for both, built from blocks (:mod:`.blocks`), so the magic's output and the tab read the same.
+One view for both, built from blocks (:mod:`.blocks`), so the magic's output and the tab read the same;
+:class:`WhatIfControls` are the tab's knobs (the common ones: an op pattern sped up, one removed, the host gap cap,
+a link's bandwidth for a run with HCCL sub-tasks) and its Apply button.
+
+Layout of the controls (CSS classes for browser tests)::
+
+    VBox .geprof-whatif-controls
+      HBox   Text .geprof-whatif-pattern, FloatSlider .geprof-whatif-speedup, Text .geprof-whatif-remove
+      HBox   Checkbox .geprof-whatif-cap-host, FloatText .geprof-whatif-host-gap, [link Dropdown, FloatSlider]
+      HBox   Checkbox .geprof-whatif-verify, Button .geprof-whatif-apply
+      VBox .geprof-whatif-result    the view's blocks, or the refusal's message (.geprof-whatif-error)
 """
 
 from __future__ import annotations
@@ -10,14 +20,15 @@ from __future__ import annotations
 import html
 from typing import Any
 
+import ipywidgets as widgets
 import numpy as np
 import pandas as pd
 
 from ..analysis import ClusterProfile, Profile
 from ..analysis.timing.critical_path import summary
 from ..analysis.timing.dependency_graph import KINDS
-from ..analysis.timing.what_if import WhatIf, WhatIfChange
-from .blocks import blocks_html
+from ..analysis.timing.what_if import LINK_TYPES, WhatIf, WhatIfChange
+from .blocks import block_widget, blocks_html
 from .html_parts import heading, message_html, table_html, table_text
 from .report import Chart, draw
 
@@ -153,3 +164,106 @@ class WhatIfView:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         return {"text/html": f'<div class="geprof-whatif">{blocks_html(self.blocks(), "all")}</div>',
                 "text/plain": self.text()}
+
+
+def top_path_op_type(profile: Profile | ClusterProfile) -> str:
+    """The OP Type with the most compute time on the critical paths: the what-if worth trying first ("" if none)."""
+    path = profile.critical_path()
+    compute = path[(path["kind"] == "compute") & path["op_type"].notna() & path["op_type"].ne("N/A")]
+    if not len(compute):
+        return ""
+    return str(compute.groupby(compute["op_type"].astype(str))["duration"].sum().idxmax())
+
+
+def _patterns(text: str) -> list[str]:
+    """A comma-separated list of patterns, blanks dropped."""
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _classed(widget: widgets.Widget, css: str) -> widgets.Widget:
+    widget.add_class(css)
+    return widget
+
+
+class WhatIfControls:
+    """The What-if tab's knobs, an Apply button and the result: :meth:`apply` shows :class:`WhatIfView` of the
+    change, or why the run refuses it."""
+
+    def __init__(self, profile: Profile | ClusterProfile) -> None:
+        self.profile = profile
+        style = {"description_width": "initial"}
+        self.pattern = _classed(widgets.Text(value=top_path_op_type(profile), placeholder="MatMul*, Conv2D*",
+                                             description="Speed up ops", style=style), "geprof-whatif-pattern")
+        self.speedup = _classed(widgets.FloatSlider(value=2.0, min=1.0, max=10.0, step=0.1, description="by x",
+                                                    continuous_update=False, style=style), "geprof-whatif-speedup")
+        self.remove = _classed(widgets.Text(placeholder="Dropout*", description="Remove ops", style=style),
+                               "geprof-whatif-remove")
+        self.cap_host = _classed(widgets.Checkbox(value=False, description="cap host gaps at", indent=False,
+                                                  layout=widgets.Layout(width="auto")), "geprof-whatif-cap-host")
+        self.host_gap = _classed(widgets.BoundedFloatText(value=0.0, min=0.0, max=1e9, description="us",
+                                                          layout=widgets.Layout(width="14em")),
+                                 "geprof-whatif-host-gap")
+        knobs = [self.cap_host, self.host_gap]
+        self.link = self.link_factor = None
+        if has_links(profile):
+            self.link = widgets.Dropdown(options=list(LINK_TYPES), value="HCCS", description="link", style=style)
+            self.link_factor = _classed(widgets.FloatSlider(value=1.0, min=0.1, max=4.0, step=0.1,
+                                                            description="bandwidth x", continuous_update=False,
+                                                            style=style), "geprof-whatif-link")
+            knobs += [self.link, self.link_factor]
+        self.verify = _classed(widgets.Checkbox(value=False, description="verify (re-simulate the run)",
+                                                indent=False, disabled=getattr(profile, "replay", None) is None,
+                                                layout=widgets.Layout(width="auto")), "geprof-whatif-verify")
+        self.button = _classed(widgets.Button(description="Apply", button_style="primary",
+                                              tooltip="re-time every step under the change"), "geprof-whatif-apply")
+        self.button.on_click(self.apply)
+        self.result = _classed(widgets.VBox(layout=widgets.Layout(width="100%")), "geprof-whatif-result")
+        self.result.children = [widgets.HTML(message_html(
+            "Choose a change and press Apply: each step's critical path is re-timed under it (the model is not "
+            "re-run); %geprof whatif takes every knob."))]
+        wrap = widgets.Layout(flex_flow="row wrap")
+        self.widget = _classed(widgets.VBox([widgets.HBox([self.pattern, self.speedup, self.remove], layout=wrap),
+                                             widgets.HBox(knobs, layout=wrap),
+                                             widgets.HBox([self.verify, self.button], layout=wrap), self.result],
+                                            layout=widgets.Layout(width="100%")), "geprof-whatif-controls")
+        #: the last view shown (None before Apply, or after a refusal)
+        self.view: WhatIfView | None = None
+
+    def change(self) -> dict:
+        """The ``Profile.what_if`` keywords the knobs set."""
+        out: dict[str, Any] = {}
+        if _patterns(self.pattern.value) and self.speedup.value != 1.0:
+            out["op_speedup"] = {p: float(self.speedup.value) for p in _patterns(self.pattern.value)}
+        if _patterns(self.remove.value):
+            out["remove_ops"] = _patterns(self.remove.value)
+        if self.cap_host.value:
+            out["host_gap_us"] = float(self.host_gap.value)
+        if self.link_factor is not None and self.link_factor.value != 1.0:
+            out["link_bandwidth"] = {self.link.value: float(self.link_factor.value)}
+        return out
+
+    def apply(self, _button: Any = None) -> WhatIfView | None:
+        """Show the view of the knobs' change (or the message saying why it cannot be predicted); returns it."""
+        self.view = None
+        change = self.change()
+        if not change:
+            self._say("No change chosen: give ops to speed up (a factor above 1) or remove, a host gap cap or a "
+                      "link factor.")
+            return None
+        try:
+            self.view = WhatIfView(self.profile, self.profile.what_if(**change), verify=self.verify.value)
+        except REFUSALS as exc:
+            self._say(str(exc))
+            return None
+        self.result.children = [block_widget(b) for b in self.view.blocks()]
+        return self.view
+
+    def _say(self, text: str) -> None:
+        self.result.children = [_classed(widgets.HTML(message_html(text)), "geprof-whatif-error")]
+
+
+def has_links(profile: Profile | ClusterProfile) -> bool:
+    """Whether the run has HCCL sub-tasks (a link factor changes something)."""
+    ranks = getattr(profile, "ranks", None)
+    runs = list(ranks.values()) if isinstance(ranks, dict) else [profile]
+    return any(len(p.hccl_tasks) for p in runs)

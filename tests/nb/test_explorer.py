@@ -21,6 +21,7 @@ from geprof_nb.nb.display import profile_mimebundle, show_profile
 from geprof_nb.prof.clock import clock
 from helpers.geprof_testing import TS_TOL_US, small_resnet, step_headline_by_hand
 from helpers.geprof_testing import run_profiled_session as _run_profiled_session
+from helpers.widgets import widget_html
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 HOSTILE_ESCAPED = "&lt;img src=x onerror=alert(1)&gt;"
@@ -73,14 +74,6 @@ def dynamic(tmp_path_factory) -> geprof_nb.Profile:
     return run_profiled_session(tmp_path_factory.mktemp("dyn"), g, 3, ge_api="l1", runtime_api="on").profile
 
 
-def widget_html(widget) -> str:
-    """Every HTML value under a widget (what the front end renders as HTML)."""
-    out = [widget.value] if hasattr(widget, "value") and isinstance(widget.value, str) else []
-    for child in getattr(widget, "children", ()):
-        out.append(widget_html(child))
-    return "".join(out)
-
-
 def images(widget) -> list:
     """The visible Image widgets under a widget."""
     if getattr(widget, "format", None) == "png" and hasattr(widget, "value"):
@@ -96,21 +89,21 @@ def body_rows(table_html: str) -> int:
 def test_tabs_are_titled_in_order_and_carry_their_css_classes(full):
     ex = X.Explorer(full)
     assert list(ex.tab.titles) == ["Summary", "Ops", "Steps", "Timeline", "AI Core", "Memory", "API/Host", "Modules",
-                                   "Advice"]
+                                   "Advice", "What-if"]
     assert "geprof-explorer" in ex.widget._dom_classes and ex.tab in ex.widget.children
     for frame in ex.tab.children:
         ex.tab.selected_index = ex.tab.children.index(frame)
     classes = [frame.children[0]._dom_classes for frame in ex.tab.children]
     assert classes == [("geprof-tab-summary",), ("geprof-tab-ops",), ("geprof-tab-steps",), ("geprof-tab-timeline",),
                        ("geprof-tab-ai-core",), ("geprof-tab-memory",), ("geprof-tab-api-host",), ("geprof-tab-modules",),
-                       ("geprof-tab-advice",)]
+                       ("geprof-tab-advice",), ("geprof-tab-what-if",)]
 
 
 def test_only_the_summary_is_built_until_a_tab_is_selected(full):
     ex = X.Explorer(full)
-    assert [p.built for p in ex.panes.values()] == [True] + [False] * 8
+    assert [p.built for p in ex.panes.values()] == [True] + [False] * (len(X.PANES) - 1)
     # an unbuilt tab shows a note (what a saved notebook without a kernel shows), not its content box
-    assert all(widget_html(ex.tab.children[i]) == H.message_html(X.PENDING) for i in range(1, 9))
+    assert all(widget_html(ex.tab.children[i]) == H.message_html(X.PENDING) for i in range(1, len(X.PANES)))
     assert ex.tab.children[0].children == (ex.summary.box,)
     ex.tab.selected_index = 5  # what a click on "Memory" does
     assert ex.memory.built and ex.tab.children[5].children == (ex.memory.box,)
@@ -288,7 +281,7 @@ def test_ops_controls_rerender_only_their_tab(full):
     table = ops.table
     ops.type_filter.value = "Relu"
     assert ops.table is table and "Relu" in table.value
-    assert [p.built for p in ex.panes.values()] == [True, True] + [False] * 7
+    assert [p.built for p in ex.panes.values()] == [True, True] + [False] * (len(X.PANES) - 2)
 
 
 # ----------------------------------------------------------------------------- Steps, Timeline
@@ -494,8 +487,8 @@ def test_static_html_has_every_tab_and_escapes_op_names(hostile):
     ex = X.Explorer(hostile)
     bundle = ex.mimebundle()
     page = bundle["text/html"]
-    for title in X.TAB_TITLES:
-        assert f"<h3>{html_escape(title)}</h3>" in page
+    for pane in X.PANES:
+        assert (f"<h3>{html_escape(pane.title)}</h3>" in page) == pane.static, pane.title
     assert HOSTILE_ESCAPED in page and HOSTILE_ESCAPED + "&amp;relu" in page
     assert "<img src=x" not in page and "onerror=alert(1)>" not in page
     assert page.count('<img src="data:image/png;base64,') == 3  # step chart, step timeline, Gantt
