@@ -212,3 +212,19 @@ def test_llm_notebook_shows_the_groups_bubbles_mfu_and_experts(executed):
     # expert skew 2 over 4 experts, top 2: the favourite gets the 1/top_k cap, twice the mean
     imbalance = _table_rows(text_of(cell_starting(nb, "moe.expert_imbalance")))
     assert len(imbalance) == 4 and all(float(r[6]) == 2.0 for r in imbalance)
+
+
+def test_what_if_notebook_predictions_match_the_resimulation_and_the_slow_step_is_found(executed):
+    nb, _ = executed("12_what_if.ipynb")
+    resnet = text_of(cell_starting(nb, "%geprof whatif resnet"))
+    assert resnet.startswith("What-if (Conv2D* 2x faster): mean step ") and "3 steps" in resnet
+    # three changes x three steps, each predicted step against the re-simulated one: within 1 %
+    check = next(c for c in nb.cells if c.cell_type == "code" and "checks[(name, " in c.source)
+    errors = [float(r[-1]) for r in _table_rows(text_of(check).split("\n", 1)[1])]
+    assert len(errors) == 9 and max(abs(e) for e in errors) <= 0.01
+    # rank 1's 3 ms loader stall before step 4: rank 0's step 4 is the slow one, its AllReduce waited ~3 ms
+    slow = _table_rows(text_of(cell_starting(nb, "rank0 = stalled.rank(0)")))
+    assert [r[1] for r in slow] == ["4"]
+    why = text_of(cell_starting(nb, "why = rank0.explain_step(4)"))
+    top = _table_rows(why.split("\n", 1)[1])[0]
+    assert top[1:3] == ["communication", "gradients/HcomAllReduce_0"] and 2.9e6 < float(top[-1]) < 3.2e6
