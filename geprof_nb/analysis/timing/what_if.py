@@ -219,15 +219,20 @@ class WhatIf:
                                ascending=[True, False], kind="stable").reset_index(drop=True)
 
     def verify(self) -> pd.DataFrame:
-        """Re-simulate the run under the change (``profile.replay``) and compare step by step: iteration,
-        predicted_ns, simulated_ns, error (relative)."""
+        """Re-simulate the run under the change (``profile.replay``) and compare step by step, the k-th step of
+        the replay with this run's k-th: iteration (this run's), predicted_ns, simulated_ns, error (relative)."""
         replay = getattr(self.profile, "replay", None)
         if replay is None:
             raise RuntimeError(f"verify() needs a run simulated in this process; this Profile was loaded from "
                                f"{self.profile.path}")
         again = replay(**self.change.keywords())
         simulated = simulated_steps(again)
-        out = self.predicted[["iteration", "predicted_ns"]].merge(simulated, on="iteration", how="inner")
+        if len(simulated) != len(self.predicted):
+            raise RuntimeError(f"verify(): the re-simulated run has {len(simulated)} steps, this run "
+                               f"{len(self.predicted)}; the steps cannot be paired")
+        # paired in order: a model that ran steps before the run numbers them on, a replay from its first
+        out = self.predicted[["iteration", "predicted_ns"]].reset_index(drop=True)
+        out["simulated_ns"] = simulated.sort_values("iteration")["simulated_ns"].to_numpy(np.int64)
         out["error"] = (out["predicted_ns"] - out["simulated_ns"]) / out["simulated_ns"]
         return out
 
