@@ -12,6 +12,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
+import geprof_nb
 from geprof_nb.analysis.timing.what_if import validate
 from geprof_nb.nb import explorer as X
 from geprof_nb.nb import plots
@@ -98,6 +99,19 @@ def test_bad_values_name_the_flag(profiled, flags, message):
     assert str(err.value).startswith(message)
 
 
+def test_verify_compares_with_the_cell_replayed(profiled):
+    first = profiled.user_ns["first"]
+    view = profiled.run_line_magic("geprof", "whatif first --speedup 'MatMul*=2' --verify")
+    checked = view.verification
+    steps = first.source.step_bounds()
+    by_hand = (steps["end"] - steps["begin"]).to_numpy() - list(matmul_saving_ns(first).values())
+    assert checked["iteration"].tolist() == [1, 2]
+    assert checked["simulated_ns"].tolist() == checked["predicted_ns"].tolist() == by_hand.tolist()
+    assert (checked["error"] == 0).all() and view.verify_error is None
+    page = view._repr_mimebundle_()["text/html"]
+    assert "geprof-whatif-verify" in page and "worst error 0.00%" in page
+
+
 def test_verify_on_a_loaded_run_says_why_not(profiled):
     path = profiled.user_ns["first"].path
     with capture_output():
@@ -138,7 +152,8 @@ def test_the_what_if_tab_applies_the_knobs(profiled):
     compute = path[path["kind"] == "compute"]
     assert controls.pattern.value == compute.groupby(compute["op_type"].astype(str))["duration"].sum().idxmax()
     assert controls.link is None  # no HCCL sub-tasks in this run (--hccl off)
-    assert controls.verify.disabled  # a run without replay
+    assert not controls.verify.disabled  # a run simulated in this kernel: it can be replayed
+    assert X.Explorer(geprof_nb.load(first.path)).select("What-if").controls.verify.disabled  # a loaded one cannot
     controls.pattern.value, controls.speedup.value = "MatMul*", 2.0
     controls.button.click()
     view = controls.view
@@ -146,9 +161,18 @@ def test_the_what_if_tab_applies_the_knobs(profiled):
     saving = matmul_saving_ns(first)
     shown = widget_html(controls.result)
     assert f"{(view.now['step_ns'][1] - saving[2]) / 1000:,.3f}" in shown  # step 2's predicted time, in the table
-    controls.remove.value, controls.cap_host.value = "Cast, Relu", True
+    assert view.verification is None  # verify unchecked: no replay
+    controls.remove.value, controls.verify.value = "Cast, Relu", True
+    controls.button.click()
+    assert controls.view.what_if.change == validate({"MatMul*": 2.0}, ["Cast", "Relu"])
+    checked = controls.view.verification
+    assert len(checked) == 2 and checked["error"].abs().max() < 0.01
+    assert "geprof-whatif-verify" in widget_html(controls.result)
+    controls.cap_host.value = True  # predicted, but the simulator's replay takes op changes only: said in the tab
     controls.button.click()
     assert controls.view.what_if.change == validate({"MatMul*": 2.0}, ["Cast", "Relu"], host_gap_us=0.0)
+    assert controls.view.verification is None and controls.view.verify_error.startswith("cannot verify: ")
+    assert "cannot verify: " in widget_html(controls.result) and "geprof-whatif-table" in widget_html(controls.result)
     controls.pattern.value = "Conv2D*"
     controls.button.click()
     assert controls.view is None
