@@ -208,3 +208,34 @@ def test_the_steps_tab_compares_two_of_its_steps(notebook, runs, tmp_path):
     assert f"step 1, B = {runs[0].name} step 6" in view.locator(".geprof-compare-head").inner_text()
     assert view.locator(".geprof-timeline").count() == 2
     screenshot(notebook, tmp_path / "compare_steps.png", f".{tab_class('Steps')} .geprof-compare", fit=True)
+
+
+def test_the_what_if_tab_predicts_a_speedup(notebook, runs, tmp_path):
+    a = runs[0]
+    pane = explorer_tab(cell(notebook, 1), "What-if")
+    pattern = pane.locator(".geprof-whatif-pattern input")
+    pattern.fill("Conv2D*")
+    readout = pane.locator(".geprof-whatif-speedup .widget-readout")  # the slider's editable number
+    readout.click()
+    notebook.keyboard.press("Control+A")
+    notebook.keyboard.type("2.5")
+    notebook.keyboard.press("Enter")
+    pane.locator(".geprof-whatif-apply").click()
+    predicted = a.what_if(op_speedup={"Conv2D*": 2.5}).predicted
+    now, new = predicted["now_ns"].mean() / 1000, predicted["predicted_ns"].mean() / 1000
+    headline = pane.locator(".geprof-whatif-headline")
+    headline.wait_for(timeout=TIMEOUT)
+    assert f"What-if (Conv2D* 2.5x faster): mean step {now:,.3f} us now, {new:,.3f} us predicted" in \
+        headline.inner_text()
+    assert new < now
+    table = pane.locator(".geprof-whatif-table").inner_text()
+    assert f"{predicted['predicted_ns'].iloc[-1] / 1000:,.3f}" in table  # the last step's predicted time
+    chart = pane.locator("img").first
+    assert chart.evaluate("im => im.complete && im.naturalWidth > 0")
+    screenshot(notebook, tmp_path / "tab_what-if_applied.png", ".jp-Notebook .jp-Cell >> nth=1", fit=True)
+    pattern.fill("NoSuchOp*")
+    pane.locator(".geprof-whatif-apply").click()
+    error = pane.locator(".geprof-whatif-error")
+    error.wait_for(timeout=TIMEOUT)
+    assert "op_speedup pattern 'NoSuchOp*' matches no op in this run" in error.inner_text()
+    assert pane.locator("pre").count() == 0 and notebook.dialogs == []
