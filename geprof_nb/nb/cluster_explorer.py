@@ -13,7 +13,9 @@ Three tabs, in the single-run explorer's style (:mod:`.explorer`, whose pieces i
   ``pipeline_bubbles``, and for a MoE model the expert heatmap (layer x expert, tokens) with
   ``expert_imbalance``;
 * **Ranks**: a rank dropdown; choosing a rank shows that rank's full single-run explorer
-  (built when first chosen, then kept).
+  (built when first chosen, then kept);
+* **What-if**: the single-run explorer's what-if knobs on every rank at once (``ClusterProfile.what_if``: a step's
+  prediction is its slowest rank's; :class:`.whatif_view.WhatIfControls`), interactive only.
 
 Layout (CSS classes for browser tests and styling)::
 
@@ -22,6 +24,7 @@ Layout (CSS classes for browser tests and styling)::
         VBox .geprof-tab-cluster     headline, findings, heatmaps, tables
         VBox .geprof-tab-parallelism groups, pipeline chart and bubbles, expert heatmap
         VBox .geprof-tab-ranks       Dropdown .geprof-rank-select, the chosen rank's explorer
+        VBox .geprof-tab-what-if     what-if knobs, Apply, the predicted steps beside today's
 
 Like the single-run explorer, the same display call carries a static twin: escaped HTML of the
 Cluster tab with its figures, the step time heatmap PNG, and a text summary.  Every string
@@ -45,7 +48,7 @@ from .explorer import PENDING, Explorer, tab_class
 from .html_parts import advice_html, bounded, list_html, message_html, table_html, table_text
 from .report import Picture, render
 
-TAB_TITLES = ("Cluster", "Parallelism", "Ranks")
+TAB_TITLES = ("Cluster", "Parallelism", "Ranks", "What-if")
 #: Rows of each table the Cluster tab shows (the count is stated).
 TABLE_ROWS = 20
 #: Findings in the text summary.
@@ -277,6 +280,33 @@ class RanksPane:
         return f'<section class="geprof-static-ranks"><h3>Ranks</h3>{table_html(t, title)}</section>'
 
 
+class ClusterWhatIfPane:
+    """The What-if tab: a change on every rank (built when first shown; not in the static report, a what-if needs
+    a change chosen)."""
+
+    title = "What-if"
+
+    def __init__(self, cluster: ClusterProfile) -> None:
+        self.cluster = cluster
+        self.box = widgets.VBox(layout=widgets.Layout(width="100%"))
+        self.box.add_class(tab_class(self.title))
+        self.slot = widgets.VBox([widgets.HTML(message_html(PENDING))], layout=widgets.Layout(width="100%"))
+        self.built = False
+
+    def build(self) -> ClusterWhatIfPane:
+        if not self.built:
+            self.built = True
+            from .whatif_view import WhatIfControls
+
+            try:
+                self.controls = WhatIfControls(self.cluster)
+                self.box.children = [self.controls.widget]
+            except Exception:  # noqa: BLE001 - an error shows in the tab rather than vanishing in a callback
+                self.box.children = [widgets.HTML(f"<pre>{html.escape(traceback.format_exc())}</pre>")]
+            self.slot.children = [self.box]
+        return self
+
+
 class ClusterExplorer:
     """The tabbed explorer of a ClusterProfile; ``mimebundle()`` is what a notebook shows."""
 
@@ -286,7 +316,9 @@ class ClusterExplorer:
         self.cluster_pane = ClusterPane(self.report)
         self.ranks = RanksPane(cluster)
         self.parallelism = ParallelismPane(self.report)
-        self.panes = {"Cluster": self.cluster_pane, "Parallelism": self.parallelism, "Ranks": self.ranks}
+        self.what_if = ClusterWhatIfPane(cluster)
+        self.panes = {"Cluster": self.cluster_pane, "Parallelism": self.parallelism, "Ranks": self.ranks,
+                      "What-if": self.what_if}
         self.tab = widgets.Tab(children=[p.slot for p in self.panes.values()], titles=list(TAB_TITLES))
         self.tab.observe(self._on_select, "selected_index")
         self.widget = widgets.VBox([self.tab], layout=widgets.Layout(width="100%"))

@@ -41,7 +41,7 @@ def explorer(cluster):
 
 def test_tabs_are_cluster_parallelism_and_ranks_and_only_cluster_is_built(cluster):
     e = CX.ClusterExplorer(cluster)
-    assert e.tab.titles == ("Cluster", "Parallelism", "Ranks")
+    assert e.tab.titles == ("Cluster", "Parallelism", "Ranks", "What-if")
     assert "geprof-cluster-explorer" in e.widget._dom_classes
     assert e.cluster_pane.built and not e.parallelism.built and not e.ranks.built
     assert "geprof-tab-cluster" in e.cluster_pane.box._dom_classes
@@ -49,6 +49,7 @@ def test_tabs_are_cluster_parallelism_and_ranks_and_only_cluster_is_built(cluste
     assert e.parallelism.built and "geprof-tab-parallelism" in e.parallelism.box._dom_classes
     e.tab.selected_index = 2
     assert e.ranks.built and "geprof-tab-ranks" in e.ranks.box._dom_classes
+    assert not e.what_if.built
 
 
 def test_cluster_tab_has_the_heatmaps_with_their_units(explorer, cluster):
@@ -172,3 +173,19 @@ def test_a_cluster_without_collectives_says_there_is_no_wait(tmp_path):
     page = CX.ClusterExplorer(c).static_html()
     assert html.escape(CX.MSG_NO_COLLECTIVES) in page and html.escape(CX.MSG_NO_MATRIX) in page
     assert page.count('<img src="data:image/png;base64,') == 1  # the step time heatmap only
+
+
+def test_the_what_if_tab_changes_every_rank(cluster):
+    controls = CX.ClusterExplorer(cluster).select("What-if").controls
+    assert controls.link is not None and controls.verify.disabled  # HCCL sub-tasks; a loaded cluster
+    controls.pattern.value = ""
+    controls.link.value, controls.link_factor.value = "HCCS", 0.5
+    view = controls.apply()
+    expected = cluster.what_if(link_bandwidth={"HCCS": 0.5}).predicted
+    pd.testing.assert_frame_equal(view.what_if.predicted, expected)
+    table = view.comparison()
+    assert (table["Predicted(us)"] > table["Now(us)"]).all()  # half the HCCS bandwidth: every step longer
+    assert table["Rank"].tolist() == expected["rank"].tolist()
+    steps = cluster.critical_path().groupby("iteration")["duration"].sum()
+    assert np.allclose(table["Now(us)"], steps.to_numpy() / 1000)  # the slowest rank's step, today
+    assert "HCCS bandwidth x0.5" in view.headline()
