@@ -102,10 +102,11 @@ Commands, with an example each:
   %geprof compare run1 run2          # how run2 differs from run1, side by side (variables or paths)
   %geprof compare run1 --steps 2 7   # step 7 of run1 against its step 2
   %geprof advise run1                # findings ranked High/Medium/Low with evidence
+  %geprof whatif run1 --speedup 'MatMul*=2' --remove 'Dropout*' --verify   # each step predicted, re-simulated
   %geprof help                       # this list, and the %%geprof flags
 
-Names are Profile variables of the notebook or paths to load; show, advise and export
-also take a ClusterProfile (%%geprof --ranks N), compare takes one rank.  %%geprof?
+Names are Profile variables of the notebook or paths to load; show, advise, export and
+whatif also take a ClusterProfile (%%geprof --ranks N), compare takes one rank.  %%geprof?
 explains the cell magic's flags (every profilingOptions field, the simulation
 settings and the step schedule) with examples.
 """
