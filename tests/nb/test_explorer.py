@@ -21,7 +21,7 @@ from geprof_nb.nb.display import profile_mimebundle, show_profile
 from geprof_nb.prof.clock import clock
 from helpers.geprof_testing import TS_TOL_US, small_resnet, step_headline_by_hand
 from helpers.geprof_testing import run_profiled_session as _run_profiled_session
-from helpers.widgets import widget_html
+from helpers.notebook_testing import widget_html
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 HOSTILE_ESCAPED = "&lt;img src=x onerror=alert(1)&gt;"

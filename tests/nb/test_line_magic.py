@@ -8,20 +8,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from geprof_nb.analysis import ClusterProfile, Profile
-
-CELL = """
-sess = ge.Session()
-sess.add_graph(1, ge.models.mlp(batch_size=8, world_size=2))
-for step in range(2):
-    sess.run_graph(1)
-"""
-
-
-@pytest.fixture
-def profiled(ip):
-    with capture_output():
-        ip.run_cell_magic("geprof", "--clock virtual --no-display -o first", CELL)
-    return ip
+from helpers.notebook_testing import MLP_CELL as CELL
 
 
 def test_help_lists_commands_and_cell_flags(ip, capsys):

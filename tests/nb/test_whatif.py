@@ -16,21 +16,7 @@ import geprof_nb
 from geprof_nb.analysis.timing.what_if import validate
 from geprof_nb.nb import explorer as X
 from geprof_nb.nb import plots
-from helpers.widgets import widget_html
-
-CELL = """
-sess = ge.Session()
-sess.add_graph(1, ge.models.mlp(batch_size=8, world_size=2))
-for step in range(2):
-    sess.run_graph(1)
-"""
-
-
-@pytest.fixture
-def profiled(ip):
-    with capture_output():
-        ip.run_cell_magic("geprof", "--clock virtual --no-display -o first", CELL)
-    return ip
+from helpers.notebook_testing import widget_html
 
 
 def matmul_saving_ns(profile) -> dict[int, int]:
