@@ -32,7 +32,7 @@ from .analysis import ClusterProfile, ImportFormatError, Profile, RunDirError, l
 from .analysis.rundir import RunDir
 from .ge import acl, session_log, what_if
 from .ge import replay as ge_replay
-from .ge.device import get_device
+from .ge.device import check_aic_metrics, get_device
 from .ge.session import device_preset, fresh_ge, new_session_log, simulation_settings, step_hooks
 from .prof import msprof
 from .prof.clock import toolkit_entry
@@ -248,7 +248,7 @@ def check_device_counters(options: ProfilingOptions) -> None:
     run opens, as GE's own options refuse it, rather than a run without PMU data."""
     preset = device_preset()
     if preset is not None:
-        preset.check_aic_metrics(options.aic_metrics)
+        check_aic_metrics(preset, options.aic_metrics)
 
 
 class Collection:

@@ -224,6 +224,24 @@ class DataType(IntEnum):
     DT_BF16 = 27
 
 
+#: Canonical dtype name -> (GE DataType, bytes per element).
+DTYPES: dict[str, tuple[DataType, int]] = {
+    "float16": (DataType.DT_FLOAT16, 2),
+    "float32": (DataType.DT_FLOAT, 4),
+    "bfloat16": (DataType.DT_BF16, 2),
+    "float64": (DataType.DT_DOUBLE, 8),
+    "int8": (DataType.DT_INT8, 1),
+    "uint8": (DataType.DT_UINT8, 1),
+    "int16": (DataType.DT_INT16, 2),
+    "uint16": (DataType.DT_UINT16, 2),
+    "int32": (DataType.DT_INT32, 4),
+    "uint32": (DataType.DT_UINT32, 4),
+    "int64": (DataType.DT_INT64, 8),
+    "uint64": (DataType.DT_UINT64, 8),
+    "bool": (DataType.DT_BOOL, 1),
+}
+
+
 class Format(IntEnum):
     """``ge::Format`` values; op_summary prints the name without ``FORMAT_``."""
 
