@@ -160,6 +160,15 @@ class DevicePreset:
     def chip_family(self) -> str:
         return "A2" if self.stars else "910A"
 
+    @classmethod
+    def from_info(cls, info: dict) -> DevicePreset:
+        """The device a run recorded (:meth:`info`, ``Profile.device``); ValueError naming the fields it lacks."""
+        missing = [f.name for f in fields(cls) if f.name not in info]
+        if missing:
+            raise ValueError(f"the run's device record lacks {', '.join(missing)}: it does not say which device "
+                             "its times were costed on; accepted: a run recorded by geprof (info.json devices)")
+        return cls(**{f.name: info[f.name] for f in fields(cls)})
+
     def info(self) -> dict:
         """What msprof records about the device (``info.json`` DeviceInfo)."""
         d = asdict(self)
@@ -267,6 +276,7 @@ class KernelTiming:
     context_ids: tuple[int, ...] = ()  # FFTS+ context ids of the task
     cost: OpCost | None = None  # what one execution does (AI Core and AI Vector Core kernels)
     dtype: str = ""  # the data type it computes in
+    engine: str = ""  # the engine that costed it (AI_CORE: the cube, AI_VECTOR_CORE), with cost and dtype
     l2_hit_rate: float = 0.0  # the share of its global-memory traffic the L2 serves
 
 
@@ -484,9 +494,9 @@ class KernelCostModel:
     def kernel(self, op_type: str, engine: str, cost: OpCost, dtype: str, attrs: dict) -> KernelTiming:
         """Time one execution of an op on this device."""
         if engine == "AI_CORE":
-            return replace(self.cube(op_type, cost, dtype), cost=cost, dtype=dtype)
+            return replace(self.cube(op_type, cost, dtype), cost=cost, dtype=dtype, engine=engine)
         if engine == "AI_VECTOR_CORE":
-            return replace(self.vector(op_type, cost, dtype), cost=cost, dtype=dtype)
+            return replace(self.vector(op_type, cost, dtype), cost=cost, dtype=dtype, engine=engine)
         if engine == "AI_CPU":
             return self.aicpu(op_type, cost)
         raise ValueError(f"engine {engine!r} launches no kernel")
