@@ -58,6 +58,12 @@ def device_durations(spec: str, recorded: Mapping, tasks: Tasks,
                          f"{tasks.name[lost[0]]!r} ({tasks.task_type[lost[0]]}); accepted: a run whose every AI Core "
                          "and AI Vector Core task has an op_cost record")
     terms = records[rec]
+    bad = (terms["engine"] >= len(rawdata.COST_ENGINES)) | ~np.isin(terms["data_type"], list(_DTYPE_NAMES))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"what_if(device={spec!r}): the op_cost record of {tasks.name[costed[i]]!r} is damaged "
+                         f"(engine {int(terms['engine'][i])}, data_type {int(terms['data_type'][i])}); accepted: "
+                         f"engine 0..{len(rawdata.COST_ENGINES) - 1}, a data type of {', '.join(rawdata.DTYPES)}")
     frame = pd.DataFrame({"op_type": tasks.op_type[costed].astype(str), **{
         k: terms[k] for k in ("engine", "cube_flops", "vector_ops", "gm_read_bytes", "gm_write_bytes", "tiles",
                               "data_type")}})

@@ -127,3 +127,13 @@ def test_an_imported_run_has_no_cost_terms():
         imported = geprof_nb.load(next(run.glob("rank0*")) if run.name == "level1" else run)
         with pytest.raises(ValueError, match=r"this run records no cost terms of its kernels \(op_cost records"):
             imported.what_if(device="Ascend910B")
+
+
+def test_a_damaged_cost_record_is_refused_naming_the_op(resnet, monkeypatch):
+    found, records = resnet.source.cost_terms()
+    records = records.copy()
+    records["engine"][:] = 7
+    monkeypatch.setattr(resnet.source, "cost_terms", lambda: (found, records))
+    with pytest.raises(ValueError, match=r"the op_cost record of '.+' is damaged \(engine 7, data_type [01]\); accepted: "
+                                         r"engine 0\.\.1, a data type of float16, float32"):
+        resnet.what_if(device="Ascend910A")
