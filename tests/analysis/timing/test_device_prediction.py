@@ -137,3 +137,11 @@ def test_a_damaged_cost_record_is_refused_naming_the_op(resnet, monkeypatch):
     with pytest.raises(ValueError, match=r"the op_cost record of '.+' is damaged \(engine 7, data_type [01]\); accepted: "
                                          r"engine 0\.\.1, a data type of float16, float32"):
         resnet.what_if(device="Ascend910A")
+
+
+def test_verify_re_simulates_on_the_new_device(tmp_path):
+    """``WhatIf.verify()`` replays the run on the what-if's device (``Profile.replay(device=...)``)."""
+    run = run_profiled_session(tmp_path, MODELS["resnet50"](), steps=2).profile
+    checked = run.what_if(device="Ascend910A:ai_core_num=16").verify()
+    assert len(checked) == 2 and (checked["simulated_ns"] > run.what_if().predicted["now_ns"]).all()
+    assert np.abs(checked["error"]).max() < 0.01
