@@ -32,7 +32,7 @@ from .analysis import ClusterProfile, ImportFormatError, Profile, RunDirError, l
 from .analysis.rundir import RunDir
 from .ge import acl, session_log, what_if
 from .ge import replay as ge_replay
-from .ge.device import get_device
+from .ge.device import check_aic_metrics, get_device
 from .ge.session import device_preset, fresh_ge, new_session_log, simulation_settings, step_hooks
 from .prof import msprof
 from .prof.clock import toolkit_entry
@@ -248,7 +248,7 @@ def check_device_counters(options: ProfilingOptions) -> None:
     run opens, as GE's own options refuse it, rather than a run without PMU data."""
     preset = device_preset()
     if preset is not None:
-        preset.check_aic_metrics(options.aic_metrics)
+        check_aic_metrics(preset, options.aic_metrics)
 
 
 class Collection:
@@ -408,14 +408,18 @@ def replay_run(log: session_log.SessionLog, change: dict[str, Any], options: Pro
                schedule: StepSchedule | None = None, info_key: str = "profile") -> Profile | ClusterProfile:
     """Re-issue ``log``'s GE calls in a fresh GE (the process's own GE is left as it is) under the what-if
     ``change`` (:func:`geprof_nb.ge.what_if.OpChange.from_keywords`'s keywords), collected as the run was into
-    a new temporary directory, and load the new run.  :class:`geprof_nb.ge.replay.NotReplayable` for an
-    ACL-driven run; :class:`AlreadyCollecting` while a run is open."""
+    a new temporary directory, and load the new run; a ``device`` in ``change`` is the device GE initialises on
+    (over the run's own).  :class:`geprof_nb.ge.replay.NotReplayable` for an ACL-driven run;
+    :class:`AlreadyCollecting` while a run is open."""
     ge_replay.check(log)
     check_not_collecting()
+    change = dict(change)
+    new_device = change.pop("device", None)
     op_change = what_if.OpChange.from_keywords(**change)
     output = tempfile.mkdtemp(prefix="geprof_replay_")
     executor, clock_mode, device, ranks = log.overrides
-    with fresh_ge(), what_if.applying(op_change), simulation_settings(executor, clock_mode, device, ranks):
+    with fresh_ge(), what_if.applying(op_change), simulation_settings(executor, clock_mode, new_device or device,
+                                                                      ranks):
         sessions = ge_replay.prepare(log)
         if options is None:
             ge_replay.issue(log, sessions, output)

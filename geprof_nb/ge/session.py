@@ -39,7 +39,7 @@ from .cluster import (
     ClusterSpec,
     RankGroup,
 )
-from .device import DEFAULT_DEVICE, PRESETS, DevicePreset, get_device
+from .device import DEFAULT_DEVICE, PRESETS, DevicePreset, check_aic_metrics, get_device
 from .graph import Graph
 from .memory import DeviceMemoryError
 from .runtime import DEFAULT_SEED, GE_PROFILING_TO_STD_OUT, DeviceRuntime, LoadedModel, flush_host_profiler
@@ -250,7 +250,7 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
                              msprof.lib.run_dir)
             else:
                 try:
-                    runtime.preset.check_aic_metrics(prof_options.aic_metrics)
+                    check_aic_metrics(runtime.preset, prof_options.aic_metrics)
                 except ProfilingOptionsError as exc:
                     return st.set_error(st.PARAM_INVALID, f"E10001: {exc}")
                 try:
