@@ -66,6 +66,15 @@ def test_repeated_flags_make_one_change(profiled):
     assert view.change == "MatMul* 2x faster; Relu 1.5x faster; Cast removed; host gaps capped at 0 us"
 
 
+def test_device_re_costs_the_kernels(profiled):
+    first = profiled.user_ns["first"]
+    view = profiled.run_line_magic("geprof", "whatif first --device Ascend910B:hbm_bandwidth=0.4e12")
+    expected = first.what_if(device="Ascend910B:hbm_bandwidth=0.4e12").predicted
+    pd.testing.assert_frame_equal(view.what_if.predicted, expected)
+    assert (expected["predicted_ns"] > expected["now_ns"]).all()  # a quarter of the HBM bandwidth: slower
+    assert view.change == "on Ascend910B:hbm_bandwidth=0.4e12"
+
+
 @pytest.mark.parametrize("flags, message", [
     ("--speedup MatMul", "argument --speedup: 'MatMul': expected PATTERN=FACTOR"),
     ("--speedup 'MatMul*=fast'", "argument --speedup: 'MatMul*=fast': expected PATTERN=FACTOR"),
@@ -76,7 +85,8 @@ def test_repeated_flags_make_one_change(profiled):
     ("--link NVLink=2", "--link: link_bandwidth: unknown link type 'NVLink'; accepted: HCCS, RoCE, PCIe, SIO"),
     ("--host-gap-us -5", "--host-gap-us: host_gap_us -5.0 must be a finite number >= 0"),
     ("--host-gap-us soon", "argument --host-gap-us: invalid float value: 'soon'"),
-    ("--device Ascend910A", "--device: what_if(device=...): re-costing kernels on another device is not available"),
+    ("--device Nope", "--device: unknown device 'Nope'; accepted: Ascend910B, Ascend910A"),
+    ("--device Ascend910A", "--device: what_if(device='Ascend910A'): hccs_bandwidth, roce_bandwidth would re-time"),
     ("", "%geprof whatif: give a change"),
 ])
 def test_bad_values_name_the_flag(profiled, flags, message):
