@@ -62,7 +62,7 @@ def what_if_bars(now: pd.DataFrame, predicted: pd.DataFrame, title: str | None =
     handles.append(Patch(facecolor="0.7", hatch="//", edgecolor="white", label="predicted"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=9)
     ax.set_ylim(0, max(total_now.max(), total_new.max()) * 1.12 or 1.0)
-    ax.yaxis.set_major_formatter(lambda v, _: f"{v:,.0f}")
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:,g}")
     ax.set_xlabel("step")
     ax.set_ylabel(unit)
     tidy(ax)
