@@ -96,7 +96,8 @@ def decode_memory_bound(profile: Profile, steps: pd.DataFrame) -> Finding | None
     floor_us = float(roof["Bytes"].sum()) / bandwidth * 1e6
     roofline_us = float(roof["Roofline Time(us)"].sum())
     compute_us = float(decode["compute_ms"].sum()) * 1e3
-    if not roofline_us > 0 or floor_us < MEMORY_BOUND_SHARE * roofline_us or floor_us < MIN_BANDWIDTH_USE * compute_us:
+    if (not roofline_us > 0 or not compute_us > 0 or floor_us < MEMORY_BOUND_SHARE * roofline_us
+            or floor_us < MIN_BANDWIDTH_USE * compute_us):
         return None
     at_stake = max(0.0, compute_us - floor_us) / len(steps)
     n = len(decode)
