@@ -18,6 +18,8 @@ Layout of the widget (CSS classes for browser tests and styling)::
         VBox .geprof-tab-api-host    api_statistic, host scopes, host_events per event
         VBox .geprof-tab-modules     depth selector (.geprof-modules-depth), module_statistic, top modules chart
         VBox .geprof-tab-advice      Profile.advise(), rows coloured by priority
+        VBox .geprof-tab-serving     a serving run only: latency percentiles, throughput, engine steps chart,
+                                     slowest requests (:mod:`.serving_view`)
 
 Only the Summary tab is built when the explorer is shown; every other tab is built the first
 time it is selected (``Tab.selected_index`` observer), and the controls of a tab re-render only
@@ -69,6 +71,7 @@ from .report import (
     TOP_FINDINGS,
     Report,
 )
+from .serving_view import has_serving, serving_blocks
 from .table_views import (
     api_statistic_view,
     forward_only,
@@ -122,6 +125,11 @@ class Pane(ABC):
     """One tab: a content box (built on first selection) and the same content as static HTML."""
 
     title = ""
+
+    @classmethod
+    def shown(cls, profile: Profile) -> bool:
+        """Whether the explorer of ``profile`` has this tab: every run has those of :data:`TAB_TITLES`."""
+        return True
 
     def __init__(self, report: Report) -> None:
         self.report = report
@@ -613,8 +621,22 @@ class AdvicePane(Pane):
         return [f"<p>{len(findings)} findings, highest priority first</p>", advice_html(findings)]
 
 
+class ServingPane(Pane):
+    """A serving run's latencies, throughput, engine steps and slowest requests (:mod:`.serving_view`); only
+    the explorer of a run with serving steps has it, after the tabs of :data:`TAB_TITLES`."""
+
+    title = "Serving"
+
+    @classmethod
+    def shown(cls, profile: Profile) -> bool:
+        return has_serving(profile)
+
+    def blocks(self) -> list:
+        return serving_blocks(self.report)
+
+
 PANES = (SummaryPane, OpsPane, StepsPane, TimelinePane, AICorePane, MemoryPane, ApiHostPane, ModulesPane,
-         AdvicePane)
+         AdvicePane, ServingPane)
 
 
 # --------------------------------------------------------------------------- explorer
@@ -626,20 +648,22 @@ class Explorer:
         #: the figures :meth:`static_html` embeds (default :data:`STATIC_FIGURES`; ``"all"``: every one)
         self.static_figures = STATIC_FIGURES if static_figures is None else static_figures
         self.report = Report.of(profile)
-        self.panes: dict[str, Pane] = {cls.title: cls(self.report) for cls in PANES}
-        self.tab = widgets.Tab(children=[p.slot for p in self.panes.values()], titles=list(TAB_TITLES))
+        self.panes: dict[str, Pane] = {cls.title: cls(self.report) for cls in PANES if cls.shown(profile)}
+        #: the tabs' titles in order: :data:`TAB_TITLES`, then those only this kind of run has (Serving)
+        self.titles = list(self.panes)
+        self.tab = widgets.Tab(children=[p.slot for p in self.panes.values()], titles=self.titles)
         self.tab.observe(self._on_select, "selected_index")
         self.widget = widgets.VBox([self.tab], layout=widgets.Layout(width="100%"))
         self.widget.add_class("geprof-explorer")
-        self.panes[TAB_TITLES[self.tab.selected_index or 0]].build()
+        self.panes[self.titles[self.tab.selected_index or 0]].build()
 
     def _on_select(self, change: dict) -> None:
         if change["new"] is not None:
-            self.panes[TAB_TITLES[change["new"]]].build()
+            self.panes[self.titles[change["new"]]].build()
 
     def select(self, title: str) -> Pane:
         """Select a tab by title (building it if it is new) and return it."""
-        self.tab.selected_index = TAB_TITLES.index(title)
+        self.tab.selected_index = self.titles.index(title)
         return self.panes[title].build()
 
     # the panes by name, for code and tests
