@@ -74,6 +74,7 @@ from .report import (
 from .serving_view import has_serving, serving_blocks
 from .table_views import (
     api_statistic_view,
+    engine_steps,
     forward_only,
     origin_text,
     relative_times,
@@ -410,11 +411,13 @@ class StepsPane(TimedPane):
         times = self.times(absolute)
         out = []
         if len(st):
-            forward = self.profile.forward_only_models
+            forward, phases = self.profile.forward_only_models, self.profile.model_phases
             main, reduces = step_trace_view(relative_times(without_one_device(st), "step_trace",
-                                                           self.origin(absolute)), forward)
-            named = ("; a forward-only run: msprof's FP Start, BP End, FP to BP Time and Iteration Refresh are "
-                     "named for what they are" if forward_only(st, forward) else "")
+                                                           self.origin(absolute)), forward, phases)
+            named = ("; a serving run: each step a prefill or a decode (Phase), msprof's FP Start, BP End, FP to "
+                     "BP Time and Iteration Refresh named for what they are" if engine_steps(st, phases)
+                     else "; a forward-only run: msprof's FP Start, BP End, FP to BP Time and Iteration Refresh "
+                     "are named for what they are" if forward_only(st, forward) else "")
             t, title = bounded(main, f"step_trace ({times}; Iteration Time is an iteration's own span, without "
                                      f"the gap before it{named})", STATIC_ROWS)
             out.append(table_html(t, title))

@@ -80,3 +80,37 @@ def test_the_steps_chart_draws_each_steps_batch_kv_blocks_and_time(served):
     starts = sorted(p.get_x() for p in time.patches)
     assert starts == pytest.approx(((s["start_us"] - s["start_us"].min()) / 1e3).tolist())
     assert plots.serving_steps_chart(s.iloc[:0]).axes[0].texts[0].get_text() == plots.NO_SERVING_STEPS_MESSAGE
+
+
+def test_a_serving_runs_steps_are_named_prefill_and_decode(served):
+    st, phases = served.step_trace, served.model_phases
+    names = {int(k): m["name"] for k, m in served.info["models"].items()}
+    assert phases and all(f"_{phases[m]}_" in names[m] for m in phases)  # the graphs ge.serve built for each
+    assert set(phases.values()) == {"prefill", "decode"}
+    per_phase = st["Model ID"].astype(int).map(phases).value_counts()
+    rows = {r.label: len(r.start_us) for r in plots.steps.step_rows(st, served.forward_only_models, phases)}
+    assert rows["Prefill"] == per_phase["prefill"] and rows["Decode"] == per_phase["decode"]
+    assert not {"FP→BP", "Forward", "Iteration Refresh", "Output"} & set(rows)
+    table = X.Explorer(served).select("Steps").content[0]
+    assert "<th align=\"left\" style=\"text-align:left\">Phase</th>" in table and "Forward" not in table
+    assert "Step Start(us)" in table and "FP Start(us)" not in table
+    main, _ = X.step_trace_view(st, served.forward_only_models, phases)
+    assert main["Phase"].tolist() == st["Model ID"].astype(int).map(phases).tolist()
+    # the Modules tab's phases: each forward op named for the engine step that ran it
+    modules = served.module_statistic(2)
+    assert set(modules["Phase"]) <= {"prefill", "decode", "N/A"} and {"prefill", "decode"} <= set(modules["Phase"])
+    ops = served.op_summary
+    decode_ops = ops["Model ID"].astype(int).map(phases).eq("decode") & ops["Op Name"].str.contains("/")  # a module
+    got = modules.loc[modules["Phase"] == "decode", "Count"].sum()
+    assert got == decode_ops.sum()
+
+
+def test_other_inference_keeps_forward_and_output(tmp_path):
+    mode = clock.mode
+    try:
+        prof = run_profiled_session(tmp_path, ge.models.mlp(batch_size=8, training=False), steps=2).profile
+    finally:
+        clock.set_mode(mode)
+    assert prof.model_phases == {}
+    labels = [r.label for r in plots.steps.step_rows(prof.step_trace, prof.forward_only_models, prof.model_phases)]
+    assert "Forward" in labels and "Prefill" not in labels and "Decode" not in labels
