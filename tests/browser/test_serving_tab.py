@@ -16,18 +16,7 @@ import pytest
 
 from geprof_nb import ge
 from geprof_nb.nb.explorer import TAB_TITLES
-from helpers.lab_browser import (
-    REPO,
-    SKIP_REASON,
-    cell,
-    error_outputs,
-    explorer_tab,
-    open_notebook,
-    run_all,
-    screenshot,
-    wait_all_executed,
-    write_notebook,
-)
+from helpers.lab_browser import REPO, SKIP_REASON, cell, executed_notebook, explorer_tab, screenshot
 
 if SKIP_REASON:
     pytest.skip(SKIP_REASON, allow_module_level=True)
@@ -48,19 +37,9 @@ def served(tmp_path_factory):
 @pytest.fixture(scope="module")
 def notebook(browser_context, lab, served):
     sources = ["%load_ext geprof_nb\nimport geprof_nb", f"geprof_nb.load({str(served.path)!r})"]
-    write_notebook(lab.root / "serving.ipynb", sources)
-    page = browser_context.new_page()
-    page.dialogs = []
-    page.on("dialog", lambda d: (page.dialogs.append((d.type, d.message)), d.dismiss()))
-    open_notebook(page, lab, "serving.ipynb", "serving")
-    run_all(page)
-    wait_all_executed(page, timeout_ms=180_000)
-    assert error_outputs(page) == []
-    cell(page, 1).locator(".geprof-explorer").first.wait_for(timeout=TIMEOUT)
-    try:
+    with executed_notebook(browser_context, lab, "serving", sources) as page:
+        cell(page, 1).locator(".geprof-explorer").first.wait_for(timeout=TIMEOUT)
         yield page
-    finally:
-        page.close()
 
 
 def test_the_serving_tab_shows_the_summary_the_steps_and_the_slowest_requests(notebook, served, tmp_path):
