@@ -16,9 +16,10 @@ over the run divided by their number), and the evidence says so.  Four causes:
   ``ge.serve`` splits over tp only) with no computation beside them in the decode steps.
 
 Training rules whose cause is not a serving run's are dropped (:data:`NOT_SERVING_RULES`): the gap between
-engine steps is the serving engine's scheduling (vLLM's Python scheduler), not an input pipeline, and a decode
-step's short kernels are the batch's one token per sequence, not unfused training ops.  Where the decode TP rule
-fires, the run-wide communication rules (:data:`TP_REPLACED_RULES`) say the same time less precisely and go.
+engine steps is the serving engine's scheduling (vLLM's Python scheduler), not an input pipeline; a decode
+step's short kernels are the batch's one token per sequence, not unfused training ops; and a long gap before one
+graph's iteration holds the other graphs' engine steps, not a stall.  Where the decode TP rule fires, the run-wide
+communication rules (:data:`TP_REPLACED_RULES`) say the same time less precisely and go.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from ..profile import Profile
 
 #: The training rules that do not apply to a serving run (see the module docstring).
-NOT_SERVING_RULES = ("Large Data Aug Bound", "Many tiny kernels")
+NOT_SERVING_RULES = ("Large Data Aug Bound", "Many tiny kernels", "One-off stall")
 #: The run-wide communication rules the decode TP finding replaces.
 TP_REPLACED_RULES = ("Communication not overlapped with compute", "Exposed tensor-parallel communication")
 

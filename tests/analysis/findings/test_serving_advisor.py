@@ -121,6 +121,17 @@ def test_prefill_stalls_decode_without_chunked_prefill(runs):
     assert np.median(decoding_ms / 29) == pytest.approx(r["tpot_ms"].median(), abs=1e-4)  # float us near 1.7e15
 
 
+def test_another_graphs_steps_are_no_stall(runs):
+    # the engine steps run back to back, yet the step figure finds outliers: the long gaps before a graph's
+    # iterations hold the other graphs' steps (prefills between decodes), which the one-off stall rule would
+    # call stalls
+    prof = runs["stalls"]
+    s = prof.serving_steps
+    assert np.allclose(s["start_us"].to_numpy()[1:], s["end_us"].to_numpy()[:-1], atol=1e-3)
+    assert prof.step_split.outlier_steps
+    assert _rows(prof.advise(), "One-off stall").empty
+
+
 def test_chunked_prefill_has_no_prefill_stall(runs):
     prof = runs["chunked"]
     assert (prof.serving_steps["phase"] == "mixed").any()
@@ -152,7 +163,7 @@ def test_training_rules_that_do_not_apply_to_serving_are_left_out(runs, tmp_path
     advice = runs["tiny"].advise()
     assert _rows(advice, "Large Data Aug Bound").empty and _rows(advice, "Many tiny kernels").empty
     found = [Finding("Large Data Aug Bound", "", "", "", 1.0), Finding("Many tiny kernels", "", "", "", 1.0),
-             Finding("Memory-bound ops", "", "", "", 1.0)]
+             Finding("One-off stall", "", "", "", 1.0), Finding("Memory-bound ops", "", "", "", 1.0)]
     assert [f.rule for f in serving_findings(runs["tiny"], found)] == ["Memory-bound ops"]
     # a run without serving steps keeps every finding, these included
     training = run_profiled_session(tmp_path, ge.models.mlp(batch_size=8), steps=1).profile
