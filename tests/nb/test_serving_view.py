@@ -92,7 +92,7 @@ def test_a_serving_runs_steps_are_named_prefill_and_decode(served):
     assert rows["Prefill"] == per_phase["prefill"] and rows["Decode"] == per_phase["decode"]
     assert not {"FP→BP", "Forward", "Iteration Refresh", "Output"} & set(rows)
     table = X.Explorer(served).select("Steps").content[0]
-    assert "<th align=\"left\" style=\"text-align:left\">Phase</th>" in table and "Forward" not in table
+    assert '<th align="left" style="text-align:left">Phase</th>' in table and "Forward" not in table
     assert "Step Start(us)" in table and "FP Start(us)" not in table
     main, _ = X.step_trace_view(st, served.forward_only_models, phases)
     assert main["Phase"].tolist() == st["Model ID"].astype(int).map(phases).tolist()

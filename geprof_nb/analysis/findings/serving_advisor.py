@@ -67,21 +67,21 @@ def _basis(steps: pd.DataFrame) -> str:
 def _in_steps(start_us: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     """Which task starts fall inside one of ``steps``' host spans."""
     lo, hi = steps["start_us"].to_numpy(float), steps["end_us"].to_numpy(float)
+    if not len(lo):
+        return np.zeros(len(start_us), bool)
     order = np.argsort(lo)
     lo, hi = lo[order], hi[order]
     k = np.searchsorted(lo, start_us, "right") - 1
     return (k >= 0) & (start_us < hi[np.clip(k, 0, None)])
 
 
-def decode_roofline(profile: Profile) -> pd.DataFrame:
-    """The roofline per OP Type of the op tasks inside decode steps (:func:`..tables.roofline.roofline_tables`
-    on those rows only: a prefill runs the same op names)."""
-    steps = profile.serving_steps
+def decode_roofline(profile: Profile, decode: pd.DataFrame) -> pd.DataFrame:
+    """The roofline per OP Type of the op tasks inside the ``decode`` steps (rows of ``serving_steps``):
+    :func:`..tables.roofline.roofline_tables` on those rows only, since a prefill runs the same op names."""
     ops = profile.op_summary
     roofs = device_roofs(profile.device)
     work = profile.source.op_work(roofs)
-    decode = steps[steps["phase"] == "decode"]
-    keep = _in_steps(pd.to_numeric(ops[_START], errors="coerce").to_numpy(float), decode) if len(ops) else []
+    keep = _in_steps(pd.to_numeric(ops[_START], errors="coerce").to_numpy(float), decode)
     return roofline_tables(ops[keep].reset_index(drop=True), work[keep].reset_index(drop=True), roofs)[1]
 
 
@@ -90,7 +90,7 @@ def decode_memory_bound(profile: Profile, steps: pd.DataFrame) -> Finding | None
     decode = steps[steps["phase"] == "decode"]
     if decode.empty:
         return None
-    roof = decode_roofline(profile)
+    roof = decode_roofline(profile, decode)
     if roof.empty or roof["Bytes"].isna().any():
         return None
     bandwidth = roof.attrs["roofs"].hbm_bandwidth
