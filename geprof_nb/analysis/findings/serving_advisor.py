@@ -106,9 +106,8 @@ def decode_memory_bound(profile: Profile, steps: pd.DataFrame) -> Finding | None
     top = roof.sort_values("Bytes", ascending=False).head(3)
     return Finding(
         "Decode memory-bound",
-        f"Decode is memory-bound: its kernels need {floor_us / roofline_us:.0%} "
-        f"of their roofline time for HBM bytes; {_ms(at_stake / 1e3)} per engine step is decode compute above the "
-        "bytes' floor.",
+        f"Decode is memory-bound: HBM bytes set {floor_us / roofline_us:.0%} of its kernels' roofline time, and "
+        f"{_ms(at_stake / 1e3)} per engine step is decode compute above the bytes' floor.",
         f"{n} decode steps (mean batch {decode['decode_seqs'].mean():.1f} sequences) move "
         f"{roof['Bytes'].sum() / n / 1e6:,.2f} MB of HBM per step: a floor of {_ms(floor_us / n / 1e3)} at "
         f"{bandwidth / 1e9:,.0f} GB/s against {_ms(compute_us / n / 1e3)} of decode compute per step (achieved "
