@@ -1,7 +1,7 @@
 """The results explorer: what ``%%geprof``, ``%geprof show`` and ``display(profile)`` show.
 
-A tabbed ipywidgets explorer (Summary, Ops, Steps, Timeline, AI Core, Memory, API/Host, Modules, Advice)
-and, in the same display call, its static twin: an HTML report with every tab's content, the
+A tabbed ipywidgets explorer (Summary, Ops, Steps, Timeline, AI Core, Memory, API/Host, Modules, Advice; and
+Serving for a serving run) and, in the same display call, its static twin: an HTML report with every tab's content, the
 step timeline PNG and a text summary, for front ends without widgets (nbconvert, GitHub, a
 terminal IPython).  See :meth:`Explorer.mimebundle`.
 
