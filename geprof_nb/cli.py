@@ -33,7 +33,7 @@ from .collect import (
     device_flag_type,
     load_collected,
 )
-from .ge.device import DEFAULT_DEVICE, get_device
+from .ge.device import DEFAULT_DEVICE, check_aic_metrics, get_device
 from .ge.session import DEFAULT_EXECUTOR, EXECUTORS
 from .prof.clock import CLOCK_MODES
 from .prof.options import ProfilingOptions, ProfilingOptionsError, validate_field
@@ -309,7 +309,7 @@ def run(args: argparse.Namespace) -> int:
     options = ProfilingOptions.parse(values)
     if args.device is not None:  # as %%geprof checks it: before the run opens, naming both flags
         try:
-            get_device(args.device).check_aic_metrics(options.aic_metrics)
+            check_aic_metrics(get_device(args.device), options.aic_metrics)
         except ProfilingOptionsError as exc:
             print(f"geprof run: --aic-metrics {options.aic_metrics}: not available on --device {args.device}; "
                   f"accepted there: {exc.accepted}", file=sys.stderr)

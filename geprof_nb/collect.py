@@ -17,8 +17,11 @@ It knows nothing of notebooks: the magic passes its progress line and its Ctrl-C
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import inspect
 import os
+import tempfile
 import threading
 import types
 from dataclasses import dataclass
@@ -27,9 +30,10 @@ from typing import Any, Callable, Protocol
 
 from .analysis import ClusterProfile, ImportFormatError, Profile, RunDirError, load
 from .analysis.rundir import RunDir
-from .ge import acl
-from .ge.device import get_device
-from .ge.session import device_preset, step_hooks
+from .ge import acl, session_log, what_if
+from .ge import replay as ge_replay
+from .ge.device import check_aic_metrics, get_device
+from .ge.session import device_preset, fresh_ge, new_session_log, simulation_settings, step_hooks
 from .prof import msprof
 from .prof.clock import toolkit_entry
 from .prof.events import AIC_METRICS
@@ -133,6 +137,8 @@ class Collected:
     #: What could not be written into the run directory, in words ("" if everything was):
     #: :attr:`geprof_nb.prof.msprof.Msprof.write_problem`.
     write_problem: str = ""
+    #: Re-runs the collected code under a what-if change (:func:`replayer`; None: not replayable at all).
+    replay: Callable[..., Profile | ClusterProfile] | None = None
 
 
 class _Steps:
@@ -242,7 +248,7 @@ def check_device_counters(options: ProfilingOptions) -> None:
     run opens, as GE's own options refuse it, rather than a run without PMU data."""
     preset = device_preset()
     if preset is not None:
-        preset.check_aic_metrics(options.aic_metrics)
+        check_aic_metrics(preset, options.aic_metrics)
 
 
 class Collection:
@@ -253,14 +259,19 @@ class Collection:
     schedule's) and hooks the steps, :meth:`finish` finalises the run whatever the code did.
     """
 
-    def __init__(self, switch: int, schedule: StepSchedule | None, subject: str, info_key: str,
-                 info: dict[str, Any] | None, make_progress: Callable[[], StepProgress] | None,
+    def __init__(self, options: ProfilingOptions, switch: int, schedule: StepSchedule | None, subject: str,
+                 info_key: str, info: dict[str, Any] | None, make_progress: Callable[[], StepProgress] | None,
                  guard: StepGuard | None) -> None:
+        self.options = options
+        self.schedule = schedule
         self.switch = switch
+        #: The GE calls of the collected code, from :meth:`start` to :meth:`finish` (what :func:`replayer` re-issues).
+        self.log = new_session_log()
+        self._recording = contextlib.ExitStack()  # the log is active while the code runs
         self.subject = subject
         self.info_key = info_key
         self.info = dict(info or {})
-        self.collection = ScheduledCollection(schedule, switch, msprof.lib) if schedule is not None else None
+        self.collection = ScheduledCollection(schedule, self.switch, msprof.lib) if schedule is not None else None
         self.progress = make_progress() if make_progress is not None else None
         self.guard = guard
         self.hook = _Steps(self.collection, self.progress, guard)
@@ -290,7 +301,7 @@ class Collection:
             raise AlreadyCollecting.of(described(exc.run_dir, exc.mode)) from None
         except OSError as exc:
             raise OutputUnusable(options.output, exc) from None
-        return cls(switch, schedule, subject, info_key, info, make_progress, guard)
+        return cls(options, switch, schedule, subject, info_key, info, make_progress, guard)
 
     @toolkit_entry
     def start(self) -> None:
@@ -299,6 +310,8 @@ class Collection:
             self.guard.install()
         if self.collection is None:
             msprof.lib.start(self.switch)
+        self.log = new_session_log()  # GE as it is when the code starts
+        self._recording.enter_context(session_log.recording(self.log))
         step_hooks.add(self.hook)
 
     @toolkit_entry
@@ -311,6 +324,7 @@ class Collection:
         late = False
         try:
             step_hooks.remove(self.hook)
+            self._recording.close()
             steps = self.hook.steps
             interrupted = isinstance(error, KeyboardInterrupt)
             if interrupted:
@@ -340,7 +354,7 @@ class Collection:
         if problem:
             status += ", but not everything could be written (see stderr)"
         return Collected(run_dir, error, self.hook.steps, msprof.lib.info_not_written(), self.progress, status,
-                         problem)
+                         problem, replayer(self.log, self.options, self.schedule, self.info_key))
 
 
 def collect(code: Callable[[], None], options: ProfilingOptions, schedule: StepSchedule | None = None, *,
@@ -378,6 +392,52 @@ INFO_NOT_WRITTEN_NOTE = ("the run's final info.json could not be written: this s
                          "the collecting process's; loading the run directory later reads its older info.json")
 
 
+def replayer(log: session_log.SessionLog, options: ProfilingOptions | None, schedule: StepSchedule | None = None,
+             info_key: str = "profile") -> Callable[..., Profile | ClusterProfile]:
+    """``Profile.replay`` of a run whose code made ``log``'s GE calls: ``replay(**what_if_keywords)`` re-runs them
+    (:func:`replay_run`).  ``options`` / ``schedule``: the collection's (None: the code's own GEInitialize opened
+    the run, as a script with GE profiling options does)."""
+
+    def replay(**change: Any) -> Profile | ClusterProfile:
+        return replay_run(log, change, options, schedule, info_key)
+
+    return replay
+
+
+def replay_run(log: session_log.SessionLog, change: dict[str, Any], options: ProfilingOptions | None,
+               schedule: StepSchedule | None = None, info_key: str = "profile") -> Profile | ClusterProfile:
+    """Re-issue ``log``'s GE calls in a fresh GE (the process's own GE is left as it is) under the what-if
+    ``change`` (:func:`geprof_nb.ge.what_if.OpChange.from_keywords`'s keywords), collected as the run was into
+    a new temporary directory, and load the new run; a ``device`` in ``change`` is the device GE initialises on
+    (over the run's own).  :class:`geprof_nb.ge.replay.NotReplayable` for an ACL-driven run;
+    :class:`AlreadyCollecting` while a run is open."""
+    ge_replay.check(log)
+    check_not_collecting()
+    change = dict(change)
+    new_device = change.pop("device", None)
+    op_change = what_if.OpChange.from_keywords(**change)
+    output = tempfile.mkdtemp(prefix="geprof_replay_")
+    executor, clock_mode, device, ranks = log.overrides
+    with fresh_ge(), what_if.applying(op_change), simulation_settings(executor, clock_mode, new_device or device,
+                                                                      ranks):
+        sessions = ge_replay.prepare(log)
+        if options is None:
+            ge_replay.issue(log, sessions, output)
+            return load(output)
+        run = Collection.open(dataclasses.replace(options, output=output), schedule, subject="replay",
+                              info_key=info_key)
+        error: BaseException | None = None
+        try:
+            run.start()
+            ge_replay.issue(log, sessions, output)
+        except BaseException as exc:  # noqa: BLE001 - the run is finalised, then the error raised
+            error = exc
+        collected = run.finish(error)
+    if error is not None:
+        raise error
+    return load(collected.run_dir)
+
+
 def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile | None, str]:
     """The finalised run as ``%%geprof``, ``geprof run`` and ``geprof_nb.profile()`` hand it back, and
     what to say about it on stderr ("" when nothing).
@@ -402,6 +462,7 @@ def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile | Non
         return None, (f"geprof: the run directory {collected.run_dir} cannot be loaded ({exc}): it was removed or "
                       f"replaced while the run collected; the {steps} ran, but what they recorded is lost")
     _finish_progress(collected, None if isinstance(loaded, ClusterProfile) else loaded)
+    loaded.replay = collected.replay
     info = collected.info_not_written
     if info is None:
         return loaded, ""
@@ -414,6 +475,7 @@ def load_collected(collected: Collected) -> tuple[Profile | ClusterProfile | Non
         notes = [*(info.get("notes") or []), INFO_NOT_WRITTEN_NOTE]
         mine = Profile(RunDir(ranks[rank].path, dict(info, notes=notes)), ranks[rank].device_id)
         loaded = ClusterProfile(loaded.path, {**ranks, rank: mine}, loaded.notes) if cluster else mine
+        loaded.replay = collected.replay
         said.append(f"geprof: {f'rank {rank} Profile' if cluster else 'the Profile'} handed back holds the run's own "
                     f"status, notes and counts (Profile.dropped); geprof_nb.load('{mine.path}') later reads the older "
                     f"info.json (status {on_disk.get('status', 'unknown')!r}), without them")

@@ -392,13 +392,18 @@ class Profile:
                 host_gap_us: float | None = None) -> WhatIf:
         """What every step would take under a change, by re-timing its dependency graph (the model is not re-run):
         ``op_speedup`` {pattern: factor} (fnmatch on op type or name), ``remove_ops`` [pattern], ``link_bandwidth``
-        {link type: factor}, ``host_gap_us`` (cap on the device's waits for the host).  See :mod:`.timing.what_if`."""
+        {link type: factor}, ``device`` (every kernel re-costed on another device: a preset or a preset with changed
+        fields, ``"Ascend910B:ai_core_num=20"``), ``host_gap_us`` (cap on the device's waits for the host).  See
+        :mod:`.timing.what_if` and :mod:`.timing.device_change`."""
+        from .timing.device_change import device_durations
         from .timing.what_if import WhatIf, link_shares, validate
 
         change = validate(op_speedup, remove_ops, link_bandwidth, device, host_gap_us)
         tasks, graphs = self._step_graphs
         shares = link_shares(self.hccl_tasks) if change.link_bandwidth else {}
-        return WhatIf(self, change, tasks, graphs, shares)
+        device_ns = None if change.device is None else device_durations(change.device, self.device, tasks,
+                                                                        self.source.cost_terms())
+        return WhatIf(self, change, tasks, graphs, shares, device_ns)
 
     def slow_steps(self, threshold: float = 0.1) -> pd.DataFrame:
         """Steps longer than the median step by more than ``threshold`` (0.1: 10 %), slowest first: iteration,

@@ -17,6 +17,7 @@ from ..prof.api_types import AclProfType
 from ..prof.clock import clock, toolkit_entry
 from ..prof.host_profiler import ProfilingEvent
 from ..prof.scope import AclProfilingReporter, profiling_scope
+from . import session_log
 from . import status as st
 from .graph import Graph
 from .memory import DeviceMemoryError
@@ -210,6 +211,9 @@ def aclmdlExecute(model_id: int, inputs: Sequence[Any] | None = None, outputs: S
 
     A dynamic-shape model (unknown input dims) takes inputs of any size in those dims.
     """
+    log = session_log.active()
+    if log is not None:
+        log.refuse("it ran aclmdlExecute: an ACL-driven model (loaded through aclmdlLoadFrom*) is not re-issued")
     if step_hooks.hooks:  # a step: %%geprof's schedule and progress see it
         return step_hooks.run("aclmdlExecute", _execute, model_id, inputs, outputs)
     return _execute(model_id, inputs, outputs)

@@ -62,7 +62,7 @@ from ..prof.rawdata import ModelInfoType, ReportLevel
 from . import hccl
 from .builds import ModelBuild, ModelBuilds, PendingSteps, StepBatch
 from .compiler import hccl_stream_keys
-from .device import DevicePreset
+from .device import DevicePreset, device_links
 from .parallel import WORLD_GROUP, Parallel
 from .rank_programs import CommGroups, stage_programs
 from .rank_schedule import ClusterStep
@@ -254,7 +254,7 @@ class ClusterSpec:
         per_node = _count(options.get(OPTION_RANKS_PER_NODE, DEFAULT_RANKS_PER_NODE), OPTION_RANKS_PER_NODE, 1, 64,
                           "an integer in [1, 64]")
         faults = Faults.parse(options.get(OPTION_FAULTS), world)
-        links = dataclasses.replace(preset.links, ranks_per_node=per_node, slow_links=faults.slow_links)
+        links = dataclasses.replace(device_links(preset), ranks_per_node=per_node, slow_links=faults.slow_links)
         return cls(world, per_node, links, faults)
 
     def info(self) -> dict[str, Any]:

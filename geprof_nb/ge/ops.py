@@ -19,29 +19,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from ..cost_model import OpCost
 from .tensor import GraphBuildError, TensorDesc, canonical_dtype, canonical_format
 
 if TYPE_CHECKING:
     from .graph import Node
 
 ENGINES = ("AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "HCCL", "GE_LOCAL")
-
-
-@dataclass(frozen=True)
-class OpCost:
-    """What one execution of an op does, independent of the device."""
-
-    flops: int = 0  # cube FLOPs (2 per MAC)
-    vector_ops: int = 0  # element operations on the vector unit
-    bytes_in: int = 0
-    bytes_out: int = 0
-    tiles: int = 1  # independent work units: the most cores the op can use
-    comm_bytes: int = 0  # bytes of the buffer a collective moves, per rank (see the HCCL ops)
-    inner_dim: int = 0  # K of a matrix product (decides MIX_AIC on A2)
-
-    @property
-    def bytes(self) -> int:
-        return self.bytes_in + self.bytes_out
 
 
 class InferContext:

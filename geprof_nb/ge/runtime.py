@@ -36,7 +36,7 @@ from ..prof.rawdata import SINGLE_OP_MODEL_ID, ReportLevel
 from ..prof.threads import native_thread_id
 from .builds import ModelBuild, ModelBuilds, PendingSteps
 from .compiler import CompiledModel, TaskTable, hccl_stream_keys
-from .device import CostModel, DevicePreset
+from .device import CostModel, DevicePreset, device_links
 from .graph import Graph
 from .host_launch import HostTimeline, NodeHostCosts, host_timeline
 from .memory import DeviceMemoryError, MemoryPlan
@@ -256,11 +256,11 @@ class LoadedModel:
         self.builds = ModelBuilds(graph, runtime.cost_model, self.streams, single_op)
         #: What reports its steps as this device records them.
         self.reporter = StepReporter(runtime, self.model_id, graph_id, graph.name, single_op, self.dynamic,
-                                     runtime.preset.links)
+                                     device_links(runtime.preset))
         #: The other ranks when this model runs on a simulated cluster (see :meth:`run_on_ranks`).
         self.cluster: OtherRanks | None = None
         if graph.job is not None:  # one rank of a parallel job's step (a cluster says which one)
-            self.reporter.parallel_info = graph.job.rank_info(0, runtime.preset.links.ranks_per_node)
+            self.reporter.parallel_info = graph.job.rank_info(0, device_links(runtime.preset).ranks_per_node)
         try:
             defaults = self.default_input_shapes() if self.dynamic else {}
             if defaults is not None:  # a dynamic graph without default shapes is built at its first inputs

@@ -13,6 +13,8 @@ with default options instead of failing, so notebook cells can start anywhere.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import logging
 import os
 import re
@@ -26,6 +28,7 @@ from ..prof.clock import CLOCK_MODES, clock, toolkit_entry
 from ..prof.options import ProfilingOptions, ProfilingOptionsError
 from ..prof.properties import BIT_GE_HOST, ProfilingProperties
 from ..prof.scope import GraphProfilingReporter
+from . import session_log
 from . import status as st
 from .cluster import (
     MAX_RANKS,
@@ -36,7 +39,7 @@ from .cluster import (
     ClusterSpec,
     RankGroup,
 )
-from .device import DEFAULT_DEVICE, PRESETS, DevicePreset, get_device
+from .device import DEFAULT_DEVICE, PRESETS, DevicePreset, check_aic_metrics, get_device
 from .graph import Graph
 from .memory import DeviceMemoryError
 from .runtime import DEFAULT_SEED, GE_PROFILING_TO_STD_OUT, DeviceRuntime, LoadedModel, flush_host_profiler
@@ -247,7 +250,7 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
                              msprof.lib.run_dir)
             else:
                 try:
-                    runtime.preset.check_aic_metrics(prof_options.aic_metrics)
+                    check_aic_metrics(runtime.preset, prof_options.aic_metrics)
                 except ProfilingOptionsError as exc:
                     return st.set_error(st.PARAM_INVALID, f"E10001: {exc}")
                 try:
@@ -270,6 +273,7 @@ def GEInitialize(options: Mapping[str, str] | None = None) -> st.Status:  # noqa
         msprof.MsprofRegisterCallback(msprof.MSPROF_MODULE_FRAMEWORK, runtime.handle_command)
         if owns_profiling:
             msprof.lib.start(prof_options.data_type_config())
+        _note("GEInitialize", options)
         return st.SUCCESS
 
 
@@ -297,6 +301,7 @@ def GEFinalize() -> st.Status:  # noqa: N802
         # a run GE did not open goes on without GE: its layers stop now (what GE holds reaches the run), so
         # nothing GE runs later is collected, into that run or, queued, into the next
         msprof.lib.unregister_callback(msprof.MSPROF_MODULE_FRAMEWORK)
+        _note("GEFinalize")
         _state.initialized = False
         _state.runtime = None
         if _state.clock_override is None:  # geprof.clock lasts while GE is initialised; then the default again
@@ -309,6 +314,43 @@ def GEFinalize() -> st.Status:  # noqa: N802
 def register_finalize_hook(hook) -> None:
     """Run ``hook()`` at every GEFinalize (modules holding GE objects clear them)."""
     _state.finalize_hooks.append(hook)
+
+
+def _note(api: str, *args: Any) -> None:
+    """Note a call of GE's own (not a session's) in the active session log."""
+    log = session_log.active()
+    if log is not None:
+        log.add(api, -1, st.SUCCESS, *args)
+
+
+def new_session_log() -> session_log.SessionLog:
+    """A log of the calls to come, starting from GE as it is now: its options and the overrides in force."""
+    return session_log.SessionLog(dict(_state.options) if _state.initialized else None,
+                                  (_state.executor_override, _state.clock_override, _state.device_override,
+                                   _state.ranks_override))
+
+
+@contextlib.contextmanager
+def fresh_ge() -> Iterator[None]:
+    """A GE of the block's own: not initialised, no sessions, no overrides (finalised at the block's end).
+
+    The process's GE (its sessions, models, control callback, clock mode) is back untouched afterwards, so a
+    notebook's GE survives a replay run next to it.
+    """
+    global _state
+    saved, mode = _state, clock.mode
+    _state = _GEState()
+    try:
+        yield
+    finally:
+        try:
+            if _state.initialized:
+                GEFinalize()
+        finally:
+            _state = saved
+            clock.set_mode(mode)
+            if saved.initialized and saved.runtime is not None:
+                msprof.MsprofRegisterCallback(msprof.MSPROF_MODULE_FRAMEWORK, saved.runtime.handle_command)
 
 
 def is_initialized() -> bool:
@@ -385,6 +427,26 @@ def _reported_id(graph_id: Any) -> int:
     return graph_id if _is_graph_id(graph_id) else 0
 
 
+def _logged(method):
+    """A Session method whose calls the active session log notes (after the call, with its status)."""
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def logged(self: Session, *args: Any, **kwargs: Any) -> st.Status:
+        log = session_log.active()
+        if log is None:
+            return method(self, *args, **kwargs)
+        number = log.number(self, self._log_state)
+        status = method(self, *args, **kwargs)
+        arguments = signature.bind(self, *args, **kwargs).arguments
+        arguments.pop("self")
+        arguments.pop("callback", None)  # the user's code, not GE's work
+        log.add(method.__name__, number, status, *arguments.values())
+        return status
+
+    return logged
+
+
 class Session:
     """A GE session (``ge::Session``): add graphs, build them, run them."""
 
@@ -399,6 +461,14 @@ class Session:
         self._models: dict[int, LoadedModel] = {}
         self._closed = False
         _state.sessions.add(self)
+        log = session_log.active()
+        if log is not None:
+            log.add("Session", log.number(self), st.SUCCESS, self.options)
+
+    def _log_state(self) -> session_log.SessionState:
+        """This session as it stands, for a log that meets it first (made before the log started)."""
+        return session_log.SessionState(dict(self.options), dict(self._graphs),
+                                        tuple(g for g, m in self._models.items() if not m.dynamic))
 
     def _fail_if_unusable(self) -> st.Status | None:
         if not _state.initialized:
@@ -409,6 +479,7 @@ class Session:
         return None
 
     @toolkit_entry
+    @_logged
     def add_graph(self, graph_id: int, graph: Graph, options: Mapping[str, str] | None = None) -> st.Status:
         """Register ``graph`` under ``graph_id``; it is built on first run (or by ``build_graph``)."""
         with GraphProfilingReporter(GeProfInfoType.kAddGraph, _reported_id(graph_id)):
@@ -431,6 +502,7 @@ class Session:
         return st.SUCCESS
 
     @toolkit_entry
+    @_logged
     def remove_graph(self, graph_id: int) -> st.Status:
         """Unregister a graph and unload its model."""
         with GraphProfilingReporter(GeProfInfoType.kRemoveGraph, _reported_id(graph_id)):
@@ -450,6 +522,7 @@ class Session:
         return st.SUCCESS
 
     @toolkit_entry
+    @_logged
     def build_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
         """Compile and load the graph now (otherwise the first ``run_graph`` does it)."""
         with GraphProfilingReporter(GeProfInfoType.kBuildGraph, _reported_id(graph_id)):
@@ -540,6 +613,7 @@ class Session:
         return st.SUCCESS
 
     @toolkit_entry
+    @_logged
     def run_graph(self, graph_id: int, inputs: Sequence[Any] | None = None) -> st.Status:
         """Run one step of the graph (synchronously, like ``Session::RunGraph``)."""
         if step_hooks.hooks:
@@ -551,6 +625,7 @@ class Session:
             return self._run(graph_id, inputs, "RunGraph")
 
     @toolkit_entry
+    @_logged
     def run_graph_async(self, graph_id: int, inputs: Sequence[Any] | None = None,
                         callback: Any = None) -> st.Status:
         """``Session::RunGraphAsync``: run one step, then call ``callback(status, outputs)`` if given

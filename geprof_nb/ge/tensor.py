@@ -10,24 +10,8 @@ import operator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..prof.rawdata import DataType, Format
+from ..prof.rawdata import DTYPES, Format
 
-#: Canonical dtype name -> (GE DataType, bytes per element).
-DTYPES: dict[str, tuple[DataType, int]] = {
-    "float16": (DataType.DT_FLOAT16, 2),
-    "float32": (DataType.DT_FLOAT, 4),
-    "bfloat16": (DataType.DT_BF16, 2),
-    "float64": (DataType.DT_DOUBLE, 8),
-    "int8": (DataType.DT_INT8, 1),
-    "uint8": (DataType.DT_UINT8, 1),
-    "int16": (DataType.DT_INT16, 2),
-    "uint16": (DataType.DT_UINT16, 2),
-    "int32": (DataType.DT_INT32, 4),
-    "uint32": (DataType.DT_UINT32, 4),
-    "int64": (DataType.DT_INT64, 8),
-    "uint64": (DataType.DT_UINT64, 8),
-    "bool": (DataType.DT_BOOL, 1),
-}
 DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "float": "float32", "fp32": "float32",
                  "bf16": "bfloat16", "double": "float64"}
 FORMATS: dict[str, Format] = {f.name[len("FORMAT_"):]: f for f in Format}

@@ -25,7 +25,7 @@ from IPython.utils.process import arg_split
 
 from ..collect import COLLECTION_DEFAULTS, DEVICE_METAVAR, PROFILING_FLAGS, device_flag_type
 from ..ge.cluster import MAX_RANKS
-from ..ge.device import DEFAULT_DEVICE, PRESETS, get_device
+from ..ge.device import DEFAULT_DEVICE, PRESETS, check_aic_metrics, get_device
 from ..ge.session import DEFAULT_EXECUTOR, EXECUTORS
 from ..prof import events
 from ..prof.clock import CLOCK_MODES
@@ -463,7 +463,7 @@ def _check_device_counters(aic_metrics: str, device: str, field: str = "aic_metr
     except ValueError:  # a bad --device is named where the simulation settings are applied
         return
     try:
-        preset.check_aic_metrics(aic_metrics)
+        check_aic_metrics(preset, aic_metrics)
     except ProfilingOptionsError as exc:
         if field == "device":
             having = [name for name, p in PRESETS.items()

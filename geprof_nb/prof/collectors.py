@@ -75,9 +75,9 @@ class LoadedTaskInfo:
     copy_rows: np.ndarray  # task index of each MEMCPY_ASYNC task
     copy_bytes: list[int]
     copy_directions: list[int]  # rawdata.MemcpyDirection
-    #: per op: (cube FLOPs, vector ops, GM bytes read, written, L2 hit rate, rawdata.DataType) of an AI Core
-    #: or AI Vector Core kernel (rawdata.OP_COST_DTYPE), None for other kernels
-    op_costs: list[tuple[int, int, int, int, float, int] | None]
+    #: per op: (cube FLOPs, vector ops, GM bytes read, written, L2 hit rate, rawdata.DataType, engine code, tiles)
+    #: of an AI Core or AI Vector Core kernel (rawdata.OP_COST_DTYPE), None for other kernels
+    op_costs: list[tuple[int, int, int, int, float, int, int, int] | None]
 
 
 def encode_tensor_info(connection_ids: list[int], op_name_ids: list[int],

@@ -224,6 +224,24 @@ class DataType(IntEnum):
     DT_BF16 = 27
 
 
+#: Canonical dtype name -> (GE DataType, bytes per element).
+DTYPES: dict[str, tuple[DataType, int]] = {
+    "float16": (DataType.DT_FLOAT16, 2),
+    "float32": (DataType.DT_FLOAT, 4),
+    "bfloat16": (DataType.DT_BF16, 2),
+    "float64": (DataType.DT_DOUBLE, 8),
+    "int8": (DataType.DT_INT8, 1),
+    "uint8": (DataType.DT_UINT8, 1),
+    "int16": (DataType.DT_INT16, 2),
+    "uint16": (DataType.DT_UINT16, 2),
+    "int32": (DataType.DT_INT32, 4),
+    "uint32": (DataType.DT_UINT32, 4),
+    "int64": (DataType.DT_INT64, 8),
+    "uint64": (DataType.DT_UINT64, 8),
+    "bool": (DataType.DT_BOOL, 1),
+}
+
+
 class Format(IntEnum):
     """``ge::Format`` values; op_summary prints the name without ``FORMAT_``."""
 
@@ -307,12 +325,16 @@ PMU_CORE_AIV = 1
 #: What one execution of an AI Core / AI Vector Core op task does, as the simulator's cost model counts it
 #: (reported once per loaded task with its static description; real msprof has no such record, its PMU
 #: counters say part of it): cube FLOPs (2 per MAC), vector element operations, the bytes it reads from and
-#: writes to global memory, the share of those the L2 cache served, and the data type it computes in
-#: (:class:`DataType`).  The roofline (analysis/tables/roofline.py) is built on it.
+#: writes to global memory, the share of those the L2 cache served, the data type it computes in
+#: (:class:`DataType`), the engine that costed it (an index into :data:`COST_ENGINES`) and its independent work
+#: units (tiles: the most cores it can use).  The roofline (analysis/tables/roofline.py) is built on it; the
+#: engine and tiles let ``Profile.what_if(device=...)`` re-cost the op on another device (geprof_nb/cost_model.py).
 OP_COST_DTYPE = np.dtype(
     [("connection_id", "<u4"), ("cube_flops", "<u8"), ("vector_ops", "<u8"), ("gm_read_bytes", "<u8"),
-     ("gm_write_bytes", "<u8"), ("l2_hit_rate", "<f8"), ("data_type", "<u4")]
+     ("gm_write_bytes", "<u8"), ("l2_hit_rate", "<f8"), ("data_type", "<u4"), ("engine", "u1"), ("tiles", "<u4")]
 )
+#: The engines of an op_cost record's ``engine`` field: the cube (AI Core) and the vector unit.
+COST_ENGINES = ("AI_CORE", "AI_VECTOR_CORE")
 #: ts_track step trace: a ProfilerTrace task (or model start/end) reached on device.
 STEP_TRACE_DTYPE = np.dtype(
     [("timestamp", "<i8"), ("model_id", "<u4"), ("index_id", "<u4"), ("tag_id", "<u4"),

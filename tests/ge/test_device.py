@@ -6,7 +6,7 @@ import pytest
 
 from geprof_nb import ge
 from geprof_nb.ge.compiler import CompiledModel
-from geprof_nb.ge.device import L2_SPEEDUP, PRESETS, CostModel, get_device
+from geprof_nb.ge.device import L2_SPEEDUP, PRESETS, CostModel, device_links, get_device
 from geprof_nb.ge.ops import OpCost
 from geprof_nb.ge.schedule import JITTER_CLIP
 from geprof_nb.prof.rawdata import GeTaskType, RtTaskType
@@ -76,7 +76,7 @@ def test_all_reduce_ring_time():
 
     for n in (2, 8):
         k = cm.kernel("HcomAllReduce", "HCCL", cost, "float32", {"rank_size": n})
-        assert k.duration_ns == hccl.collective_duration_ns("HcomAllReduce", cost.comm_bytes, n, dev.links)
+        assert k.duration_ns == hccl.collective_duration_ns("HcomAllReduce", cost.comm_bytes, n, device_links(dev))
         # the ring: 2(n-1)/n of the data over each link plus 2(n-1) handshakes; inline reduces and notify
         # records come on top
         ring = 2 * (n - 1) / n * cost.comm_bytes / dev.hccs_bandwidth * 1e9 + 2 * (n - 1) * dev.hccl_step_latency_ns

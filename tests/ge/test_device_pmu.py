@@ -14,9 +14,9 @@ import math
 import pytest
 
 import geprof_nb
+from geprof_nb import cost_model as D
 from geprof_nb import ge
-from geprof_nb.ge import device as D
-from geprof_nb.ge.device import COUNTERS, PRESETS, CostModel
+from geprof_nb.ge.device import COUNTERS, PRESETS, CostModel, check_aic_metrics
 from geprof_nb.ge.ops import OpCost
 from geprof_nb.ge.schedule import JITTER_CLIP
 from geprof_nb.prof import msprof
@@ -268,9 +268,9 @@ def test_910a_rejects_the_a2_only_groups(group, tmp_path):
     assert set(aic_metrics_on("A2")) == set(PMU_EVENTS)
     with pytest.raises(ProfilingOptionsError, match=f"'{group}' is not available on Ascend910A; accepted: "
                                                     f"{A910_GROUPS}$"):
-        PRESETS["Ascend910A"].check_aic_metrics(group)
-    PRESETS["Ascend910B"].check_aic_metrics(group)
-    PRESETS["Ascend910A"].check_aic_metrics("Custom:0x49")  # Custom groups are the options' business
+        check_aic_metrics(PRESETS["Ascend910A"], group)
+    check_aic_metrics(PRESETS["Ascend910B"], group)
+    check_aic_metrics(PRESETS["Ascend910A"], "Custom:0x49")  # Custom groups are the options' business
     # GE options: PARAM_INVALID before any run directory exists
     opts = {"geprof.device": "Ascend910A", "ge.exec.profilingMode": "1",
             "ge.exec.profilingOptions": json.dumps({"output": str(tmp_path), "aic_metrics": group})}

@@ -161,9 +161,9 @@ def test_a_ring_runs_at_its_slowest_links_own_pace(op_type, n):
 
 
 def test_910a_links_are_slower():
-    from geprof_nb.ge.device import get_device
+    from geprof_nb.ge.device import device_links, get_device
 
-    a, b = get_device("Ascend910A").links, get_device("Ascend910B").links
+    a, b = device_links(get_device("Ascend910A")), device_links(get_device("Ascend910B"))
     assert (a.hccs_bandwidth, b.hccs_bandwidth) == (45e9, 90e9) and b == hccl.Links()
     assert hccl.collective_duration_ns("HcomAllReduce", 64 * MiB, 8, a) > \
         1.8 * hccl.collective_duration_ns("HcomAllGather", 64 * MiB, 8, b)

@@ -13,12 +13,12 @@ import geprof_nb
 from geprof_nb import ge
 from geprof_nb.ge import hccl
 from geprof_nb.ge.compiler import CompiledModel
-from geprof_nb.ge.device import PRESETS, CostModel
+from geprof_nb.ge.device import PRESETS, CostModel, device_links
 from geprof_nb.ge.schedule import JITTER_CLIP, StreamSchedule
 from geprof_nb.prof.rawdata import RtTaskType
 
 STEPS = 40
-LINKS = PRESETS["Ascend910B"].links
+LINKS = device_links(PRESETS["Ascend910B"])
 #: What each HCCL sub-task that moves bytes can move per second at most (bytes/s), by Link Type.
 LINK_BANDWIDTH = {"HCCS": LINKS.hccs_bandwidth, "ROCE": LINKS.roce_bandwidth, "ON_CHIP": LINKS.local_bandwidth}
 

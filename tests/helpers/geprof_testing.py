@@ -14,7 +14,10 @@ from typing import Any
 
 import geprof_nb
 from geprof_nb import ge
+from geprof_nb.collect import replayer
+from geprof_nb.ge import session_log
 from geprof_nb.ge.runtime import MODEL_IDS
+from geprof_nb.ge.session import new_session_log
 
 #: Absolute tolerance (us) for comparing float-us timestamps (~1.77e15 us, float64 ulp 0.25 us).
 TS_TOL_US = 0.5
@@ -43,7 +46,8 @@ def run_profiled_session(output: Path, graph: Any, steps: int = 3, *, device: st
                          executor: str | None = None, clock: str = "virtual",
                          ge_options: dict[str, str] | None = None, **profiling: Any) -> ProfiledRun:
     """GEInitialize with profiling on -> add_graph -> run_graph x steps -> GEFinalize -> load, as a script
-    run on its own: a new process to GE's model ids (so two such runs in one test are alike)."""
+    run on its own: a new process to GE's model ids (so two such runs in one test are alike).  The Profile's
+    ``replay`` re-issues those calls (the GE calls are logged as a collection logs them)."""
     MODEL_IDS.restart()
     prof = {"output": str(output), "training_trace": "on", "aic_metrics": "PipeUtilization"}
     prof.update(profiling)
@@ -57,17 +61,20 @@ def run_profiled_session(output: Path, graph: Any, steps: int = 3, *, device: st
     if executor:
         options["geprof.executor"] = executor
     options.update(ge_options or {})
-    assert ge.GEInitialize(options) == ge.SUCCESS, ge.GEGetErrorMsg()
-    try:
-        sess = ge.Session()
-        assert sess.add_graph(1, graph) == ge.SUCCESS, ge.GEGetErrorMsg()
-        for _ in range(steps):
-            assert sess.run_graph(1) == ge.SUCCESS, ge.GEGetErrorMsg()
-        model = sess.model(1)
-        table, compiled, model_id, notes = model.table, model.compiled, model.model_id, list(model.notes)
-    finally:
-        ge.GEFinalize()
-    return ProfiledRun(geprof_nb.load(output), graph, table, compiled, model_id, steps, Path(output), notes)
+    with session_log.recording(new_session_log()) as log:
+        assert ge.GEInitialize(options) == ge.SUCCESS, ge.GEGetErrorMsg()
+        try:
+            sess = ge.Session()
+            assert sess.add_graph(1, graph) == ge.SUCCESS, ge.GEGetErrorMsg()
+            for _ in range(steps):
+                assert sess.run_graph(1) == ge.SUCCESS, ge.GEGetErrorMsg()
+            model = sess.model(1)
+            table, compiled, model_id, notes = model.table, model.compiled, model.model_id, list(model.notes)
+        finally:
+            ge.GEFinalize()
+    profile = geprof_nb.load(output)
+    profile.replay = replayer(log, None)
+    return ProfiledRun(profile, graph, table, compiled, model_id, steps, Path(output), notes)
 
 
 def step_headline_by_hand(profile: Any, steps: list[int]) -> str:

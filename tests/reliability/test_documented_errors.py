@@ -345,7 +345,7 @@ def test_option_values_of_the_right_type_outside_their_domain_are_a_param_invali
 
 def test_the_device_what_if_extremes_it_takes_run_and_load(tmp_path):
     """The ends of every what-if field's range: a run whose durations are whole, non-negative int64 ns."""
-    from geprof_nb.ge.device import _WHAT_IF_RANGE as RANGE  # noqa: PLC2701 - the ranges are what is tested
+    from geprof_nb.cost_model import WHAT_IF_RANGE as RANGE
 
     for key in ("ai_core_num", "aic_frequency_mhz", "hbm_bandwidth", "hccl_step_latency_ns", "task_overhead_ns"):
         for value in RANGE[key]:

@@ -34,7 +34,7 @@ from geprof_nb.analysis.sources.csvfiles import read_csv
 from geprof_nb.analysis.sources.parquet import ParquetSource
 from geprof_nb.analysis.sources.trace_view import read_trace_view
 from geprof_nb.errors import ImportFormatError, RunDirError
-from geprof_nb.ge.device import PRESETS
+from geprof_nb.ge.device import PRESETS, check_aic_metrics
 from geprof_nb.nb import config as nb_config
 from geprof_nb.nb.config import CONFIG_FIELDS, ConfigError, ConfigStore, builtin_defaults, flag_line
 from geprof_nb.nb.panel import ConfigPanel
@@ -132,7 +132,7 @@ def _device_has_counters(values: dict) -> bool:
     if not values["device"]:
         return True
     try:
-        PRESETS[values["device"]].check_aic_metrics(values["aic_metrics"])
+        check_aic_metrics(PRESETS[values["device"]], values["aic_metrics"])
     except ProfilingOptionsError:
         return False
     return True

@@ -315,6 +315,12 @@ class Source(abc.ABC):
     def memory_peak(self) -> memory.MemoryPeak | None:
         return None
 
+    def cost_terms(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per op_summary row, what the device cost model needs to re-cost its kernel on another device:
+        (found, ``op_cost`` records of the rows found, in row order); ``None`` where the data holds none (real
+        msprof and torch_npu output have no such record)."""
+        return None
+
     def op_work(self, roofs: roofline.Roofs) -> pd.DataFrame:
         """Per op_summary row, what the roofline needs (:data:`..tables.roofline.WORK_COLUMNS`): here from the
         PMU columns the files hold (:func:`..tables.roofline.pmu_work`)."""
@@ -589,6 +595,14 @@ class RunDirSource(Source):
         if not len(costs):
             return super().op_work(roofs)
         return roofline.cost_work(self.op_rows().connection_id, costs)
+
+    def cost_terms(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The ``op_cost`` records of the op rows (see :meth:`Source.cost_terms`); ``None`` for a run recorded
+        without them (an older geprof's records, of another layout, are skipped as damaged)."""
+        costs = self.run.load("op_cost", self.device_id)
+        if not len(costs):
+            return None
+        return roofline.cost_records(self.op_rows().connection_id, costs)
 
     def step_memory(self, iteration: int) -> memory.StepMemory | None:
         return memory.step_memory(self.run, self.device_id, iteration)

@@ -141,19 +141,27 @@ def empty_work(n: int = 0) -> pd.DataFrame:
                          "Cube Scale": np.ones(n), "Vector Scale": np.ones(n), "Estimated": np.full(n, "", object)})
 
 
+def cost_records(connection_id: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(found, records): which op_summary rows (by ``connection_id``) have an ``op_cost`` record, and those
+    rows' records in row order."""
+    conn = np.asarray(connection_id, np.int64)
+    if not len(costs) or not len(conn):
+        return np.zeros(len(conn), bool), costs[:0]
+    order = np.argsort(costs["connection_id"], kind="stable")
+    keys = costs["connection_id"][order].astype(np.int64)
+    pos = np.minimum(np.searchsorted(keys, conn), len(keys) - 1)
+    found = keys[pos] == conn
+    return found, costs[order][pos[found]]
+
+
 def cost_work(connection_id: np.ndarray, costs: np.ndarray) -> pd.DataFrame:
     """Per op_summary row (by ``connection_id``): the cost model's counts of its task (``op_cost`` records):
     cube FLOPs, vector ops, GM bytes, HBM bytes (the GM bytes the L2 did not serve) and the data type's
     peak factors.  Rows of no record (communication, AI CPU, copies) are NaN."""
     out = empty_work(len(connection_id))
-    if not len(costs) or not len(connection_id):
+    found, rec = cost_records(connection_id, costs)
+    if not found.any():
         return out
-    order = np.argsort(costs["connection_id"], kind="stable")
-    keys = costs["connection_id"][order].astype(np.int64)
-    conn = np.asarray(connection_id, np.int64)
-    pos = np.minimum(np.searchsorted(keys, conn), len(keys) - 1)
-    found = keys[pos] == conn
-    rec = costs[order][pos[found]]
     gm = rec["gm_read_bytes"].astype(np.float64) + rec["gm_write_bytes"].astype(np.float64)
     cube, vector = dtype_scales(rec["data_type"])
     out.attrs["notes"] = ["FLOPs and bytes: the simulator's cost model (op_cost records); Bytes: HBM traffic, the "

@@ -62,6 +62,7 @@ class Tasks:
     dynamic: np.ndarray  # bool: launched node by node by the host
     imported: bool
     assumptions: str
+    op_row: np.ndarray | None = None  # int64: the task's op_summary row (-1: none), None where not joined
 
     def __len__(self) -> int:
         return len(self.start)
@@ -114,7 +115,8 @@ def run_tasks(profile) -> Tasks:
     if not len(times):
         return Tasks(ops["Op Name"].astype(object).to_numpy() if len(ops) else np.zeros(0, object), op_type,
                      ops["Task Type"].astype(object).to_numpy() if len(ops) else np.zeros(0, object), stream, task_id,
-                     ops_ns, ops_ns + duration, np.ones(len(ops), bool), True, ASSUMPTIONS_IMPORTED)
+                     ops_ns, ops_ns + duration, np.ones(len(ops), bool), True, ASSUMPTIONS_IMPORTED,
+                     np.arange(len(ops), dtype=np.int64))
     ns = profile.times_ns("task_time")
     start = ns["task_start(us)"].to_numpy(np.int64)
     end = ns["task_stop(us)"].to_numpy(np.int64)
@@ -130,7 +132,7 @@ def run_tasks(profile) -> Tasks:
     dynamic[found] = np.char.lower(state[at[found]].astype(str)) == "dynamic"
     return Tasks(times["kernel_name"].astype(object).to_numpy(), types, times["kernel_type"].astype(object).to_numpy(),
                  t_stream, t_task, start, end, dynamic, imported,
-                 ASSUMPTIONS_IMPORTED_TASKS if imported else ASSUMPTIONS_SIMULATED)
+                 ASSUMPTIONS_IMPORTED_TASKS if imported else ASSUMPTIONS_SIMULATED, at.astype(np.int64))
 
 
 @dataclass

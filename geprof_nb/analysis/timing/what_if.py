@@ -21,6 +21,7 @@ from fnmatch import translate
 import numpy as np
 import pandas as pd
 
+from ...cost_model import get_device
 from .critical_path import path_segments
 from .dependency_graph import KERNEL_TYPES, KINDS, StepGraph, Tasks
 
@@ -84,6 +85,8 @@ def validate(op_speedup: Mapping[str, float] | None = None, remove_ops: Iterable
     if device is not None and (not isinstance(device, str) or not device.strip()):
         raise ValueError(f"device {device!r}: expected a device spec such as 'Ascend910B' or "
                          "'Ascend910B:ai_core_num=20'")
+    if device is not None:
+        get_device(device)  # the simulator's parser: its ValueError names the preset or the field
     if host_gap_us is not None and (isinstance(host_gap_us, bool) or not isinstance(host_gap_us, (int, float))
                                     or not math.isfinite(host_gap_us) or host_gap_us < 0):
         raise ValueError(f"host_gap_us {host_gap_us!r} must be a finite number >= 0")
@@ -108,13 +111,15 @@ def matches(pattern: str, tasks: Tasks) -> np.ndarray:
     return by_name[name_of] | by_type[type_of]
 
 
-def new_durations(change: WhatIfChange, tasks: Tasks, link_share: Mapping[str, Mapping[str, float]]) -> np.ndarray:
+def new_durations(change: WhatIfChange, tasks: Tasks, link_share: Mapping[str, Mapping[str, float]],
+                  device_ns: np.ndarray | None = None) -> np.ndarray:
     """Every task's duration under ``change`` (ns).  ``link_share``: per collective op name, the share of its HCCL
-    sub-tasks' time on each link type."""
-    if change.device is not None:
-        raise NotImplementedError("what_if(device=...): re-costing kernels on another device is not available in "
-                                  "the analysis yet (it needs the device cost model's per-task terms in the run)")
-    duration = tasks.end - tasks.start
+    sub-tasks' time on each link type; ``device_ns``: for a device change, every task's duration on the new device
+    (:func:`.device_change.device_durations`), which the other knobs then apply to."""
+    if change.device is not None and device_ns is None:
+        raise ValueError(f"what_if(device={change.device!r}) needs the tasks' durations on that device "
+                         "(device_change.device_durations)")
+    duration = tasks.end - tasks.start if change.device is None else device_ns
     out = duration.astype(np.int64).copy()
     kernel = np.isin(tasks.task_type, list(KERNEL_TYPES)) & (tasks.kind == "compute")
     if change.op_speedup:
@@ -174,11 +179,11 @@ class WhatIf:
     (:meth:`explain`), and for a simulated run the re-simulation to check it against (:meth:`verify`)."""
 
     def __init__(self, profile, change: WhatIfChange, tasks: Tasks, graphs: list[StepGraph],
-                 link_share: Mapping[str, Mapping[str, float]]) -> None:
+                 link_share: Mapping[str, Mapping[str, float]], device_ns: np.ndarray | None = None) -> None:
         self.profile = profile
         self.change = change
         self._tasks = tasks
-        duration = new_durations(change, tasks, link_share)
+        duration = new_durations(change, tasks, link_share, device_ns)
         host_gap = None if change.host_gap_us is None else int(round(change.host_gap_us * 1000))
         kind = tasks.kind
         rows, self._paths = [], {}
@@ -219,15 +224,20 @@ class WhatIf:
                                ascending=[True, False], kind="stable").reset_index(drop=True)
 
     def verify(self) -> pd.DataFrame:
-        """Re-simulate the run under the change (``profile.replay``) and compare step by step: iteration,
-        predicted_ns, simulated_ns, error (relative)."""
+        """Re-simulate the run under the change (``profile.replay``) and compare step by step, the k-th step of
+        the replay with this run's k-th: iteration (this run's), predicted_ns, simulated_ns, error (relative)."""
         replay = getattr(self.profile, "replay", None)
         if replay is None:
             raise RuntimeError(f"verify() needs a run simulated in this process; this Profile was loaded from "
                                f"{self.profile.path}")
         again = replay(**self.change.keywords())
         simulated = simulated_steps(again)
-        out = self.predicted[["iteration", "predicted_ns"]].merge(simulated, on="iteration", how="inner")
+        if len(simulated) != len(self.predicted):
+            raise RuntimeError(f"verify(): the re-simulated run has {len(simulated)} steps, this run "
+                               f"{len(self.predicted)}; the steps cannot be paired")
+        # paired in order: a model that ran steps before the run numbers them on, a replay from its first
+        out = self.predicted[["iteration", "predicted_ns"]].reset_index(drop=True)
+        out["simulated_ns"] = simulated.sort_values("iteration")["simulated_ns"].to_numpy(np.int64)
         out["error"] = (out["predicted_ns"] - out["simulated_ns"]) / out["simulated_ns"]
         return out
 

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis.timing.what_if import WhatIfChange
 from helpers.geprof_testing import build_tiny_graph, run_profiled_session
@@ -131,10 +132,11 @@ def test_bad_changes_are_refused_naming_them(two_stream, keywords, message):
 
 
 def test_verify_needs_a_replay(two_stream):
-    assert two_stream.replay is None
+    loaded = geprof_nb.load(two_stream.path)  # the run simulated here has one (tests/test_replay.py)
+    assert loaded.replay is None
     with pytest.raises(RuntimeError, match="verify\\(\\) needs a run simulated in this process; this Profile was "
-                                           f"loaded from {two_stream.path}"):
-        two_stream.what_if(op_speedup={"MatMul*": 2.0}).verify()
+                                           f"loaded from {loaded.path}"):
+        loaded.what_if(op_speedup={"MatMul*": 2.0}).verify()
 
 
 def test_verify_compares_with_the_replayed_run(two_stream, monkeypatch):

@@ -1,0 +1,78 @@
+"""``Profile.replay`` and ``WhatIf.verify()`` (issue 29): a run simulated in this process is re-issued in a GE of
+its own under the change, with the run's seeds, and the prediction compared with it step by step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import geprof_nb
+from geprof_nb import ge
+from geprof_nb.ge.replay import NotReplayable
+from helpers.geprof_testing import run_profiled_session, small_resnet
+
+
+def _resnet_steps(sess: ge.Session, steps: int) -> None:
+    for _ in range(steps):
+        assert sess.run_graph(1) == ge.SUCCESS, ge.GEGetErrorMsg()
+
+
+@pytest.fixture
+def block_run(tmp_path):
+    """A ``geprof_nb.profile()`` block on a GE initialised (and a model run once) before it, as a notebook does."""
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    sess = ge.Session()
+    assert sess.add_graph(1, small_resnet(world_size=1)) == ge.SUCCESS
+    _resnet_steps(sess, 1)
+    with geprof_nb.profile(output=str(tmp_path)) as block:
+        _resnet_steps(sess, 3)
+    yield block.profile, sess
+    ge.GEFinalize()
+
+
+@pytest.mark.parametrize("change", [{"op_speedup": {"MatMul*": 2.0, "Conv2D*": 1.5}}, {"remove_ops": ["Relu*"]}])
+def test_verify_of_a_profiled_block_is_within_one_percent(block_run, change):
+    profile, sess = block_run
+    checked = profile.what_if(**change).verify()
+    assert list(checked.columns) == ["iteration", "predicted_ns", "simulated_ns", "error"]
+    assert checked["iteration"].tolist() == [2, 3, 4]  # the run's own numbers (its model ran step 1 before)
+    assert (checked["simulated_ns"] < profile.what_if().predicted["now_ns"]).all()  # the change took effect
+    assert np.abs(checked["error"]).max() < 0.01
+    # the notebook's own GE goes on: its session runs the next step
+    assert ge.session.is_initialized() and sess.run_graph(1) == ge.SUCCESS
+
+
+def test_replay_without_a_change_repeats_the_run_exactly(block_run):
+    profile, _ = block_run
+    again = profile.replay()
+    steps = lambda p: (p.source.step_bounds()["end"] - p.source.step_bounds()["begin"]).tolist()  # noqa: E731
+    assert steps(again) == steps(profile) and again.path != profile.path and again.replay is None
+
+
+def test_a_script_run_replays_under_its_own_profiling_options(tmp_path):
+    run = run_profiled_session(tmp_path / "base", small_resnet(world_size=1), steps=2)
+    checked = run.profile.what_if(op_speedup={"Conv2D*": 3.0}).verify()
+    assert len(checked) == 2 and np.abs(checked["error"]).max() < 0.01
+    assert not ge.session.is_initialized()
+
+
+def test_a_loaded_run_cannot_be_verified(block_run):
+    profile, _ = block_run
+    loaded = geprof_nb.load(profile.path)
+    with pytest.raises(RuntimeError, match="needs a run simulated in this process; this Profile was loaded from"):
+        loaded.what_if(op_speedup={"MatMul*": 2.0}).verify()
+
+
+def test_an_acl_driven_run_is_refused_naming_aclmdlexecute(tmp_path):
+    acl = ge.acl
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    try:
+        model_id, ret = acl.aclmdlLoadFromMem(ge.aclgrphBuildModel(ge.models.mlp(batch_size=8, world_size=1))[0])
+        assert ret == acl.ACL_SUCCESS
+        with geprof_nb.profile(output=str(tmp_path / "out")) as block:
+            for _ in range(2):
+                assert acl.aclmdlExecute(model_id) == acl.ACL_SUCCESS
+        with pytest.raises(NotReplayable, match="cannot be replayed: it ran aclmdlExecute"):
+            block.profile.what_if(op_speedup={"MatMul*": 2.0}).verify()
+    finally:
+        ge.GEFinalize()
