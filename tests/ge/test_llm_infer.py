@@ -133,3 +133,21 @@ def test_bad_inference_shapes_are_refused_naming_the_field(kwargs, message):
     with pytest.raises(ge.GraphBuildError) as err:
         ge.models.llm("llama3-8b", **kwargs)
     assert message in str(err.value)
+
+
+def test_a_long_prefill_runs_near_the_cube_peak_and_a_decode_far_below(tmp_path):
+    """Compute-bound at long prompts: the step's FLOPs over its simulated time reach most of the bf16 cube peak
+    (24 AI Cores x 8192 FLOPs a cycle x 1.8 GHz) and the time nearly doubles with the prompt (attention grows faster,
+    fixed per-step costs do not); a
+    decode step at batch 8 reaches a few per cent of it (memory-bound)."""
+    dev = PRESETS["Ascend910B"]
+    peak = dev.ai_core_num * dev.cube_flops_per_cycle * dev.aic_frequency_mhz * 1e6
+    lens = (1024, 2048, 4096)
+    graphs = [ge.models.llm("llama3-8b", training=False, phase="prefill", batch_size=1, seq_len=s, layers=4)
+              for s in lens]
+    graphs.append(ge.models.llm("llama3-8b", training=False, phase="decode", batch_size=8, kv_len=2048, layers=4))
+    times = _step_us(tmp_path, graphs)
+    rates = [sum(op_cost(n).flops for n in g.nodes) / (t * 1e-6) / peak for g, t in zip(graphs, times)]
+    assert min(rates[:3]) > 0.6, rates
+    assert times[1] >= 1.8 * times[0] and times[2] >= 1.8 * times[1], times
+    assert rates[3] < 0.05, rates
