@@ -240,8 +240,8 @@ def test_llama3_8b_decode_runs_at_the_bandwidth_law(tmp_path, batch, kv_len):
     7-8 B model's decode on a 910B-class chip at batch 1 and at a large batch was found (vLLM-Ascend's docs,
     nightly configs and release benchmark issue #776 give serving runs with prefills mixed in; MindIE's
     pages give tuning steps; docs/simulation.md names the nearest published figure, Ascend/torchair's
-    llama2-70b at TP8, and why it is not pinned). Batch 1 moves 15.0 GB of weights (9.4 ms: 106 tokens/s);
-    batch 128 at 2,048 tokens adds 34.4 GB of KV cache."""
+    llama2-70b at TP8, and why it is not pinned). Batch 1 moves 15.0 GB of weights and 0.13 GB of cache
+    (9.5 ms: 106 tokens/s); batch 128 at 2,048 tokens 34.4 GB of cache (30.9 ms: 4,150 tokens/s)."""
     g = ge.models.llm("llama3-8b", training=False, phase="decode", batch_size=batch, kv_len=kv_len)
     (sim_ms,) = _step_ms(tmp_path, [g])
     law_ms = _decode_bytes(batch, kv_len) / PRESETS["Ascend910B"].hbm_bandwidth * 1e3
