@@ -16,6 +16,7 @@ from geprof_nb import ge
 from geprof_nb.ge.compiler import CompiledModel
 from geprof_nb.ge.device import PRESETS, CostModel
 from geprof_nb.ge.schedule import StreamSchedule
+from helpers.geprof_testing import step_times_us
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: MindStudio Insight's test data: torch_npu's kernel_details.csv of a 2-rank AlexNet training run, batch 32,
@@ -211,18 +212,6 @@ def test_llama2_70b_mfu_at_tp8_pp8_is_in_the_published_band(tmp_path):
     assert 0.35 <= mfu <= 0.60, mfu
 
 
-def _step_ms(tmp_path: Path, graphs: list[ge.Graph]) -> list[float]:
-    """Simulated step time (ms) of one run of each graph: the profile's step trace."""
-    with ge.simulation_settings(clock_mode="virtual"):
-        session = ge.Session()
-        with geprof_nb.profile(output=str(tmp_path)) as block:
-            for i, g in enumerate(graphs, 1):
-                assert session.add_graph(i, g) == ge.SUCCESS, ge.GEGetErrorMsg()
-                assert session.run_graph(i) == ge.SUCCESS, ge.GEGetErrorMsg()
-        ge.GEFinalize()
-    return [us / 1000 for us in block.profile.step_trace["Iteration Time(us)"].tolist()]
-
-
 def _decode_bytes(batch: int, kv_len: int) -> int:
     """What one llama3-8b decode step must read from HBM, by hand: every bfloat16 weight once, but of the
     embedding only the ``batch`` rows gathered, and each sequence's KV blocks (whole 128-token blocks of
@@ -243,6 +232,6 @@ def test_llama3_8b_decode_runs_at_the_bandwidth_law(tmp_path, batch, kv_len):
     llama2-70b at TP8, and why it is not pinned). Batch 1 moves 15.0 GB of weights and 0.13 GB of cache
     (9.5 ms: 106 tokens/s); batch 128 at 2,048 tokens 34.4 GB of cache (30.9 ms: 4,150 tokens/s)."""
     g = ge.models.llm("llama3-8b", training=False, phase="decode", batch_size=batch, kv_len=kv_len)
-    (sim_ms,) = _step_ms(tmp_path, [g])
+    (sim_ms,) = [us / 1000 for us in step_times_us(tmp_path, [g])]
     law_ms = _decode_bytes(batch, kv_len) / PRESETS["Ascend910B"].hbm_bandwidth * 1e3
     assert abs((batch / sim_ms) / (batch / law_ms) - 1) <= 0.30, (sim_ms, law_ms)
