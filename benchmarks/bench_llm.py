@@ -1,5 +1,6 @@
-"""LLM steps: llama2-7b built, compiled and stepped on one rank, and parallel steps on simulated clusters
-(tiny-llama and llama2-7b at TP2 PP2 DP2, every rank profiled to its own run directory)."""
+"""LLM steps: llama2-7b built, compiled and stepped on one rank, parallel steps on simulated clusters
+(tiny-llama and llama2-7b at TP2 PP2 DP2, every rank profiled to its own run directory), and llama3-8b
+serving a request stream."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from workloads import (
     task_records,
 )
 
+import geprof_nb
 from geprof_nb import ge
 
 LAYERS = {"training_trace": "on", "task_trace": "on", "hccl": "on"}
@@ -192,5 +194,35 @@ def llama2_70b_cluster_bytes(quick: bool) -> Result:
                                                   "bytes_by_record_kind": dict(sorted(by_kind.items()))})
 
 
+#: Issue 30's serving target: 1,000 llama3-8b requests at TP1 served and profiled in a minute on 2 cores.
+SERVING_TARGET_S = 60.0
+
+
+def llama3_8b_serving(quick: bool) -> Result:
+    """Wall time of ``ge.serve`` over 1,000 llama3-8b requests at TP1 (Poisson arrivals at 20 requests/s,
+    prompts of 64-512 tokens, outputs of 16-256; continuous batching, at most 64 sequences) inside
+    ``geprof_nb.profile()`` on the virtual clock, the profile loaded and its serving summary computed
+    (--quick: 200 requests, the target scaled)."""
+    n = 200 if quick else 1000
+    reqs = ge.requests(n, prompt_len=(64, 512), output_len=(16, 256), rate=20.0, seed=1)
+    found: dict[str, float] = {}
+
+    def run() -> Callable[[], None]:
+        out = scratch_dir()
+        with ge.simulation_settings(clock_mode="virtual"), geprof_nb.profile(output=str(out)) as block:
+            result = ge.serve("llama3-8b", requests=reqs, max_batch_size=64)
+        summary = block.profile.serving_summary()
+        found.update(requests=int(summary["requests"]), steps=result.steps, output_tokens=result.output_tokens,
+                     simulated_s=round(result.duration_s, 3))
+        return lambda: shutil.rmtree(out, ignore_errors=True)
+
+    t = times(run)
+    median = statistics.median(t)
+    target = SERVING_TARGET_S * n / 1000
+    label = f"<= {target:g} s" + (f" ({SERVING_TARGET_S:g} s for 1,000)" if quick else "")
+    return Result(f"llama3-8b TP1 serving {n:,} requests, profiled", median, "s", label,
+                  median <= target and found["requests"] == n, {"runs_s": t, **found})
+
+
 BENCHMARKS = [llama2_7b_one_rank, tiny_llama_hybrid, llama2_7b_hybrid, llama2_7b_geprof_cell, llama2_70b_cluster_step,
-              llama2_70b_cluster_bytes]
+              llama2_70b_cluster_bytes, llama3_8b_serving]

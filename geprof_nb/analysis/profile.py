@@ -88,6 +88,12 @@ class Profile:
         data, which does not say."""
         return self.source.forward_only_models()
 
+    @cached_property
+    def model_phases(self) -> dict[int, str]:
+        """The inference engine step (``prefill``, ``decode``) of each Model ID of a serving run (``ge.serve``,
+        ``ge.models.llm(phase=...)``): the name its steps and ops' phase are shown with.  Empty otherwise."""
+        return self.source.model_phases()
+
     @property
     def dropped(self) -> dict[str, int]:
         """Records lost to full buffers or storage_limit aging, by kind (empty if none)."""
@@ -239,10 +245,11 @@ class Profile:
 
     def module_statistic(self, depth: int = 2) -> pd.DataFrame:
         """Device time per module path cut at ``depth`` (2: ``model/layers.12``; 3: its ``self_attn`` and
-        ``mlp``) and phase (forward, backward: gradients rolled up to their op's module, optimizer), over the
+        ``mlp``) and phase (forward, backward: gradients rolled up to their op's module, optimizer; a serving
+        run's forward ops prefill or decode, :attr:`model_phases`), over the
         whole run: op task count, total, mean and communication time (us), share of all op tasks' time (the
         shares add up to 100).  Modules come from the op names (:mod:`.tables.modules`)."""
-        return module_statistic(self.op_summary, self.source.communication_rows(), depth)
+        return module_statistic(self.op_summary, self.source.communication_rows(), depth, self.model_phases)
 
     def mfu(self, model: Mapping | None = None, peak_flops: float | None = None) -> pd.DataFrame:
         """Per step: the job's model FLOPs (``6 N + 12 L h s`` per token, :mod:`.tables.mfu`), the FLOP/s each

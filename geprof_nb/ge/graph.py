@@ -128,6 +128,9 @@ class Graph:
         self.forward_end: int | None = None
         #: True once ``add_training`` made this a training graph (GetNeedIteration).
         self.is_training = False
+        #: The engine step an inference graph runs (``"prefill"`` or ``"decode"``: ``ge.models.llm(phase=...)``
+        #: sets it), recorded with the model so a serving run's steps are named for it; ``None`` otherwise.
+        self.inference_phase: str | None = None
         #: The parallel job this graph is one rank's part of (``ge.models.llm`` sets it: its ``world_size``
         #: and the graphs of the other pipeline stages); ``None`` for a graph every rank runs alike.
         self.job: Any = None

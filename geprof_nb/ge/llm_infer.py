@@ -211,6 +211,7 @@ class _InferenceBuilder:
                 logits = g.op("HcomAllGather", logits, group="tp", rank_size=p.tp)
         g.output([logits], control_inputs=self.writes)
         g.is_training = False
+        g.inference_phase = self.s.phase  # a prompt chunk after a cached prefix is a prefill too
         return g
 
 

@@ -326,7 +326,8 @@ class LoadedModel:
         props = ProfilingProperties.instance()
         v.place_trace_tasks(props.fp_point, props.bp_point, self.runtime.preset)
         if GlobalProfilingWrapper.enable_flags & BIT_TRAINING_TRACE and not self.single_op:
-            msprof.lib.describe_model(self.model_id, self.graph.name, getattr(self.graph, "is_training", False))
+            msprof.lib.describe_model(self.model_id, self.graph.name, getattr(self.graph, "is_training", False),
+                                      getattr(self.graph, "inference_phase", None))
             for note in v.notes:
                 msprof.lib.add_note(f"model {self.model_id} ({self.graph.name}): {note}")
         return v

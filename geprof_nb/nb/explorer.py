@@ -1,9 +1,9 @@
 """The results explorer: what ``%%geprof``, ``%geprof show`` and ``display(profile)`` show.
 
-A tabbed ipywidgets explorer (Summary, Ops, Steps, Timeline, AI Core, Memory, API/Host, Modules, Advice, What-if)
-and, in the same display call, its static twin: an HTML report with every tab's content, the
-step timeline PNG and a text summary, for front ends without widgets (nbconvert, GitHub, a
-terminal IPython).  See :meth:`Explorer.mimebundle`.
+A tabbed ipywidgets explorer (Summary, Ops, Steps, Timeline, AI Core, Memory, API/Host, Modules, Advice,
+What-if; and Serving for a serving run) and, in the same display call, its static twin: an HTML report with every
+tab's content (What-if's aside: it needs a kernel), the step timeline PNG and a text summary, for front ends without
+widgets (nbconvert, GitHub, a terminal IPython).  See :meth:`Explorer.mimebundle`.
 
 Layout of the widget (CSS classes for browser tests and styling)::
 
@@ -19,6 +19,8 @@ Layout of the widget (CSS classes for browser tests and styling)::
         VBox .geprof-tab-modules     depth selector (.geprof-modules-depth), module_statistic, top modules chart
         VBox .geprof-tab-advice      Profile.advise(), rows coloured by priority
         VBox .geprof-tab-what-if     what-if knobs, Apply, the predicted steps beside today's (:mod:`.whatif_view`)
+        VBox .geprof-tab-serving     a serving run only: latency percentiles, throughput, engine steps chart,
+                                     slowest requests (:mod:`.serving_view`)
 
 Only the Summary tab is built when the explorer is shown; every other tab is built the first
 time it is selected (``Tab.selected_index`` observer), and the controls of a tab re-render only
@@ -70,8 +72,10 @@ from .report import (
     TOP_FINDINGS,
     Report,
 )
+from .serving_view import has_serving, serving_blocks
 from .table_views import (
     api_statistic_view,
+    engine_steps,
     forward_only,
     origin_text,
     relative_times,
@@ -125,6 +129,11 @@ class Pane(ABC):
     title = ""
     #: Whether the static report has the tab's section (False: the tab is interactive only).
     static = True
+
+    @classmethod
+    def shown(cls, profile: Profile) -> bool:
+        """Whether the explorer of ``profile`` has this tab: every run has those of :data:`TAB_TITLES`."""
+        return True
 
     def __init__(self, report: Report) -> None:
         self.report = report
@@ -407,11 +416,13 @@ class StepsPane(TimedPane):
         times = self.times(absolute)
         out = []
         if len(st):
-            forward = self.profile.forward_only_models
+            forward, phases = self.profile.forward_only_models, self.profile.model_phases
             main, reduces = step_trace_view(relative_times(without_one_device(st), "step_trace",
-                                                           self.origin(absolute)), forward)
-            named = ("; a forward-only run: msprof's FP Start, BP End, FP to BP Time and Iteration Refresh are "
-                     "named for what they are" if forward_only(st, forward) else "")
+                                                           self.origin(absolute)), forward, phases)
+            named = ("; a serving run: each step a prefill or a decode (Phase), msprof's FP Start, BP End, FP to "
+                     "BP Time and Iteration Refresh named for what they are" if engine_steps(st, phases)
+                     else "; a forward-only run: msprof's FP Start, BP End, FP to BP Time and Iteration Refresh "
+                     "are named for what they are" if forward_only(st, forward) else "")
             t, title = bounded(main, f"step_trace ({times}; Iteration Time is an iteration's own span, without "
                                      f"the gap before it{named})", STATIC_ROWS)
             out.append(table_html(t, title))
@@ -636,8 +647,22 @@ class WhatIfPane(Pane):
         return [self.controls.widget]
 
 
+class ServingPane(Pane):
+    """A serving run's latencies, throughput, engine steps and slowest requests (:mod:`.serving_view`); only
+    the explorer of a run with serving steps has it, after the tabs of :data:`TAB_TITLES`."""
+
+    title = "Serving"
+
+    @classmethod
+    def shown(cls, profile: Profile) -> bool:
+        return has_serving(profile)
+
+    def blocks(self) -> list:
+        return serving_blocks(self.report)
+
+
 PANES = (SummaryPane, OpsPane, StepsPane, TimelinePane, AICorePane, MemoryPane, ApiHostPane, ModulesPane,
-         AdvicePane, WhatIfPane)
+         AdvicePane, WhatIfPane, ServingPane)
 
 
 # --------------------------------------------------------------------------- explorer
@@ -649,20 +674,22 @@ class Explorer:
         #: the figures :meth:`static_html` embeds (default :data:`STATIC_FIGURES`; ``"all"``: every one)
         self.static_figures = STATIC_FIGURES if static_figures is None else static_figures
         self.report = Report.of(profile)
-        self.panes: dict[str, Pane] = {cls.title: cls(self.report) for cls in PANES}
-        self.tab = widgets.Tab(children=[p.slot for p in self.panes.values()], titles=list(TAB_TITLES))
+        self.panes: dict[str, Pane] = {cls.title: cls(self.report) for cls in PANES if cls.shown(profile)}
+        #: the tabs' titles in order: :data:`TAB_TITLES`, then those only this kind of run has (Serving)
+        self.titles = list(self.panes)
+        self.tab = widgets.Tab(children=[p.slot for p in self.panes.values()], titles=self.titles)
         self.tab.observe(self._on_select, "selected_index")
         self.widget = widgets.VBox([self.tab], layout=widgets.Layout(width="100%"))
         self.widget.add_class("geprof-explorer")
-        self.panes[TAB_TITLES[self.tab.selected_index or 0]].build()
+        self.panes[self.titles[self.tab.selected_index or 0]].build()
 
     def _on_select(self, change: dict) -> None:
         if change["new"] is not None:
-            self.panes[TAB_TITLES[change["new"]]].build()
+            self.panes[self.titles[change["new"]]].build()
 
     def select(self, title: str) -> Pane:
         """Select a tab by title (building it if it is new) and return it."""
-        self.tab.selected_index = TAB_TITLES.index(title)
+        self.tab.selected_index = self.titles.index(title)
         return self.panes[title].build()
 
     # the panes by name, for code and tests

@@ -363,13 +363,14 @@ class Report:
 
     def step_timeline(self, iteration: Any = ALL) -> Chart:
         it = None if iteration == ALL else int(iteration)
-        forward = self.profile.forward_only_models
+        forward, phases = self.profile.forward_only_models, self.profile.model_phases
         alt = ("step timeline" if forward else "FP/BP step timeline") + ("" if it is None else f" of iteration {it}")
         arg = ("" if it is None else f", iteration={it}") + (", forward_models=profile.forward_only_models"
                                                             if forward else "")
+        arg += ", phases=profile.model_phases" if phases else ""
         return Chart("step_timeline", f"plots.step_timeline(profile.step_trace{arg})", lambda: self.picture(
             ("step_timeline", it), lambda: draw("step_timeline", self.profile.step_trace, iteration=it,
-                                                forward_models=forward, alt=alt)), "Timeline")
+                                                forward_models=forward, phases=phases, alt=alt)), "Timeline")
 
     def gantt_iteration(self, iteration: Any = ALL) -> int | None:
         """The iteration the Gantt draws: the selected one, or the last when all steps are selected."""

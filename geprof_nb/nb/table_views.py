@@ -8,6 +8,7 @@ read); these are views of them, computed where a tab is drawn.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Collection
 
 import numpy as np
@@ -25,6 +26,10 @@ REDUCE_COLUMNS = ["Iteration ID", "Reduce", "Start(us)", "Duration(us)", "End(us
 #: step_trace's training-trace columns named for what they are in a forward-only (inference) run.
 FORWARD_NAMES = {"FP Start(us)": "Forward Start(us)", "BP End(us)": "Forward End(us)",
                  "FP to BP Time(us)": "Forward Time(us)", "Iteration Refresh(us)": "Output Time(us)"}
+#: ... and in a serving run (every step a prefill or a decode graph's), with a Phase column beside Model ID.
+ENGINE_STEP_NAMES = {"FP Start(us)": "Step Start(us)", "BP End(us)": "Last Op End(us)",
+                     "FP to BP Time(us)": "Device Time(us)", "Iteration Refresh(us)": "After Last Op(us)"}
+PHASE = "Phase"
 #: api_statistic's spread: msprof's Variance (us²) as a standard deviation, in the unit of the times beside it.
 VARIANCE, STD = "Variance", "Std Dev(us)"
 
@@ -59,15 +64,26 @@ def forward_only(step_trace: pd.DataFrame, forward_models: Collection[int]) -> b
                         np.asarray(list(forward_models), np.float64)).all())
 
 
-def step_trace_view(step_trace: pd.DataFrame, forward_models: Collection[int] = ()) -> tuple[pd.DataFrame,
-                                                                                              pd.DataFrame]:
+def engine_steps(step_trace: pd.DataFrame, phases: Mapping[int, str]) -> bool:
+    """Whether every step of ``step_trace`` is of a serving engine's model (``Profile.model_phases``)."""
+    return bool(len(step_trace)) and bool(phases) and "Model ID" in step_trace.columns and bool(
+        np.isin(pd.to_numeric(step_trace["Model ID"], errors="coerce").to_numpy(np.float64), list(phases)).all())
+
+
+def step_trace_view(step_trace: pd.DataFrame, forward_models: Collection[int] = (),
+                    phases: Mapping[int, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """step_trace in one readable form: its repeated ``Reduce Start(us)`` / ``Reduce Duration(us)`` pairs
     (13 of them for BERT) become :data:`REDUCES` and :data:`REDUCE_TOTAL` per step, and the AllReduces a
     table of their own (:data:`REDUCE_COLUMNS`: one row per AllReduce of each step, numbered in the
     step from 1).  A run whose every step is of a model in ``forward_models`` (inference) has no backward
-    pass: its FP/BP columns are named for what they are (:data:`FORWARD_NAMES`).  Times are those of
-    ``step_trace`` (pass it through :func:`relative_times` first)."""
-    if forward_only(step_trace, forward_models):
+    pass: its FP/BP columns are named for what they are (:data:`FORWARD_NAMES`); a serving run's steps
+    (``phases``: Model ID -> prefill / decode) get a :data:`PHASE` column and :data:`ENGINE_STEP_NAMES`.  Times
+    are those of ``step_trace`` (pass it through :func:`relative_times` first)."""
+    if engine_steps(step_trace, phases or {}):
+        model = pd.to_numeric(step_trace["Model ID"], errors="coerce").astype(int)
+        step_trace = step_trace.set_axis([ENGINE_STEP_NAMES.get(c, c) for c in step_trace.columns], axis=1)
+        step_trace.insert(list(step_trace.columns).index("Model ID") + 1, PHASE, model.map(phases).to_numpy())
+    elif forward_only(step_trace, forward_models):
         step_trace = step_trace.set_axis([FORWARD_NAMES.get(c, c) for c in step_trace.columns], axis=1)
     names = list(step_trace.columns)
     pairs = [i for i, c in enumerate(names) if c in (REDUCE_START, REDUCE_DURATION)]

@@ -539,11 +539,12 @@ class Msprof:
             if self.running:
                 self._run.info.set_pmu_events(core, events)
 
-    def describe_model(self, model_id: int, name: str, training: bool) -> None:
-        """Record what a loaded model is: its graph's name, and whether it trains or runs forward only."""
+    def describe_model(self, model_id: int, name: str, training: bool, phase: str | None = None) -> None:
+        """Record what a loaded model is: its graph's name, whether it trains or runs forward only, and the
+        inference engine step it runs (prefill, decode) if it is one."""
         with self._lock:
             if self.running:
-                self._run.info.describe_model(model_id, name, training)
+                self._run.info.describe_model(model_id, name, training, phase)
 
     def add_note(self, text: str) -> None:
         """Something a reader of this run should know (kept once, in order)."""

@@ -72,10 +72,14 @@ class RunInfo:
         if text not in self.content.setdefault("notes", []):
             self.content["notes"].append(text)
 
-    def describe_model(self, model_id: int, name: str, training: bool) -> None:
-        """What a loaded model is (a geprof extension: msprof does not record it): its graph's name and
-        whether it trains, or runs forward only (inference), so its steps' phases can be named."""
-        self.content.setdefault("models", {})[str(int(model_id))] = {"name": str(name), "training": bool(training)}
+    def describe_model(self, model_id: int, name: str, training: bool, phase: str | None = None) -> None:
+        """What a loaded model is (a geprof extension: msprof does not record it): its graph's name, whether it
+        trains or runs forward only (inference), and an inference engine's step (``phase``: prefill, decode),
+        so its steps' phases can be named."""
+        model = {"name": str(name), "training": bool(training)}
+        if phase is not None:
+            model["phase"] = str(phase)
+        self.content.setdefault("models", {})[str(int(model_id))] = model
         self.dirty = True
 
     def count_dropped(self, kind: str, count: int) -> None:

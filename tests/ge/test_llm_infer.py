@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-import geprof_nb
 from geprof_nb import ge
 from geprof_nb.ge.device import PRESETS
 from geprof_nb.ge.llm_config import llm_config
 from geprof_nb.ge.llm_infer import kv_bytes_per_token
 from geprof_nb.ge.ops import op_cost
+from helpers.geprof_testing import step_times_us
 
 LLAMA3 = llm_config("llama3-8b")
 
@@ -95,23 +95,12 @@ def test_decode_is_memory_bound_and_a_long_prefill_compute_bound():
     assert compute > 3 * memory
 
 
-def _step_us(tmp_path, graphs):
-    with ge.simulation_settings(clock_mode="virtual"):
-        sess = ge.Session()
-        with geprof_nb.profile(output=str(tmp_path)) as block:
-            for i, g in enumerate(graphs, 1):
-                assert sess.add_graph(i, g) == ge.SUCCESS, ge.GEGetErrorMsg()
-                assert sess.run_graph(i) == ge.SUCCESS, ge.GEGetErrorMsg()
-        ge.GEFinalize()
-    return block.profile.step_trace["Iteration Time(us)"].tolist()
-
-
 def test_decode_step_time_grows_with_batch_and_kv_len(tmp_path):
     def dec(b, kv):
         return ge.models.llm("llama3-8b", training=False, phase="decode", batch_size=b, kv_len=kv, layers=4)
 
-    by_batch = _step_us(tmp_path / "batch", [dec(b, 1024) for b in (1, 8, 32, 128)])
-    by_kv = _step_us(tmp_path / "kv", [dec(16, kv) for kv in (256, 1024, 4096, 8192)])
+    by_batch = step_times_us(tmp_path / "batch", [dec(b, 1024) for b in (1, 8, 32, 128)])
+    by_kv = step_times_us(tmp_path / "kv", [dec(16, kv) for kv in (256, 1024, 4096, 8192)])
     assert by_batch == sorted(by_batch) and by_batch[-1] > 1.5 * by_batch[0]
     assert by_kv == sorted(by_kv) and by_kv[-1] > 1.5 * by_kv[0]
 
@@ -133,3 +122,21 @@ def test_bad_inference_shapes_are_refused_naming_the_field(kwargs, message):
     with pytest.raises(ge.GraphBuildError) as err:
         ge.models.llm("llama3-8b", **kwargs)
     assert message in str(err.value)
+
+
+def test_a_long_prefill_runs_near_the_cube_peak_and_a_decode_far_below(tmp_path):
+    """Compute-bound at long prompts: the step's FLOPs over its simulated time reach most of the bf16 cube peak
+    (24 AI Cores x 8192 FLOPs a cycle x 1.8 GHz) and the time nearly doubles with the prompt (attention grows faster,
+    fixed per-step costs do not); a
+    decode step at batch 8 reaches a few per cent of it (memory-bound)."""
+    dev = PRESETS["Ascend910B"]
+    peak = dev.ai_core_num * dev.cube_flops_per_cycle * dev.aic_frequency_mhz * 1e6
+    lens = (1024, 2048, 4096)
+    graphs = [ge.models.llm("llama3-8b", training=False, phase="prefill", batch_size=1, seq_len=s, layers=4)
+              for s in lens]
+    graphs.append(ge.models.llm("llama3-8b", training=False, phase="decode", batch_size=8, kv_len=2048, layers=4))
+    times = step_times_us(tmp_path, graphs)
+    rates = [sum(op_cost(n).flops for n in g.nodes) / (t * 1e-6) / peak for g, t in zip(graphs, times)]
+    assert min(rates[:3]) > 0.6, rates
+    assert times[1] >= 1.8 * times[0] and times[2] >= 1.8 * times[1], times
+    assert rates[3] < 0.05, rates

@@ -187,3 +187,18 @@ def serve_profiled(output: Path, model: str = "tiny-llama", **serve: Any):
         finally:
             ge.GEFinalize()
     return result, block.profile
+
+
+def step_times_us(output: Path, graphs: list[Any]) -> list[float]:
+    """One profiled run of each graph in one session on the virtual clock: each run's simulated step time
+    (us, the step trace's Iteration Time)."""
+    with ge.simulation_settings(clock_mode="virtual"):
+        sess = ge.Session()
+        try:
+            with geprof_nb.profile(output=str(output)) as block:
+                for i, g in enumerate(graphs, 1):
+                    assert sess.add_graph(i, g) == ge.SUCCESS, ge.GEGetErrorMsg()
+                    assert sess.run_graph(i) == ge.SUCCESS, ge.GEGetErrorMsg()
+        finally:
+            ge.GEFinalize()
+    return block.profile.step_trace["Iteration Time(us)"].tolist()

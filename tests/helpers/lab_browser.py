@@ -24,6 +24,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,6 +165,25 @@ def wait_all_executed(page, timeout_ms: int = 60_000) -> None:
         }""",
         arg=KERNEL_IDLE_TEXT, timeout=timeout_ms,
     )
+
+
+@contextmanager
+def executed_notebook(browser_context, lab: Lab, name: str, sources: list[str], timeout_ms: int = 180_000):
+    """A page with the notebook ``name``.ipynb of code cells ``sources`` written into the lab, opened and run to
+    its end without a traceback; every dialog it opens is recorded in ``page.dialogs`` and dismissed; closed on
+    exit."""
+    write_notebook(lab.root / f"{name}.ipynb", sources)
+    page = browser_context.new_page()
+    page.dialogs = []
+    page.on("dialog", lambda d: (page.dialogs.append((d.type, d.message)), d.dismiss()))
+    try:
+        open_notebook(page, lab, f"{name}.ipynb", name)
+        run_all(page)
+        wait_all_executed(page, timeout_ms=timeout_ms)
+        assert error_outputs(page) == []
+        yield page
+    finally:
+        page.close()
 
 
 def cell(page, index: int):

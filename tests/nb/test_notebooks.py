@@ -228,3 +228,32 @@ def test_what_if_notebook_predictions_match_the_resimulation_and_the_slow_step_i
     why = text_of(cell_starting(nb, "why = rank0.explain_step(4)"))
     top = _table_rows(why.split("\n", 1)[1])[0]
     assert top[1:3] == ["communication", "gradients/HcomAllReduce_0"] and 2.9e6 < float(top[-1]) < 3.2e6
+
+
+def test_serving_notebook_curve_preemptions_and_chunked_prefill(executed):
+    nb, workdir = executed("13_llm_serving.ipynb")
+    served = text_of(cell_starting(nb, "%%geprof --clock virtual --no-display -o served"))
+    assert "ServeResult(200 requests, 27979 output tokens in " in served and " 0 preemptions" in served
+    # the curve: per TP degree, a larger batch gives more output tokens/s at a longer TPOT; TP2 beats TP1 at
+    # every batch on both
+    rows = _table_rows(text_of(cell_starting(nb, "def point(")))
+    curve = {(int(r[1]), int(r[2])): (float(r[4]), float(r[6])) for r in rows}  # (batch, tp): (tpot p50, tokens/s)
+    assert sorted(curve) == [(b, tp) for b in (8, 32, 128) for tp in (1, 2)]
+    for tp in (1, 2):
+        tpot, tput = zip(*(curve[b, tp] for b in (8, 32, 128)))
+        assert list(tpot) == sorted(tpot) and list(tput) == sorted(tput) and tput[-1] > 2 * tput[0]
+    for b in (8, 32, 128):
+        assert curve[b, 2][0] < curve[b, 1][0] and curve[b, 2][1] > curve[b, 1][1]
+    assert len(list(workdir.glob("sweep_b*_tp*/PROF_*"))) == 6
+    # a 48-block cache preempts, counted per request and per step, and halves the throughput
+    small = text_of(cell_starting(nb, "steps = small_cache.serving_steps"))
+    count, steps = re.search(r"(\d+) preemptions in (\d+) steps", small).groups()
+    assert int(count) >= int(steps) > 0
+    table = {r[0]: (float(r[-2]), float(r[-1])) for r in _table_rows(small.split("\n", 1)[1])}
+    assert table["preemptions"] == (0.0, float(count))
+    assert table["output_tokens_per_s"][1] < 0.6 * table["output_tokens_per_s"][0]
+    # chunked prefill: the TPOT p99 and the longest step fall, the documents' first tokens come sooner
+    (before, after) = [[float(v) for v in r[2:]] for r in _table_rows(text_of(cell_starting(nb, "chats = ")))]
+    tpot_p99, longest, doc_ttft = 1, 2, 4
+    assert after[tpot_p99] < 0.25 * before[tpot_p99] and after[longest] < 0.1 * before[longest]
+    assert after[doc_ttft] < before[doc_ttft]

@@ -31,6 +31,8 @@ from ..tables.communication import collective_op_types
 from ..tables.intervals import covered_time
 from ..tables.step_split import StepSplit
 from ..tables.text_columns import distinct_texts, text_test, text_values
+from .finding import Finding
+from .serving_advisor import serving_findings
 
 if TYPE_CHECKING:
     from ..profile import Profile
@@ -124,17 +126,6 @@ TRANSDATA_TYPES = ("TransData", "TransDataRNN")
 SHAPE_HOST_EVENTS = ("InferShape", "Tiling")
 
 _START, _DUR = "Task Start Time(us)", "Task Duration(us)"
-
-
-@dataclass
-class Finding:
-    """One finding of one rule; ``at_stake_us`` is per step."""
-
-    rule: str
-    finding: str
-    evidence: str
-    suggestion: str
-    at_stake_us: float
 
 
 @dataclass
@@ -899,7 +890,7 @@ def advise(profile: Profile) -> pd.DataFrame:
             findings.append(found)
         elif found:
             findings.extend(found)  # one-off findings: not per-step figures
-    return findings_table(findings, run.step_us)
+    return findings_table(serving_findings(profile, findings), run.step_us)
 
 
 def findings_table(findings: list[Finding], step_us: float) -> pd.DataFrame:

@@ -25,6 +25,7 @@ from ..tables import aicpu, api, breakdown, communication, host, memory, rooflin
 from ..tables import columns as C
 from ..tables.collective_groups import UNKNOWN, collective_group_names
 from ..tables.indexing import scatter, take_records
+from ..tables.modules import INFERENCE_PHASES
 
 #: The absolute-time columns of the tables.  The DataFrames hold them as float us, which
 #: at today's epoch (~1.7e15 us) resolve only 0.25 us; exports print them from exact
@@ -208,6 +209,15 @@ class Source(abc.ABC):
             return frozenset()
         return frozenset(int(k) for k, m in models.items()
                          if str(k).isdigit() and isinstance(m, dict) and m.get("training") is False)
+
+    def model_phases(self) -> dict[int, str]:
+        """The inference engine step (``prefill`` or ``decode``) each Model ID of a serving run runs, from the
+        run description's ``models``; empty where no model says (training, other inference, imported data)."""
+        models = self.info.get("models")
+        if not isinstance(models, dict):
+            return {}
+        return {int(k): str(m["phase"]) for k, m in models.items()
+                if str(k).isdigit() and isinstance(m, dict) and m.get("phase") in INFERENCE_PHASES}
 
     def dropped(self) -> dict[str, int]:
         return {}

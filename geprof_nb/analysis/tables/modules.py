@@ -13,6 +13,8 @@ are counted under :data:`NO_MODULE`; the mstx ``Module`` ranges such a run may c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -21,6 +23,9 @@ from ..arguments import positive_integer
 COLUMNS = ["Module", "Phase", "Count", "Total Time(us)", "Avg Time(us)", "Communication Time(us)", "Share(%)"]
 #: The phases; ``N/A`` (msprof's not-available) for an op without a module path.
 PHASES = ("forward", "backward", "optimizer", "N/A")
+#: The forward phases of an inference engine's models (``Profile.model_phases``): a serving run's forward ops
+#: are named for the engine step that ran them.
+INFERENCE_PHASES = ("prefill", "decode")
 #: The module of ops whose names carry no module path.
 NO_MODULE = "(no module path)"
 #: The scope autodiff puts gradient ops under, and the suffix of the scope of one op's gradient ops.
@@ -65,13 +70,15 @@ def at_depth(module: str, depth: int) -> str:
     return module if module == NO_MODULE else "/".join(module.split("/")[:depth])
 
 
-def module_statistic(ops: pd.DataFrame, communication: np.ndarray, depth: int = 2) -> pd.DataFrame:
+def module_statistic(ops: pd.DataFrame, communication: np.ndarray, depth: int = 2,
+                     model_phases: Mapping[int, str] | None = None) -> pd.DataFrame:
     """Per module path cut at ``depth`` and phase: op task count, total, mean and communication time (us)
     and share of the device time of all of ``ops`` (the shares add up to 100), largest first.
 
     ``ops`` are op_summary rows (``Op Name``, ``Task Duration(us)``), ``communication`` which of them are
     collectives.  ``depth`` 2 gives layers (``model/layers.12``), 3 attention against MLP
-    (``model/layers.12/self_attn``)."""
+    (``model/layers.12/self_attn``).  ``model_phases`` (Model ID -> prefill / decode) names the forward ops of
+    those models for their engine step."""
     depth = positive_integer("depth", depth)
     if ops.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -80,6 +87,12 @@ def module_statistic(ops: pd.DataFrame, communication: np.ndarray, depth: int = 
     found = {n: module_of(str(n)) for n in distinct}
     module = names.map(lambda n: at_depth(found[n][0], depth))
     phase = names.map(lambda n: found[n][1])
+    if model_phases and "Model ID" in ops:
+        model = pd.to_numeric(ops["Model ID"], errors="coerce").to_numpy(np.float64)
+        forward = (phase == "forward").to_numpy()
+        for name in sorted(set(model_phases.values())):
+            ids = [m for m, p in model_phases.items() if p == name]
+            phase = phase.mask(forward & np.isin(model, ids), name)
     dur = pd.to_numeric(ops["Task Duration(us)"], errors="coerce").fillna(0.0).to_numpy(np.float64)
     frame = pd.DataFrame({"Module": module, "Phase": phase, "_dur": dur,
                           "_comm": np.where(np.asarray(communication, bool), dur, 0.0)})

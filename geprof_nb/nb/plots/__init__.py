@@ -21,7 +21,8 @@ The figures, each from a Profile table (x in ms, sizes in MiB, every axis labell
 * :func:`pipeline_chart` (``ClusterProfile.pipeline``): a lane per pipeline stage, its passes as bars, the
   bubbles as gaps; :func:`expert_heatmap` (``ClusterProfile.expert_load``): tokens per layer and expert.
 * :func:`latency_throughput` (a :func:`geprof_nb.sweep` of ``Profile.serving_summary``): throughput against
-  latency, one line per configuration.
+  latency, one line per configuration; :func:`serving_steps_chart` (``Profile.serving_steps``): a serving run's
+  batch, KV-cache blocks in use and step time per engine step.
 * :func:`what_if_bars` (``Profile.critical_path_summary``, ``WhatIf.predicted``): each step's critical path now
   and under a what-if change, stacked by kind.
 
@@ -49,7 +50,7 @@ from .op_types import EMPTY_OP_STATISTIC_MESSAGE, op_type_bars
 from .parallelism import NO_EXPERTS_MESSAGE, NO_PIPELINE_MESSAGE, expert_heatmap, pipeline_chart
 from .ratios import NO_RATIOS_MESSAGE, PIPE_COLORS, pipe_ratios
 from .roofline import NO_BYTES_MESSAGE, NO_ROOFLINE_MESSAGE, roofline
-from .serving import EMPTY_SWEEP_MESSAGE, latency_throughput
+from .serving import EMPTY_SWEEP_MESSAGE, NO_SERVING_STEPS_MESSAGE, latency_throughput, serving_steps_chart
 from .step_split import EMPTY_BREAKDOWN_MESSAGE, step_split_bars
 from .steps import EMPTY_STEP_TRACE_MESSAGE, step_timeline
 from .what_if import EMPTY_WHAT_IF_MESSAGE, what_if_bars
@@ -58,7 +59,8 @@ __all__ = ["ALL_ITERATIONS", "EMPTY_BREAKDOWN_MESSAGE", "EMPTY_MODULES_MESSAGE",
            "EMPTY_OP_STATISTIC_MESSAGE", "EMPTY_STEP_TRACE_MESSAGE", "EMPTY_SWEEP_MESSAGE", "EMPTY_WHAT_IF_MESSAGE",
            "HOST_COLORS", "MiB",
            "NO_BYTES_MESSAGE", "NO_EXPERTS_MESSAGE", "NO_HOST_EVENTS_MESSAGE", "NO_MEMORY_MESSAGE",
-           "NO_PIPELINE_MESSAGE", "NO_RATIOS_MESSAGE", "NO_ROOFLINE_MESSAGE", "PIPE_COLORS", "STACKED_SCOPES_NOTE",
-           "STACKED_TASKS_NOTE", "TASK_TYPE_COLORS", "color_of", "expert_heatmap", "figure_png", "format_size",
-           "host_scopes", "latency_throughput", "memory_lifetimes", "module_bars", "op_type_bars", "pipe_ratios",
-           "pipeline_chart", "roofline", "step_split_bars", "step_timeline", "task_gantt", "what_if_bars"]
+           "NO_PIPELINE_MESSAGE", "NO_RATIOS_MESSAGE", "NO_ROOFLINE_MESSAGE", "NO_SERVING_STEPS_MESSAGE",
+           "PIPE_COLORS", "STACKED_SCOPES_NOTE", "STACKED_TASKS_NOTE", "TASK_TYPE_COLORS", "color_of",
+           "expert_heatmap", "figure_png", "format_size", "host_scopes", "latency_throughput", "memory_lifetimes",
+           "module_bars", "op_type_bars", "pipe_ratios", "pipeline_chart", "roofline", "serving_steps_chart",
+           "step_split_bars", "step_timeline", "task_gantt", "what_if_bars"]

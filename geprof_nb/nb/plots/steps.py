@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Collection
 
@@ -29,6 +30,8 @@ ROW_COLORS = {
     "Forward": "#4c72b0",
     "Iteration Refresh": "#55a868",
     "Output": "#55a868",
+    "Prefill": "#dd8452",  # a serving run's engine steps: each model's step is one bar named for its phase
+    "Decode": "#4c72b0",
     "AllReduce": TASK_TYPE_COLORS["COMMUNICATION"],
 }
 
@@ -49,22 +52,28 @@ def _row(label: str, start_us: np.ndarray, width_us: np.ndarray, iteration: np.n
     return StepRow(label, start_us[ok], width_us[ok], iteration[ok])
 
 
-def step_rows(step_trace: pd.DataFrame, forward_models: Collection[int] = ()) -> list[StepRow]:
+def step_rows(step_trace: pd.DataFrame, forward_models: Collection[int] = (),
+              phases: Mapping[int, str] | None = None) -> list[StepRow]:
     """The bars of the step timeline, top row first; rows with no bar are left out.
 
     A step of a model in ``forward_models`` (``Profile.forward_only_models``: inference) has no backward
     pass: its FP to BP is drawn as *Forward* and its Iteration Refresh (the last op's end to the
-    iteration's end) as *Output*, not as FP→BP and an update."""
+    iteration's end) as *Output*, not as FP→BP and an update.  A step of a model in ``phases``
+    (``Profile.model_phases``: a serving run's prefill and decode graphs) is one bar from its FP start to
+    its iteration's end, in the row of its phase (*Prefill*, *Decode*)."""
     it = step_trace["Iteration ID"].to_numpy()
     fp = floats(step_trace["FP Start(us)"])
     bp = floats(step_trace["BP End(us)"])
     end = floats(step_trace["Iteration End(us)"])
     # Without FP/BP points there is no FP/BP: the whole iteration is one bar instead.
     whole = np.isnan(fp) | np.isnan(bp)
-    forward = np.zeros(len(step_trace), bool)
-    if len(forward_models) and "Model ID" in step_trace.columns:
-        forward = np.isin(pd.to_numeric(step_trace["Model ID"], errors="coerce").to_numpy(np.float64),
-                          np.asarray(list(forward_models), np.float64))
+    model = (pd.to_numeric(step_trace["Model ID"], errors="coerce").to_numpy(np.float64)
+             if "Model ID" in step_trace.columns else np.full(len(step_trace), np.nan))
+    phase_of = {name: ~whole & np.isin(model, [m for m, p in (phases or {}).items() if p == name])
+                for name in sorted(set((phases or {}).values()))}
+    # the steps drawn in a phase's row, or as Forward and Output: none of them trains
+    engine = np.logical_or.reduce([np.zeros(len(step_trace), bool), *phase_of.values()])
+    forward = np.isin(model, np.asarray(list(forward_models), np.float64)) & ~engine
     iter_time = floats(step_trace["Iteration Time(us)"])
     data_aug = floats(step_trace["Data Aug Bound(us)"])
     fp_bp = floats(step_trace["FP to BP Time(us)"])
@@ -75,10 +84,11 @@ def step_rows(step_trace: pd.DataFrame, forward_models: Collection[int] = ()) ->
         _row("Data Aug Bound", fp - data_aug, data_aug, it),
         _row("GetNext", getnext_start.ravel(), getnext_dur.ravel(), np.repeat(it, getnext_start.shape[1])),
         _row("Iteration", np.where(whole, end - iter_time, np.nan), iter_time, it),
-        _row("FP→BP", np.where(whole | forward, np.nan, fp), fp_bp, it),
+        _row("FP→BP", np.where(whole | forward | engine, np.nan, fp), fp_bp, it),
         _row("Forward", np.where(whole | ~forward, np.nan, fp), fp_bp, it),
-        _row("Iteration Refresh", np.where(whole | forward, np.nan, bp), refresh, it),
+        _row("Iteration Refresh", np.where(whole | forward | engine, np.nan, bp), refresh, it),
         _row("Output", np.where(whole | ~forward, np.nan, bp), refresh, it),
+        *(_row(name.capitalize(), np.where(mine, fp, np.nan), end - fp, it) for name, mine in phase_of.items()),
         _row("AllReduce", reduce_start.ravel(), reduce_dur.ravel(), np.repeat(it, reduce_start.shape[1])),
     ]
     return [r for r in rows if len(r.start_us)]
@@ -103,7 +113,7 @@ def _span_columns(step_trace: pd.DataFrame, start_name: str, second: dict[str, b
 
 
 def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title: str | None = None,
-                  forward_models: Collection[int] = ()) -> Figure:
+                  forward_models: Collection[int] = (), phases: Mapping[int, str] | None = None) -> Figure:
     """Draw the FP/BP step timeline (msprof ``step_trace``) to show where each training step spends its time.
 
     One row per phase, top down: Data Aug Bound (the gap from the previous iteration's end to this
@@ -111,7 +121,8 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
     (BP end → iteration end) and every AllReduce (the repeated ``Reduce Start(us)`` /
     ``Reduce Duration(us)`` pairs); "Iteration" replaces FP→BP and Iteration Refresh when the run has
     no FP/BP points, and "Forward" and "Output" do for the steps of ``forward_models`` (the models that
-    run forward only, ``Profile.forward_only_models``: see :func:`step_rows`). x in ms since the
+    run forward only, ``Profile.forward_only_models``: see :func:`step_rows`), "Prefill" and "Decode" for a
+    serving run's engine steps (``phases``: ``Profile.model_phases``). x in ms since the
     earliest drawn start. ``iteration`` zooms to that
     step; an Iteration ID not in the table raises ValueError listing the IDs that are.
 
@@ -125,7 +136,7 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
     all_ids = step_trace["Iteration ID"].to_numpy()
     if iteration is not None and not (all_ids == iteration).any():
         raise ValueError(f"iteration {iteration} is not in step_trace; available Iteration IDs: {id_list(all_ids)}")
-    rows = step_rows(step_trace, forward_models)
+    rows = step_rows(step_trace, forward_models, phases)
     if not rows:
         return empty_figure(EMPTY_STEP_TRACE_MESSAGE)
 

@@ -157,8 +157,8 @@ def _phase_rows(profile: Profile, origin_ns: int, tables: Tables) -> list[Spans]
     st = profile.step_trace
     if st.empty:
         return []
-    parts = [(r.label, r.start_us, r.width_us, r.iteration) for r in step_rows(st, profile.forward_only_models)
-             if r.label not in LEFT_OUT_PHASES]
+    rows = step_rows(st, profile.forward_only_models, profile.model_phases)
+    parts = [(r.label, r.start_us, r.width_us, r.iteration) for r in rows if r.label not in LEFT_OUT_PHASES]
     if not parts:
         return []
     start = np.concatenate([p[1] for p in parts]) - origin_ns / 1000.0

@@ -111,3 +111,4 @@ def test_the_parquet_export_keeps_the_serving_tables(tmp_path):
     pd.testing.assert_frame_equal(back.serving_requests, prof.serving_requests)
     pd.testing.assert_frame_equal(back.serving_steps, prof.serving_steps)
     pd.testing.assert_series_equal(back.serving_summary(ttft_slo_ms=50), prof.serving_summary(ttft_slo_ms=50))
+    assert back.model_phases == prof.model_phases and set(prof.model_phases.values()) == {"prefill", "decode"}
