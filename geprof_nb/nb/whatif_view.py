@@ -111,7 +111,7 @@ class WhatIfView:
 
     def chart(self) -> Chart:
         predicted = self.what_if.predicted
-        return Chart("what_if_bars", "plots.what_if_bars(summary(p.critical_path()), p.what_if(...).predicted)",
+        return Chart("what_if_bars", "plots.what_if_bars(p.critical_path_summary, p.what_if(...).predicted)",
                      lambda: draw("what_if_bars", self.now, predicted, alt="what-if chart"), "What-if")
 
     def headline(self) -> str:
