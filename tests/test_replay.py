@@ -76,3 +76,12 @@ def test_an_acl_driven_run_is_refused_naming_aclmdlexecute(tmp_path):
             block.profile.what_if(op_speedup={"MatMul*": 2.0}).verify()
     finally:
         ge.GEFinalize()
+
+
+@pytest.mark.parametrize("gap_us", [0, 2, 5])
+def test_a_host_gap_cap_is_verified_within_one_percent(tmp_path, gap_us):
+    graph = ge.models.mlp(batch_size=4, in_features=16, hidden=(16,), dynamic=True)
+    run = run_profiled_session(tmp_path / "dyn", graph, steps=3)
+    checked = run.profile.what_if(host_gap_us=gap_us).verify()
+    assert (checked["simulated_ns"] < 0.7 * run.profile.what_if().predicted["now_ns"]).all()  # host-bound: it shrinks
+    assert np.abs(checked["error"]).max() < 0.01

@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from ..prof import events
 from ..prof.options import ProfilingOptionsError
 from ..prof.rawdata import GeTaskType, RtTaskType
-from . import hccl
+from . import hccl, what_if
 from .ops import OpCost
 from .tensor import DTYPES
 
@@ -159,9 +159,11 @@ class DevicePreset:
 
     @property
     def links(self) -> hccl.Links:
-        """The interconnect as the collective cost model sees it."""
-        return hccl.Links(hccs_bandwidth=self.hccs_bandwidth, hccs_latency_ns=self.hccl_step_latency_ns,
-                          roce_bandwidth=self.roce_bandwidth, local_bandwidth=self.hbm_bandwidth)
+        """The interconnect as the collective cost model sees it (under the active what-if change's
+        ``link_bandwidth``, :mod:`.what_if`)."""
+        links = hccl.Links(hccs_bandwidth=self.hccs_bandwidth, hccs_latency_ns=self.hccl_step_latency_ns,
+                           roce_bandwidth=self.roce_bandwidth, local_bandwidth=self.hbm_bandwidth)
+        return what_if.active().scaled_links(links)
 
     @property
     def chip_family(self) -> str:
