@@ -8,6 +8,7 @@ import pytest
 
 import geprof_nb
 from geprof_nb import ge
+from geprof_nb.analysis import ClusterProfile
 from geprof_nb.ge.replay import NotReplayable
 from helpers.geprof_testing import run_profiled_session, small_resnet
 
@@ -85,3 +86,37 @@ def test_a_host_gap_cap_is_verified_within_one_percent(tmp_path, gap_us):
     checked = run.profile.what_if(host_gap_us=gap_us).verify()
     assert (checked["simulated_ns"] < 0.7 * run.profile.what_if().predicted["now_ns"]).all()  # host-bound: it shrinks
     assert np.abs(checked["error"]).max() < 0.01
+
+
+@pytest.fixture(scope="module")
+def dp8(tmp_path_factory):
+    """A data-parallel small ResNet-50 on 8 simulated ranks, as ``%%geprof --ranks 8`` runs it."""
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    try:
+        with ge.simulation_settings(ranks=8), geprof_nb.profile(output=str(tmp_path_factory.mktemp("dp8")),
+                                                                hccl="on") as block:
+            sess = ge.Session()
+            assert sess.add_graph(1, small_resnet(world_size=8)) == ge.SUCCESS, ge.GEGetErrorMsg()
+            _resnet_steps(sess, 3)
+    finally:
+        ge.GEFinalize()
+    return block.profile
+
+
+def test_a_cluster_replays_on_as_many_ranks(dp8):
+    assert isinstance(dp8, ClusterProfile) and len(dp8.ranks) == 8
+    again = dp8.replay(op_speedup={"Conv2D*": 2.0})
+    assert isinstance(again, ClusterProfile) and sorted(again.ranks) == sorted(dp8.ranks)
+    checked = dp8.what_if(op_speedup={"Conv2D*": 2.0}).verify()
+    assert np.abs(checked["error"]).max() < 0.01
+
+
+def test_link_changes_on_a_cluster_are_verified_within_two_percent(dp8):
+    rng = np.random.default_rng(29)
+    now = dp8.what_if().predicted["now_ns"].to_numpy()
+    for _ in range(4):
+        change = {"HCCS": float(np.round(rng.uniform(0.25, 4.0), 2)), "RoCE": float(np.round(rng.uniform(0.25, 4.0), 2))}
+        checked = dp8.what_if(link_bandwidth=change).verify()
+        moved = checked["simulated_ns"].to_numpy() / now
+        assert (np.abs(moved - 1) > 0.05).all(), change  # HCCS carries the gradient AllReduce: the step moves
+        assert np.abs(checked["error"]).max() < 0.02, (change, checked.to_dict("list"))
