@@ -120,3 +120,29 @@ def test_link_changes_on_a_cluster_are_verified_within_two_percent(dp8):
         moved = checked["simulated_ns"].to_numpy() / now
         assert (np.abs(moved - 1) > 0.05).all(), change  # HCCS carries the gradient AllReduce: the step moves
         assert np.abs(checked["error"]).max() < 0.02, (change, checked.to_dict("list"))
+
+
+@pytest.fixture(scope="module")
+def llama_3d(tmp_path_factory):
+    """tiny-llama on 8 ranks, tensor-, pipeline- and data-parallel (TP2 PP2 DP2): sends meet receives across stages."""
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    try:
+        with geprof_nb.profile(output=str(tmp_path_factory.mktemp("llama")), hccl="on") as block:
+            sess = ge.Session(options={"ge.exec.rankSize": "8"})
+            graph = ge.models.llm("tiny-llama", parallel=ge.Parallel(tp=2, pp=2, dp=2))
+            assert sess.add_graph(1, graph) == ge.SUCCESS, ge.GEGetErrorMsg()
+            _resnet_steps(sess, 3)
+    finally:
+        ge.GEFinalize()
+    return block.profile
+
+
+@pytest.mark.parametrize("seed", [29, 30])
+def test_link_changes_on_a_pipeline_parallel_job_are_verified_within_two_percent(llama_3d, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        change = {"HCCS": float(np.round(rng.uniform(0.25, 4.0), 2)), "RoCE": float(np.round(rng.uniform(0.25, 4.0), 2))}
+        what = llama_3d.what_if(link_bandwidth=change)
+        assert what.rounds > 1  # the stages' sends and receives were re-timed against each other
+        checked = what.verify()
+        assert np.abs(checked["error"]).max() < 0.02, (change, checked.to_dict("list"))

@@ -199,10 +199,15 @@ def _graph(tasks: Tasks, index: np.ndarray, iteration: int, begin: int, end: int
         claimed = np.zeros(len(rec_sorted), bool)
         for w in waits[np.argsort(finish[waits], kind="stable")]:
             last = int(np.searchsorted(rec_end, finish[w], side="right"))
-            free = np.flatnonzero(~claimed[:last] & (stream[rec_sorted[:last]] != stream[w]))
-            if len(free):
-                claimed[free[0]] = True
-                record[w] = rec_sorted[free[0]]
+            other = np.flatnonzero(stream[rec_sorted[:last]] != stream[w])
+            if not len(other):
+                continue
+            k = other[-1]  # a wait that waited was released by the last record before its end (several may share it)
+            if rec_end[k] <= start[w]:  # it did not wait: the oldest record nobody waited for yet
+                free = other[~claimed[other]]
+                k = free[0] if len(free) else k
+            claimed[k] = True
+            record[w] = rec_sorted[k]
     has = record >= 0
     tail[has] = finish[has] - np.maximum(start[has], finish[record[has]])
     order = _topological(n, pred, record, finish, start)
