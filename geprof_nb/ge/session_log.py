@@ -15,7 +15,9 @@ import contextlib
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
+
+from .scoped import Scoped
 
 
 @dataclass(frozen=True)
@@ -77,20 +79,14 @@ class SessionLog:
             self.refused = self.refused or why
 
 
-_active: SessionLog | None = None
+_active: Scoped[SessionLog | None] = Scoped(None)
 
 
 def active() -> SessionLog | None:
     """The log GE's calls are noted in now (None: none)."""
-    return _active
+    return _active.value
 
 
-@contextlib.contextmanager
-def recording(log: SessionLog) -> Iterator[SessionLog]:
+def recording(log: SessionLog) -> contextlib.AbstractContextManager[SessionLog]:
     """Note the block's GE calls in ``log`` (the previous log back afterwards)."""
-    global _active
-    saved, _active = _active, log
-    try:
-        yield log
-    finally:
-        _active = saved
+    return _active.set(log)

@@ -26,13 +26,14 @@ import contextlib
 import math
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from ..prof.rawdata import RtTaskType
 from .graph import Graph
 from .hccl import Links
+from .scoped import Scoped
 
 #: Tasks an op speedup shortens: the op's compute on the device.
 COMPUTE_TYPES = (RtTaskType.KERNEL_AICORE, RtTaskType.KERNEL_AIVEC, RtTaskType.KERNEL_MIX_AIC,
@@ -160,20 +161,14 @@ def scaled(dur: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
     return out
 
 
-_active = OpChange()
+_active: Scoped[OpChange] = Scoped(OpChange())
 
 
 def active() -> OpChange:
     """The change models loaded now run under (empty: none)."""
-    return _active
+    return _active.value
 
 
-@contextlib.contextmanager
-def applying(change: OpChange) -> Iterator[None]:
+def applying(change: OpChange) -> contextlib.AbstractContextManager[OpChange]:
     """Run the block's collections with ``change`` applied (the previous change back afterwards)."""
-    global _active
-    saved, _active = _active, change
-    try:
-        yield
-    finally:
-        _active = saved
+    return _active.set(change)
