@@ -9,7 +9,9 @@ import pytest
 import geprof_nb
 from geprof_nb import ge
 from geprof_nb.analysis import ClusterProfile
+from geprof_nb.ge import session_log
 from geprof_nb.ge.replay import NotReplayable
+from geprof_nb.ge.session import new_session_log
 from helpers.geprof_testing import run_profiled_session, small_resnet
 
 
@@ -146,3 +148,44 @@ def test_link_changes_on_a_pipeline_parallel_job_are_verified_within_two_percent
         assert what.rounds > 1  # the stages' sends and receives were re-timed against each other
         checked = what.verify()
         assert np.abs(checked["error"]).max() < 0.02, (change, checked.to_dict("list"))
+
+
+def test_a_run_fed_inputs_replays_their_shapes(tmp_path):
+    """A dynamic-shape graph run with inputs of two batch sizes: the replay runs each step at its own shape (the
+    log keeps the inputs' shapes and dtypes, not the arrays)."""
+    graph = ge.models.mlp(batch_size=4, in_features=16, hidden=(16,), dynamic=True)
+    assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+    try:
+        with geprof_nb.profile(output=str(tmp_path)) as block:
+            sess = ge.Session()
+            assert sess.add_graph(1, graph) == ge.SUCCESS
+            for batch in (4, 8, 8):
+                inputs = [np.zeros((batch, 16), np.float16), np.zeros((batch, 10), np.float16)]
+                assert sess.run_graph(1, inputs) == ge.SUCCESS, ge.GEGetErrorMsg()
+    finally:
+        ge.GEFinalize()
+    profile = block.profile
+    again = profile.replay()
+    shapes = lambda p: p.op_summary["Input Shapes"].astype(str).tolist()  # noqa: E731
+    assert shapes(again) == shapes(profile)
+    assert {"4,16" in s for s in shapes(profile)} == {"8,16" in s for s in shapes(profile)} == {True, False}
+    checked = profile.what_if(op_speedup={"MatMul*": 3.0}, host_gap_us=1).verify()
+    assert np.abs(checked["error"]).max() < 0.01
+
+
+def test_the_log_notes_calls_in_order_with_input_shapes_not_arrays():
+    graph = ge.models.mlp(batch_size=4, in_features=16, hidden=(16,), dynamic=True)
+    with session_log.recording(new_session_log()) as log:
+        assert ge.GEInitialize({"geprof.clock": "virtual"}) == ge.SUCCESS
+        try:
+            sess = ge.Session()
+            assert sess.add_graph(1, graph) == ge.SUCCESS
+            assert sess.run_graph(1, [np.zeros((8, 16), np.float16), np.zeros((8, 10), np.float16)]) == ge.SUCCESS
+            assert sess.run_graph(7) != ge.SUCCESS  # noted with its status: replayed, not required to succeed
+        finally:
+            ge.GEFinalize()
+    assert [(c.api, c.session) for c in log.calls] == [("GEInitialize", -1), ("Session", 0), ("add_graph", 0),
+                                                       ("run_graph", 0), ("run_graph", 0), ("GEFinalize", -1)]
+    assert log.calls[3].args == (1, [session_log.InputSpec((8, 16), "float16"), session_log.InputSpec((8, 10),
+                                                                                                      "float16")])
+    assert log.calls[4].status != ge.SUCCESS and log.ge_options is None and not log.refused
