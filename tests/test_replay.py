@@ -3,6 +3,8 @@ its own under the change, with the run's seeds, and the prediction compared with
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,12 @@ from geprof_nb.ge import session_log
 from geprof_nb.ge.replay import NotReplayable
 from geprof_nb.ge.session import new_session_log
 from helpers.geprof_testing import run_profiled_session, small_resnet
+
+
+@pytest.fixture(autouse=True)
+def _replays_in_tmp_path(tmp_path, monkeypatch):
+    """Replays write into a new temporary directory (tempfile.mkdtemp): the test's own, removed with it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 def _resnet_steps(sess: ge.Session, steps: int) -> None:

@@ -4,6 +4,8 @@ HCCL model; a dynamic-shape launch's host waits are capped."""
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,12 @@ from geprof_nb.ge import hccl as ge_hccl
 from geprof_nb.ge import what_if
 from geprof_nb.ge.device import DEFAULT_DEVICE, PRESETS
 from helpers.geprof_testing import build_tiny_graph, run_profiled_session
+
+
+@pytest.fixture(autouse=True)
+def _replays_in_tmp_path(tmp_path, monkeypatch):
+    """Replays write into a new temporary directory (tempfile.mkdtemp): the test's own, removed with it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 def _durations(tmp_path, name: str, change: what_if.OpChange):
