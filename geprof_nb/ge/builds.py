@@ -93,7 +93,9 @@ class ModelBuild:
             self.memory_plan = plan_memory(self.compiled, self.table)
             check_device_memory(self.memory_plan, self.compiled.graph.name, preset.name, preset.memory_bytes)
         # the what-if change in force when the collection starts (none: the durations as drawn)
-        self.schedule = StreamSchedule(self.table, what_if.active().task_scale(self.table, self.compiled.graph))
+        change = what_if.active()
+        self.schedule = StreamSchedule(self.table, change.task_scale(self.table, self.compiled.graph),
+                                       change.host_gap_ns)
         self.batch = None
         self.batch_size = FIRST_BATCH_STEPS
         points.notes += ProfilingTaskUtils.trace_order_notes(self.compiled.graph, points, self.table.logid)
@@ -122,7 +124,7 @@ class ModelBuild:
         """Lay out step ``k`` of the batch again for a device busy ``busy`` ns into the step: a task
         starts after its launch and after that (a device free at ``busy`` is, task for task, the
         same as every launch done no earlier than ``busy``).  The step gets its own jitter draw."""
-        late = self.schedule.steps(1, rng, np.maximum(timeline.earliest, busy))
+        late = self.schedule.steps(1, rng, timeline.earliest, busy)
         times.start[k], times.dur[k] = late.start[0], late.dur[0]
         times.block_cycles[k], times.end[k] = late.block_cycles[0], late.end[0]
 

@@ -18,7 +18,7 @@ from ..cost_model import (
 from ..prof import events
 from ..prof.options import ProfilingOptionsError
 from ..prof.rawdata import GeTaskType, RtTaskType
-from . import hccl
+from . import hccl, what_if
 from .ops import OpCost
 
 __all__ = ["COUNTERS", "DEFAULT_DEVICE", "DEVICE_ACCEPTED", "L2_SPEEDUP", "PRESETS", "CostModel", "DevicePreset",
@@ -26,9 +26,11 @@ __all__ = ["COUNTERS", "DEFAULT_DEVICE", "DEVICE_ACCEPTED", "L2_SPEEDUP", "PRESE
 
 
 def device_links(device: DevicePreset) -> hccl.Links:
-    """The interconnect of ``device`` as the collective cost model sees it."""
-    return hccl.Links(hccs_bandwidth=device.hccs_bandwidth, hccs_latency_ns=device.hccl_step_latency_ns,
-                      roce_bandwidth=device.roce_bandwidth, local_bandwidth=device.hbm_bandwidth)
+    """The interconnect of ``device`` as the collective cost model sees it (under the active what-if change's
+    ``link_bandwidth``, :mod:`.what_if`)."""
+    links = hccl.Links(hccs_bandwidth=device.hccs_bandwidth, hccs_latency_ns=device.hccl_step_latency_ns,
+                       roce_bandwidth=device.roce_bandwidth, local_bandwidth=device.hbm_bandwidth)
+    return what_if.active().scaled_links(links)
 
 
 def check_aic_metrics(device: DevicePreset, aic_metrics: str) -> None:

@@ -9,7 +9,7 @@ rank runs alike (data parallelism) the world group.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -134,7 +134,13 @@ def stage_programs(builds: list[ModelBuild], stage_ranks: list[np.ndarray], comm
                 load = loads[routed[node.id][0]]
                 transfer *= np.asarray([max(1.0, load[groups == g].max()) for g in range(len(ids))])
             sync[int(i)] = Collective(groups, np.rint(transfer).astype(np.int64))
-        programs.append(StageProgram(t, len(ranks), slow[ranks], sync, *_routed_tasks(b, routed, loads, cost_model)))
+        speedup = b.schedule.speedup  # the what-if change the build was made under
+        if speedup is not None:  # a removed collective moves nothing (its ranks still meet)
+            for i, task in sync.items():
+                if np.isinf(speedup[i]):
+                    sync[i] = replace(task, transfer=task.transfer * 0)
+        programs.append(StageProgram(t, len(ranks), slow[ranks], sync, *_routed_tasks(b, routed, loads, cost_model),
+                                     speedup=speedup))
     return programs
 
 

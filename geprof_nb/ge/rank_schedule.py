@@ -27,6 +27,7 @@ import numpy as np
 from ..prof.rawdata import RtTaskType
 from .compiler import EVENT_WAIT_MIN_NS, TaskTable
 from .schedule import StepTimes, StreamSchedule, jitter_factors
+from .what_if import scaled
 
 _COMPUTE_TYPES = (RtTaskType.KERNEL_AICORE, RtTaskType.KERNEL_AIVEC, RtTaskType.KERNEL_MIX_AIC,
                   RtTaskType.KERNEL_MIX_AIV, RtTaskType.KERNEL_AICPU)
@@ -72,6 +73,8 @@ class StageProgram:
     routed_base: np.ndarray | None = None  # [rows, routed tasks]
     routed_var: np.ndarray | None = None
     routed_cycles: np.ndarray | None = None
+    #: Per task, what the what-if change divides its final duration by (:mod:`.what_if`; None: no change).
+    speedup: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.segments = StreamSchedule._segments(self.table)
@@ -121,7 +124,7 @@ class _StageRun:
             var[:, prog.routed_tasks] = prog.routed_var
             cycles[:, prog.routed_tasks] = prog.routed_cycles
         self.factor = factor
-        self.dur = base + np.rint(var * factor).astype(np.int64)
+        self.dur = scaled(base + np.rint(var * factor).astype(np.int64), prog.speedup)
         self.cycles = np.rint(cycles * factor).astype(np.int64)
         self.ends = np.zeros((rows, len(t)), np.int64)
         self.events: dict[int, np.ndarray] = {}

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..prof.rawdata import RtTaskType
 from .compiler import EVENT_WAIT_MIN_NS, TaskTable
+from .host_launch import KERNEL_TYPES
 from .what_if import scaled
 
 JITTER_CLIP = (0.9, 1.5)
@@ -65,10 +66,16 @@ class StepTimes:
 class StreamSchedule:
     """Computes task times of a task table for batches of steps."""
 
-    def __init__(self, table: TaskTable, speedup: np.ndarray | None = None) -> None:
-        """``speedup``: per task, what a what-if change divides its final duration by (:mod:`.what_if`)."""
+    def __init__(self, table: TaskTable, speedup: np.ndarray | None = None, host_gap_ns: int | None = None) -> None:
+        """``speedup``: per task, what a what-if change divides its final duration by; ``host_gap_ns``: the
+        change's cap on how long a host-launched task waits after its stream's previous one (:mod:`.what_if`)."""
         self.table = table
         self.speedup = speedup
+        self.host_gap_ns = host_gap_ns
+        #: The tasks the cap applies to: the kernels the host launches (its copies' waits the analysis reads as
+        #: fixed pauses, their ops not being dynamic); an event or trace task goes with its node, never waiting.
+        self.capped = np.isin(table.rt_type, KERNEL_TYPES)
+        self.launched = self.capped | (table.rt_type == RtTaskType.MEMCPY_ASYNC)
         self.segments = self._segments(table)
 
     @staticmethod
@@ -90,13 +97,15 @@ class StreamSchedule:
             out.append(_Segment(stream, idx, wait, recs))
         return out
 
-    def steps(self, k: int, rng: np.random.Generator, earliest: np.ndarray | None = None) -> StepTimes:
-        """Times of ``k`` steps, each starting with every stream free at time 0.
+    def steps(self, k: int, rng: np.random.Generator, earliest: np.ndarray | None = None, busy: int = 0) -> StepTimes:
+        """Times of ``k`` steps, each starting with every stream free at time ``busy`` (0: an idle device).
 
         ``earliest`` (per task, ns) is when the host has launched each task: for a
         graph run node by node a task cannot start before its launch, so a slow
         host shows up as device idle time.  Inside a segment this is a max-plus
-        scan: ``end_j = S_j + max(base, max_{i<=j}(earliest_i - S_{i-1}))``.
+        scan: ``end_j = S_j + max(base, max_{i<=j}(earliest_i - S_{i-1}))``.  Under a
+        ``host_gap_ns`` cap a task starts by then after its stream's previous task at the latest
+        (:func:`_capped_ends`).
         """
         t = self.table
         n = len(t)
@@ -106,7 +115,8 @@ class StreamSchedule:
         start = np.empty((k, n), np.int64)
         free: dict[int, np.ndarray] = {}
         event_time: dict[int, np.ndarray] = {}
-        zero = np.zeros(k, np.int64)
+        zero = np.full(k, busy, np.int64)
+        cap = self.host_gap_ns
         for seg in self.segments:
             base = free.get(seg.stream, zero)
             d = dur[:, seg.tasks]
@@ -123,11 +133,31 @@ class StreamSchedule:
                 if seg.wait_event >= 0:
                     launch = launch.copy()
                     launch[0] = -np.iinfo(np.int64).max // 4  # the wait already started at base
-                slack = np.maximum.accumulate(launch[None, :] - (cum - d), axis=1)
-                ends = cum + np.maximum(base[:, None], slack)
+                if cap is None:
+                    slack = np.maximum.accumulate(launch[None, :] - (cum - d), axis=1)
+                    ends = cum + np.maximum(base[:, None], slack)
+                else:
+                    capped = self.capped[seg.tasks]
+                    if seg.stream not in free:  # a stream's first task: its wait is before the step's begin
+                        capped = np.concatenate(([False], capped[1:]))
+                    never = -np.iinfo(np.int64).max // 4
+                    launch = np.where(self.launched[seg.tasks], launch, never)
+                    ends = _capped_ends(base, d, launch, np.where(capped, cap, -never))
             start[:, seg.tasks] = ends - d
             for pos, ev in seg.records:
                 event_time[ev] = ends[:, pos]
             free[seg.stream] = ends[:, -1]
         end = np.max(np.stack(list(free.values())), axis=0) if free else zero
         return StepTimes(start, dur, cycles, end)
+
+
+def _capped_ends(base: np.ndarray, dur: np.ndarray, launch: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Ends ([K, n]) of a segment's tasks (``dur`` [K, n]) on a stream free at ``base`` ([K]) when each task
+    starts once launched (``launch`` [n]) but no later than ``cap`` ([n], ns) after the previous task ends: the
+    what-if host gap cap, which is no max-plus scan (a task by task walk, vectorised over the steps)."""
+    ends = np.empty_like(dur)
+    free = base
+    for j in range(dur.shape[1]):
+        free = np.maximum(free, np.minimum(launch[j], free + cap[j])) + dur[:, j]
+        ends[:, j] = free
+    return ends

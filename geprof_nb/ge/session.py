@@ -441,6 +441,8 @@ def _logged(method):
         arguments = signature.bind(self, *args, **kwargs).arguments
         arguments.pop("self")
         arguments.pop("callback", None)  # the user's code, not GE's work
+        if "inputs" in arguments:
+            arguments["inputs"] = session_log.described(arguments["inputs"])
         log.add(method.__name__, number, status, *arguments.values())
         return status
 

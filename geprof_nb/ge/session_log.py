@@ -1,12 +1,12 @@
 """What a profiled block asked of GE, kept so that its run can be re-issued (``Profile.replay``, issue 29).
 
-While a :class:`SessionLog` is active (:func:`recording`), ``GEInitialize`` / ``GEFinalize`` and every
-``Session`` call (created, add / remove / build / run graph) are noted in order, with the graphs and inputs
-they were given.  A session the block uses that was made before it is noted as it stood when first used
-(its options, graphs and the models already loaded), and so are the GE options and the ``%%geprof``
-overrides in force when the log started: :mod:`.replay` rebuilds that state before the run, then issues the
-calls.  An ``aclmdlExecute`` cannot be re-issued (the ACL model load happened outside the log's view): it is
-noted as the reason the log cannot be replayed.
+While a :class:`SessionLog` is active (:func:`recording`), ``GEInitialize`` / ``GEFinalize`` and every ``Session``
+call (created, add / remove / build / run graph) are noted in order, with the graphs they were given and their
+inputs' shapes and dtypes (:class:`InputSpec`). A session the block uses that was made before it is noted as it
+stood when first used (its options, graphs and the models already loaded), and so are the GE options and the
+``%%geprof`` overrides in force when the log started: :mod:`.replay` rebuilds that state before the run, then
+issues the calls. An ``aclmdlExecute`` cannot be re-issued (the ACL model load happened outside the log's view): it
+is noted as the reason the log cannot be replayed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import contextlib
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
+
+from .scoped import Scoped
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,26 @@ class SessionState:
     graphs: Mapping[int, Any]
     #: Graph ids whose model was loaded (a static one is built again before the run; a dynamic one on its step).
     loaded: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What GE reads of an input array, its shape and dtype, kept instead of the array: a log of many steps holds
+    no tensor data."""
+
+    shape: tuple
+    dtype: str
+
+
+def described(inputs: Any) -> Any:
+    """``inputs`` (a step's arrays) as :class:`InputSpec` s; as given if they are not a sequence of arrays (the
+    call refused them, and is re-issued to be refused again)."""
+    if inputs is None or isinstance(inputs, (str, bytes, Mapping)):
+        return inputs
+    try:
+        return [InputSpec(tuple(x.shape), str(getattr(x, "dtype", ""))) for x in inputs]
+    except (TypeError, AttributeError):
+        return inputs
 
 
 @dataclass
@@ -77,20 +99,14 @@ class SessionLog:
             self.refused = self.refused or why
 
 
-_active: SessionLog | None = None
+_active: Scoped[SessionLog | None] = Scoped(None)
 
 
 def active() -> SessionLog | None:
     """The log GE's calls are noted in now (None: none)."""
-    return _active
+    return _active.value
 
 
-@contextlib.contextmanager
-def recording(log: SessionLog) -> Iterator[SessionLog]:
+def recording(log: SessionLog) -> contextlib.AbstractContextManager[SessionLog]:
     """Note the block's GE calls in ``log`` (the previous log back afterwards)."""
-    global _active
-    saved, _active = _active, log
-    try:
-        yield log
-    finally:
-        _active = saved
+    return _active.set(log)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
+import pytest
 from IPython.utils.capture import capture_output
 
 CELL = """
@@ -11,6 +14,12 @@ sess.add_graph(1, ge.models.resnet50(batch_size=2, image_size=64, training=True,
 for step in range(3):
     sess.run_graph(1)
 """
+
+
+@pytest.fixture(autouse=True)
+def _replays_in_tmp_path(tmp_path, monkeypatch):
+    """Replays write into a new temporary directory (tempfile.mkdtemp): the test's own, removed with it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 def test_a_geprof_cells_what_if_is_verified_by_replaying_the_cell(ip):

@@ -4,7 +4,9 @@ A task starts when its stream's previous task has ended plus the gap the run sho
 *host* (the device waited for the host to launch the task: an absolute release time, unchanged by device
 changes) or *idle* (a device-side pause, e.g. an unrecorded trace task: a fixed length kept when times move).
 An EVENT_WAIT ends its own tail after the later of its stream being free and the EVENT_RECORD it waited for,
-which is the latest record on another stream ending no later than the wait (the records carry no event id).
+which is the earliest record on another stream, not yet claimed by an earlier wait, ending no later than the wait
+(the records carry no event id; each record is waited for once, in order: pairing with the latest record instead
+tied a wait that had not waited to a later, unrelated record, and made a faster link look slower than it is).
 
 Which gaps are host gaps: in a geprof run, those before a node launched one by one (``OP State`` dynamic) and
 before each stream's first task of a step (the step's launch); in imported data (torch_npu, msprof, launched op
@@ -32,9 +34,9 @@ KERNEL_TYPES = frozenset({"KERNEL_AICORE", "KERNEL_AIVEC", "KERNEL_MIX_AIC", "KE
 
 ASSUMPTIONS_SIMULATED = (
     "tasks from the run's device task log (task_time) joined to op_summary; stream order from start times; "
-    "each EVENT_WAIT paired with the latest EVENT_RECORD on another stream ending no later than it; gaps before "
-    "dynamic (node-by-node launched) ops and before a stream's first task of a step are host launch gaps, other "
-    "gaps fixed device-side pauses")
+    "each EVENT_WAIT paired with the earliest unclaimed EVENT_RECORD on another stream ending no later than it; "
+    "gaps before dynamic (node-by-node launched) ops and before a stream's first task of a step are host launch "
+    "gaps, other gaps fixed device-side pauses")
 ASSUMPTIONS_IMPORTED = (
     "imported data: tasks from op_summary (kernel_details); the files hold no event records, so streams depend "
     "on each other only through their order; every gap before a task is taken as the host launching it (eager "
@@ -43,9 +45,9 @@ ASSUMPTIONS_IMPORTED = (
 
 ASSUMPTIONS_IMPORTED_TASKS = (
     "imported data: tasks from its task table (kernels, copies, event record/wait where recorded) joined to "
-    "op_summary; each EVENT_WAIT paired with the latest EVENT_RECORD on another stream ending no later than it; "
-    "every gap before a task is taken as the host launching it (eager mode); collectives as recorded (their wait "
-    "for other ranks is inside their duration)")
+    "op_summary; each EVENT_WAIT paired with the earliest unclaimed EVENT_RECORD on another stream ending no later "
+    "than it; every gap before a task is taken as the host launching it (eager mode); collectives as recorded "
+    "(their wait for other ranks is inside their duration)")
 
 
 @dataclass(frozen=True)
@@ -196,12 +198,18 @@ def _graph(tasks: Tasks, index: np.ndarray, iteration: int, begin: int, end: int
     if len(waits) and len(recs):
         rec_sorted = recs[np.argsort(finish[recs], kind="stable")]
         rec_end = finish[rec_sorted]
-        for w in waits:
-            k = int(np.searchsorted(rec_end, finish[w], side="right")) - 1
-            while k >= 0 and stream[rec_sorted[k]] == stream[w]:
-                k -= 1
-            if k >= 0:
-                record[w] = rec_sorted[k]
+        claimed = np.zeros(len(rec_sorted), bool)
+        for w in waits[np.argsort(finish[waits], kind="stable")]:
+            last = int(np.searchsorted(rec_end, finish[w], side="right"))
+            other = np.flatnonzero(stream[rec_sorted[:last]] != stream[w])
+            if not len(other):
+                continue
+            k = other[-1]  # a wait that waited was released by the last record before its end (several may share it)
+            if rec_end[k] <= start[w]:  # it did not wait: the oldest record nobody waited for yet
+                free = other[~claimed[other]]
+                k = free[0] if len(free) else k
+            claimed[k] = True
+            record[w] = rec_sorted[k]
     has = record >= 0
     tail[has] = finish[has] - np.maximum(start[has], finish[record[has]])
     order = _topological(n, pred, record, finish, start)

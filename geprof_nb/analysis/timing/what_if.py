@@ -23,6 +23,7 @@ import pandas as pd
 
 from ...cost_model import get_device
 from .critical_path import path_segments
+from .cross_rank import couple
 from .dependency_graph import KERNEL_TYPES, KINDS, StepGraph, Tasks
 
 #: The link types a collective's HCCL sub-tasks name (``hccl_tasks`` Link Type), as what_if spells them.
@@ -146,8 +147,12 @@ def new_durations(change: WhatIfChange, tasks: Tasks, link_share: Mapping[str, M
     return out
 
 
-def retime(graph: StepGraph, duration: np.ndarray, host_gap_ns: int | None) -> tuple[np.ndarray, np.ndarray, int]:
-    """(start, finish, step end) of ``graph``'s tasks with ``duration`` (ns, per step task), following its edges."""
+def retime(graph: StepGraph, duration: np.ndarray, host_gap_ns: int | None,
+           meet: Mapping[int, tuple[int, int]] | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """(start, finish, step end) of ``graph``'s tasks with ``duration`` (ns, per step task), following its edges.
+    ``meet``: per step task that meets another rank's (a send and its receive, :mod:`.cross_rank`), when the other
+    end starts and the transfer: the task ends that long after both have started."""
+    meet = meet or {}
     n = len(graph)
     start = np.empty(n, np.int64)
     finish = np.empty(n, np.int64)
@@ -166,7 +171,11 @@ def retime(graph: StepGraph, duration: np.ndarray, host_gap_ns: int | None) -> t
             base = free + gap[i]
         m = record[i]
         s_out[i] = base
-        f_out[i] = max(base, f_out[m]) + tail[i] if m >= 0 else base + dur[i]
+        if i in meet:
+            other, transfer = meet[i]
+            f_out[i] = max(base, other) + transfer
+        else:
+            f_out[i] = max(base, f_out[m]) + tail[i] if m >= 0 else base + dur[i]
     start[:] = s_out
     finish[:] = f_out
     last = int(graph.finish.max()) if n else begin
@@ -182,31 +191,40 @@ class WhatIf:
                  link_share: Mapping[str, Mapping[str, float]], device_ns: np.ndarray | None = None) -> None:
         self.profile = profile
         self.change = change
-        self._tasks = tasks
-        duration = new_durations(change, tasks, link_share, device_ns)
-        host_gap = None if change.host_gap_us is None else int(round(change.host_gap_us * 1000))
+        self.tasks = tasks
+        self.graphs = graphs
+        #: Every task's duration under the change (ns).
+        self.duration = new_durations(change, tasks, link_share, device_ns)
+        self.repredict({})
+        if tasks.imported:
+            self.predicted.attrs["assumptions"] = tasks.assumptions
+
+    def repredict(self, meets: Mapping[int, Mapping[int, tuple[int, int]]]) -> None:
+        """Re-time every step with ``meets`` (per iteration, :func:`retime`'s ``meet``): :attr:`predicted`, the new
+        paths and :attr:`starts` (per iteration, each step task's predicted start)."""
+        tasks, duration = self.tasks, self.duration
+        host_gap = None if self.change.host_gap_us is None else int(round(self.change.host_gap_us * 1000))
         kind = tasks.kind
-        rows, self._paths = [], {}
-        for g in graphs:
-            start, finish, end = retime(g, duration[g.index], host_gap)
+        rows, self._paths, self.starts = [], {}, {}
+        for g in self.graphs:
+            start, finish, end = retime(g, duration[g.index], host_gap, meets.get(g.iteration))
             segs = path_segments(g, tasks, start, finish, end, kind[g.index])
             self._paths[g.iteration] = (g, segs)
+            self.starts[g.iteration] = start
             split = {k: 0 for k in KINDS}
             for s, e, k, _ in segs:
                 split[k] += e - s
             rows.append([g.iteration, g.end - g.begin, end - g.begin, end - g.end, *(split[k] for k in KINDS)])
         self.predicted = pd.DataFrame(rows, columns=PREDICTED_COLUMNS).astype(np.int64)
-        if tasks.imported:
-            self.predicted.attrs["assumptions"] = tasks.assumptions
 
     def explain(self) -> pd.DataFrame:
         """Per step and op (or gap kind): its time on the critical path now and predicted, and the difference;
         ``moved``: onto / off the path / changed.  Largest change first."""
         rows = []
-        name = self._tasks.name
-        kind = self._tasks.kind
+        name = self.tasks.name
+        kind = self.tasks.kind
         for it, (g, new) in self._paths.items():
-            old = path_segments(g, self._tasks, g.start, g.finish, g.end, kind[g.index])
+            old = path_segments(g, self.tasks, g.start, g.finish, g.end, kind[g.index])
             def per_op(segs):
                 out: dict[tuple[str, str], int] = {}
                 for s, e, k, i in segs:
@@ -248,6 +266,8 @@ class ClusterWhatIf(WhatIf):
     def __init__(self, cluster, per_rank: Mapping[int, WhatIf]) -> None:  # noqa: D107 - no parent state re-timed
         self.profile = cluster
         self.per_rank = dict(per_rank)
+        #: Rounds the ranks were re-timed for their sends to meet their receives (:mod:`.cross_rank`).
+        self.rounds = couple(self.per_rank, {r: cluster.ranks[r].hccl_tasks for r in self.per_rank})
         self.change = next(iter(self.per_rank.values())).change
         frames = [w.predicted.assign(rank=np.int64(r)) for r, w in self.per_rank.items()]
         every = pd.concat(frames, ignore_index=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import geprof_nb
 from helpers.cluster_testing import simulate_cluster
 from helpers.geprof_testing import small_resnet
 
@@ -36,6 +37,7 @@ def test_cluster_what_if_predicts_each_step_by_its_slowest_rank(cluster):
     for _, row in faster.iterrows():
         assert row["predicted_ns"] == max(w.loc[row["iteration"], "predicted_ns"] for w in per_rank.values())
         assert row["delta_ns"] < 0
-    assert cluster.replay is None
+    loaded = geprof_nb.load(cluster.path)  # the cluster simulated here has a replay (tests/test_replay.py)
+    assert loaded.replay is None
     with pytest.raises(RuntimeError, match="verify\\(\\) needs a run simulated in this process"):
-        cluster.what_if().verify()
+        loaded.what_if().verify()
