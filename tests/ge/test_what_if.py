@@ -12,7 +12,7 @@ import pytest
 from geprof_nb import ge
 from geprof_nb.ge import hccl as ge_hccl
 from geprof_nb.ge import what_if
-from geprof_nb.ge.device import DEFAULT_DEVICE, PRESETS
+from geprof_nb.ge.device import DEFAULT_DEVICE, PRESETS, device_links
 from helpers.geprof_testing import build_tiny_graph, run_profiled_session
 
 
@@ -67,8 +67,8 @@ def test_link_bandwidth_scales_the_link_types_bandwidth_in_the_hccl_model():
     # PCIe and SIO are taken, as the analysis takes them, but the HCCL model moves nothing over them
     assert what_if.OpChange.from_keywords(link_bandwidth={"PCIe": 0.5, "SIO": 2}).scaled_links(links) is links
     with what_if.applying(change):
-        assert PRESETS[DEFAULT_DEVICE].links.hccs_bandwidth == PRESETS[DEFAULT_DEVICE].hccs_bandwidth * 0.5
-    assert PRESETS[DEFAULT_DEVICE].links.hccs_bandwidth == PRESETS[DEFAULT_DEVICE].hccs_bandwidth
+        assert device_links(PRESETS[DEFAULT_DEVICE]).hccs_bandwidth == PRESETS[DEFAULT_DEVICE].hccs_bandwidth * 0.5
+    assert device_links(PRESETS[DEFAULT_DEVICE]).hccs_bandwidth == PRESETS[DEFAULT_DEVICE].hccs_bandwidth
 
 
 def test_a_slower_hccs_link_makes_each_copy_take_its_bytes_over_the_new_bandwidth(tmp_path):

@@ -164,11 +164,12 @@ def test_the_what_if_tab_applies_the_knobs(profiled):
     checked = controls.view.verification
     assert len(checked) == 2 and checked["error"].abs().max() < 0.01
     assert "geprof-whatif-verify" in widget_html(controls.result)
-    controls.cap_host.value = True  # predicted, but the simulator's replay takes op changes only: said in the tab
+    controls.cap_host.value = True  # the host gap cap is replayed too
     controls.button.click()
     assert controls.view.what_if.change == validate({"MatMul*": 2.0}, ["Cast", "Relu"], host_gap_us=0.0)
-    assert controls.view.verification is None and controls.view.verify_error.startswith("cannot verify: ")
-    assert "cannot verify: " in widget_html(controls.result) and "geprof-whatif-table" in widget_html(controls.result)
+    checked = controls.view.verification
+    assert len(checked) == 2 and checked["error"].abs().max() < 0.01 and controls.view.verify_error is None
+    assert "geprof-whatif-table" in widget_html(controls.result)
     controls.pattern.value = "Conv2D*"
     controls.button.click()
     assert controls.view is None
@@ -190,8 +191,6 @@ def test_whatif_takes_a_cluster(ip):
     assert (expected["predicted_ns"] > expected["now_ns"]).all()  # the AllReduce at half bandwidth outweighs
 
 
-@pytest.mark.xfail(strict=True, reason="the simulator's cluster path (ge/rank_programs.py) does not apply "
-                   "ge.what_if.applying: ClusterProfile.replay re-runs the job unchanged (MatMulV2 times equal)")
 def test_whatif_verify_on_a_cluster(ip):
     with capture_output():
         ip.run_cell_magic("geprof", "--ranks 2 --hccl on --clock virtual --no-display -o clus", MLP_CELL)
