@@ -21,9 +21,11 @@ import contextlib
 import dataclasses
 import inspect
 import os
+import shutil
 import tempfile
 import threading
 import types
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -417,6 +419,24 @@ def replay_run(log: session_log.SessionLog, change: dict[str, Any], options: Pro
     new_device = change.pop("device", None)
     op_change = what_if.OpChange.from_keywords(**change)
     output = tempfile.mkdtemp(prefix="geprof_replay_")
+    try:
+        return _owning(_replay_into(output, log, op_change, new_device, options, schedule, info_key), output)
+    except BaseException:
+        shutil.rmtree(output, ignore_errors=True)
+        raise
+
+
+def _owning(profile: Profile | ClusterProfile, output: str) -> Profile | ClusterProfile:
+    """``profile``, with its temporary directory removed when it is garbage-collected: a verify() or a what-if
+    sweep makes many replays, and none should stay on disk once nothing reads it (export one to keep it)."""
+    weakref.finalize(profile, shutil.rmtree, output, True)
+    return profile
+
+
+def _replay_into(output: str, log: session_log.SessionLog, op_change: what_if.OpChange, new_device: str | None,
+                 options: ProfilingOptions | None, schedule: StepSchedule | None,
+                 info_key: str) -> Profile | ClusterProfile:
+    """The replay of :func:`replay_run`, collected into ``output``."""
     executor, clock_mode, device, ranks = log.overrides
     with fresh_ge(), what_if.applying(op_change), simulation_settings(executor, clock_mode, new_device or device,
                                                                       ranks):

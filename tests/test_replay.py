@@ -197,3 +197,18 @@ def test_the_log_notes_calls_in_order_with_input_shapes_not_arrays():
     assert log.calls[3].args == (1, [session_log.InputSpec((8, 16), "float16"), session_log.InputSpec((8, 10),
                                                                                                       "float16")])
     assert log.calls[4].status != ge.SUCCESS and log.ge_options is None and not log.refused
+
+
+def test_a_replay_directory_is_removed_with_its_profile(block_run, tmp_path):
+    import gc
+
+    profile, _ = block_run
+    again = profile.replay(op_speedup={"MatMul*": 2.0})
+    made = [d for d in tmp_path.iterdir() if d.name.startswith("geprof_replay_")]
+    assert len(made) == 1 and again.path.is_relative_to(made[0])
+    profile.what_if(op_speedup={"MatMul*": 2.0}).verify()  # a second replay, dropped once compared
+    gc.collect()
+    assert [d for d in tmp_path.iterdir() if d.name.startswith("geprof_replay_")] == made
+    del again
+    gc.collect()
+    assert not [d for d in tmp_path.iterdir() if d.name.startswith("geprof_replay_")]
