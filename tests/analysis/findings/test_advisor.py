@@ -73,6 +73,14 @@ def rules(frame: pd.DataFrame) -> set[str]:
     return set(frame["Rule"])
 
 
+def saving(p: Profile, **change) -> float:
+    """What ``p.what_if(**change)`` saves per typical step (us): the mean of now - predicted, outliers left out."""
+    predicted = p.what_if(**change).predicted
+    split = p.step_split
+    typical = predicted[~predicted["iteration"].isin(split.outlier_steps if split is not None else [])]
+    return float((typical["now_ns"] - typical["predicted_ns"]).mean()) / 1000.0
+
+
 # ----------------------------------------------------------------------- AI CPU
 def test_aicpu_op_alone_on_the_device_is_found(tmp_path):
     def build(g):  # a NonZero over 1 MiB: ~0.5 ms of AI CPU while the stream waits
@@ -169,10 +177,15 @@ def test_a_node_by_node_graphs_gap_before_fp_is_host_bound_time_not_a_data_aug_b
     gaps = float(gap[gap >= advisor.MIN_GAP_US].sum())  # sub-us gaps are back-to-back tasks, not idle
     dab = p.step_trace["Data Aug Bound(us)"].dropna()
     assert len(dab) == 2 and dab.mean() > 50  # two whole step periods; ~86 us each on this mlp
-    # the gaps (92 us a step) and the gap before FP (86 us), to the float-us timestamps' resolution
-    assert host["Time at stake (us)"] == pytest.approx(gaps / 3 + dab.mean(), abs=0.5)
-    assert host["Time at stake (us)"] > 0.9 * p.step_split.length_us
+    # the rule measures the gaps (92 us a step) and the gap before FP (86 us), to the float-us timestamps' resolution
+    measure = float(re.search(r"the rule's own measure ([\d,.]+) us", host["Evidence"]).group(1).replace(",", ""))
+    assert measure == pytest.approx(gaps / 3 + dab.mean(), abs=0.5)
+    assert measure > 0.9 * p.step_split.length_us
     assert f"the {dab.mean():,.1f} us per step before the FP start (Data Aug Bound)" in host["Evidence"]
+    # its time at stake is what no host gap saves on the critical path (the gap before FP is outside the graph)
+    assert host["Time at stake basis"] == "what-if"
+    assert host["Time at stake (us)"] == pytest.approx(saving(p, host_gap_us=0), abs=1e-3)
+    assert gaps / 3 < host["Time at stake (us)"] < measure
 
 
 def test_static_graph_is_not_host_bound(tmp_path):
