@@ -966,7 +966,7 @@ def findings_table(findings: list[Finding], step_us: float) -> pd.DataFrame:
     rows = [{"Priority": _priority(share(f.at_stake_us)), "Rule": f.rule, "Finding": f.finding,
              "Evidence": f.evidence, "Suggestion": f.suggestion, "Time at stake (us)": round(f.at_stake_us, 3),
              "Share of step (%)": round(100 * share(f.at_stake_us), 2), "Time at stake basis": f.basis,
-             "_own": f.at_stake_us if f.exclusive_us is None else f.exclusive_us, "_n": i}
+             "_own": round(f.at_stake_us if f.exclusive_us is None else f.exclusive_us, 3), "_n": i}
             for i, f in enumerate(findings)]
     frame = pd.DataFrame(rows, columns=[*COLUMNS, "_own", "_n"])
     if not frame.empty:

@@ -66,14 +66,18 @@ def combined(changes: Sequence[WhatIfChange]) -> WhatIfChange:
 
 
 class StepSavings:
-    """The dependency graphs of a run's typical steps, re-timed under changes (what each saves per step, us)."""
+    """The dependency graphs of a run's typical steps, re-timed under changes (what each saves per step, us).
+
+    Empty (false) for an imported run: its graph takes every gap before a task as the host launching it (eager mode,
+    :mod:`..timing.dependency_graph`), so a faster kernel could save only what the recorded launches allow: for
+    an msprof export of a graph-mode run, next to nothing.  Its findings keep their estimates."""
 
     def __init__(self, profile: Profile, iterations: Iterable[int]) -> None:
         keep = {int(i) for i in iterations}
         tasks = run_tasks(profile)
         self.tasks: Tasks = tasks
         self.graphs: list[StepGraph] = ([g for g in step_graphs(tasks, profile.source.step_bounds())
-                                         if g.iteration in keep] if len(tasks) else [])
+                                         if g.iteration in keep] if len(tasks) and not tasks.imported else [])
         codes, names = tasks.names
         self._name_code = {str(n): i for i, n in enumerate(names)}
         type_codes, types = tasks.types
@@ -145,7 +149,8 @@ def chained(savings: StepSavings, changes: Sequence[WhatIfChange], alone: Sequen
 def what_if_stakes(profile: Profile, iterations: Iterable[int], changes: Sequence[WhatIfChange | None]
                    ) -> tuple[list[float | None], list[float | None]]:
     """Per finding (its change, or None), its saving per step alone and its exclusive saving (:func:`chained`), us;
-    None for a finding that keeps its estimate (no change, a change that matches no task, no graph of the steps)."""
+    None for a finding that keeps its estimate (no change, a change that matches no task, no graph of the steps, an
+    imported run: :class:`StepSavings`)."""
     alone: list[float | None] = [None] * len(changes)
     exclusive: list[float | None] = [None] * len(changes)
     if not any(c is not None for c in changes):
