@@ -88,8 +88,12 @@ def test_aicpu_op_alone_on_the_device_is_found(tmp_path):
         nz = g.op("NonZero", g.op("Relu", x), name="mask/NonZero", max_output=1024)
         return [nz, g.op("MatMulV2", [x, g.variable("w", (1024, 1024), "float16")], name="fc")]
 
-    f = finding(advise(profile_of(tmp_path, inference("aicpu", build), aicpu="on")), AICPU)
+    p = profile_of(tmp_path, inference("aicpu", build), aicpu="on")
+    f = finding(advise(p), AICPU)
     assert f["Priority"] == "High" and f["Time at stake (us)"] > 400
+    # what taking the NonZero off the device saves on the critical path
+    assert f["Time at stake basis"] == "what-if"
+    assert f["Time at stake (us)"] == pytest.approx(saving(p, remove_ops=["mask/NonZero"]), abs=1e-3)
     assert "'mask/NonZero'" in f["Evidence"] and "compute" in f["Evidence"]  # the aicpu table's split
     assert "AI Core" in f["Suggestion"]
 
@@ -120,10 +124,20 @@ def matmuls(m: int, k: int, layers: int = 3):
 @pytest.mark.parametrize("device", ["Ascend910B", "Ascend910A"])  # cube_utilization(%) / Block Num per core
 def test_small_batch_matmuls_have_low_cube_utilisation(tmp_path, device):
     # M = 16 rows against 4096x4096 weights: each call streams 32 MiB of weights for few MACs
-    f = finding(advise(profile_of(tmp_path, inference("gemv", matmuls(16, 4096)), device=device)), CUBE)
+    p = profile_of(tmp_path, inference("gemv", matmuls(16, 4096)), device=device)
+    f = finding(advise(p), CUBE)
     assert "'fc0'" in f["Evidence"] and "mac_ratio" in f["Evidence"]
     assert "raise M" in f["Suggestion"]  # memory-starved cube: the batch is the lever
-    assert f["Time at stake (us)"] > 0
+    # at stake: what the three MatMuls save at 80% effective utilisation (mac_ratio x the AI Cores' share used)
+    ops = p.op_summary
+    mac = ops["aic_mac_ratio"] if "aic_mac_ratio" in ops else ops["mac_ratio"]
+    cores = (ops["cube_utilization(%)"] / 100 if "cube_utilization(%)" in ops
+             else (ops["Block Num"] / p.device["ai_core_num"]).clip(upper=1.0))
+    eff = (mac * cores).groupby(ops["Op Name"]).mean()
+    assert set(eff.index) == {"fc0", "fc1", "fc2"} and (eff < advisor.CUBE_LOW_UTILIZATION).all()
+    speedup = {name: advisor.CUBE_TARGET_UTILIZATION / e for name, e in eff.items()}
+    assert f["Time at stake basis"] == "what-if" and f["Time at stake (us)"] > 0
+    assert f["Time at stake (us)"] == pytest.approx(saving(p, op_speedup=speedup), abs=1e-3)
 
 
 def test_large_matmuls_are_neither_low_utilisation_nor_memory_bound(tmp_path):
@@ -137,9 +151,21 @@ def test_huge_elementwise_ops_are_memory_bound(tmp_path):
         y = g.op("Add", [a, g.data("x", (4096,), "float16")], name="big_add")
         return g.op("Relu", g.op("Mul", [y, b], name="big_mul"), name="big_relu")
 
-    f = finding(advise(profile_of(tmp_path, inference("elementwise", build))), MEMORY)
+    p = profile_of(tmp_path, inference("elementwise", build))
+    f = finding(advise(p), MEMORY)
     assert "Mul:" in f["Evidence"] and "'big_mul'" in f["Evidence"] and "mte2_ratio" in f["Evidence"]
     assert f["Priority"] == "High"
+    # at stake: the bound ops (MTE2 busy half the kernel, twice the compute pipe) at their compute pipe's time
+    # (duration x compute ratio / MTE2 ratio)
+    ops = p.op_summary
+    compute = pd.concat([ops["aiv_vec_ratio"], ops["aic_mac_ratio"]], axis=1).max(axis=1)
+    mte2 = ops["aiv_mte2_ratio"]
+    bound = ops[(mte2 >= 0.5) & (mte2 >= 2 * compute)]
+    dur = bound["Task Duration(us)"]
+    at_compute = (dur * compute[bound.index] / mte2[bound.index]).groupby(bound["Op Name"]).sum()
+    speedup = (dur.groupby(bound["Op Name"]).sum() / at_compute).to_dict()
+    assert set(speedup) == {"big_mul"}  # Add and Relu read one big tensor each: MTE2 under half their time
+    assert f["Time at stake (us)"] == pytest.approx(saving(p, op_speedup=speedup), abs=1e-3)
 
 
 def test_memory_bound_needs_pmu_columns(tmp_path):
@@ -201,6 +227,8 @@ def test_slow_getnext_makes_a_large_data_aug_bound(tmp_path):
     f = finding(found, DATA)
     assert f["Priority"] == "High" and "'GetNext'" in f["Evidence"] and "prefetch" in f["Suggestion"]
     assert AICPU not in rules(found)  # the dataset iterator is the data rule's, not the AI CPU rule's
+    # the wait before the FP start is outside the step's dependency graph: no what-if models it
+    assert f["Time at stake basis"] == "estimate" and "what-if" not in f["Evidence"]
 
 
 def test_a_graph_launchs_own_gap_in_a_short_step_is_no_data_aug_bound(tmp_path):
@@ -271,9 +299,17 @@ def test_chain_of_tiny_ops_is_a_fusion_candidate(tmp_path):
             y = g.op("Relu", y, name=f"tiny{i}") if i % 2 else g.op("Add", [y, y], name=f"tiny{i}")
         return y
 
-    f = finding(advise(profile_of(tmp_path, inference("tiny", build))), TINY)
+    p = profile_of(tmp_path, inference("tiny", build))
+    f = finding(advise(p), TINY)
     assert f["Priority"] == "High" and "Add x50" in f["Evidence"] and "Relu x50" in f["Evidence"]
     assert "100 kernels per step" in f["Finding"]
+    # at stake: every tiny kernel without the fixed cost (the shortest kernel's time), one at it removed
+    dur = p.op_summary.groupby("Op Name")["Task Duration(us)"].mean()
+    floor = p.op_summary["Task Duration(us)"].min()
+    speedup = {n: d / (d - floor) for n, d in dur.items() if d > floor}
+    removed = [n for n, d in dur.items() if d <= floor]
+    assert len(speedup) + len(removed) == 100  # an op is removed only if each of its calls is the shortest
+    assert f["Time at stake (us)"] == pytest.approx(saving(p, op_speedup=speedup, remove_ops=removed), abs=1e-3)
 
 
 def test_few_large_kernels_are_not_tiny(tmp_path):
@@ -301,8 +337,12 @@ def convs(trans: bool):
 
 
 def test_transdata_round_trips_are_found(tmp_path):
-    found = advise(profile_of(tmp_path, inference("trans", convs(True))))
+    p = profile_of(tmp_path, inference("trans", convs(True)))
+    found = advise(p)
     f = finding(found, TRANSDATA)
+    names = [f"{d}_{i}" for i in range(3) for d in ("to5hd", "tonchw")]
+    assert f["Time at stake (us)"] == pytest.approx(saving(p, remove_ops=names), abs=1e-3)
+    assert f["Time at stake (us)"] > 0
     assert "6 TransData per step" in f["Evidence"] and "NC1HWC0 -> NCHW" in f["Evidence"]
     assert "NC1HWC0" in f["Suggestion"]
     assert MEMORY not in rules(found)  # TransData time is counted once, by its own rule
@@ -542,6 +582,7 @@ def test_a_one_off_host_stall_is_its_own_finding_and_no_per_step_claim(tmp_path,
     assert stall["Finding"].startswith(f"A {extra / 1000:,.1f} ms stall before step 5: ")
     assert f"once ({extra / 8:,.1f} us per step over the run's 8 steps)" in stall["Finding"]
     assert stall["Time at stake (us)"] == pytest.approx(extra / 8, abs=1e-3) and stall["Priority"] == "High"
+    assert stall["Time at stake basis"] == "estimate"  # once, in a step the per-step figures leave out
     assert "Data Aug Bound (previous iteration end to FP start)" in stall["Evidence"]
     assert DATA not in rules(found) and HOST not in rules(found)
     virtual = advise(resnet_run.profile)  # the same model on the virtual clock, 3 steps
