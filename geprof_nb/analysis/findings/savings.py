@@ -50,21 +50,6 @@ def change_of(op_speedup: dict[str, float] | None = None, remove_ops: Iterable[s
                         host_gap_us=host_gap_us)
 
 
-def combined(changes: Sequence[WhatIfChange]) -> WhatIfChange:
-    """Several findings' changes at once: speed-up factors of one pattern multiply (as ``what_if``'s factors of
-    several matching patterns do), removed ops add up, the tightest host gap cap holds."""
-    speed: dict[str, float] = {}
-    removed: dict[str, None] = {}
-    caps = []
-    for c in changes:
-        for pattern, factor in c.op_speedup or ():
-            speed[pattern] = speed.get(pattern, 1.0) * factor
-        removed.update(dict.fromkeys(c.remove_ops or ()))
-        if c.host_gap_us is not None:
-            caps.append(c.host_gap_us)
-    return WhatIfChange(tuple(speed.items()) or None, tuple(removed) or None, host_gap_us=min(caps) if caps else None)
-
-
 class StepSavings:
     """The dependency graphs of a run's typical steps, re-timed under changes (what each saves per step, us).
 
@@ -81,54 +66,76 @@ class StepSavings:
         codes, names = tasks.names
         self._name_code = {str(n): i for i, n in enumerate(names)}
         type_codes, types = tasks.types
+        self._sizes = (len(names), len(types))
         self._type_code = {str(t): i for i, t in enumerate(types) if t != "N/A"}
         self._codes, self._type_codes = codes, type_codes
+        self._effects: dict[WhatIfChange, tuple[np.ndarray, np.ndarray] | None] = {}
         self._kernel = np.isin(tasks.task_type, list(KERNEL_TYPES)) & (tasks.kind == "compute")
         self._removable = self._kernel | (tasks.kind == "communication")
 
     def __bool__(self) -> bool:
         return bool(self.graphs)
 
-    def _hits(self, pattern: str) -> np.ndarray:
-        """Which tasks ``pattern`` matches, by op name or type, as ``what_if`` matches them."""
-        text = _literal_text(pattern)
-        if text is None:
-            return matches(pattern, self.tasks)
-        hit = np.zeros(len(self.tasks), bool)
-        if text in self._name_code:
-            hit |= self._codes == self._name_code[text]
-        if text in self._type_code:
-            hit |= self._type_codes == self._type_code[text]
-        return hit
-
-    def durations(self, change: WhatIfChange) -> np.ndarray | None:
-        """Every task's duration under ``change`` (ns), as ``what_if`` computes it; None if a pattern matches none."""
-        tasks = self.tasks
-        duration = tasks.end - tasks.start
-        out = duration.astype(np.int64).copy()
-        if change.op_speedup:
-            factor = np.ones(len(tasks))
-            for pattern, f in change.op_speedup:
-                hit = self._hits(pattern)
+    def _effect(self, change: WhatIfChange) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every task's speed-up factor and whether it is removed under ``change``, or None if a pattern matches no
+        task (``what_if`` refuses it).  An exact-name pattern is one entry per distinct name or type; a wildcard
+        (or a text that is both a name and a type) is matched as ``what_if`` matches it."""
+        if change in self._effects:
+            return self._effects[change]
+        names, types = self._sizes
+        per_name, per_type = (np.ones(names), np.zeros(names, bool)), (np.ones(types), np.zeros(types, bool))
+        factor, removed = np.ones(len(self.tasks)), np.zeros(len(self.tasks), bool)
+        entries = [(p, f, 0) for p, f in change.op_speedup or ()] + [(p, 0.0, 1) for p in change.remove_ops or ()]
+        for pattern, f, remove in entries:
+            text = _literal_text(pattern)
+            n, t = (None, None) if text is None else (self._name_code.get(text), self._type_code.get(text))
+            if text is None or (n is not None and t is not None):
+                hit = matches(pattern, self.tasks)
                 if not hit.any():
+                    self._effects[change] = None
                     return None
-                factor[hit] *= f
-            sped = self._kernel & (factor != 1)
-            out[sped] = (duration[sped] / factor[sped] + 0.5).astype(np.int64)
-        for pattern in change.remove_ops or ():
-            hit = self._hits(pattern)
-            if not hit.any():
+                if remove:
+                    removed |= hit
+                else:
+                    factor[hit] *= f
+            elif n is None and t is None:
+                self._effects[change] = None
                 return None
-            out[hit & self._removable] = 0
+            else:
+                table, code = (per_name, n) if n is not None else (per_type, t)
+                if remove:
+                    table[1][code] = True
+                else:
+                    table[0][code] *= f
+        factor *= per_name[0][self._codes] * per_type[0][self._type_codes]
+        removed |= per_name[1][self._codes] | per_type[1][self._type_codes]
+        self._effects[change] = (factor, removed)
+        return factor, removed
+
+    def durations(self, changes: Sequence[WhatIfChange]) -> np.ndarray | None:
+        """Every task's duration (ns) under ``changes`` all at once, as ``what_if`` computes it (their factors
+        multiply, their removals add up); None if a pattern matches no task."""
+        effects = [self._effect(c) for c in changes]
+        if any(e is None for e in effects):
+            return None
+        factor = np.prod([e[0] for e in effects], axis=0)
+        removed = np.any([e[1] for e in effects], axis=0)
+        duration = self.tasks.end - self.tasks.start
+        out = duration.astype(np.int64).copy()
+        sped = self._kernel & (factor != 1)
+        out[sped] = (duration[sped] / factor[sped] + 0.5).astype(np.int64)
+        out[removed & self._removable] = 0
         return out
 
-    def saving_us(self, change: WhatIfChange) -> float | None:
-        """The mean over the typical steps of (step now - step under ``change``), us; None if it does not apply."""
-        duration = self.durations(change)
-        if duration is None or not self.graphs:
+    def saving_us(self, changes: Sequence[WhatIfChange]) -> float | None:
+        """The mean over the typical steps of (step now - step under ``changes`` all at once, the tightest host gap
+        cap holding), us; None if one of them does not apply."""
+        out = self.durations(changes) if self.graphs else None
+        if out is None:
             return None
-        cap = None if change.host_gap_us is None else int(round(change.host_gap_us * 1000))
-        saved = [g.end - retime(g, duration[g.index], cap)[2] for g in self.graphs]
+        caps = [c.host_gap_us for c in changes if c.host_gap_us is not None]
+        cap = int(round(min(caps) * 1000)) if caps else None
+        saved = [g.end - retime(g, out[g.index], cap)[2] for g in self.graphs]
         return float(np.mean(saved)) / 1000.0
 
 
@@ -139,7 +146,7 @@ def chained(savings: StepSavings, changes: Sequence[WhatIfChange], alone: Sequen
     out = [0.0] * len(changes)
     before = 0.0
     for k, i in enumerate(order):
-        together = alone[i] if k == 0 else savings.saving_us(combined([changes[j] for j in order[:k + 1]]))
+        together = alone[i] if k == 0 else savings.saving_us([changes[j] for j in order[:k + 1]])
         together = before if together is None else together
         out[i] = together - before
         before = together
@@ -160,7 +167,7 @@ def what_if_stakes(profile: Profile, iterations: Iterable[int], changes: Sequenc
         return alone, exclusive
     for i, c in enumerate(changes):
         if c is not None:
-            saved = savings.saving_us(c)
+            saved = savings.saving_us([c])
             alone[i] = None if saved is None else max(0.0, saved)
     used = [i for i, a in enumerate(alone) if a is not None]
     for i, e in zip(used, chained(savings, [changes[i] for i in used], [alone[i] for i in used])):

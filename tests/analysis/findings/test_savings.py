@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 import numpy as np
 import pytest
 
-from geprof_nb.analysis.findings.savings import StepSavings, chained, change_of, combined, literal, what_if_stakes
+from geprof_nb.analysis.findings.savings import StepSavings, chained, change_of, literal, what_if_stakes
 from geprof_nb.analysis.timing.what_if import WhatIfChange, new_durations
 
 
@@ -18,15 +18,6 @@ def test_a_literal_pattern_matches_exactly_its_name(name):
     assert not any(fnmatchcase(other, pattern) for other in (name + "x", "x" + name, name.replace(name[-1], "_")))
 
 
-def test_changes_combine_as_what_if_applies_them():
-    a = change_of({"fc0": 2.0, "fc1": 1.5}, ["drop"])
-    b = change_of({"fc0": 3.0}, ["drop", "td"], host_gap_us=5.0)
-    c = combined([a, b, change_of(host_gap_us=0.0)])
-    assert dict(c.op_speedup) == {"fc0": 6.0, "fc1": 1.5}  # factors of one pattern multiply
-    assert c.remove_ops == ("drop", "td") and c.host_gap_us == 0.0
-    assert combined([]) == WhatIfChange()
-
-
 def test_durations_are_what_ifs_own(resnet_run):
     """The per-name lookup gives every task the duration what_if's fnmatch pass gives it (names and a wildcard)."""
     p = resnet_run.profile
@@ -34,8 +25,13 @@ def test_durations_are_what_ifs_own(resnet_run):
     names = [str(n) for n in p.op_summary["Op Name"].unique()[:200]]
     change = WhatIfChange((*((literal(n), 1.0 + i / 100) for i, n in enumerate(names[:150])), ("Conv2D*", 2.0)),
                           tuple(literal(n) for n in names[150:]))
-    assert np.array_equal(savings.durations(change), new_durations(change, savings.tasks, {}))
-    assert savings.durations(change_of(remove_ops=["no such op"])) is None  # what_if refuses it: no saving
+    assert np.array_equal(savings.durations([change]), new_durations(change, savings.tasks, {}))
+    assert savings.durations([change_of(remove_ops=["no such op"])]) is None  # what_if refuses it: no saving
+    # several changes at once: as one change with the factors of a pattern multiplied
+    first = names[0]
+    a, b = change_of({first: 2.0}, ["Relu"]), change_of({first: 1.5, "Conv2D": 3.0}, host_gap_us=0.0)
+    both = WhatIfChange(((literal(first), 3.0), ("Conv2D", 3.0)), ("Relu",))
+    assert np.array_equal(savings.durations([a, b]), new_durations(both, savings.tasks, {}))
 
 
 def test_chained_savings_add_up_to_all_changes_at_once(resnet_run):
