@@ -373,8 +373,8 @@ def low_cube_utilization(run: _Run) -> Finding | None:
     return Finding(
         "Low cube utilisation",
         f"{_count(len(low), 'MatMul/Conv op')} of at least {CUBE_MIN_OP_US:g} us use under "
-        f"{_pct(CUBE_LOW_UTILIZATION)} of the cube; at {_pct(CUBE_TARGET_UTILIZATION)} they would save "
-        f"{us_text(at_stake)} per step.",
+        f"{_pct(CUBE_LOW_UTILIZATION)} of the cube; at {_pct(CUBE_TARGET_UTILIZATION)} their kernels would take "
+        f"{us_text(at_stake)} less per step.",
         evidence, "; ".join(hints) + ".", at_stake, _cube_change(low))
 
 
