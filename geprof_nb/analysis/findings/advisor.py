@@ -3,8 +3,9 @@
 Every rule is a small function of a :class:`~..profile.Profile`'s tables (never raw records, never
 the runtime), so the advisor works on imported msprof / torch_npu output as well as on geprof
 runs.  A rule whose tables or columns are missing finds nothing.  Times are per step; "time at
-stake" is what the suggested change could save at most, per step, and sets the priority as a
-share of the step.  A single-op (aclopExecute) run is one step, the whole run (:class:`_Run`).
+stake" is what removing the finding's cause saves per step (its what-if saving on the critical path,
+:mod:`.savings`, where a what-if models the cause; else the rule's own estimate), and sets the
+priority as a share of the step.  A single-op (aclopExecute) run is one step, the whole run (:class:`_Run`).
 
 Per step means over the *typical* steps: the outlier steps of :mod:`..tables.step_split` (a step half as
 long again as the median one) are left out of every per-step figure, and the step is the
