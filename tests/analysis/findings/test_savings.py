@@ -47,3 +47,20 @@ def test_chained_savings_add_up_to_all_changes_at_once(resnet_run):
     assert exclusive[first] == alone[first]  # the largest saving keeps its own figure
     savings = StepSavings(p, [1, 2, 3])
     assert chained(savings, changes[:2], alone[:2]) == exclusive[:2]
+
+
+@pytest.mark.slow
+def test_the_time_at_stake_is_what_the_re_simulated_change_saves(resnet_run):
+    """Each what-if finding's change, re-run on the simulator (``verify``: the model again, its ops sped up or
+    removed), saves per step what the finding puts at stake, to a nanosecond a step."""
+    advice = resnet_run.profile.advise()
+    checked = 0
+    for (_, row), keywords in zip(advice.iterrows(), advice.attrs["what_if"]):
+        if keywords is None:
+            continue
+        w = resnet_run.profile.what_if(**keywords)
+        v = w.verify()
+        now = w.predicted.set_index("iteration").loc[v["iteration"], "now_ns"].to_numpy()
+        assert float((now - v["simulated_ns"]).mean()) / 1000 == pytest.approx(row["Time at stake (us)"], abs=1e-3)
+        checked += 1
+    assert checked == 2  # the exposed AllReduce and the tiny kernels
