@@ -24,7 +24,8 @@ ANALYSIS_LAYERS = (
     ("rundir", "arguments"),  # the run directory reader and the argument checks
     ("tables",),  # records -> tables
     ("sources",),  # where a Profile's tables come from
-    ("findings", "export", "timing"),  # what the tables say, the real tools' formats, why a step is this long
+    ("timing",),  # why a step is this long (the dependency graph, the critical path, what-if)
+    ("findings", "export"),  # what the tables say (a finding's time at stake is a what-if), the real tools' formats
     ("profile",),  # the Profile facade (its advise and export call the layer below)
     ("cluster",),  # several ranks
     ("registry", "compare"),  # opening a path; comparing two runs

@@ -3,8 +3,9 @@
 Every rule is a small function of a :class:`~..profile.Profile`'s tables (never raw records, never
 the runtime), so the advisor works on imported msprof / torch_npu output as well as on geprof
 runs.  A rule whose tables or columns are missing finds nothing.  Times are per step; "time at
-stake" is what the suggested change could save at most, per step, and sets the priority as a
-share of the step.  A single-op (aclopExecute) run is one step, the whole run (:class:`_Run`).
+stake" is what removing the finding's cause saves per step (its what-if saving on the critical path,
+:mod:`.savings`, where a what-if models the cause; else the rule's own estimate), and sets the
+priority as a share of the step.  A single-op (aclopExecute) run is one step, the whole run (:class:`_Run`).
 
 Per step means over the *typical* steps: the outlier steps of :mod:`..tables.step_split` (a step half as
 long again as the median one) are left out of every per-step figure, and the step is the
@@ -31,14 +32,16 @@ from ..tables.communication import collective_op_types
 from ..tables.intervals import covered_time
 from ..tables.step_split import StepSplit
 from ..tables.text_columns import distinct_texts, text_test, text_values
-from .finding import Finding
+from ..timing.what_if import WhatIfChange
+from .finding import WHAT_IF, Finding
+from .savings import change_of, what_if_stakes
 from .serving_advisor import serving_findings
 
 if TYPE_CHECKING:
     from ..profile import Profile
 
 COLUMNS = ["Priority", "Rule", "Finding", "Evidence", "Suggestion", "Time at stake (us)", "Share of step (%)",
-           "Exclusive time at stake (us)"]
+           "Exclusive time at stake (us)", "Time at stake basis"]
 PRIORITIES = ("High", "Medium", "Low")
 
 #: A finding whose time at stake is at least this share of the step is High: a fifth of every step.
@@ -309,7 +312,7 @@ def aicpu_on_critical_path(run: _Run) -> Finding | None:
         "dtype or format, so cast int64/float64/bool inputs to int32/float16 or use a supported format; "
         "replace data-dependent ops (NonZero, Unique, ...) with static-shape masking (Select/Mul by a mask) "
         "on AI Core, or compute them on the host before the graph.",
-        at_stake)
+        at_stake, change_of(remove_ops=per_op.index.astype(str)))
 
 
 def _aicpu_split(run: _Run) -> dict[str, str]:
@@ -371,9 +374,17 @@ def low_cube_utilization(run: _Run) -> Finding | None:
     return Finding(
         "Low cube utilisation",
         f"{_count(len(low), 'MatMul/Conv op')} of at least {CUBE_MIN_OP_US:g} us use under "
-        f"{_pct(CUBE_LOW_UTILIZATION)} of the cube; at {_pct(CUBE_TARGET_UTILIZATION)} they would save "
-        f"{us_text(at_stake)} per step.",
-        evidence, "; ".join(hints) + ".", at_stake)
+        f"{_pct(CUBE_LOW_UTILIZATION)} of the cube; at {_pct(CUBE_TARGET_UTILIZATION)} their kernels would take "
+        f"{us_text(at_stake)} less per step.",
+        evidence, "; ".join(hints) + ".", at_stake, _cube_change(low))
+
+
+def _cube_change(low: pd.DataFrame) -> WhatIfChange:
+    """The low-utilisation ops at the target utilisation: each op name sped up by target / its utilisation (one
+    that shows no cube work at all, by any factor: removed)."""
+    working = low["eff"] > 0
+    return change_of({str(n): CUBE_TARGET_UTILIZATION / e for n, e in low["eff"][working].items()},
+                     low.index[~working].astype(str) if not working.all() else None)
 
 
 def memory_bound_ops(run: _Run) -> Finding | None:
@@ -412,7 +423,17 @@ def memory_bound_ops(run: _Run) -> Finding | None:
         "Cut the bytes: fuse chains of element-wise ops so intermediates stay in UB (keep GE's fusion passes on; "
         "do not switch them off in ge.fusionSwitchFile; use fused ops such as LayerNorm/Gelu instead of their "
         "pieces), keep activations in float16/bfloat16 rather than float32, and drop Cast/copy ops between them.",
-        at_stake)
+        at_stake, _memory_change(f))
+
+
+def _memory_change(bound: pd.DataFrame) -> WhatIfChange:
+    """The memory-bound ops at their compute pipe's time: each op name sped up by its tasks' time over their time at
+    the compute ratio (dur x compute / MTE2); one with no compute at all: removed."""
+    at_compute = (bound[_DUR] * bound["_compute"] / bound["_mte2"]).groupby(bound["Op Name"], observed=True).sum()
+    total = bound[_DUR].groupby(bound["Op Name"], observed=True).sum()
+    working = at_compute > 0
+    return change_of({str(n): t / c for n, t, c in zip(total.index[working], total[working], at_compute[working])},
+                     total.index[~working].astype(str) if not working.all() else None)
 
 
 def host_bound_gaps(run: _Run) -> Finding | None:
@@ -459,7 +480,7 @@ def host_bound_gaps(run: _Run) -> Finding | None:
         "Host-bound: device idle between tasks",
         f"The device idles {us_text(idle)} per {run.unit} ({_pct(run.share(idle))} of the {run.unit}) between "
         "consecutive tasks, waiting for the host to launch them.",
-        evidence, suggestion, idle)
+        evidence, suggestion, idle, change_of(host_gap_us=0.0) if run.unit == "step" else None)
 
 
 def _host_work_per_step(run: _Run) -> dict[str, float]:
@@ -664,7 +685,7 @@ def communication_not_overlapped(run: _Run) -> Finding | None:
         f"{first} (ge.add_training(bucket_bytes=...), TF adapter hccl split strategy set_split_strategy_by_size / "
         "by_idx, MindSpore all_reduce_fusion_config); give each device more work per step (batch size, gradient "
         "accumulation) so compute can hide it; if wait time dominates, look for a slow rank.",
-        exposed)
+        exposed, change_of(remove_ops=comm["Op Name"].astype(str).unique()) if len(comm) else None)
 
 
 @dataclass(frozen=True)
@@ -764,7 +785,16 @@ def many_tiny_kernels(run: _Run) -> Finding | None:
         "Fuse them: keep GE's fusion passes on (check ge.fusionSwitchFile), use fused ops (LayerNorm, Gelu, "
         "BNTraining*, fused attention) instead of chains of small ones, and give each kernel more work (a larger "
         "batch or sequence per step)." + hint,
-        at_stake)
+        at_stake, _tiny_change(run.ops.iloc[tiny_rows], floor))
+
+
+def _tiny_change(tiny: pd.DataFrame, floor_us: float) -> WhatIfChange:
+    """The tiny kernels without their fixed cost (what fusing them saves): each op name sped up to its mean
+    duration less the shortest kernel's; one no longer than that: removed."""
+    mean = tiny[_DUR].astype(float).groupby(tiny["Op Name"], observed=True).mean()
+    longer = mean > floor_us
+    return change_of({str(n): d / (d - floor_us) for n, d in mean[longer].items()},
+                     mean.index[~longer].astype(str) if not longer.all() else None)
 
 
 def transdata_conversions(run: _Run) -> Finding | None:
@@ -795,7 +825,7 @@ def transdata_conversions(run: _Run) -> Finding | None:
         "neighbouring ops (BN, activations, Add) in 5HD so GE's format refinement drops the TransData pairs; store "
         "weights pre-converted (FRACTAL_Z), keep MatMul chains in FRACTAL_NZ, and avoid ops without a 5HD kernel "
         "(e.g. a Reshape/Transpose) between convolutions.",
-        at_stake)
+        at_stake, change_of(remove_ops=per_op.index.astype(str)))
 
 
 def dynamic_shape_recompiles(run: _Run) -> Finding | None:
@@ -890,42 +920,72 @@ def advise(profile: Profile) -> pd.DataFrame:
             findings.append(found)
         elif found:
             findings.extend(found)  # one-off findings: not per-step figures
-    return findings_table(serving_findings(profile, findings), run.step_us)
+    findings = serving_findings(profile, findings)
+    if run.unit == "step":
+        _what_if_stakes(run, findings)
+    return findings_table(findings, run.step_us)
+
+
+def _what_if_stakes(run: _Run, findings: list[Finding]) -> None:
+    """Each finding with a change: its time at stake becomes the change's saving per step on the critical path,
+    its exclusive time the chained saving (:func:`.savings.what_if_stakes`); the others keep their estimate."""
+    iterations = np.unique(run.ops["_it"].to_numpy()) if len(run.ops) else []
+    alone, exclusive = what_if_stakes(run.profile, iterations, [f.change for f in findings])
+    for f, saved, excl in zip(findings, alone, exclusive):
+        if saved is None:
+            continue
+        f.evidence += (f"; what-if ({_change_text(f.change)}): the critical path {us_text(saved)} per step shorter, "
+                       f"the rule's own measure {us_text(f.at_stake_us)}")
+        f.at_stake_us, f.exclusive_us, f.basis = saved, excl, WHAT_IF
+
+
+def _change_text(change: WhatIfChange) -> str:
+    """A change in a few words: how many ops it speeds up or removes, its host gap cap."""
+    parts = []
+    if change.op_speedup:
+        parts.append(f"{_count(len(change.op_speedup), 'op')} sped up")
+    if change.remove_ops:
+        parts.append(f"{_count(len(change.remove_ops), 'op')} removed")
+    if change.host_gap_us is not None:
+        parts.append(f"host gaps capped at {change.host_gap_us:g} us")
+    return ", ".join(parts)
 
 
 def findings_table(findings: list[Finding], step_us: float) -> pd.DataFrame:
     """Findings as rows of :data:`COLUMNS`, ranked High, Medium, Low, then by time at stake; ``step_us`` is
     the step (the run, for a single-op run) the shares are of (the cluster advisor shares this).
 
-    ``Time at stake (us)`` is each finding's own figure: what removing its cause could save, measured
-    alone.  ``Exclusive time at stake (us)`` is what is left of it once every finding ranked above has taken
-    its own (:func:`exclusive_stakes`), so the column adds up to at most the step: the figure to sum
-    across findings.  ``attrs["step_us"]`` holds the step."""
+    ``Time at stake (us)`` is each finding's own figure: what removing its cause saves, alone (``Time at stake
+    basis`` "what-if": the re-timed critical path's saving; "estimate": the rule's own measure).  ``Exclusive
+    time at stake (us)`` is a what-if finding's chained saving and an estimate's own figure, each at most what
+    the findings ranked above left of the step (:func:`exclusive_stakes`), so the column adds up to at most the
+    step: the figure to sum across findings.  ``attrs["step_us"]`` holds the step, ``attrs["what_if"]`` per row
+    the what-if keywords (``Profile.what_if(**kw)``) its figure is the saving of, or None."""
     def share(us: float) -> float:
         return us / step_us if step_us > 0 else 0.0
 
     rows = [{"Priority": _priority(share(f.at_stake_us)), "Rule": f.rule, "Finding": f.finding,
              "Evidence": f.evidence, "Suggestion": f.suggestion, "Time at stake (us)": round(f.at_stake_us, 3),
-             "Share of step (%)": round(100 * share(f.at_stake_us), 2)} for f in findings]
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    frame.attrs["step_us"] = float(step_us)
-    if frame.empty:
-        return frame
-    frame["_rank"] = frame["Priority"].map(PRIORITIES.index)
-    frame = frame.sort_values(["_rank", "Time at stake (us)"], ascending=[True, False], kind="stable")
-    frame = frame.drop(columns="_rank").reset_index(drop=True)
-    frame["Exclusive time at stake (us)"] = np.round(exclusive_stakes(frame["Time at stake (us)"].to_numpy(float),
-                                                                      step_us), 3)
+             "Share of step (%)": round(100 * share(f.at_stake_us), 2), "Time at stake basis": f.basis,
+             "_own": round(f.at_stake_us if f.exclusive_us is None else f.exclusive_us, 3), "_n": i}
+            for i, f in enumerate(findings)]
+    frame = pd.DataFrame(rows, columns=[*COLUMNS, "_own", "_n"])
+    if not frame.empty:
+        frame["_rank"] = frame["Priority"].map(PRIORITIES.index)
+        frame = frame.sort_values(["_rank", "Time at stake (us)"], ascending=[True, False], kind="stable")
+        frame["Exclusive time at stake (us)"] = np.round(exclusive_stakes(frame["_own"].to_numpy(float), step_us), 3)
+    what_if = [findings[i].change.keywords() if findings[i].basis == WHAT_IF else None for i in frame["_n"]]
+    frame = frame[COLUMNS].reset_index(drop=True)
+    frame.attrs.update(step_us=float(step_us), what_if=what_if)
     return frame
 
 
 def exclusive_stakes(stakes: np.ndarray, step_us: float) -> np.ndarray:
-    """Each finding's time at stake (in rank order) less what the findings ranked above it already claim of
-    the step: the first keeps its own figure (never more than the step), each next one at most what the
-    step has left.  The rules' figures are disjoint by construction where they measure disjoint device
-    time (AI CPU time with nothing else running, idle gaps, exposed communication, kernel time); where two
-    can hold the same microseconds (a tiny kernel that is memory-bound, a host gap inside a Data Aug Bound,
-    findings that together claim more than the step) the one ranked higher keeps them."""
+    """Each finding's own figure (in rank order: a what-if finding's chained saving, an estimate's time at stake)
+    less what the findings ranked above it already claim of the step: the first keeps its own figure (never
+    more than the step), each next one at most what the step has left.  Chained savings never count one
+    microsecond twice; where an estimate can hold the same microseconds as another finding (a host gap inside a
+    Data Aug Bound, a stall spread over steps it is longer than) the one ranked higher keeps them."""
     stakes = np.clip(np.asarray(stakes, float), 0.0, None)
     if not step_us > 0:
         return stakes

@@ -73,6 +73,14 @@ def rules(frame: pd.DataFrame) -> set[str]:
     return set(frame["Rule"])
 
 
+def saving(p: Profile, **change) -> float:
+    """What ``p.what_if(**change)`` saves per typical step (us): the mean of now - predicted, outliers left out."""
+    predicted = p.what_if(**change).predicted
+    split = p.step_split
+    typical = predicted[~predicted["iteration"].isin(split.outlier_steps if split is not None else [])]
+    return float((typical["now_ns"] - typical["predicted_ns"]).mean()) / 1000.0
+
+
 # ----------------------------------------------------------------------- AI CPU
 def test_aicpu_op_alone_on_the_device_is_found(tmp_path):
     def build(g):  # a NonZero over 1 MiB: ~0.5 ms of AI CPU while the stream waits
@@ -80,8 +88,12 @@ def test_aicpu_op_alone_on_the_device_is_found(tmp_path):
         nz = g.op("NonZero", g.op("Relu", x), name="mask/NonZero", max_output=1024)
         return [nz, g.op("MatMulV2", [x, g.variable("w", (1024, 1024), "float16")], name="fc")]
 
-    f = finding(advise(profile_of(tmp_path, inference("aicpu", build), aicpu="on")), AICPU)
+    p = profile_of(tmp_path, inference("aicpu", build), aicpu="on")
+    f = finding(advise(p), AICPU)
     assert f["Priority"] == "High" and f["Time at stake (us)"] > 400
+    # what taking the NonZero off the device saves on the critical path
+    assert f["Time at stake basis"] == "what-if"
+    assert f["Time at stake (us)"] == pytest.approx(saving(p, remove_ops=["mask/NonZero"]), abs=1e-3)
     assert "'mask/NonZero'" in f["Evidence"] and "compute" in f["Evidence"]  # the aicpu table's split
     assert "AI Core" in f["Suggestion"]
 
@@ -112,10 +124,20 @@ def matmuls(m: int, k: int, layers: int = 3):
 @pytest.mark.parametrize("device", ["Ascend910B", "Ascend910A"])  # cube_utilization(%) / Block Num per core
 def test_small_batch_matmuls_have_low_cube_utilisation(tmp_path, device):
     # M = 16 rows against 4096x4096 weights: each call streams 32 MiB of weights for few MACs
-    f = finding(advise(profile_of(tmp_path, inference("gemv", matmuls(16, 4096)), device=device)), CUBE)
+    p = profile_of(tmp_path, inference("gemv", matmuls(16, 4096)), device=device)
+    f = finding(advise(p), CUBE)
     assert "'fc0'" in f["Evidence"] and "mac_ratio" in f["Evidence"]
     assert "raise M" in f["Suggestion"]  # memory-starved cube: the batch is the lever
-    assert f["Time at stake (us)"] > 0
+    # at stake: what the three MatMuls save at 80% effective utilisation (mac_ratio x the AI Cores' share used)
+    ops = p.op_summary
+    mac = ops["aic_mac_ratio"] if "aic_mac_ratio" in ops else ops["mac_ratio"]
+    cores = (ops["cube_utilization(%)"] / 100 if "cube_utilization(%)" in ops
+             else (ops["Block Num"] / p.device["ai_core_num"]).clip(upper=1.0))
+    eff = (mac * cores).groupby(ops["Op Name"]).mean()
+    assert set(eff.index) == {"fc0", "fc1", "fc2"} and (eff < advisor.CUBE_LOW_UTILIZATION).all()
+    speedup = {name: advisor.CUBE_TARGET_UTILIZATION / e for name, e in eff.items()}
+    assert f["Time at stake basis"] == "what-if" and f["Time at stake (us)"] > 0
+    assert f["Time at stake (us)"] == pytest.approx(saving(p, op_speedup=speedup), abs=1e-3)
 
 
 def test_large_matmuls_are_neither_low_utilisation_nor_memory_bound(tmp_path):
@@ -129,9 +151,21 @@ def test_huge_elementwise_ops_are_memory_bound(tmp_path):
         y = g.op("Add", [a, g.data("x", (4096,), "float16")], name="big_add")
         return g.op("Relu", g.op("Mul", [y, b], name="big_mul"), name="big_relu")
 
-    f = finding(advise(profile_of(tmp_path, inference("elementwise", build))), MEMORY)
+    p = profile_of(tmp_path, inference("elementwise", build))
+    f = finding(advise(p), MEMORY)
     assert "Mul:" in f["Evidence"] and "'big_mul'" in f["Evidence"] and "mte2_ratio" in f["Evidence"]
     assert f["Priority"] == "High"
+    # at stake: the bound ops (MTE2 busy half the kernel, twice the compute pipe) at their compute pipe's time
+    # (duration x compute ratio / MTE2 ratio)
+    ops = p.op_summary
+    compute = pd.concat([ops["aiv_vec_ratio"], ops["aic_mac_ratio"]], axis=1).max(axis=1)
+    mte2 = ops["aiv_mte2_ratio"]
+    bound = ops[(mte2 >= 0.5) & (mte2 >= 2 * compute)]
+    dur = bound["Task Duration(us)"]
+    at_compute = (dur * compute[bound.index] / mte2[bound.index]).groupby(bound["Op Name"]).sum()
+    speedup = (dur.groupby(bound["Op Name"]).sum() / at_compute).to_dict()
+    assert set(speedup) == {"big_mul"}  # Add and Relu read one big tensor each: MTE2 under half their time
+    assert f["Time at stake (us)"] == pytest.approx(saving(p, op_speedup=speedup), abs=1e-3)
 
 
 def test_memory_bound_needs_pmu_columns(tmp_path):
@@ -169,10 +203,15 @@ def test_a_node_by_node_graphs_gap_before_fp_is_host_bound_time_not_a_data_aug_b
     gaps = float(gap[gap >= advisor.MIN_GAP_US].sum())  # sub-us gaps are back-to-back tasks, not idle
     dab = p.step_trace["Data Aug Bound(us)"].dropna()
     assert len(dab) == 2 and dab.mean() > 50  # two whole step periods; ~86 us each on this mlp
-    # the gaps (92 us a step) and the gap before FP (86 us), to the float-us timestamps' resolution
-    assert host["Time at stake (us)"] == pytest.approx(gaps / 3 + dab.mean(), abs=0.5)
-    assert host["Time at stake (us)"] > 0.9 * p.step_split.length_us
+    # the rule measures the gaps (92 us a step) and the gap before FP (86 us), to the float-us timestamps' resolution
+    measure = float(re.search(r"the rule's own measure ([\d,.]+) us", host["Evidence"]).group(1).replace(",", ""))
+    assert measure == pytest.approx(gaps / 3 + dab.mean(), abs=0.5)
+    assert measure > 0.9 * p.step_split.length_us
     assert f"the {dab.mean():,.1f} us per step before the FP start (Data Aug Bound)" in host["Evidence"]
+    # its time at stake is what no host gap saves on the critical path (the gap before FP is outside the graph)
+    assert host["Time at stake basis"] == "what-if"
+    assert host["Time at stake (us)"] == pytest.approx(saving(p, host_gap_us=0), abs=1e-3)
+    assert gaps / 3 < host["Time at stake (us)"] < measure
 
 
 def test_static_graph_is_not_host_bound(tmp_path):
@@ -188,6 +227,8 @@ def test_slow_getnext_makes_a_large_data_aug_bound(tmp_path):
     f = finding(found, DATA)
     assert f["Priority"] == "High" and "'GetNext'" in f["Evidence"] and "prefetch" in f["Suggestion"]
     assert AICPU not in rules(found)  # the dataset iterator is the data rule's, not the AI CPU rule's
+    # the wait before the FP start is outside the step's dependency graph: no what-if models it
+    assert f["Time at stake basis"] == "estimate" and "what-if" not in f["Evidence"]
 
 
 def test_a_graph_launchs_own_gap_in_a_short_step_is_no_data_aug_bound(tmp_path):
@@ -258,9 +299,17 @@ def test_chain_of_tiny_ops_is_a_fusion_candidate(tmp_path):
             y = g.op("Relu", y, name=f"tiny{i}") if i % 2 else g.op("Add", [y, y], name=f"tiny{i}")
         return y
 
-    f = finding(advise(profile_of(tmp_path, inference("tiny", build))), TINY)
+    p = profile_of(tmp_path, inference("tiny", build))
+    f = finding(advise(p), TINY)
     assert f["Priority"] == "High" and "Add x50" in f["Evidence"] and "Relu x50" in f["Evidence"]
     assert "100 kernels per step" in f["Finding"]
+    # at stake: every tiny kernel without the fixed cost (the shortest kernel's time), one at it removed
+    dur = p.op_summary.groupby("Op Name")["Task Duration(us)"].mean()
+    floor = p.op_summary["Task Duration(us)"].min()
+    speedup = {n: d / (d - floor) for n, d in dur.items() if d > floor}
+    removed = [n for n, d in dur.items() if d <= floor]
+    assert len(speedup) + len(removed) == 100  # an op is removed only if each of its calls is the shortest
+    assert f["Time at stake (us)"] == pytest.approx(saving(p, op_speedup=speedup, remove_ops=removed), abs=1e-3)
 
 
 def test_few_large_kernels_are_not_tiny(tmp_path):
@@ -288,8 +337,12 @@ def convs(trans: bool):
 
 
 def test_transdata_round_trips_are_found(tmp_path):
-    found = advise(profile_of(tmp_path, inference("trans", convs(True))))
+    p = profile_of(tmp_path, inference("trans", convs(True)))
+    found = advise(p)
     f = finding(found, TRANSDATA)
+    names = [f"{d}_{i}" for i in range(3) for d in ("to5hd", "tonchw")]
+    assert f["Time at stake (us)"] == pytest.approx(saving(p, remove_ops=names), abs=1e-3)
+    assert f["Time at stake (us)"] > 0
     assert "6 TransData per step" in f["Evidence"] and "NC1HWC0 -> NCHW" in f["Evidence"]
     assert "NC1HWC0" in f["Suggestion"]
     assert MEMORY not in rules(found)  # TransData time is counted once, by its own rule
@@ -396,7 +449,17 @@ def test_categorical_and_plain_shape_columns_give_the_same_dynamic_shape_advice(
 def test_same_advice_from_an_msprof_export_read_back(resnet_run, tmp_path):
     imported = geprof_nb.load(resnet_run.profile.export(tmp_path / "msprof", format="msprof"))
     assert not isinstance(imported.source, type(resnet_run.profile.source))  # read from the CSV files
-    pd.testing.assert_frame_equal(advise(imported), advise(resnet_run.profile))
+    again, own = advise(imported), advise(resnet_run.profile)
+    # the same findings; an imported run's graph takes every gap as the host's launch (eager), so its findings
+    # keep the rules' own measures, which the run's what-if findings quote
+    assert set(own["Time at stake basis"]) == {"what-if"} and set(again["Time at stake basis"]) == {"estimate"}
+    key = ["Rule", "Finding", "Suggestion"]
+    pd.testing.assert_frame_equal(again.sort_values("Rule")[key].reset_index(drop=True),
+                                  own.sort_values("Rule")[key].reset_index(drop=True))
+    for _, row in own.iterrows():
+        measure = re.search(r"the rule's own measure ([\d,.]+) us", row["Evidence"]).group(1)
+        assert finding(again, row["Rule"])["Time at stake (us)"] == pytest.approx(float(measure.replace(",", "")),
+                                                                                abs=0.05)
 
 
 # ----------------------------------------------------------- what the steps average over
@@ -519,6 +582,7 @@ def test_a_one_off_host_stall_is_its_own_finding_and_no_per_step_claim(tmp_path,
     assert stall["Finding"].startswith(f"A {extra / 1000:,.1f} ms stall before step 5: ")
     assert f"once ({extra / 8:,.1f} us per step over the run's 8 steps)" in stall["Finding"]
     assert stall["Time at stake (us)"] == pytest.approx(extra / 8, abs=1e-3) and stall["Priority"] == "High"
+    assert stall["Time at stake basis"] == "estimate"  # once, in a step the per-step figures leave out
     assert "Data Aug Bound (previous iteration end to FP start)" in stall["Evidence"]
     assert DATA not in rules(found) and HOST not in rules(found)
     virtual = advise(resnet_run.profile)  # the same model on the virtual clock, 3 steps
@@ -530,7 +594,9 @@ def test_a_one_off_host_stall_is_its_own_finding_and_no_per_step_claim(tmp_path,
     comm = finding(found, COMM)
     assert comm["Share of step (%)"] == pytest.approx(100 * comm["Time at stake (us)"] / split.length_us, abs=0.01)
     typical = sb.loc[list(split.steps), "Communication(Not Overlapped)"].mean()
-    assert comm["Time at stake (us)"] == pytest.approx(typical, abs=1e-3)
+    assert f"the rule's own measure {typical:,.1f} us" in comm["Evidence"]
+    collectives = p.op_summary.loc[p.op_summary["OP Type"].astype(str).str.startswith("Hcom"), "Op Name"]
+    assert comm["Time at stake (us)"] == pytest.approx(saving(p, remove_ops=list(collectives.unique())), abs=1e-3)
 
 
 def test_host_time_before_every_step_is_a_per_step_finding_not_a_stall(tmp_path):
@@ -657,12 +723,31 @@ ZOO = {
 @pytest.mark.slow
 @pytest.mark.parametrize("model", list(ZOO))
 def test_zoo_models_findings_never_claim_more_than_the_step(tmp_path, model):
-    found = advise(profile_of(tmp_path, ZOO[model](), ge_api="l1"))
+    p = profile_of(tmp_path, ZOO[model](), ge_api="l1")
+    found = advise(p)
     step = found.attrs["step_us"]
     assert step > 0, model  # a clean model may have no finding at all (mlp: its launch gaps are below 100 us)
     exclusive = found["Exclusive time at stake (us)"]
     assert exclusive.sum() <= step + 1e-3
-    assert (exclusive <= found["Time at stake (us)"] + 1e-9).all() and (exclusive <= step + 1e-3).all()
+    assert (found["Time at stake (us)"] <= step + 1e-3).all() and (exclusive <= step + 1e-3).all()
     if len(found):
         assert exclusive.iloc[0] == pytest.approx(min(found["Time at stake (us)"].iloc[0], step), abs=1e-3)
+    # each what-if finding's time at stake is its change's saving; their exclusive savings are the chain's
+    # increments, adding up to what all the changes save together (a change can save more once another is made:
+    # removing exposed communication puts the tiny kernels on the critical path)
+    what_if = found.attrs["what_if"]
+    together: dict = {}
+    for (_, row), kw in zip(found.iterrows(), what_if):
+        assert (kw is not None) == (row["Time at stake basis"] == "what-if"), row["Rule"]
+        if kw is None:
+            continue
+        assert row["Time at stake (us)"] == pytest.approx(saving(p, **kw), abs=2e-3), row["Rule"]
+        for pattern, factor in kw.get("op_speedup", {}).items():
+            together.setdefault("op_speedup", {})[pattern] = together.get("op_speedup", {}).get(pattern, 1.0) * factor
+        together.setdefault("remove_ops", []).extend(kw.get("remove_ops", []))
+        if "host_gap_us" in kw:
+            together["host_gap_us"] = 0.0
+    if together and exclusive.sum() < step - 1e-3:  # nothing clipped at the step
+        chained = exclusive[found["Time at stake basis"] == "what-if"].sum()
+        assert chained == pytest.approx(saving(p, **together), abs=2e-3 * len(found))
 

@@ -75,7 +75,10 @@ def test_task_trace_l0_keeps_which_rows_are_collectives(tmp_path):
     q = geprof_nb.load(export_parquet(p, tmp_path / "x"))
     assert np.array_equal(q.source.communication_rows(), comm)
     pd.testing.assert_frame_equal(q.communication_statistic, p.communication_statistic)
-    pd.testing.assert_frame_equal(q.advise(), p.advise())
+    # the same findings (read back, the run is imported: its findings keep the rules' estimates, not what-ifs)
+    key = ["Rule", "Finding", "Suggestion"]
+    pd.testing.assert_frame_equal(q.advise().sort_values("Rule")[key].reset_index(drop=True),
+                                  p.advise().sort_values("Rule")[key].reset_index(drop=True))
 
 
 def test_an_export_without_the_communication_column_reads_task_type(memory_run, tmp_path):
