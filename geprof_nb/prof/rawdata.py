@@ -418,10 +418,12 @@ SERVING_REQUEST_DTYPE = np.dtype(
      ("prompt_tokens", "<u4"), ("output_tokens", "<u4"), ("preemptions", "<u4")]
 )
 #: One engine step of a serving loop: its host span (ns), its phase mix (prefill tokens and sequences,
-#: decode sequences), the sequences preempted before it, the KV-cache blocks used and free after it.
+#: decode sequences), the sequences preempted before it, the KV-cache blocks used and free after it, the new
+#: tokens its graphs computed (the padding to their shape buckets included).
 SERVING_STEP_DTYPE = np.dtype(
     [("step", "<u4"), ("start", "<i8"), ("end", "<i8"), ("prefill_tokens", "<u4"), ("prefill_seqs", "<u4"),
-     ("decode_seqs", "<u4"), ("preempted", "<u4"), ("kv_blocks_used", "<u4"), ("kv_blocks_free", "<u4")]
+     ("decode_seqs", "<u4"), ("preempted", "<u4"), ("kv_blocks_used", "<u4"), ("kv_blocks_free", "<u4"),
+     ("computed_tokens", "<u4")]
 )
 
 
