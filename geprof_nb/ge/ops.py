@@ -131,6 +131,8 @@ def op_cost(node: Node, read_before: set[Node] | None = None) -> OpCost:
     ins = [t.desc for t in node.inputs]
     op = node.op_def
     cost = op.cost(ins, node.outputs, node.attrs)
+    if op.engine == "GE_LOCAL":  # no device task reads anything
+        return cost
     stored = 0
     for tensor, read in zip(node.inputs, op.input_reads(ins, node.outputs, node.attrs)):
         source = stored_source(tensor)
