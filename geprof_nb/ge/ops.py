@@ -23,7 +23,7 @@ from ..cost_model import OpCost
 from .tensor import GraphBuildError, TensorDesc, canonical_dtype, canonical_format
 
 if TYPE_CHECKING:
-    from .graph import Node
+    from .graph import Node, Tensor
 
 ENGINES = ("AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "HCCL", "GE_LOCAL")
 
@@ -144,7 +144,7 @@ def op_cost(node: Node, read_before: set[Node] | None = None) -> OpCost:
     return replace(cost, stored_bytes_in=stored) if stored else cost
 
 
-def stored_source(tensor) -> Node | None:
+def stored_source(tensor: Tensor) -> Node | None:
     """The Variable or Const whose stored memory ``tensor`` is (through views and in-place writes), else None."""
     node, index = tensor.node, tensor.index
     while node.type not in STORED_TYPES:
