@@ -28,8 +28,10 @@ every block of a task alike), grouped as:
   cycle of 128 fp16 / 64 fp32 / 64 int32 / 32 "misc" lanes;
 * bytes moved per path (Memory, MemoryL0, MemoryUB, MemoryAccess);
 * L2 requests split into hits and misses (L2Cache) by a hit rate that falls
-  with the op's working set against the L2 size — the same rate that sets the
-  memory bandwidth the mte2/mte3 pipes get;
+  with the op's working set against the L2 size, and from which the bytes it
+  reads of a stored tensor (a weight, the KV cache) for the first time in a step
+  are left out (compulsory misses) — the same rate that sets the memory
+  bandwidth the mte2/mte3 pipes get;
 * vector bank / bank-group / resource conflict cycles (ResourceConflictRatio),
   a share of the vector pipe's stall cycles.
 
@@ -254,6 +256,9 @@ class OpCost:
     tiles: int = 1  # independent work units: the most cores the op can use
     comm_bytes: int = 0  # bytes of the buffer a collective moves, per rank (see the HCCL ops)
     inner_dim: int = 0  # K of a matrix product (decides MIX_AIC on A2)
+    #: of ``bytes_in``, those read from tensors stored in HBM (Variables, Consts, the KV cache) for the first time
+    #: in a step: the L2 cannot hold them yet, so they are compulsory misses
+    stored_bytes_in: int = 0
 
     @property
     def bytes(self) -> int:
@@ -321,12 +326,19 @@ class KernelCostModel:
     def __init__(self, device: DevicePreset) -> None:
         self.device = device
 
-    def l2_hit_rate(self, op_type: str, working_set: int) -> float:
+    def l2_hit_rate(self, op_type: str, working_set: int, stored_bytes: int = 0) -> float:
         """Share of an op's GM requests the L2 serves: high while its working set fits in half the L2,
-        falling as 1/size beyond; a small op-specific spread (access pattern)."""
+        falling as 1/size beyond; a small op-specific spread (access pattern).  The ``stored_bytes`` of the
+        working set read from stored tensors for the first time in a step are never hits (compulsory
+        misses: a decode step's weights move at the HBM's rate, not faster); the rest of the traffic, the
+        op's reuse of its own working set, hits at that rate."""
+        if not 0 <= stored_bytes <= max(working_set, 0):
+            raise ValueError(f"{op_type}: stored_bytes={stored_bytes} must be from 0 to the working set "
+                             f"({working_set} bytes); accepted: the bytes read from stored tensors, a part of it")
         half = self.device.l2_bytes / 2
         base = L2_MAX_HIT_RATE if working_set <= half else max(L2_MIN_HIT_RATE, L2_MAX_HIT_RATE * half / working_set)
-        return base * (0.92 + 0.08 * _unit(op_type, "l2"))
+        reused = 1 - stored_bytes / working_set if working_set else 1.0
+        return base * (0.92 + 0.08 * _unit(op_type, "l2")) * reused
 
     def memory_bandwidth(self, hit_rate: float) -> float:
         """GM bandwidth (bytes/s) of the whole chip for an op whose L2 hit rate is ``hit_rate``: hits
@@ -394,7 +406,7 @@ class KernelCostModel:
         block_dim = max(1, min(cost.tiles, dev.ai_core_num))
         int8 = dtype == "int8"
         per_cycle = dev.cube_flops_per_cycle * {"int8": 2.0, "float32": 0.25}.get(dtype, 1.0)
-        hit = self.l2_hit_rate(op_type, cost.bytes)
+        hit = self.l2_hit_rate(op_type, cost.bytes, cost.stored_bytes_in)
         bpc = self._bytes_per_cycle(hit, block_dim)
         # whole instructions per block (rounded, so the blocks' sum is the op's FLOPs within rounding);
         # fp16/bf16/int8 issue one per cycle, fp32 a quarter
@@ -455,7 +467,7 @@ class KernelCostModel:
         dev = self.device
         cores = dev.vector_core_num or dev.ai_core_num
         block_dim = max(1, min(cost.tiles, cores))
-        hit = self.l2_hit_rate(op_type, cost.bytes)
+        hit = self.l2_hit_rate(op_type, cost.bytes, cost.stored_bytes_in)
         bpc = self._bytes_per_cycle(hit, block_dim)
         ops = cost.vector_ops / block_dim
         cls = _vector_class(dtype)

@@ -152,11 +152,12 @@ class CompiledModel:
         self.kernels: dict[int, KernelTiming] = {}
         self.costs: dict[int, OpCost] = {}  # what each kernel does, by node id
         descs = OpDescs() if describe else None
+        read_before: set = set()  # the stored tensors the step's ops have read so far, in launch order
         for node in graph.nodes:
             engine = node.engine
             if engine != "GE_LOCAL":
                 dtype = node.inputs[0].dtype if node.inputs else node.outputs[0].dtype
-                self.costs[node.id] = cost = op_cost(node)
+                self.costs[node.id] = cost = op_cost(node, read_before)
                 self.kernels[node.id] = kernel = cost_model.kernel(node.type, engine, cost, dtype, node.attrs)
                 if descs is not None:
                     descs.add(node, kernel, engine)

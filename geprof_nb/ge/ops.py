@@ -16,14 +16,14 @@ ResNet-50 counts multiply-accumulates, i.e. 8.2 GFLOPs here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..cost_model import OpCost
 from .tensor import GraphBuildError, TensorDesc, canonical_dtype, canonical_format
 
 if TYPE_CHECKING:
-    from .graph import Node
+    from .graph import Node, Tensor
 
 ENGINES = ("AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "HCCL", "GE_LOCAL")
 
@@ -60,6 +60,9 @@ class InferContext:
 
 InferFn = Callable[[InferContext], list[TensorDesc]]
 CostFn = Callable[[list[TensorDesc], list[TensorDesc], dict[str, Any]], OpCost]
+ReadsFn = Callable[[list[TensorDesc], list[TensorDesc], dict[str, Any]], list[int]]
+#: Ops whose outputs are tensors stored in HBM across steps (weights, the KV cache).
+STORED_TYPES = ("Variable", "Const")
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,15 @@ class OpDef:
     max_inputs: int = -1
     #: Attributes holding a concrete shape, where -1 is an unknown (dynamic) dim.
     shape_attrs: tuple[str, ...] = ()
+    #: The bytes the op reads of each input, where it does not read every byte of every input (a gather's rows,
+    #: the cache blocks attention reads); None: all of them.  ``cost`` counts the same bytes in ``bytes_in``.
+    reads: ReadsFn | None = None
+    #: Output i is input ``aliases[i]`` (a view, or written in place), so it is stored if that input is.
+    aliases: tuple[int, ...] = ()
+
+    def input_reads(self, ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> list[int]:
+        """The bytes one execution reads of each input."""
+        return self.reads(ins, outs, attrs) if self.reads is not None else [d.nbytes for d in ins]
 
     def _bounds(self) -> tuple[int, int | None]:
         if self.min_inputs >= 0:
@@ -96,9 +108,11 @@ _CATALOGUE: dict[str, OpDef] = {}
 
 
 def _register(op_type: str, engine: str, inputs: Sequence[str], infer: InferFn, cost: CostFn,
-              min_inputs: int = -1, max_inputs: int = -1, shape_attrs: tuple[str, ...] = ()) -> None:
+              min_inputs: int = -1, max_inputs: int = -1, shape_attrs: tuple[str, ...] = (),
+              reads: ReadsFn | None = None, aliases: tuple[int, ...] = ()) -> None:
     assert engine in ENGINES, engine
-    _CATALOGUE[op_type] = OpDef(op_type, engine, tuple(inputs), infer, cost, min_inputs, max_inputs, shape_attrs)
+    _CATALOGUE[op_type] = OpDef(op_type, engine, tuple(inputs), infer, cost, min_inputs, max_inputs, shape_attrs,
+                                reads, aliases)
 
 
 def get_op(op_type: str) -> OpDef:
@@ -109,9 +123,37 @@ def known_op_types() -> list[str]:
     return sorted(_CATALOGUE)
 
 
-def op_cost(node: Node) -> OpCost:
-    """The cost of one execution of ``node``."""
-    return node.op_def.cost([t.desc for t in node.inputs], node.outputs, node.attrs)
+def op_cost(node: Node, read_before: set[Node] | None = None) -> OpCost:
+    """The cost of one execution of ``node``, with the bytes it reads of stored tensors (:func:`stored_source`)
+    in ``stored_bytes_in``.  ``read_before``: the stored tensors earlier ops of the step read, which the L2 may
+    hold again (their bytes are not counted); the ones ``node`` reads are added to it.  None: every read is
+    counted, as the first of the step."""
+    ins = [t.desc for t in node.inputs]
+    op = node.op_def
+    cost = op.cost(ins, node.outputs, node.attrs)
+    if op.engine == "GE_LOCAL":  # no device task reads anything
+        return cost
+    stored = 0
+    for tensor, read in zip(node.inputs, op.input_reads(ins, node.outputs, node.attrs)):
+        source = stored_source(tensor)
+        if source is None or not read or (read_before is not None and source in read_before):
+            continue
+        stored += read
+        if read_before is not None:
+            read_before.add(source)
+    return replace(cost, stored_bytes_in=stored) if stored else cost
+
+
+def stored_source(tensor: Tensor) -> Node | None:
+    """The Variable or Const whose stored memory ``tensor`` is (through views and in-place writes), else None."""
+    node, index = tensor.node, tensor.index
+    while node.type not in STORED_TYPES:
+        aliases = node.op_def.aliases
+        if index >= len(aliases):
+            return None
+        source = node.inputs[aliases[index]]
+        node, index = source.node, source.index
+    return node
 
 
 # ---------------------------------------------------------------- shape helpers
@@ -289,7 +331,7 @@ def _reshape(ctx: InferContext) -> list[TensorDesc]:
     return [x.with_(shape=tuple(shape), format="ND", origin_shape=None)]
 
 
-_register("Reshape", "GE_LOCAL", ("x",), _reshape, _no_cost)
+_register("Reshape", "GE_LOCAL", ("x",), _reshape, _no_cost, aliases=(0,))
 
 
 def _alias(ctx: InferContext) -> list[TensorDesc]:
@@ -299,8 +341,8 @@ def _alias(ctx: InferContext) -> list[TensorDesc]:
 # Identity (GE folds it away: no task) marks where a framework's autograd function sits, e.g. Megatron's
 # "copy to the tensor-parallel region" (forward identity, backward AllReduce: its ``tp_region`` attribute);
 # StopGradient passes a tensor on and no gradient back.
-_register("Identity", "GE_LOCAL", ("x",), _alias, _no_cost)
-_register("StopGradient", "GE_LOCAL", ("x",), _alias, _no_cost)
+_register("Identity", "GE_LOCAL", ("x",), _alias, _no_cost, aliases=(0,))
+_register("StopGradient", "GE_LOCAL", ("x",), _alias, _no_cost, aliases=(0,))
 
 
 # --------------------------------------------------------------------- AI_CPU ops
@@ -819,7 +861,19 @@ def _unsorted_segment_sum(ctx: InferContext) -> list[TensorDesc]:
     return [TensorDesc((num,) + x.shape[ids.rank:], x.dtype, "ND")]
 
 
-_register("GatherV2", "AI_VECTOR_CORE", ("x", "indices"), _gather_v2, elementwise(1))
+def _gather_v2_reads(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> list[int]:
+    """A gather reads the rows its indices name (the output's bytes), not the whole table, and the indices."""
+    return [outs[0].nbytes, ins[1].nbytes]
+
+
+def _gather_v2_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
+    """One vector operation per element gathered."""
+    n = max(1, outs[0].numel)
+    return OpCost(vector_ops=n, bytes_in=sum(_gather_v2_reads(ins, outs, attrs)), bytes_out=outs[0].nbytes,
+                  tiles=-(-n // 16384))
+
+
+_register("GatherV2", "AI_VECTOR_CORE", ("x", "indices"), _gather_v2, _gather_v2_cost, reads=_gather_v2_reads)
 _register("UnsortedSegmentSum", "AI_VECTOR_CORE", ("x", "segment_ids"), _unsorted_segment_sum, elementwise(2))
 
 
@@ -1041,14 +1095,26 @@ def _fused_infer_attention_score(ctx: InferContext) -> list[TensorDesc]:
     return [ctx.ins[0].with_(format="ND"), TensorDesc((b, heads, s, 1), "float32", "ND")]
 
 
+def _paged_blocks(ins: list[TensorDesc], attrs: dict[str, Any]) -> TensorDesc:
+    """The key (or value) cache blocks the block table names: what attention reads of the cache."""
+    q, k, table = ins[0], ins[1], ins[-1]
+    return TensorDesc((q.shape[0] * table.shape[1] * int(attrs["block_size"]), k.shape[2]), k.dtype, "ND")
+
+
+def _paged_attention_reads(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> list[int]:
+    """The query, the key and value blocks read (not the whole cache), the table."""
+    blocks = _paged_blocks(ins, attrs).nbytes
+    return [ins[0].nbytes, blocks, blocks, ins[-1].nbytes]
+
+
 def _paged_attention_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
     """Q K^T and P V over the key tokens the block table names, the query's last ``S`` positions causal
-    (a prompt chunk after its cached prefix); the bytes are the blocks read, not the whole cache."""
-    q, k, table = ins[0], ins[1], ins[-1]
+    (a prompt chunk after its cached prefix); the bytes are the blocks read (:func:`_paged_attention_reads`)."""
+    q, table = ins[0], ins[-1]
     b, s, heads, d = q.shape
     kv_tokens = table.shape[1] * int(attrs["block_size"])
     scores = b * heads * (s * kv_tokens - s * (s - 1) // 2)
-    read = TensorDesc((b * kv_tokens, k.shape[2]), k.dtype, "ND")
+    read = _paged_blocks(ins, attrs)
     base = _cube_cost(2 * 2 * scores * d, [q, read, read, table], outs)
     return OpCost(flops=base.flops, vector_ops=6 * scores, bytes_in=base.bytes_in, bytes_out=base.bytes_out,
                   tiles=base.tiles)
@@ -1071,22 +1137,28 @@ def _scatter_pa_kv_cache(ctx: InferContext) -> list[TensorDesc]:
     return [key_cache, value_cache]
 
 
+def _scatter_pa_kv_cache_reads(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> list[int]:
+    """The new keys, values and slots; the caches are written, not read."""
+    key, _, slots, value, _ = ins
+    return [key.nbytes, 0, slots.nbytes, value.nbytes, 0]
+
+
 def _scatter_pa_kv_cache_cost(ins: list[TensorDesc], outs: list[TensorDesc], attrs: dict[str, Any]) -> OpCost:
     """Reads the new keys, values and slots, writes the keys and values into their slots (in place)."""
-    key, _, slots, value, _ = ins
+    key, _, _, value, _ = ins
     n = key.numel + value.numel
-    return OpCost(vector_ops=n, bytes_in=key.nbytes + value.nbytes + slots.nbytes, bytes_out=key.nbytes + value.nbytes,
-                  tiles=max(1, -(-n // 16384)))
+    return OpCost(vector_ops=n, bytes_in=sum(_scatter_pa_kv_cache_reads(ins, outs, attrs)),
+                  bytes_out=key.nbytes + value.nbytes, tiles=max(1, -(-n // 16384)))
 
 
 _register("PromptFlashAttention", "AI_CORE", ("query", "key", "value", "atten_mask"), _prompt_flash_attention,
           _flash_attention_cost(2, 6, "num_heads"), 3, 4)
 _register("IncreFlashAttention", "AI_CORE", ("query", "key", "value", "block_table"), _incre_flash_attention,
-          _paged_attention_cost)
+          _paged_attention_cost, reads=_paged_attention_reads)
 _register("FusedInferAttentionScore", "AI_CORE", ("query", "key", "value", "block_table"),
-          _fused_infer_attention_score, _paged_attention_cost)
+          _fused_infer_attention_score, _paged_attention_cost, reads=_paged_attention_reads)
 _register("ScatterPaKvCache", "AI_VECTOR_CORE", ("key", "key_cache", "slot_mapping", "value", "value_cache"),
-          _scatter_pa_kv_cache, _scatter_pa_kv_cache_cost)
+          _scatter_pa_kv_cache, _scatter_pa_kv_cache_cost, reads=_scatter_pa_kv_cache_reads, aliases=(1, 4))
 
 
 def _norm_params(ctx: InferContext, x: TensorDesc, gamma: TensorDesc) -> int:

@@ -166,9 +166,9 @@ class _Engine:
         self.session = Session()
         self.graphs: dict[InferenceShape, int] = {}
 
-    def run(self, phase: str, batch: int, q_len: int, kv_len: int) -> None:
+    def run(self, phase: str, batch: int, q_len: int, kv_len: int) -> int:
         """One ``run_graph`` of the bucket holding ``batch`` sequences of ``q_len`` new tokens and at most
-        ``kv_len`` tokens attended to."""
+        ``kv_len`` tokens attended to; the new tokens its graph computes, the padding to the bucket included."""
         context = self.cfg.context
         q = 1 if phase == "decode" else min(_bucket(q_len, QUERY_BUCKET), context)
         # a prompt from its start attends to its own tokens only; a chunk or a decode to its cached prefix too
@@ -181,6 +181,7 @@ class _Engine:
                 raise ServingError(f"serve: {st.GEGetErrorMsg()}")
         if self.session.run_graph(graph_id) != st.SUCCESS:
             raise ServingError(f"serve: {st.GEGetErrorMsg()}")
+        return shape.batch * shape.q_len
 
 
 def _default_blocks(cfg: LlmConfig, p: Parallel, block_size: int) -> int:
@@ -342,26 +343,32 @@ class _Loop:
         if not prefills and not decodes:
             raise ServingError("serve: no sequence can run (the KV cache cannot hold the next request)")
         clock.spend(STEP_HOST_NS + SEQ_HOST_NS * (len(prefills) + len(decodes)))
-        self._run(prefills, decodes)
+        computed = self._run(prefills, decodes)
         end = clock.now_ns()
         self._finish_step(prefills, decodes, end)
         rec = np.zeros(1, rawdata.SERVING_STEP_DTYPE)
         rec[0] = (self.steps, start, end, sum(n for _, n in prefills), len(prefills), len(decodes),
-                  self.preemptions - preempted, self.engine.kv_blocks - self.free, self.free)
+                  self.preemptions - preempted, self.engine.kv_blocks - self.free, self.free, computed)
         msprof.lib.report_block("serving_step", rec)
         self.steps += 1
         return True
 
-    def _run(self, prefills: list[tuple[_Sequence, int]], decodes: list[_Sequence]) -> None:
+    def _run(self, prefills: list[tuple[_Sequence, int]], decodes: list[_Sequence]) -> int:
+        """Run the step's graphs; the new tokens they compute.  New prompts are padded to the longest (the
+        prefill graph has one length for all its sequences, attention causal over each row), not packed as
+        vLLM and MindIE pack them: the padding costs what real tokens cost, and is counted."""
+        computed = 0
         if prefills:
             fresh = [(s, n) for s, n in prefills if s.computed == 0]
             chunks = [(s, n) for s, n in prefills if s.computed > 0]
             if fresh:
-                self.engine.run("prefill", len(fresh), max(n for _, n in fresh), max(n for _, n in fresh))
+                longest = max(n for _, n in fresh)
+                computed += self.engine.run("prefill", len(fresh), longest, longest)
             for s, n in chunks:  # a chunk after its cached prefix: one sequence's graph each
-                self.engine.run("prefill", 1, n, s.computed + n)
+                computed += self.engine.run("prefill", 1, n, s.computed + n)
         if decodes:
-            self.engine.run("decode", len(decodes), 1, max(s.computed + 1 for s in decodes))
+            computed += self.engine.run("decode", len(decodes), 1, max(s.computed + 1 for s in decodes))
+        return computed
 
     def _finish_step(self, prefills: list[tuple[_Sequence, int]], decodes: list[_Sequence], end: int) -> None:
         for s, n in prefills:

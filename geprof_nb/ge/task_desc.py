@@ -87,11 +87,11 @@ class OpDescs:
                               [_HOST_TO_DEVICE] * len(copy_bytes), list(map(_op_cost, self.kernels)))
 
 
-def _op_cost(kernel) -> tuple[int, int, int, int, float, int, int, int] | None:
+def _op_cost(kernel) -> tuple[int, int, int, int, int, float, int, int, int] | None:
     """A kernel's rawdata.OP_COST_DTYPE fields (but its connection id), None if the cost model did not cost it
     as an AI Core or AI Vector Core kernel."""
     cost = kernel.cost
     if cost is None:
         return None
-    return (cost.flops, cost.vector_ops, cost.bytes_in, cost.bytes_out, kernel.l2_hit_rate, _DTYPE_CODES[kernel.dtype],
-            rawdata.COST_ENGINES.index(kernel.engine), cost.tiles)
+    return (cost.flops, cost.vector_ops, cost.bytes_in, cost.bytes_out, cost.stored_bytes_in, kernel.l2_hit_rate,
+            _DTYPE_CODES[kernel.dtype], rawdata.COST_ENGINES.index(kernel.engine), cost.tiles)

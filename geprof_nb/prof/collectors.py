@@ -77,7 +77,7 @@ class LoadedTaskInfo:
     copy_directions: list[int]  # rawdata.MemcpyDirection
     #: per op: (cube FLOPs, vector ops, GM bytes read, written, L2 hit rate, rawdata.DataType, engine code, tiles)
     #: of an AI Core or AI Vector Core kernel (rawdata.OP_COST_DTYPE), None for other kernels
-    op_costs: list[tuple[int, int, int, int, float, int, int, int] | None]
+    op_costs: list[tuple[int, int, int, int, int, float, int, int, int] | None]
 
 
 def encode_tensor_info(connection_ids: list[int], op_name_ids: list[int],

@@ -325,13 +325,16 @@ PMU_CORE_AIV = 1
 #: What one execution of an AI Core / AI Vector Core op task does, as the simulator's cost model counts it
 #: (reported once per loaded task with its static description; real msprof has no such record, its PMU
 #: counters say part of it): cube FLOPs (2 per MAC), vector element operations, the bytes it reads from and
-#: writes to global memory, the share of those the L2 cache served, the data type it computes in
-#: (:class:`DataType`), the engine that costed it (an index into :data:`COST_ENGINES`) and its independent work
-#: units (tiles: the most cores it can use).  The roofline (analysis/tables/roofline.py) is built on it; the
-#: engine and tiles let ``Profile.what_if(device=...)`` re-cost the op on another device (geprof_nb/cost_model.py).
+#: writes to global memory, how many of the bytes read come from tensors stored in HBM (weights, the KV cache)
+#: for the first time in the step (compulsory L2 misses), the share of its traffic the L2 cache served, the
+#: data type it computes in (:class:`DataType`), the engine that costed it (an index into :data:`COST_ENGINES`)
+#: and its independent work units (tiles: the most cores it can use).  The roofline
+#: (analysis/tables/roofline.py) is built on it; the engine, tiles and stored bytes let
+#: ``Profile.what_if(device=...)`` re-cost the op on another device (geprof_nb/cost_model.py).
 OP_COST_DTYPE = np.dtype(
     [("connection_id", "<u4"), ("cube_flops", "<u8"), ("vector_ops", "<u8"), ("gm_read_bytes", "<u8"),
-     ("gm_write_bytes", "<u8"), ("l2_hit_rate", "<f8"), ("data_type", "<u4"), ("engine", "u1"), ("tiles", "<u4")]
+     ("gm_write_bytes", "<u8"), ("stored_read_bytes", "<u8"), ("l2_hit_rate", "<f8"), ("data_type", "<u4"),
+     ("engine", "u1"), ("tiles", "<u4")]
 )
 #: The engines of an op_cost record's ``engine`` field: the cube (AI Core) and the vector unit.
 COST_ENGINES = ("AI_CORE", "AI_VECTOR_CORE")
@@ -415,10 +418,12 @@ SERVING_REQUEST_DTYPE = np.dtype(
      ("prompt_tokens", "<u4"), ("output_tokens", "<u4"), ("preemptions", "<u4")]
 )
 #: One engine step of a serving loop: its host span (ns), its phase mix (prefill tokens and sequences,
-#: decode sequences), the sequences preempted before it, the KV-cache blocks used and free after it.
+#: decode sequences), the sequences preempted before it, the KV-cache blocks used and free after it, the new
+#: tokens its graphs computed (the padding to their shape buckets included).
 SERVING_STEP_DTYPE = np.dtype(
     [("step", "<u4"), ("start", "<i8"), ("end", "<i8"), ("prefill_tokens", "<u4"), ("prefill_seqs", "<u4"),
-     ("decode_seqs", "<u4"), ("preempted", "<u4"), ("kv_blocks_used", "<u4"), ("kv_blocks_free", "<u4")]
+     ("decode_seqs", "<u4"), ("preempted", "<u4"), ("kv_blocks_used", "<u4"), ("kv_blocks_free", "<u4"),
+     ("computed_tokens", "<u4")]
 )
 
 

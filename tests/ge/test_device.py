@@ -94,8 +94,21 @@ def test_aicpu_and_local_engines():
 
 def _memory_bound(cm: CostModel, op_type: str, cost: OpCost) -> float:
     """The bandwidth (bytes/s) an op's GM traffic can get: HBM, boosted by the share its L2 hits."""
-    hit = cm.l2_hit_rate(op_type, cost.bytes)
+    hit = cm.l2_hit_rate(op_type, cost.bytes, cost.stored_bytes_in)
     return cm.device.hbm_bandwidth / (1 - hit * (1 - 1 / L2_SPEEDUP))
+
+
+def test_bytes_read_of_stored_tensors_are_compulsory_l2_misses():
+    """Of a 10 MB working set (within half the 910B's 192 MB L2) the bytes read of stored tensors never hit; the
+    rest hits at the rate the working set alone gets; a working set of stored bytes only is served by the HBM."""
+    cm = CostModel(PRESETS["Ascend910B"])
+    alone = cm.l2_hit_rate("MatMulV2", 10 << 20)
+    assert 0.9 * 0.92 <= alone <= 0.9
+    assert cm.l2_hit_rate("MatMulV2", 10 << 20, 4 << 20) == pytest.approx(alone * 0.6)
+    assert cm.l2_hit_rate("MatMulV2", 10 << 20, 10 << 20) == 0
+    assert cm.memory_bandwidth(cm.l2_hit_rate("MatMulV2", 10 << 20, 10 << 20)) == cm.device.hbm_bandwidth
+    with pytest.raises(ValueError, match="stored_bytes=11 must be from 0 to the working set"):
+        cm.l2_hit_rate("MatMulV2", 10, 11)
 
 
 @pytest.mark.parametrize("device", sorted(PRESETS))

@@ -16,8 +16,8 @@ from .intervals import covered_time
 SERVING_REQUESTS = ["request_id", "arrival_us", "first_token_us", "finish_us", "ttft_ms", "tpot_ms", "e2e_ms",
                     "prompt_tokens", "output_tokens", "preemptions"]
 SERVING_STEPS = ["step", "start_us", "end_us", "step_ms", "phase", "prefill_tokens", "prefill_seqs", "decode_seqs",
-                 "batch_size", "preempted", "kv_blocks_used", "kv_blocks_free", "compute_ms", "communication_ms",
-                 "host_ms"]
+                 "batch_size", "computed_tokens", "preempted", "kv_blocks_used", "kv_blocks_free", "compute_ms",
+                 "communication_ms", "host_ms"]
 PERCENTILES = (50, 90, 99)
 
 
@@ -38,9 +38,11 @@ def serving_requests(rec: np.ndarray) -> pd.DataFrame:
 
 def serving_steps(rec: np.ndarray, task_start_ns: np.ndarray, task_end_ns: np.ndarray,
                   communication: np.ndarray) -> pd.DataFrame:
-    """One row per engine step (``serving_step`` records): its phase mix and KV-cache blocks, and its host span
-    split into device compute (any non-collective task running), exposed communication (collectives with no
-    compute beside them) and host (no device task: scheduling, launches, the host's wait)."""
+    """One row per engine step (``serving_step`` records): its phase mix, the new tokens its graphs compute
+    (``computed_tokens``: its prompt tokens and decodes, plus the padding to the graphs' shape buckets), its
+    KV-cache blocks, and its host span split into device compute (any non-collective task running), exposed
+    communication (collectives with no compute beside them) and host (no device task: scheduling, launches,
+    the host's wait)."""
     if len(rec) == 0:
         return pd.DataFrame(columns=SERVING_STEPS)
     rec = rec[np.argsort(rec["step"], kind="stable")]
@@ -55,6 +57,7 @@ def serving_steps(rec: np.ndarray, task_start_ns: np.ndarray, task_end_ns: np.nd
         "step": rec["step"].astype(np.int64), "start_us": lo / 1000.0, "end_us": hi / 1000.0,
         "step_ms": (hi - lo) / 1e6, "phase": phase, "prefill_tokens": rec["prefill_tokens"].astype(np.int64),
         "prefill_seqs": prefill, "decode_seqs": decode, "batch_size": prefill + decode,
+        "computed_tokens": rec["computed_tokens"].astype(np.int64),
         "preempted": rec["preempted"].astype(np.int64), "kv_blocks_used": rec["kv_blocks_used"].astype(np.int64),
         "kv_blocks_free": rec["kv_blocks_free"].astype(np.int64), "compute_ms": compute / 1e6,
         "communication_ms": (busy - compute) / 1e6, "host_ms": (hi - lo - busy) / 1e6}, columns=SERVING_STEPS)

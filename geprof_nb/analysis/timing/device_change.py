@@ -1,6 +1,7 @@
 """Kernel task durations on another device, for ``Profile.what_if(device=...)``: each kernel re-costed by the
 device cost model (:mod:`geprof_nb.cost_model`, the one the simulator times kernels with) from the cost terms the
-run recorded for it (``op_cost``: FLOPs, vector ops, bytes in and out, data type, engine, tiles).
+run recorded for it (``op_cost``: FLOPs, vector ops, bytes in and out, the bytes read from stored tensors, data
+type, engine, tiles).
 
 A kernel task's recorded time is a fixed launch head and tail (the device's ``task_overhead_ns``) plus the time
 its blocks ran, which varied run to run; on the new device it takes the new head and tail plus its recorded block
@@ -65,14 +66,14 @@ def device_durations(spec: str, recorded: Mapping, tasks: Tasks,
                          f"(engine {int(terms['engine'][i])}, data_type {int(terms['data_type'][i])}); accepted: "
                          f"engine 0..{len(rawdata.COST_ENGINES) - 1}, a data type of {', '.join(rawdata.DTYPES)}")
     frame = pd.DataFrame({"op_type": tasks.op_type[costed].astype(str), **{
-        k: terms[k] for k in ("engine", "cube_flops", "vector_ops", "gm_read_bytes", "gm_write_bytes", "tiles",
-                              "data_type")}})
+        k: terms[k] for k in ("engine", "cube_flops", "vector_ops", "gm_read_bytes", "gm_write_bytes",
+                              "stored_read_bytes", "tiles", "data_type")}})
     kinds, distinct = pd.factorize(pd.MultiIndex.from_frame(frame))
     scale = np.empty((len(distinct), 3))  # per distinct op: recorded head/tail, new head/tail, block time ratio
     models = KernelCostModel(old), KernelCostModel(new)
-    for k, (op_type, engine, flops, vector_ops, read, write, tiles, dtype) in enumerate(distinct):
+    for k, (op_type, engine, flops, vector_ops, read, write, stored, tiles, dtype) in enumerate(distinct):
         cost = OpCost(flops=int(flops), vector_ops=int(vector_ops), bytes_in=int(read), bytes_out=int(write),
-                      tiles=int(tiles))
+                      tiles=int(tiles), stored_bytes_in=int(stored))
         was, now = (m.kernel(op_type, rawdata.COST_ENGINES[engine], cost, _DTYPE_NAMES[int(dtype)], {})
                     for m in models)
         head_was = old.task_overhead_ns if was.block_cycles else 0

@@ -586,7 +586,9 @@ def test_a_one_off_host_stall_is_its_own_finding_and_no_per_step_claim(tmp_path,
     assert "Data Aug Bound (previous iteration end to FP start)" in stall["Evidence"]
     assert DATA not in rules(found) and HOST not in rules(found)
     virtual = advise(resnet_run.profile)  # the same model on the virtual clock, 3 steps
-    assert rules(found) - {STALL} == rules(virtual) == {COMM, TINY}
+    # MEMORY: the optimizer (ApplyMomentum) and the weights' Casts read their stored tensors from HBM, no L2
+    # speed-up for a step's first read: about 5 % of this small model's step
+    assert rules(found) - {STALL} == rules(virtual) == {COMM, TINY, MEMORY}
     assert "per step: mean of 7 steps, outlier step 5 left out" in finding(found, COMM)["Evidence"]
     # the shares are of the step figure, the typical steps' mean period
     split = p.step_split

@@ -123,13 +123,15 @@ class Rows:
         dev = run.profile.device
         self.freq = float(dev["aic_frequency"])
         self.cores = {"aic": int(dev["ai_core_num"]), "aiv": int(dev["aiv_num"] or dev["ai_core_num"])}
-        nodes = {n.name: n for n in run.graph.nodes}
-        costs = {name: op_cost(nodes[name]) for name in self.ops["Op Name"].astype(str).unique() if name in nodes}
+        read_before: set = set()  # the stored tensors read so far: the ops costed in launch order, as compiled
+        launched = {n.name: op_cost(n, read_before) for n in run.graph.nodes if n.engine != "GE_LOCAL"}
+        costs = {name: launched[name] for name in self.ops["Op Name"].astype(str).unique() if name in launched}
         names = self.ops["Op Name"].astype(str)
         self.flops = names.map(lambda n: costs[n].flops if n in costs else np.nan).to_numpy(float)
         self.vector_ops = names.map(lambda n: costs[n].vector_ops if n in costs else np.nan).to_numpy(float)
         self.bytes_in = names.map(lambda n: costs[n].bytes_in if n in costs else np.nan).to_numpy(float)
         self.bytes_out = names.map(lambda n: costs[n].bytes_out if n in costs else np.nan).to_numpy(float)
+        self.stored = names.map(lambda n: costs[n].stored_bytes_in if n in costs else np.nan).to_numpy(float)
         self.bd = self.ops["Block Num"].to_numpy(float, na_value=np.nan)
         task = self.ops["Task Type"].astype(str)
         self.cube = (task == "AI_CORE").to_numpy() & (self.flops > 0)
@@ -359,13 +361,13 @@ def test_l2_hits_plus_misses_are_the_requests(runs, device):
             # the hit share is the cost model's rate for the op's working set (+-1 request per channel)
             model = CostModel(PRESETS[device])
             types = l2.ops["OP Type"].astype(str).to_numpy()[rows_]
-            want = np.array([model.l2_hit_rate(t, b) for t, b in
-                             zip(types, l2.bytes_in[rows_] + l2.bytes_out[rows_])])
+            want = np.array([model.l2_hit_rate(t, b, int(s)) for t, b, s in
+                             zip(types, l2.bytes_in[rows_] + l2.bytes_out[rows_], l2.stored[rows_])])
             share = hit_r / (hit_r + miss_r)
             big = hit_r + miss_r >= 100 * bd
             assert big.any()
             assert (np.abs(share - want)[big] <= 2 * bd[big] / (hit_r + miss_r)[big] + 1e-9).all()
-            assert (want <= 0.9).all() and (want >= 0.05).all()
+            assert (want <= 0.9).all() and (want >= 0).all()
             # the Memory group's L2 bandwidth is the hit lines' bytes
             l2_bytes = np.minimum(hit_r * L2_LINE, per_block_in * bd)
             sec = mem.seconds(core)[rows_]

@@ -21,6 +21,9 @@ def test_ttft_and_tpot_by_hand_from_the_step_timestamps(tmp_path):
     assert s["phase"].tolist() == ["prefill", "prefill", "decode", "decode", "decode"]
     assert s[["prefill_seqs", "prefill_tokens", "decode_seqs"]].values.tolist() == [
         [2, 72, 0], [1, 16, 0], [0, 0, 3], [0, 0, 2], [0, 0, 1]]
+    # padded to the graphs' buckets: the two prompts to the longest (40) rounded up to 64, a batch of 2;
+    # 16 to 64; 3 decodes to a batch of 4
+    assert s["computed_tokens"].tolist() == [2 * 64, 64, 4, 2, 1]
     start, end = s["start_us"].iloc[0], s["end_us"].to_numpy()
     assert s["start_us"].iloc[0] < start + 500 < end[0]  # request 2 arrived during step 0
     first = {0: end[0], 1: end[0], 2: end[1]}
