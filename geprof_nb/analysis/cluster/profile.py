@@ -265,13 +265,14 @@ class ClusterProfile:
         """Per step, the critical path across ranks (:mod:`..timing.cluster_path`): from the end of the rank whose
         step ends last, through each collective's wait to the rank that arrived last, with a ``rank`` column;
         its segments add up to that last rank's step.  ``attrs["assumptions"]`` says how it was read."""
-        from ..timing.cluster_path import cluster_path
+        from ..timing.cluster_path import cluster_path, task_groups
 
         ranks = {rank: p.step_graphs for rank, p in self.ranks.items()}
         if iteration is not None:
             steps = {g.iteration for _, graphs in ranks.values() for g in graphs}
             iteration = member("iteration", iteration, steps, "any rank's steps", "steps")
-        return cluster_path(ranks, iteration)
+        groups = {rank: task_groups(p, ranks[rank][0]) for rank, p in self.ranks.items()}
+        return cluster_path(ranks, iteration, groups)
 
     def what_if(self, **change: Any) -> Any:
         """:meth:`Profile.what_if` on every rank (same keywords); a step's prediction is its slowest rank's.

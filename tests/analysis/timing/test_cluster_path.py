@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from geprof_nb import ge
-from geprof_nb.analysis.timing.cluster_path import cluster_path, collective_keys
+from geprof_nb.analysis.timing.cluster_path import cluster_path, collective_keys, task_groups
 from geprof_nb.analysis.timing.dependency_graph import ASSUMPTIONS_SIMULATED, Tasks, step_graphs
 from helpers.cluster_testing import simulate_cluster
 
@@ -49,7 +49,9 @@ def test_a_late_rank_at_an_allreduce_takes_the_path_before_it():
 def test_collectives_match_by_name_and_occurrence_in_the_step():
     tasks, (g,) = _rank(["ar", "x", "ar", "bc"], ["HCCL", "KERNEL_AIVEC", "HCCL", "HCCL"], [0, 10, 20, 30],
                         [10, 20, 30, 40], (0, 40))
-    assert collective_keys(tasks, g) == {0: ("ar", 0), 2: ("ar", 1), 3: ("bc", 0)}
+    assert collective_keys(tasks, g) == {0: ("", "ar", 0), 2: ("", "ar", 1), 3: ("", "bc", 0)}
+    groups = np.array(["g0", "", "g1", "g0"], object)  # per task of the run; the second "ar" in another group
+    assert collective_keys(tasks, g, groups) == {0: ("g0", "ar", 0), 2: ("g1", "ar", 0), 3: ("g0", "bc", 0)}
 
 
 def test_a_ranks_first_arrival_at_the_second_allreduce_jumps_to_its_own_occurrence():
@@ -61,6 +63,22 @@ def test_a_ranks_first_arrival_at_the_second_allreduce_jumps_to_its_own_occurren
     assert _rows(cluster_path({0: r0, 1: r1})) == [
         (1, 0, 10, "compute", "A"), (1, 10, 30, "communication", "ar"), (1, 30, 70, "compute", "F"),
         (0, 70, 90, "communication", "ar"), (0, 90, 100, "compute", "E")]
+
+
+def test_collectives_of_another_communicator_are_not_waited_for():
+    # TP groups {0, 1} and {2}: the same op name in both; rank 2 starts its own "ar" last of all (at 50), but
+    # rank 0 waited only for rank 1 (its communicator's other rank, arriving at 30)
+    kinds = ["KERNEL_AICORE", "HCCL", "KERNEL_AICORE"]
+    r0 = _rank(["A", "ar", "B"], kinds, [0, 10, 60], [10, 60, 100], (0, 100))
+    r1 = _rank(["C", "ar", "D"], kinds, [0, 30, 60], [30, 60, 90], (0, 90))
+    r2 = _rank(["E", "ar", "F"], kinds, [0, 50, 70], [50, 70, 80], (0, 80))
+    groups = {0: np.array(["", "g0", ""], object), 1: np.array(["", "g0", ""], object),
+              2: np.array(["", "g1", ""], object)}
+    assert _rows(cluster_path({0: r0, 1: r1, 2: r2}, groups=groups)) == [
+        (1, 0, 30, "compute", "C"), (0, 30, 60, "communication", "ar"), (0, 60, 100, "compute", "B")]
+    # without the communicators the name alone matches rank 2's too, which arrived last
+    assert _rows(cluster_path({0: r0, 1: r1, 2: r2}))[:2] == [(2, 0, 50, "compute", "E"),
+                                                              (0, 50, 60, "communication", "ar")]
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +110,11 @@ def test_in_a_dp_run_the_path_goes_to_the_stalled_ranks_work(stalled):
         assert len(compute) == len(own_before[own_before["kind"] == "compute"]) > 10
         assert compute["duration"].sum() == own_before.loc[own_before["kind"] == "compute", "duration"].sum()
         assert before.loc[before["kind"] == "host", "duration"].sum() >= 3_000_000  # the 3 ms stall
+
+
+def test_a_simulated_runs_collectives_name_their_communicator(stalled):
+    tasks, _ = stalled.rank(0).step_graphs
+    groups = task_groups(stalled.rank(0), tasks)
+    coll = tasks.task_type.astype(str) == "HCCL"
+    assert coll.sum() == 2 and (groups[coll] != "").all() and (groups[~coll] == "").all()  # an AllReduce a step
+    assert set(groups[coll]) == set(stalled.rank(5).source.collective_groups())  # the DP group is the world
