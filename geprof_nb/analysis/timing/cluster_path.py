@@ -88,6 +88,8 @@ def step_path(ranks: Mapping[int, Rank], groups: Mapping[int, np.ndarray] | None
         start = ranks[r][1].start
         for i, key in per.items():
             arrivals[key].append((int(start[i]), r, i))
+    # per collective, the last arrival (the lowest rank of those arriving at that ns)
+    latest = {key: max(a, key=lambda x: (x[0], -x[1])) for key, a in arrivals.items()}
     walks: dict[int, Walk] = {}
     jumped: set[tuple[int, int]] = set()
     out: list[tuple] = []
@@ -98,7 +100,7 @@ def step_path(ranks: Mapping[int, Rank], groups: Mapping[int, np.ndarray] | None
         key = keys[rank].get(i)
         if key is None:
             return False
-        s, r, j = max(arrivals[key], key=lambda a: (a[0], -a[1]))
+        s, r, j = latest[key]
         return r != rank and s > ranks[rank][1].start[i] and (r, j) not in jumped
 
     graph = ranks[last][1]
@@ -116,7 +118,7 @@ def step_path(ranks: Mapping[int, Rank], groups: Mapping[int, np.ndarray] | None
         out += [(rank, s, e, k, int(graph.index[x]) if x >= 0 else -1) for s, e, k, x in segments]
         if i < 0:
             break
-        s, r, j = max(arrivals[keys[rank][i]], key=lambda a: (a[0], -a[1]))
+        s, r, j = latest[keys[rank][i]]
         at = max(min(s, t), begin)
         if at < t:  # from the last arrival on, the collective is this rank's transfer
             out.append((rank, at, t, "communication", int(graph.index[i])))
