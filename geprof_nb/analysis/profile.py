@@ -363,7 +363,8 @@ class Profile:
     replay: Callable[..., Profile] | None = None
 
     @cached_property
-    def _step_graphs(self) -> tuple[Tasks, list[StepGraph]]:
+    def step_graphs(self) -> tuple[Tasks, list[StepGraph]]:
+        """The run's tasks and each step's dependency graph (:mod:`.timing.dependency_graph`), built once."""
         tasks = run_tasks(self)
         return tasks, step_graphs(tasks, self.source.step_bounds())
 
@@ -374,7 +375,7 @@ class Profile:
         exactly; ``attrs["assumptions"]`` says how the dependencies were read (:mod:`.timing.dependency_graph`)."""
         from .timing.critical_path import frame, step_path
 
-        tasks, graphs = self._step_graphs
+        tasks, graphs = self.step_graphs
         if iteration is not None:
             number = self._iteration(iteration)
             graphs = [g for g in graphs if g.iteration == number]
@@ -399,7 +400,7 @@ class Profile:
         from .timing.what_if import WhatIf, link_shares, validate
 
         change = validate(op_speedup, remove_ops, link_bandwidth, device, host_gap_us)
-        tasks, graphs = self._step_graphs
+        tasks, graphs = self.step_graphs
         shares = link_shares(self.hccl_tasks) if change.link_bandwidth else {}
         device_ns = None if change.device is None else device_durations(change.device, self.device, tasks,
                                                                         self.source.cost_terms())

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import pandas as pd
 
-from ..arguments import integer
+from ..arguments import integer, member
 from ..sources.ascend_pt import AscendPtSource
 from ..tables import mfu as mfu_tables
 from ..tables.breakdown import whole_periods
@@ -262,23 +262,17 @@ class ClusterProfile:
     replay: Callable[..., ClusterProfile] | None = None
 
     def critical_path(self, iteration: int | None = None) -> pd.DataFrame:
-        """Per step, the critical path of the rank that sets it (the rank whose step ends last: the others wait
-        for it in the step's collectives), with a ``rank`` column; its segments add up to that rank's step.
-        ``attrs["assumptions"]`` says how it was read."""
-        parts = []
-        for rank, profile in self.ranks.items():
-            path = profile.critical_path(iteration)
-            parts.append(path.assign(rank=np.int64(rank)))
-        if not parts:
-            return pd.DataFrame()
-        every = pd.concat(parts, ignore_index=True)
-        ends = every.groupby(["iteration", "rank"])["end"].max().reset_index()
-        last = ends.sort_values(["iteration", "end", "rank"], ascending=[True, False, True]).drop_duplicates(
-            "iteration")
-        out = every.merge(last[["iteration", "rank"]], on=["iteration", "rank"]).reset_index(drop=True)
-        out.attrs["assumptions"] = (parts[0].attrs.get("assumptions", "") + "; across ranks: each step's path is "
-                                    "that of the rank whose step ends last (the ranks it waits for in collectives)")
-        return out
+        """Per step, the critical path across ranks (:mod:`..timing.cluster_path`): from the end of the rank whose
+        step ends last, through each collective's wait to the rank that arrived last, with a ``rank`` column;
+        its segments add up to that last rank's step.  ``attrs["assumptions"]`` says how it was read."""
+        from ..timing.cluster_path import cluster_path, task_groups
+
+        ranks = {rank: p.step_graphs for rank, p in self.ranks.items()}
+        if iteration is not None:
+            steps = {g.iteration for _, graphs in ranks.values() for g in graphs}
+            iteration = member("iteration", iteration, steps, "any rank's steps", "steps")
+        groups = {rank: task_groups(p, ranks[rank][0]) for rank, p in self.ranks.items()}
+        return cluster_path(ranks, iteration, groups)
 
     def what_if(self, **change: Any) -> Any:
         """:meth:`Profile.what_if` on every rank (same keywords); a step's prediction is its slowest rank's.

@@ -3,6 +3,8 @@ length.  Its segments tile the step: they add up to ``end - begin`` exactly."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -23,33 +25,58 @@ def path_segments(graph: StepGraph, tasks: Tasks, start: np.ndarray, finish: np.
     out: list[tuple] = []
     if not len(graph):
         return [(begin, end, "idle", -1)] if end > begin else []
-    t = end
-    i = int(np.lexsort((np.arange(len(finish)), finish))[-1])  # the last task to end
-    start, finish, kind = start.tolist(), finish.tolist(), list(kind)
-    records, preds, host = graph.record.tolist(), graph.pred.tolist(), graph.host.tolist()
-    if finish[i] < t:
-        out.append((finish[i], t, "idle", -1))
-        t = finish[i]
-    while t > begin and i >= 0:
-        m = records[i]
-        if m >= 0 and finish[m] > start[i]:
-            at = max(min(finish[m], t), begin)
-            out.append((at, t, "wait", i))
-            t, i = at, m
-            continue
-        at = max(min(start[i], t), begin)
-        if at < t:
-            out.append((at, t, kind[i], i))
-        t = at
-        p = preds[i]
-        before = finish[p] if p >= 0 else begin
-        at = max(min(before, t), begin)
-        if at < t:
-            out.append((at, t, "host" if host[i] or p < 0 else "idle", i if host[i] else -1))
-        t, i = at, p
+    i, t = last_task(finish, end)
+    if t < end:
+        out.append((t, end, "idle", -1))
+    _, t = Walk(graph, start, finish, kind, begin).back(i, t, out)
     if t > begin:
         out.append((begin, t, "host", -1))
     return out
+
+
+def last_task(finish: np.ndarray, end: int) -> tuple[int, int]:
+    """Where a step's walk back starts: the task that ends last (the first of them on a tie) and the time its
+    run is on the path until (its end, or the step's end if that is earlier)."""
+    i = int(np.lexsort((np.arange(len(finish)), finish))[-1])
+    return i, min(end, int(finish[i]))
+
+
+class Walk:
+    """One step's task times as lists (the walk is a Python loop), walked back from a task by :meth:`back`."""
+
+    def __init__(self, graph: StepGraph, start: np.ndarray, finish: np.ndarray, kind: np.ndarray,
+                 begin: int) -> None:
+        self.begin = begin
+        self.start, self.finish, self.kind = start.tolist(), finish.tolist(), list(kind)
+        self.records, self.preds, self.host = graph.record.tolist(), graph.pred.tolist(), graph.host.tolist()
+
+    def back(self, i: int, t: int, out: list[tuple], stop: Callable[[int, int], bool] | None = None
+             ) -> tuple[int, int]:
+        """Append to ``out`` the segments from time ``t`` back, task ``i`` first (its run clipped at ``t``),
+        until ``begin`` or a stream's first task; returns (-1, where it ended), or ``(task, t)`` where
+        ``stop(task, t)`` held on reaching a task (whose run is not on ``out``)."""
+        begin, start, finish, kind = self.begin, self.start, self.finish, self.kind
+        records, preds, host = self.records, self.preds, self.host
+        while t > begin and i >= 0:
+            if stop is not None and stop(i, t):
+                return i, t
+            m = records[i]
+            if m >= 0 and finish[m] > start[i]:
+                at = max(min(finish[m], t), begin)
+                out.append((at, t, "wait", i))
+                t, i = at, m
+                continue
+            at = max(min(start[i], t), begin)
+            if at < t:
+                out.append((at, t, kind[i], i))
+            t = at
+            p = preds[i]
+            before = finish[p] if p >= 0 else begin
+            at = max(min(before, t), begin)
+            if at < t:
+                out.append((at, t, "host" if host[i] or p < 0 else "idle", i if host[i] else -1))
+            t, i = at, p
+        return -1, t
 
 
 def frame(rows: list[tuple], tasks: Tasks) -> pd.DataFrame:
