@@ -63,4 +63,4 @@ def test_the_time_at_stake_is_what_the_re_simulated_change_saves(resnet_run):
         now = w.predicted.set_index("iteration").loc[v["iteration"], "now_ns"].to_numpy()
         assert float((now - v["simulated_ns"]).mean()) / 1000 == pytest.approx(row["Time at stake (us)"], abs=1e-3)
         checked += 1
-    assert checked == 2  # the exposed AllReduce and the tiny kernels
+    assert checked == 3  # the exposed AllReduce, the tiny kernels and the memory-bound ops
