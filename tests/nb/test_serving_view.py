@@ -114,3 +114,38 @@ def test_other_inference_keeps_forward_and_output(tmp_path):
     assert prof.model_phases == {}
     labels = [r.label for r in plots.steps.step_rows(prof.step_trace, prof.forward_only_models, prof.model_phases)]
     assert "Forward" in labels and "Prefill" not in labels and "Decode" not in labels
+
+
+def test_the_gaps_between_engine_steps_are_host_scheduling_not_data_aug(served, tmp_path):
+    """The gap before an engine step, from the previous engine step's end (whichever graph ran it) to its FP start,
+    is the serving engine's host work between steps: the step timeline and the timeline widget's phase lane name
+    it so.  step_trace's Data Aug Bound (from the same graph's previous iteration) would span the other graphs'
+    steps in between."""
+    st, phases = served.step_trace, served.model_phases
+    rows = {r.label: r for r in plots.steps.step_rows(st, served.forward_only_models, phases)}
+    assert "Data Aug Bound" not in rows
+    order = st.sort_values("FP Start(us)")
+    fp, end = order["FP Start(us)"].tolist(), order["Iteration End(us)"].tolist()
+    expected = [(end[k - 1], fp[k] - end[k - 1]) for k in range(1, len(order))]
+    host = rows["Host (scheduler)"]
+    assert len(host.start_us) == len(st) - 1  # the first engine step has none before it
+    assert sorted(zip(host.start_us, host.width_us)) == sorted(expected)
+    # the scheduler's 1 ms + 5 us a sequence and the next graph's launch; longer: waiting for requests to arrive
+    assert np.median(host.width_us) == pytest.approx(1067, abs=15)
+    assert st["Data Aug Bound(us)"].max() > host.width_us.max()  # the same graph's previous step: steps between
+    labels = [t.get_text() for t in X.Explorer(served).select("Timeline").step_figure.axes[0].get_yticklabels()]
+    assert labels[0] == "Host (scheduler)" and "Data Aug Bound" not in labels
+    from geprof_nb.nb.timeline.model import TimelineData
+
+    data = TimelineData(served)
+    kinds = {data.tables.kinds.texts[k] for k in np.unique(data.by_id["phases/0"].spans.kind)}
+    assert "Host (scheduler)" in kinds and "Data Aug Bound" not in kinds
+    # a training run keeps its Data Aug Bound
+    mode = clock.mode
+    try:
+        training = run_profiled_session(tmp_path, ge.models.mlp(batch_size=8), steps=3).profile
+    finally:
+        clock.set_mode(mode)
+    labels = [r.label for r in plots.steps.step_rows(training.step_trace, training.forward_only_models,
+                                                     training.model_phases)]
+    assert "Data Aug Bound" in labels and "Host (scheduler)" not in labels
