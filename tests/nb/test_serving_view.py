@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from geprof_nb import ge
+from geprof_nb.analysis.tables.breakdown import main_model
 from geprof_nb.nb import explorer as X
 from geprof_nb.nb import plots
 from geprof_nb.nb import serving_view as V
@@ -149,3 +150,33 @@ def test_the_gaps_between_engine_steps_are_host_scheduling_not_data_aug(served, 
     labels = [r.label for r in plots.steps.step_rows(training.step_trace, training.forward_only_models,
                                                      training.model_phases)]
     assert "Data Aug Bound" in labels and "Host (scheduler)" not in labels
+
+
+def test_the_summary_and_steps_speak_of_engine_steps(served, tmp_path):
+    """The headline's step is the mean engine step (every graph's), split into compute / exposed communication /
+    host as serving_steps says, and counts engine steps by phase; the Steps table's gap column is the host time
+    since the previous engine step, not the same graph's Data Aug Bound.  A training run keeps its step figure."""
+    s = served.serving_steps
+    total = s["step_ms"].sum()
+    head = X.Explorer(served).report.headline
+    assert f"engine step {total / len(s):.3f} ms = compute {100 * s['compute_ms'].sum() / total:.1f}% / exposed " \
+           f"communication {100 * s['communication_ms'].sum() / total:.1f}% / host (scheduler) " \
+           f"{100 * s['host_ms'].sum() / total:.1f}%" in head
+    counts = s["phase"].value_counts()
+    assert f"{len(s)} engine steps ({counts['prefill']} prefill, {counts['decode']} decode)" in head
+    assert "Free" not in head and f"| {len(s)} steps" not in head
+    summary = X.Explorer(served).select("Summary").content
+    assert any(f"Step split of one graph&#x27;s steps (Model ID {main_model(served.step_trace)}," in str(b) for b in summary)
+    main, _ = X.step_trace_view(served.step_trace, served.forward_only_models, served.model_phases)
+    assert "Data Aug Bound(us)" not in main.columns
+    host = plots.steps.step_rows(served.step_trace, served.forward_only_models, served.model_phases)
+    host = next(r for r in host if r.label == "Host (scheduler)")
+    gaps = main["Host (scheduler)(us)"].dropna()
+    assert sorted(gaps) == sorted(host.width_us) and len(gaps) == len(s) - 1
+    mode = clock.mode
+    try:
+        training = run_profiled_session(tmp_path, ge.models.mlp(batch_size=8), steps=3).profile
+    finally:
+        clock.set_mode(mode)
+    head = X.Explorer(training).report.headline
+    assert training.step_split.headline() in head and "| 3 steps" in head and "engine" not in head

@@ -62,7 +62,7 @@ def step_rows(step_trace: pd.DataFrame, forward_models: Collection[int] = (),
     iteration's end) as *Output*, not as FP→BP and an update.  A step of a model in ``phases``
     (``Profile.model_phases``: a serving run's prefill and decode graphs) is one bar from its FP start to
     its iteration's end, in the row of its phase (*Prefill*, *Decode*); the gap before it is *Host (scheduler)*
-    (:func:`_engine_gaps`), not step_trace's Data Aug Bound."""
+    (:func:`engine_gaps`), not step_trace's Data Aug Bound."""
     it = step_trace["Iteration ID"].to_numpy()
     fp = floats(step_trace["FP Start(us)"])
     bp = floats(step_trace["BP End(us)"])
@@ -85,7 +85,7 @@ def step_rows(step_trace: pd.DataFrame, forward_models: Collection[int] = (),
     getnext_start, getnext_dur = _span_columns(step_trace, "GetNext Start(us)", _GETNEXT_SECOND)
     rows = [
         _row("Data Aug Bound", np.where(serving, np.nan, fp - data_aug), data_aug, it),
-        _row("Host (scheduler)", *_engine_gaps(fp, end, serving), it),
+        _row("Host (scheduler)", *engine_gaps(fp, end, serving), it),
         _row("GetNext", getnext_start.ravel(), getnext_dur.ravel(), np.repeat(it, getnext_start.shape[1])),
         _row("Iteration", np.where(whole, end - iter_time, np.nan), iter_time, it),
         _row("FP→BP", np.where(whole | forward | engine, np.nan, fp), fp_bp, it),
@@ -98,7 +98,7 @@ def step_rows(step_trace: pd.DataFrame, forward_models: Collection[int] = (),
     return [r for r in rows if len(r.start_us)]
 
 
-def _engine_gaps(fp: np.ndarray, end: np.ndarray, serving: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def engine_gaps(fp: np.ndarray, end: np.ndarray, serving: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(start, width) in µs of the gap before each engine step (``serving`` rows), NaN elsewhere: from the end of
     the engine step before it, whichever graph ran it, to its FP start.  That is the serving engine's host work
     between steps (scheduling, sampling, the next graph's launch).  step_trace's Data Aug Bound is measured from
