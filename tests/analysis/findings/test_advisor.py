@@ -194,6 +194,11 @@ def test_huge_elementwise_ops_are_memory_bound(tmp_path):
     speedup = (dur.groupby(bound["Op Name"]).sum() / at_compute).to_dict()
     assert set(speedup) == {"big_mul"}  # Add and Relu read one big tensor each: MTE2 under half their time
     assert f["Time at stake (us)"] == pytest.approx(saving(p, op_speedup=speedup), abs=1e-3)
+    # the roofline agrees: memory-bound, and the time the rule promises (the compute pipe's) is no faster than
+    # its FLOPs at the vector peak, so the saving never assumes more than the compute roof allows
+    roof = p.roofline.set_index("Op Name").loc["big_mul"]
+    assert roof["Bound"] == "memory"
+    assert at_compute["big_mul"] >= roof["FLOPs"] / (roof["Compute Roof TFLOP/s"] * 1e12) * 1e6
 
 
 def test_memory_bound_needs_pmu_columns(tmp_path):
