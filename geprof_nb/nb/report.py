@@ -291,7 +291,21 @@ class Report:
 
     def where(self, iteration: Any = None) -> str:
         iteration = self.last_iteration if iteration is None else iteration
-        return "the run" if iteration in (None, ALL) else f"iteration {iteration}"
+        if iteration in (None, ALL):
+            return "the run"
+        return f"iteration {iteration}" + self._engine_steps_of(iteration)
+
+    def _engine_steps_of(self, iteration: int) -> str:
+        """On a serving run, which engine steps an Iteration ID's ops are: each graph (shape bucket) counts its
+        own iterations, so "iteration 37" is the 37th step of every graph that ran that many."""
+        phases = self.profile.model_phases
+        if not phases or "Model ID" not in self.ops.columns:
+            return ""
+        models = pd.to_numeric(self.ops["Model ID"][self.op_iterations == iteration], errors="coerce")
+        ids = sorted(int(m) for m in models.dropna().unique() if int(m) in phases)
+        if len(ids) == 1:
+            return f" of Model ID {ids[0]}, a {phases[ids[0]]} engine step"
+        return f" of Model IDs {', '.join(map(str, ids))}: {len(ids)} engine steps" if ids else ""
 
     @cached_property
     def headline(self) -> str:

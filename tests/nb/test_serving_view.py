@@ -180,3 +180,17 @@ def test_the_summary_and_steps_speak_of_engine_steps(served, tmp_path):
         clock.set_mode(mode)
     head = X.Explorer(training).report.headline
     assert training.step_split.headline() in head and "| 3 steps" in head and "engine" not in head
+
+
+def test_an_iteration_of_a_serving_run_is_named_by_its_engine_steps(served):
+    """Each graph counts its own iterations: the Summary's "iteration N" names the graphs (engine steps) it is."""
+    r = X.Explorer(served).report
+    ops, phases = served.op_summary, served.model_phases
+    its = served.iteration_of_ops
+    last = int(its.max())
+    (model,) = ops.loc[its == last, "Model ID"].astype(int).unique()  # the graph that ran the most steps alone
+    assert r.where() == f"iteration {last} of Model ID {model}, a {phases[model]} engine step"
+    assert f"op time of iteration {last} of Model ID {model}" in r.headline
+    several = sorted(ops.loc[its == 1, "Model ID"].astype(int).unique())
+    assert len(several) > 1
+    assert r.where(1) == f"iteration 1 of Model IDs {', '.join(map(str, several))}: {len(several)} engine steps"
