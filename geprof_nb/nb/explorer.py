@@ -49,6 +49,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..analysis import Profile
+from ..analysis.tables.breakdown import main_model
 from ..analysis.tables.modules import NO_MODULE
 from . import plots
 from .blocks import WIDGET_VIEW_MIME, PictureView, block_widget, blocks_html
@@ -195,7 +196,9 @@ class SummaryPane(Pane):
         split = r.step_split
         if len(split):
             out.append(r.step_chart())
-            out.append(table_html(split, f"Step split: {p.step_split.basis()}; a step runs from the previous "
+            of = (f" of one graph's steps (Model ID {main_model(p.step_trace)}, the graph that ran the most engine "
+                  "steps; the headline and the Serving tab have every engine step)" if has_serving(p) else "")
+            out.append(table_html(split, f"Step split{of}: {p.step_split.basis()}; a step runs from the previous "
                                          "iteration's end, so the gap between steps is in its Free (step_trace's "
                                          "Iteration Time, in Steps, is an iteration's own span, without the gap)"))
         else:

@@ -57,6 +57,27 @@ MSG_NO_STEP_RAN = ("No graph step ran while profiling collected (task_trace or t
 
 
 # --------------------------------------------------------------------------- figures
+#: A serving engine step's split (``Profile.serving_steps`` columns) and how the headline names each part.
+ENGINE_STEP_PARTS = (("compute_ms", "compute"), ("communication_ms", "exposed communication"),
+                     ("host_ms", "host (scheduler)"))
+#: The phases of engine steps, in the order the headline counts them.
+ENGINE_PHASES = ("prefill", "decode", "mixed")
+
+
+def engine_step_headline(steps: pd.DataFrame) -> list[str]:
+    """A serving run's headline figures from ``Profile.serving_steps``: the mean engine step and its split (compute,
+    exposed communication, host: shares of the engine steps' total time), and how many engine steps of each
+    phase.  Not :attr:`Profile.step_split`: that is one graph's steps (the one that ran most of them), and a
+    serving run runs a graph per shape bucket, so its "step" and "N steps" would be neither an engine step nor
+    their count."""
+    total = float(steps["step_ms"].sum())
+    split = " / ".join(f"{label} {100 * float(steps[col].sum()) / total:.1f}%" for col, label in ENGINE_STEP_PARTS)
+    counts = steps["phase"].value_counts()
+    phases = ", ".join(f"{int(counts[ph])} {ph}" for ph in ENGINE_PHASES if ph in counts)
+    mean = f"engine step {total / len(steps):.3f} ms" + (f" = {split}" if total > 0 else "")
+    return [mean, f"{len(steps):,} engine steps ({phases})"]
+
+
 @dataclass
 class Picture:
     """A drawn figure as PNG, or the message saying why there is none."""
@@ -270,7 +291,21 @@ class Report:
 
     def where(self, iteration: Any = None) -> str:
         iteration = self.last_iteration if iteration is None else iteration
-        return "the run" if iteration in (None, ALL) else f"iteration {iteration}"
+        if iteration in (None, ALL):
+            return "the run"
+        return f"iteration {iteration}" + self._engine_steps_of(iteration)
+
+    def _engine_steps_of(self, iteration: int) -> str:
+        """On a serving run, which engine steps an Iteration ID's ops are: each graph (shape bucket) counts its
+        own iterations, so "iteration 37" is the 37th step of every graph that ran that many."""
+        phases = self.profile.model_phases
+        if not phases or "Model ID" not in self.ops.columns:
+            return ""
+        models = pd.to_numeric(self.ops["Model ID"][self.op_iterations == iteration], errors="coerce")
+        ids = sorted(int(m) for m in models.dropna().unique() if int(m) in phases)
+        if len(ids) == 1:
+            return f" of Model ID {ids[0]}, a {phases[ids[0]]} engine step"
+        return f" of Model IDs {', '.join(map(str, ids))}: {len(ids)} engine steps" if ids else ""
 
     @cached_property
     def headline(self) -> str:
@@ -281,11 +316,15 @@ class Report:
         lost = sum(p.dropped.values())
         if lost:  # full ring buffers, storage_limit aging, failed writes: never silent (Notes say which)
             parts.append(f"{lost} records LOST (dropped or not written; see Notes)")
-        if p.step_split is not None:  # the one step figure (analysis/step_split.py), before anything else
-            parts.append(p.step_split.headline())
-        steps = len(p.step_trace)
-        if steps:
-            parts.append(f"{steps} steps")
+        engine = p.serving_steps
+        if len(engine):  # a serving run: its engine steps, whichever graph ran each
+            parts.extend(engine_step_headline(engine))
+        else:
+            if p.step_split is not None:  # the one step figure (analysis/step_split.py), before anything else
+                parts.append(p.step_split.headline())
+            steps = len(p.step_trace)
+            if steps:
+                parts.append(f"{steps} steps")
         parts.append(f"{len(self.ops):,} op tasks")
         top_type = self.top_op_type
         if top_type is not None:

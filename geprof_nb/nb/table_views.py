@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.sources.source import TIMESTAMP_COLUMNS
-from .plots.steps import step_rows
+from .plots.steps import engine_gaps, step_rows
 
 #: step_trace's AllReduce pairs, one per AllReduce of the step, all under these two names.
 REDUCE_START, REDUCE_DURATION = "Reduce Start(us)", "Reduce Duration(us)"
@@ -30,6 +30,10 @@ FORWARD_NAMES = {"FP Start(us)": "Forward Start(us)", "BP End(us)": "Forward End
 ENGINE_STEP_NAMES = {"FP Start(us)": "Step Start(us)", "BP End(us)": "Last Op End(us)",
                      "FP to BP Time(us)": "Device Time(us)", "Iteration Refresh(us)": "After Last Op(us)"}
 PHASE = "Phase"
+#: ... where step_trace's Data Aug Bound (from the same graph's previous iteration) becomes the gap from the previous
+#: engine step's end, whichever graph ran it (:func:`.plots.steps.engine_gaps`).
+HOST_GAP = "Host (scheduler)(us)"
+DATA_AUG = "Data Aug Bound(us)"
 #: api_statistic's spread: msprof's Variance (us²) as a standard deviation, in the unit of the times beside it.
 VARIANCE, STD = "Variance", "Std Dev(us)"
 
@@ -77,12 +81,18 @@ def step_trace_view(step_trace: pd.DataFrame, forward_models: Collection[int] = 
     table of their own (:data:`REDUCE_COLUMNS`: one row per AllReduce of each step, numbered in the
     step from 1).  A run whose every step is of a model in ``forward_models`` (inference) has no backward
     pass: its FP/BP columns are named for what they are (:data:`FORWARD_NAMES`); a serving run's steps
-    (``phases``: Model ID -> prefill / decode) get a :data:`PHASE` column and :data:`ENGINE_STEP_NAMES`.  Times
+    (``phases``: Model ID -> prefill / decode) get a :data:`PHASE` column, :data:`ENGINE_STEP_NAMES` and
+    :data:`HOST_GAP` for the Data Aug Bound.  Times
     are those of ``step_trace`` (pass it through :func:`relative_times` first)."""
     if engine_steps(step_trace, phases or {}):
         model = pd.to_numeric(step_trace["Model ID"], errors="coerce").astype(int)
         step_trace = step_trace.set_axis([ENGINE_STEP_NAMES.get(c, c) for c in step_trace.columns], axis=1)
         step_trace.insert(list(step_trace.columns).index("Model ID") + 1, PHASE, model.map(phases).to_numpy())
+        if DATA_AUG in step_trace.columns:
+            fp, end = (pd.to_numeric(step_trace[c], errors="coerce").to_numpy(np.float64)
+                       for c in ("Step Start(us)", "Iteration End(us)"))
+            step_trace[DATA_AUG] = engine_gaps(fp, end, np.ones(len(step_trace), bool))[1]
+            step_trace = step_trace.rename(columns={DATA_AUG: HOST_GAP})
     elif forward_only(step_trace, forward_models):
         step_trace = step_trace.set_axis([FORWARD_NAMES.get(c, c) for c in step_trace.columns], axis=1)
     names = list(step_trace.columns)

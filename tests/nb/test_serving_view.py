@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from geprof_nb import ge
+from geprof_nb.analysis.tables.breakdown import main_model
 from geprof_nb.nb import explorer as X
 from geprof_nb.nb import plots
 from geprof_nb.nb import serving_view as V
@@ -114,3 +115,82 @@ def test_other_inference_keeps_forward_and_output(tmp_path):
     assert prof.model_phases == {}
     labels = [r.label for r in plots.steps.step_rows(prof.step_trace, prof.forward_only_models, prof.model_phases)]
     assert "Forward" in labels and "Prefill" not in labels and "Decode" not in labels
+
+
+def test_the_gaps_between_engine_steps_are_host_scheduling_not_data_aug(served, tmp_path):
+    """The gap before an engine step, from the previous engine step's end (whichever graph ran it) to its FP start,
+    is the serving engine's host work between steps: the step timeline and the timeline widget's phase lane name
+    it so.  step_trace's Data Aug Bound (from the same graph's previous iteration) would span the other graphs'
+    steps in between."""
+    st, phases = served.step_trace, served.model_phases
+    rows = {r.label: r for r in plots.steps.step_rows(st, served.forward_only_models, phases)}
+    assert "Data Aug Bound" not in rows
+    order = st.sort_values("FP Start(us)")
+    fp, end = order["FP Start(us)"].tolist(), order["Iteration End(us)"].tolist()
+    expected = [(end[k - 1], fp[k] - end[k - 1]) for k in range(1, len(order))]
+    host = rows["Host (scheduler)"]
+    assert len(host.start_us) == len(st) - 1  # the first engine step has none before it
+    assert sorted(zip(host.start_us, host.width_us)) == sorted(expected)
+    # the scheduler's 1 ms + 5 us a sequence and the next graph's launch; longer: waiting for requests to arrive
+    assert np.median(host.width_us) == pytest.approx(1067, abs=15)
+    assert st["Data Aug Bound(us)"].max() > host.width_us.max()  # the same graph's previous step: steps between
+    labels = [t.get_text() for t in X.Explorer(served).select("Timeline").step_figure.axes[0].get_yticklabels()]
+    assert labels[0] == "Host (scheduler)" and "Data Aug Bound" not in labels
+    from geprof_nb.nb.timeline.model import TimelineData
+
+    data = TimelineData(served)
+    kinds = {data.tables.kinds.texts[k] for k in np.unique(data.by_id["phases/0"].spans.kind)}
+    assert "Host (scheduler)" in kinds and "Data Aug Bound" not in kinds
+    # a training run keeps its Data Aug Bound
+    mode = clock.mode
+    try:
+        training = run_profiled_session(tmp_path, ge.models.mlp(batch_size=8), steps=3).profile
+    finally:
+        clock.set_mode(mode)
+    labels = [r.label for r in plots.steps.step_rows(training.step_trace, training.forward_only_models,
+                                                     training.model_phases)]
+    assert "Data Aug Bound" in labels and "Host (scheduler)" not in labels
+
+
+def test_the_summary_and_steps_speak_of_engine_steps(served, tmp_path):
+    """The headline's step is the mean engine step (every graph's), split into compute / exposed communication /
+    host as serving_steps says, and counts engine steps by phase; the Steps table's gap column is the host time
+    since the previous engine step, not the same graph's Data Aug Bound.  A training run keeps its step figure."""
+    s = served.serving_steps
+    total = s["step_ms"].sum()
+    head = X.Explorer(served).report.headline
+    assert f"engine step {total / len(s):.3f} ms = compute {100 * s['compute_ms'].sum() / total:.1f}% / exposed " \
+           f"communication {100 * s['communication_ms'].sum() / total:.1f}% / host (scheduler) " \
+           f"{100 * s['host_ms'].sum() / total:.1f}%" in head
+    counts = s["phase"].value_counts()
+    assert f"{len(s)} engine steps ({counts['prefill']} prefill, {counts['decode']} decode)" in head
+    assert "Free" not in head and f"| {len(s)} steps" not in head
+    summary = X.Explorer(served).select("Summary").content
+    assert any(f"Step split of one graph&#x27;s steps (Model ID {main_model(served.step_trace)}," in str(b) for b in summary)
+    main, _ = X.step_trace_view(served.step_trace, served.forward_only_models, served.model_phases)
+    assert "Data Aug Bound(us)" not in main.columns
+    host = plots.steps.step_rows(served.step_trace, served.forward_only_models, served.model_phases)
+    host = next(r for r in host if r.label == "Host (scheduler)")
+    gaps = main["Host (scheduler)(us)"].dropna()
+    assert sorted(gaps) == sorted(host.width_us) and len(gaps) == len(s) - 1
+    mode = clock.mode
+    try:
+        training = run_profiled_session(tmp_path, ge.models.mlp(batch_size=8), steps=3).profile
+    finally:
+        clock.set_mode(mode)
+    head = X.Explorer(training).report.headline
+    assert training.step_split.headline() in head and "| 3 steps" in head and "engine" not in head
+
+
+def test_an_iteration_of_a_serving_run_is_named_by_its_engine_steps(served):
+    """Each graph counts its own iterations: the Summary's "iteration N" names the graphs (engine steps) it is."""
+    r = X.Explorer(served).report
+    ops, phases = served.op_summary, served.model_phases
+    its = served.iteration_of_ops
+    last = int(its.max())
+    (model,) = ops.loc[its == last, "Model ID"].astype(int).unique()  # the graph that ran the most steps alone
+    assert r.where() == f"iteration {last} of Model ID {model}, a {phases[model]} engine step"
+    assert f"op time of iteration {last} of Model ID {model}" in r.headline
+    several = sorted(ops.loc[its == 1, "Model ID"].astype(int).unique())
+    assert len(several) > 1
+    assert r.where(1) == f"iteration 1 of Model IDs {', '.join(map(str, several))}: {len(several)} engine steps"

@@ -30,6 +30,7 @@ from ..tables.breakdown import main_model, step_windows
 from ..tables.collective_groups import exposed_group_time
 from ..tables.communication import collective_op_types
 from ..tables.intervals import covered_time
+from ..tables.roofline import device_roofs, row_bounds
 from ..tables.step_split import StepSplit
 from ..tables.text_columns import distinct_texts, text_test, text_values
 from ..timing.what_if import WhatIfChange
@@ -326,13 +327,26 @@ def _aicpu_split(run: _Run) -> dict[str, str]:
             for n, r in mean.iterrows()}
 
 
+def _memory_bound_rows(run: _Run) -> np.ndarray:
+    """Which of ``run.ops``' rows the roofline finds memory-bound (:func:`..tables.roofline.row_bounds`)."""
+    profile = run.profile
+    roofs = device_roofs(profile.device)
+    bound = pd.Series(row_bounds(profile.op_summary, profile.source.op_work(roofs), roofs),
+                      index=profile.op_summary.index)
+    return (bound.reindex(run.ops.index) == "memory").to_numpy()
+
+
 def low_cube_utilization(run: _Run) -> Finding | None:
-    """Long MatMul / Conv kernels that use little of the cube."""
+    """Long MatMul / Conv kernels that use little of the cube.  A memory-bound one (its bytes at the HBM bandwidth
+    take longer than its FLOPs at the cube's peak: a decode step's MatMuls, a small-M product) is left out: its
+    ceiling is the bandwidth, so no cube utilisation would make it faster (the memory-bound rules' business)."""
     ops = run.ops
     mac = pmu_metric(ops, "mac_ratio")
     if ops.empty or mac is None or "OP Type" not in ops:
         return None
     cube = text_test(ops["OP Type"], lambda t: t.str.contains(CUBE_TYPES)) & mac.notna().to_numpy()
+    memory_bound = cube & _memory_bound_rows(run)
+    cube &= ~memory_bound
     if not cube.any():
         return None
     if "cube_utilization(%)" in ops:
@@ -361,10 +375,13 @@ def low_cube_utilization(run: _Run) -> Finding | None:
         f"{name!r} ({r.type} {r.shapes}) {us_text(r.dur)} per call: mac_ratio {r.mac:.2f} on {_pct(r.cores)} of the "
         f"AI Cores (effective {_pct(r.eff)})" + (f", mte2_ratio {r.mte2:.2f}" if pd.notna(r.mte2) else "")
         for name, r in top.iterrows())
-    memory_bound = bool((top["mte2"] > top["mac"] * MEMORY_BOUND_FACTOR).any())
+    if memory_bound.any():
+        evidence += (f"; {_count(memory_bound.sum() / run.steps, 'MatMul/Conv task')} per step left out, memory-bound "
+                     "on the roofline (the bandwidth, not the cube, is their ceiling)")
+    starved = bool((top["mte2"] > top["mac"] * MEMORY_BOUND_FACTOR).any())
     few_cores = bool((top["cores"] < CUBE_FEW_CORES).any())
     hints = []
-    if memory_bound:
+    if starved:
         hints.append("the cube waits for data (MTE2 busier than MAC): raise M (batch, or tokens per call) so "
                      "each weight byte loaded feeds more MACs, or merge small MatMuls into one BatchMatMul")
     if few_cores:

@@ -243,6 +243,23 @@ def _row_parts(ops: pd.DataFrame, work: pd.DataFrame, roofs: Roofs) -> _Parts:
                   work["GM Bytes"].to_numpy(np.float64), t_compute, t_memory, np.fmax(t_compute, t_memory))
 
 
+def _bound(t_compute: np.ndarray, t_memory: np.ndarray) -> np.ndarray:
+    """"compute" or "memory", whichever floor is longer; "" where the bytes (so the memory floor) are unknown."""
+    return np.where(np.isnan(t_memory), "", np.where(t_compute >= t_memory, "compute", "memory"))
+
+
+def row_bounds(ops: pd.DataFrame, work: pd.DataFrame, roofs: Roofs) -> np.ndarray:
+    """The roofline bound of each row of op_summary ``ops`` (``work`` aligned): "compute" or "memory", "" for a
+    row that is no AI Core / AI Vector Core task or whose bytes are unknown.  Per task, not per op name: a
+    serving run's prefill and decode graphs run the same op names, the prefill's MatMuls compute-bound and the
+    decode's memory-bound, so what a rule may promise an op (a faster cube, fewer bytes) depends on the task."""
+    if not len(ops) or "Task Type" not in ops:
+        return np.full(len(ops), "", dtype=object)
+    p = _row_parts(ops, work, roofs)
+    covered = ops["Task Type"].astype(str).isin(TASK_TYPES).to_numpy()
+    return np.where(covered, _bound(p.t_compute, p.t_memory), "").astype(object)
+
+
 def _derived(p: _Parts, count: np.ndarray, estimated: np.ndarray, roofs: Roofs, kind: np.ndarray) -> dict:
     """The roofline columns of rows or groups ``p`` (``kind``: a unit's peak for rows of no FLOPs)."""
     flops = p.cube + p.vector
@@ -254,7 +271,7 @@ def _derived(p: _Parts, count: np.ndarray, estimated: np.ndarray, roofs: Roofs, 
         efficiency = np.where(t > 0, t_min / t, np.nan)
         achieved = np.where(t > 0, flops / t, np.nan)
         achieved_bw = np.where(t > 0, p.hbm / t, np.nan)
-    bound = np.where(np.isnan(p.t_memory), "", np.where(p.t_compute >= p.t_memory, "compute", "memory"))
+    bound = _bound(p.t_compute, p.t_memory)
     return {"Count": count, "Duration(us)": p.duration_us, "FLOPs": flops, "Cube FLOPs": p.cube,
             "Vector FLOPs": p.vector, "Bytes": p.hbm, "GM Bytes": p.gm, "Arithmetic Intensity(FLOP/B)": intensity,
             "Achieved TFLOP/s": achieved / 1e12, "Achieved GB/s": achieved_bw / 1e9,

@@ -24,6 +24,7 @@ STEP_COLUMNS = int(FIGSIZE[0] * 100)
 #: The colour of each row of the step timeline.
 ROW_COLORS = {
     "Data Aug Bound": "#f2a541",
+    "Host (scheduler)": "#937860",  # a serving run's gap before an engine step: the engine's host scheduling
     "GetNext": TASK_TYPE_COLORS["AI_CPU"],  # GetNext is an AI CPU op
     "Iteration": "#4c72b0",
     "FP→BP": "#4c72b0",
@@ -60,7 +61,8 @@ def step_rows(step_trace: pd.DataFrame, forward_models: Collection[int] = (),
     pass: its FP to BP is drawn as *Forward* and its Iteration Refresh (the last op's end to the
     iteration's end) as *Output*, not as FP→BP and an update.  A step of a model in ``phases``
     (``Profile.model_phases``: a serving run's prefill and decode graphs) is one bar from its FP start to
-    its iteration's end, in the row of its phase (*Prefill*, *Decode*)."""
+    its iteration's end, in the row of its phase (*Prefill*, *Decode*); the gap before it is *Host (scheduler)*
+    (:func:`engine_gaps`), not step_trace's Data Aug Bound."""
     it = step_trace["Iteration ID"].to_numpy()
     fp = floats(step_trace["FP Start(us)"])
     bp = floats(step_trace["BP End(us)"])
@@ -73,6 +75,7 @@ def step_rows(step_trace: pd.DataFrame, forward_models: Collection[int] = (),
                 for name in sorted(set((phases or {}).values()))}
     # the steps drawn in a phase's row, or as Forward and Output: none of them trains
     engine = np.logical_or.reduce([np.zeros(len(step_trace), bool), *phase_of.values()])
+    serving = np.isin(model, np.asarray(list(phases or {}), np.float64))
     forward = np.isin(model, np.asarray(list(forward_models), np.float64)) & ~engine
     iter_time = floats(step_trace["Iteration Time(us)"])
     data_aug = floats(step_trace["Data Aug Bound(us)"])
@@ -81,7 +84,8 @@ def step_rows(step_trace: pd.DataFrame, forward_models: Collection[int] = (),
     reduce_start, reduce_dur = _span_columns(step_trace, "Reduce Start(us)", {"Reduce Duration(us)": False})
     getnext_start, getnext_dur = _span_columns(step_trace, "GetNext Start(us)", _GETNEXT_SECOND)
     rows = [
-        _row("Data Aug Bound", fp - data_aug, data_aug, it),
+        _row("Data Aug Bound", np.where(serving, np.nan, fp - data_aug), data_aug, it),
+        _row("Host (scheduler)", *engine_gaps(fp, end, serving), it),
         _row("GetNext", getnext_start.ravel(), getnext_dur.ravel(), np.repeat(it, getnext_start.shape[1])),
         _row("Iteration", np.where(whole, end - iter_time, np.nan), iter_time, it),
         _row("FP→BP", np.where(whole | forward | engine, np.nan, fp), fp_bp, it),
@@ -92,6 +96,24 @@ def step_rows(step_trace: pd.DataFrame, forward_models: Collection[int] = (),
         _row("AllReduce", reduce_start.ravel(), reduce_dur.ravel(), np.repeat(it, reduce_start.shape[1])),
     ]
     return [r for r in rows if len(r.start_us)]
+
+
+def engine_gaps(fp: np.ndarray, end: np.ndarray, serving: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, width) in µs of the gap before each engine step (``serving`` rows), NaN elsewhere: from the end of
+    the engine step before it, whichever graph ran it, to its FP start.  That is the serving engine's host work
+    between steps (scheduling, sampling, the next graph's launch).  step_trace's Data Aug Bound is measured from
+    the same model's previous iteration (msprof's definition), which on a serving run holds the other shape
+    buckets' engine steps in between."""
+    start, width = np.full(len(fp), np.nan), np.full(len(fp), np.nan)
+    steps = np.flatnonzero(serving & np.isfinite(fp) & np.isfinite(end))
+    steps = steps[np.argsort(fp[steps], kind="stable")]
+    if len(steps) < 2:
+        return start, width
+    prev_end = np.maximum.accumulate(end[steps])[:-1]
+    gap = fp[steps[1:]] - prev_end
+    ok = gap >= 0
+    start[steps[1:][ok]], width[steps[1:][ok]] = prev_end[ok], gap[ok]
+    return start, width
 
 
 #: The column after a ``GetNext Start(us)`` and whether it holds an end time (else a duration).
@@ -122,7 +144,8 @@ def step_timeline(step_trace: pd.DataFrame, iteration: int | None = None, title:
     ``Reduce Duration(us)`` pairs); "Iteration" replaces FP→BP and Iteration Refresh when the run has
     no FP/BP points, and "Forward" and "Output" do for the steps of ``forward_models`` (the models that
     run forward only, ``Profile.forward_only_models``: see :func:`step_rows`), "Prefill" and "Decode" for a
-    serving run's engine steps (``phases``: ``Profile.model_phases``). x in ms since the
+    serving run's engine steps (``phases``: ``Profile.model_phases``), with "Host (scheduler)" for the gaps
+    between them instead of Data Aug Bound. x in ms since the
     earliest drawn start. ``iteration`` zooms to that
     step; an Iteration ID not in the table raises ValueError listing the IDs that are.
 

@@ -2,7 +2,7 @@
 
 Top down: the steps (one bar per step, its window from the step bounds), the step phases of
 step_trace (Data Aug Bound, GetNext, FP→BP or Iteration, Iteration Refresh; Forward and Output for a
-model that runs forward only), one lane per device
+model that runs forward only; Prefill, Decode and Host (scheduler) for a serving run), one lane per device
 stream with its tasks coloured by Task Type, the collectives on an HCCL lane with the part of each
 that no compute task of the run covers (exposed) as an overlay, the host API levels and GE host
 events per thread, the mstx ranges and markers, and the allocated-memory curve.  Spans that overlap

@@ -10,7 +10,7 @@ import pytest
 from geprof_nb import ge
 from geprof_nb.analysis.findings.finding import Finding
 from geprof_nb.analysis.findings.serving_advisor import serving_findings
-from geprof_nb.analysis.tables.roofline import device_roofs
+from geprof_nb.analysis.tables.roofline import device_roofs, row_bounds
 from helpers.geprof_testing import run_profiled_session, serve_profiled
 
 START = "Task Start Time(us)"
@@ -70,6 +70,20 @@ def test_decode_memory_bound_on_llama3_8b(runs):
     n = int((steps["phase"] == "decode").sum())
     assert f"{n} decode steps" in row["Evidence"].iloc[0]
     assert f"a floor of {floor / n / 1e3:,.3f} ms at 1,600 GB/s" in row["Evidence"].iloc[0]
+
+
+def test_decode_matmuls_are_not_low_cube_utilisation(runs):
+    # the decode MatMuls leave the cube idle (mac_ratio ~0.02) because they wait on the weights' bytes: the
+    # roofline's bound is memory, so the cube rule (80% utilisation) promises nothing for them
+    prof = runs["llama"]
+    ops = prof.op_summary
+    decode = _inside(prof, prof.serving_steps[prof.serving_steps["phase"] == "decode"])
+    matmul = decode & (ops["OP Type"].astype(str) == "MatMulV2").to_numpy()
+    assert matmul.sum() > 0 and (ops["aic_mac_ratio"][matmul] < 0.1).all()
+    roofs = device_roofs(prof.device)
+    assert set(row_bounds(ops, prof.source.op_work(roofs), roofs)[matmul]) == {"memory"}
+    advice = prof.advise()
+    assert _rows(advice, "Low cube utilisation").empty and len(_rows(advice, "Decode memory-bound")) == 1
 
 
 def test_no_decode_memory_bound_where_fixed_costs_set_the_pace(runs):
