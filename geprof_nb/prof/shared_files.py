@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 _READ_BYTES = 1 << 20
+_HEAD_BYTES = 1 << 12
 
 
 @dataclass
@@ -28,6 +29,12 @@ class Linked:
     failed: int = 0
 
 
+def _head(path: Path) -> bytes:
+    """A file's first bytes: files of one name and size (every rank's task log) mostly differ there already."""
+    with open(path, "rb") as f:
+        return f.read(_HEAD_BYTES)
+
+
 def _digest(path: Path) -> bytes:
     """A 256-bit BLAKE2b digest of a file's bytes (equal digests: equal files, short of a collision)."""
     h = hashlib.blake2b(digest_size=32)
@@ -35,6 +42,14 @@ def _digest(path: Path) -> bytes:
         while block := f.read(_READ_BYTES):
             h.update(block)
     return h.digest()
+
+
+def _split(files: list[Path], key: Callable[[Path], bytes]) -> list[list[Path]]:
+    """``files`` in groups of one ``key``, each in the order given; groups of one file left out."""
+    groups: dict[bytes, list[Path]] = {}
+    for path in files:
+        groups.setdefault(key(path), []).append(path)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def _link(source: Path, copy: Path) -> bool:
@@ -55,25 +70,22 @@ def _link(source: Path, copy: Path) -> bool:
 def link_identical(run_dirs: Iterable[str | os.PathLike]) -> Linked:
     """Replace every file of ``run_dirs`` whose name and bytes are those of a file met before (an earlier run
     directory's of the list, or one of the same run's) by a hard link to that file.  The run directories must
-    be finalised."""
+    be finalised.  Only files of one name and size are compared, by their first bytes, then by digest."""
     done = Linked()
-    kept: dict[tuple[str, int, bytes], Path] = {}  # (name, size, digest) -> the file kept
-    undigested: dict[tuple[str, int], Path | None] = {}  # (name, size) -> its one file yet, undigested
+    by_size: dict[tuple[str, int], list[Path]] = {}
     for run in map(Path, run_dirs):
         for path in sorted(p for p in run.rglob("*") if p.is_file()):
-            name, size = path.name, path.stat().st_size
-            alone = undigested.setdefault((name, size), path)
-            if alone is path:  # the first file of its name and size: digested once another one comes
-                continue
-            if alone is not None:
-                kept.setdefault((name, size, _digest(alone)), alone)
-                undigested[(name, size)] = None
-            source = kept.setdefault((name, size, _digest(path)), path)
-            if source is path or os.path.samefile(source, path):  # the first of its bytes, or linked already
-                continue
-            if _link(source, path):
-                done.files += 1
-                done.bytes += size
-            else:
-                done.failed += 1
+            by_size.setdefault((path.name, path.stat().st_size), []).append(path)
+    for candidates in by_size.values():
+        for same_head in _split(candidates, _head) if len(candidates) > 1 else ():
+            for same in _split(same_head, _digest):
+                source = same[0]
+                for path in same[1:]:
+                    if os.path.samefile(source, path):  # linked already
+                        continue
+                    if _link(source, path):
+                        done.files += 1
+                        done.bytes += path.stat().st_size
+                    else:
+                        done.failed += 1
     return done
