@@ -18,7 +18,7 @@ from geprof_nb.analysis.cluster.profile import ClusterProfile
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.ge.cluster import ClusterOptionError, Faults
 from geprof_nb.ge.runtime import MODEL_IDS
-from geprof_nb.prof import shared_files
+from geprof_nb.prof import hash_dict, rawdata, shared_files
 from geprof_nb.prof.rawdata import NO_PEER
 
 P = ge.Parallel
@@ -103,6 +103,7 @@ graph every rank runs); every rank's tables are those of a run whose
     shared = run(tmp_path / "shared", g, 8, per_node=2, task_memory="on")
     with monkeypatch.context() as m:
         m.setattr(shared_files, "link_identical", lambda runs: shared_files.Linked())
+        m.setattr(hash_dict, "share_lines", lambda runs: 0)
         MODEL_IDS.restart()  # the same model id, as in a new process
         alone = run(tmp_path / "alone", g, 8, per_node=2, task_memory="on")
     for r, p in shared.ranks.items():
@@ -116,6 +117,12 @@ graph every rank runs); every rank's tables are those of a run whose
             assert not os.path.samefile(p.path / place, shared.ranks[r ^ 4].path / place)  # the other stage's
         assert not os.path.samefile(p.path / f"device_{p.device_id}/data/hwts.000000.npy",
                                     replica.path / f"device_{p.device_id}/data/hwts.000000.npy")
+        if 0 not in (r, r ^ 2):  # (rank 0's dictionary begins with what this process learned before)
+            # the names its stage learned first are one file; its own communication groups' are its own
+            shared_names, own_names = (p.path / name for name in (rawdata.HASH_DICT_SHARED_FILE, rawdata.HASH_DICT_FILE))
+            assert os.path.samefile(shared_names, replica.path / rawdata.HASH_DICT_SHARED_FILE)
+            assert own_names.stat().st_size < shared_names.stat().st_size
+        assert RunDir(p.path).hashes == RunDir(alone.ranks[r].path).hashes
         own, plain = geprof_nb.load(p.path), geprof_nb.load(alone.ranks[r].path)
         for table in RANK_TABLES:
             got, want = getattr(own, table), getattr(plain, table)
@@ -123,6 +130,7 @@ graph every rank runs); every rank's tables are those of a run whose
             pd.testing.assert_frame_equal(got, want, obj=f"rank {r} {table}")
     for p in alone.ranks.values():
         assert all(f.stat().st_nlink == 1 for f in p.path.rglob("*") if f.is_file())
+        assert not (p.path / rawdata.HASH_DICT_SHARED_FILE).exists()
 
 
 def _ends(p, op_type: str, bucket: bool = False) -> np.ndarray:
