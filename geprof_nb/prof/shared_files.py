@@ -1,8 +1,8 @@
 """Files that several finished run directories hold byte for byte, kept on disk once.
 
-A simulated cluster's data-parallel replicas of a pipeline stage describe the same model the same way: the
-static op and task descriptions, the memory plan, the context ids are equal bytes in every replica's run
-directory.  Once the runs are finalised (nothing appends to their files any more), every such copy is
+The ranks of a simulated cluster's pipeline stage (its tensor- and data-parallel ranks) run one graph and
+describe it the same way: the static op and task descriptions, the memory plan, the context ids are equal
+bytes in every rank's run directory.  Once the runs are finalised (nothing appends to their files any more), every such copy is
 replaced by a hard link to the first one, so each run directory stays complete and loadable on its own
 while the disk holds the content once.  Where a link cannot be made (a file system without hard links,
 another device, a link count limit) the copy stays as it is.
@@ -10,7 +10,6 @@ another device, a link count limit) the copy stays as it is.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,13 +34,14 @@ def _head(path: Path) -> bytes:
         return f.read(_HEAD_BYTES)
 
 
-def _digest(path: Path) -> bytes:
-    """A 256-bit BLAKE2b digest of a file's bytes (equal digests: equal files, short of a collision)."""
-    h = hashlib.blake2b(digest_size=32)
-    with open(path, "rb") as f:
-        while block := f.read(_READ_BYTES):
-            h.update(block)
-    return h.digest()
+def _same_bytes(a: Path, b: Path) -> bool:
+    """Whether two files of one size hold the same bytes (read side by side, block by block: a comparison
+    runs at memory speed where a digest would take several times longer)."""
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while block := fa.read(_READ_BYTES):
+            if block != fb.read(_READ_BYTES):
+                return False
+    return True
 
 
 def _split(files: list[Path], key: Callable[[Path], bytes]) -> list[list[Path]]:
@@ -70,7 +70,7 @@ def _link(source: Path, copy: Path) -> bool:
 def link_identical(run_dirs: Iterable[str | os.PathLike]) -> Linked:
     """Replace every file of ``run_dirs`` whose name and bytes are those of a file met before (an earlier run
     directory's of the list, or one of the same run's) by a hard link to that file.  The run directories must
-    be finalised.  Only files of one name and size are compared, by their first bytes, then by digest."""
+    be finalised.  Only files of one name and size are compared, by their first bytes, then whole."""
     done = Linked()
     by_size: dict[tuple[str, int], list[Path]] = {}
     for run in map(Path, run_dirs):
@@ -78,14 +78,16 @@ def link_identical(run_dirs: Iterable[str | os.PathLike]) -> Linked:
             by_size.setdefault((path.name, path.stat().st_size), []).append(path)
     for candidates in by_size.values():
         for same_head in _split(candidates, _head) if len(candidates) > 1 else ():
-            for same in _split(same_head, _digest):
-                source = same[0]
-                for path in same[1:]:
-                    if os.path.samefile(source, path):  # linked already
-                        continue
-                    if _link(source, path):
-                        done.files += 1
-                        done.bytes += path.stat().st_size
-                    else:
-                        done.failed += 1
+            kept: list[Path] = []  # the first file of each content met (mostly one)
+            for path in same_head:
+                source = next((k for k in kept if os.path.samefile(k, path) or _same_bytes(k, path)), None)
+                if source is None:
+                    kept.append(path)
+                elif os.path.samefile(source, path):  # linked already
+                    continue
+                elif _link(source, path):
+                    done.files += 1
+                    done.bytes += path.stat().st_size
+                else:
+                    done.failed += 1
     return done

@@ -70,3 +70,12 @@ def test_a_second_pass_links_nothing_more(tmp_path):
     again = shared_files.link_identical(runs)
     assert (again.files, again.failed) == (0, 0)
     assert (runs[2] / "a.npy").stat().st_nlink == 3
+
+
+def test_files_that_begin_alike_are_compared_to_their_end(tmp_path):
+    head = b"h" * 8192
+    runs = _runs(tmp_path, [{"a.npy": head + b"x"}, {"a.npy": head + b"y"}, {"a.npy": head + b"x"}])
+    done = shared_files.link_identical(runs)
+    assert done.files == 1
+    assert _inode(runs[2] / "a.npy") == _inode(runs[0] / "a.npy") != _inode(runs[1] / "a.npy")
+    assert (runs[1] / "a.npy").read_bytes() == head + b"y"
