@@ -2,10 +2,10 @@
 
 The ranks of a simulated cluster's pipeline stage (its tensor- and data-parallel ranks) run one graph and
 describe it the same way: the static op and task descriptions, the memory plan, the context ids are equal
-bytes in every rank's run directory.  Once the runs are finalised (nothing appends to their files any more), every such copy is
-replaced by a hard link to the first one, so each run directory stays complete and loadable on its own
-while the disk holds the content once.  Where a link cannot be made (a file system without hard links,
-another device, a link count limit) the copy stays as it is.
+bytes in every rank's run directory.  Once the runs are finalised (nothing appends to their files any more),
+every such copy is replaced by a hard link to the first one, so each run directory stays complete and
+loadable on its own while the disk holds the content once.  Where a link cannot be made (a file system
+without hard links, another device, a link count limit) the copy stays as it is.
 """
 
 from __future__ import annotations
