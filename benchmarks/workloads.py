@@ -88,8 +88,10 @@ def task_records(run_dir: Path) -> int:
 
 
 def disk_bytes(path: Path) -> int:
-    """Bytes of every file under ``path``."""
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    """Bytes of every file under ``path``, a file of several hard links (a cluster's replicas sharing a
+    stage's static descriptions) counted once, as ``du`` does."""
+    stats = (p.stat() for p in path.rglob("*") if p.is_file())
+    return sum({(st.st_dev, st.st_ino): st.st_size for st in stats}.values())
 
 
 _runs: dict[tuple, Path] = {}

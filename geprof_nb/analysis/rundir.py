@@ -496,28 +496,37 @@ class RunDir:
 
     @cached_property
     def hashes(self) -> dict[int, str]:
-        """Hash id -> string (``MsprofGetHashId`` dictionary)."""
+        """Hash id -> string (``MsprofGetHashId`` dictionary): a cluster rank's shared first lines
+        (``hash_dict.shared.jsonl``, where there is one), then the run's own."""
         out: dict[int, str] = {}
-        path = self.path / rawdata.HASH_DICT_FILE
+        shared = self.path / rawdata.HASH_DICT_SHARED_FILE
+        if os.path.lexists(shared):
+            self._read_hashes(shared, out)
+        self._read_hashes(self.path / rawdata.HASH_DICT_FILE, out)
+        return out
+
+    def _read_hashes(self, path: Path, out: dict[int, str]) -> None:
+        """Add the lines of one dictionary file to ``out``; what is damaged or missing goes to ``damaged``."""
         try:
             there = present(path, HASH_FILE)
         except ImportFormatError as exc:  # the file is what it holds: the names it would have given
-            self.damaged.append(f"{rawdata.HASH_DICT_FILE} ({str(exc).removeprefix(f'{path}: ')}: names show as "
+            self.damaged.append(f"{path.name} ({str(exc).removeprefix(f'{path}: ')}: names show as "
                                 "<unknown 0x...>)")
-            return out
+            return
         if not there:
             if self._holds_hashed_records():  # they name strings by hash: without the dictionary they are unknown
-                self.damaged.append(f"{rawdata.HASH_DICT_FILE} (missing: names show as <unknown 0x...>)")
-            return out
+                self.damaged.append(f"{path.name} (missing: names show as <unknown 0x...>)")
+            return
         try:
             data = read_bytes(path, HASH_FILE)
         except ImportFormatError as exc:
-            self.damaged.append(f"{rawdata.HASH_DICT_FILE} ({str(exc).removeprefix(f'{path}: ')}: names show as "
+            self.damaged.append(f"{path.name} ({str(exc).removeprefix(f'{path}: ')}: names show as "
                                 "<unknown 0x...>)")
-            return out
+            return
         entries = _hash_entries(data)
         if None not in entries:
-            return dict(e for e in entries if e is not _BLANK)
+            out.update(e for e in entries if e is not _BLANK)
+            return
         lines = data.decode("utf-8", errors="replace").split("\n")
         for lineno, line in enumerate(lines, 1):
             if not line.strip():  # the writer ends a line a failed write cut off with an empty one
@@ -530,7 +539,6 @@ class RunDir:
                 self.damaged.append(f"{path.name}:{lineno}")  # that line's name only
             else:
                 out[entry[0]] = entry[1]
-        return out
 
     def load(self, kind: str, device_id: int = 0) -> np.ndarray:
         """All records of one kind (chunks concatenated in order; empty if none)."""

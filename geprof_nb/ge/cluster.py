@@ -33,7 +33,9 @@ library of its own, under ``<output>/CLUSTER_<seq>_<time>_<tag>/rank_<r>/PROF_*`
 cluster root is chosen when the cluster starts collecting (its first reported step):
 rank 0's run moves into its ``rank_0/`` then, and the other ranks' runs open beside
 it and end with it, so the cluster root is what ``geprof_nb.load`` reads as a
-``ClusterProfile`` from then on.
+``ClusterProfile`` from then on.  When they end, a file a rank holds byte for byte as an earlier rank does (the
+static descriptions of the ranks of a stage, and the first lines of their hash dictionaries, moved to a file of
+their own) becomes a hard link to it (:mod:`..prof.shared_files`, :func:`..prof.hash_dict.share_lines`).
 
 Faults for what-if studies (:class:`Faults`, GE option ``geprof.faults`` as JSON):
 ``{"slow_ranks": {"3": 1.3}, "slow_links": {"0-1": 0.5}, "host_jitter_us": {"5": 300},
@@ -53,7 +55,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..prof import json_text, msprof, rawdata
+from ..prof import hash_dict, json_text, msprof, rawdata, shared_files
 from ..prof.api_types import type_names
 from ..prof.collectors import report_api_block
 from ..prof.msprof import Msprof
@@ -449,6 +451,10 @@ class _OpenCluster:
             run.lib.finalize(status, note)
             problems.append(run.lib.write_problem)
         self.runs = {}
+        # the ranks of a stage wrote the same static descriptions and names: each kept on disk once
+        runs = sorted(self.root.glob("rank_*/PROF_*"), key=lambda p: int(p.parent.name[5:]))
+        hash_dict.share_lines(runs)
+        shared_files.link_identical(runs)
         return "\n".join(p for p in problems if p)
 
 

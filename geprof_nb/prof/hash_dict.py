@@ -3,7 +3,9 @@
 
 The ids a process learned are kept for the process (every run's dictionary holds them all, so a name
 profiled before costs one lookup); :class:`HashFile` appends the lines of one run's file as the
-writer thread gets to them.
+writer thread gets to them.  When a simulated cluster's runs are finalised, the first lines their
+dictionaries have in common move to a file of their own (:func:`share_lines`), the same bytes in every
+run, kept on disk once.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Callable
 
 from . import rawdata
@@ -160,3 +164,44 @@ def _known_texts(texts: list[str]) -> tuple | None:
     _KNOWN_TEXTS[id(texts)] = (texts[:], tuple(distinct), tuple(hashes), tuple(_hash_line(t) for t in distinct),
                                tuple(by_text[t] if t else 0 for t in texts))
     return None
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``path`` whole in one rename (a reader sees the old file or the new one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def share_lines(run_dirs: Sequence[str | os.PathLike]) -> int:
+    """Move the first lines the finalised runs' dictionaries share into each one's ``HASH_DICT_SHARED_FILE``
+    (equal bytes in every run, so :func:`.shared_files.link_identical` keeps them once); returns the lines
+    moved per run.
+
+    Runs whose dictionaries begin with the same line (a cluster stage's ranks learn their graph's names in one
+    order) share the lines up to the first that differs (a rank's own communication groups).  The shared file
+    is written before a dictionary loses its lines: a failure between leaves a line in both, the same name.
+    """
+    groups: dict[bytes, list[tuple[Path, list[bytes]]]] = {}
+    for run in map(Path, run_dirs):
+        path = run / rawdata.HASH_DICT_FILE
+        if (run / rawdata.HASH_DICT_SHARED_FILE).exists() or not path.is_file():
+            continue
+        lines = path.read_bytes().splitlines(keepends=True)
+        if lines and lines[-1].endswith(b"\n"):  # a whole dictionary (a torn last line stays where it is)
+            groups.setdefault(lines[0], []).append((run, lines))
+    moved = 0
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        shortest = min(len(lines) for _, lines in group)
+        common = next((i for i in range(shortest) if len({lines[i] for _, lines in group}) > 1), shortest)
+        shared = b"".join(group[0][1][:common])
+        for run, lines in group:
+            try:
+                _replace(run / rawdata.HASH_DICT_SHARED_FILE, shared)
+                _replace(run / rawdata.HASH_DICT_FILE, b"".join(lines[common:]))
+            except OSError:  # this run keeps its whole dictionary (and maybe a copy of the shared lines)
+                continue
+        moved = max(moved, common)
+    return moved

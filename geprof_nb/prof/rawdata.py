@@ -27,6 +27,9 @@ import numpy as np
 RAW_FORMAT_VERSION = 1
 INFO_FILE = "info.json"
 HASH_DICT_FILE = "hash_dict.jsonl"
+#: The first lines of the hash dictionary, where a simulated cluster's ranks share them (a hard link to one
+#: file; :func:`.hash_dict.share_lines`): the run's names are this file's lines, then ``HASH_DICT_FILE``'s.
+HASH_DICT_SHARED_FILE = "hash_dict.shared.jsonl"
 HOST_DIR = "host/data"
 #: The ``write_failed`` key of the hash dictionary's lines that could not be written (names, not records).
 HASH_DICT_KIND = "hash_dict"

@@ -4,10 +4,12 @@ groups that end together, sends that meet receives, the pipeline bubble, expert 
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import geprof_nb
@@ -15,6 +17,8 @@ from geprof_nb import ge
 from geprof_nb.analysis.cluster.profile import ClusterProfile
 from geprof_nb.analysis.rundir import RunDir
 from geprof_nb.ge.cluster import ClusterOptionError, Faults
+from geprof_nb.ge.runtime import MODEL_IDS
+from geprof_nb.prof import hash_dict, rawdata, shared_files
 from geprof_nb.prof.rawdata import NO_PEER
 
 P = ge.Parallel
@@ -24,13 +28,15 @@ BALANCED = dict(seq_len=2048, hidden=8192, heads=64, kv_heads=64, ffn=22016, voc
 
 
 def run(tmp_path: Path, graph: ge.Graph, ranks: int, steps: int = 2, faults: dict | None = None,
-        **profiling: str) -> ClusterProfile:
+        per_node: int | None = None, **profiling: str) -> ClusterProfile:
     opts = {"output": str(tmp_path), "task_trace": "on", "hccl": "on", **profiling}
     assert ge.GEInitialize({"ge.exec.profilingMode": "1", "ge.exec.profilingOptions": json.dumps(opts),
                             "geprof.clock": "virtual"}) == ge.SUCCESS
     options = {"ge.exec.rankSize": str(ranks)}
     if faults:
         options["geprof.faults"] = json.dumps(faults)
+    if per_node:
+        options["geprof.ranksPerNode"] = str(per_node)
     try:
         s = ge.Session(options=options)
         assert s.add_graph(1, graph) == ge.SUCCESS
@@ -81,6 +87,50 @@ def test_every_rank_records_its_groups_and_the_group_of_every_collective(hybrid)
             assert (rank_size, members[group_rank]) == (len(members), r)
         peers = rec["peer_rank"][rec["peer_rank"] != NO_PEER]
         assert len(peers) == 8 and set(peers.tolist()) == {local + 4 * (1 - stage)}  # the other stage's rank
+
+
+#: The tables a rank's run gives on its own (loaded as one run, not through its cluster).
+RANK_TABLES = ("op_summary", "task_time", "step_trace", "hccl_tasks", "communication_statistic", "operator_memory",
+               "msprof_tx")
+
+
+def test_a_stages_replicas_share_their_static_files_and_each_rank_gives_the_same_tables(tmp_path, monkeypatch):
+    """Two servers of two cards (tp2 pp2 dp2): ranks r and r + 2 are a stage's data-parallel replicas on the same
+    device id, whose static descriptions are one file on disk (the host's are one file for the whole stage, whose
+graph every rank runs); every rank's tables are those of a run whose
+    files were not shared."""
+    g = ge.models.llm("tiny-llama", seq_len=256, parallel=P(tp=2, pp=2, dp=2, micro_batches=4))
+    shared = run(tmp_path / "shared", g, 8, per_node=2, task_memory="on")
+    with monkeypatch.context() as m:
+        m.setattr(shared_files, "link_identical", lambda runs: shared_files.Linked())
+        m.setattr(hash_dict, "share_lines", lambda runs: 0)
+        MODEL_IDS.restart()  # the same model id, as in a new process
+        alone = run(tmp_path / "alone", g, 8, per_node=2, task_memory="on")
+    for r, p in shared.ranks.items():
+        replica, peer = shared.ranks[r ^ 2], shared.ranks[r ^ 1]  # its data-parallel and tensor-parallel peers
+        for place in ("host/data/tensor_info.000000.npy", "host/data/node_basic_info.000000.npy",
+                      f"device_{p.device_id}/data/op_cost.000000.npy"):
+            assert os.path.samefile(p.path / place, replica.path / place), (r, place)
+        assert os.path.samefile(p.path / f"device_{p.device_id}/data/task_track.000000.npy",
+                                peer.path / f"device_{peer.device_id}/data/task_track.000000.npy")
+        for place in ("host/data/tensor_info.000000.npy", "host/data/node_basic_info.000000.npy"):
+            assert not os.path.samefile(p.path / place, shared.ranks[r ^ 4].path / place)  # the other stage's
+        assert not os.path.samefile(p.path / f"device_{p.device_id}/data/hwts.000000.npy",
+                                    replica.path / f"device_{p.device_id}/data/hwts.000000.npy")
+        if 0 not in (r, r ^ 2):  # (rank 0's dictionary begins with what this process learned before)
+            # the names its stage learned first are one file; its own communication groups' are its own
+            shared_names, own_names = (p.path / name for name in (rawdata.HASH_DICT_SHARED_FILE, rawdata.HASH_DICT_FILE))
+            assert os.path.samefile(shared_names, replica.path / rawdata.HASH_DICT_SHARED_FILE)
+            assert own_names.stat().st_size < shared_names.stat().st_size
+        assert RunDir(p.path).hashes == RunDir(alone.ranks[r].path).hashes
+        own, plain = geprof_nb.load(p.path), geprof_nb.load(alone.ranks[r].path)
+        for table in RANK_TABLES:
+            got, want = getattr(own, table), getattr(plain, table)
+            assert len(want), (r, table)
+            pd.testing.assert_frame_equal(got, want, obj=f"rank {r} {table}")
+    for p in alone.ranks.values():
+        assert all(f.stat().st_nlink == 1 for f in p.path.rglob("*") if f.is_file())
+        assert not (p.path / rawdata.HASH_DICT_SHARED_FILE).exists()
 
 
 def _ends(p, op_type: str, bucket: bool = False) -> np.ndarray:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import numpy as np
 
-from geprof_nb.prof import msprof, rawdata
+from geprof_nb.prof import hash_dict, msprof, rawdata
 from geprof_nb.prof.hash_dict import HashDictionary, HashFile, hash_id
 from geprof_nb.prof.msprof import lib
 from geprof_nb.prof.writer import RunLocation
@@ -103,3 +104,28 @@ def test_a_run_killed_before_it_learned_a_name_has_an_empty_dictionary_not_a_mis
     assert on_disk.info["status"] == "running" and len(on_disk.load("api")) == 1
     assert on_disk.hashes == {} and on_disk.damaged == []
     lib.finalize()
+
+
+def _dictionary(run: Path, *names: str, torn: bytes = b"") -> list[bytes]:
+    lines = [(json.dumps({"id": str(hash_dict.hash_id(n)), "s": n}) + "\n").encode() for n in names]
+    run.mkdir(parents=True)
+    (run / rawdata.HASH_DICT_FILE).write_bytes(b"".join(lines) + torn)
+    return lines
+
+
+def test_runs_that_begin_alike_share_their_first_common_lines(tmp_path):
+    """A cluster stage's ranks: the lines up to their first difference move to a file equal in each run."""
+    a = _dictionary(tmp_path / "a", "embed", "layer0", "group 10.0.0.1", "tail")
+    b = _dictionary(tmp_path / "b", "embed", "layer0", "group 10.0.0.2")
+    c = _dictionary(tmp_path / "c", "layers.40", "group 10.0.0.9")  # another stage: alone, left whole
+    d = _dictionary(tmp_path / "d", "embed", "layer0", torn=b'{"id": "12')  # cut off: left whole
+    assert hash_dict.share_lines([tmp_path / n for n in "abcd"]) == 2
+    for run, lines in (("a", a), ("b", b)):
+        assert (tmp_path / run / rawdata.HASH_DICT_SHARED_FILE).read_bytes() == b"".join(a[:2])
+        assert (tmp_path / run / rawdata.HASH_DICT_FILE).read_bytes() == b"".join(lines[2:])
+    assert (tmp_path / "c" / rawdata.HASH_DICT_FILE).read_bytes() == b"".join(c)
+    assert (tmp_path / "d" / rawdata.HASH_DICT_FILE).read_bytes() == b"".join(d) + b'{"id": "12'
+    assert not (tmp_path / "c" / rawdata.HASH_DICT_SHARED_FILE).exists()
+    assert not (tmp_path / "d" / rawdata.HASH_DICT_SHARED_FILE).exists()
+    assert hash_dict.share_lines([tmp_path / n for n in "ab"]) == 0  # split already: left as it is
+    assert not list(tmp_path.rglob("*.tmp"))
