@@ -7,9 +7,9 @@ analysis needs: a geprof run directory is read by the worker itself (its tables 
 raw records there, as :class:`~..profile.Profile` builds them: nothing is written first); a rank
 opened from a Parquet export (:func:`~..export.parquet.export_parquet`,
 ``rank_<r>/<run>.geprof_parquet``) is read with pyarrow; the ranks of other formats (torch_npu,
-msprof) are exported to Parquet first.  The reductions of :mod:`.cross_rank` (``link_totals`` of
-the sub-tasks, ``rank_step_wait_totals``) run on the workers; only their small results, and the
-per-collective tables (one row per collective execution and rank), come back to this process,
+msprof) are exported to Parquet first.  The reduction of the large table (:func:`.cross_rank.link_totals`
+of the sub-tasks) runs on the workers; only its small result, and the per-collective tables (one row
+per collective execution and rank, which ``rank_step_wait`` sums), come back to this process,
 where the same finishing code as the pandas engine's makes the tables.  So both engines give
 equal frames.
 

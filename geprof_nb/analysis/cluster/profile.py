@@ -9,9 +9,9 @@ The cross-rank questions (which card is slow, which link is slow, how long ranks
 each other) are answered by the tables of :mod:`.cross_rank`, computed by an engine:
 
 * ``pandas`` (the default) stacks the ranks' Profile tables in this process;
-* ``dask`` (:mod:`.dask_engine`) reads every rank's tables from Parquet lazily and reduces the
-  large ones (the HCCL sub-tasks) on a Dask cluster, for clusters whose profiles do not fit
-  one machine's memory.
+* ``dask`` (:mod:`.dask_engine`) reads every rank's tables lazily on the workers of a Dask
+  cluster (from its run directory or Parquet export) and reduces the large ones (the HCCL
+  sub-tasks) there, for clusters whose profiles do not fit one machine's memory.
 
 Both give equal frames.  Findings for the whole cluster come from :meth:`ClusterProfile.advise`
 (:mod:`..findings.cluster_advisor`).
@@ -110,9 +110,11 @@ class ClusterTables:
 
     @cached_property
     def rank_step_wait(self) -> pd.DataFrame:
-        """Per rank and step: collectives and their elapse / transit / wait / synchronization time (us)."""
-        stacked = self.inputs.stacked("communication_time", ["Iteration ID", *T._MS])
-        return T.rank_step_wait(self.inputs.compute(T.rank_step_wait_totals(stacked)))
+        """Per rank and step: collectives and their elapse / transit / wait / synchronization time (us).  Summed
+        from :attr:`communication_time` (one row per collective execution and rank, in each rank's time order,
+        as each rank's table has them): that table comes back to this process anyway, and summing it here
+        costs less than building every rank's collectives a second time (on Dask's workers)."""
+        return T.rank_step_wait(T.rank_step_wait_totals(self.communication_time))
 
     @cached_property
     def stragglers(self) -> pd.DataFrame:
