@@ -14,6 +14,7 @@ whole.  Those are loaded too (a torn last record is dropped) and listed in
 from __future__ import annotations
 
 import bisect
+import io
 import os
 import warnings
 from dataclasses import dataclass
@@ -54,6 +55,16 @@ def newest_run(path: Path) -> Path | None:
     return max(runs, key=lambda p: rawdata.creation_order(p.name) or (-1, "", p.name))
 
 
+@lru_cache(maxsize=4096)
+def _header_fields(major: int, header: bytes) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) of a ``.npy`` header (its length field and text, after the magic), as numpy's parser reads
+    it.  Kept per header: the ranks of a cluster write chunks of the same kinds and sizes, and numpy parses
+    each header by compiling it (most of what reading a small chunk costs)."""
+    read_header = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}[major]
+    shape, _, dtype = read_header(io.BytesIO(header))
+    return shape, dtype
+
+
 def _read_header(f: BinaryIO) -> tuple[int, np.dtype]:
     """(records, dtype) from the ``.npy`` header at the start of the open file ``f``, checked against
     the file's size; leaves ``f`` at the first record.
@@ -63,8 +74,8 @@ def _read_header(f: BinaryIO) -> tuple[int, np.dtype]:
     """
     try:
         major, _ = np.lib.format.read_magic(f)
-        read_header = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}[major]
-        shape, _, dtype = read_header(f)
+        length = f.read({1: 2, 2: 4}[major])
+        shape, dtype = _header_fields(major, length + f.read(int.from_bytes(length, "little")))
     except OSError:  # the file could not be read: its reader says so
         raise
     except Exception as exc:  # noqa: BLE001 - damaged bytes: numpy's header parser raises all sorts
@@ -517,7 +528,7 @@ class RunDir:
             return out
         entries = _hash_entries(data)
         if None not in entries:
-            return dict(e for e in entries if e is not _BLANK)
+            return dict(filter(None, entries))  # without the blank lines (``_BLANK`` is falsy), in C
         lines = data.decode("utf-8", errors="replace").split("\n")
         for lineno, line in enumerate(lines, 1):
             if not line.strip():  # the writer ends a line a failed write cut off with an empty one
