@@ -285,10 +285,11 @@ def _hash_entry(line: str) -> tuple[int, str] | None:
 
 
 _BLANK = ()
-#: The hash dictionaries read last, by their first bytes: each one's bytes, and each line's entry with the
-#: byte offset past that line.  A cluster's ranks of one pipeline stage hold the same lines but for the few
-#: naming the rank's own communicators, so a rank's file reuses the common start of the last one of its stage.
-_LAST_HASH: dict[bytes, tuple[bytes, list, list[int]]] = {}
+#: The hash dictionaries read last, by their first bytes: each one's bytes, each line's entry with the
+#: byte offset past that line, and its names once built (None before).  A cluster's ranks of one pipeline stage
+#: hold the same lines but for the few naming the rank's own communicators, so a rank's file reuses the common
+#: start of the last one of its stage; ranks whose files are the same bytes share one dict of names.
+_LAST_HASH: dict[bytes, tuple[bytes, list, list[int], dict[int, str] | None]] = {}
 _HEAD_BYTES = 4096
 _LAST_HASH_KEPT = 16
 
@@ -308,7 +309,7 @@ def _hash_entries(data: bytes) -> list:
     same, head, ends = 0, [], []
     key = data[:_HEAD_BYTES]
     if key in _LAST_HASH:
-        before, parsed, before_ends = _LAST_HASH.pop(key)
+        before, parsed, before_ends, _ = _LAST_HASH.pop(key)
         same = _common_lines(before, data, before_ends)
         head, ends = parsed[:same], before_ends[:same]
     offset = ends[-1] if ends else 0
@@ -317,10 +318,17 @@ def _hash_entries(data: bytes) -> list:
     for line in lines[:-1]:  # a line's end: past its newline (utf-8 keeps the newline's byte where it was)
         offset = data.index(b"\n", offset) + 1
         ends.append(offset)
-    _LAST_HASH[key] = (data, entries, ends)
+    _LAST_HASH[key] = (data, entries, ends, None)
     if len(_LAST_HASH) > _LAST_HASH_KEPT:
         del _LAST_HASH[next(iter(_LAST_HASH))]  # the least recently read
     return entries
+
+
+def _shared_names(data: bytes) -> dict[int, str] | None:
+    """The names of the last intact dictionary read with the same first bytes, if its bytes are ``data``'s (the
+    ranks of a stage may share one file): one dict for all of them, which nothing changes."""
+    last = _LAST_HASH.get(data[:_HEAD_BYTES])
+    return last[3] if last is not None and last[3] is not None and last[0] == data else None
 
 
 def _dict(value: object) -> dict:
@@ -526,9 +534,15 @@ class RunDir:
             self.damaged.append(f"{rawdata.HASH_DICT_FILE} ({str(exc).removeprefix(f'{path}: ')}: names show as "
                                 "<unknown 0x...>)")
             return out
+        shared = _shared_names(data)
+        if shared is not None:
+            return shared
         entries = _hash_entries(data)
         if None not in entries:
-            return dict(filter(None, entries))  # without the blank lines (``_BLANK`` is falsy), in C
+            names = dict(filter(None, entries))  # without the blank lines (``_BLANK`` is falsy), in C
+            key = data[:_HEAD_BYTES]
+            _LAST_HASH[key] = (*_LAST_HASH[key][:3], names)
+            return names
         lines = data.decode("utf-8", errors="replace").split("\n")
         for lineno, line in enumerate(lines, 1):
             if not line.strip():  # the writer ends a line a failed write cut off with an empty one
