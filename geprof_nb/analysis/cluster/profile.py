@@ -200,9 +200,10 @@ class ClusterProfile:
     ``engine``: ``"pandas"`` (default) or ``"dask"``; ``scheduler`` (Dask only): a
     ``distributed.Client``, a scheduler address such as ``"tcp://host:8786"``, or a local
     scheduler name (``"threads"``, ``"sync"``); None uses Dask's default (the active Client if
-    there is one).  ``parquet_dir`` (Dask only): where the ranks' Parquet tables are written when
-    they are not Parquet exports already (default: a temporary directory; workers on other
-    machines need a shared path).
+    there is one).  ``parquet_dir`` (Dask only): where the ranks that are not Parquet exports already
+    are exported first, for the workers to read; without it the workers read geprof run directories
+    themselves, and other formats go to a temporary directory (workers on other machines need a
+    shared path either way).
     """
 
     def __init__(self, path: Path, ranks: dict[int, Profile], notes: list[str] | None = None, *,
