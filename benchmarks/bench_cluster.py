@@ -112,8 +112,8 @@ def llama2_70b_cross_rank_tables(quick: bool) -> Result:
 
 def llama2_70b_cross_rank_tables_dask(quick: bool) -> Result:
     """The same tables on the Dask engine against a local cluster (2 workers of one thread on 127.0.0.1, as
-    the tests start it): the ranks' Parquet tables written, then read and reduced by the workers (one run, no
-    warm-up, at either size: each run exports every rank to Parquet first, about 0.4 s a rank here)."""
+    the tests start it): the workers read every rank's run directory and build and reduce its tables there
+    (one run, no warm-up, at either size)."""
     try:
         import distributed
     except ImportError:

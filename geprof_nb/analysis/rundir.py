@@ -14,6 +14,7 @@ whole.  Those are loaded too (a torn last record is dropped) and listed in
 from __future__ import annotations
 
 import bisect
+import io
 import os
 import warnings
 from dataclasses import dataclass
@@ -54,6 +55,16 @@ def newest_run(path: Path) -> Path | None:
     return max(runs, key=lambda p: rawdata.creation_order(p.name) or (-1, "", p.name))
 
 
+@lru_cache(maxsize=4096)
+def _header_fields(major: int, header: bytes) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) of a ``.npy`` header (its length field and text, after the magic), as numpy's parser reads
+    it.  Kept per header: the ranks of a cluster write chunks of the same kinds and sizes, and numpy parses
+    each header by compiling it (most of what reading a small chunk costs)."""
+    read_header = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}[major]
+    shape, _, dtype = read_header(io.BytesIO(header))
+    return shape, dtype
+
+
 def _read_header(f: BinaryIO) -> tuple[int, np.dtype]:
     """(records, dtype) from the ``.npy`` header at the start of the open file ``f``, checked against
     the file's size; leaves ``f`` at the first record.
@@ -63,8 +74,8 @@ def _read_header(f: BinaryIO) -> tuple[int, np.dtype]:
     """
     try:
         major, _ = np.lib.format.read_magic(f)
-        read_header = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}[major]
-        shape, _, dtype = read_header(f)
+        length = f.read({1: 2, 2: 4}[major])
+        shape, dtype = _header_fields(major, length + f.read(int.from_bytes(length, "little")))
     except OSError:  # the file could not be read: its reader says so
         raise
     except Exception as exc:  # noqa: BLE001 - damaged bytes: numpy's header parser raises all sorts
@@ -274,10 +285,11 @@ def _hash_entry(line: str) -> tuple[int, str] | None:
 
 
 _BLANK = ()
-#: The hash dictionaries read last, by their first bytes: each one's bytes, and each line's entry with the
-#: byte offset past that line.  A cluster's ranks of one pipeline stage hold the same lines but for the few
-#: naming the rank's own communicators, so a rank's file reuses the common start of the last one of its stage.
-_LAST_HASH: dict[bytes, tuple[bytes, list, list[int]]] = {}
+#: The hash dictionaries read last, by their first bytes: each one's bytes, each line's entry with the
+#: byte offset past that line, and its names once built (None before).  A cluster's ranks of one pipeline stage
+#: hold the same lines but for the few naming the rank's own communicators, so a rank's file reuses the common
+#: start of the last one of its stage; ranks whose files are the same bytes share one dict of names.
+_LAST_HASH: dict[bytes, tuple[bytes, list, list[int], dict[int, str] | None]] = {}
 _HEAD_BYTES = 4096
 _LAST_HASH_KEPT = 16
 
@@ -297,7 +309,7 @@ def _hash_entries(data: bytes) -> list:
     same, head, ends = 0, [], []
     key = data[:_HEAD_BYTES]
     if key in _LAST_HASH:
-        before, parsed, before_ends = _LAST_HASH.pop(key)
+        before, parsed, before_ends, _ = _LAST_HASH.pop(key)
         same = _common_lines(before, data, before_ends)
         head, ends = parsed[:same], before_ends[:same]
     offset = ends[-1] if ends else 0
@@ -306,10 +318,17 @@ def _hash_entries(data: bytes) -> list:
     for line in lines[:-1]:  # a line's end: past its newline (utf-8 keeps the newline's byte where it was)
         offset = data.index(b"\n", offset) + 1
         ends.append(offset)
-    _LAST_HASH[key] = (data, entries, ends)
+    _LAST_HASH[key] = (data, entries, ends, None)
     if len(_LAST_HASH) > _LAST_HASH_KEPT:
         del _LAST_HASH[next(iter(_LAST_HASH))]  # the least recently read
     return entries
+
+
+def _shared_names(data: bytes) -> dict[int, str] | None:
+    """The names of the last intact dictionary read with the same first bytes, if its bytes are ``data``'s (the
+    ranks of a stage may share one file): one dict for all of them, which nothing changes."""
+    last = _LAST_HASH.get(data[:_HEAD_BYTES])
+    return last[3] if last is not None and last[3] is not None and last[0] == data else None
 
 
 def _dict(value: object) -> dict:
@@ -498,35 +517,41 @@ class RunDir:
     def hashes(self) -> dict[int, str]:
         """Hash id -> string (``MsprofGetHashId`` dictionary): a cluster rank's shared first lines
         (``hash_dict.shared.jsonl``, where there is one), then the run's own."""
-        out: dict[int, str] = {}
+        own = self._read_hashes(self.path / rawdata.HASH_DICT_FILE)
         shared = self.path / rawdata.HASH_DICT_SHARED_FILE
-        if os.path.lexists(shared):
-            self._read_hashes(shared, out)
-        self._read_hashes(self.path / rawdata.HASH_DICT_FILE, out)
-        return out
+        if not os.path.lexists(shared):
+            return own
+        return {**self._read_hashes(shared), **own}
 
-    def _read_hashes(self, path: Path, out: dict[int, str]) -> None:
-        """Add the lines of one dictionary file to ``out``; what is damaged or missing goes to ``damaged``."""
+    def _read_hashes(self, path: Path) -> dict[int, str]:
+        """The names of one dictionary file (a dict ranks with the same file's bytes share: not to be changed);
+        what is damaged or missing goes to ``damaged``."""
         try:
             there = present(path, HASH_FILE)
         except ImportFormatError as exc:  # the file is what it holds: the names it would have given
             self.damaged.append(f"{path.name} ({str(exc).removeprefix(f'{path}: ')}: names show as "
                                 "<unknown 0x...>)")
-            return
+            return {}
         if not there:
             if self._holds_hashed_records():  # they name strings by hash: without the dictionary they are unknown
                 self.damaged.append(f"{path.name} (missing: names show as <unknown 0x...>)")
-            return
+            return {}
         try:
             data = read_bytes(path, HASH_FILE)
         except ImportFormatError as exc:
             self.damaged.append(f"{path.name} ({str(exc).removeprefix(f'{path}: ')}: names show as "
                                 "<unknown 0x...>)")
-            return
+            return {}
+        shared = _shared_names(data)
+        if shared is not None:
+            return shared
         entries = _hash_entries(data)
         if None not in entries:
-            out.update(e for e in entries if e is not _BLANK)
-            return
+            names = dict(filter(None, entries))  # without the blank lines (``_BLANK`` is falsy), in C
+            key = data[:_HEAD_BYTES]
+            _LAST_HASH[key] = (*_LAST_HASH[key][:3], names)
+            return names
+        out: dict[int, str] = {}
         lines = data.decode("utf-8", errors="replace").split("\n")
         for lineno, line in enumerate(lines, 1):
             if not line.strip():  # the writer ends a line a failed write cut off with an empty one
@@ -539,6 +564,7 @@ class RunDir:
                 self.damaged.append(f"{path.name}:{lineno}")  # that line's name only
             else:
                 out[entry[0]] = entry[1]
+        return out
 
     def load(self, kind: str, device_id: int = 0) -> np.ndarray:
         """All records of one kind (chunks concatenated in order; empty if none)."""

@@ -400,3 +400,18 @@ def test_a_hash_dictionary_sharing_the_start_of_the_one_read_before_gives_its_ow
     assert third == {1000 + k: s for k, s in enumerate(common + ["comm_rank2", "comm_rank2_b", "added"])}
     assert damaged == {k: s for k, s in third.items() if s != "comm_rank2_b"}
     assert read[3].damaged == [f"{rawdata.HASH_DICT_FILE}:202"]
+
+
+def test_ranks_whose_hash_dictionaries_are_the_same_bytes_share_one_dict(chunked_run, tmp_path):
+    """A stage's ranks may hold one dictionary file (copied, or hard-linked): read once, one dict for all; a rank
+    whose file differs in a line gets its own names."""
+    common = [f"model/layers.{k}/mlp/MatMul_{'y' * 40}" for k in range(200)]
+    runs = [tmp_path / name for name in ("a", "b", "c")]
+    for run in runs:
+        shutil.copytree(chunked_run.profile.path, run)
+    for run in runs[:2]:
+        _write_hashes(run, common + ["comm_stage0"])
+    _write_hashes(runs[2], common + ["comm_other"])
+    a, b, c = (RunDir(run).hashes for run in runs)
+    assert a is b and a == {1000 + k: s for k, s in enumerate(common + ["comm_stage0"])}
+    assert c is not a and c[1200] == "comm_other" and a[1200] == "comm_stage0"

@@ -4,9 +4,10 @@ One module for both engines (:mod:`.profile` with pandas, :mod:`.dask_engine` wi
 every function here takes the stacked tables and returns a pandas DataFrame with fixed
 columns, dtypes and row order, so the two engines give equal frames.  The functions whose
 input can be large (the HCCL sub-tasks: ~50 per collective execution per rank) are split
-in two: a *reduction* (``link_totals``, ``rank_step_wait_totals``) written with the part of
-the DataFrame API that pandas and ``dask.dataframe`` share (filter, assign, groupby-sum /
-count), which Dask runs on its workers, and a *finish* on the small reduced frame.
+in two: a *reduction* (``link_totals``; ``rank_step_wait_totals``, of the collectives' table)
+written with the part of the DataFrame API that pandas and ``dask.dataframe`` share (filter,
+assign, groupby-sum / count), which Dask can run on its workers, and a *finish* on the small
+reduced frame.
 
 Definitions (times in us unless a column says ms):
 

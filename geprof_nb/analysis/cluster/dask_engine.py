@@ -1,21 +1,24 @@
-"""The Dask engine of the cross-rank analysis: per-rank Parquet tables, read lazily, reduced on
-a Dask cluster.
+"""The Dask engine of the cross-rank analysis: per-rank tables, read lazily, reduced on a Dask cluster.
 
 A profile of a large cluster does not fit one machine: one rank's HCCL sub-tasks are ~50 rows
-per collective execution, times steps, buckets and ranks.  Here every rank's tables live in its
-Parquet export (:func:`~..export.parquet.export_parquet`, ``rank_<r>/<run>.geprof_parquet``), one
-partition per rank; ``dask.dataframe.from_map`` reads a partition (only the columns the analysis
-needs, with pyarrow) when a task runs, on whichever worker runs it.  The reductions of
-:mod:`.cross_rank` (``link_totals`` of the sub-tasks, ``rank_step_wait_totals``) run on the
-workers; only their small results, and the per-collective tables (one row per collective
-execution and rank), come back to this process, where the same finishing code as the pandas
-engine's makes the tables.  So both engines give equal frames.
+per collective execution, times steps, buckets and ranks.  Here every rank is one partition of
+each table, read when a task runs, on whichever worker runs it, with only the columns the
+analysis needs: a geprof run directory is read by the worker itself (its tables built from the
+raw records there, as :class:`~..profile.Profile` builds them: nothing is written first); a rank
+opened from a Parquet export (:func:`~..export.parquet.export_parquet`,
+``rank_<r>/<run>.geprof_parquet``) is read with pyarrow; the ranks of other formats (torch_npu,
+msprof) are exported to Parquet first.  The reduction of the large table (:func:`.cross_rank.link_totals`
+of the sub-tasks) runs on the workers; only its small result, and the per-collective tables (one row
+per collective execution and rank, which ``rank_step_wait`` sums), come back to this process,
+where the same finishing code as the pandas engine's makes the tables.  So both engines give
+equal frames.
 
 ``scheduler``: a ``distributed.Client``; a scheduler address (``"tcp://host:8786"``: a Client is
 connected, and closed by :meth:`DaskInputs.close`); a local scheduler name (``"threads"``,
 ``"sync"``, ``"processes"``); or None (Dask's default: the active Client if any, else threads).
-Workers must see the Parquet files: on several machines, export to a shared path
-(``cluster.export(shared, format="parquet")``) or pass ``parquet_dir`` on one.
+Workers must see the ranks' files: on several machines, put the run directories (or a Parquet
+export: ``cluster.export(shared, format="parquet")``) on a shared path.  ``parquet_dir`` exports
+every rank there first and reads the Parquet (the tables then stay on disk).
 
 Dask is an optional dependency (``pip install "geprof_nb[cluster]"``); nothing imports it
 unless ``engine="dask"`` is asked for.
@@ -35,8 +38,10 @@ from ...errors import ImportFormatError
 from ..export.cluster import rank_dir
 from ..export.parquet import export_parquet
 from ..sources.parquet import MANIFEST, ParquetSource, disk_names, empty_column
+from ..sources.source import RunDirSource
 
 if TYPE_CHECKING:
+    from ..profile import Profile
     from .profile import ClusterProfile
 
 LOCAL_SCHEDULERS = ("threads", "sync", "synchronous", "single-threaded", "processes")
@@ -51,27 +56,44 @@ def _dask():
     return dd
 
 
-def _read_part(part: tuple[int, str | None], names: list[str], disk: list[str], dtypes: dict[str, Any]) -> pd.DataFrame:
-    """One rank's table (the columns ``names``) with its ``Rank`` in front: what a task runs."""
-    rank, file = part
-    if file is None:  # the rank's table had no rows, so its export wrote no file
+def _read_part(part: tuple, names: list[str], disk: list[str], dtypes: dict[str, Any]) -> pd.DataFrame:
+    """One rank's table (the columns ``names``) with its ``Rank`` in front: what a task runs.  ``part``:
+    ``(rank, "parquet", file)`` (None: the rank's table had no rows, so its export wrote no file) or
+    ``(rank, "run", table, run directory, device id, info.json's content)``."""
+    rank, kind, *where = part
+    if kind == "run":
+        frame = _run_table(*where)[names]
+    elif where[0] is None:
         return pd.DataFrame({c: pd.Series([], dtype=d) for c, d in dtypes.items()})
-    import pyarrow.parquet as pq
+    else:
+        import pyarrow.parquet as pq
 
-    frame = pq.read_table(file, columns=disk).to_pandas()
-    frame.columns = names
+        frame = pq.read_table(where[0], columns=disk).to_pandas()
+        frame.columns = names
     frame.insert(0, "Rank", np.int64(rank))
     return frame.astype(dtypes)
 
 
+def _run_table(table: str, path: str, device_id: int, info: dict) -> pd.DataFrame:
+    """A rank's ``table`` built from its run directory, on the worker (``info``: the description the
+    rank was opened with, so the worker reads the run as this process did)."""
+    from ..profile import Profile
+    from ..rundir import RunDir
+
+    return getattr(Profile(RunDir(path, info), device_id), table)
+
+
 class DaskInputs:
-    """The ranks' Parquet tables as Dask frames (one partition per rank) and how to compute them."""
+    """The ranks' tables as Dask frames (one partition per rank) and how to compute them: ``exports``, rank ->
+    Parquet export; ``runs``, rank -> the Profile of a geprof run directory the workers read."""
 
     engine = "dask"
 
-    def __init__(self, exports: dict[int, Path], scheduler: Any = None, temporary: Path | None = None) -> None:
+    def __init__(self, exports: dict[int, Path], scheduler: Any = None, temporary: Path | None = None,
+                 runs: dict[int, Profile] | None = None) -> None:
         _dask()
         self.exports = dict(sorted((int(r), Path(p)) for r, p in exports.items()))
+        self.runs = dict(sorted((runs or {}).items()))
         self._temporary = temporary
         self._own_client = None
         self.scheduler = self._scheduler(scheduler)
@@ -79,19 +101,24 @@ class DaskInputs:
 
     @classmethod
     def of(cls, cluster: ClusterProfile, scheduler: Any = None, parquet_dir: str | Path | None = None) -> DaskInputs:
-        """The inputs of ``cluster``: ranks opened from Parquet exports are read where they are;
-        the others are exported first, to ``parquet_dir`` or a temporary directory."""
+        """The inputs of ``cluster``: ranks opened from Parquet exports, and without ``parquet_dir`` those of
+        geprof run directories, are read where they are; the others are exported first, to ``parquet_dir`` or
+        a temporary directory."""
         exports: dict[int, Path] = {}
+        runs: dict[int, Profile] = {}
         temporary = None
         for r, p in cluster.ranks.items():
             if isinstance(p.source, ParquetSource):
                 exports[r] = p.source.path
                 continue
+            if isinstance(p.source, RunDirSource) and parquet_dir is None:
+                runs[r] = p
+                continue
             if parquet_dir is None and temporary is None:
                 temporary = Path(tempfile.mkdtemp(prefix="geprof_dask_"))
             base = Path(parquet_dir) if parquet_dir is not None else temporary
             exports[r] = export_parquet(p, rank_dir(base, r), overwrite=True)
-        return cls(exports, scheduler, temporary)
+        return cls(exports, scheduler, temporary, runs)
 
     def _scheduler(self, scheduler: Any) -> Any:
         """What ``compute(scheduler=...)`` gets: a Client, a local scheduler name, or None."""
@@ -105,7 +132,17 @@ class DaskInputs:
         return scheduler  # a distributed.Client (anything dask accepts as a scheduler)
 
     def _meta(self, table: str, columns: list[str] | None) -> tuple[pd.DataFrame, list[str], list[str]]:
-        """The empty frame (``Rank`` + columns, recorded dtypes), the columns and their names on disk."""
+        """The empty frame (``Rank`` + columns, their dtypes), the columns and their names on disk: from a
+        Parquet export's manifest, else from the lowest run directory's table (built here, one rank)."""
+        if not self._sources:
+            frame = getattr(next(iter(self.runs.values())), table)
+            wanted = list(frame.columns) if columns is None else list(columns)
+            missing = [c for c in wanted if c not in frame.columns]
+            if missing:
+                raise ValueError(f"table {table!r} has no column {missing[0]!r}; it has: {', '.join(frame.columns)}")
+            meta = frame[wanted].iloc[:0].copy()
+            meta.insert(0, "Rank", pd.Series([], dtype=np.int64))
+            return meta, wanted, wanted
         source = next(iter(self._sources.values()))
         entry = source.manifest["tables"].get(table)
         if entry is None:
@@ -126,12 +163,14 @@ class DaskInputs:
         """Every rank's ``table`` as one lazy Dask frame, ``Rank`` first, one partition per rank."""
         dd = _dask()
         meta, wanted, disk = self._meta(table, columns)
-        parts = []
+        parts: dict[int, tuple] = {}
         for r, source in self._sources.items():
             file = (source.manifest["tables"].get(table) or {}).get("file")
-            parts.append((r, str(source.path / Path(file).name) if file else None))
-        return dd.from_map(_read_part, parts, names=wanted, disk=disk, dtypes=meta.dtypes.to_dict(), meta=meta,
-                           enforce_metadata=False, label=f"geprof-{table}")
+            parts[r] = (r, "parquet", str(source.path / Path(file).name) if file else None)
+        for r, p in self.runs.items():
+            parts[r] = (r, "run", table, str(p.source.path), p.source.device_id, p.source.info)
+        return dd.from_map(_read_part, [parts[r] for r in sorted(parts)], names=wanted, disk=disk,
+                           dtypes=meta.dtypes.to_dict(), meta=meta, enforce_metadata=False, label=f"geprof-{table}")
 
     def compute(self, frame) -> pd.DataFrame:
         """The pandas result of a Dask frame, on this engine's scheduler."""

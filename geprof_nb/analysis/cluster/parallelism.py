@@ -130,15 +130,15 @@ def rank_passes(rank: int, profile: Profile, stage: int) -> pd.DataFrame:
     tx = profile.msprof_tx
     if tx.empty or "message" not in tx.columns:
         return pd.DataFrame(columns=PIPELINE)
-    messages = tx["message"].astype(str)
-    matches = messages.str.extract(_PASS)
-    sel = matches[0].notna().to_numpy()
+    # a rank has tens of ranges: matched one by one (pandas' str methods cost more per call than these)
+    matches = [_PASS.match(str(m)) for m in tx["message"].tolist()]
+    sel = np.array([m is not None for m in matches], bool)
     if not sel.any():
         return pd.DataFrame(columns=PIPELINE)
     start = tx["Start_time(us)"].to_numpy(float)[sel]
     end = tx["End_time(us)"].to_numpy(float)[sel]
-    direction = matches[0].to_numpy(object)[sel]
-    rest = matches[1].to_numpy(object)[sel]
+    direction = np.array([m.group(1) for m in matches if m is not None], object)
+    rest = [m.group(2) for m in matches if m is not None]
     bounds = profile.source.step_bounds()
     begins = bounds["begin"].to_numpy(float) / 1000 if len(bounds) else np.zeros(0)
     index = np.searchsorted(begins, start, "right") - 1

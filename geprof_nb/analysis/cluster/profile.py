@@ -9,9 +9,9 @@ The cross-rank questions (which card is slow, which link is slow, how long ranks
 each other) are answered by the tables of :mod:`.cross_rank`, computed by an engine:
 
 * ``pandas`` (the default) stacks the ranks' Profile tables in this process;
-* ``dask`` (:mod:`.dask_engine`) reads every rank's tables from Parquet lazily and reduces the
-  large ones (the HCCL sub-tasks) on a Dask cluster, for clusters whose profiles do not fit
-  one machine's memory.
+* ``dask`` (:mod:`.dask_engine`) reads every rank's tables lazily on the workers of a Dask
+  cluster (from its run directory or Parquet export) and reduces the large ones (the HCCL
+  sub-tasks) there, for clusters whose profiles do not fit one machine's memory.
 
 Both give equal frames.  Findings for the whole cluster come from :meth:`ClusterProfile.advise`
 (:mod:`..findings.cluster_advisor`).
@@ -110,9 +110,11 @@ class ClusterTables:
 
     @cached_property
     def rank_step_wait(self) -> pd.DataFrame:
-        """Per rank and step: collectives and their elapse / transit / wait / synchronization time (us)."""
-        stacked = self.inputs.stacked("communication_time", ["Iteration ID", *T._MS])
-        return T.rank_step_wait(self.inputs.compute(T.rank_step_wait_totals(stacked)))
+        """Per rank and step: collectives and their elapse / transit / wait / synchronization time (us).  Summed
+        from :attr:`communication_time` (one row per collective execution and rank, in each rank's time order,
+        as each rank's table has them): that table comes back to this process anyway, and summing it here
+        costs less than building every rank's collectives a second time (on Dask's workers)."""
+        return T.rank_step_wait(T.rank_step_wait_totals(self.communication_time))
 
     @cached_property
     def stragglers(self) -> pd.DataFrame:
@@ -198,9 +200,10 @@ class ClusterProfile:
     ``engine``: ``"pandas"`` (default) or ``"dask"``; ``scheduler`` (Dask only): a
     ``distributed.Client``, a scheduler address such as ``"tcp://host:8786"``, or a local
     scheduler name (``"threads"``, ``"sync"``); None uses Dask's default (the active Client if
-    there is one).  ``parquet_dir`` (Dask only): where the ranks' Parquet tables are written when
-    they are not Parquet exports already (default: a temporary directory; workers on other
-    machines need a shared path).
+    there is one).  ``parquet_dir`` (Dask only): where the ranks that are not Parquet exports already
+    are exported first, for the workers to read; without it the workers read geprof run directories
+    themselves, and other formats go to a temporary directory (workers on other machines need a
+    shared path either way).
     """
 
     def __init__(self, path: Path, ranks: dict[int, Profile], notes: list[str] | None = None, *,

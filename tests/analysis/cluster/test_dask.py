@@ -64,13 +64,16 @@ def test_both_engines_give_equal_tables_from_parquet(client, faulty, parquet_roo
     cluster.close()
 
 
-def test_dask_on_run_directories_writes_their_parquet_first(client, faulty):
-    tables = faulty.tables("dask", scheduler=client)
-    written = tables.inputs._temporary
-    assert written is not None and sorted(p.name for p in written.iterdir()) == [f"rank_{r}" for r in range(8)]
-    assert_same_tables(tables, faulty.tables("pandas"))
-    faulty.close()  # removes the temporary Parquet and forgets the engine's tables
-    assert not written.exists()
+def test_dask_on_run_directories_reads_them_in_the_workers(client, faulty):
+    with distributed.get_task_stream(client) as stream:
+        tables = faulty.tables("dask", scheduler=client)
+        assert_same_tables(tables, faulty.tables("pandas"))
+    # nothing written first: the workers built each rank's tables from its run directory
+    assert tables.inputs._temporary is None and tables.inputs.exports == {}
+    assert sorted(tables.inputs.runs) == list(range(8))
+    names = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in stream.data]
+    assert sum(str(k).startswith("geprof-step_breakdown") for k in names) == 8
+    faulty.close()
 
 
 def test_parquet_dir_keeps_the_parquet(client, faulty, tmp_path):

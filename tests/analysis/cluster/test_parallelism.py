@@ -13,7 +13,9 @@ import pytest
 
 import geprof_nb
 from geprof_nb import ge
+from geprof_nb.analysis.cluster import cross_rank as T
 from geprof_nb.analysis.cluster.parallelism import COMMUNICATION_GROUPS, EXPERT_LOAD, PIPELINE, PIPELINE_BUBBLES
+from geprof_nb.analysis.cluster.profile import ClusterTables, PandasInputs
 from geprof_nb.analysis.sources.db_schema import group_hash
 from helpers.cluster_testing import simulate_cluster
 
@@ -213,3 +215,27 @@ def test_the_db_export_puts_each_collective_in_its_own_group(hybrid, tmp_path):
         assert sorted(v for (v,) in op) == sorted(by_name.values())
         assert {v for (v,) in task} == set(groups)
         np.testing.assert_array_equal(back.rank(r).source.collective_groups(), groups)
+
+
+def test_the_fast_paths_give_the_frames_of_the_per_rank_tables(hybrid):
+    """What the cluster's tables take short cuts for, computed the long way on the same ranks: rank_step_wait
+    summed from every rank's own collectives table, the Dask engine's workers reading the run directories
+    (not a Parquet export) and each chunk read through the cached header as numpy reads the file."""
+    fresh = geprof_nb.load(hybrid.path)
+    ms = ["Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)"]
+    stacked = PandasInputs(fresh.ranks).stacked("communication_time", ["Iteration ID", *ms])
+    wait = T.rank_step_wait(T.rank_step_wait_totals(stacked))
+    assert len(wait) == 8 * 2 and (wait["Collectives"] > 0).all()
+    pd.testing.assert_frame_equal(fresh.rank_step_wait, wait)
+    pytest.importorskip("dask.dataframe", reason="the Dask engine needs the cluster extra")
+    dask = fresh.tables("dask", scheduler="sync")
+    assert dask.inputs.exports == {} and sorted(dask.inputs.runs) == list(range(8))
+    for name in ClusterTables.NAMES:
+        pd.testing.assert_frame_equal(getattr(dask, name), getattr(fresh.tables("pandas"), name), obj=name)
+    run = fresh.rank(5).run
+    chunks = sorted(run.path.glob("*/data/*.npy"))
+    assert len(chunks) >= 10
+    for chunk in chunks:
+        kind = chunk.name.split(".", 1)[0]
+        device = int(chunk.parent.parent.name[7:]) if chunk.parent.parent.name.startswith("device_") else 0
+        np.testing.assert_array_equal(run.load(kind, device), np.load(chunk, allow_pickle=False), err_msg=kind)
