@@ -72,7 +72,7 @@ from .tracejson import write_json
 
 #: Tables a second process writes while this one writes the rest (:mod:`.db_rows`), when they have at least
 #: :data:`SIDE_MIN_ROWS` rows (below that, starting the process costs more than it saves).
-SIDE_PROCESS_TABLES = frozenset({"TASK_PMU_INFO", "OP_MEMORY", "MEMORY_RECORD"})
+SIDE_PROCESS_TABLES = frozenset({"TASK_PMU_INFO"})
 SIDE_MIN_ROWS = 500_000
 #: The runtime (TASK) type of an op task by its op_summary Task Type, where the Profile has no runtime type.
 RUNTIME_TYPES = {"AI_CORE": "KERNEL_AICORE", "AI_VECTOR_CORE": "KERNEL_AIVEC", "MIX_AIC": "KERNEL_MIX_AIC",
@@ -599,15 +599,9 @@ class DbTables:
         task = self.task_table()  # first: it numbers the tasks the others refer to
         yield from self.meta_tables()
         yield from self.enum_tables()
-        # next the big tables the second process writes (SIDE_PROCESS_TABLES), so it writes them while this
-        # one writes the rest; handed over last, they would leave this one nothing to do meanwhile
-        data, n = self.pmu_table()
-        yield t["TASK_PMU_INFO"], data, n
-        if self.torch_npu:
-            yield from self.memory_tables()
         yield t["TASK"], task, len(task["startNs"])
         del task
-        for name, build in (("COMPUTE_TASK_INFO", self.compute_table),
+        for name, build in (("COMPUTE_TASK_INFO", self.compute_table), ("TASK_PMU_INFO", self.pmu_table),
                             ("COMMUNICATION_OP", self.communication_op_table),
                             ("COMMUNICATION_TASK_INFO", self.communication_task_table),
                             ("CANN_API", self.cann_api_table), ("MSTX_EVENTS", self.mstx_table),
@@ -616,6 +610,7 @@ class DbTables:
             yield t[name], data, n
         if self.torch_npu:
             yield from self.framework_tables()
+            yield from self.memory_tables()
         else:
             data, n = self.npu_op_mem_table()
             yield t["NPU_OP_MEM"], data, n
