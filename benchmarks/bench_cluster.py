@@ -111,15 +111,17 @@ def llama2_70b_cross_rank_tables(quick: bool) -> Result:
 
 
 def llama2_70b_cross_rank_tables_dask(quick: bool) -> Result:
-    """The same tables on the Dask engine against a local cluster (2 workers of one thread on 127.0.0.1, as
-    the tests start it): the workers read every rank's run directory and build and reduce its tables there
-    (one run, no warm-up, at either size)."""
+    """The same tables on the Dask engine against a local cluster: 2 worker processes of one thread on
+    127.0.0.1 (what a local cluster is on 2 cores: one worker per core, each with its own GIL), started before
+    the timing.  One task per rank reads its run directory and builds all of its small tables there (step split,
+    collectives, pipeline passes, groups, step bounds); only those come back (one run, no warm-up, at either
+    size)."""
     try:
         import distributed
     except ImportError:
         return skipped("cross-rank tables (dask)", "s", f"<= {TABLES_TARGET_S:g} s", "distributed")
     local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", protocol="tcp",
-                                     processes=False, dashboard_address=None)
+                                     processes=True, dashboard_address=None)
     client = distributed.Client(local)
     try:
         t, found = _cross_rank(quick, "dask", client, runs=1)

@@ -7,11 +7,11 @@ analysis needs: a geprof run directory is read by the worker itself (its tables 
 raw records there, as :class:`~..profile.Profile` builds them: nothing is written first); a rank
 opened from a Parquet export (:func:`~..export.parquet.export_parquet`,
 ``rank_<r>/<run>.geprof_parquet``) is read with pyarrow; the ranks of other formats (torch_npu,
-msprof) are exported to Parquet first.  The reduction of the large table (:func:`.cross_rank.link_totals`
-of the sub-tasks) runs on the workers; only its small result, and the per-collective tables (one row
-per collective execution and rank, which ``rank_step_wait`` sums), come back to this process,
-where the same finishing code as the pandas engine's makes the tables.  So both engines give
-equal frames.
+msprof) are exported to Parquet first.  One task per rank builds all of the rank's small tables
+(:mod:`.rank_tables`: its step split, its collectives, its pipeline passes, groups and step bounds,
+from its op rows built once); the reduction of the large table (:func:`.cross_rank.link_totals` of the
+sub-tasks) runs on the workers too.  Only the small results come back to this process, where the
+same finishing code as the pandas engine's makes the tables.  So both engines give equal frames.
 
 ``scheduler``: a ``distributed.Client``; a scheduler address (``"tcp://host:8786"``: a Client is
 connected, and closed by :meth:`DaskInputs.close`); a local scheduler name (``"threads"``,
@@ -26,6 +26,7 @@ unless ``engine="dask"`` is asked for.
 
 from __future__ import annotations
 
+import pickle
 import shutil
 import tempfile
 from pathlib import Path
@@ -39,6 +40,7 @@ from ..export.cluster import rank_dir
 from ..export.parquet import export_parquet
 from ..sources.parquet import MANIFEST, ParquetSource, disk_names, empty_column
 from ..sources.source import RunDirSource
+from .rank_tables import rank_tables
 
 if TYPE_CHECKING:
     from ..profile import Profile
@@ -74,13 +76,34 @@ def _read_part(part: tuple, names: list[str], disk: list[str], dtypes: dict[str,
     return frame.astype(dtypes)
 
 
-def _run_table(table: str, path: str, device_id: int, info: dict) -> pd.DataFrame:
-    """A rank's ``table`` built from its run directory, on the worker (``info``: the description the
-    rank was opened with, so the worker reads the run as this process did)."""
+def _run_profile(path: str, device_id: int, info: dict) -> Profile:
+    """A rank's Profile of its run directory, on the worker (``info``: the description the rank was
+    opened with, so the worker reads the run as this process did)."""
     from ..profile import Profile
     from ..rundir import RunDir
 
-    return getattr(Profile(RunDir(path, info), device_id), table)
+    return Profile(RunDir(path, info), device_id)
+
+
+def _run_table(table: str, path: str, device_id: int, info: dict) -> pd.DataFrame:
+    """A rank's ``table`` built from its run directory, on the worker."""
+    return getattr(_run_profile(path, device_id, info), table)
+
+
+def _rank_tables(part: tuple) -> dict[str, Any]:
+    """The task of one rank: its :func:`.rank_tables.rank_tables`.  ``part``: ``(rank, "parquet", export)``
+    or ``(rank, "run", run directory, device id, info.json's content pickled)``: Dask walks every item of a
+    dict argument looking for collections to compute, seconds for 1,024 ranks' descriptions; bytes it
+    passes as they are."""
+    from ..profile import Profile
+
+    rank, kind, *where = part
+    if kind == "run":
+        path, device_id, info = where
+        profile = _run_profile(path, device_id, pickle.loads(info))
+    else:
+        profile = Profile(ParquetSource(Path(where[0])))
+    return rank_tables(rank, profile)
 
 
 class DaskInputs:
@@ -98,6 +121,7 @@ class DaskInputs:
         self._own_client = None
         self.scheduler = self._scheduler(scheduler)
         self._sources = {r: ParquetSource(p) for r, p in self.exports.items()}
+        self._small: dict[int, dict[str, Any]] | None = None
 
     @classmethod
     def of(cls, cluster: ClusterProfile, scheduler: Any = None, parquet_dir: str | Path | None = None) -> DaskInputs:
@@ -171,6 +195,24 @@ class DaskInputs:
             parts[r] = (r, "run", table, str(p.source.path), p.source.device_id, p.source.info)
         return dd.from_map(_read_part, [parts[r] for r in sorted(parts)], names=wanted, disk=disk,
                            dtypes=meta.dtypes.to_dict(), meta=meta, enforce_metadata=False, label=f"geprof-{table}")
+
+    def small(self, name: str) -> dict[int, Any]:
+        """rank -> its small table ``name`` (:data:`.rank_tables.RANK_TABLES`).  The first call runs one task
+        per rank that builds all of them (on a worker, which sends back only these); later calls read
+        what came back."""
+        if self._small is None:
+            import dask
+            from dask.base import tokenize
+
+            parts = [(r, "parquet", str(p)) for r, p in self.exports.items()]
+            parts += [(r, "run", str(p.source.path), p.source.device_id, pickle.dumps(p.source.info))
+                      for r, p in self.runs.items()]
+            parts.sort(key=lambda part: part[0])
+            tasks = [dask.delayed(_rank_tables, pure=True)(part, dask_key_name=f"geprof-rank_tables-{tokenize(part)}")
+                     for part in parts]
+            options = {} if self.scheduler is None else {"scheduler": self.scheduler}
+            self._small = dict(zip((part[0] for part in parts), dask.compute(*tasks, **options)))
+        return {r: tables[name] for r, tables in self._small.items()}
 
     def compute(self, frame) -> pd.DataFrame:
         """The pandas result of a Dask frame, on this engine's scheduler."""

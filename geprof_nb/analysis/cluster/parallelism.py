@@ -38,6 +38,7 @@ Definitions (times in us):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -99,21 +100,29 @@ def rank_stage(rank: int, facts: dict) -> int:
 
 
 # ------------------------------------------------------------------------ groups
-def communication_groups(facts: dict[int, dict]) -> pd.DataFrame:
-    """Every group any rank recorded, once (a group is its communicator name), world first, then tp, pp,
-    dp, ep, each by its first rank."""
-    rows: dict[str, dict] = {}
-    for info in facts.values():
-        for group_id, group in (info.get("parallel_group_info") or {}).items():
-            if not isinstance(group, dict) or group_id in rows:
-                continue
-            ranks = sorted(_ints(group.get("global_ranks")))
-            pg = str(group.get("group_name", ""))
-            rows[group_id] = {"Type": GROUP_TYPES.get(pg, pg), "PG Name": pg,
-                              "Communication Type": "p2p" if pg in _P2P else "collective",
-                              "Rank Set": "(" + ",".join(map(str, ranks)) + ")", "Size": len(ranks),
-                              "Group Name": group_hash(str(group_id)), "Group ID": str(group_id), "_first": ranks[:1]}
-    out = pd.DataFrame(list(rows.values()), columns=[*COMMUNICATION_GROUPS, "_first"])
+def group_rows(facts: dict) -> list[dict]:
+    """One rank's groups (its ``parallel_group_info``) as :func:`communication_groups` rows, in the order it
+    recorded them: small, so a Dask worker sends them back instead of the rank's facts."""
+    rows = []
+    for group_id, group in (facts.get("parallel_group_info") or {}).items():
+        if not isinstance(group, dict):
+            continue
+        ranks = sorted(_ints(group.get("global_ranks")))
+        pg = str(group.get("group_name", ""))
+        rows.append({"Type": GROUP_TYPES.get(pg, pg), "PG Name": pg,
+                     "Communication Type": "p2p" if pg in _P2P else "collective",
+                     "Rank Set": "(" + ",".join(map(str, ranks)) + ")", "Size": len(ranks),
+                     "Group Name": group_hash(str(group_id)), "Group ID": str(group_id), "_first": ranks[:1]})
+    return rows
+
+
+def communication_groups(rows: Iterable[dict]) -> pd.DataFrame:
+    """Every group of the ranks' :func:`group_rows` (rank by rank), once (a group is its communicator name),
+    world first, then tp, pp, dp, ep, each by its first rank."""
+    unique: dict[str, dict] = {}
+    for row in rows:
+        unique.setdefault(row["Group ID"], row)
+    out = pd.DataFrame(list(unique.values()), columns=[*COMMUNICATION_GROUPS, "_first"])
     if out.empty:
         return out.drop(columns="_first").astype({"Size": np.int64})
     order = {t: i for i, t in enumerate(_TYPE_ORDER)}
@@ -157,10 +166,9 @@ def rank_passes(rank: int, profile: Profile, stage: int) -> pd.DataFrame:
     return out.astype({"Micro Batch": np.int64, "Model Chunk": np.int64})
 
 
-def pipeline(ranks: dict[int, Profile]) -> pd.DataFrame:
-    """Every rank's pipeline passes, by stage, rank and start."""
-    parts = [rank_passes(r, p, rank_stage(r, parallel_facts(p))) for r, p in ranks.items()]
-    parts = [p for p in parts if len(p)]
+def pipeline(passes: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """The ranks' :func:`rank_passes` as one table, by stage, rank and start."""
+    parts = [p for p in passes if len(p)]
     if not parts:
         return pd.DataFrame(columns=PIPELINE)
     out = pd.concat(parts, ignore_index=True)

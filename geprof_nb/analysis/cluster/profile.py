@@ -36,6 +36,7 @@ from ..tables.modules import COLUMNS as MODULE_COLUMNS
 from ..tables.step_split import StepSplit, step_split
 from . import cross_rank as T
 from . import parallelism as H
+from .rank_tables import RANK_TABLES, stack
 
 if TYPE_CHECKING:
     from ..profile import Profile
@@ -54,17 +55,12 @@ class PandasInputs:
         self.ranks = ranks
 
     def stacked(self, table: str, columns: list[str] | None = None) -> pd.DataFrame:
-        """Every rank's ``table`` (only ``columns`` if given) with a ``Rank`` column in front.  The ranks
-        are stacked first and numbered after (a frame per rank with its own Rank column cost more than
-        the stacking, at hundreds of ranks)."""
-        parts = [getattr(p, table) for p in self.ranks.values()]
-        if not parts:
-            return pd.DataFrame(columns=["Rank", *(columns or [])])
-        if columns is not None:
-            parts = [frame[columns] for frame in parts]
-        out = pd.concat(parts, ignore_index=True)
-        out.insert(0, "Rank", np.repeat(np.fromiter(self.ranks, np.int64), [len(frame) for frame in parts]))
-        return out
+        """Every rank's ``table`` (only ``columns`` if given) with a ``Rank`` column in front."""
+        return stack({r: getattr(p, table) for r, p in self.ranks.items()}, columns)
+
+    def small(self, name: str) -> dict[int, Any]:
+        """rank -> its :data:`.rank_tables.RANK_TABLES` ``name``, from the Profiles here."""
+        return {r: RANK_TABLES[name](r, p) for r, p in self.ranks.items()}
 
     def compute(self, frame: pd.DataFrame) -> pd.DataFrame:
         return frame
@@ -73,24 +69,23 @@ class PandasInputs:
 class ClusterTables:
     """The cross-rank tables of one engine's inputs, each computed once when first read.
 
-    ``inputs`` provides ``stacked(table, columns)`` (pandas or Dask frames) and ``compute(frame)``
-    (a pandas frame); the reductions of :mod:`.cross_rank` run on the stacked frames, the
-    finishing steps on the computed results.  ``recorded_links`` gives the links torch_npu ranks
-    recorded instead of sub-tasks (:meth:`ClusterProfile.recorded_links`), ``step_bounds`` each rank's
-    step bounds (:meth:`ClusterProfile.step_bounds`; without: no rank has any), ``stages`` each rank's pipeline
-    stage (:meth:`ClusterProfile.pipeline_stages`: slow_ranks compares a rank with its own stage); all are small
+    ``inputs`` provides ``small(name)`` (rank -> its small table ``name`` of :data:`.rank_tables.RANK_TABLES`:
+    step_breakdown, communication_time, pipeline passes, groups, step bounds, facts), ``stacked(table,
+    columns)`` (pandas or Dask frames of a large table) and ``compute(frame)`` (a pandas frame); the
+    reductions of :mod:`.cross_rank` run on the stacked frames, the finishing steps on the computed results.
+    ``recorded_links`` gives the links torch_npu ranks recorded instead of sub-tasks
+    (:meth:`ClusterProfile.recorded_links`), ``stages`` each rank's pipeline stage
+    (:meth:`ClusterProfile.pipeline_stages`: slow_ranks compares a rank with its own stage); both are small
     and read the same for either engine.
     """
 
     def __init__(self, inputs: Any, slow_rank_threshold: float = T.SLOW_RANK_THRESHOLD,
                  slow_link_threshold: float = T.SLOW_LINK_THRESHOLD,
                  recorded_links: Callable[[], pd.DataFrame] | None = None,
-                 step_bounds: Callable[[], dict[int, pd.DataFrame]] | None = None,
                  stages: Callable[[], dict[int, int]] | None = None) -> None:
         self.inputs = inputs
         self.stages = stages
         self.recorded_links = recorded_links
-        self.step_bounds = step_bounds
         self.slow_rank_threshold = slow_rank_threshold
         self.slow_link_threshold = slow_link_threshold
 
@@ -101,19 +96,19 @@ class ClusterTables:
     @cached_property
     def cluster_step_trace_time(self) -> pd.DataFrame:
         """msprof-analyze's ``cluster_step_trace_time.csv``: Step, Type, Index, Computing, ... per rank and step."""
-        return T.cluster_step_trace_time(self.inputs.compute(self.inputs.stacked("step_breakdown")))
+        return T.cluster_step_trace_time(stack(self.inputs.small("step_breakdown")))
 
     @cached_property
     def communication_time(self) -> pd.DataFrame:
         """Every rank's collectives: elapse, transit, wait, synchronization (ms), ``Rank`` first."""
-        return T.cluster_communication_time(self.inputs.compute(self.inputs.stacked("communication_time")))
+        return T.cluster_communication_time(stack(self.inputs.small("communication_time")))
 
     @cached_property
     def rank_step_wait(self) -> pd.DataFrame:
         """Per rank and step: collectives and their elapse / transit / wait / synchronization time (us).  Summed
         from :attr:`communication_time` (one row per collective execution and rank, in each rank's time order,
         as each rank's table has them): that table comes back to this process anyway, and summing it here
-        costs less than building every rank's collectives a second time (on Dask's workers)."""
+        costs less than building every rank's collectives a second time."""
         return T.rank_step_wait(T.rank_step_wait_totals(self.communication_time))
 
     @cached_property
@@ -122,10 +117,15 @@ class ClusterTables:
         return T.stragglers(self.communication_time)
 
     @cached_property
+    def step_bounds(self) -> dict[int, pd.DataFrame]:
+        """Each rank's step bounds (which of its steps are whole step periods)."""
+        return self.inputs.small("step_bounds")
+
+    @cached_property
     def step_periods(self) -> pd.DataFrame:
         """cluster_step_trace_time's rows that are whole step periods (:func:`.cross_rank.whole_step_periods`):
         what per-step means count."""
-        return T.whole_step_periods(self.cluster_step_trace_time, self.step_bounds() if self.step_bounds else {})
+        return T.whole_step_periods(self.cluster_step_trace_time, self.step_bounds)
 
     @cached_property
     def rank_step_splits(self) -> dict[int, StepSplit]:
@@ -133,7 +133,7 @@ class ClusterTables:
         step and the outlier steps it leaves out."""
         rows = self.cluster_step_trace_time
         rows = rows[rows["Type"] == "rank"]
-        bounds = self.step_bounds() if self.step_bounds else {}
+        bounds = self.step_bounds
         none = pd.DataFrame(columns=["step", "begin", "end"])
         splits = {int(r): step_split(g, bounds.get(int(r), none)) for r, g in rows.groupby("Index", sort=True)}
         return {r: s for r, s in splits.items() if s is not None}
@@ -177,6 +177,27 @@ class ClusterTables:
     def slow_links(self) -> pd.DataFrame:
         """Links whose bandwidth is well below the median of their link type, slowest first."""
         return T.slow_links(self.communication_matrix, self.slow_link_threshold)
+
+    @cached_property
+    def communication_groups(self) -> pd.DataFrame:
+        """Every communication group of the job (:func:`.parallelism.communication_groups`)."""
+        return H.communication_groups(row for rows in self.inputs.small("groups").values() for row in rows)
+
+    @cached_property
+    def pipeline(self) -> pd.DataFrame:
+        """Per rank (and its stage), step, micro-batch and direction: the pipeline pass's start and end (us)."""
+        return H.pipeline(self.inputs.small("passes").values())
+
+    @cached_property
+    def pipeline_bubbles(self) -> pd.DataFrame:
+        """Per pipeline stage: the bubble per step and its shares (:func:`.parallelism.pipeline_bubbles`), the
+        step's time its longest rank's."""
+        times: dict[int, float] = {}
+        for b in self.step_bounds.values():
+            for step, us in zip(b["step"].astype(int), (b["end"] - b["begin"]).to_numpy(float) / 1000):
+                times[int(step)] = max(times.get(int(step), 0.0), float(us))
+        facts = next((f for f in self.inputs.small("facts").values() if f), {})
+        return H.pipeline_bubbles(self.pipeline, times, H.ideal_bubble_ratio(facts))
 
     def rank_step(self, metric: str = "Stage") -> pd.DataFrame:
         """A rank x step matrix of ``metric``: a cluster_step_trace_time column (``Stage`` = step time,
@@ -245,7 +266,7 @@ class ClusterProfile:
     @cached_property
     def step_breakdown(self) -> pd.DataFrame:
         """Every rank's step_breakdown, with a ``Rank`` column in front."""
-        return PandasInputs(self.ranks).stacked("step_breakdown")
+        return stack({r: p.step_breakdown for r, p in self.ranks.items()})
 
     def step_bounds(self) -> dict[int, pd.DataFrame]:
         """Each rank's step bounds (which of its steps are whole step periods)."""
@@ -299,8 +320,7 @@ class ClusterProfile:
                 from .dask_engine import DaskInputs
 
                 inputs = DaskInputs.of(self, scheduler=scheduler, parquet_dir=self.parquet_dir)
-            self._tables[key] = ClusterTables(inputs, recorded_links=self.recorded_links,
-                                              step_bounds=self.step_bounds, stages=self.pipeline_stages)
+            self._tables[key] = ClusterTables(inputs, recorded_links=self.recorded_links, stages=self.pipeline_stages)
         return self._tables[key]
 
     @property
@@ -386,27 +406,22 @@ class ClusterProfile:
         """rank -> pipeline stage (every rank 0 without a pipeline)."""
         return {r: H.rank_stage(r, f) for r, f in self.parallel_facts.items()}
 
-    @cached_property
+    @property
     def communication_groups(self) -> pd.DataFrame:
         """Every communication group of the job, as msprof-analyze's communication_group_map reports it,
         with the parallelism it serves (Type: world, tp, pp, dp, ep) and its ranks."""
-        return H.communication_groups(self.parallel_facts)
+        return self.tables().communication_groups
 
-    @cached_property
+    @property
     def pipeline(self) -> pd.DataFrame:
         """Per rank (and its stage), step, micro-batch and direction: the pipeline pass's start and end (us)."""
-        return H.pipeline(self.ranks)
+        return self.tables().pipeline
 
-    @cached_property
+    @property
     def pipeline_bubbles(self) -> pd.DataFrame:
         """Per pipeline stage: the bubble (the pipeline's time the stage is idle) per step, its share of the
         pipeline and of the step, and the share Megatron's formula gives uniform stages."""
-        times: dict[int, float] = {}
-        for b in self.step_bounds().values():
-            for step, us in zip(b["step"].astype(int), (b["end"] - b["begin"]).to_numpy(float) / 1000):
-                times[int(step)] = max(times.get(int(step), 0.0), float(us))
-        facts = next((f for f in self.parallel_facts.values() if f), {})
-        return H.pipeline_bubbles(self.pipeline, times, H.ideal_bubble_ratio(facts))
+        return self.tables().pipeline_bubbles
 
     @cached_property
     def expert_load(self) -> pd.DataFrame:

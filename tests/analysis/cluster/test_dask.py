@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import geprof_nb
+from geprof_nb import ge
 from geprof_nb.analysis import ClusterProfile
 from geprof_nb.analysis.cluster.profile import ClusterTables
 from helpers.cluster_testing import FAULTS, simulate_cluster
@@ -40,7 +41,7 @@ def parquet_root(faulty, tmp_path_factory):
 
 
 def assert_same_tables(dask_tables: ClusterTables, pandas_tables: ClusterTables) -> None:
-    for name in ClusterTables.NAMES:
+    for name in (*ClusterTables.NAMES, "communication_groups", "pipeline", "pipeline_bubbles"):
         pd.testing.assert_frame_equal(getattr(dask_tables, name), getattr(pandas_tables, name), obj=name)
 
 
@@ -71,8 +72,10 @@ def test_dask_on_run_directories_reads_them_in_the_workers(client, faulty):
     # nothing written first: the workers built each rank's tables from its run directory
     assert tables.inputs._temporary is None and tables.inputs.exports == {}
     assert sorted(tables.inputs.runs) == list(range(8))
+    # one task per rank built all of its small tables (step split, collectives, passes, groups)
     names = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in stream.data]
-    assert sum(str(k).startswith("geprof-step_breakdown") for k in names) == 8
+    assert sum(str(k).startswith("geprof-rank_tables") for k in names) == 8
+    assert not any(str(k).startswith(("geprof-step_breakdown", "geprof-communication_time")) for k in names)
     faulty.close()
 
 
@@ -98,6 +101,26 @@ def test_ranks_without_hccl_data_give_equal_empty_tables(client, tmp_path):
     assert dask.communication_matrix.empty and dask.slow_links.empty
     assert_same_tables(dask, cluster.tables("pandas"))
     cluster.close()
+
+
+def test_the_group_map_and_pipeline_bubbles_come_from_the_workers(client, tmp_path):
+    """A hybrid-parallel job (tiny-llama TP2 PP2 DP2, 4 micro-batches): both engines find its 13 groups
+    (world, 4 tp, 4 pp, 4 dp) and its two stages' passes and bubbles, from the run directories and from
+    a Parquet export; the Dask engine's come back from one task per rank."""
+    g = ge.models.llm("tiny-llama", seq_len=256, parallel=ge.Parallel(tp=2, pp=2, dp=2, micro_batches=4))
+    hybrid = simulate_cluster(tmp_path / "run", ranks=8, steps=2, graph=g, task_trace="on")
+    pandas_tables = hybrid.tables("pandas")
+    assert len(pandas_tables.communication_groups) == 13 and len(pandas_tables.pipeline_bubbles) == 2
+    # every rank runs 4 micro-batches forward and backward in each of 2 steps
+    assert len(pandas_tables.pipeline) == 8 * 2 * 4 * 2
+    with distributed.get_task_stream(client) as stream:
+        assert_same_tables(hybrid.tables("dask", scheduler=client), pandas_tables)
+    names = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in stream.data]
+    assert sum(str(k).startswith("geprof-rank_tables") for k in names) == 8
+    exported = geprof_nb.load(hybrid.export(tmp_path / "parquet", format="parquet"), engine="dask", scheduler=client)
+    assert_same_tables(exported.tables(), pandas_tables)
+    exported.close()
+    hybrid.close()
 
 
 def test_engine_options_are_for_clusters_only(faulty):
