@@ -26,7 +26,7 @@ unless ``engine="dask"`` is asked for.
 
 from __future__ import annotations
 
-import pickle
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -92,15 +92,15 @@ def _run_table(table: str, path: str, device_id: int, info: dict) -> pd.DataFram
 
 def _rank_tables(part: tuple) -> dict[str, Any]:
     """The task of one rank: its :func:`.rank_tables.rank_tables`.  ``part``: ``(rank, "parquet", export)``
-    or ``(rank, "run", run directory, device id, info.json's content pickled)``: Dask walks every item of a
-    dict argument looking for collections to compute, seconds for 1,024 ranks' descriptions; bytes it
+    or ``(rank, "run", run directory, device id, info.json's content as JSON bytes)``: Dask walks every item of
+    a dict argument looking for collections to compute, seconds for 1,024 ranks' descriptions; bytes it
     passes as they are."""
     from ..profile import Profile
 
     rank, kind, *where = part
     if kind == "run":
         path, device_id, info = where
-        profile = _run_profile(path, device_id, pickle.loads(info))
+        profile = _run_profile(path, device_id, json.loads(info))
     else:
         profile = Profile(ParquetSource(Path(where[0])))
     return rank_tables(rank, profile)
@@ -205,7 +205,7 @@ class DaskInputs:
             from dask.base import tokenize
 
             parts = [(r, "parquet", str(p)) for r, p in self.exports.items()]
-            parts += [(r, "run", str(p.source.path), p.source.device_id, pickle.dumps(p.source.info))
+            parts += [(r, "run", str(p.source.path), p.source.device_id, json.dumps(p.source.info).encode())
                       for r, p in self.runs.items()]
             parts.sort(key=lambda part: part[0])
             tasks = [dask.delayed(_rank_tables, pure=True)(part, dask_key_name=f"geprof-rank_tables-{tokenize(part)}")
