@@ -211,6 +211,7 @@ def llama3_8b_serving(quick: bool) -> Result:
         out = scratch_dir()
         with ge.simulation_settings(clock_mode="virtual"), geprof_nb.profile(output=str(out)) as block:
             result = ge.serve("llama3-8b", requests=reqs, max_batch_size=64)
+        ge.GEFinalize()  # ge.serve's Session initialised GE, which a notebook keeps for its next cell: not the next row
         summary = block.profile.serving_summary()
         found.update(requests=int(summary["requests"]), steps=result.steps, output_tokens=result.output_tokens,
                      simulated_s=round(result.duration_s, 3))
