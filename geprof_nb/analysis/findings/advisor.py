@@ -327,19 +327,13 @@ def _aicpu_split(run: _Run) -> dict[str, str]:
             for n, r in mean.iterrows()}
 
 
-def _roofline_bounds(run: _Run) -> pd.Series:
-    """The roofline's bound of each of ``run.ops``' rows, "memory", "compute" or "" where the run does not tell
-    (:func:`..tables.roofline.row_bounds`: no FLOPs or bytes for it)."""
+def _memory_bound_rows(run: _Run) -> np.ndarray:
+    """Which of ``run.ops``' rows the roofline finds memory-bound (:func:`..tables.roofline.row_bounds`)."""
     profile = run.profile
     roofs = device_roofs(profile.device)
     bound = pd.Series(row_bounds(profile.op_summary, profile.source.op_work(roofs), roofs),
                       index=profile.op_summary.index)
-    return bound.reindex(run.ops.index).fillna("")
-
-
-def _memory_bound_rows(run: _Run) -> np.ndarray:
-    """Which of ``run.ops``' rows the roofline finds memory-bound."""
-    return (_roofline_bounds(run) == "memory").to_numpy()
+    return (bound.reindex(run.ops.index) == "memory").to_numpy()
 
 
 def low_cube_utilization(run: _Run) -> Finding | None:
@@ -411,23 +405,17 @@ def _cube_change(low: pd.DataFrame) -> WhatIfChange:
 
 
 def memory_bound_ops(run: _Run) -> Finding | None:
-    """Kernels whose time is GM traffic (MTE2) rather than compute.  TransData (only moves data) has its own rule;
-    a cube op counts unless the roofline finds it compute-bound (a small-M product streaming its weights, a decode
-    step's MatMuls are memory-bound): a compute-bound one that starves is the cube rule's."""
+    """Kernels whose time is GM traffic (MTE2) rather than compute.  Cube ops (the cube rule says why
+    they starve) and TransData (only moves data; its own rule) are left out."""
     ops = run.ops
     mte2 = pmu_metric(ops, "mte2_ratio")
     if ops.empty or mte2 is None or "OP Type" not in ops:
         return None
     compute = pd.concat([_metric_or_nan(ops, "vec_ratio"), _metric_or_nan(ops, "mac_ratio")], axis=1).max(axis=1)
-    cube = text_test(ops["OP Type"], lambda t: t.str.contains(CUBE_TYPES))
-    if cube.any():  # where the run has no roofline bound for a row (no FLOPs or bytes), the PMU test below decides
-        cube &= (_roofline_bounds(run) != "compute").to_numpy()
-    kinds = cube | text_test(ops["OP Type"], lambda t: ~t.str.contains(CUBE_TYPES) & ~t.isin(TRANSDATA_TYPES))
-    bound = (kinds & (mte2 >= MTE2_DOMINANT_RATIO).to_numpy()
-             & (mte2 >= MEMORY_BOUND_FACTOR * compute.fillna(0)).to_numpy())
+    bound = (text_test(ops["OP Type"], lambda t: ~t.str.contains(CUBE_TYPES) & ~t.isin(TRANSDATA_TYPES))
+             & (mte2 >= MTE2_DOMINANT_RATIO).to_numpy() & (mte2 >= MEMORY_BOUND_FACTOR * compute.fillna(0)).to_numpy())
     if not bound.any():
         return None
-    cube_bound = bool((bound & cube).any())
     cols = ["Op Name", "OP Type", _DUR] + (["Input Shapes"] if "Input Shapes" in ops else [])
     f = ops.loc[bound, cols].assign(_mte2=mte2[bound], _compute=compute[bound].fillna(0))
     f["_stake"] = f[_DUR] * (1 - f["_compute"] / f["_mte2"])
@@ -451,10 +439,7 @@ def memory_bound_ops(run: _Run) -> Finding | None:
         evidence,
         "Cut the bytes: fuse chains of element-wise ops so intermediates stay in UB (keep GE's fusion passes on; "
         "do not switch them off in ge.fusionSwitchFile; use fused ops such as LayerNorm/Gelu instead of their "
-        "pieces), keep activations in float16/bfloat16 rather than float32, and drop Cast/copy ops between them."
-        + (" For the MatMuls with few rows (a small batch, a decode step), give each weight read more rows: a larger "
-           "batch or more tokens per call, or fused projections (one MatMul over the concatenated weights)."
-           if cube_bound else ""),
+        "pieces), keep activations in float16/bfloat16 rather than float32, and drop Cast/copy ops between them.",
         at_stake, _memory_change(f))
 
 

@@ -133,26 +133,7 @@ def test_small_batch_matmuls_are_memory_bound_not_low_cube_utilisation(tmp_path,
     roofs = device_roofs(p.device)
     bound = row_bounds(ops, p.source.op_work(roofs), roofs)
     assert set(bound[(ops["OP Type"] == "MatMulV2").to_numpy()]) == {"memory"}
-    found = advise(p)
-    assert CUBE not in rules(found)
-    # the memory-bound rule takes them: MTE2 at least half of each call and twice the cube's pipe
-    mm = ops[ops["OP Type"] == "MatMulV2"]
-    mte2 = mm["aic_mte2_ratio"] if "aic_mte2_ratio" in mm else mm["mte2_ratio"]
-    assert ((mte2 >= 0.5) & (mte2 >= 2 * mac[mm.index])).all()
-    f = finding(found, MEMORY)
-    assert f"MatMulV2: {len(mm) // len(p.step_trace)} ops/step" in f["Evidence"]
-    assert "MatMuls with few rows" in f["Suggestion"]
-
-
-def test_a_compute_bound_matmul_that_waits_for_data_is_not_memory_bound():
-    # 'big' at mte2_ratio 0.6 against mac_ratio 0.1 reads as starved, but the roofline puts its FLOPs above its
-    # bytes: the cube rule's, not the memory rule's; 'gemv' (memory-bound on the roofline) is the memory rule's
-    p = _imported_matmuls()
-    p.op_summary["aic_mte2_ratio"] = 0.6
-    assert p.roofline.set_index("Op Name")["Bound"].to_dict() == {"big": "compute", "gemv": "memory"}
-    f = finding(advise(p), MEMORY)
-    assert "MatMulV2: 1 op/step" in f["Evidence"] and "'gemv'" in f["Evidence"]
-    assert "'big'" in finding(advise(p), CUBE)["Evidence"]
+    assert CUBE not in rules(advise(p))
 
 
 def _imported_matmuls(memory_bound_only: bool = False) -> Profile:
