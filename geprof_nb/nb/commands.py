@@ -143,12 +143,12 @@ def whatif_change(speedup: list[tuple[str, float]], remove: list[str], link: lis
 
 def whatif_command(profile: Profile | ClusterProfile, change: dict, verify: bool) -> Any:
     """``%geprof whatif``: the what-if view of ``profile`` under ``change``; a change the run refuses (a pattern
-    that matches no op, a device not predicted) is a UsageError naming the flag."""
+    that matches no op, a device it cannot be re-costed on) is a UsageError naming the flag."""
     from .whatif_view import WhatIfView
 
     try:
         what_if = profile.what_if(**change)
-    except (TypeError, ValueError, NotImplementedError) as exc:
+    except (TypeError, ValueError) as exc:
         flag = next((f for k, f in WHATIF_FLAGS.items() if str(exc).startswith(k)
                      or str(exc).startswith(f"what_if({k}")), "%geprof whatif")
         raise UsageError(f"{flag}: {exc}") from None

@@ -35,7 +35,7 @@ from .report import Chart, draw
 #: Rows of ``explain()`` shown (the largest changes of one step).
 EXPLAIN_ROWS = 10
 #: The error types a change or its re-simulation is refused with: shown as a message, not a traceback.
-REFUSALS = (ValueError, TypeError, NotImplementedError, RuntimeError)
+REFUSALS = (ValueError, TypeError, RuntimeError)
 
 
 def describe(change: WhatIfChange) -> str:
